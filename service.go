@@ -1,0 +1,167 @@
+package vigil
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Service is what every surface (HTTP API, CLI through the client, MCP)
+// offers. The engine implements it in-process; package client implements
+// it over HTTP. Calls act within the Scope found in ctx (see WithScope).
+type Service interface {
+	// Register creates a watch, or returns the pending one with the same
+	// identity (Existing) or the one recorded under the idempotency key
+	// (Replayed).
+	Register(ctx context.Context, r RegisterRequest) (*Watch, error)
+	// Watch returns one watch.
+	Watch(ctx context.Context, id string) (*Watch, error)
+	// Watches lists watches.
+	Watches(ctx context.Context, q ListRequest) (WatchPage, error)
+	// Why returns a watch with one sentence on why it has not settled (or
+	// how it did).
+	Why(ctx context.Context, id string) (*Why, error)
+	// Wait blocks until the watch settles or timeout passes (bounded by
+	// Limits.MaxWait) and returns it as it is then.
+	Wait(ctx context.Context, id string, timeout time.Duration) (*Watch, error)
+	// Cancel cancels a pending watch, leaving one neutral line in the
+	// mailbox. Cancelling a settled watch returns it unchanged.
+	Cancel(ctx context.Context, id string) (*Watch, error)
+	// Delete removes a watch; a pending one is cancelled first.
+	Delete(ctx context.Context, id string) error
+	// Messages reads a mailbox, long-polling up to r.Wait.
+	Messages(ctx context.Context, r MessagesRequest) (MessagesPage, error)
+	// Ack moves a reader's cursor.
+	Ack(ctx context.Context, r AckRequest) error
+	// CloseRecipient cancels a recipient's pending watches silently.
+	CloseRecipient(ctx context.Context, recipient string) (CloseResult, error)
+	// Subscribe streams events until ctx is done; the channel is closed then.
+	Subscribe(ctx context.Context, f EventFilter) (<-chan Event, error)
+}
+
+// RegisterRequest is the body of POST /v1/watches (SPEC §3).
+type RegisterRequest struct {
+	Kind      Kind            `json:"kind"`
+	Predicate json.RawMessage `json:"predicate,omitempty"`
+	Recipient string          `json:"recipient"`
+	// Deadline is a duration from now or an RFC 3339 time; "" for the default.
+	Deadline string `json:"deadline,omitempty"`
+	// Every is the re-check interval; "" for the kind's default.
+	Every          string            `json:"every,omitempty"`
+	Mode           Mode              `json:"mode,omitempty"`
+	Note           string            `json:"note,omitempty"`
+	Labels         map[string]string `json:"labels,omitempty"`
+	Deliver        json.RawMessage   `json:"deliver,omitempty"`
+	IdempotencyKey string            `json:"idempotency_key,omitempty"`
+	MaxPolls       int               `json:"max_polls,omitempty"`
+	MaxErrors      int               `json:"max_errors,omitempty"`
+	Stable         int               `json:"stable,omitempty"`
+	StableFor      string            `json:"stable_for,omitempty"`
+	// Observe waits (bounded) for the first observation and returns it.
+	Observe bool `json:"observe,omitempty"`
+	// ChainDepth is how deep in a chain of vigil-started commands the caller
+	// is (VIGIL_CHAIN_DEPTH); set by the transport, not the body.
+	ChainDepth int `json:"-"`
+}
+
+// ListRequest filters Service.Watches.
+type ListRequest struct {
+	Recipient string            `json:"recipient,omitempty"`
+	State     State             `json:"state,omitempty"`
+	Kind      Kind              `json:"kind,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	After     string            `json:"after,omitempty"`
+	Limit     int               `json:"limit,omitempty"`
+}
+
+// Why explains a watch in one sentence.
+type Why struct {
+	Watch    *Watch `json:"watch"`
+	Sentence string `json:"sentence"`
+}
+
+// MessagesRequest reads a mailbox.
+type MessagesRequest struct {
+	Recipient string
+	Reader    string
+	After     *int64
+	Wait      time.Duration
+	Ack       bool
+	Limit     int
+}
+
+// AckRequest acknowledges messages up to Seq for a reader.
+type AckRequest struct {
+	Recipient string `json:"recipient"`
+	Reader    string `json:"reader"`
+	Seq       int64  `json:"seq"`
+}
+
+// CloseResult says what closing a recipient did.
+type CloseResult struct {
+	Cancelled int `json:"cancelled"`
+}
+
+// EventFilter selects events; empty fields do not filter.
+type EventFilter struct {
+	Recipient string
+	WatchID   string
+}
+
+// Event types on the event stream.
+const (
+	EventWatchCreated  = "watch.created"
+	EventWatchSettled  = "watch.settled"
+	EventWatchProgress = "watch.progress"
+	EventWatchObserved = "watch.observed"
+	EventMessage       = "message.created"
+)
+
+// Event is one entry on the event stream.
+type Event struct {
+	Type      string `json:"type"`
+	WatchID   string `json:"watch_id,omitempty"`
+	Recipient string `json:"recipient,omitempty"`
+	State     State  `json:"state,omitempty"`
+	Polls     int    `json:"polls,omitempty"`
+	Text      string `json:"text,omitempty"`
+	// Done is set on watch.settled so a live status line can disappear.
+	Done bool `json:"done,omitempty"`
+	// Seq is the message's seq on message.created.
+	Seq int64     `json:"seq,omitempty"`
+	At  time.Time `json:"-"`
+}
+
+// Scope is what the caller may do. No scope in a context means the admin.
+type Scope struct {
+	// Recipients the caller acts for; empty means every recipient.
+	Recipients []string
+	Exec       bool
+	TokenID    string
+}
+
+type scopeKey struct{}
+
+// WithScope returns ctx carrying s.
+func WithScope(ctx context.Context, s Scope) context.Context {
+	return context.WithValue(ctx, scopeKey{}, s)
+}
+
+// ScopeFrom returns the caller's scope; ok is false for the admin.
+func ScopeFrom(ctx context.Context) (s Scope, ok bool) {
+	s, ok = ctx.Value(scopeKey{}).(Scope)
+	return s, ok
+}
+
+// Allows reports whether the scope may act for recipient r.
+func (s Scope) Allows(r string) bool {
+	if len(s.Recipients) == 0 {
+		return true
+	}
+	for _, x := range s.Recipients {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,184 @@
+package vigil
+
+import (
+	"context"
+	"time"
+)
+
+// Store persists watches, mailboxes, reader cursors and the idempotency
+// ledger. Every implementation passes store/storetest. Methods that change a
+// watch's state are compare-and-set on state = 'pending'. Times are UTC at
+// the boundary; the store never reads the clock: callers pass Now.
+type Store interface {
+	// WatchCreate registers p.Watch in one transaction: it replays the
+	// idempotency ledger, returns a pending watch with the same identity
+	// (Existing), enforces the caps, inserts the watch and the ledger entry.
+	WatchCreate(ctx context.Context, p WatchCreateParams) (*Watch, error)
+	// WatchGet returns one watch, or ErrNotFound.
+	WatchGet(ctx context.Context, id string) (*Watch, error)
+	// WatchGetMany returns the watches found among ids, in any order.
+	WatchGetMany(ctx context.Context, ids []string) ([]*Watch, error)
+	// WatchList returns one page of watches, newest first.
+	WatchList(ctx context.Context, p WatchListParams) (WatchPage, error)
+	// WatchListPending returns what the scheduler needs to re-arm every
+	// pending watch after a start.
+	WatchListPending(ctx context.Context) ([]ScheduleEntry, error)
+	// WatchObserve records a pending watch's latest observation and poll
+	// count. It reports false, writing nothing, if the watch is not pending.
+	WatchObserve(ctx context.Context, p WatchObserveParams) (bool, error)
+	// WatchSettle settles each watch that is still pending, each with its
+	// outcome message, all in one transaction, and reports per entry whether
+	// it won. A watch already settled is left as it is and reports false.
+	WatchSettle(ctx context.Context, ps []WatchSettleParams) ([]bool, error)
+	// WatchCancel cancels a pending watch with an optional neutral message.
+	// It returns the watch as it is afterwards and whether this call
+	// cancelled it. ErrNotFound if there is no such watch (or it belongs to
+	// another recipient than p.Recipient, when that is set).
+	WatchCancel(ctx context.Context, p WatchCancelParams) (*Watch, bool, error)
+	// WatchDelete removes a settled watch and its receipts; its mailbox
+	// messages stay. ErrConflict if it is still pending.
+	WatchDelete(ctx context.Context, id string) error
+	// RecipientClose cancels every pending watch of a recipient silently and
+	// returns their ids.
+	RecipientClose(ctx context.Context, p RecipientCloseParams) ([]string, error)
+	// MessageCreate appends a message (a standing watch's change, a note).
+	MessageCreate(ctx context.Context, m *Message) (*Message, error)
+	// MessagesRead returns messages of a recipient in seq order after a
+	// cursor: p.After if set, else the reader's stored cursor.
+	MessagesRead(ctx context.Context, p MessagesReadParams) (MessagesPage, error)
+	// MessagesAck moves a reader's cursor forward to p.Seq (never back).
+	MessagesAck(ctx context.Context, p MessagesAckParams) error
+	// Prune deletes settled watches, messages and idempotency entries older
+	// than the cut-offs and says when the next one becomes prunable.
+	Prune(ctx context.Context, p PruneParams) (PruneResult, error)
+	// Close releases the store.
+	Close() error
+}
+
+// WatchCreateParams are the arguments of Store.WatchCreate.
+type WatchCreateParams struct {
+	// Watch is complete: ID, Identity, CreatedAt, Deadline, Every resolved.
+	Watch *Watch
+	// IdempotencyKey, when set, with RequestHash, the hash of the request
+	// without the key.
+	IdempotencyKey string
+	RequestHash    string
+	// IdempotencySince: ledger entries older than this are ignored.
+	IdempotencySince time.Time
+	// Caps on pending watches; zero means no cap.
+	MaxActive             int
+	MaxActivePerRecipient int
+}
+
+// WatchListParams filters Store.WatchList. Empty fields do not filter.
+type WatchListParams struct {
+	Recipient string
+	// Recipients restricts to a set (a scoped token); empty means all.
+	Recipients []string
+	State      State
+	Kind       Kind
+	// Labels must all match.
+	Labels map[string]string
+	// After is the cursor of the previous page.
+	After string
+	// Limit is the page size (default 100, max 1000).
+	Limit int
+}
+
+// WatchPage is one page of watches; Next is the cursor of the next page, or "".
+type WatchPage struct {
+	Watches []*Watch `json:"watches"`
+	Next    string   `json:"next,omitempty"`
+}
+
+// ScheduleEntry is the little the scheduler keeps about a pending watch.
+type ScheduleEntry struct {
+	ID        string
+	Kind      Kind
+	Every     time.Duration
+	Deadline  time.Time
+	StartAt   time.Time
+	CreatedAt time.Time
+	Polls     int
+	Standing  bool
+}
+
+// WatchObserveParams are the arguments of Store.WatchObserve.
+type WatchObserveParams struct {
+	ID          string
+	Observation *Observation
+	Polls       int
+}
+
+// WatchSettleParams settles one watch.
+type WatchSettleParams struct {
+	ID        string
+	State     State
+	Outcome   *Outcome
+	SettledAt time.Time
+	Polls     int
+	// AnsweredAtCreation: the caller already holds the answer; Message is nil.
+	AnsweredAtCreation bool
+	// Message is the outcome message; nil settles silently.
+	Message *Message
+}
+
+// WatchCancelParams cancels one watch.
+type WatchCancelParams struct {
+	ID string
+	// Recipients, when set, restricts which watches the caller may cancel.
+	Recipients []string
+	Outcome    *Outcome
+	SettledAt  time.Time
+	// Message is the neutral line; nil cancels silently.
+	Message *Message
+}
+
+// RecipientCloseParams closes a recipient.
+type RecipientCloseParams struct {
+	Recipient string
+	Outcome   *Outcome
+	SettledAt time.Time
+}
+
+// MessagesReadParams reads a mailbox.
+type MessagesReadParams struct {
+	Recipient string
+	// Reader names the cursor; "" reads without one (After or from the start).
+	Reader string
+	// After, when non-nil, overrides the reader's cursor.
+	After *int64
+	// Limit bounds the page (default 100, max 1000).
+	Limit int
+}
+
+// MessagesPage is what MessagesRead returns. Cursor is the reader's stored
+// cursor before this read.
+type MessagesPage struct {
+	Messages []*Message `json:"messages"`
+	Cursor   int64      `json:"cursor"`
+}
+
+// MessagesAckParams moves a reader's cursor.
+type MessagesAckParams struct {
+	Recipient string
+	Reader    string
+	Seq       int64
+}
+
+// PruneParams are the cut-offs of Store.Prune: rows older than these go.
+type PruneParams struct {
+	WatchesBefore     time.Time
+	MessagesBefore    time.Time
+	IdempotencyBefore time.Time
+}
+
+// PruneResult says what Prune removed and when the oldest remaining
+// prunable row becomes prunable, as the creation or settlement time of that
+// row (zero when nothing remains).
+type PruneResult struct {
+	Watches, Messages, Keys int
+	// OldestSettled, OldestMessage and OldestKey are the times of the oldest
+	// rows kept; zero when there are none.
+	OldestSettled, OldestMessage, OldestKey time.Time
+}

@@ -1,0 +1,164 @@
+// Package watcher defines the contract every kind's watcher fulfils, the
+// registry value the daemon builds with one explicit Register per kind, and
+// Run, the one place where a probe's errors and panics become an
+// unavailable observation.
+package watcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/vigil-run/vigil"
+)
+
+// Watcher answers one question about one kind: has this settled? A probe is
+// ONE bounded observation: it must not sleep or loop, and holds no
+// scheduling, persistence, delivery or retry logic.
+type Watcher interface {
+	// Kind is the kind this watcher answers for.
+	Kind() vigil.Kind
+	// Canonicalize validates a predicate, fills its defaults and returns its
+	// one canonical spelling. Refusals are *vigil.Error with code
+	// invalid_predicate and the field at fault ("predicate.url"). now
+	// resolves relative times.
+	Canonicalize(ctx context.Context, raw json.RawMessage, now time.Time) (Canonical, error)
+	// Admit refuses, with code watch_unobservable and a message naming the
+	// setting to change, a canonical predicate that can never be observed
+	// with this daemon's configuration. It checks configuration only, never
+	// the network.
+	Admit(ctx context.Context, predicate json.RawMessage) error
+	// Probe makes one observation. A returned error means unavailable
+	// (transient) unless wrapped with Permanent.
+	Probe(ctx context.Context, p Probe) (vigil.Observation, error)
+}
+
+// Canonical is a validated predicate.
+type Canonical struct {
+	Predicate json.RawMessage
+	// StartAt is when the watch is first due, if not at once (a timer's instant).
+	StartAt time.Time
+}
+
+// Probe is the input of one probe.
+type Probe struct {
+	WatchID   string
+	Kind      vigil.Kind
+	Predicate json.RawMessage
+	Now       time.Time
+}
+
+// ErrWrongKind is returned by a watcher given another kind's predicate: a
+// routing bug, never a verdict.
+var ErrWrongKind = errors.New("watcher: predicate of the wrong kind")
+
+// CheckKind returns ErrWrongKind (wrapped with both kinds) unless p is of kind k.
+func CheckKind(p Probe, k vigil.Kind) error {
+	if p.Kind != k {
+		return fmt.Errorf("%w: %s watcher given a %q predicate", ErrWrongKind, k, p.Kind)
+	}
+	return nil
+}
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as an answer that will never change (a repository
+// that does not exist, a command not found): the watch settles errored at once.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err was marked with Permanent.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p)
+}
+
+// Run probes once through w, catching errors and panics: any error becomes
+// an unavailable observation with the reason recorded (permanent if marked),
+// and a panic becomes an unavailable observation saying so. ErrWrongKind is
+// returned as an error: it is a bug, not an observation.
+func Run(ctx context.Context, w Watcher, p Probe) (obs vigil.Observation, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			stack := string(debug.Stack())
+			if i := strings.Index(stack, "panic("); i >= 0 {
+				stack = stack[i:]
+			}
+			if len(stack) > 2000 {
+				stack = stack[:2000]
+			}
+			obs = vigil.Observation{Verdict: vigil.VerdictUnavailable, At: p.Now,
+				Reason: fmt.Sprintf("the %s watcher panicked: %v", p.Kind, r), Facts: map[string]any{"panic_stack": stack}}
+			err = nil
+		}
+	}()
+	obs, err = w.Probe(ctx, p)
+	if errors.Is(err, ErrWrongKind) {
+		return vigil.Observation{}, err
+	}
+	if obs.At.IsZero() {
+		obs.At = p.Now
+	}
+	if err != nil {
+		return vigil.Observation{Verdict: vigil.VerdictUnavailable, At: p.Now, Reason: err.Error(),
+			Permanent: IsPermanent(err), Facts: obs.Facts}, nil
+	}
+	switch obs.Verdict {
+	case vigil.VerdictSatisfied, vigil.VerdictFailed, vigil.VerdictPending, vigil.VerdictUnavailable:
+	default:
+		return vigil.Observation{Verdict: vigil.VerdictUnavailable, At: p.Now,
+			Reason: fmt.Sprintf("the %s watcher returned no verdict", p.Kind)}, nil
+	}
+	return obs, nil
+}
+
+// Registry maps kinds to watchers. Build it with NewRegistry and one
+// Register call per kind; it is read-only once the daemon starts.
+type Registry struct {
+	m map[vigil.Kind]Watcher
+}
+
+// NewRegistry returns a registry holding ws.
+func NewRegistry(ws ...Watcher) *Registry {
+	r := &Registry{m: make(map[vigil.Kind]Watcher)}
+	for _, w := range ws {
+		r.Register(w)
+	}
+	return r
+}
+
+// Register adds w; it panics on a duplicate kind, a wiring bug.
+func (r *Registry) Register(w Watcher) {
+	if _, dup := r.m[w.Kind()]; dup {
+		panic(fmt.Sprintf("watcher: kind %q registered twice", w.Kind()))
+	}
+	r.m[w.Kind()] = w
+}
+
+// Lookup returns the watcher for k.
+func (r *Registry) Lookup(k vigil.Kind) (Watcher, bool) {
+	w, ok := r.m[k]
+	return w, ok
+}
+
+// Kinds lists the registered kinds, sorted.
+func (r *Registry) Kinds() []vigil.Kind {
+	ks := make([]vigil.Kind, 0, len(r.m))
+	for k := range r.m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
+	return ks
+}

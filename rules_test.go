@@ -1,0 +1,112 @@
+package vigil_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/vigil-run/vigil"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	until := &vigil.Watch{Mode: vigil.ModeUntil}
+	unless := &vigil.Watch{Mode: vigil.ModeUnless}
+	obs := func(v vigil.Verdict) *vigil.Observation { return &vigil.Observation{Verdict: v} }
+	one := vigil.Progress{Polls: 1, Streak: 1, Since: t0}
+	cases := []struct {
+		name  string
+		w     *vigil.Watch
+		o     *vigil.Observation
+		p     vigil.Progress
+		final bool
+		want  vigil.Decision
+	}{
+		{"until satisfied fires", until, obs(vigil.VerdictSatisfied), one, false, vigil.Decision{Settle: true, State: vigil.StateFired, Reason: "satisfied"}},
+		{"until failed fails", until, obs(vigil.VerdictFailed), vigil.Progress{Polls: 1}, false, vigil.Decision{Settle: true, State: vigil.StateFailed, Reason: "failed", Attention: true}},
+		{"until pending waits", until, obs(vigil.VerdictPending), vigil.Progress{Polls: 1}, false, vigil.Decision{}},
+		{"until unavailable waits", until, obs(vigil.VerdictUnavailable), vigil.Progress{Polls: 1, Errors: 1}, false, vigil.Decision{}},
+		{"until pending at deadline expires", until, obs(vigil.VerdictPending), vigil.Progress{Polls: 1}, true, vigil.Decision{Settle: true, State: vigil.StateExpired, Reason: "deadline"}},
+		{"until satisfied at the buzzer fires", until, obs(vigil.VerdictSatisfied), one, true, vigil.Decision{Settle: true, State: vigil.StateFired, Reason: "satisfied"}},
+		{"unless satisfied fires with attention", unless, obs(vigil.VerdictSatisfied), one, false, vigil.Decision{Settle: true, State: vigil.StateFired, Reason: "satisfied", Attention: true}},
+		{"unless pending at deadline held", unless, obs(vigil.VerdictPending), vigil.Progress{Polls: 1}, true, vigil.Decision{Settle: true, State: vigil.StateFired, Reason: "deadline", Held: true}},
+		{"unless unavailable at deadline expires", unless, obs(vigil.VerdictUnavailable), vigil.Progress{Polls: 1, Errors: 1}, true, vigil.Decision{Settle: true, State: vigil.StateExpired, Reason: "deadline"}},
+		{"unless failed holds", unless, obs(vigil.VerdictFailed), vigil.Progress{Polls: 1}, false, vigil.Decision{Settle: true, State: vigil.StateFired, Reason: "failed", Held: true}},
+		{"permanent errors", until, &vigil.Observation{Verdict: vigil.VerdictUnavailable, Permanent: true}, vigil.Progress{Polls: 1, Errors: 1}, false, vigil.Decision{Settle: true, State: vigil.StateErrored, Reason: "permanent", Attention: true}},
+		{"max errors", &vigil.Watch{MaxErrors: 2}, obs(vigil.VerdictUnavailable), vigil.Progress{Polls: 2, Errors: 2}, false, vigil.Decision{Settle: true, State: vigil.StateErrored, Reason: "max_errors", Attention: true}},
+		{"max polls", &vigil.Watch{MaxPolls: 2}, obs(vigil.VerdictPending), vigil.Progress{Polls: 2}, false, vigil.Decision{Settle: true, State: vigil.StateErrored, Reason: "max_polls", Attention: true}},
+		{"stable not yet", &vigil.Watch{Stable: 2}, obs(vigil.VerdictSatisfied), one, false, vigil.Decision{}},
+		{"stable reached", &vigil.Watch{Stable: 2}, obs(vigil.VerdictSatisfied), vigil.Progress{Polls: 2, Streak: 2, Since: t0.Add(-time.Minute)}, false, vigil.Decision{Settle: true, State: vigil.StateFired, Reason: "satisfied"}},
+		{"stable_for not yet", &vigil.Watch{StableFor: time.Minute}, obs(vigil.VerdictSatisfied), vigil.Progress{Polls: 2, Streak: 2, Since: t0.Add(-30 * time.Second)}, false, vigil.Decision{}},
+		{"standing never settles", &vigil.Watch{Standing: true}, obs(vigil.VerdictSatisfied), one, true, vigil.Decision{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := vigil.Decide(c.w, c.o, c.p, t0, c.final); got != c.want {
+				t.Errorf("Decide = %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestNextDue(t *testing.T) {
+	t.Parallel()
+	s := time.Second
+	cases := []struct {
+		name     string
+		due, now time.Time
+		errs     int
+		deadline time.Time
+		want     time.Time
+	}{
+		{"on the grid", t0, t0.Add(2 * s), 0, time.Time{}, t0.Add(30 * s)},
+		{"skips missed slots", t0, t0.Add(65 * s), 0, time.Time{}, t0.Add(90 * s)},
+		{"exactly on a slot skips it", t0, t0.Add(30 * s), 0, time.Time{}, t0.Add(60 * s)},
+		{"first error doubles", t0, t0, 1, time.Time{}, t0.Add(60 * s)},
+		{"third error", t0, t0, 3, time.Time{}, t0.Add(240 * s)},
+		{"capped at 10x", t0, t0, 9, time.Time{}, t0.Add(300 * s)},
+		{"never past the deadline", t0, t0, 0, t0.Add(10 * s), t0.Add(10 * s)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := vigil.NextDue(c.due, c.now, 30*s, c.errs, 10, c.deadline); !got.Equal(c.want) {
+				t.Errorf("NextDue = %v, want %v", got.Sub(t0), c.want.Sub(t0))
+			}
+		})
+	}
+}
+
+func TestProgressAdvance(t *testing.T) {
+	t.Parallel()
+	var p vigil.Progress
+	p = p.Advance(vigil.VerdictUnavailable, t0)
+	p = p.Advance(vigil.VerdictUnavailable, t0)
+	if p.Consecutive != 2 || p.Errors != 2 {
+		t.Fatalf("after two unavailable: %+v", p)
+	}
+	p = p.Advance(vigil.VerdictSatisfied, t0.Add(time.Second))
+	p = p.Advance(vigil.VerdictSatisfied, t0.Add(2*time.Second))
+	if p.Consecutive != 0 || p.Streak != 2 || !p.Since.Equal(t0.Add(time.Second)) || p.Polls != 4 {
+		t.Fatalf("after two satisfied: %+v", p)
+	}
+	p = p.Advance(vigil.VerdictPending, t0)
+	if p.Streak != 0 || !p.Since.IsZero() {
+		t.Fatalf("pending did not reset the streak: %+v", p)
+	}
+}
+
+func TestTransition(t *testing.T) {
+	t.Parallel()
+	if !vigil.Transition(vigil.StatePending, vigil.StateFired) {
+		t.Error("pending → fired refused")
+	}
+	for _, from := range []vigil.State{vigil.StateFired, vigil.StateCancelled, vigil.StateExpired} {
+		if vigil.Transition(from, vigil.StateCancelled) || vigil.Transition(from, vigil.StatePending) {
+			t.Errorf("a settled watch (%s) may move", from)
+		}
+	}
+	if vigil.Transition(vigil.StatePending, vigil.StateUnwatchable) {
+		t.Error("unwatchable is a view, never written")
+	}
+}

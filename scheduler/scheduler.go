@@ -1,0 +1,764 @@
+// Package scheduler decides when each pending watch is probed and settles it
+// when an observation answers. It is ONE goroutine over a min-heap keyed on
+// next-due plus one wake channel, and a fixed pool of probe workers: no
+// goroutine, timer or ticker per watch, and nothing periodic. With nothing
+// due the loop blocks on the wake channel and a single timer set to the heap
+// minimum; an empty heap has no timer at all.
+//
+// Writes follow state changes, not elapsed time: next-due and poll counts
+// live in memory, and a probe whose observation is the same as the last one
+// writes nothing. Settling persists the outcome and its mailbox message in
+// one transaction before anything else hears of it.
+//
+// Prime loads the pending watches; Tick runs what is due at a given instant
+// (tests drive it with a fake clock); Run is the loop (the spec's Start).
+package scheduler
+
+import (
+	"container/heap"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/wording"
+)
+
+// Config configures a Scheduler. Zero fields take defaults.
+type Config struct {
+	Store    vigil.Store
+	Watchers *watcher.Registry
+	// NowFunc is the clock; nil means time.Now.
+	NowFunc func() time.Time
+	// Workers is the size of the probe pool (default 8).
+	Workers int
+	// Limits supplies the backoff cap and the retention periods; the zero
+	// value means vigil.DefaultLimits().
+	Limits vigil.Limits
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// JitterFunc returns a random duration in [0, n); nil uses math/rand/v2.
+	JitterFunc func(n time.Duration) time.Duration
+	// EventFunc hears of observations, settlements and new messages, after
+	// they are committed. It must not block.
+	EventFunc func(vigil.Event)
+	// NewIDFunc makes message ids; nil makes ULIDs.
+	NewIDFunc func() string
+	// ProbeTimeout is a hard cap on one probe (default 15 min); watchers
+	// bound themselves well within it.
+	ProbeTimeout time.Duration
+	// BatchSize bounds how many instant watches (timers) settle in one
+	// transaction (default 512).
+	BatchSize int
+}
+
+// Scheduler runs probes when they are due. Create it with New.
+type Scheduler struct {
+	cfg  Config
+	log  *slog.Logger
+	mu   sync.Mutex
+	h    entryHeap
+	byID map[string]*entry
+	// pruneE is the one retention entry, when armed.
+	pruneE *entry
+	wake   chan struct{}
+}
+
+// New returns a scheduler; call Prime before Tick or Run.
+func New(cfg Config) *Scheduler {
+	if cfg.NowFunc == nil {
+		cfg.NowFunc = time.Now
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 8
+	}
+	if cfg.Limits == (vigil.Limits{}) {
+		cfg.Limits = vigil.DefaultLimits()
+	}
+	if cfg.JitterFunc == nil {
+		cfg.JitterFunc = func(n time.Duration) time.Duration {
+			if n <= 0 {
+				return 0
+			}
+			return time.Duration(rand.Int64N(int64(n)))
+		}
+	}
+	if cfg.EventFunc == nil {
+		cfg.EventFunc = func(vigil.Event) {}
+	}
+	if cfg.NewIDFunc == nil {
+		cfg.NewIDFunc = func() string { return ulid.Make().String() }
+	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = 15 * time.Minute
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 512
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Scheduler{
+		cfg:  cfg,
+		log:  log.With("component", "scheduler"),
+		byID: make(map[string]*entry),
+		wake: make(chan struct{}, 1),
+	}
+}
+
+func (s *Scheduler) now() time.Time { return s.cfg.NowFunc().UTC() }
+
+// signal wakes the loop without blocking.
+func (s *Scheduler) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// NextDue reports when the scheduler next has something to do; ok is false
+// when the heap is empty.
+func (s *Scheduler) NextDue() (t time.Time, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nextLocked()
+}
+
+func (s *Scheduler) nextLocked() (time.Time, bool) {
+	if len(s.h) == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, s.h[0].due).UTC(), true
+}
+
+// Len returns how many watches the scheduler holds.
+func (s *Scheduler) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.byID)
+}
+
+// Info returns what the scheduler knows of a pending watch: when it is next
+// due and how many probes it has had.
+func (s *Scheduler) Info(id string) (next time.Time, polls int, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.byID[id]
+	if !ok {
+		return time.Time{}, 0, false
+	}
+	return time.Unix(0, e.due).UTC(), int(e.prog.polls), true
+}
+
+// firstDue says when a watch is first due, and false when it never is (a
+// kind that is not probed and has no deadline).
+func firstDue(spec vigil.KindSpec, every time.Duration, start, deadline, now time.Time) (time.Time, bool) {
+	switch {
+	case !start.IsZero() && start.After(now):
+		return start, true
+	case spec.Instant || every > 0:
+		return now, true
+	case !deadline.IsZero():
+		return deadline, true
+	}
+	return time.Time{}, false
+}
+
+// Add schedules a newly registered watch: its first probe runs at once (or
+// at its StartAt), and a waiting loop is woken. o, when non-nil, hears the
+// first observation (registration with observe).
+func (s *Scheduler) Add(w *vigil.Watch, o *Observer) {
+	spec, _ := vigil.SpecOf(w.Kind)
+	now := w.CreatedAt
+	if now.IsZero() {
+		now = s.now()
+	}
+	due, ok := firstDue(spec, w.Every, w.StartAt, w.Deadline, now)
+	if !ok {
+		if o != nil {
+			o.finish(nil)
+		}
+		return
+	}
+	e := newEntry(w.ID, w.Kind, w.Every, w.Deadline, spec)
+	e.due = due.UnixNano()
+	e.prog.polls = clamp32(w.Polls)
+	e.observer = o
+	s.mu.Lock()
+	if _, dup := s.byID[w.ID]; dup {
+		s.mu.Unlock()
+		if o != nil {
+			o.finish(nil)
+		}
+		return
+	}
+	s.byID[w.ID] = e
+	heap.Push(&s.h, e)
+	s.mu.Unlock()
+	s.signal()
+}
+
+func newEntry(id string, kind vigil.Kind, every time.Duration, deadline time.Time, spec vigil.KindSpec) *entry {
+	e := &entry{id: id, kind: kind, every: every, index: -1}
+	if !deadline.IsZero() {
+		e.deadline = deadline.UnixNano()
+	}
+	if spec.Instant {
+		e.flags |= flagInstant
+	}
+	return e
+}
+
+// Remove forgets a watch that was cancelled or closed. A probe in flight for
+// it finishes, but its settlement loses the store's compare-and-set.
+func (s *Scheduler) Remove(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.byID[id]
+	if !ok {
+		return
+	}
+	delete(s.byID, id)
+	if e.flags&flagInflight != 0 {
+		e.flags |= flagRemoved
+		return
+	}
+	if e.index >= 0 {
+		heap.Remove(&s.h, int(e.index))
+	}
+}
+
+// ArmPrune makes sure the retention entry runs no later than t.
+func (s *Scheduler) ArmPrune(t time.Time) {
+	s.mu.Lock()
+	armed := s.armPruneLocked(t)
+	s.mu.Unlock()
+	if armed {
+		s.signal()
+	}
+}
+
+func (s *Scheduler) armPruneLocked(t time.Time) bool {
+	at := t.UnixNano()
+	switch {
+	case s.pruneE == nil:
+		s.pruneE = &entry{id: "\x00prune", flags: flagPrune, due: at, index: -1}
+		heap.Push(&s.h, s.pruneE)
+	case s.pruneE.flags&flagInflight != 0:
+		// The running prune re-arms itself from what it finds.
+		return false
+	case at < s.pruneE.due:
+		s.pruneE.due = at
+		heap.Fix(&s.h, int(s.pruneE.index))
+	default:
+		return false
+	}
+	return true
+}
+
+// job is one unit of work for a probe worker: a single probing watch, a
+// batch of instant watches, or the retention entry.
+type job struct {
+	entries []*entry
+}
+
+// popDueLocked takes every entry due at or before now off the heap and
+// groups them into jobs.
+func (s *Scheduler) popDueLocked(now time.Time) []job {
+	var jobs []job
+	var batch []*entry
+	cut := now.UnixNano()
+	for len(s.h) > 0 && s.h[0].due <= cut {
+		e := heap.Pop(&s.h).(*entry)
+		e.flags |= flagInflight
+		if e.flags&flagInstant != 0 {
+			batch = append(batch, e)
+			if len(batch) == s.cfg.BatchSize {
+				jobs = append(jobs, job{batch})
+				batch = nil
+			}
+			continue
+		}
+		jobs = append(jobs, job{[]*entry{e}})
+	}
+	if len(batch) > 0 {
+		jobs = append(jobs, job{batch})
+	}
+	return jobs
+}
+
+// Tick runs everything due at now to completion, using up to Workers probes
+// at once, and returns how many watches it evaluated. Tests drive the
+// scheduler with Tick and a fake clock; the daemon uses Run.
+func (s *Scheduler) Tick(ctx context.Context, now time.Time) int {
+	now = now.UTC()
+	s.mu.Lock()
+	jobs := s.popDueLocked(now)
+	s.mu.Unlock()
+	var g errgroup.Group
+	g.SetLimit(s.cfg.Workers)
+	n := 0
+	for _, j := range jobs {
+		if j.entries[0].flags&flagPrune == 0 {
+			n += len(j.entries)
+		}
+		g.Go(func() error { s.runJob(ctx, j, now); return nil })
+	}
+	_ = g.Wait()
+	return n
+}
+
+// Run is the scheduler loop: it blocks until ctx is done, then waits for
+// the probe workers to return. In-flight probes see ctx cancelled and write
+// nothing.
+func (s *Scheduler) Run(ctx context.Context) error {
+	jobs := make(chan job)
+	var wg sync.WaitGroup
+	for range s.cfg.Workers {
+		wg.Go(func() {
+			for j := range jobs {
+				s.runJob(ctx, j, s.now())
+				s.signal()
+			}
+		})
+	}
+	defer func() {
+		close(jobs)
+		wg.Wait()
+	}()
+
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var ready []job
+	for {
+		now := s.now()
+		s.mu.Lock()
+		ready = append(ready, s.popDueLocked(now)...)
+		next, ok := s.nextLocked()
+		s.mu.Unlock()
+
+		var timerC <-chan time.Time
+		if ok {
+			timer.Reset(next.Sub(now))
+			timerC = timer.C
+		} else {
+			timer.Stop()
+		}
+		var send chan job
+		var head job
+		if len(ready) > 0 {
+			send, head = jobs, ready[0]
+		}
+		select {
+		case send <- head:
+			ready[0] = job{}
+			ready = ready[1:]
+		case <-timerC:
+		case <-s.wake:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func (s *Scheduler) runJob(ctx context.Context, j job, now time.Time) {
+	switch {
+	case j.entries[0].flags&flagPrune != 0:
+		s.runPrune(ctx, j.entries[0], now)
+	case j.entries[0].flags&flagInstant != 0:
+		s.runInstant(ctx, j.entries, now)
+	default:
+		s.runProbe(ctx, j.entries[0], now)
+	}
+}
+
+// reschedule puts e back on the heap at next with its new progress, unless
+// it was removed while in flight.
+func (s *Scheduler) reschedule(e *entry, next time.Time, p progress) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.flags &^= flagInflight
+	if e.flags&flagRemoved != 0 {
+		return
+	}
+	e.prog = p
+	e.due = next.UnixNano()
+	heap.Push(&s.h, e)
+}
+
+// drop forgets e after it settled or vanished.
+func (s *Scheduler) drop(e *entry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.flags &^= flagInflight
+	if cur, ok := s.byID[e.id]; ok && cur == e {
+		delete(s.byID, e.id)
+	}
+}
+
+// settlement is one decided outcome on its way to the store.
+type settlement struct {
+	e     *entry
+	w     *vigil.Watch
+	out   *vigil.Outcome
+	polls int
+	quiet bool
+}
+
+func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
+	log := s.log.With("watch_id", e.id)
+	w, err := s.cfg.Store.WatchGet(ctx, e.id)
+	if errors.Is(err, vigil.ErrNotFound) {
+		s.drop(e)
+		e.observer.finish(nil)
+		return
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Error("reading watch before probe", "err", err)
+		}
+		s.reschedule(e, now.Add(max(e.every, time.Second)), e.prog)
+		return
+	}
+	if w.State != vigil.StatePending {
+		s.drop(e)
+		e.observer.finish(w)
+		return
+	}
+	wt, ok := s.cfg.Watchers.Lookup(w.Kind)
+	if !ok {
+		s.drop(e)
+		e.observer.finish(w)
+		return
+	}
+	final := e.deadline != 0 && now.UnixNano() >= e.deadline
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProbeTimeout)
+	obs, err := watcher.Run(pctx, wt, watcher.Probe{WatchID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Now: now})
+	cancel()
+	if ctx.Err() != nil {
+		// Shutting down: the probe was cut short, its answer means nothing.
+		s.reschedule(e, time.Unix(0, e.due), e.prog)
+		return
+	}
+	if err != nil {
+		log.Error("probe routed to the wrong watcher", "err", err)
+		obs = vigil.Observation{Verdict: vigil.VerdictUnavailable, At: now, Reason: "internal error: " + err.Error()}
+	}
+	prog := e.prog.unpack().Advance(obs.Verdict, now)
+	d := vigil.Decide(w, &obs, prog, now, final)
+	if d.Settle {
+		out := &vigil.Outcome{State: d.State, Reason: d.Reason, Held: d.Held, Attention: d.Attention, Observation: &obs}
+		s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: prog.Polls}}, now)
+		return
+	}
+	if !obs.Same(w.LastObservation) {
+		ok, err := s.cfg.Store.WatchObserve(ctx, vigil.WatchObserveParams{ID: w.ID, Observation: &obs, Polls: prog.Polls})
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				log.Error("recording observation", "err", err)
+			}
+		case !ok:
+			s.drop(e)
+			e.observer.finish(nil)
+			return
+		default:
+			w.LastObservation = &obs
+			s.cfg.EventFunc(vigil.Event{Type: vigil.EventWatchObserved, WatchID: w.ID, Recipient: w.Recipient,
+				State: w.State, Polls: prog.Polls, Text: obs.Summary, At: now})
+		}
+	}
+	if e.observer != nil {
+		w.Polls = prog.Polls
+		e.observer.finish(w)
+		e.observer = nil
+	}
+	deadline := time.Time{}
+	if e.deadline != 0 {
+		deadline = time.Unix(0, e.deadline)
+	}
+	every := e.every
+	if every <= 0 {
+		// Kinds that are not probed on an interval only wake at the deadline.
+		every = max(deadline.Sub(now), time.Second)
+	}
+	next := vigil.NextDue(time.Unix(0, e.due), now, every, prog.Consecutive, s.cfg.Limits.BackoffCap, deadline)
+	s.reschedule(e, next, pack(prog))
+}
+
+// runInstant settles a batch of watches answered by the clock alone, reading
+// their rows in one query and committing in one transaction.
+func (s *Scheduler) runInstant(ctx context.Context, es []*entry, now time.Time) {
+	ids := make([]string, len(es))
+	for i, e := range es {
+		ids[i] = e.id
+	}
+	ws, err := s.cfg.Store.WatchGetMany(ctx, ids)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("reading instant watches", "err", err, "count", len(ids))
+		}
+		for _, e := range es {
+			s.reschedule(e, now.Add(time.Second), e.prog)
+		}
+		return
+	}
+	byID := make(map[string]*vigil.Watch, len(ws))
+	for _, w := range ws {
+		byID[w.ID] = w
+	}
+	var settle []settlement
+	for _, e := range es {
+		w := byID[e.id]
+		if w == nil || w.State != vigil.StatePending {
+			s.drop(e)
+			e.observer.finish(w)
+			continue
+		}
+		wt, ok := s.cfg.Watchers.Lookup(w.Kind)
+		if !ok {
+			s.drop(e)
+			continue
+		}
+		obs, err := watcher.Run(ctx, wt, watcher.Probe{WatchID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Now: now})
+		if err != nil {
+			s.log.Error("probe routed to the wrong watcher", "watch_id", w.ID, "err", err)
+			obs = vigil.Observation{Verdict: vigil.VerdictUnavailable, At: now, Reason: "internal error: " + err.Error()}
+		}
+		prog := e.prog.unpack().Advance(obs.Verdict, now)
+		final := e.deadline != 0 && now.UnixNano() >= e.deadline
+		d := vigil.Decide(w, &obs, prog, now, final)
+		if !d.Settle {
+			next := now.Add(time.Second)
+			if e.deadline != 0 && e.deadline < next.UnixNano() {
+				next = time.Unix(0, e.deadline)
+			}
+			s.reschedule(e, next, pack(prog))
+			continue
+		}
+		out := &vigil.Outcome{State: d.State, Reason: d.Reason, Held: d.Held, Attention: d.Attention, Observation: &obs}
+		settle = append(settle, settlement{e: e, w: w, out: out, polls: prog.Polls})
+	}
+	if len(settle) > 0 {
+		s.commit(ctx, settle, now)
+	}
+}
+
+// messageData is the machine-readable part of an outcome message.
+type messageData struct {
+	Kind      vigil.Kind        `json:"kind"`
+	State     vigil.State       `json:"state"`
+	Outcome   *vigil.Outcome    `json:"outcome"`
+	Note      string            `json:"note,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Predicate json.RawMessage   `json:"predicate"`
+}
+
+// OutcomeMessage builds the mailbox message for a settled watch.
+func OutcomeMessage(id string, w *vigil.Watch, out *vigil.Outcome, now time.Time) *vigil.Message {
+	data, _ := json.Marshal(messageData{Kind: w.Kind, State: out.State, Outcome: out, Note: w.Note, Labels: w.Labels, Predicate: w.Predicate})
+	return &vigil.Message{ID: id, Recipient: w.Recipient, WatchID: w.ID, Type: vigil.MessageTypeFor(out.State),
+		Text: out.Sentence, Data: data, CreatedAt: now}
+}
+
+// commit persists settlements in one transaction, then tells the world.
+func (s *Scheduler) commit(ctx context.Context, ss []settlement, now time.Time) {
+	ps := make([]vigil.WatchSettleParams, len(ss))
+	msgs := make([]*vigil.Message, len(ss))
+	for i := range ss {
+		st := &ss[i]
+		st.out.Sentence = wording.Outcome(st.w, st.out)
+		// A registration still waiting for this first observation gets the
+		// answer itself: nothing is mailed (answered at creation).
+		st.quiet = st.e.observer.claim()
+		p := vigil.WatchSettleParams{ID: st.w.ID, State: st.out.State, Outcome: st.out, SettledAt: now, Polls: st.polls, AnsweredAtCreation: st.quiet}
+		if !st.quiet {
+			msgs[i] = OutcomeMessage(s.cfg.NewIDFunc(), st.w, st.out, now)
+			p.Message = msgs[i]
+		}
+		ps[i] = p
+	}
+	won, err := s.cfg.Store.WatchSettle(ctx, ps)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("settling watches", "err", err, "count", len(ss))
+		}
+		for _, st := range ss {
+			st.e.observer.finish(nil)
+			s.reschedule(st.e, now.Add(max(st.e.every, time.Second)), st.e.prog)
+		}
+		return
+	}
+	var anyWon bool
+	for i, st := range ss {
+		s.drop(st.e)
+		if !won[i] {
+			st.e.observer.finish(nil)
+			continue
+		}
+		anyWon = true
+		w := st.w
+		w.State, w.Outcome, w.SettledAt, w.Polls, w.AnsweredAtCreation = st.out.State, st.out, now, st.polls, st.quiet
+		w.LastObservation = st.out.Observation
+		st.e.observer.finish(w)
+		s.cfg.EventFunc(vigil.Event{Type: vigil.EventWatchSettled, WatchID: w.ID, Recipient: w.Recipient, State: w.State,
+			Polls: w.Polls, Text: st.out.Sentence, Done: true, At: now})
+		if m := msgs[i]; m != nil {
+			s.cfg.EventFunc(vigil.Event{Type: vigil.EventMessage, WatchID: w.ID, Recipient: w.Recipient, State: w.State, Text: m.Text, At: now})
+		}
+	}
+	if anyWon {
+		s.ArmPrune(now.Add(min(s.cfg.Limits.RetentionWatches, s.cfg.Limits.RetentionMessages)))
+	}
+}
+
+// runPrune deletes what is past retention and re-arms at the next instant
+// anything becomes prunable; with nothing left it disarms.
+func (s *Scheduler) runPrune(ctx context.Context, e *entry, now time.Time) {
+	l := s.cfg.Limits
+	res, err := s.cfg.Store.Prune(ctx, vigil.PruneParams{
+		WatchesBefore:     now.Add(-l.RetentionWatches),
+		MessagesBefore:    now.Add(-l.RetentionMessages),
+		IdempotencyBefore: now.Add(-l.IdempotencyTTL),
+	})
+	var next time.Time
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("pruning", "err", err)
+		}
+		next = now.Add(time.Hour)
+	} else {
+		if res.Watches+res.Messages+res.Keys > 0 {
+			s.log.Info("pruned", "watches", res.Watches, "messages", res.Messages, "idempotency_keys", res.Keys)
+		}
+		for _, t := range []time.Time{
+			addIf(res.OldestSettled, l.RetentionWatches),
+			addIf(res.OldestMessage, l.RetentionMessages),
+			addIf(res.OldestKey, l.IdempotencyTTL),
+		} {
+			if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+				next = t
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.flags &^= flagInflight
+	if next.IsZero() {
+		if s.pruneE == e {
+			s.pruneE = nil
+		}
+		return
+	}
+	// A retention instant already reached means rows were written in the
+	// same millisecond as the cut-off: run again just after it.
+	if !next.After(now) {
+		next = now.Add(time.Second)
+	}
+	e.due = next.UnixNano()
+	heap.Push(&s.h, e)
+}
+
+func addIf(t time.Time, d time.Duration) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.Add(d)
+}
+
+// Prime loads every pending watch from the store and arms it: each probing
+// watch at a random point inside its own interval (so a restart does not
+// probe everything at once), each instant watch at its instant. Watches whose
+// deadline passed while the daemon was down are expired and mailed at once.
+// Rows of kinds this build has no watcher for are left untouched.
+func (s *Scheduler) Prime(ctx context.Context) error {
+	now := s.now()
+	rows, err := s.cfg.Store.WatchListPending(ctx)
+	if err != nil {
+		return err
+	}
+	var overdue []string
+	unknown := map[vigil.Kind]int{}
+	entries := make([]*entry, 0, len(rows))
+	for _, r := range rows {
+		if _, ok := s.cfg.Watchers.Lookup(r.Kind); !ok {
+			unknown[r.Kind]++
+			continue
+		}
+		spec, _ := vigil.SpecOf(r.Kind)
+		if !r.Deadline.IsZero() && !r.Deadline.After(now) {
+			overdue = append(overdue, r.ID)
+			continue
+		}
+		due, ok := firstDue(spec, r.Every, r.StartAt, r.Deadline, now)
+		if !ok {
+			continue
+		}
+		if r.Every > 0 && !due.After(now) {
+			due = now.Add(s.cfg.JitterFunc(r.Every))
+			if !r.Deadline.IsZero() && due.After(r.Deadline) {
+				due = r.Deadline
+			}
+		}
+		e := newEntry(r.ID, r.Kind, r.Every, r.Deadline, spec)
+		e.due = due.UnixNano()
+		e.prog.polls = clamp32(r.Polls)
+		entries = append(entries, e)
+	}
+	for k, n := range unknown {
+		s.log.Warn("pending watches of a kind this build cannot watch are left untouched", "kind", k, "count", n)
+	}
+	s.mu.Lock()
+	for _, e := range entries {
+		if _, dup := s.byID[e.id]; dup {
+			continue
+		}
+		s.byID[e.id] = e
+		e.index = int32(len(s.h))
+		s.h = append(s.h, e)
+	}
+	heap.Init(&s.h)
+	s.mu.Unlock()
+
+	for len(overdue) > 0 {
+		n := min(len(overdue), s.cfg.BatchSize)
+		if err := s.expireOverdue(ctx, overdue[:n], now); err != nil {
+			return err
+		}
+		overdue = overdue[n:]
+	}
+	pe := &entry{id: "\x00prune", flags: flagPrune | flagInflight, index: -1}
+	s.mu.Lock()
+	s.pruneE = pe
+	s.mu.Unlock()
+	s.runPrune(ctx, pe, now)
+	s.signal()
+	return nil
+}
+
+func (s *Scheduler) expireOverdue(ctx context.Context, ids []string, now time.Time) error {
+	ws, err := s.cfg.Store.WatchGetMany(ctx, ids)
+	if err != nil {
+		return err
+	}
+	ss := make([]settlement, 0, len(ws))
+	for _, w := range ws {
+		if w.State != vigil.StatePending {
+			continue
+		}
+		out := &vigil.Outcome{State: vigil.StateExpired, Reason: "down_past_deadline", Observation: w.LastObservation}
+		ss = append(ss, settlement{e: &entry{id: w.ID, index: -1}, w: w, out: out, polls: w.Polls})
+	}
+	s.commit(ctx, ss, now)
+	return nil
+}

@@ -1,0 +1,205 @@
+// Package wording holds every sentence a person or an agent reads about a
+// watch: what it watches, how it settled, why it has not settled yet. Each
+// sentence is built from the watch and its frozen observation only, so a
+// retry produces the same words. The CLI, panel, MCP server, notice block and
+// webhook body all use it.
+package wording
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/vigil-run/vigil"
+)
+
+// maxSummary clips observation summaries inside a sentence.
+const maxSummary = 300
+
+// Time formats an instant for a sentence.
+func Time(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
+
+// Subject names what a watch watches, in a few words: "GET https://x/health",
+// "the timer set for 2026-11-30 15:04:05 UTC".
+func Subject(w *vigil.Watch) string {
+	var p map[string]any
+	_ = json.Unmarshal(w.Predicate, &p)
+	str := func(k string) string { s, _ := p[k].(string); return s }
+	switch w.Kind {
+	case vigil.KindTimer:
+		if t, err := vigil.ParseTime(str("at")); err == nil && !t.IsZero() {
+			return "the timer set for " + Time(t)
+		}
+		return "the timer"
+	case vigil.KindHTTP:
+		m := str("method")
+		if m == "" {
+			m = "GET"
+		}
+		return m + " " + str("url")
+	case vigil.KindTCP:
+		return "TCP " + str("address")
+	case vigil.KindFile:
+		if e, ok := p["exists"].(bool); ok && !e {
+			return "the removal of " + str("path")
+		}
+		return "the file " + str("path")
+	case vigil.KindCommand, vigil.KindRun, vigil.KindSchedule:
+		if sh := str("shell"); sh != "" {
+			return "the command `" + clip(sh, 80) + "`"
+		}
+		if argv, ok := p["argv"].([]any); ok {
+			parts := make([]string, 0, len(argv))
+			for _, a := range argv {
+				parts = append(parts, fmt.Sprint(a))
+			}
+			return "the command `" + clip(strings.Join(parts, " "), 80) + "`"
+		}
+		return "the command"
+	case vigil.KindCI:
+		sha := str("sha")
+		if len(sha) > 7 {
+			sha = sha[:7]
+		}
+		return "CI on " + str("repo") + "@" + sha
+	case vigil.KindTicket:
+		return fmt.Sprintf("%s#%v", str("repo"), p["number"])
+	case vigil.KindFolder:
+		return "the folder " + str("path")
+	case vigil.KindToken:
+		return "the completion token"
+	}
+	return string(w.Kind) + " watch " + w.ID
+}
+
+// Outcome returns the one sentence for a settled watch: o holds the state,
+// the reason and the frozen observation; the watch gives subject and deadline.
+func Outcome(w *vigil.Watch, o *vigil.Outcome) string {
+	subj := Subject(w)
+	obs := o.Observation
+	switch o.State {
+	case vigil.StateFired:
+		switch {
+		case o.Held && o.Reason == "failed":
+			return fmt.Sprintf("%s can no longer happen%s: the watch held.", capital(subj), detail(obs))
+		case o.Held:
+			return fmt.Sprintf("%s did not happen during the whole window (until %s): the watch held.", capital(subj), Time(w.Deadline))
+		case w.Kind == vigil.KindTimer:
+			if w.Note != "" {
+				return fmt.Sprintf("%s went off: %s", capital(subj), clip(w.Note, maxSummary))
+			}
+			return capital(subj) + " went off."
+		case w.Mode == vigil.ModeUnless:
+			return fmt.Sprintf("Attention: %s happened%s.", subj, detail(obs))
+		}
+		return fmt.Sprintf("%s is done%s.", capital(subj), detail(obs))
+	case vigil.StateFailed:
+		return fmt.Sprintf("%s failed%s.", capital(subj), detail(obs))
+	case vigil.StateExpired:
+		if o.Reason == "down_past_deadline" {
+			return fmt.Sprintf("%s expired: its deadline, %s, passed while vigil was not running.", capital(subj), Time(w.Deadline))
+		}
+		if obs == nil || obs.Verdict == vigil.VerdictUnavailable {
+			why := "no probe answered"
+			if obs != nil && obs.Reason != "" {
+				why = "the last probe could not tell: " + clip(obs.Reason, maxSummary)
+			}
+			return fmt.Sprintf("%s ended at its deadline, %s, without a confirmed answer (%s).", capital(subj), Time(w.Deadline), why)
+		}
+		return fmt.Sprintf("%s did not settle before its deadline, %s%s.", capital(subj), Time(w.Deadline), lastSeen(obs))
+	case vigil.StateErrored:
+		switch o.Reason {
+		case "max_polls":
+			return fmt.Sprintf("%s stopped after %d probes without an answer (max_polls)%s.", capital(subj), w.MaxPolls, lastSeen(obs))
+		case "max_errors":
+			return fmt.Sprintf("%s stopped after %d probes that could not tell (max_errors)%s.", capital(subj), w.MaxErrors, lastReason(obs))
+		}
+		return fmt.Sprintf("%s cannot be watched%s.", capital(subj), lastReason(obs))
+	case vigil.StateCancelled:
+		return "Stopped watching " + subj + "."
+	}
+	return fmt.Sprintf("%s is %s.", capital(subj), o.State)
+}
+
+// Why says in one sentence why a watch has not settled yet, or how it did.
+func Why(w *vigil.Watch) string {
+	if w.State == vigil.StateUnwatchable {
+		return fmt.Sprintf("This build of vigil has no watcher for kind %q; the watch is left untouched for a build that has one.", w.Kind)
+	}
+	if w.State.Terminal() {
+		if w.Outcome != nil && w.Outcome.Sentence != "" {
+			return w.Outcome.Sentence
+		}
+		return fmt.Sprintf("%s is %s.", capital(Subject(w)), w.State)
+	}
+	var b strings.Builder
+	obs := w.LastObservation
+	switch {
+	case w.Kind == vigil.KindTimer:
+		fmt.Fprintf(&b, "Waiting for %s", Subject(w))
+	case obs == nil:
+		fmt.Fprintf(&b, "%s has not been checked yet", capital(Subject(w)))
+	case obs.Verdict == vigil.VerdictUnavailable:
+		fmt.Fprintf(&b, "The last check of %s could not tell: %s", Subject(w), clip(obs.Reason, maxSummary))
+	case obs.Verdict == vigil.VerdictSatisfied:
+		fmt.Fprintf(&b, "%s holds%s but has not been stable long enough yet", capital(Subject(w)), detail(obs))
+	default:
+		fmt.Fprintf(&b, "%s has not settled%s", capital(Subject(w)), lastSeen(obs))
+	}
+	if !w.NextDue.IsZero() && w.Kind != vigil.KindTimer {
+		fmt.Fprintf(&b, "; next check at %s", Time(w.NextDue))
+	}
+	if !w.Deadline.IsZero() {
+		fmt.Fprintf(&b, "; deadline %s", Time(w.Deadline))
+	}
+	b.WriteString(".")
+	return b.String()
+}
+
+func detail(o *vigil.Observation) string {
+	if o == nil || o.Summary == "" {
+		return ""
+	}
+	return ": " + clip(strings.TrimRight(o.Summary, "."), maxSummary)
+}
+
+func lastSeen(o *vigil.Observation) string {
+	if o == nil || o.Summary == "" {
+		return ""
+	}
+	return "; last seen: " + clip(strings.TrimRight(o.Summary, "."), maxSummary)
+}
+
+func lastReason(o *vigil.Observation) string {
+	if o == nil {
+		return ""
+	}
+	if o.Reason != "" {
+		return ": " + clip(strings.TrimRight(o.Reason, "."), maxSummary)
+	}
+	return detail(o)
+}
+
+func capital(s string) string {
+	if s == "" {
+		return s
+	}
+	if s[0] >= 'a' && s[0] <= 'z' {
+		return string(s[0]-'a'+'A') + s[1:]
+	}
+	return s
+}
+
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !isRuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

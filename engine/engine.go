@@ -1,0 +1,427 @@
+// Package engine is vigil's in-process implementation of vigil.Service: it
+// validates and canonicalises registrations, resolves every default in one
+// place, persists through a vigil.Store, keeps the scheduler armed, and
+// answers waits and mailbox long-polls from an in-memory event hub. The
+// daemon serves it over HTTP; Go programs may use it directly.
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/scheduler"
+	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/wording"
+)
+
+// Config configures an Engine. Zero fields take defaults.
+type Config struct {
+	Store    vigil.Store
+	Watchers *watcher.Registry
+	// Limits; the zero value means vigil.DefaultLimits().
+	Limits vigil.Limits
+	// NowFunc is the clock; nil means time.Now.
+	NowFunc func() time.Time
+	// Workers sizes the probe pool (default 8).
+	Workers int
+	Logger  *slog.Logger
+	// JitterFunc is passed to the scheduler (restart re-arm spread).
+	JitterFunc func(time.Duration) time.Duration
+	// NewIDFunc makes watch and message ids; nil makes ULIDs.
+	NewIDFunc func() string
+}
+
+// Engine implements vigil.Service in-process.
+type Engine struct {
+	store    vigil.Store
+	watchers *watcher.Registry
+	limits   vigil.Limits
+	now      func() time.Time
+	newID    func() string
+	log      *slog.Logger
+	sched    *scheduler.Scheduler
+	hub      *hub
+}
+
+var _ vigil.Service = (*Engine)(nil)
+
+// New returns an engine. Call Prime, then Run (or drive Scheduler().Tick
+// in tests).
+func New(cfg Config) *Engine {
+	if cfg.Limits == (vigil.Limits{}) {
+		cfg.Limits = vigil.DefaultLimits()
+	}
+	if cfg.NowFunc == nil {
+		cfg.NowFunc = time.Now
+	}
+	if cfg.NewIDFunc == nil {
+		cfg.NewIDFunc = func() string { return ulid.Make().String() }
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{
+		store: cfg.Store, watchers: cfg.Watchers, limits: cfg.Limits,
+		now:   func() time.Time { return cfg.NowFunc().UTC().Truncate(time.Millisecond) },
+		newID: cfg.NewIDFunc, log: log.With("component", "engine"), hub: newHub(),
+	}
+	e.sched = scheduler.New(scheduler.Config{
+		Store: cfg.Store, Watchers: cfg.Watchers, NowFunc: e.now, Workers: cfg.Workers, Limits: cfg.Limits,
+		Logger: log, JitterFunc: cfg.JitterFunc, EventFunc: e.hub.publish, NewIDFunc: cfg.NewIDFunc,
+	})
+	return e
+}
+
+// Scheduler returns the engine's scheduler (tests drive its Tick).
+func (e *Engine) Scheduler() *scheduler.Scheduler { return e.sched }
+
+// Prime loads pending watches into the scheduler (see scheduler.Prime).
+func (e *Engine) Prime(ctx context.Context) error { return e.sched.Prime(ctx) }
+
+// Run runs the scheduler loop until ctx is done.
+func (e *Engine) Run(ctx context.Context) error { return e.sched.Run(ctx) }
+
+// view fills in what lives in memory: next due and polls of a pending
+// watch; a pending row of a kind this build cannot watch shows unwatchable.
+func (e *Engine) view(w *vigil.Watch) *vigil.Watch {
+	if w.State != vigil.StatePending {
+		return w
+	}
+	if _, ok := e.watchers.Lookup(w.Kind); !ok {
+		w.State = vigil.StateUnwatchable
+		return w
+	}
+	if next, polls, ok := e.sched.Info(w.ID); ok {
+		w.NextDue = next
+		w.Polls = max(w.Polls, polls)
+	}
+	return w
+}
+
+// scopeCheck hides another recipient's watch as not found.
+func scopeCheck(ctx context.Context, w *vigil.Watch) error {
+	if s, ok := vigil.ScopeFrom(ctx); ok && !s.Allows(w.Recipient) {
+		return notFound(w.ID)
+	}
+	return nil
+}
+
+func notFound(id string) error {
+	return &vigil.Error{Code: vigil.CodeNotFound, Message: fmt.Sprintf("no watch %q", id)}
+}
+
+func (e *Engine) get(ctx context.Context, id string) (*vigil.Watch, error) {
+	if err := validID(id); err != nil {
+		return nil, err
+	}
+	w, err := e.store.WatchGet(ctx, id)
+	if errors.Is(err, vigil.ErrNotFound) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := scopeCheck(ctx, w); err != nil {
+		return nil, err
+	}
+	return e.view(w), nil
+}
+
+// Watch implements vigil.Service.
+func (e *Engine) Watch(ctx context.Context, id string) (*vigil.Watch, error) { return e.get(ctx, id) }
+
+// Watches implements vigil.Service.
+func (e *Engine) Watches(ctx context.Context, q vigil.ListRequest) (vigil.WatchPage, error) {
+	p := vigil.WatchListParams{Recipient: q.Recipient, State: q.State, Kind: q.Kind, Labels: q.Labels, After: q.After, Limit: q.Limit}
+	if q.Recipient != "" {
+		if err := vigil.ValidName("recipient", q.Recipient, e.limits.MaxNameBytes); err != nil {
+			return vigil.WatchPage{}, err
+		}
+	}
+	if q.State != "" && !q.State.Valid() {
+		return vigil.WatchPage{}, vigil.FieldErrorf(vigil.CodeInvalidRequest, "state", "unknown state %q", q.State)
+	}
+	if q.Kind != "" {
+		if _, ok := vigil.SpecOf(q.Kind); !ok {
+			return vigil.WatchPage{}, vigil.FieldErrorf(vigil.CodeUnknownKind, "kind", "unknown kind %q", q.Kind)
+		}
+	}
+	if q.Limit < 0 || q.Limit > 1000 {
+		return vigil.WatchPage{}, vigil.FieldErrorf(vigil.CodeInvalidRequest, "limit", "limit must be between 1 and 1000")
+	}
+	if err := validLabels(q.Labels, e.limits); err != nil {
+		return vigil.WatchPage{}, err
+	}
+	if s, ok := vigil.ScopeFrom(ctx); ok && len(s.Recipients) > 0 {
+		if q.Recipient != "" && !s.Allows(q.Recipient) {
+			return vigil.WatchPage{Watches: []*vigil.Watch{}}, nil
+		}
+		p.Recipients = s.Recipients
+	}
+	// An unwatchable row is stored as pending: filter on the view.
+	if q.State == vigil.StateUnwatchable {
+		p.State = vigil.StatePending
+	}
+	page, err := e.store.WatchList(ctx, p)
+	if err != nil {
+		return vigil.WatchPage{}, err
+	}
+	out := page.Watches[:0]
+	for _, w := range page.Watches {
+		w = e.view(w)
+		if q.State != "" && w.State != q.State {
+			continue
+		}
+		out = append(out, w)
+	}
+	if out == nil {
+		out = []*vigil.Watch{}
+	}
+	page.Watches = out
+	return page, nil
+}
+
+// Why implements vigil.Service.
+func (e *Engine) Why(ctx context.Context, id string) (*vigil.Why, error) {
+	w, err := e.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &vigil.Why{Watch: w, Sentence: wording.Why(w)}, nil
+}
+
+// Wait implements vigil.Service.
+func (e *Engine) Wait(ctx context.Context, id string, timeout time.Duration) (*vigil.Watch, error) {
+	timeout = min(max(timeout, 0), e.limits.MaxWait)
+	s, cancel := e.hub.subscribe(vigil.EventFilter{WatchID: id}, 1, vigil.EventWatchSettled)
+	defer cancel()
+	w, err := e.get(ctx, id)
+	if err != nil || w.State != vigil.StatePending || timeout == 0 {
+		return w, err
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-s.ch:
+	case <-t.C:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return e.get(ctx, id)
+}
+
+// Cancel implements vigil.Service: a user's cancel leaves one neutral line in
+// the mailbox, keyed by the watch so a retry cannot repeat it.
+func (e *Engine) Cancel(ctx context.Context, id string) (*vigil.Watch, error) {
+	w, err := e.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if w.State != vigil.StatePending && w.State != vigil.StateUnwatchable {
+		return w, nil
+	}
+	now := e.now()
+	out := &vigil.Outcome{State: vigil.StateCancelled, Reason: "cancelled", Observation: w.LastObservation}
+	out.Sentence = wording.Outcome(w, out)
+	msg := scheduler.OutcomeMessage(e.newID(), w, out, now)
+	after, won, err := e.store.WatchCancel(ctx, vigil.WatchCancelParams{ID: id, Recipients: []string{w.Recipient}, Outcome: out, SettledAt: now, Message: msg})
+	if errors.Is(err, vigil.ErrNotFound) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if won {
+		e.sched.Remove(id)
+		e.sched.ArmPrune(now.Add(min(e.limits.RetentionWatches, e.limits.RetentionMessages)))
+		e.hub.publish(vigil.Event{Type: vigil.EventWatchSettled, WatchID: id, Recipient: w.Recipient, State: vigil.StateCancelled, Text: out.Sentence, Done: true, At: now})
+		e.hub.publish(vigil.Event{Type: vigil.EventMessage, WatchID: id, Recipient: w.Recipient, State: vigil.StateCancelled, Text: out.Sentence, At: now})
+	}
+	return e.view(after), nil
+}
+
+// Delete implements vigil.Service: a pending watch is cancelled first.
+func (e *Engine) Delete(ctx context.Context, id string) error {
+	w, err := e.Cancel(ctx, id)
+	if err != nil {
+		return err
+	}
+	err = e.store.WatchDelete(ctx, w.ID)
+	if errors.Is(err, vigil.ErrNotFound) {
+		return notFound(id)
+	}
+	return err
+}
+
+// CloseRecipient implements vigil.Service: pending watches are cancelled
+// silently.
+func (e *Engine) CloseRecipient(ctx context.Context, recipient string) (vigil.CloseResult, error) {
+	if err := vigil.ValidName("recipient", recipient, e.limits.MaxNameBytes); err != nil {
+		return vigil.CloseResult{}, err
+	}
+	if s, ok := vigil.ScopeFrom(ctx); ok && !s.Allows(recipient) {
+		return vigil.CloseResult{}, vigil.Errorf(vigil.CodeNotFound, "no recipient %q", recipient)
+	}
+	now := e.now()
+	out := &vigil.Outcome{State: vigil.StateCancelled, Reason: "recipient_closed", Sentence: fmt.Sprintf("Recipient %s was closed.", recipient)}
+	ids, err := e.store.RecipientClose(ctx, vigil.RecipientCloseParams{Recipient: recipient, Outcome: out, SettledAt: now})
+	if err != nil {
+		return vigil.CloseResult{}, err
+	}
+	for _, id := range ids {
+		e.sched.Remove(id)
+		e.hub.publish(vigil.Event{Type: vigil.EventWatchSettled, WatchID: id, Recipient: recipient, State: vigil.StateCancelled, Text: out.Sentence, Done: true, At: now})
+	}
+	if len(ids) > 0 {
+		e.sched.ArmPrune(now.Add(e.limits.RetentionWatches))
+	}
+	return vigil.CloseResult{Cancelled: len(ids)}, nil
+}
+
+// Messages implements vigil.Service. With Wait, an empty read blocks until
+// a message arrives for the recipient or the wait passes.
+func (e *Engine) Messages(ctx context.Context, r vigil.MessagesRequest) (vigil.MessagesPage, error) {
+	if err := vigil.ValidName("recipient", r.Recipient, e.limits.MaxNameBytes); err != nil {
+		return vigil.MessagesPage{}, err
+	}
+	if r.Reader != "" {
+		if err := vigil.ValidName("reader", r.Reader, e.limits.MaxNameBytes); err != nil {
+			return vigil.MessagesPage{}, err
+		}
+	}
+	if r.Ack && r.Reader == "" {
+		return vigil.MessagesPage{}, vigil.FieldErrorf(vigil.CodeInvalidRequest, "reader", "ack needs a reader name")
+	}
+	if r.After != nil && *r.After < 0 {
+		return vigil.MessagesPage{}, vigil.FieldErrorf(vigil.CodeInvalidRequest, "after", "after must be a non-negative message seq")
+	}
+	if r.Limit < 0 || r.Limit > 1000 {
+		return vigil.MessagesPage{}, vigil.FieldErrorf(vigil.CodeInvalidRequest, "limit", "limit must be between 1 and 1000")
+	}
+	if s, ok := vigil.ScopeFrom(ctx); ok && !s.Allows(r.Recipient) {
+		return vigil.MessagesPage{}, vigil.Errorf(vigil.CodeNotFound, "no recipient %q", r.Recipient)
+	}
+	wait := min(max(r.Wait, 0), e.limits.MaxWait)
+	var sub *sub
+	if wait > 0 {
+		var cancel func()
+		sub, cancel = e.hub.subscribe(vigil.EventFilter{Recipient: r.Recipient}, 1, vigil.EventMessage)
+		defer cancel()
+	}
+	p := vigil.MessagesReadParams{Recipient: r.Recipient, Reader: r.Reader, After: r.After, Limit: r.Limit}
+	page, err := e.store.MessagesRead(ctx, p)
+	if err != nil {
+		return page, err
+	}
+	if len(page.Messages) == 0 && wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-sub.ch:
+			if page, err = e.store.MessagesRead(ctx, p); err != nil {
+				return page, err
+			}
+		case <-t.C:
+		case <-ctx.Done():
+			return page, ctx.Err()
+		}
+	}
+	if page.Messages == nil {
+		page.Messages = []*vigil.Message{}
+	}
+	if r.Ack && len(page.Messages) > 0 {
+		last := page.Messages[len(page.Messages)-1].Seq
+		if err := e.store.MessagesAck(ctx, vigil.MessagesAckParams{Recipient: r.Recipient, Reader: r.Reader, Seq: last}); err != nil {
+			return page, err
+		}
+	}
+	return page, nil
+}
+
+// Ack implements vigil.Service.
+func (e *Engine) Ack(ctx context.Context, r vigil.AckRequest) error {
+	if err := vigil.ValidName("recipient", r.Recipient, e.limits.MaxNameBytes); err != nil {
+		return err
+	}
+	if err := vigil.ValidName("reader", r.Reader, e.limits.MaxNameBytes); err != nil {
+		return err
+	}
+	if r.Seq < 0 {
+		return vigil.FieldErrorf(vigil.CodeInvalidRequest, "seq", "seq must be a non-negative message seq")
+	}
+	if s, ok := vigil.ScopeFrom(ctx); ok && !s.Allows(r.Recipient) {
+		return vigil.Errorf(vigil.CodeNotFound, "no recipient %q", r.Recipient)
+	}
+	return e.store.MessagesAck(ctx, vigil.MessagesAckParams{Recipient: r.Recipient, Reader: r.Reader, Seq: r.Seq})
+}
+
+// Subscribe implements vigil.Service.
+func (e *Engine) Subscribe(ctx context.Context, f vigil.EventFilter) (<-chan vigil.Event, error) {
+	var allowed func(vigil.Event) bool
+	if s, ok := vigil.ScopeFrom(ctx); ok && len(s.Recipients) > 0 {
+		if f.Recipient != "" && !s.Allows(f.Recipient) {
+			return nil, vigil.Errorf(vigil.CodeNotFound, "no recipient %q", f.Recipient)
+		}
+		allowed = func(ev vigil.Event) bool { return s.Allows(ev.Recipient) }
+	}
+	return e.hub.stream(ctx, f, allowed), nil
+}
+
+// requestHash identifies a registration for the idempotency ledger: the
+// request as sent, without the key and the observe flag.
+func requestHash(r vigil.RegisterRequest) string {
+	r.IdempotencyKey, r.Observe = "", false
+	if len(r.Predicate) > 0 {
+		if c, err := vigil.CanonicalJSON(r.Predicate); err == nil {
+			r.Predicate = c
+		}
+	}
+	if len(r.Deliver) > 0 {
+		if c, err := vigil.CanonicalJSON(r.Deliver); err == nil {
+			r.Deliver = c
+		}
+	}
+	b, _ := json.Marshal(r)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+func validID(id string) error {
+	if id == "" || len(id) > 64 || strings.ContainsAny(id, "/ \t\r\n") {
+		return vigil.FieldErrorf(vigil.CodeNotFound, "id", "no watch %q", clipName(id))
+	}
+	return nil
+}
+
+func validLabels(ls map[string]string, l vigil.Limits) error {
+	if len(ls) > l.MaxLabels {
+		return vigil.FieldErrorf(vigil.CodeInvalidRequest, "labels", "at most %d labels", l.MaxLabels)
+	}
+	for k, v := range ls {
+		if err := vigil.ValidName("labels", k, 63); err != nil {
+			return vigil.FieldErrorf(vigil.CodeInvalidRequest, "labels", "label key %q may hold only letters, digits and . _ : @ + - (at most 63 bytes)", clipName(k))
+		}
+		if len(v) > l.MaxLabelBytes {
+			return vigil.FieldErrorf(vigil.CodeInvalidRequest, "labels."+k, "label %q is longer than %d bytes", k, l.MaxLabelBytes)
+		}
+	}
+	return nil
+}
+
+func clipName(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}

@@ -1,0 +1,256 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+	"unicode/utf8"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/scheduler"
+)
+
+// Register implements vigil.Service. Every default is resolved here, in one
+// place, against the engine's clock.
+func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.Watch, error) {
+	now := e.now()
+	w, err := e.prepare(ctx, r, now)
+	if err != nil {
+		return nil, err
+	}
+	p := vigil.WatchCreateParams{
+		Watch:                 w,
+		MaxActive:             e.limits.MaxActive,
+		MaxActivePerRecipient: e.limits.MaxActivePerRecipient,
+	}
+	if r.IdempotencyKey != "" {
+		p.IdempotencyKey = r.IdempotencyKey
+		p.RequestHash = requestHash(r)
+		p.IdempotencySince = now.Add(-e.limits.IdempotencyTTL)
+	}
+	got, err := e.store.WatchCreate(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if r.IdempotencyKey != "" && !got.Replayed {
+		e.sched.ArmPrune(now.Add(e.limits.IdempotencyTTL))
+	}
+	if got.Existing || got.Replayed {
+		return e.view(got), nil
+	}
+	var o *scheduler.Observer
+	spec, _ := vigil.SpecOf(w.Kind)
+	probesNow := (w.Every > 0 || spec.Instant) && (w.StartAt.IsZero() || !w.StartAt.After(now))
+	if r.Observe && probesNow {
+		o = scheduler.NewObserver()
+	}
+	e.sched.Add(got, o)
+	e.hub.publish(vigil.Event{Type: vigil.EventWatchCreated, WatchID: got.ID, Recipient: got.Recipient, State: got.State, At: now})
+	if o == nil {
+		return e.view(got), nil
+	}
+	return e.observe(ctx, got, o)
+}
+
+// observe waits (bounded) for the first observation of a new watch. If it
+// settled the watch while we waited, the caller holds the answer
+// (answered_at_creation) and nothing was mailed.
+func (e *Engine) observe(ctx context.Context, w *vigil.Watch, o *scheduler.Observer) (*vigil.Watch, error) {
+	t := time.NewTimer(e.limits.ObserveWait)
+	defer t.Stop()
+	select {
+	case <-o.Done():
+	case <-t.C:
+		if o.Abandon() {
+			return e.view(w), nil
+		}
+		<-o.Done()
+	case <-ctx.Done():
+		if o.Abandon() {
+			return nil, ctx.Err()
+		}
+		<-o.Done()
+	}
+	got, err := e.store.WatchGet(context.WithoutCancel(ctx), w.ID)
+	if err != nil {
+		return nil, err
+	}
+	return e.view(got), nil
+}
+
+// prepare validates a request and builds the watch to insert. It writes
+// nothing.
+func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.Time) (*vigil.Watch, error) {
+	l := e.limits
+	if r.Kind == "" {
+		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "kind", "kind is required")
+	}
+	spec, known := vigil.SpecOf(r.Kind)
+	wt, ok := e.watchers.Lookup(r.Kind)
+	if !known || !ok {
+		return nil, vigil.FieldErrorf(vigil.CodeUnknownKind, "kind", "unknown kind %q; this daemon watches: %v", clipName(string(r.Kind)), e.watchers.Kinds())
+	}
+	if err := vigil.ValidName("recipient", r.Recipient, l.MaxNameBytes); err != nil {
+		return nil, err
+	}
+	if s, ok := vigil.ScopeFrom(ctx); ok && !s.Allows(r.Recipient) {
+		return nil, vigil.FieldErrorf(vigil.CodeUnauthorized, "recipient", "this token cannot act for recipient %q", r.Recipient)
+	}
+	if r.ChainDepth > l.MaxChainDepth {
+		return nil, vigil.Errorf(vigil.CodeChainTooDeep, "this registration comes from a chain %d commands deep; the limit is %d (max_chain_depth)", r.ChainDepth, l.MaxChainDepth)
+	}
+	mode := r.Mode
+	switch mode {
+	case "":
+		mode = vigil.ModeUntil
+	case vigil.ModeUntil, vigil.ModeUnless:
+	default:
+		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "mode", "mode must be \"until\" or \"unless\", not %q", clipName(string(mode)))
+	}
+	if mode == vigil.ModeUnless && (spec.Standing || spec.Instant) {
+		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "mode", "%s watches do not take mode \"unless\"", r.Kind)
+	}
+	if len(r.Note) > l.MaxNoteBytes || !utf8.ValidString(r.Note) {
+		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "note", "note must be UTF-8 of at most %d bytes", l.MaxNoteBytes)
+	}
+	if err := validLabels(r.Labels, l); err != nil {
+		return nil, err
+	}
+	if r.IdempotencyKey != "" {
+		if err := vigil.ValidName("idempotency_key", r.IdempotencyKey, l.MaxNameBytes); err != nil {
+			return nil, err
+		}
+	}
+	if len(r.Deliver) > 0 && string(r.Deliver) != "null" && string(r.Deliver) != "{}" {
+		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "deliver", "push delivery (deliver) is not available in this build; outcomes go to the recipient's mailbox")
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"max_polls", r.MaxPolls}, {"max_errors", r.MaxErrors}, {"stable", r.Stable}} {
+		if f.n < 0 || f.n > l.MaxPolls {
+			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, f.name, "%s must be between 0 and %d", f.name, l.MaxPolls)
+		}
+	}
+	if len(r.Predicate) > l.MaxPredicateBytes {
+		return nil, vigil.FieldErrorf(vigil.CodeInvalidPredicate, "predicate", "predicate is larger than %d bytes", l.MaxPredicateBytes)
+	}
+	raw := r.Predicate
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	canon, err := wt.Canonicalize(ctx, raw, now)
+	if err != nil {
+		return nil, asPredicateError(err)
+	}
+	if err := wt.Admit(ctx, canon.Predicate); err != nil {
+		var ve *vigil.Error
+		if errors.As(err, &ve) {
+			return nil, err
+		}
+		return nil, &vigil.Error{Code: vigil.CodeWatchUnobservable, Message: err.Error(), Err: err}
+	}
+
+	// Interval.
+	every := spec.Every
+	if r.Every != "" {
+		if spec.Every == 0 {
+			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "every", "%s watches are not probed on an interval; leave every out", r.Kind)
+		}
+		d, err := vigil.ParseDuration(r.Every)
+		if err != nil {
+			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "every", "every: %v", err)
+		}
+		if d < l.MinEvery {
+			return nil, vigil.FieldErrorf(vigil.CodeIntervalTooSmall, "every", "every %s is below the floor of %s (min_every)", vigil.FormatDuration(d), vigil.FormatDuration(l.MinEvery))
+		}
+		if d > l.MaxDeadline {
+			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "every", "every %s is longer than the longest deadline, %s", vigil.FormatDuration(d), vigil.FormatDuration(l.MaxDeadline))
+		}
+		every = d
+	}
+
+	// Deadline: the one place its default is resolved.
+	start := canon.StartAt
+	from := now
+	if start.After(now) {
+		from = start
+		if start.Sub(now) > l.MaxDeadline {
+			return nil, vigil.FieldErrorf(vigil.CodeDeadlineOutOfRange, "predicate.at", "the timer is more than %s away (max_deadline)", vigil.FormatDuration(l.MaxDeadline))
+		}
+	}
+	var deadline time.Time
+	switch {
+	case r.Deadline != "" && spec.Standing:
+		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "deadline", "%s watches are standing: they end when cancelled, not at a deadline", r.Kind)
+	case r.Deadline != "":
+		deadline, err = parseDeadline(r.Deadline, now)
+		if err != nil {
+			return nil, err
+		}
+	case spec.Deadline > 0 && spec.DeadlineFromStart && !start.IsZero():
+		deadline = from.Add(spec.Deadline)
+	case spec.Deadline > 0:
+		deadline = now.Add(spec.Deadline)
+	}
+	if !deadline.IsZero() {
+		if !deadline.After(now) {
+			return nil, vigil.FieldErrorf(vigil.CodeDeadlineOutOfRange, "deadline", "deadline %s is not in the future", vigil.FormatTime(deadline))
+		}
+		if !start.IsZero() && deadline.Before(start) {
+			return nil, vigil.FieldErrorf(vigil.CodeDeadlineOutOfRange, "deadline", "deadline %s comes before the watch starts, %s", vigil.FormatTime(deadline), vigil.FormatTime(start))
+		}
+		if deadline.Sub(from) > l.MaxDeadline {
+			return nil, vigil.FieldErrorf(vigil.CodeDeadlineOutOfRange, "deadline", "deadline is more than %s away (max_deadline)", vigil.FormatDuration(l.MaxDeadline))
+		}
+	}
+
+	var stableFor time.Duration
+	if r.StableFor != "" {
+		if stableFor, err = vigil.ParseDuration(r.StableFor); err != nil {
+			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "stable_for", "stable_for: %v", err)
+		}
+		if stableFor > l.MaxDeadline {
+			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "stable_for", "stable_for is longer than the longest deadline")
+		}
+	}
+	if (r.Stable > 0 || stableFor > 0) && every == 0 {
+		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "stable", "%s watches are not probed repeatedly; stability does not apply", r.Kind)
+	}
+
+	labels := r.Labels
+	if len(labels) == 0 {
+		labels = nil
+	}
+	return &vigil.Watch{
+		ID: e.newID(), Kind: r.Kind, Predicate: canon.Predicate, Recipient: r.Recipient, State: vigil.StatePending,
+		Mode: mode, Every: every, Deadline: deadline, StartAt: start, CreatedAt: now, Note: r.Note, Labels: labels,
+		Stable: r.Stable, StableFor: stableFor, MaxPolls: r.MaxPolls, MaxErrors: r.MaxErrors, Standing: spec.Standing,
+		ChainDepth: r.ChainDepth, Identity: vigil.Identity(r.Recipient, r.Kind, mode, canon.Predicate),
+	}, nil
+}
+
+// parseDeadline reads a duration from now or an RFC 3339 instant.
+func parseDeadline(s string, now time.Time) (time.Time, error) {
+	if t, err := vigil.ParseTime(s); err == nil {
+		return t.Truncate(time.Millisecond), nil
+	}
+	d, err := vigil.ParseDuration(s)
+	if err != nil {
+		return time.Time{}, vigil.FieldErrorf(vigil.CodeInvalidRequest, "deadline", "deadline must be a duration like 2h or an RFC 3339 time: %v", err)
+	}
+	if d <= 0 {
+		return time.Time{}, vigil.FieldErrorf(vigil.CodeDeadlineOutOfRange, "deadline", "deadline must be in the future")
+	}
+	return now.Add(d), nil
+}
+
+// asPredicateError makes sure a canonicalisation refusal carries a code.
+func asPredicateError(err error) error {
+	var ve *vigil.Error
+	if errors.As(err, &ve) {
+		return err
+	}
+	return &vigil.Error{Code: vigil.CodeInvalidPredicate, Field: "predicate", Message: err.Error(), Err: err}
+}

@@ -1,0 +1,312 @@
+// Package client implements vigil.Service over HTTP, talking to a vigil
+// daemon's API (package httpapi). The CLI and the stdio MCP proxy use it;
+// so may any Go program.
+//
+// Errors come back as *vigil.Error with the daemon's code, message and
+// field, so errors.Is(err, vigil.ErrNotFound) works across the wire. A
+// daemon that cannot be reached is an error with code unavailable whose
+// message says where the client looked. The bearer token never appears in
+// an error.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/httpapi"
+)
+
+// Timeouts and bounds of the client; each lives here only.
+const (
+	// requestTimeout bounds a call that does not long-poll, and the wait
+	// for an event stream's first response.
+	requestTimeout = 30 * time.Second
+	// waitMargin is added to a long-poll's own timeout for its deadline.
+	waitMargin = 10 * time.Second
+	// dialTimeout bounds connecting to the daemon.
+	dialTimeout = 5 * time.Second
+	// maxResponseBytes bounds a response body the client reads.
+	maxResponseBytes = 32 << 20
+	// maxErrorBytes bounds an error body the client reads.
+	maxErrorBytes = 64 << 10
+)
+
+// Options configure a Client. A nil *Options means the defaults.
+type Options struct {
+	// HTTPClient makes the requests. Nil means a private client with a
+	// bounded dial and TLS handshake that follows no redirects (never
+	// http.DefaultClient). Each call sets its own deadline, so the
+	// client's Timeout should be zero: event streams last.
+	HTTPClient *http.Client
+}
+
+// Client is a vigil.Service over HTTP. It is safe for concurrent use.
+type Client struct {
+	base  string // scheme://host[:port][/prefix], no trailing slash
+	addr  string // the daemon's address as error messages show it
+	token string
+	hc    *http.Client
+}
+
+var _ vigil.Service = (*Client)(nil)
+
+// New returns a client of the daemon at addr, which is host:port (":7474"
+// means 127.0.0.1:7474) or an http:// or https:// URL, possibly with a
+// path prefix. token is the bearer token sent with every call.
+func New(addr, token string, opts *Options) (*Client, error) {
+	base, display, err := parseAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	if !validHeaderValue(token) || strings.ContainsAny(token, " \t") {
+		return nil, errors.New("vigil client: the token holds spaces or control characters")
+	}
+	c := &Client{base: base, addr: display, token: token}
+	if opts != nil && opts.HTTPClient != nil {
+		c.hc = opts.HTTPClient
+	} else {
+		c.hc = defaultHTTPClient()
+	}
+	return c, nil
+}
+
+// parseAddr returns the base URL and the display form of addr.
+func parseAddr(addr string) (base, display string, err error) {
+	addr = strings.TrimSpace(addr)
+	if addr == "" {
+		return "", "", errors.New("vigil client: no daemon address given (host:port or an http:// URL)")
+	}
+	if strings.Contains(addr, "://") {
+		u, err := url.Parse(addr)
+		if err != nil {
+			return "", "", fmt.Errorf("vigil client: daemon address is not a URL: %w", err)
+		}
+		if u.Scheme != "http" && u.Scheme != "https" {
+			return "", "", fmt.Errorf("vigil client: daemon address %q must use http:// or https://", u.Scheme+"://"+u.Host)
+		}
+		if u.User != nil {
+			return "", "", errors.New("vigil client: the daemon address must not hold credentials; pass the token on its own")
+		}
+		if u.Host == "" {
+			return "", "", fmt.Errorf("vigil client: daemon address %q has no host", addr)
+		}
+		if u.RawQuery != "" || u.Fragment != "" {
+			return "", "", fmt.Errorf("vigil client: daemon address %q must not have a query or fragment", u.Scheme+"://"+u.Host+u.Path)
+		}
+		base = u.Scheme + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/")
+		return base, base, nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", "", fmt.Errorf("vigil client: daemon address %q is neither host:port nor an http:// URL", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", "", fmt.Errorf("vigil client: daemon address %q has no valid port", addr)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	hp := net.JoinHostPort(host, port)
+	return "http://" + hp, hp, nil
+}
+
+// defaultHTTPClient is the private client used when Options gives none.
+func defaultHTTPClient() *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          16,
+			MaxIdleConnsPerHost:   8,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		},
+		// A daemon never redirects; following one would carry the token
+		// somewhere else.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// CloseIdleConnections closes the idle connections of the client's
+// transport.
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+
+// call is one request to the daemon.
+type call struct {
+	method string
+	path   string // escaped, from the API root: "/v1/watches/ID"
+	query  url.Values
+	header http.Header
+	body   any
+	// timeout bounds the whole call; zero means requestTimeout.
+	timeout time.Duration
+	// out receives a JSON response; nil ignores the body.
+	out any
+}
+
+// do runs c and returns the response header.
+func (c *Client) do(ctx context.Context, cl call) (http.Header, error) {
+	timeout := cl.timeout
+	if timeout <= 0 {
+		timeout = requestTimeout
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := c.newRequest(rctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, c.transportError(ctx, cl, timeout, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return nil, c.responseError(resp)
+	}
+	if cl.out != nil && resp.StatusCode != http.StatusNoContent {
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+		if err != nil {
+			return nil, c.transportError(ctx, cl, timeout, err)
+		}
+		if len(b) > maxResponseBytes {
+			return nil, vigil.Errorf(vigil.CodeInternal, "vigil daemon at %s sent a response larger than %d bytes", c.addr, maxResponseBytes)
+		}
+		if err := json.Unmarshal(b, cl.out); err != nil {
+			return nil, &vigil.Error{Code: vigil.CodeInternal, Err: err,
+				Message: fmt.Sprintf("vigil daemon at %s sent a response that does not parse: %v", c.addr, err)}
+		}
+	}
+	return resp.Header, nil
+}
+
+// newRequest builds the HTTP request of cl.
+func (c *Client) newRequest(ctx context.Context, cl call) (*http.Request, error) {
+	u := c.base + cl.path
+	if len(cl.query) > 0 {
+		u += "?" + cl.query.Encode()
+	}
+	var body io.Reader
+	if cl.body != nil {
+		b, err := json.Marshal(cl.body)
+		if err != nil {
+			return nil, &vigil.Error{Code: vigil.CodeInvalidRequest, Message: fmt.Sprintf("the request does not encode as JSON: %v", err), Err: err}
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, cl.method, u, body)
+	if err != nil {
+		return nil, &vigil.Error{Code: vigil.CodeInvalidRequest, Message: fmt.Sprintf("cannot build the request to %s", c.addr), Err: err}
+	}
+	for k, vs := range cl.header {
+		req.Header[k] = vs
+	}
+	if cl.body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req, nil
+}
+
+// transportError explains a request that got no HTTP answer. A caller's
+// own cancellation is returned as such; everything else is unavailable.
+func (c *Client) transportError(ctx context.Context, cl call, timeout time.Duration, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("vigil: %s %s: %w", cl.method, cl.path, context.Cause(ctx))
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &vigil.Error{Code: vigil.CodeUnavailable, Err: err,
+			Message: fmt.Sprintf("vigil daemon at %s did not answer within %s", c.addr, timeout)}
+	}
+	cause := err
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		cause = ue.Err
+	}
+	return &vigil.Error{Code: vigil.CodeUnavailable, Err: err,
+		Message: c.redact(fmt.Sprintf("vigil daemon not reachable at %s: %v", c.addr, cause))}
+}
+
+// responseError maps an error response back to the *vigil.Error the
+// daemon meant; a body that is not vigil's error shape (a proxy's page) is
+// mapped by its status.
+func (c *Client) responseError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
+	var body struct {
+		Error *struct {
+			Code    vigil.Code `json:"code"`
+			Message string     `json:"message"`
+			Field   string     `json:"field"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &body) == nil && body.Error != nil && body.Error.Code != "" {
+		return &vigil.Error{Code: body.Error.Code, Message: c.redact(body.Error.Message), Field: body.Error.Field}
+	}
+	return &vigil.Error{Code: codeForStatus(resp.StatusCode),
+		Message: fmt.Sprintf("vigil daemon at %s answered %s", c.addr, resp.Status)}
+}
+
+// generic lists, for each status, the code to assume when a response
+// carries no vigil error body; httpapi.StatusOf is the table.
+var generic = []vigil.Code{
+	vigil.CodeInvalidRequest, vigil.CodeUnauthorized, vigil.CodeNotFound, vigil.CodeConflict,
+	vigil.CodePayloadTooLarge, vigil.CodeUnsupportedMedia, vigil.CodeRateLimited,
+	vigil.CodeUnavailable, vigil.CodeInternal,
+}
+
+// codeForStatus returns the code for an HTTP status that came without a
+// vigil error body.
+func codeForStatus(status int) vigil.Code {
+	switch status {
+	case http.StatusBadGateway, http.StatusGatewayTimeout:
+		return vigil.CodeUnavailable
+	}
+	for _, code := range generic {
+		if httpapi.StatusOf(code) == status {
+			return code
+		}
+	}
+	if status >= 400 && status < 500 {
+		return vigil.CodeInvalidRequest
+	}
+	return vigil.CodeInternal
+}
+
+// redact removes the token from s.
+func (c *Client) redact(s string) string {
+	if c.token == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, c.token, "[redacted]")
+}
+
+// validHeaderValue reports whether s may be sent as a header value.
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b < 0x20 && b != '\t' || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// seconds formats d as the API's duration parameters expect ("60s", "1.5s").
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(max(d, 0).Seconds(), 'f', -1, 64) + "s"
+}

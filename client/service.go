@@ -1,0 +1,180 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/httpapi"
+)
+
+// Register implements vigil.Service: POST /v1/watches. The idempotency key
+// also goes in the Idempotency-Key header and ChainDepth in
+// Vigil-Chain-Depth; a replay from the daemon's ledger comes back with
+// Replayed set.
+func (c *Client) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.Watch, error) {
+	h := http.Header{}
+	if r.IdempotencyKey != "" {
+		if !validHeaderValue(r.IdempotencyKey) {
+			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "idempotency_key", "the idempotency key holds control characters")
+		}
+		h.Set(httpapi.HeaderIdempotencyKey, r.IdempotencyKey)
+	}
+	if r.ChainDepth > 0 {
+		h.Set(httpapi.HeaderChainDepth, strconv.Itoa(r.ChainDepth))
+	}
+	var w vigil.Watch
+	hdr, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/watches", header: h, body: r, out: &w})
+	if err != nil {
+		return nil, err
+	}
+	w.Replayed = hdr.Get(httpapi.HeaderReplayed) == "true"
+	return &w, nil
+}
+
+// Watch implements vigil.Service: GET /v1/watches/{id}.
+func (c *Client) Watch(ctx context.Context, id string) (*vigil.Watch, error) {
+	return c.watchCall(ctx, http.MethodGet, id, "", nil, 0)
+}
+
+// Watches implements vigil.Service: GET /v1/watches.
+func (c *Client) Watches(ctx context.Context, q vigil.ListRequest) (vigil.WatchPage, error) {
+	v := url.Values{}
+	set(v, "recipient", q.Recipient)
+	set(v, "state", string(q.State))
+	set(v, "kind", string(q.Kind))
+	set(v, "after", q.After)
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	keys := make([]string, 0, len(q.Labels))
+	for k := range q.Labels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v.Add("label", k+"="+q.Labels[k])
+	}
+	var page vigil.WatchPage
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/watches", query: v, out: &page})
+	return page, err
+}
+
+// Why implements vigil.Service: GET /v1/watches/{id}/why.
+func (c *Client) Why(ctx context.Context, id string) (*vigil.Why, error) {
+	if id == "" {
+		return nil, errNoID
+	}
+	var why vigil.Why
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: watchPath(id, "/why"), out: &why}); err != nil {
+		return nil, err
+	}
+	return &why, nil
+}
+
+// Wait implements vigil.Service: GET /v1/watches/{id}/wait. The daemon
+// bounds timeout by its own maximum (60 s by default) and answers with the
+// watch as it is then; the call's deadline is timeout plus a margin.
+func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration) (*vigil.Watch, error) {
+	q := url.Values{"timeout": {seconds(timeout)}}
+	return c.watchCall(ctx, http.MethodGet, id, "/wait", q, longPoll(timeout))
+}
+
+// Cancel implements vigil.Service: POST /v1/watches/{id}/cancel.
+func (c *Client) Cancel(ctx context.Context, id string) (*vigil.Watch, error) {
+	return c.watchCall(ctx, http.MethodPost, id, "/cancel", nil, 0)
+}
+
+// Delete implements vigil.Service: DELETE /v1/watches/{id}.
+func (c *Client) Delete(ctx context.Context, id string) error {
+	if id == "" {
+		return errNoID
+	}
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: watchPath(id, "")})
+	return err
+}
+
+// Messages implements vigil.Service: GET /v1/recipients/{r}/messages,
+// long-polling up to r.Wait (bounded by the daemon's maximum).
+func (c *Client) Messages(ctx context.Context, r vigil.MessagesRequest) (vigil.MessagesPage, error) {
+	if r.Recipient == "" {
+		return vigil.MessagesPage{}, errNoRecipient
+	}
+	v := url.Values{}
+	set(v, "reader", r.Reader)
+	if r.After != nil {
+		v.Set("after", strconv.FormatInt(*r.After, 10))
+	}
+	if r.Wait > 0 {
+		v.Set("wait", seconds(r.Wait))
+	}
+	if r.Ack {
+		v.Set("ack", "true")
+	}
+	if r.Limit != 0 {
+		v.Set("limit", strconv.Itoa(r.Limit))
+	}
+	var page vigil.MessagesPage
+	_, err := c.do(ctx, call{method: http.MethodGet, path: recipientPath(r.Recipient, "/messages"), query: v,
+		timeout: longPoll(r.Wait), out: &page})
+	return page, err
+}
+
+// Ack implements vigil.Service: POST /v1/recipients/{r}/ack.
+func (c *Client) Ack(ctx context.Context, r vigil.AckRequest) error {
+	if r.Recipient == "" {
+		return errNoRecipient
+	}
+	body := struct {
+		Reader string `json:"reader"`
+		Seq    int64  `json:"seq"`
+	}{r.Reader, r.Seq}
+	_, err := c.do(ctx, call{method: http.MethodPost, path: recipientPath(r.Recipient, "/ack"), body: body})
+	return err
+}
+
+// CloseRecipient implements vigil.Service: POST /v1/recipients/{r}/close.
+func (c *Client) CloseRecipient(ctx context.Context, recipient string) (vigil.CloseResult, error) {
+	if recipient == "" {
+		return vigil.CloseResult{}, errNoRecipient
+	}
+	var res vigil.CloseResult
+	_, err := c.do(ctx, call{method: http.MethodPost, path: recipientPath(recipient, "/close"), out: &res})
+	return res, err
+}
+
+var (
+	errNoID        = vigil.FieldErrorf(vigil.CodeNotFound, "id", "no watch id given")
+	errNoRecipient = vigil.FieldErrorf(vigil.CodeInvalidRequest, "recipient", "recipient is required")
+)
+
+// watchCall runs a call on one watch that answers the watch.
+func (c *Client) watchCall(ctx context.Context, method, id, suffix string, q url.Values, timeout time.Duration) (*vigil.Watch, error) {
+	if id == "" {
+		return nil, errNoID
+	}
+	var w vigil.Watch
+	if _, err := c.do(ctx, call{method: method, path: watchPath(id, suffix), query: q, timeout: timeout, out: &w}); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+// longPoll is the deadline of a call that may wait d on the daemon.
+func longPoll(d time.Duration) time.Duration { return max(requestTimeout, d+waitMargin) }
+
+func watchPath(id, suffix string) string { return "/v1/watches/" + url.PathEscape(id) + suffix }
+
+func recipientPath(r, suffix string) string {
+	return "/v1/recipients/" + url.PathEscape(r) + suffix
+}
+
+func set(v url.Values, k, s string) {
+	if s != "" {
+		v.Set(k, s)
+	}
+}

@@ -1,0 +1,125 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/vigil-run/vigil"
+)
+
+// statuses is the one table from error code to HTTP status. Its order is
+// the order Codes returns and the OpenAPI document lists.
+var statuses = []struct {
+	code   vigil.Code
+	status int
+}{
+	{vigil.CodeInvalidRequest, http.StatusUnprocessableEntity},
+	{vigil.CodeUnknownKind, http.StatusUnprocessableEntity},
+	{vigil.CodeInvalidPredicate, http.StatusUnprocessableEntity},
+	{vigil.CodeWatchUnobservable, http.StatusUnprocessableEntity},
+	{vigil.CodeDeadlineOutOfRange, http.StatusUnprocessableEntity},
+	{vigil.CodeIntervalTooSmall, http.StatusUnprocessableEntity},
+	{vigil.CodeQuotaExceeded, http.StatusTooManyRequests},
+	{vigil.CodeChainTooDeep, http.StatusUnprocessableEntity},
+	{vigil.CodeUnauthorized, http.StatusUnauthorized},
+	{vigil.CodeNotFound, http.StatusNotFound},
+	{vigil.CodeIdempotencyConflict, http.StatusConflict},
+	{vigil.CodeConflict, http.StatusConflict},
+	{vigil.CodePayloadTooLarge, http.StatusRequestEntityTooLarge},
+	{vigil.CodeUnsupportedMedia, http.StatusUnsupportedMediaType},
+	{vigil.CodeRateLimited, http.StatusTooManyRequests},
+	{vigil.CodeUnavailable, http.StatusServiceUnavailable},
+	{vigil.CodeInternal, http.StatusInternalServerError},
+}
+
+// StatusOf returns the HTTP status the API answers with for an error code:
+// the one table that the server, the client and the documentation share.
+// A code the table does not hold is answered as internal (500).
+func StatusOf(code vigil.Code) int {
+	for _, e := range statuses {
+		if e.code == code {
+			return e.status
+		}
+	}
+	return http.StatusInternalServerError
+}
+
+// Codes returns every error code the API answers with, in table order.
+func Codes() []vigil.Code {
+	cs := make([]vigil.Code, len(statuses))
+	for i, e := range statuses {
+		cs[i] = e.code
+	}
+	return cs
+}
+
+// known reports whether the table holds code.
+func known(code vigil.Code) bool {
+	for _, e := range statuses {
+		if e.code == code {
+			return true
+		}
+	}
+	return false
+}
+
+// errorBody is the one error shape: {"error":{"code","message","field"}}.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    vigil.Code `json:"code"`
+	Message string     `json:"message"`
+	Field   string     `json:"field,omitempty"`
+}
+
+// fail is the one place that answers an error. Anything that is not a
+// *vigil.Error with a code from the table is internal: the user reads
+// "internal error" and the cause is logged once with the request id. If
+// the response has already started (an event stream), fail only logs.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	ctx := r.Context()
+	code := vigil.ErrorCode(err)
+	if !known(code) {
+		code = vigil.CodeInternal
+	}
+	if code == vigil.CodeInternal && errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		// The caller went away; nobody is left to answer.
+		s.log.DebugContext(ctx, "request abandoned by the client", "request_id", requestIDFrom(ctx))
+		return
+	}
+	body := errorBody{Error: errorDetail{Code: code, Message: "internal error"}}
+	if code == vigil.CodeInternal {
+		s.log.ErrorContext(ctx, "internal error", "request_id", requestIDFrom(ctx),
+			"method", r.Method, "path", r.URL.Path, "err", err)
+	} else {
+		body.Error.Message = vigil.ErrorMessage(err)
+		body.Error.Field = vigil.ErrorField(err)
+	}
+	if started(w) {
+		return
+	}
+	b, _ := json.Marshal(body) // cannot fail: strings only
+	h := w.Header()
+	h.Set("Content-Type", contentTypeJSON)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Del(HeaderReplayed)
+	w.WriteHeader(StatusOf(code))
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// writeJSON answers v as JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", contentTypeJSON)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+	return nil
+}

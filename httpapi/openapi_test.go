@@ -1,0 +1,177 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/vigil-run/vigil"
+)
+
+// openAPIDoc is the part of the OpenAPI document the tests read.
+type openAPIDoc struct {
+	OpenAPI string                                 `json:"openapi"`
+	Paths   map[string]map[string]openAPIOperation `json:"paths"`
+	Comps   struct {
+		Parameters map[string]openAPIParam `json:"parameters"`
+		Schemas    map[string]struct {
+			Properties map[string]struct {
+				Properties map[string]struct {
+					Enum []vigil.Code `json:"enum"`
+				} `json:"properties"`
+			} `json:"properties"`
+		} `json:"schemas"`
+	} `json:"components"`
+}
+
+type openAPIOperation struct {
+	OperationID string          `json:"operationId"`
+	Parameters  []openAPIParam  `json:"parameters"`
+	Security    *[]any          `json:"security"`
+	Responses   map[string]any  `json:"responses"`
+	RequestBody json.RawMessage `json:"requestBody"`
+}
+
+type openAPIParam struct {
+	Ref  string `json:"$ref"`
+	Name string `json:"name"`
+	In   string `json:"in"`
+}
+
+func loadOpenAPI(t *testing.T) openAPIDoc {
+	t.Helper()
+	var doc openAPIDoc
+	if err := json.Unmarshal(openAPI, &doc); err != nil {
+		t.Fatalf("openapi.json does not parse: %v", err)
+	}
+	if doc.OpenAPI != "3.1.0" {
+		t.Errorf("openapi = %q, want 3.1.0", doc.OpenAPI)
+	}
+	return doc
+}
+
+// params returns the names of an operation's parameters that are in where.
+func (d openAPIDoc) params(op openAPIOperation, where string) []string {
+	var names []string
+	for _, p := range op.Parameters {
+		if name, ok := strings.CutPrefix(p.Ref, "#/components/parameters/"); ok {
+			p = d.Comps.Parameters[name]
+		}
+		if p.In == where {
+			names = append(names, p.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+var wildcard = regexp.MustCompile(`\{([a-z_]+)\}`)
+
+// TestOpenAPIMatchesRoutes checks every route is documented, with its
+// path and query parameters and whether it needs a token, and that the
+// document describes no route the server lacks.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	t.Parallel()
+	doc := loadOpenAPI(t)
+	s := New(Options{})
+	served := map[string]bool{}
+	for _, rt := range s.routes {
+		method, path, _ := strings.Cut(rt.pattern, " ")
+		key := strings.ToLower(method) + " " + path
+		served[key] = true
+		op, ok := doc.Paths[path][strings.ToLower(method)]
+		if !ok {
+			t.Errorf("route %q is not in openapi.json", rt.pattern)
+			continue
+		}
+		var wantPath []string
+		for _, m := range wildcard.FindAllStringSubmatch(path, -1) {
+			wantPath = append(wantPath, m[1])
+		}
+		slices.Sort(wantPath)
+		if diff := cmp.Diff(wantPath, doc.params(op, "path")); diff != "" {
+			t.Errorf("%s: path parameters (-served +documented):\n%s", rt.pattern, diff)
+		}
+		wantQuery := slices.Sorted(slices.Values(rt.query))
+		if diff := cmp.Diff(wantQuery, doc.params(op, "query")); diff != "" {
+			t.Errorf("%s: query parameters (-served +documented):\n%s", rt.pattern, diff)
+		}
+		if public := op.Security != nil && len(*op.Security) == 0; public != rt.public {
+			t.Errorf("%s: documented public = %v, served public = %v", rt.pattern, public, rt.public)
+		}
+		if op.OperationID == "" || len(op.Responses) == 0 {
+			t.Errorf("%s: no operationId or responses documented", rt.pattern)
+		}
+		if (method == http.MethodPost && rt.pattern != "POST /v1/watches/{id}/cancel" && rt.pattern != "POST /v1/recipients/{recipient}/close") != (op.RequestBody != nil) {
+			t.Errorf("%s: request body documented = %v", rt.pattern, op.RequestBody != nil)
+		}
+	}
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			if !served[method+" "+path] {
+				t.Errorf("openapi.json documents %s %s, which is not served", strings.ToUpper(method), path)
+			}
+		}
+	}
+}
+
+// TestOpenAPIErrorCodes checks the documented codes are the table's.
+func TestOpenAPIErrorCodes(t *testing.T) {
+	t.Parallel()
+	doc := loadOpenAPI(t)
+	got := doc.Comps.Schemas["Error"].Properties["error"].Properties["code"].Enum
+	if diff := cmp.Diff(Codes(), got); diff != "" {
+		t.Errorf("error codes (-table +openapi.json):\n%s", diff)
+	}
+}
+
+func TestStatusOf(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		code vigil.Code
+		want int
+	}{
+		{vigil.CodeInvalidRequest, 422},
+		{vigil.CodeUnknownKind, 422},
+		{vigil.CodeInvalidPredicate, 422},
+		{vigil.CodeWatchUnobservable, 422},
+		{vigil.CodeDeadlineOutOfRange, 422},
+		{vigil.CodeIntervalTooSmall, 422},
+		{vigil.CodeQuotaExceeded, 429},
+		{vigil.CodeChainTooDeep, 422},
+		{vigil.CodeUnauthorized, 401},
+		{vigil.CodeNotFound, 404},
+		{vigil.CodeIdempotencyConflict, 409},
+		{vigil.CodeConflict, 409},
+		{vigil.CodePayloadTooLarge, 413},
+		{vigil.CodeUnsupportedMedia, 415},
+		{vigil.CodeRateLimited, 429},
+		{vigil.CodeUnavailable, 503},
+		{vigil.CodeInternal, 500},
+		{"", 500},
+		{"not_a_code", 500},
+	}
+	for _, tt := range tests {
+		if got := StatusOf(tt.code); got != tt.want {
+			t.Errorf("StatusOf(%q) = %d, want %d", tt.code, got, tt.want)
+		}
+	}
+	if got, want := len(Codes()), len(tests)-2; got != want {
+		t.Errorf("len(Codes()) = %d, want %d: a code was added without a test row", got, want)
+	}
+}
+
+func TestSeconds(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{time.Minute: "60s", 1500 * time.Millisecond: "1.5s", 0: "0s", 2 * time.Hour: "7200s"} {
+		if got := seconds(d); got != want {
+			t.Errorf("seconds(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

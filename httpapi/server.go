@@ -1,0 +1,433 @@
+// Package httpapi serves vigil.Service over HTTP: the JSON API under /v1,
+// the Server-Sent Events stream at /v1/events, /healthz, /readyz and the
+// OpenAPI document at /openapi.json.
+//
+// Handlers return errors; one function writes them, with one JSON shape
+// ({"error":{"code","message","field"}}) and one code-to-status table
+// (StatusOf). Every route but /healthz, /readyz and /openapi.json needs a
+// bearer token. Long-polls and event streams end when their request ends
+// or when Close is called, so a server that calls Close from
+// http.Server.RegisterOnShutdown shuts down promptly.
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vigil-run/vigil"
+)
+
+// Defaults of Options; each lives here only.
+const (
+	// DefaultMaxBodyBytes bounds a request body.
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultHeartbeat is how often an idle event stream sends a comment.
+	DefaultHeartbeat = 15 * time.Second
+)
+
+// Header names of the API.
+const (
+	HeaderIdempotencyKey   = "Idempotency-Key"
+	HeaderReplayed         = "Idempotent-Replayed"
+	HeaderChainDepth       = "Vigil-Chain-Depth"
+	HeaderWaitClamped      = "Vigil-Wait-Clamped"
+	HeaderRequestID        = "X-Request-Id"
+	contentTypeJSON        = "application/json"
+	contentTypeEventStream = "text/event-stream"
+)
+
+// Options configure a Server. Zero fields take defaults.
+type Options struct {
+	// Service is what the API serves. Required.
+	Service vigil.Service
+	// AdminToken is the admin's bearer token, compared in constant time.
+	// A request bearing it acts with no scope (the admin).
+	AdminToken string
+	// AuthenticateFunc checks any other bearer token: ok reports whether the
+	// token is valid, and the request then acts within scope. An error
+	// (a store that cannot be read) is answered as such, never as 401.
+	// Nil means only AdminToken is accepted; with neither set every
+	// authenticated route answers 401.
+	AuthenticateFunc func(ctx context.Context, token string) (scope vigil.Scope, ok bool, err error)
+	// Logger receives internal errors (once, with the request id) and, at
+	// debug level, one line per request. Nil discards.
+	Logger *slog.Logger
+	// MaxBodyBytes bounds request bodies (default DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// MaxWait bounds long-polls: a longer timeout or wait is clamped and
+	// the response says so in the Vigil-Wait-Clamped header (default
+	// vigil.DefaultLimits().MaxWait).
+	MaxWait time.Duration
+	// ReadyFunc answers /readyz; nil means always ready.
+	ReadyFunc func(ctx context.Context) error
+	// Heartbeat is how often an event stream sends a comment line to keep
+	// proxies from closing it (default DefaultHeartbeat).
+	Heartbeat time.Duration
+}
+
+// Server serves the API. Create it with New.
+type Server struct {
+	svc       vigil.Service
+	adminHash [sha256.Size]byte
+	hasAdmin  bool
+	auth      func(ctx context.Context, token string) (vigil.Scope, bool, error)
+	log       *slog.Logger
+	maxBody   int64
+	maxWait   time.Duration
+	ready     func(ctx context.Context) error
+	heartbeat time.Duration
+	mux       *http.ServeMux
+	routes    []route
+
+	mu     sync.Mutex
+	closed bool
+	live   map[uint64]context.CancelCauseFunc
+	nextID uint64
+}
+
+// route is one built-in endpoint: its ServeMux pattern, whether it needs a
+// token, the query parameters it accepts, and its handler. The OpenAPI test
+// checks this table against openapi.json.
+type route struct {
+	pattern string
+	public  bool
+	query   []string
+	handler handlerFunc
+}
+
+// handlerFunc is an HTTP handler that returns its error for Server.fail.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// New returns a Server for opts.
+func New(opts Options) *Server {
+	s := &Server{
+		svc:       opts.Service,
+		auth:      opts.AuthenticateFunc,
+		log:       opts.Logger,
+		maxBody:   opts.MaxBodyBytes,
+		maxWait:   opts.MaxWait,
+		ready:     opts.ReadyFunc,
+		heartbeat: opts.Heartbeat,
+		mux:       http.NewServeMux(),
+		live:      make(map[uint64]context.CancelCauseFunc),
+	}
+	if opts.AdminToken != "" {
+		s.adminHash, s.hasAdmin = sha256.Sum256([]byte(opts.AdminToken)), true
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.log = s.log.With("component", "httpapi")
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	if s.maxWait <= 0 {
+		s.maxWait = vigil.DefaultLimits().MaxWait
+	}
+	if s.heartbeat <= 0 {
+		s.heartbeat = DefaultHeartbeat
+	}
+	s.routes = s.table()
+	for _, rt := range s.routes {
+		s.mux.Handle(rt.pattern, s.wrap(rt))
+	}
+	return s
+}
+
+// table lists the built-in routes.
+func (s *Server) table() []route {
+	return []route{
+		{pattern: "POST /v1/watches", query: []string{"observe"}, handler: s.register},
+		{pattern: "GET /v1/watches", query: []string{"recipient", "state", "kind", "label", "after", "limit"}, handler: s.list},
+		{pattern: "GET /v1/watches/{id}", handler: s.get},
+		{pattern: "GET /v1/watches/{id}/why", handler: s.why},
+		{pattern: "GET /v1/watches/{id}/wait", query: []string{"timeout"}, handler: s.wait},
+		{pattern: "POST /v1/watches/{id}/cancel", handler: s.cancel},
+		{pattern: "DELETE /v1/watches/{id}", handler: s.delete},
+		{pattern: "GET /v1/recipients/{recipient}/messages", query: []string{"reader", "after", "wait", "ack", "limit"}, handler: s.messages},
+		{pattern: "POST /v1/recipients/{recipient}/ack", handler: s.ack},
+		{pattern: "POST /v1/recipients/{recipient}/close", handler: s.closeRecipient},
+		{pattern: "GET /v1/events", query: []string{"recipient", "watch"}, handler: s.events},
+		{pattern: "GET /healthz", public: true, handler: s.healthz},
+		{pattern: "GET /readyz", public: true, handler: s.readyz},
+		{pattern: "GET /openapi.json", public: true, handler: s.openapi},
+	}
+}
+
+// repeatable reports whether a query parameter may be given more than once.
+func repeatable(name string) bool { return name == "label" }
+
+// Handler returns the http.Handler serving every route, built-in and
+// mounted.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+
+// Mount serves h at pattern (a ServeMux pattern such as "/mcp") behind the
+// same bearer authentication as the API, with the caller's scope in the
+// request context. Call it before serving; like ServeMux.Handle it panics
+// on a pattern that conflicts with one already registered.
+func (s *Server) Mount(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, s.authenticate(h))
+}
+
+// MountPublic serves h at pattern with no authentication: for /metrics or
+// the web panel's static files. Call it before serving.
+func (s *Server) MountPublic(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, h)
+}
+
+// Close ends every open long-poll and event stream, and any started later
+// ends at once. Call it when the HTTP server shuts down, for example
+// through http.Server.RegisterOnShutdown(s.Close), so that Shutdown need not
+// wait for streams that never end by themselves.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for id, cancel := range s.live {
+		cancel(errShuttingDown)
+		delete(s.live, id)
+	}
+}
+
+var errShuttingDown = &vigil.Error{Code: vigil.CodeUnavailable, Message: "vigil is shutting down; try again shortly"}
+
+// track returns a context for a long-lived request that Close cancels, and
+// the function to call when the request is done.
+func (s *Server) track(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		cancel(errShuttingDown)
+		return ctx, func() {}
+	}
+	id := s.nextID
+	s.nextID++
+	s.live[id] = cancel
+	return ctx, func() {
+		s.mu.Lock()
+		delete(s.live, id)
+		s.mu.Unlock()
+		cancel(context.Canceled)
+	}
+}
+
+// serveHTTP is the outermost handler: request id, panic recovery, one
+// debug line per request, and JSON answers for unknown routes.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	id := requestID(r)
+	rw := &responseWriter{ResponseWriter: w}
+	rw.Header().Set(HeaderRequestID, id)
+	r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.fail(rw, r, fmt.Errorf("panic: %v\n%s", p, debug.Stack()))
+		}
+		// Only the path: query values are filters, and headers (which
+		// carry the token) are never logged.
+		s.log.DebugContext(r.Context(), "request", "request_id", id, "method", r.Method,
+			"path", r.URL.Path, "pattern", r.Pattern, "status", rw.status, "duration", time.Since(start))
+	}()
+	h, pattern := s.mux.Handler(r)
+	if pattern == "" {
+		s.fail(rw, r, s.noRoute(h, r))
+		return
+	}
+	s.mux.ServeHTTP(rw, r)
+}
+
+// noRoute turns ServeMux's plain-text 404 or 405 into a not_found error.
+func (s *Server) noRoute(h http.Handler, r *http.Request) error {
+	probe := &statusRecorder{header: make(http.Header)}
+	h.ServeHTTP(probe, r)
+	if probe.status == http.StatusMethodNotAllowed {
+		return vigil.Errorf(vigil.CodeNotFound, "%s is not served at %s (allowed: %s)",
+			r.Method, r.URL.Path, probe.header.Get("Allow"))
+	}
+	return vigil.Errorf(vigil.CodeNotFound, "no such route: %s %s", r.Method, r.URL.Path)
+}
+
+// wrap turns a route into an http.Handler: authentication, query and body
+// checks, then the handler; any error goes to fail.
+func (s *Server) wrap(rt route) http.Handler {
+	allowed := make(map[string]bool, len(rt.query))
+	for _, q := range rt.query {
+		allowed[q] = true
+	}
+	h := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err := checkQuery(r, allowed)
+		if err == nil {
+			err = s.checkBody(w, r)
+		}
+		if err == nil {
+			err = rt.handler(w, r)
+		}
+		if err != nil {
+			s.fail(w, r, err)
+		}
+	}))
+	if !rt.public {
+		h = s.authenticate(h)
+	}
+	return h
+}
+
+// errUnauthorized is the one answer to a missing or wrong token: it says
+// nothing about which it was.
+var errUnauthorized = &vigil.Error{Code: vigil.CodeUnauthorized, Message: "a valid bearer token is required"}
+
+// authenticate checks the bearer token and puts the caller's scope in the
+// request context (no scope for the admin).
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := bearer(r.Header.Get("Authorization"))
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
+			s.fail(w, r, errUnauthorized)
+			return
+		}
+		if s.hasAdmin {
+			sum := sha256.Sum256([]byte(token))
+			if subtle.ConstantTimeCompare(sum[:], s.adminHash[:]) == 1 {
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
+		if s.auth != nil {
+			scope, ok, err := s.auth(r.Context(), token)
+			if err != nil && vigil.ErrorCode(err) != vigil.CodeUnauthorized {
+				s.fail(w, r, err)
+				return
+			}
+			if err == nil && ok {
+				next.ServeHTTP(w, r.WithContext(vigil.WithScope(r.Context(), scope)))
+				return
+			}
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="vigil", error="invalid_token"`)
+		s.fail(w, r, errUnauthorized)
+	})
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header.
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+type requestIDKey struct{}
+
+// requestID returns the caller's X-Request-Id when it is short and plain,
+// else a new random one.
+func requestID(r *http.Request) string {
+	if id := r.Header.Get(HeaderRequestID); id != "" && len(id) <= 64 && plain(id) {
+		return id
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// requestIDFrom returns the request id serveHTTP put in ctx.
+func requestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// responseWriter records the status and whether the header went out.
+type responseWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *responseWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *responseWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush and SetWriteDeadline.
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush implements http.Flusher for mounted handlers that stream and
+// assert the interface rather than use http.ResponseController.
+func (w *responseWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// started reports whether w's header has been written.
+func started(w http.ResponseWriter) bool {
+	for {
+		switch x := w.(type) {
+		case *responseWriter:
+			return x.status != 0
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return false
+		}
+	}
+}
+
+// statusRecorder captures what ServeMux's fallback handlers would answer.
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (r *statusRecorder) Header() http.Header         { return r.header }
+func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (r *statusRecorder) WriteHeader(code int)        { r.status = code }
+
+// interrupted maps the error of a call that Close cut short to
+// errShuttingDown, so the caller hears 503 unavailable rather than an
+// internal error.
+func interrupted(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && context.Cause(ctx) == error(errShuttingDown) {
+		var e *vigil.Error
+		if !errors.As(err, &e) {
+			return errShuttingDown
+		}
+	}
+	return err
+}

@@ -91,7 +91,7 @@ func DefaultLimits() Limits {
 		ObserveWait:           5 * time.Second,
 		MaxWait:               60 * time.Second,
 		BackoffCap:            10,
-		MaxPredicateBytes:     64 << 10,
+		MaxPredicateBytes:     128 << 10,
 		MaxNoteBytes:          4 << 10,
 		MaxLabels:             32,
 		MaxLabelBytes:         256,

@@ -102,7 +102,7 @@ func TestRefusalsWriteNothing(t *testing.T) {
 		{"timer too far", vigil.RegisterRequest{Kind: vigil.KindTimer, Predicate: obj(`{"in":"9d"}`)}, vigil.CodeDeadlineOutOfRange, "predicate.at"},
 		{"bad mode", vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{}`), Mode: "maybe"}, vigil.CodeInvalidRequest, "mode"},
 		{"bad recipient", vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{}`), Recipient: "a/b"}, vigil.CodeInvalidRequest, "recipient"},
-		{"predicate too big", vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{"x":"` + strings.Repeat("a", 70<<10) + `"}`)}, vigil.CodeInvalidPredicate, "predicate"},
+		{"predicate too big", vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{"x":"` + strings.Repeat("a", 130<<10) + `"}`)}, vigil.CodeInvalidPredicate, "predicate"},
 		{"note too big", vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{}`), Note: strings.Repeat("n", 5000)}, vigil.CodeInvalidRequest, "note"},
 		{"chain too deep", vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{}`), ChainDepth: 4}, vigil.CodeChainTooDeep, ""},
 		{"every on a timer", vigil.RegisterRequest{Kind: vigil.KindTimer, Predicate: obj(`{"in":"1m"}`), Every: "5s"}, vigil.CodeInvalidRequest, "every"},

@@ -9,9 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/vigil-run/vigil"
@@ -92,15 +90,10 @@ func IsPermanent(err error) bool {
 func Run(ctx context.Context, w Watcher, p Probe) (obs vigil.Observation, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			stack := string(debug.Stack())
-			if i := strings.Index(stack, "panic("); i >= 0 {
-				stack = stack[i:]
-			}
-			if len(stack) > 2000 {
-				stack = stack[:2000]
-			}
+			// The reason stays the same from one panic to the next, so a
+			// watcher that keeps panicking writes once, not every probe.
 			obs = vigil.Observation{Verdict: vigil.VerdictUnavailable, At: p.Now,
-				Reason: fmt.Sprintf("the %s watcher panicked: %v", p.Kind, r), Facts: map[string]any{"panic_stack": stack}}
+				Reason: fmt.Sprintf("the %s watcher panicked: %v", p.Kind, r)}
 			err = nil
 		}
 	}()

@@ -1,0 +1,599 @@
+// Package command is the watcher for kind command: a watch that runs a
+// program once per probe and judges its exit code or its JSON stdout.
+//
+// The predicate gives exactly one of argv (a program and its arguments,
+// run directly) or shell (a string run by /bin/sh -c), and optionally:
+//
+//	cwd      an absolute working directory (needed for a relative argv[0]
+//	         like "./check.sh")
+//	env      variables to set, {"NAME": "value"}
+//	timeout  how long one run may take: 60s by default, at most 10m
+//	done     when the watch is satisfied: exit codes, default [0]
+//	fail     when the watch has failed: exit codes
+//
+// done and fail each take exit codes (a number or a list of numbers, 0 to
+// 255) or matchers on the JSON the program prints on stdout (a matcher
+// object or a list of them; see package matcher). Matchers look at stdout
+// only, whatever the exit code, and stdout must be JSON within the last
+// 64 KiB the probe keeps. An exit code may not be in both done and fail.
+//
+// The canonical form spells done and fail as lists, codes sorted or
+// matchers sorted; fills timeout and done; and omits empty fields:
+//
+//	{"argv": ["make", "check"], "cwd": "/src/app", "done": [0], "fail": [2], "timeout": "60s"}
+//	{"done": [{"path": "state", "equals": "ready"}], "shell": "kubectl get x -o json", "timeout": "20s"}
+//
+// A probe runs the program once. fail matching answers failed (fail is
+// checked first); done matching answers satisfied; any other exit is
+// pending. A run that times out, is cancelled or is killed by a signal is
+// unavailable; a program that cannot be found is a permanent error.
+//
+// The program runs in its own process group, with stdin empty and an
+// environment of only PATH, HOME, USER, LOGNAME, LANG, LC_ALL, TZ, TMPDIR
+// and SHELL from the daemon plus the predicate's env. On timeout or
+// cancellation the whole group gets SIGTERM, then SIGKILL after
+// Config.KillGrace; once the program has exited, whatever it left running
+// in its group is killed, and output pipes that stay open are abandoned
+// after KillGrace, so no child can hang a probe. The last 64 KiB of stdout
+// and of stderr are kept; observation facts hold their last 4 KiB.
+//
+// Command watches run programs: Admit refuses them unless the daemon
+// allows exec (Config.AllowExec).
+package command
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/matcher"
+)
+
+// Defaults and bounds of a command predicate and of a run.
+const (
+	DefaultTimeout   = 60 * time.Second
+	MaxTimeout       = 10 * time.Minute
+	DefaultKillGrace = 5 * time.Second
+	MaxArgs          = 256
+	MaxArg           = 4 << 10
+	MaxShell         = 16 << 10
+	MaxEnv           = 64
+	MaxEnvName       = 256
+	MaxEnvValue      = 4 << 10
+	MaxPath          = 4096
+	MaxCodes         = 64
+	// OutputTail is how much of the end of stdout and of stderr a probe keeps.
+	OutputTail = 64 << 10
+	// FactTail is how much of the end of each output the facts hold.
+	FactTail  = 4 << 10
+	shellPath = "/bin/sh"
+)
+
+// inheritedEnv lists the variables a program inherits from the daemon.
+func inheritedEnv() []string {
+	return []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SHELL"}
+}
+
+// Config configures the command watcher.
+type Config struct {
+	// AllowExec allows command watches (the daemon's --allow-exec,
+	// VIGIL_ALLOW_EXEC=1). Without it, Admit refuses them.
+	AllowExec bool
+	// KillGrace is how long a program has between SIGTERM and SIGKILL, and
+	// how long a probe waits for output pipes left open after the program
+	// exits. Zero means DefaultKillGrace.
+	KillGrace time.Duration
+}
+
+// Watcher answers command watches.
+type Watcher struct {
+	allowExec bool
+	grace     time.Duration
+}
+
+var _ watcher.Watcher = (*Watcher)(nil)
+
+// New returns a command watcher.
+func New(cfg Config) *Watcher {
+	w := &Watcher{allowExec: cfg.AllowExec, grace: cfg.KillGrace}
+	if w.grace <= 0 {
+		w.grace = DefaultKillGrace
+	}
+	return w
+}
+
+type input struct {
+	Argv    []string          `json:"argv,omitempty"`
+	Shell   string            `json:"shell,omitempty"`
+	Cwd     string            `json:"cwd,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Timeout string            `json:"timeout,omitempty"`
+	Done    json.RawMessage   `json:"done,omitempty"`
+	Fail    json.RawMessage   `json:"fail,omitempty"`
+}
+
+type canonical struct {
+	Argv    []string          `json:"argv,omitempty"`
+	Shell   string            `json:"shell,omitempty"`
+	Cwd     string            `json:"cwd,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Timeout string            `json:"timeout"`
+	Done    *condition        `json:"done"`
+	Fail    *condition        `json:"fail,omitempty"`
+}
+
+// condition is done or fail: exit codes or matchers on stdout, never both.
+type condition struct {
+	codes    []int
+	matchers []matcher.Matcher
+}
+
+// MarshalJSON writes the list of codes or of matchers.
+func (c *condition) MarshalJSON() ([]byte, error) {
+	if c.matchers != nil {
+		return json.Marshal(c.matchers)
+	}
+	return json.Marshal(c.codes)
+}
+
+type spec struct {
+	canonical
+	timeout time.Duration
+	done    condition
+	fail    *condition
+}
+
+// Kind returns vigil.KindCommand.
+func (*Watcher) Kind() vigil.Kind { return vigil.KindCommand }
+
+// Canonicalize validates the predicate and returns its canonical form.
+func (*Watcher) Canonicalize(_ context.Context, raw json.RawMessage, _ time.Time) (watcher.Canonical, error) {
+	s, err := parse(raw)
+	if err != nil {
+		return watcher.Canonical{}, err
+	}
+	b, err := watcher.Encode(s.canonical)
+	if err != nil {
+		return watcher.Canonical{}, err
+	}
+	return watcher.Canonical{Predicate: b}, nil
+}
+
+func parse(raw json.RawMessage) (*spec, error) {
+	var in input
+	if err := watcher.Decode(raw, "", &in); err != nil {
+		return nil, err
+	}
+	s := &spec{}
+	switch {
+	case len(in.Argv) > 0 && in.Shell != "":
+		return nil, watcher.InvalidPredicate("", "has both argv and shell: give exactly one")
+	case len(in.Argv) > 0:
+		if err := checkArgv(in.Argv, in.Cwd != ""); err != nil {
+			return nil, err
+		}
+		s.Argv = in.Argv
+	case in.Shell != "":
+		if len(in.Shell) > MaxShell {
+			return nil, watcher.InvalidPredicate("shell", "is longer than %d bytes", MaxShell)
+		}
+		if strings.ContainsRune(in.Shell, 0) {
+			return nil, watcher.InvalidPredicate("shell", "must not hold a NUL byte")
+		}
+		s.Shell = in.Shell
+	default:
+		return nil, watcher.InvalidPredicate("", "needs argv (a program and its arguments) or shell (a /bin/sh command line)")
+	}
+	if in.Cwd != "" {
+		switch {
+		case len(in.Cwd) > MaxPath:
+			return nil, watcher.InvalidPredicate("cwd", "is longer than %d bytes", MaxPath)
+		case strings.ContainsRune(in.Cwd, 0):
+			return nil, watcher.InvalidPredicate("cwd", "must not hold a NUL byte")
+		case !filepath.IsAbs(in.Cwd):
+			return nil, watcher.InvalidPredicate("cwd", "must be an absolute path")
+		}
+		s.Cwd = filepath.Clean(in.Cwd)
+	}
+	if err := checkEnv(in.Env); err != nil {
+		return nil, err
+	}
+	if len(in.Env) > 0 {
+		s.Env = in.Env
+	}
+	var err error
+	if s.timeout, err = watcher.DurationField("timeout", in.Timeout, DefaultTimeout, MaxTimeout); err != nil {
+		return nil, err
+	}
+	s.Timeout = vigil.FormatDuration(s.timeout)
+	s.done = condition{codes: []int{0}}
+	if in.Done != nil {
+		if s.done, err = parseCondition(in.Done, "done"); err != nil {
+			return nil, err
+		}
+	}
+	s.canonical.Done = &s.done
+	if in.Fail != nil {
+		fail, err := parseCondition(in.Fail, "fail")
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range fail.codes {
+			if slices.Contains(s.done.codes, c) {
+				return nil, watcher.InvalidPredicate("fail", "lists exit code %d, which done lists too", c)
+			}
+		}
+		s.fail = &fail
+		s.canonical.Fail = &fail
+	}
+	return s, nil
+}
+
+func checkArgv(argv []string, haveCwd bool) error {
+	if len(argv) > MaxArgs {
+		return watcher.InvalidPredicate("argv", "holds %d arguments; at most %d are allowed", len(argv), MaxArgs)
+	}
+	for i, a := range argv {
+		field := fmt.Sprintf("argv[%d]", i)
+		if len(a) > MaxArg {
+			return watcher.InvalidPredicate(field, "is longer than %d bytes", MaxArg)
+		}
+		if strings.ContainsRune(a, 0) {
+			return watcher.InvalidPredicate(field, "must not hold a NUL byte")
+		}
+	}
+	switch name := argv[0]; {
+	case name == "":
+		return watcher.InvalidPredicate("argv[0]", "must name a program")
+	case strings.HasPrefix(name, "-"):
+		return watcher.InvalidPredicate("argv[0]", "must name a program, not an option starting with \"-\"")
+	case strings.Contains(name, "/") && !filepath.IsAbs(name) && !haveCwd:
+		return watcher.InvalidPredicate("argv[0]", "is a relative path: give cwd too, or an absolute path")
+	}
+	return nil
+}
+
+func checkEnv(env map[string]string) error {
+	if len(env) > MaxEnv {
+		return watcher.InvalidPredicate("env", "holds %d variables; at most %d are allowed", len(env), MaxEnv)
+	}
+	for name, value := range env {
+		if !validEnvName(name) {
+			return watcher.InvalidPredicate(watcher.Clip("env."+name, 64), "is not a valid variable name (letters, digits and _, not starting with a digit)")
+		}
+		if len(value) > MaxEnvValue {
+			return watcher.InvalidPredicate("env."+name, "is longer than %d bytes", MaxEnvValue)
+		}
+		if strings.ContainsRune(value, 0) {
+			return watcher.InvalidPredicate("env."+name, "must not hold a NUL byte")
+		}
+	}
+	return nil
+}
+
+func validEnvName(s string) bool {
+	if s == "" || len(s) > MaxEnvName || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseCondition reads exit codes (a number or a list of numbers) or
+// matchers (an object or a list of objects).
+func parseCondition(raw json.RawMessage, field string) (condition, error) {
+	raw = bytes.TrimSpace(raw)
+	isList := len(raw) > 0 && raw[0] == '['
+	var items []json.RawMessage
+	if isList {
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return condition{}, watcher.InvalidPredicate(field, "must be exit codes or matchers")
+		}
+	} else {
+		items = []json.RawMessage{raw}
+	}
+	if len(items) == 0 {
+		return condition{}, watcher.InvalidPredicate(field, "must not be empty")
+	}
+	first := bytes.TrimSpace(items[0])
+	if len(first) > 0 && first[0] == '{' {
+		ms, err := matcher.ParseList(raw, field)
+		if err != nil {
+			return condition{}, err
+		}
+		return condition{matchers: ms}, nil
+	}
+	if len(items) > MaxCodes {
+		return condition{}, watcher.InvalidPredicate(field, "lists %d exit codes; at most %d are allowed", len(items), MaxCodes)
+	}
+	var codes []int
+	for i, item := range items {
+		f := field
+		if isList {
+			f = fmt.Sprintf("%s[%d]", field, i)
+		}
+		var code *int
+		if err := json.Unmarshal(item, &code); err != nil || code == nil {
+			return condition{}, watcher.InvalidPredicate(f, "must be an exit code from 0 to 255 (or every entry a matcher object)")
+		}
+		if *code < 0 || *code > 255 {
+			return condition{}, watcher.InvalidPredicate(f, "must be an exit code from 0 to 255")
+		}
+		codes = append(codes, *code)
+	}
+	slices.Sort(codes)
+	return condition{codes: slices.Compact(codes)}, nil
+}
+
+// Admit refuses every command watch unless exec is allowed.
+func (w *Watcher) Admit(context.Context, json.RawMessage) error {
+	if !w.allowExec {
+		return watcher.Unobservable("command watches run programs: start the daemon with --allow-exec (VIGIL_ALLOW_EXEC=1)")
+	}
+	return nil
+}
+
+// Probe runs the program once.
+func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation, error) {
+	if err := watcher.CheckKind(p, vigil.KindCommand); err != nil {
+		return vigil.Observation{}, err
+	}
+	if !w.allowExec {
+		return vigil.Observation{}, watcher.Permanent(errors.New("command watches run programs and exec is not allowed on this daemon"))
+	}
+	s, err := parse(p.Predicate)
+	if err != nil {
+		return vigil.Observation{}, watcher.Permanent(fmt.Errorf("stored command predicate is invalid: %w", err))
+	}
+	env := environ(s.Env)
+	argv := s.Argv
+	if s.Shell != "" {
+		argv = []string{shellPath, "-c", s.Shell}
+	}
+	if s.Cwd != "" {
+		if info, err := os.Stat(s.Cwd); err != nil || !info.IsDir() {
+			return vigil.Observation{}, fmt.Errorf("cwd %s is not a directory that can be entered", s.Cwd)
+		}
+	}
+	path, err := lookPath(argv[0], s.Cwd, env)
+	if err != nil {
+		return vigil.Observation{}, err
+	}
+
+	run, err := w.run(ctx, path, argv, s.Cwd, env, s.timeout)
+	if err != nil {
+		return vigil.Observation{}, err
+	}
+	facts := map[string]any{}
+	if out := run.stdout.String(); out != "" {
+		facts["stdout"] = watcher.ClipTail(out, FactTail)
+	}
+	if out := run.stderr.String(); out != "" {
+		facts["stderr"] = watcher.ClipTail(out, FactTail)
+	}
+	if run.ended != "" {
+		return vigil.Observation{Verdict: vigil.VerdictUnavailable, Summary: run.ended, Reason: run.ended, Facts: facts}, nil
+	}
+	facts["exit_code"] = run.code
+	head := fmt.Sprintf("exited %d", run.code)
+
+	stdout := run.stdout.Bytes()
+	failed, failSummary := judge(s.fail, run.code, stdout, facts, "fail")
+	done, doneSummary := judge(&s.done, run.code, stdout, facts, "done")
+	var verdict vigil.Verdict
+	var summary string
+	switch {
+	case failed:
+		verdict, summary = vigil.VerdictFailed, join(head, failSummary)
+	case done:
+		verdict, summary = vigil.VerdictSatisfied, join(head, doneSummary)
+	default:
+		verdict, summary = vigil.VerdictPending, join(head, doneSummary)
+	}
+	return vigil.Observation{Verdict: verdict, Summary: watcher.Clip(summary, 512), Facts: facts}, nil
+}
+
+func join(head, tail string) string {
+	if tail == "" {
+		return head
+	}
+	return head + "; " + tail
+}
+
+// judge applies one condition, recording matcher facts under key.
+func judge(c *condition, code int, stdout []byte, facts map[string]any, key string) (bool, string) {
+	if c == nil {
+		return false, ""
+	}
+	if c.matchers == nil {
+		return slices.Contains(c.codes, code), ""
+	}
+	ev := matcher.Evaluate(c.matchers, stdout)
+	facts[key] = ev.Facts()
+	if !ev.JSON {
+		return false, "stdout is not JSON"
+	}
+	return ev.Matched, ev.Summary()
+}
+
+// environ builds the program's environment: the allow-listed variables of
+// the daemon's environment, overridden by the predicate's.
+func environ(extra map[string]string) []string {
+	m := make(map[string]string)
+	for _, name := range inheritedEnv() {
+		if v, ok := os.LookupEnv(name); ok {
+			m[name] = v
+		}
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	env := make([]string, 0, len(m))
+	for k, v := range m {
+		env = append(env, k+"="+v)
+	}
+	slices.Sort(env)
+	return env
+}
+
+// lookPath finds the program to run: a path with a slash as given (against
+// cwd if relative), else the first executable file of that name in the
+// program's PATH. A program that cannot be found is a permanent error.
+func lookPath(name, cwd string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		path := name
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(cwd, path)
+		}
+		info, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return "", watcher.Permanent(fmt.Errorf("%s: no such program", name))
+		case err != nil:
+			return "", fmt.Errorf("%s: %w", name, unwrapPath(err))
+		case !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0:
+			return "", watcher.Permanent(fmt.Errorf("%s: not an executable file", name))
+		}
+		return path, nil
+	}
+	var pathEnv string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if !filepath.IsAbs(dir) {
+			continue // never run a program found through a relative PATH entry
+		}
+		path := filepath.Join(dir, name)
+		if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o111 != 0 {
+			return path, nil
+		}
+	}
+	return "", watcher.Permanent(fmt.Errorf("%s: program not found in PATH", name))
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// result is what one run of a program left.
+type result struct {
+	code           int
+	ended          string // why the run ended without an exit code: a timeout, a signal
+	stdout, stderr *tail
+}
+
+// run starts the program in its own process group and waits for it,
+// bounded by timeout and ctx; see the package comment.
+func (w *Watcher) run(ctx context.Context, path string, argv []string, cwd string, env []string, timeout time.Duration) (*result, error) {
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res := &result{stdout: newTail(OutputTail), stderr: newTail(OutputTail)}
+	cmd := exec.CommandContext(runCtx, path)
+	cmd.Args = argv
+	cmd.Dir = cwd
+	cmd.Env = env
+	cmd.Stdout = res.stdout
+	cmd.Stderr = res.stderr
+	cmd.WaitDelay = w.grace
+	var cancelled atomic.Bool
+	if err := ownGroup(cmd); err != nil {
+		return nil, watcher.Permanent(err)
+	}
+	cmd.Cancel = func() error {
+		err := terminateGroup(cmd.Process.Pid)
+		if err == nil {
+			cancelled.Store(true)
+		}
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", argv[0], unwrapPath(err))
+	}
+	pid := cmd.Process.Pid
+	err := cmd.Wait()
+	// Whatever the program left running in its group goes with it.
+	killGroup(pid)
+
+	var exitErr *exec.ExitError
+	switch {
+	case cancelled.Load() && ctx.Err() != nil:
+		res.ended = "the run was cancelled; its process group was terminated"
+	case cancelled.Load():
+		res.ended = fmt.Sprintf("timed out after %s; its process group was terminated", vigil.FormatDuration(timeout))
+	case cmd.ProcessState == nil:
+		return nil, fmt.Errorf("running %s: %w", argv[0], err)
+	case err == nil, errors.Is(err, exec.ErrWaitDelay), errors.As(err, &exitErr):
+		if sig, ok := signaled(cmd.ProcessState); ok {
+			res.ended = "killed by signal " + sig
+		} else {
+			res.code = cmd.ProcessState.ExitCode()
+		}
+	default:
+		return nil, fmt.Errorf("running %s: %w", argv[0], err)
+	}
+	return res, nil
+}
+
+// tail is an io.Writer that keeps the last max bytes written to it.
+type tail struct {
+	mu    sync.Mutex
+	max   int
+	buf   []byte
+	total int64
+}
+
+func newTail(max int) *tail { return &tail{max: max} }
+
+// Write keeps the end of p; it never fails.
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.total += int64(len(p))
+	if len(p) >= t.max {
+		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
+		return len(p), nil
+	}
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 2*t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+// Bytes returns the last max bytes written.
+func (t *tail) Bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.buf
+	if len(b) > t.max {
+		b = b[len(b)-t.max:]
+	}
+	return slices.Clone(b)
+}
+
+// String returns the last max bytes written, as text.
+func (t *tail) String() string { return string(t.Bytes()) }

@@ -1,0 +1,20 @@
+//go:build !unix
+
+package command
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+)
+
+// ownGroup refuses: command watches need Unix process groups.
+func ownGroup(*exec.Cmd) error {
+	return errors.New("command watches need a Unix system: process groups are not available")
+}
+
+func terminateGroup(int) error { return nil }
+
+func killGroup(int) {}
+
+func signaled(*os.ProcessState) (string, bool) { return "", false }

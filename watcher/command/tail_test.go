@@ -1,0 +1,66 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTailKeepsTheLastBytes(t *testing.T) {
+	t.Parallel()
+	var all bytes.Buffer
+	for i := range 200_000 {
+		fmt.Fprintf(&all, "%d\n", i)
+	}
+	tl := newTail(OutputTail)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for rest := all.Bytes(); len(rest) > 0; {
+		n := min(len(rest), 1+rng.IntN(3*OutputTail/2)) // chunks smaller and larger than the tail
+		if _, err := tl.Write(rest[:n]); err != nil {
+			t.Fatal(err)
+		}
+		rest = rest[n:]
+		if cap(tl.buf) > 4*OutputTail {
+			t.Fatalf("tail buffer grew to %d bytes, want a bound near %d", cap(tl.buf), 2*OutputTail)
+		}
+	}
+	want := all.Bytes()[all.Len()-OutputTail:]
+	if got := tl.Bytes(); !bytes.Equal(got, want) {
+		t.Errorf("tail kept %d bytes ending %q, want the last %d ending %q", len(got), got[max(0, len(got)-20):], len(want), want[len(want)-20:])
+	}
+	if tl.total != int64(all.Len()) {
+		t.Errorf("tail counted %d bytes, want %d", tl.total, all.Len())
+	}
+}
+
+// TestRunKeepsLastOutput prints over 1 MiB and checks that the run kept
+// exactly its last 64 KiB.
+func TestRunKeepsLastOutput(t *testing.T) {
+	t.Parallel()
+	w := New(Config{AllowExec: true, KillGrace: 200 * time.Millisecond})
+	res, err := w.run(context.Background(), "/bin/sh", []string{"sh", "-c", "seq 1 200000; seq 1 1000 >&2"}, "", environ(nil), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all strings.Builder
+	for i := 1; i <= 200000; i++ {
+		fmt.Fprintf(&all, "%d\n", i)
+	}
+	if all.Len() < 1<<20 {
+		t.Fatalf("test output is only %d bytes", all.Len())
+	}
+	want := all.String()[all.Len()-OutputTail:]
+	if got := res.stdout.String(); got != want {
+		t.Errorf("kept %d bytes of stdout, want the last %d", len(got), len(want))
+	}
+	if res.code != 0 || res.ended != "" {
+		t.Errorf("run = code %d ended %q, want exit 0", res.code, res.ended)
+	}
+	if !strings.HasSuffix(res.stderr.String(), "999\n1000\n") {
+		t.Errorf("stderr tail = %q, want it to end with the last lines", res.stderr.String())
+	}
+}

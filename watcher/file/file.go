@@ -1,0 +1,372 @@
+// Package file is the watcher for kind file: a watch on whether a path
+// exists and, optionally, what the file holds.
+//
+// The predicate:
+//
+//	{"path": "/srv/app/READY", "exists": true}
+//	{"path": "/var/log/app.log", "contains": "listening on"}
+//	{"path": "/tmp/out.json", "matches": "\"state\":\\s*\"done\"", "max_bytes": 65536}
+//
+// path is absolute; exists defaults to true; at most one of contains (a
+// substring) and matches (an RE2 regular expression) may be given, and only
+// with exists true. max_bytes (default 1 MiB, at most 16 MiB) bounds how
+// much of the file is searched: a larger file is searched in its LAST
+// max_bytes, where a growing log writes. The canonical form has path
+// cleaned, exists always present, and max_bytes only with contains or
+// matches:
+//
+//	{"exists": true, "path": "/var/log/app.log", "contains": "listening on", "max_bytes": 1048576}
+//
+// A probe is satisfied when the state matches, else pending. A path that
+// exists must, for contains and matches, be a regular file. Errors other
+// than "does not exist" (permission denied, say) are unavailable.
+//
+// With Config.Roots set, a path must resolve inside one of the roots: the
+// path itself after symlinks, or, while it does not exist yet, its deepest
+// existing parent. Admit refuses other paths as unobservable, and every
+// probe checks the resolved path again, so a symlink planted later cannot
+// lead a probe outside.
+package file
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/watcher"
+)
+
+// Defaults and bounds of a file predicate.
+const (
+	DefaultMaxBytes = 1 << 20
+	MaxMaxBytes     = 16 << 20
+	MaxPath         = 4096
+	MaxContains     = 4096
+	MaxPattern      = 1024
+	// maxShown bounds the contains or matches text shown in a summary.
+	maxShown = 64
+)
+
+// Config configures the file watcher.
+type Config struct {
+	// Roots, when not empty, are the directories a watched path must
+	// resolve inside (the daemon's roots setting, VIGIL_ROOTS).
+	Roots []string
+}
+
+// Watcher answers file watches.
+type Watcher struct {
+	roots []string
+}
+
+var _ watcher.Watcher = (*Watcher)(nil)
+
+// New returns a file watcher. Relative roots are made absolute.
+func New(cfg Config) *Watcher {
+	w := &Watcher{}
+	for _, r := range cfg.Roots {
+		if r == "" {
+			continue
+		}
+		if abs, err := filepath.Abs(r); err == nil {
+			r = abs
+		}
+		w.roots = append(w.roots, filepath.Clean(r))
+	}
+	return w
+}
+
+type input struct {
+	Path     string `json:"path"`
+	Exists   *bool  `json:"exists,omitempty"`
+	Contains string `json:"contains,omitempty"`
+	Matches  string `json:"matches,omitempty"`
+	MaxBytes *int64 `json:"max_bytes,omitempty"`
+}
+
+type canonical struct {
+	Path     string `json:"path"`
+	Exists   bool   `json:"exists"`
+	Contains string `json:"contains,omitempty"`
+	Matches  string `json:"matches,omitempty"`
+	MaxBytes int64  `json:"max_bytes,omitempty"`
+}
+
+type spec struct {
+	canonical
+	re *regexp.Regexp
+}
+
+func (s *spec) content() bool { return s.Contains != "" || s.Matches != "" }
+
+// Kind returns vigil.KindFile.
+func (*Watcher) Kind() vigil.Kind { return vigil.KindFile }
+
+// Canonicalize validates the predicate and returns its canonical form. It
+// does not look at the file system.
+func (*Watcher) Canonicalize(_ context.Context, raw json.RawMessage, _ time.Time) (watcher.Canonical, error) {
+	s, err := parse(raw)
+	if err != nil {
+		return watcher.Canonical{}, err
+	}
+	b, err := watcher.Encode(s.canonical)
+	if err != nil {
+		return watcher.Canonical{}, err
+	}
+	return watcher.Canonical{Predicate: b}, nil
+}
+
+func parse(raw json.RawMessage) (*spec, error) {
+	var in input
+	if err := watcher.Decode(raw, "", &in); err != nil {
+		return nil, err
+	}
+	s := &spec{}
+	switch {
+	case in.Path == "":
+		return nil, watcher.InvalidPredicate("path", "is required")
+	case len(in.Path) > MaxPath:
+		return nil, watcher.InvalidPredicate("path", "is longer than %d bytes", MaxPath)
+	case strings.ContainsRune(in.Path, 0):
+		return nil, watcher.InvalidPredicate("path", "must not hold a NUL byte")
+	case !filepath.IsAbs(in.Path):
+		return nil, watcher.InvalidPredicate("path", "must be absolute")
+	}
+	s.Path = filepath.Clean(in.Path)
+	s.Exists = in.Exists == nil || *in.Exists
+	if in.Contains != "" && in.Matches != "" {
+		return nil, watcher.InvalidPredicate("", "has both contains and matches: give at most one")
+	}
+	if (in.Contains != "" || in.Matches != "") && !s.Exists {
+		return nil, watcher.InvalidPredicate("exists", "must be true with contains or matches")
+	}
+	if len(in.Contains) > MaxContains {
+		return nil, watcher.InvalidPredicate("contains", "is longer than %d bytes", MaxContains)
+	}
+	s.Contains = in.Contains
+	if in.Matches != "" {
+		if len(in.Matches) > MaxPattern {
+			return nil, watcher.InvalidPredicate("matches", "is longer than %d bytes", MaxPattern)
+		}
+		re, err := regexp.Compile(in.Matches)
+		if err != nil {
+			return nil, watcher.InvalidPredicate("matches", "is not a valid RE2 regular expression")
+		}
+		s.Matches, s.re = in.Matches, re
+	}
+	maxBytes := int64(DefaultMaxBytes)
+	if in.MaxBytes != nil {
+		if *in.MaxBytes < 1 || *in.MaxBytes > MaxMaxBytes {
+			return nil, watcher.InvalidPredicate("max_bytes", "must be from 1 to %d", MaxMaxBytes)
+		}
+		maxBytes = *in.MaxBytes
+	}
+	if s.content() {
+		s.MaxBytes = maxBytes
+	}
+	return s, nil
+}
+
+// Admit refuses a path that resolves outside the configured roots. A path
+// that cannot be resolved now for another reason is admitted: each probe
+// resolves it again before looking.
+func (w *Watcher) Admit(_ context.Context, predicate json.RawMessage) error {
+	if len(w.roots) == 0 {
+		return nil
+	}
+	s, err := parse(predicate)
+	if err != nil {
+		return err
+	}
+	if _, err := w.resolve(s.Path); err != nil {
+		var out *outsideError
+		if errors.As(err, &out) {
+			return watcher.Unobservable("%s resolves to %s, outside the allowed roots (%s): add a root with the daemon's roots setting (VIGIL_ROOTS)",
+				s.Path, out.resolved, strings.Join(w.roots, ", "))
+		}
+		// Any other error (permission denied, say) may pass: every probe
+		// resolves the path again before reading it.
+	}
+	return nil
+}
+
+// outsideError says a path resolved outside every root.
+type outsideError struct {
+	path, resolved string
+}
+
+// Error implements error.
+func (e *outsideError) Error() string {
+	return fmt.Sprintf("%s resolves to %s, outside the allowed roots", e.path, e.resolved)
+}
+
+// resolve returns path with every symlink resolved: the path itself if it
+// exists, else its deepest existing parent with the rest appended. With
+// roots configured, it refuses a result outside them with *outsideError.
+func (w *Watcher) resolve(path string) (string, error) {
+	resolved, err := resolvePath(path)
+	if err != nil {
+		return "", err
+	}
+	if len(w.roots) == 0 {
+		return resolved, nil
+	}
+	for _, root := range w.roots {
+		r, err := filepath.EvalSymlinks(root)
+		if err != nil {
+			r = root
+		}
+		if within(resolved, r) {
+			return resolved, nil
+		}
+	}
+	return "", &outsideError{path: path, resolved: resolved}
+}
+
+func resolvePath(path string) (string, error) {
+	rest := ""
+	for p := path; ; {
+		r, err := filepath.EvalSymlinks(p)
+		if err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return "", err
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return "", err
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+		p = parent
+	}
+}
+
+func within(path, root string) bool {
+	if root == string(filepath.Separator) {
+		return true
+	}
+	return path == root || strings.HasPrefix(path, root+string(filepath.Separator))
+}
+
+// Probe looks at the file once.
+func (w *Watcher) Probe(_ context.Context, p watcher.Probe) (vigil.Observation, error) {
+	if err := watcher.CheckKind(p, vigil.KindFile); err != nil {
+		return vigil.Observation{}, err
+	}
+	s, err := parse(p.Predicate)
+	if err != nil {
+		return vigil.Observation{}, watcher.Permanent(fmt.Errorf("stored file predicate is invalid: %w", err))
+	}
+	target := s.Path
+	if len(w.roots) > 0 {
+		resolved, err := w.resolve(s.Path)
+		var out *outsideError
+		if errors.As(err, &out) {
+			return vigil.Observation{}, watcher.Permanent(err)
+		}
+		if err != nil {
+			return vigil.Observation{}, fmt.Errorf("resolving %s: %w", s.Path, unwrapPath(err))
+		}
+		target = resolved
+	}
+
+	facts := map[string]any{"path": s.Path}
+	info, err := os.Stat(target)
+	exists := err == nil
+	switch {
+	case err == nil:
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+	default:
+		return vigil.Observation{}, fmt.Errorf("checking %s: %w", s.Path, unwrapPath(err))
+	}
+	facts["exists"] = exists
+	if !exists {
+		if s.Exists {
+			return obs(vigil.VerdictPending, s.Path+" does not exist yet", facts), nil
+		}
+		return obs(vigil.VerdictSatisfied, s.Path+" does not exist", facts), nil
+	}
+	if !s.Exists {
+		return obs(vigil.VerdictPending, s.Path+" still exists", facts), nil
+	}
+	if !s.content() {
+		return obs(vigil.VerdictSatisfied, s.Path+" exists", facts), nil
+	}
+	if !info.Mode().IsRegular() {
+		facts["regular"] = false
+		return obs(vigil.VerdictPending, fmt.Sprintf("%s exists but is not a regular file, so it cannot %s", s.Path, s.describe(true)), facts), nil
+	}
+	data, tail, err := readTail(target, info.Size(), s.MaxBytes)
+	if err != nil {
+		return vigil.Observation{}, fmt.Errorf("reading %s: %w", s.Path, unwrapPath(err))
+	}
+	if tail {
+		facts["searched"] = fmt.Sprintf("last %d bytes", s.MaxBytes)
+	}
+	var found bool
+	if s.Contains != "" {
+		found = strings.Contains(string(data), s.Contains)
+	} else {
+		found = s.re.Match(data)
+	}
+	facts["matched"] = found
+	if found {
+		return obs(vigil.VerdictSatisfied, fmt.Sprintf("%s %s", s.Path, s.describe(false)), facts), nil
+	}
+	return obs(vigil.VerdictPending, fmt.Sprintf("%s exists but does not yet %s", s.Path, s.describe(true)), facts), nil
+}
+
+// describe words the content check: `contains "x"`, or with base
+// `contain "x"` to follow "does not".
+func (s *spec) describe(base bool) string {
+	verb := map[bool]string{false: "contains", true: "contain"}
+	what := fmt.Sprintf("%q", watcher.Clip(s.Contains, maxShown))
+	if s.Contains == "" {
+		verb = map[bool]string{false: "matches", true: "match"}
+		what = "/" + watcher.Clip(s.Matches, maxShown) + "/"
+	}
+	return verb[base] + " " + what
+}
+
+func obs(v vigil.Verdict, summary string, facts map[string]any) vigil.Observation {
+	return vigil.Observation{Verdict: v, Summary: summary, Facts: facts}
+}
+
+// readTail reads the whole file if it holds at most limit bytes, else its
+// last limit bytes; tail reports the second case.
+func readTail(path string, size, limit int64) (data []byte, tail bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	if size > limit {
+		if _, err := f.Seek(size-limit, io.SeekStart); err != nil {
+			return nil, false, err
+		}
+		tail = true
+	}
+	data, err = io.ReadAll(io.LimitReader(f, limit))
+	return data, tail, err
+}
+
+// unwrapPath drops the "stat /path:" prefix of a *fs.PathError, whose path
+// the caller names already.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

@@ -1,0 +1,112 @@
+// Package timer is the watcher for kind timer: a watch that fires when an
+// instant passes. It does no I/O; the clock alone answers it.
+//
+// A predicate gives exactly one of
+//
+//	{"at": "2026-03-01T09:00:00+01:00"}   an RFC 3339 instant
+//	{"in": "90m"}                          a duration from registration (> 0)
+//
+// and its canonical form is always the instant, in UTC with milliseconds:
+//
+//	{"at": "2026-03-01T08:00:00.000Z"}
+//
+// so "in" is resolved once, at registration. The instant is the watch's
+// StartAt. It may lie at most MaxAhead from now either way (an instant in
+// the past fires at the first probe).
+package timer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/watcher"
+)
+
+// MaxAhead bounds how far from now an instant may lie. The engine's own
+// deadline limit is usually tighter.
+const MaxAhead = 366 * 24 * time.Hour
+
+// Config configures the timer watcher. It has no settings.
+type Config struct{}
+
+// Watcher answers timer watches.
+type Watcher struct{}
+
+var _ watcher.Watcher = (*Watcher)(nil)
+
+// New returns a timer watcher.
+func New(Config) *Watcher { return &Watcher{} }
+
+type input struct {
+	At string `json:"at,omitempty"`
+	In string `json:"in,omitempty"`
+}
+
+type canonical struct {
+	At string `json:"at"`
+}
+
+// Kind returns vigil.KindTimer.
+func (*Watcher) Kind() vigil.Kind { return vigil.KindTimer }
+
+// Canonicalize resolves the predicate to its instant.
+func (*Watcher) Canonicalize(_ context.Context, raw json.RawMessage, now time.Time) (watcher.Canonical, error) {
+	var in input
+	if err := watcher.Decode(raw, "", &in); err != nil {
+		return watcher.Canonical{}, err
+	}
+	var at time.Time
+	switch {
+	case in.At != "" && in.In != "":
+		return watcher.Canonical{}, watcher.InvalidPredicate("", "has both at and in: give exactly one")
+	case in.At != "":
+		t, err := vigil.ParseTime(in.At)
+		if err != nil {
+			return watcher.Canonical{}, watcher.InvalidPredicate("at", "must be an RFC 3339 time like 2026-03-01T09:00:00Z")
+		}
+		if d := t.Sub(now); d > MaxAhead || d < -MaxAhead {
+			return watcher.Canonical{}, watcher.InvalidPredicate("at", "must be within %s of now", vigil.FormatDuration(MaxAhead))
+		}
+		at = t
+	case in.In != "":
+		d, err := watcher.DurationField("in", in.In, 0, MaxAhead)
+		if err != nil {
+			return watcher.Canonical{}, err
+		}
+		at = now.Add(d)
+	default:
+		return watcher.Canonical{}, watcher.InvalidPredicate("", "needs at (an RFC 3339 time) or in (a duration)")
+	}
+	at = at.UTC().Truncate(time.Millisecond)
+	b, err := watcher.Encode(canonical{At: vigil.FormatTime(at)})
+	if err != nil {
+		return watcher.Canonical{}, err
+	}
+	return watcher.Canonical{Predicate: b, StartAt: at}, nil
+}
+
+// Admit admits every timer: it needs no configuration.
+func (*Watcher) Admit(context.Context, json.RawMessage) error { return nil }
+
+// Probe answers satisfied once p.Now has reached the instant, else pending.
+func (*Watcher) Probe(_ context.Context, p watcher.Probe) (vigil.Observation, error) {
+	if err := watcher.CheckKind(p, vigil.KindTimer); err != nil {
+		return vigil.Observation{}, err
+	}
+	var c canonical
+	if err := json.Unmarshal(p.Predicate, &c); err != nil {
+		return vigil.Observation{}, watcher.Permanent(fmt.Errorf("stored timer predicate is unreadable: %w", err))
+	}
+	at, err := vigil.ParseTime(c.At)
+	if err != nil || at.IsZero() {
+		return vigil.Observation{}, watcher.Permanent(fmt.Errorf("stored timer predicate has no valid instant %q", c.At))
+	}
+	facts := map[string]any{"at": vigil.FormatTime(at)}
+	if p.Now.Before(at) {
+		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "waiting until " + vigil.FormatTime(at), Facts: facts}, nil
+	}
+	return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "reached " + vigil.FormatTime(at), Facts: facts}, nil
+}

@@ -1,0 +1,102 @@
+package timer_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/timer"
+)
+
+var now = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+
+func TestCanonicalize(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want string
+	}{
+		{`{"at":"2026-03-01T10:00:00+01:00"}`, `{"at":"2026-03-01T09:00:00.000Z"}`},
+		{`{"at":"2026-03-01T09:00:00.000123Z"}`, `{"at":"2026-03-01T09:00:00.000Z"}`},
+		{`{"in":"90m"}`, `{"at":"2026-03-01T10:30:00.000Z"}`},
+		{`{"in":"1d"}`, `{"at":"2026-03-02T09:00:00.000Z"}`},
+		{`{"at":"2026-02-28T09:00:00Z"}`, `{"at":"2026-02-28T09:00:00.000Z"}`},
+	}
+	w := timer.New(timer.Config{})
+	for _, tt := range tests {
+		c, err := w.Canonicalize(context.Background(), json.RawMessage(tt.in), now)
+		if err != nil {
+			t.Errorf("Canonicalize(%s) = %v", tt.in, err)
+			continue
+		}
+		if string(c.Predicate) != tt.want {
+			t.Errorf("Canonicalize(%s) = %s, want %s", tt.in, c.Predicate, tt.want)
+		}
+		var p struct{ At string }
+		_ = json.Unmarshal(c.Predicate, &p)
+		if vigil.FormatTime(c.StartAt) != p.At {
+			t.Errorf("Canonicalize(%s).StartAt = %v, want the canonical instant %s", tt.in, c.StartAt, p.At)
+		}
+	}
+}
+
+func TestCanonicalizeRefusals(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, field string }{
+		{`{}`, "predicate"},
+		{`{"at":"2026-03-01T10:00:00Z","in":"1h"}`, "predicate"},
+		{`{"at":"tomorrow"}`, "predicate.at"},
+		{`{"at":"2029-03-01T10:00:00Z"}`, "predicate.at"},
+		{`{"in":"0s"}`, "predicate.in"},
+		{`{"in":"-5m"}`, "predicate.in"},
+		{`{"in":"400d"}`, "predicate.in"},
+		{`{"in":"5m","every":"1s"}`, "predicate.every"},
+	}
+	w := timer.New(timer.Config{})
+	for _, tt := range tests {
+		_, err := w.Canonicalize(context.Background(), json.RawMessage(tt.in), now)
+		if vigil.ErrorCode(err) != vigil.CodeInvalidPredicate || vigil.ErrorField(err) != tt.field {
+			t.Errorf("Canonicalize(%s) = %v (field %q), want invalid_predicate on %s", tt.in, err, vigil.ErrorField(err), tt.field)
+		}
+	}
+}
+
+func TestProbe(t *testing.T) {
+	t.Parallel()
+	w := timer.New(timer.Config{})
+	c, err := w.Canonicalize(context.Background(), json.RawMessage(`{"in":"10m"}`), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		at   time.Time
+		want vigil.Observation
+	}{
+		{now, vigil.Observation{Verdict: vigil.VerdictPending, Summary: "waiting until 2026-03-01T09:10:00.000Z",
+			Facts: map[string]any{"at": "2026-03-01T09:10:00.000Z"}}},
+		{now.Add(10*time.Minute - time.Millisecond), vigil.Observation{Verdict: vigil.VerdictPending, Summary: "waiting until 2026-03-01T09:10:00.000Z",
+			Facts: map[string]any{"at": "2026-03-01T09:10:00.000Z"}}},
+		{now.Add(10 * time.Minute), vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "reached 2026-03-01T09:10:00.000Z",
+			Facts: map[string]any{"at": "2026-03-01T09:10:00.000Z"}}},
+		{now.Add(time.Hour), vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "reached 2026-03-01T09:10:00.000Z",
+			Facts: map[string]any{"at": "2026-03-01T09:10:00.000Z"}}},
+	}
+	for _, tt := range tests {
+		got, err := w.Probe(context.Background(), watcher.Probe{WatchID: "w", Kind: vigil.KindTimer, Predicate: c.Predicate, Now: tt.at})
+		if err != nil {
+			t.Fatalf("Probe(at %v) = %v", tt.at, err)
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("Probe(at %v) (-want +got):\n%s", tt.at, diff)
+		}
+	}
+	if _, err := w.Probe(context.Background(), watcher.Probe{Kind: vigil.KindHTTP, Predicate: c.Predicate, Now: now}); !errors.Is(err, watcher.ErrWrongKind) {
+		t.Errorf("Probe(http predicate) = %v, want ErrWrongKind", err)
+	}
+}

@@ -119,7 +119,8 @@ type WatchSettleParams struct {
 	Polls     int
 	// AnsweredAtCreation: the caller already holds the answer; Message is nil.
 	AnsweredAtCreation bool
-	// Message is the outcome message; nil settles silently.
+	// Message is the outcome message; nil settles silently. The store sets
+	// its Seq when the settlement wins.
 	Message *Message
 }
 

@@ -246,7 +246,7 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*vigil.Watch, error) {
 		e.sched.Remove(id)
 		e.sched.ArmPrune(now.Add(min(e.limits.RetentionWatches, e.limits.RetentionMessages)))
 		e.hub.publish(vigil.Event{Type: vigil.EventWatchSettled, WatchID: id, Recipient: w.Recipient, State: vigil.StateCancelled, Text: out.Sentence, Done: true, At: now})
-		e.hub.publish(vigil.Event{Type: vigil.EventMessage, WatchID: id, Recipient: w.Recipient, State: vigil.StateCancelled, Text: out.Sentence, At: now})
+		e.hub.publish(vigil.Event{Type: vigil.EventMessage, WatchID: id, Recipient: w.Recipient, State: vigil.StateCancelled, Text: out.Sentence, Seq: msg.Seq, At: now})
 	}
 	return e.view(after), nil
 }

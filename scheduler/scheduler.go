@@ -614,7 +614,7 @@ func (s *Scheduler) commit(ctx context.Context, ss []settlement, now time.Time) 
 		s.cfg.EventFunc(vigil.Event{Type: vigil.EventWatchSettled, WatchID: w.ID, Recipient: w.Recipient, State: w.State,
 			Polls: w.Polls, Text: st.out.Sentence, Done: true, At: now})
 		if m := msgs[i]; m != nil {
-			s.cfg.EventFunc(vigil.Event{Type: vigil.EventMessage, WatchID: w.ID, Recipient: w.Recipient, State: w.State, Text: m.Text, At: now})
+			s.cfg.EventFunc(vigil.Event{Type: vigil.EventMessage, WatchID: w.ID, Recipient: w.Recipient, State: w.State, Text: m.Text, Seq: m.Seq, At: now})
 		}
 	}
 	if anyWon {

@@ -1,0 +1,523 @@
+// Package memstore is an in-memory vigil.Store: the scheduler and engine
+// without a database, for Go programs that embed vigil and for tests. It
+// keeps nothing across restarts and passes the same conformance suite as
+// the durable stores.
+package memstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vigil-run/vigil"
+)
+
+// Store is an in-memory vigil.Store. The zero value is not usable; call New.
+type Store struct {
+	mu       sync.Mutex
+	watches  map[string]*vigil.Watch
+	pending  map[string]string // identity -> id
+	active   map[string]int    // recipient -> pending count
+	messages []*vigil.Message
+	seq      int64
+	outcome  map[string]bool // watch id -> has an outcome message
+	readers  map[[2]string]int64
+	ledger   map[[2]string]ledgerEntry
+	closed   bool
+}
+
+type ledgerEntry struct {
+	hash     string
+	watchID  string
+	existing bool
+	at       time.Time
+}
+
+var _ vigil.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{
+		watches: map[string]*vigil.Watch{}, pending: map[string]string{}, active: map[string]int{},
+		outcome: map[string]bool{}, readers: map[[2]string]int64{}, ledger: map[[2]string]ledgerEntry{},
+	}
+}
+
+// ms is what a database keeps of a time: UTC milliseconds.
+func ms(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC().Truncate(time.Millisecond)
+}
+
+func msObs(o *vigil.Observation) *vigil.Observation {
+	if o != nil {
+		o.At = ms(o.At)
+	}
+	return o
+}
+
+func clone(w *vigil.Watch) *vigil.Watch {
+	c := *w
+	c.Predicate = slices.Clone(w.Predicate)
+	c.Deliver = slices.Clone(w.Deliver)
+	c.Labels = maps.Clone(w.Labels)
+	c.Receipts = slices.Clone(w.Receipts)
+	c.LastObservation = cloneObs(w.LastObservation)
+	if w.Outcome != nil {
+		o := *w.Outcome
+		o.Observation = cloneObs(o.Observation)
+		c.Outcome = &o
+	}
+	c.Existing, c.Replayed, c.NextDue = false, false, time.Time{}
+	return &c
+}
+
+// cloneObs copies an observation through JSON, as a database would.
+func cloneObs(o *vigil.Observation) *vigil.Observation {
+	if o == nil {
+		return nil
+	}
+	b, _ := json.Marshal(o)
+	var c vigil.Observation
+	_ = json.Unmarshal(b, &c)
+	return &c
+}
+
+func (s *Store) check() error {
+	if s.closed {
+		return vigil.Errorf(vigil.CodeInternal, "store is closed")
+	}
+	return nil
+}
+
+func notFound() error { return &vigil.Error{Code: vigil.CodeNotFound, Message: "watch not found"} }
+
+// WatchCreate implements vigil.Store.
+func (s *Store) WatchCreate(_ context.Context, p vigil.WatchCreateParams) (*vigil.Watch, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	w := p.Watch
+	key := [2]string{w.Recipient, p.IdempotencyKey}
+	if p.IdempotencyKey != "" {
+		if le, ok := s.ledger[key]; ok && !le.at.Before(p.IdempotencySince) {
+			if le.hash != p.RequestHash {
+				return nil, &vigil.Error{Code: vigil.CodeIdempotencyConflict, Field: "idempotency_key",
+					Message: fmt.Sprintf("idempotency key %q was used with a different request", p.IdempotencyKey)}
+			}
+			if got, ok := s.watches[le.watchID]; ok {
+				c := clone(got)
+				c.Replayed, c.Existing = true, le.existing
+				return c, nil
+			}
+		}
+	}
+	if id, ok := s.pending[w.Identity]; ok {
+		if p.IdempotencyKey != "" {
+			s.ledger[key] = ledgerEntry{p.RequestHash, id, true, w.CreatedAt}
+		}
+		c := clone(s.watches[id])
+		c.Existing = true
+		return c, nil
+	}
+	if p.MaxActive > 0 && len(s.pending) >= p.MaxActive {
+		return nil, vigil.Errorf(vigil.CodeQuotaExceeded, "the daemon already holds %d pending watches (max_active)", p.MaxActive)
+	}
+	if p.MaxActivePerRecipient > 0 && s.active[w.Recipient] >= p.MaxActivePerRecipient {
+		return nil, vigil.Errorf(vigil.CodeQuotaExceeded, "recipient %q already has %d pending watches (max_active_per_recipient)", w.Recipient, p.MaxActivePerRecipient)
+	}
+	if _, dup := s.watches[w.ID]; dup {
+		return nil, vigil.Errorf(vigil.CodeConflict, "watch %q already exists", w.ID)
+	}
+	c := clone(w)
+	if c.State == "" {
+		c.State = vigil.StatePending
+	}
+	c.CreatedAt, c.Deadline, c.StartAt = ms(c.CreatedAt), ms(c.Deadline), ms(c.StartAt)
+	c.LastObservation = msObs(c.LastObservation)
+	s.watches[w.ID] = c
+	s.pending[w.Identity] = w.ID
+	s.active[w.Recipient]++
+	if p.IdempotencyKey != "" {
+		s.ledger[key] = ledgerEntry{p.RequestHash, w.ID, false, w.CreatedAt}
+	}
+	return clone(c), nil
+}
+
+// WatchGet implements vigil.Store.
+func (s *Store) WatchGet(_ context.Context, id string) (*vigil.Watch, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	w, ok := s.watches[id]
+	if !ok {
+		return nil, notFound()
+	}
+	return clone(w), nil
+}
+
+// WatchGetMany implements vigil.Store.
+func (s *Store) WatchGetMany(_ context.Context, ids []string) ([]*vigil.Watch, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	out := make([]*vigil.Watch, 0, len(ids))
+	for _, id := range ids {
+		if w, ok := s.watches[id]; ok {
+			out = append(out, clone(w))
+		}
+	}
+	return out, nil
+}
+
+// WatchList implements vigil.Store.
+func (s *Store) WatchList(_ context.Context, p vigil.WatchListParams) (vigil.WatchPage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return vigil.WatchPage{}, err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, 1000)
+	all := make([]*vigil.Watch, 0, len(s.watches))
+	for _, w := range s.watches {
+		if p.Recipient != "" && w.Recipient != p.Recipient ||
+			len(p.Recipients) > 0 && !slices.Contains(p.Recipients, w.Recipient) ||
+			p.State != "" && w.State != p.State || p.Kind != "" && w.Kind != p.Kind {
+			continue
+		}
+		match := true
+		for k, v := range p.Labels {
+			if w.Labels[k] != v {
+				match = false
+			}
+		}
+		if match {
+			all = append(all, w)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return cursorOf(all[i]) > cursorOf(all[j]) })
+	if p.After != "" && !validCursor(p.After) {
+		return vigil.WatchPage{}, vigil.FieldErrorf(vigil.CodeInvalidRequest, "after", "after %q is not a cursor this store made", p.After)
+	}
+	var page vigil.WatchPage
+	page.Watches = []*vigil.Watch{}
+	for _, w := range all {
+		if p.After != "" && cursorOf(w) >= p.After {
+			continue
+		}
+		if len(page.Watches) == limit {
+			page.Next = cursorOf(page.Watches[limit-1])
+			break
+		}
+		page.Watches = append(page.Watches, clone(w))
+	}
+	return page, nil
+}
+
+func validCursor(c string) bool {
+	ts, id, ok := strings.Cut(c, ".")
+	_, err := strconv.ParseUint(ts, 10, 64)
+	return ok && len(ts) == 20 && err == nil && id != ""
+}
+
+func cursorOf(w *vigil.Watch) string {
+	return fmt.Sprintf("%020d.%s", w.CreatedAt.UnixMilli(), w.ID)
+}
+
+// WatchListPending implements vigil.Store.
+func (s *Store) WatchListPending(_ context.Context) ([]vigil.ScheduleEntry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	out := make([]vigil.ScheduleEntry, 0, len(s.pending))
+	for _, id := range s.pending {
+		w := s.watches[id]
+		out = append(out, vigil.ScheduleEntry{ID: w.ID, Kind: w.Kind, Every: w.Every, Deadline: w.Deadline,
+			StartAt: w.StartAt, CreatedAt: w.CreatedAt, Polls: w.Polls, Standing: w.Standing})
+	}
+	return out, nil
+}
+
+// WatchObserve implements vigil.Store.
+func (s *Store) WatchObserve(_ context.Context, p vigil.WatchObserveParams) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return false, err
+	}
+	w, ok := s.watches[p.ID]
+	if !ok || w.State != vigil.StatePending {
+		return false, nil
+	}
+	w.LastObservation = msObs(cloneObs(p.Observation))
+	w.Polls = p.Polls
+	return true, nil
+}
+
+func (s *Store) settleLocked(w *vigil.Watch, state vigil.State, out *vigil.Outcome, at time.Time) {
+	delete(s.pending, w.Identity)
+	s.active[w.Recipient]--
+	w.State = state
+	w.SettledAt = ms(at)
+	if out != nil {
+		c := *out
+		c.Observation = msObs(cloneObs(out.Observation))
+		w.Outcome = &c
+	}
+}
+
+func (s *Store) appendLocked(m *vigil.Message) *vigil.Message {
+	s.seq++
+	m.Seq = s.seq
+	c := *m
+	c.Data = slices.Clone(m.Data)
+	c.CreatedAt = ms(m.CreatedAt)
+	s.messages = append(s.messages, &c)
+	if isOutcome(c.Type) {
+		s.outcome[c.WatchID] = true
+	}
+	out := c
+	return &out
+}
+
+func isOutcome(t vigil.MessageType) bool {
+	switch t {
+	case vigil.MessageFired, vigil.MessageFailed, vigil.MessageExpired, vigil.MessageErrored, vigil.MessageCancelled:
+		return true
+	}
+	return false
+}
+
+// WatchSettle implements vigil.Store.
+func (s *Store) WatchSettle(_ context.Context, ps []vigil.WatchSettleParams) ([]bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	for _, p := range ps {
+		if !p.State.Terminal() {
+			return nil, vigil.Errorf(vigil.CodeInvalidRequest, "cannot settle watch %q to %q: not a terminal state", p.ID, p.State)
+		}
+	}
+	won := make([]bool, len(ps))
+	for i, p := range ps {
+		w, ok := s.watches[p.ID]
+		if !ok || w.State != vigil.StatePending || (p.Message != nil && s.outcome[p.ID]) {
+			continue
+		}
+		s.settleLocked(w, p.State, p.Outcome, p.SettledAt)
+		w.Polls = p.Polls
+		w.AnsweredAtCreation = p.AnsweredAtCreation
+		if p.Outcome != nil && p.Outcome.Observation != nil {
+			w.LastObservation = msObs(cloneObs(p.Outcome.Observation))
+		}
+		if p.Message != nil {
+			s.appendLocked(p.Message)
+		}
+		won[i] = true
+	}
+	return won, nil
+}
+
+// WatchCancel implements vigil.Store.
+func (s *Store) WatchCancel(_ context.Context, p vigil.WatchCancelParams) (*vigil.Watch, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return nil, false, err
+	}
+	w, ok := s.watches[p.ID]
+	if !ok || len(p.Recipients) > 0 && !slices.Contains(p.Recipients, w.Recipient) {
+		return nil, false, notFound()
+	}
+	if w.State != vigil.StatePending {
+		return clone(w), false, nil
+	}
+	s.settleLocked(w, vigil.StateCancelled, p.Outcome, p.SettledAt)
+	if p.Message != nil && !s.outcome[p.ID] {
+		s.appendLocked(p.Message)
+	}
+	return clone(w), true, nil
+}
+
+// WatchDelete implements vigil.Store.
+func (s *Store) WatchDelete(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return err
+	}
+	w, ok := s.watches[id]
+	if !ok {
+		return notFound()
+	}
+	if w.State == vigil.StatePending {
+		return vigil.Errorf(vigil.CodeConflict, "watch %q is still pending: cancel it first", id)
+	}
+	delete(s.watches, id)
+	return nil
+}
+
+// RecipientClose implements vigil.Store.
+func (s *Store) RecipientClose(_ context.Context, p vigil.RecipientCloseParams) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, id := range s.pending {
+		if w := s.watches[id]; w.Recipient == p.Recipient {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		s.settleLocked(s.watches[id], vigil.StateCancelled, p.Outcome, p.SettledAt)
+	}
+	return ids, nil
+}
+
+// MessageCreate implements vigil.Store.
+func (s *Store) MessageCreate(_ context.Context, m *vigil.Message) (*vigil.Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if isOutcome(m.Type) && s.outcome[m.WatchID] {
+		return nil, vigil.Errorf(vigil.CodeConflict, "watch %q already has its outcome message", m.WatchID)
+	}
+	return s.appendLocked(m), nil
+}
+
+// MessagesRead implements vigil.Store.
+func (s *Store) MessagesRead(_ context.Context, p vigil.MessagesReadParams) (vigil.MessagesPage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return vigil.MessagesPage{}, err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, 1000)
+	var cursor int64
+	if p.Reader != "" {
+		cursor = s.readers[[2]string{p.Recipient, p.Reader}]
+	}
+	after := cursor
+	if p.After != nil {
+		after = *p.After
+	}
+	page := vigil.MessagesPage{Messages: []*vigil.Message{}, Cursor: cursor}
+	i := sort.Search(len(s.messages), func(i int) bool { return s.messages[i].Seq > after })
+	for ; i < len(s.messages) && len(page.Messages) < limit; i++ {
+		if m := s.messages[i]; m.Recipient == p.Recipient {
+			c := *m
+			page.Messages = append(page.Messages, &c)
+		}
+	}
+	return page, nil
+}
+
+// MessagesAck implements vigil.Store.
+func (s *Store) MessagesAck(_ context.Context, p vigil.MessagesAckParams) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return err
+	}
+	k := [2]string{p.Recipient, p.Reader}
+	s.readers[k] = max(s.readers[k], p.Seq)
+	return nil
+}
+
+// Prune implements vigil.Store.
+func (s *Store) Prune(_ context.Context, p vigil.PruneParams) (vigil.PruneResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return vigil.PruneResult{}, err
+	}
+	var r vigil.PruneResult
+	for id, w := range s.watches {
+		if w.State == vigil.StatePending {
+			continue
+		}
+		if w.SettledAt.Before(p.WatchesBefore) {
+			delete(s.watches, id)
+			r.Watches++
+			continue
+		}
+		r.OldestSettled = oldest(r.OldestSettled, w.SettledAt)
+	}
+	kept := s.messages[:0]
+	for _, m := range s.messages {
+		if m.CreatedAt.Before(p.MessagesBefore) {
+			r.Messages++
+			continue
+		}
+		r.OldestMessage = oldest(r.OldestMessage, m.CreatedAt)
+		kept = append(kept, m)
+	}
+	s.messages = kept
+	for k, le := range s.ledger {
+		if _, ok := s.watches[le.watchID]; !ok {
+			delete(s.ledger, k) // went with its watch
+			continue
+		}
+		if le.at.Before(p.IdempotencyBefore) {
+			delete(s.ledger, k)
+			r.Keys++
+			continue
+		}
+		r.OldestKey = oldest(r.OldestKey, le.at)
+	}
+	return r, nil
+}
+
+func oldest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// Close implements vigil.Store.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+// String describes the store for start-up logs.
+func (s *Store) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return "memory (" + strconv.Itoa(len(s.watches)) + " watches)"
+}

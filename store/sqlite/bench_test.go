@@ -1,0 +1,192 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vigil-run/vigil"
+)
+
+// The benchmarks run with synchronous=FULL, as the store does in
+// production: every commit is fsynced. Run them with, for example,
+//
+//	go test ./store/sqlite -run XXX -bench . -benchtime 20000x
+//
+// An op is one create, one settlement or one listed row, so one -benchtime
+// Nx fits them all.
+
+var benchAt = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+
+// benchWatch is a typical pending watch: a ci watch on a SHA, with a note
+// and a label.
+func benchWatch(i int64) *vigil.Watch {
+	w := &vigil.Watch{
+		ID:        fmt.Sprintf("01JBENCH%018d", i),
+		Kind:      vigil.KindCI,
+		Predicate: []byte(fmt.Sprintf(`{"provider":"github","repo":"acme/api","sha":"%040x"}`, i)),
+		Recipient: fmt.Sprintf("agent-%d", i%100),
+		State:     vigil.StatePending,
+		Mode:      vigil.ModeUntil,
+		Every:     30 * time.Second,
+		Deadline:  benchAt.Add(2 * time.Hour),
+		CreatedAt: benchAt.Add(time.Duration(i) * time.Millisecond),
+		Note:      "merge PR 41 when green",
+		Labels:    map[string]string{"task": "T-19"},
+	}
+	w.Identity = vigil.Identity(w.Recipient, w.Kind, w.Mode, w.Predicate)
+	return w
+}
+
+func benchStore(b *testing.B) *Store {
+	b.Helper()
+	s := open(b, filepath.Join(b.TempDir(), "bench.db"), nil)
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+func benchCreate(s *Store, i int64) error {
+	_, err := s.WatchCreate(context.Background(), vigil.WatchCreateParams{
+		Watch: benchWatch(i), MaxActive: 100_000_000, MaxActivePerRecipient: 100_000_000,
+	})
+	return err
+}
+
+// BenchmarkCommitFloor is the floor under every write on this disk: one
+// transaction that changes one row, committed with its fsync.
+func BenchmarkCommitFloor(b *testing.B) {
+	s := benchStore(b)
+	b.ResetTimer()
+	for i := range b.N {
+		err := s.w.do(context.Background(), func(t *wtx) error {
+			_, err := t.exec(t.pendingAdd, "floor", i%2*2-1, 0)
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
+}
+
+func BenchmarkWatchCreate(b *testing.B) {
+	s := benchStore(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if err := benchCreate(s, int64(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
+}
+
+// BenchmarkWatchCreateParallel registers from 32 goroutines at once: group
+// commit puts the waiting ones in one transaction.
+func BenchmarkWatchCreateParallel(b *testing.B) {
+	s := benchStore(b)
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := benchCreate(s, n.Add(1)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
+}
+
+// bulkInsert writes n watches in large transactions, for benchmark setup.
+func bulkInsert(b testing.TB, s *Store, from, n int64) {
+	b.Helper()
+	const chunk = 10_000
+	for start := from; start < from+n; start += chunk {
+		err := s.w.do(context.Background(), func(t *wtx) error {
+			for i := start; i < min(start+chunk, from+n); i++ {
+				w := benchWatch(i)
+				enc, err := encodeWatch(w)
+				if err != nil {
+					return err
+				}
+				if _, err := t.exec(t.watchInsert, enc.args(w)...); err != nil {
+					return err
+				}
+				if err := addPending(t, w.Recipient, 1, w.CreatedAt.UnixMilli()); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWatchSettleBatch512 settles timers the way the scheduler does:
+// 512 per call, each with its outcome message. An op is one settlement, so
+// -benchtime 100000x settles 100 000 watches in 196 calls.
+func BenchmarkWatchSettleBatch512(b *testing.B) {
+	const batch = 512
+	s := benchStore(b)
+	bulkInsert(b, s, 0, int64(b.N))
+	out := &vigil.Outcome{State: vigil.StateFired, Sentence: "The timer set for 05:06 went off.", Reason: "satisfied",
+		Observation: &vigil.Observation{Verdict: vigil.VerdictSatisfied, At: benchAt, Summary: "05:06 passed"}}
+	all := make([]vigil.WatchSettleParams, b.N)
+	for n := range all {
+		w := benchWatch(int64(n))
+		all[n] = vigil.WatchSettleParams{ID: w.ID, State: vigil.StateFired, Outcome: out, SettledAt: benchAt.Add(time.Hour), Polls: 1,
+			Message: &vigil.Message{ID: fmt.Sprintf("01JMSG%020d", n), Recipient: w.Recipient, WatchID: w.ID,
+				Type: vigil.MessageFired, Text: out.Sentence, CreatedAt: benchAt.Add(time.Hour)}}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for start := 0; start < b.N; start += batch {
+		ps := all[start:min(start+batch, b.N)]
+		won, err := s.WatchSettle(context.Background(), ps)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !won[0] || !won[len(ps)-1] {
+			b.Fatal("a settlement lost")
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "settles/s")
+}
+
+// BenchmarkWatchListPending reads every pending watch, as the scheduler does
+// at start-up, and reports the bytes each takes on disk. An op is one
+// watch: -benchtime 1000000x builds a million rows first (which takes a
+// while) and lists them once.
+func BenchmarkWatchListPending(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "bench.db")
+	s := open(b, path, nil)
+	b.Cleanup(func() { s.Close() })
+	bulkInsert(b, s, 0, int64(b.N))
+	var pageSize, pages, freelist int64
+	for q, dst := range map[string]*int64{"PRAGMA page_size": &pageSize, "PRAGMA page_count": &pages, "PRAGMA freelist_count": &freelist} {
+		if err := s.readDB.QueryRow(q).Scan(dst); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	got, err := s.WatchListPending(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	if len(got) != b.N {
+		b.Fatalf("WatchListPending returned %d rows, want %d", len(got), b.N)
+	}
+	b.ReportMetric(float64((pages-freelist)*pageSize)/float64(b.N), "disk-B/watch")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}

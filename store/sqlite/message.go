@@ -1,0 +1,172 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vigil-run/vigil"
+)
+
+// insertMessage appends m and returns its seq.
+func insertMessage(t *wtx, m *vigil.Message) (int64, error) {
+	res, err := t.exec(t.messageInsert, messageArgs(m)...)
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+func validateMessage(m *vigil.Message) error {
+	switch {
+	case m == nil:
+		return vigil.Errorf(vigil.CodeInvalidRequest, "no message to create")
+	case m.ID == "":
+		return vigil.Errorf(vigil.CodeInvalidRequest, "the message has no id")
+	case m.Recipient == "":
+		return vigil.Errorf(vigil.CodeInvalidRequest, "message %s has no recipient", m.ID)
+	case m.Type == "":
+		return vigil.Errorf(vigil.CodeInvalidRequest, "message %s has no type", m.ID)
+	case m.CreatedAt.IsZero():
+		return vigil.Errorf(vigil.CodeInvalidRequest, "message %s has no creation time", m.ID)
+	}
+	return nil
+}
+
+// MessageCreate appends m to its recipient's mailbox and returns it as
+// stored, with its Seq. A second outcome message (fired, failed, expired,
+// errored, cancelled) for the same watch is refused with conflict.
+func (s *Store) MessageCreate(ctx context.Context, m *vigil.Message) (*vigil.Message, error) {
+	if err := validateMessage(m); err != nil {
+		return nil, err
+	}
+	out := *m
+	out.CreatedAt = truncTime(out.CreatedAt)
+	if len(out.Data) == 0 {
+		out.Data = nil
+	}
+	err := s.w.do(ctx, func(t *wtx) error {
+		seq, err := insertMessage(t, &out)
+		if err != nil {
+			err = interpretError(err)
+			if vigil.ErrorCode(err) == vigil.CodeConflict {
+				return &vigil.Error{Code: vigil.CodeConflict, Err: err,
+					Message: fmt.Sprintf("watch %s already has its outcome message", m.WatchID)}
+			}
+			return wrap("create message", err)
+		}
+		out.Seq = seq
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// MessagesRead returns up to p.Limit messages of p.Recipient with a seq
+// after p.After, if set, else after the reader's stored cursor (0 for a new
+// reader, which therefore sees the backlog), in seq order. Cursor is the
+// reader's stored cursor; reading does not move it (MessagesAck does).
+func (s *Store) MessagesRead(ctx context.Context, p vigil.MessagesReadParams) (vigil.MessagesPage, error) {
+	var page vigil.MessagesPage
+	if p.Reader != "" {
+		err := s.r.readerCursor.QueryRowContext(ctx, p.Recipient, p.Reader).Scan(&page.Cursor)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return page, wrap("read cursor of "+p.Reader, err)
+		}
+	}
+	after := page.Cursor
+	if p.After != nil {
+		after = *p.After
+	}
+	limit := pageLimit(p.Limit)
+	rows, err := s.r.messagesAfter.QueryContext(ctx, p.Recipient, after, limit)
+	if err != nil {
+		return page, wrap("read messages", err)
+	}
+	defer rows.Close()
+	page.Messages = make([]*vigil.Message, 0, min(limit, 64))
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return page, wrap("read messages", err)
+		}
+		page.Messages = append(page.Messages, m)
+	}
+	if err := rows.Err(); err != nil {
+		return page, wrap("read messages", err)
+	}
+	return page, nil
+}
+
+// MessagesAck moves a reader's cursor forward to p.Seq, never back,
+// creating the reader on first use.
+func (s *Store) MessagesAck(ctx context.Context, p vigil.MessagesAckParams) error {
+	if p.Recipient == "" || p.Reader == "" {
+		return vigil.Errorf(vigil.CodeInvalidRequest, "an ack needs a recipient and a reader")
+	}
+	return s.w.do(ctx, func(t *wtx) error {
+		if _, err := t.exec(t.readerAck, p.Recipient, p.Reader, p.Seq); err != nil {
+			return wrap("ack messages", err)
+		}
+		return nil
+	})
+}
+
+// Prune deletes settled watches settled before p.WatchesBefore (with their
+// idempotency entries), messages created before p.MessagesBefore and
+// idempotency entries created before p.IdempotencyBefore; a zero cut-off
+// prunes nothing of its kind. It deletes in steps of a few thousand rows,
+// each its own write, so a large prune never holds up other writes for
+// long. Keys counts the entries that expired, not those that went with
+// their watch.
+func (s *Store) Prune(ctx context.Context, p vigil.PruneParams) (vigil.PruneResult, error) {
+	var res vigil.PruneResult
+	for _, step := range []struct {
+		before time.Time
+		query  string
+		count  *int
+	}{
+		{p.WatchesBefore, `DELETE FROM watches WHERE rowid IN (SELECT rowid FROM watches
+			WHERE settled_at < ? AND state <> 'pending' LIMIT ?)`, &res.Watches},
+		{p.MessagesBefore, `DELETE FROM messages WHERE seq IN (SELECT seq FROM messages
+			WHERE created_at < ? LIMIT ?)`, &res.Messages},
+		{p.IdempotencyBefore, `DELETE FROM idempotency WHERE (recipient, key) IN (SELECT recipient, key
+			FROM idempotency WHERE created_at < ? LIMIT ?)`, &res.Keys},
+	} {
+		if step.before.IsZero() {
+			continue
+		}
+		for {
+			var n int64
+			err := s.w.do(ctx, func(t *wtx) error {
+				r, err := t.conn.ExecContext(context.Background(), step.query, step.before.UnixMilli(), pruneChunk)
+				if err != nil {
+					return err
+				}
+				n, err = r.RowsAffected()
+				return err
+			})
+			if err != nil {
+				return res, wrap("prune", err)
+			}
+			*step.count += int(n)
+			if n < pruneChunk {
+				break
+			}
+		}
+	}
+	var settled, message, key sql.NullInt64
+	err := s.readDB.QueryRowContext(ctx, `SELECT
+		(SELECT min(settled_at) FROM watches WHERE settled_at IS NOT NULL),
+		(SELECT min(created_at) FROM messages),
+		(SELECT min(created_at) FROM idempotency)`).Scan(&settled, &message, &key)
+	if err != nil {
+		return res, wrap("prune: find oldest rows", err)
+	}
+	res.OldestSettled, res.OldestMessage, res.OldestKey = msTime(settled), msTime(message), msTime(key)
+	return res, nil
+}

@@ -1,0 +1,319 @@
+// Package sqlite is the embedded store of vigil: a vigil.Store over one
+// SQLite file, through the pure Go driver modernc.org/sqlite.
+//
+// The database runs in WAL mode with synchronous=FULL, so an acknowledged
+// write survives power loss. Throughput comes from group commit, never from
+// weaker durability: every write goes through one writer goroutine that
+// takes all the operations waiting for it, runs them in ONE transaction,
+// each inside its own savepoint (an operation that fails, say over a cap,
+// is rolled back alone), commits once (one fsync for the whole batch), and
+// only then answers each caller. If the commit fails, every caller of the
+// batch gets the error. Reads use a separate pool of read-only connections,
+// which WAL lets run beside the writer. The writer never checkpoints: a
+// second goroutine copies the WAL back into the database file once enough
+// pages have piled up, so that work and its fsync stay out of the callers'
+// commits.
+//
+// The schema is a numbered list of embedded SQL migrations applied with
+// goose at Open, each in a transaction. A database whose schema is newer
+// than this build knows is refused (ErrSchemaNewer). Times are stored as
+// unix milliseconds UTC and durations as milliseconds, so both round-trip
+// at millisecond precision; JSON values are TEXT. Backup makes an online
+// copy with VACUUM INTO.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/pressly/goose/v3"
+	"github.com/vigil-run/vigil"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// ErrSchemaNewer is returned by Open for a database whose schema version is
+// newer than this build knows: it was written by a newer vigil.
+var ErrSchemaNewer = errors.New("sqlite: database schema is newer than this build of vigil")
+
+// ErrClosed is returned by writes made after Close.
+var ErrClosed = errors.New("sqlite: store is closed")
+
+// Synchronous settings accepted by Options.Synchronous.
+const (
+	// SynchronousFull syncs the WAL on every commit: an acknowledged write
+	// survives power loss. The default, and the only setting for production.
+	SynchronousFull = "FULL"
+	// SynchronousNormal may lose the last commits on power loss (never
+	// corrupts). For benchmarks only.
+	SynchronousNormal = "NORMAL"
+)
+
+// Defaults of Options and of the store's internals, in one place.
+const (
+	busyTimeoutMS = 10_000
+	cacheSizeKiB  = 16 << 10 // per connection
+	// maxBatch bounds how many operations share one transaction.
+	maxBatch = 1024
+	// checkpointPages is how many pages the writer commits to the WAL
+	// between two checkpoints (SQLite's own default threshold).
+	checkpointPages = 1000
+	// walSizeLimit is the size the WAL file is truncated to after a
+	// checkpoint lets it start over.
+	walSizeLimit = 64 << 20
+	// pruneChunk bounds how many rows one prune step deletes, so a large
+	// prune never holds the writer for long.
+	pruneChunk = 5000
+	// listLimit and listLimitMax bound a page of WatchList and MessagesRead.
+	listLimit    = 100
+	listLimitMax = 1000
+)
+
+// Options configure Open. A nil *Options means the defaults.
+type Options struct {
+	// Logger receives the store's few log lines (migrations applied); nil
+	// discards them.
+	Logger *slog.Logger
+	// Synchronous is SQLite's synchronous setting: SynchronousFull (the
+	// default when empty) or SynchronousNormal, for benchmarks only.
+	Synchronous string
+	// Readers is the size of the read connection pool; zero means
+	// max(4, GOMAXPROCS).
+	Readers int
+}
+
+// Store is the SQLite implementation of vigil.Store. It is safe for
+// concurrent use.
+type Store struct {
+	path    string
+	log     *slog.Logger
+	writeDB *sql.DB // MaxOpenConns(1): the one writer connection
+	readDB  *sql.DB // the read pool
+	w       *writer
+	r       readStmts
+
+	checkpointDone chan struct{} // closed when the checkpointer returns
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ vigil.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database file at path, applies the
+// migrations this build knows, and starts the writer. It refuses a database
+// whose schema is newer than this build (ErrSchemaNewer).
+func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch strings.ToUpper(o.Synchronous) {
+	case "":
+		o.Synchronous = SynchronousFull
+	case SynchronousFull, SynchronousNormal:
+		o.Synchronous = strings.ToUpper(o.Synchronous)
+	default:
+		return nil, fmt.Errorf("sqlite: synchronous %q: use %s (or %s for benchmarks)", o.Synchronous, SynchronousFull, SynchronousNormal)
+	}
+	if o.Readers <= 0 {
+		o.Readers = max(4, runtime.GOMAXPROCS(0))
+	}
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("sqlite: path %q: need the path of a database file", path)
+	}
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("sqlite: path %q: a database path may not contain '?' or '#'", path)
+	}
+
+	s := &Store{path: path, log: o.Logger.With("component", "store", "store", "sqlite")}
+	var err error
+	if s.writeDB, err = sql.Open("sqlite", dsn(path, o.Synchronous, false)); err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	s.writeDB.SetMaxOpenConns(1)
+	s.writeDB.SetMaxIdleConns(1)
+	s.writeDB.SetConnMaxLifetime(0)
+	s.writeDB.SetConnMaxIdleTime(0)
+
+	if err := s.migrate(ctx); err != nil {
+		s.writeDB.Close()
+		return nil, err
+	}
+
+	if s.readDB, err = sql.Open("sqlite", dsn(path, o.Synchronous, true)); err != nil {
+		s.writeDB.Close()
+		return nil, fmt.Errorf("sqlite: open %s for reading: %w", path, err)
+	}
+	s.readDB.SetMaxOpenConns(o.Readers)
+	s.readDB.SetMaxIdleConns(o.Readers)
+	s.readDB.SetConnMaxLifetime(0)
+	s.readDB.SetConnMaxIdleTime(0)
+	if err := s.r.prepare(ctx, s.readDB); err != nil {
+		s.readDB.Close()
+		s.writeDB.Close()
+		return nil, err
+	}
+
+	if s.w, err = newWriter(ctx, s.writeDB); err != nil {
+		s.r.close()
+		s.readDB.Close()
+		s.writeDB.Close()
+		return nil, err
+	}
+	s.checkpointDone = make(chan struct{})
+	go s.w.run()
+	go s.checkpoints()
+	return s, nil
+}
+
+// checkpoints copies the WAL back into the database file each time the
+// writer asks, until the writer stops. PASSIVE checkpoints never block the
+// writer or the readers; the writer starts the WAL over once one has
+// caught up.
+func (s *Store) checkpoints() {
+	defer close(s.checkpointDone)
+	for {
+		select {
+		case <-s.w.checkpoint:
+		case <-s.w.done:
+			return
+		}
+		var busy, frames, copied int
+		err := s.readDB.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
+		if err != nil {
+			// No caller to return this to; the next checkpoint retries.
+			s.log.Warn("checkpoint failed", "err", err)
+		}
+	}
+}
+
+// dsn returns the driver's data source name for path: WAL, the synchronous
+// setting, a busy timeout, foreign keys, and BEGIN IMMEDIATE for the writer.
+func dsn(path, synchronous string, readOnly bool) string {
+	q := url.Values{}
+	for _, p := range []string{
+		"busy_timeout(" + strconv.Itoa(busyTimeoutMS) + ")",
+		"journal_mode(WAL)",
+		"synchronous(" + synchronous + ")",
+		"foreign_keys(1)",
+		"cache_size(-" + strconv.Itoa(cacheSizeKiB) + ")",
+		"temp_store(MEMORY)",
+	} {
+		q.Add("_pragma", p)
+	}
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Add("_pragma", "wal_autocheckpoint(0)") // see (*writer).committed
+		q.Add("_pragma", "journal_size_limit("+strconv.Itoa(walSizeLimit)+")")
+		q.Set("_txlock", "immediate")
+	}
+	return path + "?" + q.Encode()
+}
+
+// migrate applies the embedded migrations in order, each in a transaction,
+// and refuses a database whose schema is newer than the newest of them.
+func (s *Store) migrate(ctx context.Context) error {
+	fsys, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		return fmt.Errorf("sqlite: migrations: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.writeDB, fsys,
+		goose.WithDisableGlobalRegistry(true),
+		goose.WithSlog(s.log),
+	)
+	if err != nil {
+		return fmt.Errorf("sqlite: migrations: %w", err)
+	}
+	current, known, err := p.GetVersions(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlite: read schema version of %s: %w", s.path, err)
+	}
+	if current > known {
+		return fmt.Errorf("%w: %s has schema version %d and this build knows up to %d; run the newer vigil that wrote it, or restore a backup made for this version",
+			ErrSchemaNewer, s.path, current, known)
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlite: migrate %s: %w", s.path, err)
+	}
+	if len(results) > 0 {
+		s.log.Info("schema migrated", "path", s.path, "from", current, "to", known)
+	}
+	return nil
+}
+
+// SchemaVersion is the newest schema version this build knows.
+func SchemaVersion() int64 {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return 0
+	}
+	var v int64
+	for _, e := range entries {
+		name, _, _ := strings.Cut(e.Name(), "_")
+		if n, err := strconv.ParseInt(name, 10, 64); err == nil && n > v {
+			v = n
+		}
+	}
+	return v
+}
+
+// Close stops the writer after it has committed every write already
+// accepted, and closes the database. Writes made after Close fail with
+// ErrClosed. Close is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.w.stop()
+		<-s.checkpointDone
+		s.r.close()
+		s.closeErr = errors.Join(s.readDB.Close(), s.writeDB.Close())
+		if s.closeErr != nil {
+			s.closeErr = fmt.Errorf("sqlite: close %s: %w", s.path, s.closeErr)
+		}
+	})
+	return s.closeErr
+}
+
+// Backup writes a consistent copy of the live database to destPath with
+// VACUUM INTO, without stopping readers or writers. destPath must not exist
+// yet. The copy is compact and can be opened with Open.
+func (s *Store) Backup(ctx context.Context, destPath string) error {
+	conn, err := s.readDB.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlite: backup: %w", err)
+	}
+	defer conn.Close()
+	// VACUUM INTO writes only the new file; the pool's connections are
+	// query_only, so lift that for this one statement.
+	if _, err := conn.ExecContext(ctx, "PRAGMA query_only = 0"); err != nil {
+		return fmt.Errorf("sqlite: backup: %w", err)
+	}
+	_, err = conn.ExecContext(ctx, "VACUUM INTO ?", destPath)
+	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA query_only = 1"); rerr != nil {
+		// Do not return this connection to the pool writable.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		err = errors.Join(err, rerr)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: backup to %s: %w", destPath, err)
+	}
+	return nil
+}

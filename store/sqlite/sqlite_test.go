@@ -1,0 +1,469 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/store/storetest"
+	"go.uber.org/goleak"
+)
+
+func open(t testing.TB, path string, opts *Options) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), path, opts)
+	if err != nil {
+		t.Fatalf("Open(%s) error = %v", path, err)
+	}
+	return s
+}
+
+// openRaw opens path without the store, as another program would.
+func openRaw(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) (vigil.Store, func() vigil.Store) {
+		path := filepath.Join(t.TempDir(), "vigil.db")
+		var mu sync.Mutex
+		cur := open(t, path, nil)
+		t.Cleanup(func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if err := cur.Close(); err != nil {
+				t.Errorf("Close error = %v", err)
+			}
+		})
+		reopen := func() vigil.Store {
+			mu.Lock()
+			defer mu.Unlock()
+			if err := cur.Close(); err != nil {
+				t.Fatalf("Close error = %v", err)
+			}
+			cur = open(t, path, nil)
+			return cur
+		}
+		return cur, reopen
+	})
+}
+
+func TestRefusesNewerSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	s := open(t, path, nil)
+	// A newer build applied a migration this one does not know.
+	newer := SchemaVersion() + 1
+	s.Close()
+
+	db := openRaw(t, path)
+	if _, err := db.ExecContext(t.Context(), "INSERT INTO goose_db_version (version_id, is_applied) VALUES (?, 1)", newer); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	_, err := Open(t.Context(), path, nil)
+	if !errors.Is(err, ErrSchemaNewer) {
+		t.Fatalf("Open of a newer schema error = %v, want ErrSchemaNewer", err)
+	}
+	for _, want := range []string{path, fmt.Sprint(newer), fmt.Sprint(SchemaVersion()), "newer"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+func TestPragmas(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	s := open(t, path, nil)
+	defer s.Close()
+	check := func(name, q, want string) {
+		t.Helper()
+		var got string
+		err := s.w.do(t.Context(), func(w *wtx) error {
+			return w.conn.QueryRowContext(context.Background(), q).Scan(&got)
+		})
+		if err != nil {
+			t.Fatalf("%s on the writer: %v", q, err)
+		}
+		if !strings.EqualFold(got, want) {
+			t.Errorf("writer %s = %q, want %q", name, got, want)
+		}
+		if name == "synchronous" || name == "foreign_keys" || name == "journal_mode" {
+			if err := s.readDB.QueryRowContext(t.Context(), q).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.EqualFold(got, want) {
+				t.Errorf("reader %s = %q, want %q", name, got, want)
+			}
+		}
+	}
+	check("journal_mode", "PRAGMA journal_mode", "wal")
+	check("synchronous", "PRAGMA synchronous", "2") // FULL
+	check("foreign_keys", "PRAGMA foreign_keys", "1")
+	check("busy_timeout", "PRAGMA busy_timeout", fmt.Sprint(busyTimeoutMS))
+
+	n := open(t, filepath.Join(t.TempDir(), "normal.db"), &Options{Synchronous: "normal"})
+	defer n.Close()
+	var got string
+	if err := n.readDB.QueryRowContext(t.Context(), "PRAGMA synchronous").Scan(&got); err != nil || got != "1" {
+		t.Errorf("synchronous with Options.Synchronous normal = %q, %v; want 1", got, err)
+	}
+	if _, err := Open(t.Context(), filepath.Join(t.TempDir(), "off.db"), &Options{Synchronous: "OFF"}); err == nil {
+		t.Errorf("Open with synchronous OFF: no error")
+	}
+}
+
+func TestReadersAreReadOnly(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
+	defer s.Close()
+	if _, err := s.readDB.ExecContext(t.Context(), "DELETE FROM watches"); err == nil {
+		t.Errorf("a write through the read pool succeeded")
+	}
+}
+
+func TestBackup(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, filepath.Join(dir, "vigil.db"), nil)
+	defer s.Close()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	w := &vigil.Watch{ID: "w1", Kind: vigil.KindTimer, Recipient: "r", CreatedAt: at, Deadline: at.Add(time.Hour), Identity: "i1"}
+	if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: w}); err != nil {
+		t.Fatal(err)
+	}
+	dest := filepath.Join(dir, "backup.db")
+	if err := s.Backup(t.Context(), dest); err != nil {
+		t.Fatalf("Backup error = %v", err)
+	}
+	// The store keeps working, and its readers are still read-only.
+	if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: &vigil.Watch{ID: "w2", Kind: vigil.KindTimer, Recipient: "r", CreatedAt: at, Identity: "i2"}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 8 {
+		if _, err := s.readDB.ExecContext(t.Context(), "DELETE FROM watches"); err == nil {
+			t.Fatal("a read connection is writable after Backup")
+		}
+	}
+	if err := s.Backup(t.Context(), dest); err == nil {
+		t.Errorf("Backup over an existing file: no error")
+	}
+
+	b := open(t, dest, nil)
+	defer b.Close()
+	got, err := b.WatchGet(t.Context(), "w1")
+	if err != nil || got.ID != "w1" {
+		t.Fatalf("WatchGet from the backup = %v, %v", got, err)
+	}
+	if _, err := b.WatchGet(t.Context(), "w2"); vigil.ErrorCode(err) != vigil.CodeNotFound {
+		t.Errorf("the backup holds a watch made after it: %v", err)
+	}
+}
+
+// TestBatchIsolation runs failing and succeeding writes in the same batches:
+// a domain error rolls back only its own op.
+func TestBatchIsolation(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
+	defer s.Close()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var wg sync.WaitGroup
+	errs := make([]error, 200)
+	for i := range errs {
+		wg.Go(func() {
+			r := fmt.Sprintf("r%d", i%2)
+			w := &vigil.Watch{ID: fmt.Sprintf("w%03d", i), Kind: vigil.KindTimer, Recipient: r, CreatedAt: at, Identity: fmt.Sprintf("i%03d", i)}
+			_, errs[i] = s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: w, MaxActivePerRecipient: 30})
+		})
+	}
+	wg.Wait()
+	made := 0
+	for _, err := range errs {
+		switch vigil.ErrorCode(err) {
+		case "":
+			made++
+		case vigil.CodeQuotaExceeded:
+		default:
+			t.Errorf("WatchCreate error = %v", err)
+		}
+	}
+	pending, err := s.WatchListPending(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if made != 60 || len(pending) != 60 {
+		t.Errorf("made %d, stored %d pending; want 60 and 60", made, len(pending))
+	}
+	var total int
+	if err := s.readDB.QueryRowContext(t.Context(), "SELECT pending FROM counters WHERE recipient = ''").Scan(&total); err != nil || total != 60 {
+		t.Errorf("pending counter = %d, %v; want 60", total, err)
+	}
+}
+
+func TestCanceledContextSkipsWrite(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
+	defer s.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	w := &vigil.Watch{ID: "w1", Kind: vigil.KindTimer, Recipient: "r", CreatedAt: time.Unix(1, 0), Identity: "i"}
+	if _, err := s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: w}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WatchCreate with a canceled context error = %v", err)
+	}
+	if _, err := s.WatchGet(t.Context(), "w1"); vigil.ErrorCode(err) != vigil.CodeNotFound {
+		t.Errorf("a canceled write was stored: %v", err)
+	}
+}
+
+func TestCloseWaitsForWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	s := open(t, path, nil)
+	var wg sync.WaitGroup
+	results := make([]error, 50)
+	for i := range results {
+		wg.Go(func() {
+			w := &vigil.Watch{ID: fmt.Sprintf("w%02d", i), Kind: vigil.KindTimer, Recipient: "r", CreatedAt: time.Unix(1, 0), Identity: fmt.Sprint(i)}
+			_, results[i] = s.WatchCreate(context.Background(), vigil.WatchCreateParams{Watch: w})
+		})
+	}
+	time.Sleep(time.Millisecond)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close error = %v", err)
+	}
+	s = open(t, path, nil)
+	defer s.Close()
+	for i, err := range results {
+		_, gerr := s.WatchGet(t.Context(), fmt.Sprintf("w%02d", i))
+		switch {
+		case err == nil && gerr != nil:
+			t.Errorf("w%02d was acknowledged but is not stored: %v", i, gerr)
+		case errors.Is(err, ErrClosed) && gerr == nil:
+			t.Errorf("w%02d was refused but is stored", i)
+		case err != nil && !errors.Is(err, ErrClosed):
+			t.Errorf("w%02d error = %v", i, err)
+		}
+	}
+}
+
+func TestOpenRefusesBadPaths(t *testing.T) {
+	for _, p := range []string{"", ":memory:", "file:x.db", filepath.Join(t.TempDir(), "a?b.db")} {
+		if s, err := Open(t.Context(), p, nil); err == nil {
+			s.Close()
+			t.Errorf("Open(%q): no error", p)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(t.TempDir(), "a")); err == nil {
+		t.Errorf("a refused path left a file")
+	}
+}
+
+// batch runs fns as ops of ONE writer transaction: it holds the writer busy
+// until all of them are queued, then lets them through together.
+func batch(t *testing.T, s *Store, fns ...func(*wtx) error) []error {
+	t.Helper()
+	release := make(chan struct{})
+	held := make(chan struct{})
+	go s.w.do(context.Background(), func(*wtx) error {
+		close(held)
+		<-release
+		return nil
+	})
+	<-held
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, fn := range fns {
+		wg.Go(func() { errs[i] = s.w.do(context.Background(), fn) })
+		// Queue them in order.
+		for {
+			s.w.mu.Lock()
+			n := len(s.w.queue)
+			s.w.mu.Unlock()
+			if n == i+1 {
+				break
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	close(release)
+	wg.Wait()
+	return errs
+}
+
+func createOp(w *vigil.Watch, maxPerRecipient int) func(*wtx) error {
+	enc, err := encodeWatch(w)
+	if err != nil {
+		panic(err)
+	}
+	stored, err := enc.stored(w)
+	if err != nil {
+		panic(err)
+	}
+	return func(t *wtx) error {
+		_, err := createWatch(t, vigil.WatchCreateParams{Watch: w, MaxActivePerRecipient: maxPerRecipient}, stored, enc.args(w))
+		return err
+	}
+}
+
+func timerWatch(id, recipient string) *vigil.Watch {
+	return &vigil.Watch{ID: id, Kind: vigil.KindTimer, Recipient: recipient, State: vigil.StatePending,
+		CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Identity: "identity-" + recipient + "-" + id}
+}
+
+func TestBatchSavepoints(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
+	defer s.Close()
+	errs := batch(t, s,
+		createOp(timerWatch("w1", "r"), 2),
+		createOp(timerWatch("w2", "r"), 2),
+		createOp(timerWatch("w3", "r"), 2), // over the cap
+		func(*wtx) error { panic("boom") },
+		createOp(timerWatch("w1", "other"), 0), // id taken
+		createOp(timerWatch("w4", "other"), 0),
+	)
+	wantCodes := []vigil.Code{"", "", vigil.CodeQuotaExceeded, vigil.CodeInternal, vigil.CodeConflict, ""}
+	for i, err := range errs {
+		if got := vigil.ErrorCode(err); got != wantCodes[i] {
+			t.Errorf("op %d error = %v, want code %q", i, err, wantCodes[i])
+		}
+	}
+	for id, want := range map[string]bool{"w1": true, "w2": true, "w3": false, "w4": true} {
+		w, err := s.WatchGet(t.Context(), id)
+		if got := err == nil; got != want {
+			t.Errorf("WatchGet(%s) = %v, %v; stored %v, want %v", id, w, err, got, want)
+		}
+	}
+	if w, err := s.WatchGet(t.Context(), "w1"); err != nil || w.Recipient != "r" {
+		t.Errorf("w1 = %v, %v; want the first one, of r", w, err)
+	}
+	checkCounters(t, s)
+}
+
+func TestBatchCommitFailureFailsEveryone(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
+	defer s.Close()
+	errs := batch(t, s,
+		createOp(timerWatch("w1", "r"), 0),
+		// A foreign key checked only at COMMIT: the commit fails.
+		func(t *wtx) error {
+			if _, err := t.conn.ExecContext(context.Background(), "PRAGMA defer_foreign_keys = ON"); err != nil {
+				return err
+			}
+			_, err := t.conn.ExecContext(context.Background(),
+				"INSERT INTO idempotency (recipient, key, request_hash, watch_id, created_at) VALUES ('r', 'k', 'h', 'no-such-watch', 0)")
+			return err
+		},
+		createOp(timerWatch("w2", "r"), 0),
+	)
+	for i, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "commit") {
+			t.Errorf("op %d error = %v, want the commit's error", i, err)
+		}
+	}
+	for _, id := range []string{"w1", "w2"} {
+		if _, err := s.WatchGet(t.Context(), id); vigil.ErrorCode(err) != vigil.CodeNotFound {
+			t.Errorf("WatchGet(%s) after a failed commit error = %v, want not_found", id, err)
+		}
+	}
+	// The writer goes on.
+	if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: timerWatch("w3", "r")}); err != nil {
+		t.Fatalf("WatchCreate after a failed commit error = %v", err)
+	}
+	checkCounters(t, s)
+}
+
+// checkCounters compares the pending counters with the rows.
+func checkCounters(t *testing.T, s *Store) {
+	t.Helper()
+	rows, err := s.readDB.QueryContext(t.Context(), `
+		SELECT c.recipient, c.pending, (SELECT count(*) FROM watches w WHERE w.state = 'pending' AND (c.recipient = '' OR w.recipient = c.recipient))
+		FROM counters c`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r string
+		var counted, actual int
+		if err := rows.Scan(&r, &counted, &actual); err != nil {
+			t.Fatal(err)
+		}
+		if counted != actual {
+			t.Errorf("counter of %q = %d, but %d watches are pending", r, counted, actual)
+		}
+	}
+}
+
+func TestCountersMatchRows(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
+	defer s.Close()
+	ctx := t.Context()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var wg sync.WaitGroup
+	for i := range 120 {
+		wg.Go(func() {
+			r := fmt.Sprintf("r%d", i%4)
+			w := timerWatch(fmt.Sprintf("w%03d", i), r)
+			w.Identity = fmt.Sprintf("same-%d", i%90) // some are Existing
+			if _, err := s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: w}); err != nil {
+				t.Error(err)
+				return
+			}
+			switch i % 5 {
+			case 0:
+				_, err := s.WatchSettle(ctx, []vigil.WatchSettleParams{{ID: w.ID, State: vigil.StateFired, SettledAt: at}, {ID: w.ID, State: vigil.StateFailed, SettledAt: at}})
+				if err != nil {
+					t.Error(err)
+				}
+			case 1:
+				if _, _, err := s.WatchCancel(ctx, vigil.WatchCancelParams{ID: w.ID, SettledAt: at}); err != nil && vigil.ErrorCode(err) != vigil.CodeNotFound {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	checkCounters(t, s)
+	if _, err := s.RecipientClose(ctx, vigil.RecipientCloseParams{Recipient: "r1", SettledAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Prune(ctx, vigil.PruneParams{WatchesBefore: at.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	checkCounters(t, s)
+}
+
+func TestIdentityEncoding(t *testing.T) {
+	for _, id := range []string{
+		vigil.Identity("r", vigil.KindHTTP, vigil.ModeUntil, []byte(`{}`)),
+		"F00DFEEDF00DFEEDF00DFEEDF00DFEED", // not lowercase: stays text
+		"f00dfeedf00dfeedf00dfeedf00dfeez",
+		"short",
+		"",
+	} {
+		if got := identityString(identityArg(id)); got != id {
+			t.Errorf("identityString(identityArg(%q)) = %q", id, got)
+		}
+	}
+	if _, ok := identityArg(vigil.Identity("r", vigil.KindHTTP, vigil.ModeUntil, []byte(`{}`))).([]byte); !ok {
+		t.Errorf("a vigil.Identity is not stored as bytes")
+	}
+}
+
+// TestMain fails the package when a goroutine outlives the tests: Close
+// must stop the writer and the checkpointer.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}

@@ -1,0 +1,138 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+)
+
+// watchColumns are the columns of a watch, in the order scanWatch and
+// watchArgs use.
+const watchColumns = `id, recipient, kind, state, identity, created_at, predicate, mode, every_ms,
+	deadline, start_at, settled_at, polls, standing, note, labels, deliver, stable, stable_for_ms,
+	max_polls, max_errors, chain_depth, token_id, answered_at_creation, last_observation, outcome, receipts`
+
+const messageColumns = `seq, id, recipient, watch_id, type, text, data, created_at`
+
+// placeholders returns "?, ?, …" with n marks.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// writeStmts are prepared once on the writer connection: the hot paths of
+// every write.
+type writeStmts struct {
+	begin, commitTx, rollbackTx    *sql.Stmt
+	savepoint, release, rollbackTo *sql.Stmt
+
+	watchInsert, watchByID, watchByIdentity, watchHead, watchesPending *sql.Stmt
+	watchSettle, watchCancel, watchObserve, watchDelete                *sql.Stmt
+	counts, pendingAdd, recipientClose                                 *sql.Stmt
+	ledgerGet, ledgerPut                                               *sql.Stmt
+	messageInsert, readerAck                                           *sql.Stmt
+}
+
+type stmtDef struct {
+	dst   **sql.Stmt
+	query string
+}
+
+func (s *writeStmts) defs() []stmtDef {
+	return []stmtDef{
+		{&s.begin, `BEGIN IMMEDIATE`},
+		{&s.commitTx, `COMMIT`},
+		{&s.rollbackTx, `ROLLBACK`},
+		{&s.savepoint, `SAVEPOINT op`},
+		{&s.release, `RELEASE op`},
+		{&s.rollbackTo, `ROLLBACK TO op`},
+
+		{&s.watchInsert, `INSERT INTO watches (` + watchColumns + `) VALUES (` + placeholders(27) + `)`},
+		{&s.watchByID, `SELECT ` + watchColumns + ` FROM watches WHERE id = ?`},
+		{&s.watchByIdentity, `SELECT ` + watchColumns + ` FROM watches WHERE identity = ? AND state = 'pending'`},
+		{&s.watchHead, `SELECT recipient, state FROM watches WHERE id = ?`},
+		{&s.watchesPending, `SELECT rowid, id, recipient FROM watches
+			WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'`},
+		{&s.watchSettle, `UPDATE watches SET state = ?, outcome = ?, settled_at = ?, polls = ?,
+			last_observation = coalesce(?, last_observation), answered_at_creation = ?
+			WHERE rowid = ? AND state = 'pending'`},
+		{&s.watchCancel, `UPDATE watches SET state = 'cancelled', outcome = ?, settled_at = ?
+			WHERE id = ? AND state = 'pending'`},
+		{&s.watchObserve, `UPDATE watches SET last_observation = ?, polls = ?
+			WHERE id = ? AND state = 'pending'`},
+		{&s.watchDelete, `DELETE FROM watches WHERE id = ?`},
+
+		{&s.counts, `SELECT (SELECT pending FROM counters WHERE recipient = ''),
+			coalesce((SELECT pending FROM counters WHERE recipient = ?), 0)`},
+		{&s.pendingAdd, `INSERT INTO counters (recipient, pending, created_at) VALUES (?1, ?2, ?3), ('', ?2, 0)
+			ON CONFLICT (recipient) DO UPDATE SET pending = pending + excluded.pending`},
+		{&s.recipientClose, `UPDATE watches SET state = 'cancelled', outcome = ?, settled_at = ?
+			WHERE recipient = ? AND state = 'pending' RETURNING id`},
+
+		{&s.ledgerGet, `SELECT request_hash, watch_id, existing FROM idempotency
+			WHERE recipient = ? AND key = ? AND created_at >= ?`},
+		{&s.ledgerPut, `INSERT INTO idempotency (recipient, key, request_hash, watch_id, existing, created_at)
+			VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (recipient, key) DO UPDATE SET request_hash = excluded.request_hash,
+				watch_id = excluded.watch_id, existing = excluded.existing, created_at = excluded.created_at`},
+
+		{&s.messageInsert, `INSERT INTO messages (id, recipient, watch_id, type, text, data, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`},
+		{&s.readerAck, `INSERT INTO readers (recipient, reader, cursor) VALUES (?, ?, ?)
+			ON CONFLICT (recipient, reader) DO UPDATE SET cursor = max(cursor, excluded.cursor)`},
+	}
+}
+
+func (s *writeStmts) close() { closeAll(s.defs()) }
+
+// readStmts are prepared on the read pool (per connection, on first use).
+type readStmts struct {
+	watchByID, messagesAfter, readerCursor    *sql.Stmt
+	pendingScan, pendingByIndex, pendingCount *sql.Stmt
+}
+
+func (s *readStmts) defs() []stmtDef {
+	return []stmtDef{
+		{&s.watchByID, `SELECT ` + watchColumns + ` FROM watches WHERE id = ?`},
+		{&s.pendingScan, `SELECT id, kind, every_ms, deadline, start_at, created_at, polls, standing
+			FROM watches NOT INDEXED WHERE state = 'pending'`},
+		{&s.pendingByIndex, `SELECT id, kind, every_ms, deadline, start_at, created_at, polls, standing
+			FROM watches INDEXED BY watches_identity_pending WHERE state = 'pending'`},
+		{&s.pendingCount, `SELECT (SELECT pending FROM counters WHERE recipient = ''),
+			coalesce((SELECT max(rowid) FROM watches), 0)`},
+		{&s.messagesAfter, `SELECT ` + messageColumns + ` FROM messages
+			WHERE recipient = ? AND seq > ? ORDER BY seq LIMIT ?`},
+		{&s.readerCursor, `SELECT cursor FROM readers WHERE recipient = ? AND reader = ?`},
+	}
+}
+
+func (s *readStmts) prepare(ctx context.Context, db *sql.DB) error {
+	return prepareAll(ctx, db, s.defs())
+}
+
+func (s *readStmts) close() { closeAll(s.defs()) }
+
+type preparer interface {
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+}
+
+func prepareAll(ctx context.Context, p preparer, defs []stmtDef) error {
+	for _, d := range defs {
+		st, err := p.PrepareContext(ctx, d.query)
+		if err != nil {
+			closeAll(defs)
+			return fmt.Errorf("sqlite: prepare %q: %w", strings.Join(strings.Fields(d.query), " "), err)
+		}
+		*d.dst = st
+	}
+	return nil
+}
+
+func closeAll(defs []stmtDef) {
+	for _, d := range defs {
+		if *d.dst != nil {
+			(*d.dst).Close()
+			*d.dst = nil
+		}
+	}
+}

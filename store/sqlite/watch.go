@@ -1,0 +1,656 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vigil-run/vigil"
+)
+
+// WatchCreate registers p.Watch (SPEC §3). In order, in one transaction: a
+// live idempotency ledger entry replays its watch (Replayed) or, for another
+// request hash, is an idempotency_conflict; a pending watch with the same
+// identity is returned (Existing); the caps are enforced (quota_exceeded);
+// the watch and its ledger entry are inserted.
+func (s *Store) WatchCreate(ctx context.Context, p vigil.WatchCreateParams) (*vigil.Watch, error) {
+	w := p.Watch
+	if err := validateNew(w, p.IdempotencyKey, p.RequestHash); err != nil {
+		return nil, err
+	}
+	nw := *w
+	nw.State = vigil.StatePending
+	enc, err := encodeWatch(&nw)
+	if err != nil {
+		return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: %v", w.ID, err)
+	}
+	stored, err := enc.stored(&nw)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: watch %s: %w", w.ID, err)
+	}
+	args := enc.args(&nw)
+	var out *vigil.Watch
+	err = s.w.do(ctx, func(t *wtx) error {
+		var err error
+		out, err = createWatch(t, p, stored, args)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func validateNew(w *vigil.Watch, key, hash string) error {
+	switch {
+	case w == nil:
+		return vigil.Errorf(vigil.CodeInvalidRequest, "no watch to create")
+	case w.ID == "":
+		return vigil.Errorf(vigil.CodeInvalidRequest, "the watch has no id")
+	case w.Recipient == "":
+		return vigil.FieldErrorf(vigil.CodeInvalidRequest, "recipient", "the watch has no recipient")
+	case w.Kind == "":
+		return vigil.FieldErrorf(vigil.CodeInvalidRequest, "kind", "the watch has no kind")
+	case w.Identity == "":
+		return vigil.Errorf(vigil.CodeInvalidRequest, "watch %s has no identity", w.ID)
+	case w.CreatedAt.IsZero():
+		return vigil.Errorf(vigil.CodeInvalidRequest, "watch %s has no creation time", w.ID)
+	case w.State != "" && w.State != vigil.StatePending:
+		return vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: a new watch is pending, not %s", w.ID, w.State)
+	case key != "" && hash == "":
+		return vigil.Errorf(vigil.CodeInvalidRequest, "an idempotency key needs the request hash")
+	}
+	return nil
+}
+
+// createWatch is the body of WatchCreate, run by the writer.
+func createWatch(t *wtx, p vigil.WatchCreateParams, w *vigil.Watch, args []any) (*vigil.Watch, error) {
+	key := p.IdempotencyKey
+	created := w.CreatedAt.UnixMilli()
+	if key != "" {
+		var hash, id string
+		var existing bool
+		err := t.queryRow(t.ledgerGet, w.Recipient, key, sinceMS(p.IdempotencySince)).Scan(&hash, &id, &existing)
+		switch {
+		case err == nil:
+			if hash != p.RequestHash {
+				return nil, &vigil.Error{Code: vigil.CodeIdempotencyConflict, Field: "idempotency_key",
+					Message: fmt.Sprintf("idempotency key %q was already used by recipient %s for a different request; use a new key for a new request", key, w.Recipient)}
+			}
+			got, err := scanWatch(t.queryRow(t.watchByID, id))
+			if err != nil {
+				return nil, wrap("replay idempotency key", err)
+			}
+			got.Replayed, got.Existing = true, existing
+			return got, nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, wrap("read idempotency ledger", err)
+		}
+	}
+
+	got, err := scanWatch(t.queryRow(t.watchByIdentity, identityArg(w.Identity)))
+	switch {
+	case err == nil:
+		got.Existing = true
+		if key != "" {
+			if _, err := t.exec(t.ledgerPut, w.Recipient, key, p.RequestHash, got.ID, 1, created); err != nil {
+				return nil, wrap("record idempotency key", err)
+			}
+		}
+		return got, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return nil, wrap("find pending watch by identity", err)
+	}
+
+	if p.MaxActive > 0 || p.MaxActivePerRecipient > 0 {
+		var total, mine int64
+		if err := t.queryRow(t.counts, w.Recipient).Scan(&total, &mine); err != nil {
+			return nil, wrap("read pending counts", err)
+		}
+		if p.MaxActive > 0 && total >= int64(p.MaxActive) {
+			return nil, vigil.Errorf(vigil.CodeQuotaExceeded,
+				"vigil already holds its max_active cap of %d pending watches: wait for some to settle, cancel some, or raise max_active", p.MaxActive)
+		}
+		if p.MaxActivePerRecipient > 0 && mine >= int64(p.MaxActivePerRecipient) {
+			return nil, vigil.Errorf(vigil.CodeQuotaExceeded,
+				"recipient %s already has its max_active_per_recipient cap of %d pending watches: wait for some to settle, cancel some, or raise max_active_per_recipient", w.Recipient, p.MaxActivePerRecipient)
+		}
+	}
+
+	if _, err := t.exec(t.watchInsert, args...); err != nil {
+		err = interpretError(err)
+		if vigil.ErrorCode(err) == vigil.CodeConflict {
+			return nil, &vigil.Error{Code: vigil.CodeConflict, Message: fmt.Sprintf("a watch with id %s already exists", w.ID), Err: err}
+		}
+		return nil, wrap("insert watch", err)
+	}
+	if err := addPending(t, w.Recipient, 1, created); err != nil {
+		return nil, err
+	}
+	if key != "" {
+		if _, err := t.exec(t.ledgerPut, w.Recipient, key, p.RequestHash, w.ID, 0, created); err != nil {
+			return nil, wrap("record idempotency key", err)
+		}
+	}
+	out := *w
+	return &out, nil
+}
+
+// addPending moves the pending counts, the recipient's and the total, by
+// delta. A recipient is created on first use, at createdAt.
+func addPending(t *wtx, recipient string, delta int, createdAt int64) error {
+	if delta == 0 {
+		return nil
+	}
+	if _, err := t.exec(t.pendingAdd, recipient, delta, createdAt); err != nil {
+		return wrap("count pending watches of "+recipient, err)
+	}
+	return nil
+}
+
+// WatchGet returns one watch, or a not_found error.
+func (s *Store) WatchGet(ctx context.Context, id string) (*vigil.Watch, error) {
+	w, err := scanWatch(s.r.watchByID.QueryRowContext(ctx, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, wrap("get watch "+id, err)
+	}
+	return w, nil
+}
+
+// WatchGetMany returns the watches found among ids, in any order.
+func (s *Store) WatchGetMany(ctx context.Context, ids []string) ([]*vigil.Watch, error) {
+	const chunk = 500
+	out := make([]*vigil.Watch, 0, len(ids))
+	for c := range slices.Chunk(ids, chunk) {
+		args := make([]any, len(c))
+		for i, id := range c {
+			args[i] = id
+		}
+		rows, err := s.readDB.QueryContext(ctx, `SELECT `+watchColumns+` FROM watches WHERE id IN (`+placeholders(len(c))+`)`, args...)
+		if err != nil {
+			return nil, wrap("get watches", err)
+		}
+		out, err = appendWatches(out, rows)
+		if err != nil {
+			return nil, wrap("get watches", err)
+		}
+	}
+	return out, nil
+}
+
+func appendWatches(out []*vigil.Watch, rows *sql.Rows) ([]*vigil.Watch, error) {
+	defer rows.Close()
+	for rows.Next() {
+		w, err := scanWatch(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
+// WatchList returns one page of watches, newest first (created_at, then id,
+// descending). p.After is the opaque Next of the previous page.
+func (s *Store) WatchList(ctx context.Context, p vigil.WatchListParams) (vigil.WatchPage, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if p.Recipient != "" {
+		where, args = append(where, "recipient = ?"), append(args, p.Recipient)
+	}
+	if len(p.Recipients) > 0 {
+		where = append(where, "recipient IN ("+placeholders(len(p.Recipients))+")")
+		for _, r := range p.Recipients {
+			args = append(args, r)
+		}
+	}
+	if p.State != "" {
+		// "+state": walk watches_created in order rather than sort all
+		// the pending ones found through the identity index.
+		where, args = append(where, "+state = ?"), append(args, string(p.State))
+	}
+	if p.Kind != "" {
+		where, args = append(where, "kind = ?"), append(args, string(p.Kind))
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Labels)) {
+		// json_each rather than json_extract: a label key may hold any
+		// character, and a JSON path cannot quote every one.
+		where = append(where, "EXISTS (SELECT 1 FROM json_each(watches.labels) AS l WHERE l.key = ? AND l.type = 'text' AND l.value = ?)")
+		args = append(args, k, p.Labels[k])
+	}
+	if p.After != "" {
+		at, id, err := decodeCursor(p.After)
+		if err != nil {
+			return vigil.WatchPage{}, err
+		}
+		where, args = append(where, "(created_at, id) < (?, ?)"), append(args, at, id)
+	}
+	limit := pageLimit(p.Limit)
+	q := `SELECT ` + watchColumns + ` FROM watches`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_at DESC, id DESC LIMIT ?"
+	args = append(args, limit+1)
+	rows, err := s.readDB.QueryContext(ctx, q, args...)
+	if err != nil {
+		return vigil.WatchPage{}, wrap("list watches", err)
+	}
+	ws, err := appendWatches(make([]*vigil.Watch, 0, min(limit+1, 128)), rows)
+	if err != nil {
+		return vigil.WatchPage{}, wrap("list watches", err)
+	}
+	page := vigil.WatchPage{Watches: ws}
+	if len(ws) > limit {
+		page.Watches = ws[:limit]
+		last := ws[limit-1]
+		page.Next = encodeCursor(last.CreatedAt, last.ID)
+	}
+	return page, nil
+}
+
+func pageLimit(n int) int {
+	if n <= 0 {
+		return listLimit
+	}
+	return min(n, listLimitMax)
+}
+
+// A list cursor is the (created_at, id) of the last watch of a page.
+func encodeCursor(at time.Time, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixMilli(), 10) + ":" + id))
+}
+
+func decodeCursor(c string) (int64, string, error) {
+	bad := vigil.FieldErrorf(vigil.CodeInvalidRequest, "after", "the list cursor %q is not one this server gave out", c)
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, "", bad
+	}
+	at, id, ok := strings.Cut(string(b), ":")
+	if !ok {
+		return 0, "", bad
+	}
+	n, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return 0, "", bad
+	}
+	return n, id, nil
+}
+
+// WatchListPending returns what the scheduler needs to re-arm every pending
+// watch, whatever its kind: the store never interprets kinds.
+func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, error) {
+	// Read the table straight through, unless pending watches are few
+	// among many settled ones: then visit just them through the partial
+	// index, at a random read each (about five times a row of the scan).
+	var pending, rowids int64
+	if err := s.r.pendingCount.QueryRowContext(ctx).Scan(&pending, &rowids); err != nil {
+		return nil, wrap("count pending watches", err)
+	}
+	st := s.r.pendingScan
+	if pending*5 < rowids {
+		st = s.r.pendingByIndex
+	}
+	rows, err := st.QueryContext(ctx)
+	if err != nil {
+		return nil, wrap("list pending watches", err)
+	}
+	defer rows.Close()
+	var (
+		out                      = make([]vigil.ScheduleEntry, 0, pending)
+		kinds                    = map[string]vigil.Kind{}
+		kind                     sql.RawBytes
+		every, deadline, startAt sql.NullInt64
+		created                  int64
+	)
+	for rows.Next() {
+		var e vigil.ScheduleEntry
+		if err := rows.Scan(&e.ID, &kind, &every, &deadline, &startAt, &created, &e.Polls, &e.Standing); err != nil {
+			return nil, wrap("list pending watches", err)
+		}
+		// Kinds are few: share one string per kind.
+		k, ok := kinds[string(kind)]
+		if !ok {
+			k = vigil.Kind(kind)
+			kinds[string(kind)] = k
+		}
+		e.Kind = k
+		e.Every, e.Deadline, e.StartAt = msDur(every), msTime(deadline), msTime(startAt)
+		e.CreatedAt = time.UnixMilli(created).UTC()
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("list pending watches", err)
+	}
+	return out, nil
+}
+
+// WatchObserve records a pending watch's latest observation and poll count;
+// it reports false, writing nothing, if the watch is not pending.
+func (s *Store) WatchObserve(ctx context.Context, p vigil.WatchObserveParams) (bool, error) {
+	var obs any
+	if p.Observation != nil {
+		var err error
+		if obs, err = jsonText(p.Observation); err != nil {
+			return false, fmt.Errorf("sqlite: watch %s: encode observation: %w", p.ID, err)
+		}
+	}
+	var won bool
+	err := s.w.do(ctx, func(t *wtx) error {
+		res, err := t.exec(t.watchObserve, obs, p.Polls, p.ID)
+		if err != nil {
+			return wrap("observe watch "+p.ID, err)
+		}
+		n, err := res.RowsAffected()
+		won = n == 1
+		return err
+	})
+	return won, err
+}
+
+// settleArgs is one WatchSettleParams, encoded before it reaches the writer.
+type settleArgs struct {
+	outcome, lastObs any
+	msg              *vigil.Message
+}
+
+// WatchSettle settles each watch of ps that is still pending, with its
+// outcome message, all in one transaction, and reports per entry whether it
+// won the compare-and-set. Each message it inserts gets its Seq set. A
+// message's WatchID, Recipient, Type and CreatedAt default to the watch's
+// id and recipient, the outcome type and SettledAt.
+func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) ([]bool, error) {
+	enc := make([]settleArgs, len(ps))
+	for i := range ps {
+		p := &ps[i]
+		if !p.State.Terminal() {
+			return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: cannot settle as %q, which is not a settled state", p.ID, p.State)
+		}
+		if p.SettledAt.IsZero() {
+			return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: settling needs the time it settled", p.ID)
+		}
+		var err error
+		switch {
+		case p.Outcome == nil:
+		case i > 0 && p.Outcome == ps[i-1].Outcome:
+			// A batch of timers often shares one outcome: encode it once.
+			enc[i].outcome, enc[i].lastObs = enc[i-1].outcome, enc[i-1].lastObs
+		default:
+			if enc[i].outcome, err = jsonText(p.Outcome); err != nil {
+				return nil, fmt.Errorf("sqlite: watch %s: encode outcome: %w", p.ID, err)
+			}
+			if p.Outcome.Observation != nil {
+				if enc[i].lastObs, err = jsonText(p.Outcome.Observation); err != nil {
+					return nil, fmt.Errorf("sqlite: watch %s: encode observation: %w", p.ID, err)
+				}
+			}
+		}
+		if p.Message != nil {
+			m := *p.Message
+			m.WatchID = cmpOr(m.WatchID, p.ID)
+			m.Type = cmpOr(m.Type, vigil.MessageTypeFor(p.State))
+			if m.CreatedAt.IsZero() {
+				m.CreatedAt = p.SettledAt
+			}
+			if m.ID == "" {
+				return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: the outcome message has no id", p.ID)
+			}
+			enc[i].msg = &m
+		}
+	}
+	ids, err := json.Marshal(settleIDs(ps))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: settle: %w", err)
+	}
+	won := make([]bool, len(ps))
+	seqs := make([]int64, len(ps))
+	err = s.w.do(ctx, func(t *wtx) error {
+		clear(won)
+		// Compare-and-set: find which of the watches are still pending, in
+		// one query, then settle those. The writer is the only one, so
+		// nothing moves in between; the UPDATE checks the state anyway.
+		pending, err := pendingRows(t, ids)
+		if err != nil {
+			return err
+		}
+		settled := map[string]int{} // recipient -> watches settled
+		for i := range ps {
+			p := &ps[i]
+			row, ok := pending[p.ID]
+			if !ok {
+				continue // already settled, no such watch, or settled earlier in ps: lost
+			}
+			delete(pending, p.ID)
+			res, err := t.exec(t.watchSettle, string(p.State), enc[i].outcome, p.SettledAt.UnixMilli(), p.Polls,
+				enc[i].lastObs, b2i(p.AnsweredAtCreation), row.rowid)
+			if err != nil {
+				return wrap("settle watch "+p.ID, err)
+			}
+			if n, err := res.RowsAffected(); err != nil || n != 1 {
+				return fmt.Errorf("sqlite: settle watch %s: %d rows changed (%v), want 1", p.ID, n, err)
+			}
+			won[i] = true
+			settled[row.recipient]++
+			if m := enc[i].msg; m != nil {
+				m.Recipient = cmpOr(m.Recipient, row.recipient)
+				if seqs[i], err = insertMessage(t, m); err != nil {
+					return wrap("settle watch "+p.ID+": insert outcome message", err)
+				}
+			}
+		}
+		for _, r := range slices.Sorted(maps.Keys(settled)) {
+			if err := addPending(t, r, -settled[r], 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range ps {
+		if won[i] && ps[i].Message != nil {
+			ps[i].Message.Seq = seqs[i]
+		}
+	}
+	return won, nil
+}
+
+func settleIDs(ps []vigil.WatchSettleParams) []string {
+	ids := make([]string, len(ps))
+	for i := range ps {
+		ids[i] = ps[i].ID
+	}
+	return ids
+}
+
+type pendingRow struct {
+	rowid     int64
+	recipient string
+}
+
+// pendingRows returns the pending watches among ids (a JSON array), by id.
+func pendingRows(t *wtx, ids []byte) (map[string]pendingRow, error) {
+	rows, err := t.query(t.watchesPending, string(ids))
+	if err != nil {
+		return nil, wrap("find pending watches", err)
+	}
+	defer rows.Close()
+	out := map[string]pendingRow{}
+	for rows.Next() {
+		var (
+			id string
+			r  pendingRow
+		)
+		if err := rows.Scan(&r.rowid, &id, &r.recipient); err != nil {
+			return nil, wrap("find pending watches", err)
+		}
+		out[id] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("find pending watches", err)
+	}
+	return out, nil
+}
+
+func cmpOr[T comparable](v, fallback T) T {
+	var zero T
+	if v == zero {
+		return fallback
+	}
+	return v
+}
+
+// WatchCancel cancels a pending watch, with its optional neutral message in
+// the same transaction. It returns the watch as it is afterwards and whether
+// this call cancelled it; a watch already settled comes back unchanged with
+// false. not_found if there is no such watch, or it belongs to a recipient
+// outside a non-empty p.Recipients.
+func (s *Store) WatchCancel(ctx context.Context, p vigil.WatchCancelParams) (*vigil.Watch, bool, error) {
+	var outcome any
+	if p.Outcome != nil {
+		var err error
+		if outcome, err = jsonText(p.Outcome); err != nil {
+			return nil, false, fmt.Errorf("sqlite: watch %s: encode outcome: %w", p.ID, err)
+		}
+	}
+	if p.SettledAt.IsZero() {
+		return nil, false, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: cancelling needs the time it settled", p.ID)
+	}
+	var msg *vigil.Message
+	if p.Message != nil {
+		m := *p.Message
+		m.WatchID = cmpOr(m.WatchID, p.ID)
+		m.Type = cmpOr(m.Type, vigil.MessageCancelled)
+		if m.CreatedAt.IsZero() {
+			m.CreatedAt = p.SettledAt
+		}
+		msg = &m
+	}
+	var (
+		out *vigil.Watch
+		won bool
+		seq int64
+	)
+	err := s.w.do(ctx, func(t *wtx) error {
+		won = false
+		var recipient, state string
+		err := t.queryRow(t.watchHead, p.ID).Scan(&recipient, &state)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && len(p.Recipients) > 0 && !slices.Contains(p.Recipients, recipient)) {
+			return notFound(p.ID)
+		}
+		if err != nil {
+			return wrap("cancel watch "+p.ID, err)
+		}
+		if vigil.State(state) == vigil.StatePending {
+			res, err := t.exec(t.watchCancel, outcome, p.SettledAt.UnixMilli(), p.ID)
+			if err != nil {
+				return wrap("cancel watch "+p.ID, err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return wrap("cancel watch "+p.ID, err)
+			}
+			won = n == 1
+			if won {
+				if err := addPending(t, recipient, -1, 0); err != nil {
+					return err
+				}
+			}
+			if won && msg != nil {
+				msg.Recipient = cmpOr(msg.Recipient, recipient)
+				if seq, err = insertMessage(t, msg); err != nil {
+					return wrap("cancel watch "+p.ID+": insert message", err)
+				}
+			}
+		}
+		if out, err = scanWatch(t.queryRow(t.watchByID, p.ID)); err != nil {
+			return wrap("cancel watch "+p.ID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if won && p.Message != nil {
+		p.Message.Seq = seq
+	}
+	return out, won, nil
+}
+
+// WatchDelete removes a settled watch (and its receipts and idempotency
+// entries); its mailbox messages stay. conflict if it is still pending,
+// not_found if there is no such watch.
+func (s *Store) WatchDelete(ctx context.Context, id string) error {
+	return s.w.do(ctx, func(t *wtx) error {
+		var recipient, state string
+		err := t.queryRow(t.watchHead, id).Scan(&recipient, &state)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound(id)
+		}
+		if err != nil {
+			return wrap("delete watch "+id, err)
+		}
+		if vigil.State(state) == vigil.StatePending {
+			return vigil.Errorf(vigil.CodeConflict, "watch %s is still pending: cancel it before deleting it", id)
+		}
+		if _, err := t.exec(t.watchDelete, id); err != nil {
+			return wrap("delete watch "+id, err)
+		}
+		return nil
+	})
+}
+
+// RecipientClose cancels every pending watch of p.Recipient silently (no
+// messages) and returns their ids.
+func (s *Store) RecipientClose(ctx context.Context, p vigil.RecipientCloseParams) ([]string, error) {
+	var outcome any
+	if p.Outcome != nil {
+		var err error
+		if outcome, err = jsonText(p.Outcome); err != nil {
+			return nil, fmt.Errorf("sqlite: close recipient %s: encode outcome: %w", p.Recipient, err)
+		}
+	}
+	if p.SettledAt.IsZero() {
+		return nil, vigil.Errorf(vigil.CodeInvalidRequest, "closing recipient %s needs the time its watches settled", p.Recipient)
+	}
+	var ids []string
+	err := s.w.do(ctx, func(t *wtx) error {
+		ids = ids[:0]
+		rows, err := t.query(t.recipientClose, outcome, p.SettledAt.UnixMilli(), p.Recipient)
+		if err != nil {
+			return wrap("close recipient "+p.Recipient, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return wrap("close recipient "+p.Recipient, err)
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Err(); err != nil {
+			return wrap("close recipient "+p.Recipient, err)
+		}
+		rows.Close()
+		return addPending(t, p.Recipient, -len(ids), 0)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}

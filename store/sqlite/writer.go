@@ -1,0 +1,286 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+
+	"modernc.org/sqlite"
+)
+
+// op is one write waiting for the writer goroutine. fn runs on the writer
+// connection inside the batch's transaction; err is its result, valid once
+// done is closed.
+type op struct {
+	ctx  context.Context
+	fn   func(t *wtx) error
+	err  error
+	done chan struct{}
+}
+
+// writer owns the one writer connection. Every write of the store is an op
+// run by its goroutine: it takes all the ops that are waiting (up to
+// maxBatch), runs each inside its own SAVEPOINT of ONE transaction, commits
+// once, and only then answers their callers. An op that fails rolls back to
+// its savepoint and leaves the others of the batch alone.
+type writer struct {
+	conn *sql.Conn
+	tx   wtx
+
+	mu     sync.Mutex
+	queue  []*op
+	closed bool
+
+	wake chan struct{} // buffered(1): there is something in queue
+	quit chan struct{} // closed by stop
+	done chan struct{} // closed when run returns
+
+	// walPages counts the pages committed since the last checkpoint
+	// request; past checkpointPages, checkpoint is signalled. Only the
+	// writer goroutine touches walPages.
+	walPages   int
+	checkpoint chan struct{} // buffered(1)
+}
+
+// wtx is what an op gets: the writer's prepared statements, used inside the
+// batch's open transaction.
+type wtx struct {
+	conn *sql.Conn
+	writeStmts
+}
+
+func newWriter(ctx context.Context, db *sql.DB) (*writer, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: writer connection: %w", err)
+	}
+	w := &writer{
+		conn:       conn,
+		wake:       make(chan struct{}, 1),
+		quit:       make(chan struct{}),
+		done:       make(chan struct{}),
+		checkpoint: make(chan struct{}, 1),
+	}
+	w.tx.conn = conn
+	if err := prepareAll(ctx, conn, w.tx.writeStmts.defs()); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// do runs fn in the writer's next transaction and returns once that
+// transaction has committed (or fn's own error, which wrote nothing). A
+// caller whose ctx is done before its turn comes is skipped with ctx's
+// error; once fn has started, do waits for the commit whatever ctx does, so
+// the answer is always what the database holds.
+func (w *writer) do(ctx context.Context, fn func(t *wtx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	o := &op{ctx: ctx, fn: fn, done: make(chan struct{})}
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrClosed
+	}
+	w.queue = append(w.queue, o)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	<-o.done
+	return o.err
+}
+
+// run is the writer goroutine. It returns after stop, once every op accepted
+// before stop has been run.
+func (w *writer) run() {
+	defer close(w.done)
+	for {
+		select {
+		case <-w.wake:
+		case <-w.quit:
+		}
+		for {
+			batch := w.take()
+			if len(batch) == 0 {
+				break
+			}
+			w.commit(batch)
+		}
+		w.mu.Lock()
+		finished := w.closed && len(w.queue) == 0
+		w.mu.Unlock()
+		if finished {
+			return
+		}
+	}
+}
+
+// take removes up to maxBatch ops from the queue.
+func (w *writer) take() []*op {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := min(len(w.queue), maxBatch)
+	batch := w.queue[:n:n]
+	if n == len(w.queue) {
+		w.queue = nil
+	} else {
+		w.queue = w.queue[n:]
+	}
+	return batch
+}
+
+// stop refuses new ops, waits for the writer goroutine to finish the ones
+// already accepted, and closes the connection.
+func (w *writer) stop() {
+	w.mu.Lock()
+	already := w.closed
+	w.closed = true
+	w.mu.Unlock()
+	if already {
+		return
+	}
+	close(w.quit)
+	<-w.done
+	w.tx.writeStmts.close()
+	w.conn.Close()
+}
+
+// commit runs one batch in one transaction and answers every op in it.
+func (w *writer) commit(batch []*op) {
+	defer func() {
+		for _, o := range batch {
+			close(o.done)
+		}
+	}()
+	run := make([]*op, 0, len(batch))
+	for _, o := range batch {
+		if err := o.ctx.Err(); err != nil {
+			o.err = err
+			continue
+		}
+		run = append(run, o)
+	}
+	if len(run) == 0 {
+		return
+	}
+	t := &w.tx
+	if _, err := t.exec(t.begin); err != nil {
+		fail(run, fmt.Errorf("sqlite: begin: %w", err))
+		return
+	}
+	ok := 0
+	if len(run) == 1 {
+		// Alone in its transaction: the transaction is its savepoint.
+		if run[0].err = call(run[0], t); run[0].err == nil {
+			ok++
+		}
+	} else {
+		for _, o := range run {
+			if _, err := t.exec(t.savepoint); err != nil {
+				w.abort(run, fmt.Errorf("sqlite: savepoint: %w", err))
+				return
+			}
+			if o.err = call(o, t); o.err != nil {
+				// Undo this op only. If the savepoint is gone, SQLite rolled
+				// the whole transaction back (disk full, I/O error): nothing
+				// of this batch is written, so every caller hears it.
+				if _, err := t.exec(t.rollbackTo); err != nil {
+					w.abort(run, fmt.Errorf("sqlite: write failed and the transaction is lost: %w", errors.Join(o.err, err)))
+					return
+				}
+			} else {
+				ok++
+			}
+			if _, err := t.exec(t.release); err != nil {
+				w.abort(run, fmt.Errorf("sqlite: release savepoint: %w", err))
+				return
+			}
+		}
+	}
+	if ok == 0 {
+		// Nothing to keep: skip the fsync.
+		w.rollback()
+		return
+	}
+	if _, err := t.exec(t.commitTx); err != nil {
+		w.rollback()
+		err = fmt.Errorf("sqlite: commit: %w", err)
+		for _, o := range run {
+			o.err = err
+		}
+		return
+	}
+	w.committed()
+}
+
+// committed counts the pages the last commit wrote to the WAL and asks for
+// a checkpoint once enough have piled up. The writer connection never
+// checkpoints itself (wal_autocheckpoint=0): copying the WAL back into the
+// database, with its fsync, runs beside the writer instead of inside some
+// caller's commit.
+func (w *writer) committed() {
+	_ = w.conn.Raw(func(dc any) error {
+		if st, ok := dc.(sqlite.DBStatus); ok {
+			if n, _, err := st.Status(sqlite.DBStatusCacheWrite, true); err == nil {
+				w.walPages += n
+			}
+		}
+		return nil
+	})
+	if w.walPages >= checkpointPages {
+		w.walPages = 0
+		select {
+		case w.checkpoint <- struct{}{}:
+		default: // one is already asked for
+		}
+	}
+}
+
+// call runs o.fn, turning a panic into an error so that one bad op cannot
+// take down the writer and every caller waiting on it.
+func call(o *op, t *wtx) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("sqlite: panic in write: %v", r)
+		}
+	}()
+	return o.fn(t)
+}
+
+// abort rolls the whole transaction back and fails every op of the batch.
+func (w *writer) abort(run []*op, err error) {
+	w.rollback()
+	fail(run, err)
+}
+
+// rollback ends the open transaction, if SQLite has not already.
+func (w *writer) rollback() {
+	_, _ = w.tx.exec(w.tx.rollbackTx)
+}
+
+func fail(run []*op, err error) {
+	for _, o := range run {
+		o.err = err
+	}
+}
+
+// exec runs a prepared statement on the writer connection. Writer
+// statements never take a caller's context: cancelling one statement would
+// interrupt, and so roll back, the whole shared transaction.
+func (t *wtx) exec(st *sql.Stmt, args ...any) (sql.Result, error) {
+	return st.ExecContext(context.Background(), args...)
+}
+
+func (t *wtx) queryRow(st *sql.Stmt, args ...any) *sql.Row {
+	return st.QueryRowContext(context.Background(), args...)
+}
+
+func (t *wtx) query(st *sql.Stmt, args ...any) (*sql.Rows, error) {
+	return st.QueryContext(context.Background(), args...)
+}

@@ -1,0 +1,1273 @@
+// Package storetest is the one conformance suite every vigil.Store passes
+// (SPEC §8: "both stores pass ONE conformance test suite"). A store's own
+// tests call Run with a constructor; the suite knows nothing of any
+// database, so the SQLite and the PostgreSQL stores run it unchanged.
+package storetest
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gocmp "github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/vigil-run/vigil"
+)
+
+// NewStoreFunc returns an empty store for one test, and reopen, which closes
+// that store and returns a new one over the same data (a restart). The
+// constructor registers its own cleanup with t.
+type NewStoreFunc func(t *testing.T) (s vigil.Store, reopen func() vigil.Store)
+
+// Run runs the conformance suite against the stores newStore makes. Every
+// subtest gets its own store and runs in parallel with the others.
+func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func() vigil.Store)) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, newStore NewStoreFunc)
+	}{
+		{"CreateGetRoundTrip", testCreateGetRoundTrip},
+		{"CreateMinimal", testCreateMinimal},
+		{"IdentityDedup", testIdentityDedup},
+		{"TwoRecipientsSameThing", testTwoRecipients},
+		{"DedupOnlyAmongPending", testDedupOnlyAmongPending},
+		{"Idempotency", testIdempotency},
+		{"CapPerRecipientConcurrent", testCapPerRecipient},
+		{"CapGlobalConcurrent", testCapGlobal},
+		{"CapsFreedBySettleCancelClose", testCapsFreed},
+		{"SettleCAS", testSettleCAS},
+		{"CancelBeforeSettle", testCancelBeforeSettle},
+		{"CancelScoped", testCancelScoped},
+		{"SettleCancelRace", testSettleCancelRace},
+		{"ExactlyOneOutcomeMessage", testExactlyOnce},
+		{"AnsweredAtCreation", testAnsweredAtCreation},
+		{"Observe", testObserve},
+		{"GetMany", testGetMany},
+		{"Mailbox", testMailbox},
+		{"MailboxReadersSeeEachMessageOnce", testMailboxReaders},
+		{"RecipientCloseSilent", testRecipientClose},
+		{"ListFiltersAndPages", testList},
+		{"ListDefaultLimit", testListDefaultLimit},
+		{"ListPending", testListPending},
+		{"Delete", testDelete},
+		{"Prune", testPrune},
+		{"Close", testClose},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.fn(t, newStore)
+		})
+	}
+}
+
+// base is the suite's fixed clock: every time is derived from it, at
+// millisecond precision in UTC, as the store returns times.
+var base = time.Date(2026, 3, 4, 5, 6, 7, 8_000_000, time.UTC)
+
+// opts compares watches and messages: empty and nil are the same.
+var opts = gocmp.Options{cmpopts.EquateEmpty()}
+
+func newWatch(id, recipient string, kind vigil.Kind, predicate string, at time.Time) *vigil.Watch {
+	w := &vigil.Watch{
+		ID:        id,
+		Kind:      kind,
+		Predicate: json.RawMessage(predicate),
+		Recipient: recipient,
+		State:     vigil.StatePending,
+		Mode:      vigil.ModeUntil,
+		Every:     10 * time.Second,
+		Deadline:  at.Add(30 * time.Minute),
+		CreatedAt: at,
+	}
+	w.Identity = vigil.Identity(recipient, kind, w.Mode, w.Predicate)
+	return w
+}
+
+// httpWatch is a watch on a URL named after n.
+func httpWatch(id, recipient string, n int, at time.Time) *vigil.Watch {
+	return newWatch(id, recipient, vigil.KindHTTP, fmt.Sprintf(`{"url":"https://example.com/%d"}`, n), at)
+}
+
+func create(t *testing.T, s vigil.Store, w *vigil.Watch) *vigil.Watch {
+	t.Helper()
+	got, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: w})
+	if err != nil {
+		t.Fatalf("WatchCreate(%s) error = %v", w.ID, err)
+	}
+	return got
+}
+
+func get(t *testing.T, s vigil.Store, id string) *vigil.Watch {
+	t.Helper()
+	w, err := s.WatchGet(t.Context(), id)
+	if err != nil {
+		t.Fatalf("WatchGet(%s) error = %v", id, err)
+	}
+	return w
+}
+
+func wantCode(t *testing.T, what string, err error, code vigil.Code) {
+	t.Helper()
+	if got := vigil.ErrorCode(err); got != code {
+		t.Fatalf("%s error = %v (code %q), want code %q", what, err, got, code)
+	}
+}
+
+func outcome(state vigil.State, reason string) *vigil.Outcome {
+	return &vigil.Outcome{State: state, Sentence: "it " + string(state), Reason: reason}
+}
+
+func message(id, recipient, watchID string, typ vigil.MessageType, at time.Time) *vigil.Message {
+	return &vigil.Message{ID: id, Recipient: recipient, WatchID: watchID, Type: typ, Text: "text of " + id, CreatedAt: at}
+}
+
+// settle returns params that settle w as state at at, with its outcome message.
+func settle(w *vigil.Watch, state vigil.State, msgID string, at time.Time) vigil.WatchSettleParams {
+	return vigil.WatchSettleParams{
+		ID: w.ID, State: state, Outcome: outcome(state, "satisfied"), SettledAt: at, Polls: 1,
+		Message: message(msgID, w.Recipient, w.ID, vigil.MessageTypeFor(state), at),
+	}
+}
+
+func settleAll(t *testing.T, s vigil.Store, ps ...vigil.WatchSettleParams) []bool {
+	t.Helper()
+	won, err := s.WatchSettle(t.Context(), ps)
+	if err != nil {
+		t.Fatalf("WatchSettle error = %v", err)
+	}
+	if len(won) != len(ps) {
+		t.Fatalf("WatchSettle returned %d results for %d entries", len(won), len(ps))
+	}
+	return won
+}
+
+// mailbox returns every message of recipient, read without a reader.
+func mailbox(t *testing.T, s vigil.Store, recipient string) []*vigil.Message {
+	t.Helper()
+	var out []*vigil.Message
+	var after int64
+	for {
+		page, err := s.MessagesRead(t.Context(), vigil.MessagesReadParams{Recipient: recipient, After: &after, Limit: 1000})
+		if err != nil {
+			t.Fatalf("MessagesRead(%s) error = %v", recipient, err)
+		}
+		if len(page.Messages) == 0 {
+			return out
+		}
+		out = append(out, page.Messages...)
+		after = page.Messages[len(page.Messages)-1].Seq
+	}
+}
+
+func ids[T any](xs []T, id func(T) string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = id(x)
+	}
+	return out
+}
+
+func watchIDs(ws []*vigil.Watch) []string {
+	return ids(ws, func(w *vigil.Watch) string { return w.ID })
+}
+
+func messageIDs(ms []*vigil.Message) []string {
+	return ids(ms, func(m *vigil.Message) string { return m.ID })
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+func testCreateGetRoundTrip(t *testing.T, newStore NewStoreFunc) {
+	s, reopen := newStore(t)
+	zone := time.FixedZone("UTC+2", 2*60*60)
+	sub := func(d time.Duration) time.Time { return base.Add(d).Add(123_456 * time.Nanosecond).In(zone) }
+	in := &vigil.Watch{
+		ID:        "01J00000000000000000000001",
+		Kind:      vigil.KindHTTP,
+		Predicate: json.RawMessage(`{"method":"GET","url":"https://example.com/health"}`),
+		Recipient: "agent-7",
+		State:     vigil.StatePending,
+		Mode:      vigil.ModeUnless,
+		Every:     30 * time.Second,
+		Deadline:  sub(2 * time.Hour),
+		StartAt:   sub(time.Minute),
+		CreatedAt: sub(0),
+		NextDue:   sub(time.Second), // never stored
+		Polls:     2,
+		LastObservation: &vigil.Observation{
+			Verdict: vigil.VerdictPending, At: base.Add(time.Second), Summary: "HTTP 503",
+			Facts:  map[string]any{"status": 503.0, "phase": "Starting", "checks": []any{"a", "b"}, "nested": map[string]any{"ok": false}},
+			Reason: "", Permanent: false,
+		},
+		Receipts:   []vigil.Receipt{{Channel: "webhook", Status: "sending", Attempts: 1, Detail: "first try", UpdatedAt: base}},
+		Note:       "merge PR 41 when green",
+		Labels:     map[string]string{"task": "T-19", "team": "infra"},
+		Stable:     3,
+		StableFor:  90 * time.Second,
+		MaxPolls:   100,
+		MaxErrors:  5,
+		Deliver:    json.RawMessage(`{"progress":true,"webhook":{"url":"https://hooks.example/x"}}`),
+		ChainDepth: 2,
+		TokenID:    "tok-1",
+		Identity:   "f00dfeedf00dfeedf00dfeedf00dfeed",
+	}
+	want := *in
+	want.Deadline, want.StartAt, want.CreatedAt = base.Add(2*time.Hour), base.Add(time.Minute), base
+	want.NextDue = time.Time{}
+
+	got, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: in, MaxActive: 10, MaxActivePerRecipient: 10})
+	if err != nil {
+		t.Fatalf("WatchCreate error = %v", err)
+	}
+	if diff := gocmp.Diff(&want, got, opts); diff != "" {
+		t.Errorf("WatchCreate returned a watch unlike the one stored (-want +got):\n%s", diff)
+	}
+	check := func(s vigil.Store, when string) {
+		t.Helper()
+		got := get(t, s, in.ID)
+		if diff := gocmp.Diff(&want, got, opts); diff != "" {
+			t.Errorf("WatchGet %s (-want +got):\n%s", when, diff)
+		}
+		for name, tm := range map[string]time.Time{"CreatedAt": got.CreatedAt, "Deadline": got.Deadline, "StartAt": got.StartAt, "SettledAt": got.SettledAt} {
+			if !tm.IsZero() && tm.Location() != time.UTC {
+				t.Errorf("WatchGet %s: %s in %v, want UTC", when, name, tm.Location())
+			}
+		}
+	}
+	check(s, "after create")
+
+	// Settling fills in the outcome, the settlement time, the polls, and
+	// the last observation from the outcome.
+	obs := &vigil.Observation{Verdict: vigil.VerdictSatisfied, At: base.Add(time.Minute), Summary: "HTTP 200",
+		Facts: map[string]any{"status": 200.0, "body": map[string]any{"phase": "Ready"}}}
+	out := &vigil.Outcome{State: vigil.StateFired, Sentence: "example.com answered 200.", Attention: true, Reason: "satisfied", Observation: obs}
+	settleAll(t, s, vigil.WatchSettleParams{ID: in.ID, State: vigil.StateFired, Outcome: out, SettledAt: sub(time.Minute), Polls: 7})
+	want.State, want.Outcome, want.SettledAt, want.Polls, want.LastObservation = vigil.StateFired, out, base.Add(time.Minute), 7, obs
+	check(s, "after settle")
+	check(reopen(), "after reopen")
+}
+
+func testCreateMinimal(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	// A token watch: no predicate, no interval; a standing watch: no deadline.
+	in := &vigil.Watch{ID: "w1", Kind: vigil.KindToken, Recipient: "r", CreatedAt: base, Deadline: base.Add(24 * time.Hour)}
+	in.Identity = vigil.Identity("r", vigil.KindToken, "", []byte("w1"))
+	standing := &vigil.Watch{ID: "w2", Kind: vigil.KindTicket, Recipient: "r", CreatedAt: base, Standing: true,
+		Predicate: json.RawMessage(`{"number":7,"provider":"github","repo":"acme/api"}`), Every: time.Minute}
+	standing.Identity = vigil.Identity("r", vigil.KindTicket, "", standing.Predicate)
+	for _, w := range []*vigil.Watch{in, standing} {
+		create(t, s, w)
+		want := *w
+		want.State = vigil.StatePending
+		if diff := gocmp.Diff(&want, get(t, s, w.ID), opts); diff != "" {
+			t.Errorf("WatchGet(%s) (-want +got):\n%s", w.ID, diff)
+		}
+	}
+	if _, err := s.WatchGet(t.Context(), "missing"); !errorsIs(err, vigil.ErrNotFound) {
+		t.Errorf("WatchGet(missing) error = %v, want not_found", err)
+	}
+}
+
+func errorsIs(err, target error) bool { return vigil.ErrorCode(err) == vigil.ErrorCode(target) }
+
+func testIdentityDedup(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	first := create(t, s, httpWatch("w1", "r", 1, base))
+	again := httpWatch("w2", "r", 1, base.Add(time.Minute))
+	again.Note, again.Deadline, again.Labels = "other note", base.Add(time.Hour), map[string]string{"a": "b"}
+	got := create(t, s, again)
+	want := *first
+	want.Existing = true
+	if diff := gocmp.Diff(&want, got, opts); diff != "" {
+		t.Errorf("second WatchCreate of the same identity (-want +got):\n%s", diff)
+	}
+	if _, err := s.WatchGet(t.Context(), "w2"); !errorsIs(err, vigil.ErrNotFound) {
+		t.Errorf("WatchGet(w2) error = %v, want not_found: a duplicate must not be stored", err)
+	}
+	// Mode is part of identity.
+	unless := httpWatch("w3", "r", 1, base)
+	unless.Mode = vigil.ModeUnless
+	unless.Identity = vigil.Identity("r", unless.Kind, unless.Mode, unless.Predicate)
+	if got := create(t, s, unless); got.Existing || got.ID != "w3" {
+		t.Errorf("WatchCreate(unless) = %s existing %v, want a new watch w3", got.ID, got.Existing)
+	}
+}
+
+func testTwoRecipients(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	a := create(t, s, httpWatch("w1", "alice", 1, base))
+	b := create(t, s, httpWatch("w2", "bob", 1, base))
+	if a.Existing || b.Existing || a.ID == b.ID {
+		t.Errorf("two recipients watching the same thing: got %s (existing %v) and %s (existing %v), want two new watches", a.ID, a.Existing, b.ID, b.Existing)
+	}
+}
+
+func testDedupOnlyAmongPending(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	w1 := create(t, s, httpWatch("w1", "r", 1, base))
+	settleAll(t, s, settle(w1, vigil.StateFired, "m1", base.Add(time.Minute)))
+	w2 := create(t, s, httpWatch("w2", "r", 1, base.Add(2*time.Minute)))
+	if w2.ID != "w2" || w2.Existing {
+		t.Fatalf("WatchCreate after the first settled = %s existing %v, want new watch w2", w2.ID, w2.Existing)
+	}
+	if w3 := create(t, s, httpWatch("w3", "r", 1, base.Add(3*time.Minute))); w3.ID != "w2" || !w3.Existing {
+		t.Errorf("WatchCreate while w2 pending = %s existing %v, want w2 existing", w3.ID, w3.Existing)
+	}
+}
+
+func testIdempotency(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	since := base.Add(-24 * time.Hour)
+	call := func(w *vigil.Watch, key, hash string, since time.Time) (*vigil.Watch, error) {
+		return s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: w, IdempotencyKey: key, RequestHash: hash, IdempotencySince: since})
+	}
+	first, err := call(httpWatch("w1", "r", 1, base), "k1", "h1", since)
+	if err != nil || first.Replayed || first.Existing {
+		t.Fatalf("first call = %+v, %v; want a new watch", first, err)
+	}
+	// A retry (the engine minted a new id) replays the first answer.
+	got, err := call(httpWatch("w1-retry", "r", 1, base.Add(time.Second)), "k1", "h1", since)
+	if err != nil {
+		t.Fatalf("retry error = %v", err)
+	}
+	want := *first
+	want.Replayed = true
+	if diff := gocmp.Diff(&want, got, opts); diff != "" {
+		t.Errorf("retry (-want +got):\n%s", diff)
+	}
+	if _, err := s.WatchGet(ctx, "w1-retry"); !errorsIs(err, vigil.ErrNotFound) {
+		t.Errorf("WatchGet(w1-retry) error = %v, want not_found", err)
+	}
+	// The same key with another request is a conflict.
+	_, err = call(httpWatch("w2", "r", 2, base.Add(time.Second)), "k1", "h2", since)
+	wantCode(t, "same key, other request", err, vigil.CodeIdempotencyConflict)
+	if vigil.ErrorMessage(err) == "internal error" {
+		t.Errorf("idempotency conflict has no message a user can read")
+	}
+	// A replay returns the watch as it is now.
+	settleAll(t, s, settle(first, vigil.StateFired, "m1", base.Add(time.Minute)))
+	got, err = call(httpWatch("w1-retry2", "r", 1, base.Add(2*time.Minute)), "k1", "h1", since)
+	if err != nil || got.ID != "w1" || !got.Replayed || got.State != vigil.StateFired {
+		t.Errorf("replay after settle = %+v, %v; want w1 replayed, fired", got, err)
+	}
+	// Keys belong to a recipient.
+	if other, err := call(httpWatch("w3", "other", 1, base), "k1", "h9", since); err != nil || other.ID != "w3" || other.Replayed {
+		t.Errorf("same key for another recipient = %+v, %v; want a new watch w3", other, err)
+	}
+	// An entry older than IdempotencySince is forgotten: the key may serve a
+	// new request.
+	later := base.Add(25 * time.Hour)
+	got, err = call(httpWatch("w4", "r", 4, later), "k1", "h4", later.Add(-24*time.Hour))
+	if err != nil || got.ID != "w4" || got.Replayed {
+		t.Errorf("expired key reused = %+v, %v; want a new watch w4", got, err)
+	}
+	got, err = call(httpWatch("w4-retry", "r", 4, later), "k1", "h4", later.Add(-24*time.Hour))
+	if err != nil || got.ID != "w4" || !got.Replayed {
+		t.Errorf("retry of the reused key = %+v, %v; want w4 replayed", got, err)
+	}
+	// A key whose request matched a pending watch replays that, Existing.
+	create(t, s, httpWatch("w5", "r", 5, base))
+	got, err = call(httpWatch("w6", "r", 5, base), "k5", "h5", since)
+	if err != nil || got.ID != "w5" || !got.Existing || got.Replayed {
+		t.Errorf("keyed call matching a pending watch = %+v, %v; want w5 existing", got, err)
+	}
+	got, err = call(httpWatch("w6-retry", "r", 5, base), "k5", "h5", since)
+	if err != nil || got.ID != "w5" || !got.Existing || !got.Replayed {
+		t.Errorf("retry of it = %+v, %v; want w5 existing and replayed", got, err)
+	}
+}
+
+// register runs n concurrent registrations and counts what they got.
+func register(t *testing.T, s vigil.Store, n int, mk func(i int) vigil.WatchCreateParams) (ok, quota int) {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs []error
+	)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			_, err := s.WatchCreate(t.Context(), mk(i))
+			mu.Lock()
+			defer mu.Unlock()
+			switch vigil.ErrorCode(err) {
+			case "":
+				ok++
+			case vigil.CodeQuotaExceeded:
+				quota++
+			default:
+				errs = append(errs, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	for _, err := range errs {
+		t.Errorf("WatchCreate error = %v, want nil or quota_exceeded", err)
+	}
+	return ok, quota
+}
+
+func testCapPerRecipient(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	const cap = 5
+	ok, quota := register(t, s, 20, func(i int) vigil.WatchCreateParams {
+		return vigil.WatchCreateParams{Watch: httpWatch(fmt.Sprintf("w%02d", i), "r", i, base), MaxActive: 1000, MaxActivePerRecipient: cap}
+	})
+	if ok != cap || quota != 20-cap {
+		t.Errorf("20 concurrent registrations under a per-recipient cap of %d: %d made, %d quota_exceeded; want %d and %d", cap, ok, quota, cap, 20-cap)
+	}
+	// Another recipient is not affected.
+	if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: httpWatch("x", "other", 1, base), MaxActivePerRecipient: cap}); err != nil {
+		t.Errorf("WatchCreate for another recipient error = %v", err)
+	}
+	// At the cap, the same condition still answers with the existing watch.
+	page, err := s.WatchList(t.Context(), vigil.WatchListParams{Recipient: "r"})
+	if err != nil || len(page.Watches) != cap {
+		t.Fatalf("WatchList(r) = %d watches, %v; want %d", len(page.Watches), err, cap)
+	}
+	dup := *page.Watches[0]
+	dup.ID = "dup"
+	got, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: &dup, MaxActivePerRecipient: cap})
+	if err != nil || !got.Existing {
+		t.Errorf("WatchCreate of a pending identity at the cap = %v, %v; want the existing watch", got, err)
+	}
+	// The refusal says which cap and its number.
+	_, err = s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: httpWatch("y", "r", 99, base), MaxActivePerRecipient: cap})
+	wantCode(t, "WatchCreate over the cap", err, vigil.CodeQuotaExceeded)
+	if msg := vigil.ErrorMessage(err); !containsAll(msg, "max_active_per_recipient", fmt.Sprint(cap)) {
+		t.Errorf("quota message %q should name max_active_per_recipient and %d", msg, cap)
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+func testCapGlobal(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	const cap = 7
+	ok, quota := register(t, s, 20, func(i int) vigil.WatchCreateParams {
+		r := fmt.Sprintf("r%02d", i)
+		return vigil.WatchCreateParams{Watch: httpWatch("w"+r, r, i, base), MaxActive: cap, MaxActivePerRecipient: 1000}
+	})
+	if ok != cap || quota != 20-cap {
+		t.Errorf("20 concurrent registrations under a global cap of %d: %d made, %d quota_exceeded; want %d and %d", cap, ok, quota, cap, 20-cap)
+	}
+	_, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: httpWatch("y", "y", 99, base), MaxActive: cap})
+	wantCode(t, "WatchCreate over the cap", err, vigil.CodeQuotaExceeded)
+	if msg := vigil.ErrorMessage(err); !containsAll(msg, "max_active", fmt.Sprint(cap)) {
+		t.Errorf("quota message %q should name max_active and %d", msg, cap)
+	}
+}
+
+func testCapsFreed(t *testing.T, newStore NewStoreFunc) {
+	s, reopen := newStore(t)
+	ctx := t.Context()
+	p := func(w *vigil.Watch) vigil.WatchCreateParams {
+		return vigil.WatchCreateParams{Watch: w, MaxActive: 3, MaxActivePerRecipient: 2}
+	}
+	mustCreate := func(s vigil.Store, w *vigil.Watch) {
+		t.Helper()
+		if _, err := s.WatchCreate(ctx, p(w)); err != nil {
+			t.Fatalf("WatchCreate(%s) error = %v", w.ID, err)
+		}
+	}
+	refused := func(s vigil.Store, w *vigil.Watch) {
+		t.Helper()
+		_, err := s.WatchCreate(ctx, p(w))
+		wantCode(t, "WatchCreate("+w.ID+")", err, vigil.CodeQuotaExceeded)
+	}
+	w1, w2 := httpWatch("w1", "a", 1, base), httpWatch("w2", "a", 2, base)
+	mustCreate(s, w1)
+	mustCreate(s, w2)
+	refused(s, httpWatch("w3", "a", 3, base))
+	settleAll(t, s, settle(w1, vigil.StateFired, "m1", base))
+	mustCreate(s, httpWatch("w3", "a", 3, base))
+	refused(s, httpWatch("w4", "a", 4, base))
+	if _, won, err := s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w2", SettledAt: base}); err != nil || !won {
+		t.Fatalf("WatchCancel(w2) = %v, %v", won, err)
+	}
+	mustCreate(s, httpWatch("w4", "a", 4, base))
+	mustCreate(s, httpWatch("w5", "b", 5, base))
+	refused(s, httpWatch("w6", "c", 6, base)) // global cap: w3, w4, w5
+	if _, err := s.RecipientClose(ctx, vigil.RecipientCloseParams{Recipient: "a", SettledAt: base}); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen() // the counts survive a restart
+	mustCreate(s, httpWatch("w6", "c", 6, base))
+	mustCreate(s, httpWatch("w7", "a", 7, base))
+	refused(s, httpWatch("w8", "d", 8, base))
+	if err := s.WatchDelete(ctx, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	refused(s, httpWatch("w8", "d", 8, base)) // deleting a settled watch frees nothing
+}
+
+func testSettleCAS(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	w := create(t, s, httpWatch("w1", "r", 1, base))
+	first := settle(w, vigil.StateFired, "m1", base.Add(time.Minute))
+	if won := settleAll(t, s, first); !won[0] {
+		t.Fatalf("first WatchSettle lost")
+	}
+	if first.Message.Seq == 0 {
+		t.Errorf("WatchSettle did not set the outcome message's Seq")
+	}
+	before := get(t, s, "w1")
+	second := settle(w, vigil.StateFailed, "m2", base.Add(2*time.Minute))
+	second.Polls = 99
+	if won := settleAll(t, s, second); won[0] {
+		t.Errorf("second WatchSettle won, want lost")
+	}
+	got, won, err := s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w1", Outcome: outcome(vigil.StateCancelled, "cancelled"),
+		SettledAt: base.Add(3 * time.Minute), Message: message("m3", "r", "w1", vigil.MessageCancelled, base.Add(3*time.Minute))})
+	if err != nil || won {
+		t.Errorf("WatchCancel after settle = %v, %v; want lost, no error", won, err)
+	}
+	if diff := gocmp.Diff(before, got, opts); diff != "" {
+		t.Errorf("WatchCancel after settle returned (-want +got):\n%s", diff)
+	}
+	if diff := gocmp.Diff(before, get(t, s, "w1"), opts); diff != "" {
+		t.Errorf("the losers wrote something (-want +got):\n%s", diff)
+	}
+	if diff := gocmp.Diff([]string{"m1"}, messageIDs(mailbox(t, s, "r"))); diff != "" {
+		t.Errorf("mailbox (-want +got):\n%s", diff)
+	}
+	if _, err := s.WatchSettle(ctx, []vigil.WatchSettleParams{{ID: "w1", State: vigil.StatePending, SettledAt: base}}); err == nil {
+		t.Errorf("WatchSettle to pending: no error")
+	}
+}
+
+func testCancelBeforeSettle(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	w := create(t, s, httpWatch("w1", "r", 1, base))
+	at := base.Add(time.Minute)
+	cancel := vigil.WatchCancelParams{ID: "w1", Outcome: outcome(vigil.StateCancelled, "cancelled"), SettledAt: at,
+		Message: message("m1", "r", "w1", vigil.MessageCancelled, at)}
+	got, won, err := s.WatchCancel(ctx, cancel)
+	if err != nil || !won {
+		t.Fatalf("WatchCancel = %v, %v; want won", won, err)
+	}
+	want := *w
+	want.State, want.Outcome, want.SettledAt = vigil.StateCancelled, cancel.Outcome, at
+	if diff := gocmp.Diff(&want, got, opts); diff != "" {
+		t.Errorf("WatchCancel returned (-want +got):\n%s", diff)
+	}
+	if won := settleAll(t, s, settle(w, vigil.StateFired, "m2", base.Add(2*time.Minute))); won[0] {
+		t.Errorf("WatchSettle after cancel won, want lost")
+	}
+	cancel.Message = message("m3", "r", "w1", vigil.MessageCancelled, at)
+	if _, won, err := s.WatchCancel(ctx, cancel); err != nil || won {
+		t.Errorf("second WatchCancel = %v, %v; want lost, no error", won, err)
+	}
+	if diff := gocmp.Diff(&want, get(t, s, "w1"), opts); diff != "" {
+		t.Errorf("WatchGet (-want +got):\n%s", diff)
+	}
+	msgs := mailbox(t, s, "r")
+	if diff := gocmp.Diff([]string{"m1"}, messageIDs(msgs)); diff != "" {
+		t.Fatalf("mailbox (-want +got):\n%s", diff)
+	}
+	if msgs[0].Type != vigil.MessageCancelled {
+		t.Errorf("cancel message type = %q, want cancelled", msgs[0].Type)
+	}
+	if _, _, err := s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "missing", SettledAt: at}); !errorsIs(err, vigil.ErrNotFound) {
+		t.Errorf("WatchCancel(missing) error = %v, want not_found", err)
+	}
+}
+
+func testCancelScoped(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	create(t, s, httpWatch("w1", "alice", 1, base))
+	_, _, err := s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w1", Recipients: []string{"bob", "carol"}, SettledAt: base})
+	if !errorsIs(err, vigil.ErrNotFound) {
+		t.Errorf("WatchCancel of another recipient's watch error = %v, want not_found", err)
+	}
+	if got := get(t, s, "w1"); got.State != vigil.StatePending {
+		t.Errorf("state after a refused cancel = %s, want pending", got.State)
+	}
+	if _, won, err := s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w1", Recipients: []string{"bob", "alice"}, SettledAt: base}); err != nil || !won {
+		t.Errorf("WatchCancel in scope = %v, %v; want won", won, err)
+	}
+	if n := len(mailbox(t, s, "alice")); n != 0 {
+		t.Errorf("a silent cancel left %d messages", n)
+	}
+}
+
+func testSettleCancelRace(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	const watches, racers = 10, 8
+	for i := range watches {
+		create(t, s, httpWatch(fmt.Sprintf("w%d", i), "r", i, base))
+	}
+	var (
+		mu   sync.Mutex
+		wins = map[string]int{}
+		wg   sync.WaitGroup
+	)
+	for i := range watches {
+		id := fmt.Sprintf("w%d", i)
+		w := &vigil.Watch{ID: id, Recipient: "r"}
+		for j := range racers {
+			wg.Go(func() {
+				at := base.Add(time.Duration(j) * time.Second)
+				msgID := fmt.Sprintf("%s-m%d", id, j)
+				var won bool
+				var err error
+				if j%2 == 0 {
+					var r []bool
+					r, err = s.WatchSettle(ctx, []vigil.WatchSettleParams{settle(w, vigil.StateFired, msgID, at)})
+					won = err == nil && r[0]
+				} else {
+					_, won, err = s.WatchCancel(ctx, vigil.WatchCancelParams{ID: id, SettledAt: at,
+						Message: message(msgID, "r", id, vigil.MessageCancelled, at)})
+				}
+				if err != nil {
+					t.Errorf("racer %s/%d error = %v", id, j, err)
+				}
+				if won {
+					mu.Lock()
+					wins[id]++
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	perWatch := map[string]int{}
+	for _, m := range mailbox(t, s, "r") {
+		perWatch[m.WatchID]++
+	}
+	for i := range watches {
+		id := fmt.Sprintf("w%d", i)
+		if wins[id] != 1 || perWatch[id] != 1 {
+			t.Errorf("%s: %d winners and %d outcome messages, want 1 and 1", id, wins[id], perWatch[id])
+		}
+	}
+}
+
+func testExactlyOnce(t *testing.T, newStore NewStoreFunc) {
+	s, reopen := newStore(t)
+	ctx := t.Context()
+	var ws []*vigil.Watch
+	for i := range 10 {
+		ws = append(ws, create(t, s, httpWatch(fmt.Sprintf("w%d", i), "r", i, base)))
+	}
+	var batch []vigil.WatchSettleParams
+	for _, w := range ws[:6] {
+		batch = append(batch, settle(w, vigil.StateFired, "first-"+w.ID, base.Add(time.Minute)))
+	}
+	for i, won := range settleAll(t, s, batch...) {
+		if !won {
+			t.Errorf("first settle of %s lost", ws[i].ID)
+		}
+	}
+	// A batch where most entries already settled: only the new ones win,
+	// and the losers write nothing.
+	batch = batch[:0]
+	for _, w := range ws[:7] {
+		batch = append(batch, settle(w, vigil.StateExpired, "again-"+w.ID, base.Add(2*time.Minute)))
+	}
+	batch = append(batch, vigil.WatchSettleParams{ID: "missing", State: vigil.StateFired, SettledAt: base})
+	got := settleAll(t, s, batch...)
+	want := []bool{false, false, false, false, false, false, true, false}
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("WatchSettle of a partly settled batch (-want +got):\n%s", diff)
+	}
+	check := func(s vigil.Store, when string) {
+		t.Helper()
+		count := map[string]int{}
+		for _, m := range mailbox(t, s, "r") {
+			if m.Type != vigil.MessageNote && m.Type != vigil.MessageChanged {
+				count[m.WatchID]++
+			}
+		}
+		for _, w := range ws {
+			got := get(t, s, w.ID)
+			want := 0
+			if got.State.Terminal() {
+				want = 1
+			}
+			if count[w.ID] != want {
+				t.Errorf("%s: %s is %s with %d outcome messages, want %d", when, w.ID, got.State, count[w.ID], want)
+			}
+		}
+		for _, w := range ws[:6] {
+			if got := get(t, s, w.ID); got.State != vigil.StateFired {
+				t.Errorf("%s: %s state = %s, want fired (the first settlement)", when, w.ID, got.State)
+			}
+		}
+	}
+	check(s, "after settling")
+	s = reopen()
+	check(s, "after reopen")
+	// The mailbox itself refuses a second outcome message for a watch.
+	_, err := s.MessageCreate(ctx, message("dup", "r", "w0", vigil.MessageFired, base))
+	wantCode(t, "MessageCreate of a second outcome message", err, vigil.CodeConflict)
+	if _, err := s.MessageCreate(ctx, message("note", "r", "w0", vigil.MessageNote, base)); err != nil {
+		t.Errorf("MessageCreate of a note for a settled watch error = %v", err)
+	}
+	check(s, "after a refused duplicate")
+}
+
+func testAnsweredAtCreation(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	w := create(t, s, httpWatch("w1", "r", 1, base))
+	obs := &vigil.Observation{Verdict: vigil.VerdictSatisfied, At: base, Summary: "already green"}
+	out := &vigil.Outcome{State: vigil.StateFired, Sentence: "It was already green.", Reason: "satisfied", Observation: obs}
+	settleAll(t, s, vigil.WatchSettleParams{ID: w.ID, State: vigil.StateFired, Outcome: out, SettledAt: base, Polls: 1, AnsweredAtCreation: true})
+	want := *w
+	want.State, want.Outcome, want.SettledAt, want.Polls, want.LastObservation, want.AnsweredAtCreation = vigil.StateFired, out, base, 1, obs, true
+	if diff := gocmp.Diff(&want, get(t, s, "w1"), opts); diff != "" {
+		t.Errorf("WatchGet (-want +got):\n%s", diff)
+	}
+	if n := len(mailbox(t, s, "r")); n != 0 {
+		t.Errorf("a watch answered at creation mailed %d messages, want 0", n)
+	}
+}
+
+func testObserve(t *testing.T, newStore NewStoreFunc) {
+	s, reopen := newStore(t)
+	ctx := t.Context()
+	w := create(t, s, httpWatch("w1", "r", 1, base))
+	obs := &vigil.Observation{
+		Verdict: vigil.VerdictUnavailable, At: base.Add(10 * time.Second), Summary: "connection refused",
+		Facts:  map[string]any{"attempt": 3.0, "addr": "10.0.0.1:443", "tags": []any{"x", 1.5, true, nil}, "deep": map[string]any{"a": map[string]any{"b": "c"}}},
+		Reason: "dial tcp: connection refused", Permanent: true,
+	}
+	if ok, err := s.WatchObserve(ctx, vigil.WatchObserveParams{ID: "w1", Observation: obs, Polls: 3}); err != nil || !ok {
+		t.Fatalf("WatchObserve = %v, %v; want true", ok, err)
+	}
+	want := *w
+	want.LastObservation, want.Polls = obs, 3
+	s = reopen()
+	if diff := gocmp.Diff(&want, get(t, s, "w1"), opts); diff != "" {
+		t.Errorf("WatchGet after observe (-want +got):\n%s", diff)
+	}
+	// Settling without an observation keeps the last one.
+	settleAll(t, s, vigil.WatchSettleParams{ID: "w1", State: vigil.StateExpired, Outcome: outcome(vigil.StateExpired, "deadline"), SettledAt: base.Add(time.Hour), Polls: 4})
+	want.State, want.Outcome, want.SettledAt, want.Polls = vigil.StateExpired, outcome(vigil.StateExpired, "deadline"), base.Add(time.Hour), 4
+	if ok, err := s.WatchObserve(ctx, vigil.WatchObserveParams{ID: "w1", Observation: &vigil.Observation{Verdict: vigil.VerdictSatisfied, At: base}, Polls: 9}); err != nil || ok {
+		t.Errorf("WatchObserve of a settled watch = %v, %v; want false", ok, err)
+	}
+	if diff := gocmp.Diff(&want, get(t, s, "w1"), opts); diff != "" {
+		t.Errorf("WatchGet after settle (-want +got):\n%s", diff)
+	}
+	if ok, err := s.WatchObserve(ctx, vigil.WatchObserveParams{ID: "missing", Polls: 1}); err != nil || ok {
+		t.Errorf("WatchObserve(missing) = %v, %v; want false, nil", ok, err)
+	}
+}
+
+func testGetMany(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	want := []*vigil.Watch{create(t, s, httpWatch("w1", "r", 1, base)), create(t, s, httpWatch("w3", "r", 3, base))}
+	create(t, s, httpWatch("w2", "r", 2, base))
+	got, err := s.WatchGetMany(t.Context(), []string{"w3", "missing", "w1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(got, func(a, b *vigil.Watch) int { return cmp.Compare(a.ID, b.ID) })
+	if diff := gocmp.Diff(want, got, opts); diff != "" {
+		t.Errorf("WatchGetMany (-want +got):\n%s", diff)
+	}
+	if got, err := s.WatchGetMany(t.Context(), nil); err != nil || len(got) != 0 {
+		t.Errorf("WatchGetMany(nil) = %v, %v", got, err)
+	}
+}
+
+func testMailbox(t *testing.T, newStore NewStoreFunc) {
+	s, reopen := newStore(t)
+	ctx := t.Context()
+	var all []*vigil.Message
+	add := func(s vigil.Store, id string, at time.Time) {
+		t.Helper()
+		in := &vigil.Message{ID: id, Recipient: "r", WatchID: "w-" + id, Type: vigil.MessageChanged, Text: "changed " + id,
+			Data: json.RawMessage(`{"n":1}`), CreatedAt: at}
+		got, err := s.MessageCreate(ctx, in)
+		if err != nil {
+			t.Fatalf("MessageCreate(%s) error = %v", id, err)
+		}
+		if len(all) > 0 && got.Seq <= all[len(all)-1].Seq {
+			t.Errorf("MessageCreate(%s) seq %d not after %d", id, got.Seq, all[len(all)-1].Seq)
+		}
+		want := *in
+		want.Seq = got.Seq
+		if diff := gocmp.Diff(&want, got, opts); diff != "" {
+			t.Errorf("MessageCreate(%s) (-want +got):\n%s", id, diff)
+		}
+		all = append(all, got)
+	}
+	read := func(s vigil.Store, p vigil.MessagesReadParams) vigil.MessagesPage {
+		t.Helper()
+		p.Recipient = "r"
+		page, err := s.MessagesRead(ctx, p)
+		if err != nil {
+			t.Fatalf("MessagesRead(%+v) error = %v", p, err)
+		}
+		return page
+	}
+	ack := func(s vigil.Store, reader string, seq int64) {
+		t.Helper()
+		if err := s.MessagesAck(ctx, vigil.MessagesAckParams{Recipient: "r", Reader: reader, Seq: seq}); err != nil {
+			t.Fatalf("MessagesAck(%s, %d) error = %v", reader, seq, err)
+		}
+	}
+	for i := range 5 {
+		add(s, fmt.Sprintf("m%d", i), base.Add(time.Duration(i)*time.Second))
+	}
+	if _, err := s.MessageCreate(ctx, message("other", "someone-else", "", vigil.MessageNote, base)); err != nil {
+		t.Fatal(err)
+	}
+	// A new reader sees the backlog, from cursor 0.
+	page := read(s, vigil.MessagesReadParams{Reader: "a"})
+	if diff := gocmp.Diff(all, page.Messages, opts); diff != "" || page.Cursor != 0 {
+		t.Errorf("first read of reader a: cursor %d (-want +got):\n%s", page.Cursor, diff)
+	}
+	// Reading does not move the cursor; acking does.
+	if page := read(s, vigil.MessagesReadParams{Reader: "a"}); len(page.Messages) != 5 {
+		t.Errorf("second read before ack: %d messages, want 5", len(page.Messages))
+	}
+	ack(s, "a", all[4].Seq)
+	page = read(s, vigil.MessagesReadParams{Reader: "a"})
+	if len(page.Messages) != 0 || page.Cursor != all[4].Seq {
+		t.Errorf("read after ack: %d messages, cursor %d; want 0 and %d", len(page.Messages), page.Cursor, all[4].Seq)
+	}
+	// An ack never moves a cursor back.
+	ack(s, "a", all[1].Seq)
+	if page := read(s, vigil.MessagesReadParams{Reader: "a"}); page.Cursor != all[4].Seq {
+		t.Errorf("cursor after an older ack = %d, want %d", page.Cursor, all[4].Seq)
+	}
+	s = reopen()
+	add(s, "m5", base.Add(time.Minute))
+	add(s, "m6", base.Add(time.Minute))
+	if diff := gocmp.Diff(all[5:], read(s, vigil.MessagesReadParams{Reader: "a"}).Messages, opts); diff != "" {
+		t.Errorf("reader a after reopen (-want +got):\n%s", diff)
+	}
+	if diff := gocmp.Diff(all, read(s, vigil.MessagesReadParams{Reader: "b"}).Messages, opts); diff != "" {
+		t.Errorf("new reader b (-want +got):\n%s", diff)
+	}
+	// After overrides the stored cursor, both ways.
+	after := all[2].Seq
+	page = read(s, vigil.MessagesReadParams{Reader: "a", After: &after})
+	if diff := gocmp.Diff(all[3:], page.Messages, opts); diff != "" || page.Cursor != all[4].Seq {
+		t.Errorf("read with After: cursor %d (-want +got):\n%s", page.Cursor, diff)
+	}
+	// No reader: from the start. Limit bounds the page.
+	if diff := gocmp.Diff(messageIDs(all[:3]), messageIDs(read(s, vigil.MessagesReadParams{Limit: 3}).Messages)); diff != "" {
+		t.Errorf("read with Limit 3 (-want +got):\n%s", diff)
+	}
+	if page := read(s, vigil.MessagesReadParams{Reader: "c"}); len(page.Messages) != len(all) {
+		t.Errorf("read of reader c: %d messages, want %d (no other recipient's)", len(page.Messages), len(all))
+	}
+}
+
+func testMailboxReaders(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	var want []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	// Writers and readers run at once: each reader must still see each
+	// message exactly once.
+	wg.Go(func() {
+		for i := range 40 {
+			id := fmt.Sprintf("m%02d", i)
+			if _, err := s.MessageCreate(ctx, message(id, "r", "", vigil.MessageNote, base)); err != nil {
+				t.Errorf("MessageCreate error = %v", err)
+				return
+			}
+			mu.Lock()
+			want = append(want, id)
+			mu.Unlock()
+		}
+	})
+	seen := map[string][]string{}
+	drain := func(reader string) {
+		for {
+			page, err := s.MessagesRead(ctx, vigil.MessagesReadParams{Recipient: "r", Reader: reader, Limit: 3})
+			if err != nil {
+				t.Errorf("MessagesRead(%s) error = %v", reader, err)
+				return
+			}
+			if len(page.Messages) == 0 {
+				return
+			}
+			mu.Lock()
+			seen[reader] = append(seen[reader], messageIDs(page.Messages)...)
+			mu.Unlock()
+			if err := s.MessagesAck(ctx, vigil.MessagesAckParams{Recipient: "r", Reader: reader, Seq: page.Messages[len(page.Messages)-1].Seq}); err != nil {
+				t.Errorf("MessagesAck(%s) error = %v", reader, err)
+				return
+			}
+		}
+	}
+	for _, reader := range []string{"a", "b"} {
+		wg.Go(func() {
+			for range 10 {
+				drain(reader)
+			}
+		})
+	}
+	wg.Wait()
+	for _, reader := range []string{"a", "b"} {
+		drain(reader)
+		if diff := gocmp.Diff(want, seen[reader]); diff != "" {
+			t.Errorf("reader %s saw (-want +got):\n%s", reader, diff)
+		}
+	}
+}
+
+func testRecipientClose(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	for i := range 3 {
+		create(t, s, httpWatch(fmt.Sprintf("a%d", i), "alice", i, base))
+	}
+	standing := newWatch("a-standing", "alice", vigil.KindTicket, `{"number":1,"provider":"github","repo":"acme/api"}`, base)
+	standing.Standing, standing.Deadline = true, time.Time{}
+	create(t, s, standing)
+	done := create(t, s, httpWatch("a-done", "alice", 9, base))
+	settleAll(t, s, settle(done, vigil.StateFired, "m-done", base))
+	create(t, s, httpWatch("b0", "bob", 0, base))
+
+	out := outcome(vigil.StateCancelled, "recipient_closed")
+	got, err := s.RecipientClose(ctx, vigil.RecipientCloseParams{Recipient: "alice", Outcome: out, SettledAt: base.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := gocmp.Diff([]string{"a-standing", "a0", "a1", "a2"}, sorted(got)); diff != "" {
+		t.Errorf("RecipientClose ids (-want +got):\n%s", diff)
+	}
+	for _, id := range got {
+		w := get(t, s, id)
+		if w.State != vigil.StateCancelled || !w.SettledAt.Equal(base.Add(time.Hour)) || gocmp.Diff(out, w.Outcome) != "" {
+			t.Errorf("%s after close: state %s, settled %v, outcome %+v", id, w.State, w.SettledAt, w.Outcome)
+		}
+	}
+	if diff := gocmp.Diff([]string{"m-done"}, messageIDs(mailbox(t, s, "alice"))); diff != "" {
+		t.Errorf("closing must be silent; mailbox (-want +got):\n%s", diff)
+	}
+	if w := get(t, s, "b0"); w.State != vigil.StatePending {
+		t.Errorf("bob's watch after closing alice: %s, want pending", w.State)
+	}
+	if got, err := s.RecipientClose(ctx, vigil.RecipientCloseParams{Recipient: "alice", SettledAt: base}); err != nil || len(got) != 0 {
+		t.Errorf("second RecipientClose = %v, %v; want none", got, err)
+	}
+	if got, err := s.RecipientClose(ctx, vigil.RecipientCloseParams{Recipient: "nobody", SettledAt: base}); err != nil || len(got) != 0 {
+		t.Errorf("RecipientClose of an unknown recipient = %v, %v; want none", got, err)
+	}
+}
+
+// listModel is what the list test created, to compute expected pages.
+type listModel struct {
+	ws []*vigil.Watch
+}
+
+func (m listModel) want(keep func(*vigil.Watch) bool) []string {
+	var out []*vigil.Watch
+	for _, w := range m.ws {
+		if keep(w) {
+			out = append(out, w)
+		}
+	}
+	slices.SortFunc(out, func(a, b *vigil.Watch) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+	return watchIDs(out)
+}
+
+func testList(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	var m listModel
+	recipients := []string{"r1", "r2", "r3"}
+	for i := range 30 {
+		// Triples share a creation time, so ties are broken by id; ids are
+		// not in creation order.
+		at := base.Add(time.Duration(i/3) * time.Second)
+		id := fmt.Sprintf("w%02d", (i*7)%30)
+		w := httpWatch(id, recipients[i%3], i, at)
+		if i%4 == 0 {
+			w = newWatch(id, recipients[i%3], vigil.KindTCP, fmt.Sprintf(`{"address":"db:%d"}`, i), at)
+		}
+		w.Labels = map[string]string{"team": []string{"a", "b"}[i%2]}
+		if i%5 == 0 {
+			w.Labels["env"] = "prod"
+		}
+		if i%6 == 0 {
+			w.Labels["odd key.\"with\" [chars]"] = "yes"
+		}
+		w = create(t, s, w)
+		if i%3 == 1 {
+			settleAll(t, s, settle(w, vigil.StateFired, "m-"+id, at.Add(time.Minute)))
+			w = get(t, s, id)
+		}
+		m.ws = append(m.ws, w)
+	}
+	has := func(w *vigil.Watch, k, v string) bool { x, ok := w.Labels[k]; return ok && x == v }
+	for _, tc := range []struct {
+		name string
+		p    vigil.WatchListParams
+		keep func(*vigil.Watch) bool
+	}{
+		{"all", vigil.WatchListParams{}, func(*vigil.Watch) bool { return true }},
+		{"recipient", vigil.WatchListParams{Recipient: "r2"}, func(w *vigil.Watch) bool { return w.Recipient == "r2" }},
+		{"recipients", vigil.WatchListParams{Recipients: []string{"r1", "r3"}}, func(w *vigil.Watch) bool { return w.Recipient != "r2" }},
+		{"recipient within recipients", vigil.WatchListParams{Recipient: "r1", Recipients: []string{"r2", "r3"}}, func(*vigil.Watch) bool { return false }},
+		{"state", vigil.WatchListParams{State: vigil.StateFired}, func(w *vigil.Watch) bool { return w.State == vigil.StateFired }},
+		{"pending", vigil.WatchListParams{State: vigil.StatePending}, func(w *vigil.Watch) bool { return w.State == vigil.StatePending }},
+		{"kind", vigil.WatchListParams{Kind: vigil.KindTCP}, func(w *vigil.Watch) bool { return w.Kind == vigil.KindTCP }},
+		{"label", vigil.WatchListParams{Labels: map[string]string{"team": "a"}}, func(w *vigil.Watch) bool { return has(w, "team", "a") }},
+		{"labels all match", vigil.WatchListParams{Labels: map[string]string{"team": "a", "env": "prod"}}, func(w *vigil.Watch) bool {
+			return has(w, "team", "a") && has(w, "env", "prod")
+		}},
+		{"odd label key", vigil.WatchListParams{Labels: map[string]string{"odd key.\"with\" [chars]": "yes"}}, func(w *vigil.Watch) bool {
+			return has(w, "odd key.\"with\" [chars]", "yes")
+		}},
+		{"no such label", vigil.WatchListParams{Labels: map[string]string{"team": "c"}}, func(*vigil.Watch) bool { return false }},
+		{"combined", vigil.WatchListParams{Recipients: []string{"r1", "r2"}, State: vigil.StatePending, Kind: vigil.KindHTTP, Labels: map[string]string{"team": "b"}},
+			func(w *vigil.Watch) bool {
+				return w.Recipient != "r3" && w.State == vigil.StatePending && w.Kind == vigil.KindHTTP && has(w, "team", "b")
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := m.want(tc.keep)
+			for _, limit := range []int{1, 4, 7, 1000} {
+				p := tc.p
+				p.Limit = limit
+				var got []string
+				for pages := 0; ; pages++ {
+					if pages > len(want)+1 {
+						t.Fatalf("limit %d: pagination does not end", limit)
+					}
+					page, err := s.WatchList(ctx, p)
+					if err != nil {
+						t.Fatalf("WatchList(%+v) error = %v", p, err)
+					}
+					if len(page.Watches) > limit {
+						t.Fatalf("limit %d: page of %d", limit, len(page.Watches))
+					}
+					got = append(got, watchIDs(page.Watches)...)
+					if page.Next == "" {
+						break
+					}
+					p.After = page.Next
+				}
+				if diff := gocmp.Diff(want, got, opts); diff != "" {
+					t.Errorf("limit %d (-want +got):\n%s", limit, diff)
+				}
+			}
+		})
+	}
+	// Pages hold whole watches.
+	page, err := s.WatchList(ctx, vigil.WatchListParams{Limit: 1})
+	if err != nil || len(page.Watches) != 1 {
+		t.Fatalf("WatchList(limit 1) = %v, %v", page, err)
+	}
+	if diff := gocmp.Diff(get(t, s, page.Watches[0].ID), page.Watches[0], opts); diff != "" {
+		t.Errorf("listed watch differs from WatchGet (-get +list):\n%s", diff)
+	}
+	// A cursor the store did not make is refused.
+	_, err = s.WatchList(ctx, vigil.WatchListParams{After: "not a cursor!"})
+	wantCode(t, "WatchList with a bad cursor", err, vigil.CodeInvalidRequest)
+}
+
+func testListDefaultLimit(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	var wg sync.WaitGroup
+	for i := range 105 {
+		wg.Go(func() {
+			if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: httpWatch(fmt.Sprintf("w%03d", i), "r", i, base)}); err != nil {
+				t.Errorf("WatchCreate error = %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	page, err := s.WatchList(t.Context(), vigil.WatchListParams{})
+	if err != nil || len(page.Watches) != 100 || page.Next == "" {
+		t.Fatalf("WatchList with no limit = %d watches, next %q, %v; want 100 and a next page", len(page.Watches), page.Next, err)
+	}
+	page, err = s.WatchList(t.Context(), vigil.WatchListParams{After: page.Next})
+	if err != nil || len(page.Watches) != 5 || page.Next != "" {
+		t.Errorf("second page = %d watches, next %q, %v; want 5 and no next page", len(page.Watches), page.Next, err)
+	}
+}
+
+func testListPending(t *testing.T, newStore NewStoreFunc) {
+	s, reopen := newStore(t)
+	if got, err := s.WatchListPending(t.Context()); err != nil || len(got) != 0 {
+		t.Fatalf("WatchListPending of an empty store = %v, %v", got, err)
+	}
+	w1 := httpWatch("w1", "r", 1, base)
+	w1.StartAt = base.Add(time.Minute)
+	w1.Polls = 4
+	create(t, s, w1)
+	w2 := create(t, s, httpWatch("w2", "r", 2, base))
+	// A kind no build knows, written by some newer build.
+	holo := newWatch("w3", "r", "hologram", `{"shape":"cube"}`, base.Add(time.Second))
+	holo.Every = 42 * time.Second
+	holo = create(t, s, holo)
+	ticket := newWatch("w4", "r", vigil.KindTicket, `{"number":7,"provider":"github","repo":"acme/api"}`, base.Add(2*time.Second))
+	ticket.Standing, ticket.Deadline, ticket.Every = true, time.Time{}, time.Minute
+	create(t, s, ticket)
+	w5 := create(t, s, httpWatch("w5", "r", 5, base))
+	settleAll(t, s, settle(w2, vigil.StateFired, "m2", base.Add(time.Minute)))
+
+	want := []vigil.ScheduleEntry{
+		{ID: "w1", Kind: vigil.KindHTTP, Every: 10 * time.Second, Deadline: base.Add(30 * time.Minute), StartAt: base.Add(time.Minute), CreatedAt: base, Polls: 4},
+		{ID: "w3", Kind: "hologram", Every: 42 * time.Second, Deadline: base.Add(time.Second + 30*time.Minute), CreatedAt: base.Add(time.Second)},
+		{ID: "w4", Kind: vigil.KindTicket, Every: time.Minute, CreatedAt: base.Add(2 * time.Second), Standing: true},
+		{ID: "w5", Kind: vigil.KindHTTP, Every: 10 * time.Second, Deadline: base.Add(30 * time.Minute), CreatedAt: base},
+	}
+	check := func(s vigil.Store, want []vigil.ScheduleEntry, when string) {
+		t.Helper()
+		got, err := s.WatchListPending(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.SortFunc(got, func(a, b vigil.ScheduleEntry) int { return cmp.Compare(a.ID, b.ID) })
+		if diff := gocmp.Diff(want, got); diff != "" {
+			t.Errorf("WatchListPending %s (-want +got):\n%s", when, diff)
+		}
+	}
+	check(s, want, "")
+	// The unknown kind never blocks settling the others, and is left as it is.
+	won := settleAll(t, s, settle(w5, vigil.StateExpired, "m5", base.Add(time.Hour)), settle(&vigil.Watch{ID: "w1", Recipient: "r"}, vigil.StateFired, "m1", base.Add(time.Hour)))
+	if !won[0] || !won[1] {
+		t.Errorf("settling beside a hologram watch = %v, want both won", won)
+	}
+	s = reopen()
+	check(s, []vigil.ScheduleEntry{want[1], want[2]}, "after settling the others")
+	if diff := gocmp.Diff(holo, get(t, s, "w3"), opts); diff != "" {
+		t.Errorf("the hologram watch changed (-want +got):\n%s", diff)
+	}
+}
+
+func testDelete(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	w := create(t, s, httpWatch("w1", "r", 1, base))
+	err := s.WatchDelete(ctx, "w1")
+	wantCode(t, "WatchDelete of a pending watch", err, vigil.CodeConflict)
+	if got := get(t, s, "w1"); got.State != vigil.StatePending {
+		t.Errorf("state after a refused delete = %s", got.State)
+	}
+	wantCode(t, "WatchDelete(missing)", s.WatchDelete(ctx, "missing"), vigil.CodeNotFound)
+	settleAll(t, s, settle(w, vigil.StateFired, "m1", base))
+	if err := s.WatchDelete(ctx, "w1"); err != nil {
+		t.Fatalf("WatchDelete of a settled watch error = %v", err)
+	}
+	if _, err := s.WatchGet(ctx, "w1"); !errorsIs(err, vigil.ErrNotFound) {
+		t.Errorf("WatchGet after delete error = %v, want not_found", err)
+	}
+	if diff := gocmp.Diff([]string{"m1"}, messageIDs(mailbox(t, s, "r"))); diff != "" {
+		t.Errorf("messages must outlive their watch (-want +got):\n%s", diff)
+	}
+	wantCode(t, "second WatchDelete", s.WatchDelete(ctx, "w1"), vigil.CodeNotFound)
+}
+
+func testPrune(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	h := time.Hour
+	keyed := func(w *vigil.Watch, key string) {
+		t.Helper()
+		if _, err := s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: w, IdempotencyKey: key, RequestHash: "hash-" + key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Settled at 1h, 2h, 3h, each with its outcome message.
+	for i := 1; i <= 3; i++ {
+		w := create(t, s, httpWatch(fmt.Sprintf("s%d", i), "r", i, base))
+		settleAll(t, s, settle(w, vigil.StateFired, fmt.Sprintf("m%d", i), base.Add(time.Duration(i)*h)))
+	}
+	// Pending watches are never pruned, however old; their keys expire.
+	old := httpWatch("p-old", "r", 10, base.Add(-100*h))
+	keyed(old, "k-old")
+	keyed(httpWatch("p-new", "r", 11, base.Add(2*h)), "k-new")
+	// A settled watch pruned with its key, which had not expired yet.
+	ks := httpWatch("ks", "r", 12, base.Add(100*time.Minute))
+	keyed(ks, "k-ks")
+	settleAll(t, s, vigil.WatchSettleParams{ID: "ks", State: vigil.StateFired, SettledAt: base.Add(110 * time.Minute)})
+
+	got, err := s.Prune(ctx, vigil.PruneParams{WatchesBefore: base.Add(150 * time.Minute), MessagesBefore: base.Add(90 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := vigil.PruneResult{Watches: 3, Messages: 1, OldestSettled: base.Add(3 * h), OldestMessage: base.Add(2 * h), OldestKey: base.Add(-100 * h)}
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("Prune (-want +got):\n%s", diff)
+	}
+	for _, id := range []string{"s1", "s2", "ks"} {
+		if _, err := s.WatchGet(ctx, id); !errorsIs(err, vigil.ErrNotFound) {
+			t.Errorf("WatchGet(%s) after prune error = %v, want not_found", id, err)
+		}
+	}
+	get(t, s, "s3")
+	get(t, s, "p-old")
+	// The pruned watch's key went with it: the same request makes a new watch.
+	again := httpWatch("ks-again", "r", 12, base.Add(3*h))
+	if w, err := s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: again, IdempotencyKey: "k-ks", RequestHash: "hash-k-ks"}); err != nil || w.ID != "ks-again" || w.Replayed {
+		t.Errorf("WatchCreate with the pruned watch's key = %+v, %v; want a new watch", w, err)
+	}
+
+	got, err = s.Prune(ctx, vigil.PruneParams{IdempotencyBefore: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = vigil.PruneResult{Keys: 1, OldestSettled: base.Add(3 * h), OldestMessage: base.Add(2 * h), OldestKey: base.Add(2 * h)}
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("Prune of keys (-want +got):\n%s", diff)
+	}
+	get(t, s, "p-old")
+
+	far := base.Add(1000 * h)
+	got, err = s.Prune(ctx, vigil.PruneParams{WatchesBefore: far, MessagesBefore: far, IdempotencyBefore: far})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = vigil.PruneResult{Watches: 1, Messages: 2, Keys: 2}
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("Prune of everything (-want +got):\n%s", diff)
+	}
+	pending, err := s.WatchListPending(ctx)
+	if err != nil || len(pending) != 3 {
+		t.Errorf("pending after pruning everything = %d, %v; want 3", len(pending), err)
+	}
+}
+
+func testClose(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	create(t, s, httpWatch("w1", "r", 1, base))
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close error = %v", err)
+	}
+	if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: httpWatch("w2", "r", 2, base)}); err == nil {
+		t.Errorf("WatchCreate after Close: no error")
+	}
+}

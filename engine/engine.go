@@ -363,7 +363,7 @@ func (e *Engine) Ack(ctx context.Context, r vigil.AckRequest) error {
 	if s, ok := vigil.ScopeFrom(ctx); ok && !s.Allows(r.Recipient) {
 		return vigil.Errorf(vigil.CodeNotFound, "no recipient %q", r.Recipient)
 	}
-	return e.store.MessagesAck(ctx, vigil.MessagesAckParams{Recipient: r.Recipient, Reader: r.Reader, Seq: r.Seq})
+	return e.store.MessagesAck(ctx, vigil.MessagesAckParams(r))
 }
 
 // Subscribe implements vigil.Service.

@@ -111,6 +111,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
+// Fail answers err in the one error shape, for handlers mounted around the
+// server's own (the daemon's start-up gate).
+func (s *Server) Fail(w http.ResponseWriter, r *http.Request, err error) { s.fail(w, r, err) }
+
 // writeJSON answers v as JSON with status.
 func writeJSON(w http.ResponseWriter, status int, v any) error {
 	b, err := json.Marshal(v)

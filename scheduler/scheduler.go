@@ -32,13 +32,16 @@ import (
 	"github.com/vigil-run/vigil/wording"
 )
 
+// DefaultWorkers is the default size of the probe pool (probe_workers).
+const DefaultWorkers = 8
+
 // Config configures a Scheduler. Zero fields take defaults.
 type Config struct {
 	Store    vigil.Store
 	Watchers *watcher.Registry
 	// NowFunc is the clock; nil means time.Now.
 	NowFunc func() time.Time
-	// Workers is the size of the probe pool (default 8).
+	// Workers is the size of the probe pool (default DefaultWorkers).
 	Workers int
 	// Limits supplies the backoff cap and the retention periods; the zero
 	// value means vigil.DefaultLimits().
@@ -78,7 +81,7 @@ func New(cfg Config) *Scheduler {
 		cfg.NowFunc = time.Now
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = 8
+		cfg.Workers = DefaultWorkers
 	}
 	if cfg.Limits == (vigil.Limits{}) {
 		cfg.Limits = vigil.DefaultLimits()

@@ -1,0 +1,377 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/vigil-run/vigil"
+)
+
+// TestWaitExitCodes drives add and wait to each outcome, against a real
+// daemon, waiting by long-poll only.
+func TestWaitExitCodes(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	for _, tc := range []struct {
+		name string
+		add  []string // after "add", before the client flags
+		pre  func(tr *transcript, id string)
+		wait []string // extra wait flags
+		want int
+	}{
+		{name: "fired", add: []string{"timer", "1s", "--note", "stretch"}, want: ExitOK},
+		{name: "failed", add: []string{"command", "--fail-exit", "1", "--", "false"}, want: ExitFailed},
+		{name: "cancelled", add: []string{"timer", "1h"}, want: ExitStopped,
+			pre: func(tr *transcript, id string) { tr.run(t, d, "cancel", id) }},
+		{name: "pending", add: []string{"timer", "1h"}, wait: []string{"--timeout", "1s"}, want: ExitPending},
+		{name: "expired", add: []string{"file", filepath.Join(d.root, "never"), "--deadline", "2s", "--every", "1s"}, want: ExitExpired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tr := &transcript{}
+			args := append([]string{"add"}, tc.add...)
+			args = append(args[:2], append([]string{"--for", "wait-" + tc.name, "-q"}, args[2:]...)...)
+			r := tr.run(t, d, args...)
+			if r.code != 0 {
+				t.Fatalf("add: exit %d: %s", r.code, r.stderr)
+			}
+			id := strings.TrimSpace(r.stdout)
+			if tc.pre != nil {
+				tc.pre(tr, id)
+			}
+			r = tr.run(t, d, append([]string{"wait", id}, tc.wait...)...)
+			if r.code != tc.want {
+				t.Errorf("wait exit = %d, want %d (stdout %q, stderr %q)", r.code, tc.want, r.stdout, r.stderr)
+			}
+			r = tr.run(t, d, "wait", id, "--json", "--timeout", "1ms")
+			var w vigil.Watch
+			if err := json.Unmarshal([]byte(r.stdout), &w); err != nil || w.ID != id {
+				t.Errorf("wait --json printed %q (%v), want the watch", r.stdout, err)
+			}
+			golden(t, "wait_"+tc.name+".golden", d.normalize(tr.b.String()))
+		})
+	}
+}
+
+// TestListShowWhyInbox registers a few watches for one recipient and
+// checks the human output of ls, show, why and inbox.
+func TestListShowWhyInbox(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	tr := &transcript{}
+	must := func(args ...string) result {
+		t.Helper()
+		r := tr.run(t, d, args...)
+		if r.code != 0 {
+			t.Fatalf("vigil %s: exit %d: %s", strings.Join(args, " "), r.code, r.stderr)
+		}
+		return r
+	}
+	timer := strings.TrimSpace(must("add", "timer", "1s", "--for", "alice", "--note", "stretch", "-q").stdout)
+	must("wait", timer)
+	failed := strings.TrimSpace(must("add", "command", "--for", "alice", "--fail-exit", "1", "-q", "--", "false").stdout)
+	if r := tr.run(t, d, "wait", failed); r.code != ExitFailed {
+		t.Fatalf("wait on a failing command: exit %d", r.code)
+	}
+	pending := strings.TrimSpace(must("add", "timer", "1h", "--for", "alice", "--note", "later", "--label", "task=T-19", "-q").stdout)
+	must("add", "timer", "1h", "--for", "bob", "-q")
+
+	must("ls", "--for", "alice")
+	must("ls", "--for", "alice", "--state", "pending")
+	must("ls", "--label", "task=T-19")
+	must("ls", "--for", "nobody")
+	must("show", timer)
+	must("show", failed)
+	must("why", timer)
+	must("why", failed)
+	must("why", pending)
+	must("inbox", "--for", "alice")
+	must("inbox", "--for", "alice")
+	must("inbox", "--for", "alice", "--reader", "other", "--no-ack")
+	golden(t, "list_show_why_inbox.golden", d.normalize(tr.b.String()))
+
+	js := &transcript{}
+	js.add([]string{"ls", "--for", "alice", "--json"}, d.vigil(t, "ls", "--for", "alice", "--json"))
+	js.add([]string{"show", timer, "--json"}, d.vigil(t, "show", timer, "--json"))
+	js.add([]string{"why", pending, "--json"}, d.vigil(t, "why", pending, "--json"))
+	js.add([]string{"inbox", "--for", "alice", "--reader", "json", "--json"}, d.vigil(t, "inbox", "--for", "alice", "--reader", "json", "--json"))
+	golden(t, "json.golden", d.normalize(js.b.String()))
+}
+
+func TestNotice(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	tr := &transcript{}
+	tr.run(t, d, "notice", "--for", "carol")
+	id := strings.TrimSpace(tr.run(t, d, "add", "timer", "1s", "--for", "carol", "--note", "check the deploy", "-q").stdout)
+	tr.run(t, d, "wait", id)
+	r := tr.run(t, d, "notice", "--for", "carol")
+	if !strings.HasPrefix(r.stdout, "<vigil>\n") || !strings.HasSuffix(r.stdout, "</vigil>\n") || r.code != 0 {
+		t.Errorf("notice = %q, exit %d; want one <vigil> block", r.stdout, r.code)
+	}
+	if r := tr.run(t, d, "notice", "--for", "carol"); r.stdout != "" || r.code != 0 {
+		t.Errorf("second notice = %q, exit %d; want nothing, 0", r.stdout, r.code)
+	}
+	golden(t, "notice.golden", d.normalize(tr.b.String()))
+}
+
+// TestNoticeDaemonDown checks notice prints nothing and exits 0 when the
+// daemon is down, when there is no token, and when the token is wrong.
+func TestNoticeDaemonDown(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	ln.Close()
+	for _, args := range [][]string{
+		{"notice", "--for", "dave", "--addr", down, "--token", "x"},
+		{"notice", "--for", "dave", "--addr", down, "--data-dir", t.TempDir()},
+	} {
+		var out, errb bytes.Buffer
+		cmd := New(&out, &errb)
+		cmd.SetArgs(args)
+		err := cmd.ExecuteContext(t.Context())
+		if code := ExitCode(err); code != 0 || out.Len() != 0 || errb.Len() != 0 {
+			t.Errorf("vigil %v: exit %d, stdout %q, stderr %q; want 0 and nothing", args, code, out.String(), errb.String())
+		}
+	}
+	d := startDaemon(t)
+	if r := runCLI(t, map[string]string{"VIGIL_ADDR": d.Addr(), "VIGIL_TOKEN": "wrong"}, "notice", "--for", "dave"); r.code != 0 || r.stdout != "" || r.stderr != "" {
+		t.Errorf("notice with a wrong token: %+v, want exit 0 and nothing", r)
+	}
+}
+
+// TestErrors checks that errors are one sentence on stderr with exit 2.
+func TestErrors(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	ln.Close()
+	tr := &transcript{}
+	for _, args := range [][]string{
+		{"show", "01ARZ3NDEKTSV4RRFFQ69G5FAV"},
+		{"add", "timer", "soon"},
+		{"add", "timer"},
+		{"add", "http", "ftp://example.com/"},
+		{"add", "kettle"},
+		{"add", "file", "/etc"},
+		{"add", "timer", "1m", "--label", "oops"},
+		{"ls", "--state", "asleep"},
+		{"ls", "--bogus"},
+		{"wait"},
+		{"wait", "nope", "--timeout", "never"},
+		{"ls", "--addr", down},
+		{"ls", "--token", "wrong"},
+	} {
+		r := tr.run(t, d, args...)
+		if r.code != ExitUsage {
+			t.Errorf("vigil %v: exit %d, want %d", args, r.code, ExitUsage)
+		}
+		if r.stdout != "" || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "vigil: ") {
+			t.Errorf("vigil %v: stdout %q stderr %q, want one line on stderr", args, r.stdout, r.stderr)
+		}
+	}
+	s := d.normalize(tr.b.String())
+	s = strings.ReplaceAll(s, down, "127.0.0.1:PORT")
+	golden(t, "errors.golden", s)
+}
+
+// TestAddRequests checks the registration each add command sends, against
+// a fake daemon that records it: predicates from arguments and flags, and
+// no deadline or interval unless given (the daemon resolves defaults).
+func TestAddRequests(t *testing.T) {
+	t.Parallel()
+	var got vigil.RegisterRequest
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = vigil.RegisterRequest{}
+		b, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Errorf("request body %s: %v", b, err)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(vigil.Watch{ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", Kind: got.Kind, Predicate: got.Predicate, Recipient: got.Recipient, State: vigil.StatePending})
+	}))
+	defer srv.Close()
+	env := map[string]string{"VIGIL_ADDR": srv.URL, "VIGIL_TOKEN": "t", "USER": "tester", "VIGIL_RECIPIENT": "agent-7"}
+
+	for _, tc := range []struct {
+		args []string
+		want vigil.RegisterRequest
+	}{
+		{[]string{"add", "timer", "10m"}, vigil.RegisterRequest{Kind: "timer", Predicate: json.RawMessage(`{"in":"10m"}`), Recipient: "agent-7"}},
+		{[]string{"add", "timer", "--at", "2030-01-02T03:04:05Z", "--for", "me", "--note", "n", "--label", "a=b", "--label", "c=d"},
+			vigil.RegisterRequest{Kind: "timer", Predicate: json.RawMessage(`{"at":"2030-01-02T03:04:05Z"}`), Recipient: "me", Note: "n", Labels: map[string]string{"a": "b", "c": "d"}}},
+		{[]string{"add", "http", "https://x.test/h", "--method", "post", "--status", "200,2xx", "--header", "X-A: 1", "--done-path", "a.b", "--done-equals", "3", "--fail-path", "err", "--deadline", "2h", "--every", "30s", "--mode", "unless", "--observe", "--idempotency-key", "k1"},
+			vigil.RegisterRequest{Kind: "http", Recipient: "agent-7", Deadline: "2h", Every: "30s", Mode: "unless", Observe: true, IdempotencyKey: "k1",
+				Predicate: json.RawMessage(`{"done":{"equals":3,"path":"a.b"},"fail":{"exists":true,"path":"err"},"headers":{"X-A":"1"},"method":"post","status":[200,"2xx"],"url":"https://x.test/h"}`)}},
+		{[]string{"add", "http", "https://x.test/h", "--done-path", "s", "--done-equals", "Ready"},
+			vigil.RegisterRequest{Kind: "http", Recipient: "agent-7", Predicate: json.RawMessage(`{"done":{"equals":"Ready","path":"s"},"url":"https://x.test/h"}`)}},
+		{[]string{"add", "tcp", "db:5432", "--timeout", "1s"}, vigil.RegisterRequest{Kind: "tcp", Recipient: "agent-7", Predicate: json.RawMessage(`{"address":"db:5432","timeout":"1s"}`)}},
+		{[]string{"add", "file", "/srv/x", "--absent"}, vigil.RegisterRequest{Kind: "file", Recipient: "agent-7", Predicate: json.RawMessage(`{"exists":false,"path":"/srv/x"}`)}},
+		{[]string{"add", "file", "/srv/log", "--contains", "listening"}, vigil.RegisterRequest{Kind: "file", Recipient: "agent-7", Predicate: json.RawMessage(`{"contains":"listening","path":"/srv/log"}`)}},
+		{[]string{"add", "command", "--cwd", "/src", "--fail-exit", "1,2", "--env", "A=b", "--", "make", "-j", "test"},
+			vigil.RegisterRequest{Kind: "command", Recipient: "agent-7", Predicate: json.RawMessage(`{"argv":["make","-j","test"],"cwd":"/src","env":{"A":"b"},"fail":[1,2]}`)}},
+		{[]string{"add", "command", "--cwd", "/src", "--shell", "exit 3", "--done-exit", "3"},
+			vigil.RegisterRequest{Kind: "command", Recipient: "agent-7", Predicate: json.RawMessage(`{"cwd":"/src","done":[3],"shell":"exit 3"}`)}},
+		{[]string{"add", "folder", "--predicate", `{"path": "/srv/docs", "pattern": ["**/*.md"]}`},
+			vigil.RegisterRequest{Kind: "folder", Recipient: "agent-7", Predicate: json.RawMessage(`{"path":"/srv/docs","pattern":["**/*.md"]}`)}},
+		{[]string{"add", "http", "https://x.test/override", "--predicate", `{"url": "https://x.test/base", "timeout": "5s"}`},
+			vigil.RegisterRequest{Kind: "http", Recipient: "agent-7", Predicate: json.RawMessage(`{"timeout":"5s","url":"https://x.test/override"}`)}},
+	} {
+		r := runCLI(t, env, tc.args...)
+		if r.code != 0 {
+			t.Errorf("vigil %v: exit %d: %s", tc.args, r.code, r.stderr)
+			continue
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("vigil %v sent (-want +got):\n%s", tc.args, diff)
+		}
+	}
+}
+
+func TestServiceUnits(t *testing.T) {
+	t.Parallel()
+	p := unitParams{
+		Binary:  "/home/ada/go/bin/vigil",
+		Args:    []string{"serve", "--data-dir", "/home/ada/.local/share/vigil"},
+		LogPath: "/Users/ada/Library/Logs/vigil.log",
+	}
+	golden(t, "vigil.service.golden", systemdUnit(p))
+	golden(t, "run.vigil.plist.golden", launchdPlist(p))
+
+	for in, want := range map[string]string{
+		"/usr/bin/vigil":   "/usr/bin/vigil",
+		"/opt/my apps/v":   `"/opt/my apps/v"`,
+		`/a"b\c`:           `"/a\"b\\c"`,
+		"/data/100%/vigil": "/data/100%%/vigil",
+		"/x/$HOME":         "/x/$$HOME",
+	} {
+		if got := systemdQuote(in); got != want {
+			t.Errorf("systemdQuote(%q) = %q, want %q", in, got, want)
+		}
+	}
+
+	for _, goos := range []string{"linux", "darwin"} {
+		env := map[string]string{"HOME": "/home/ada"}
+		r := runCLI(t, env, "service", "install", "--dry-run", "--os", goos, "--binary", "/usr/local/bin/vigil")
+		if r.code != 0 {
+			t.Fatalf("service install --dry-run --os %s: exit %d: %s", goos, r.code, r.stderr)
+		}
+		golden(t, "service_install_"+goos+".golden", r.stdout)
+	}
+	if r := runCLI(t, map[string]string{"HOME": "/h"}, "service", "install", "--dry-run", "--os", "plan9"); r.code != ExitUsage {
+		t.Errorf("service install on plan9: exit %d, want %d", r.code, ExitUsage)
+	}
+}
+
+func TestBackupCommand(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	if r := d.vigil(t, "add", "timer", "1h", "--for", "erin"); r.code != 0 {
+		t.Fatalf("add: %+v", r)
+	}
+	dest := filepath.Join(t.TempDir(), "copy.db")
+	dataDir := d.dataDir
+	r := runCLI(t, map[string]string{"HOME": t.TempDir()}, "backup", "--data-dir", dataDir, dest)
+	if r.code != 0 || !strings.Contains(r.stdout, "Backed up") {
+		t.Fatalf("backup: %+v", r)
+	}
+	if r := runCLI(t, map[string]string{"HOME": t.TempDir()}, "backup", "--data-dir", dataDir, dest); r.code == 0 {
+		t.Errorf("backup onto an existing file: exit 0")
+	}
+}
+
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.vigil(t, "add", "timer", "1h", "--for", "fay")
+	r := d.vigil(t, "status")
+	if r.code != 0 || !strings.Contains(r.stdout, "reachable") || !strings.Contains(r.stdout, "1 (1 pending)") {
+		t.Errorf("status: %+v", r)
+	}
+	r = d.vigil(t, "status", "--json")
+	var s struct {
+		Reachable bool           `json:"reachable"`
+		Watches   map[string]int `json:"watches"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || !s.Reachable || s.Watches["pending"] != 1 {
+		t.Errorf("status --json = %q (%v)", r.stdout, err)
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	t.Parallel()
+	if got := ExitCode(nil); got != 0 {
+		t.Errorf("ExitCode(nil) = %d", got)
+	}
+	if got := ExitCode(&ExitError{Code: 124}); got != 124 {
+		t.Errorf("ExitCode(124) = %d", got)
+	}
+	if got := ExitCode(io.EOF); got != ExitUsage {
+		t.Errorf("ExitCode(plain error) = %d, want %d", got, ExitUsage)
+	}
+}
+
+// TestWaitLiveLine checks that on a terminal wait shows a status line,
+// updated in place, and clears it before the result.
+func TestWaitLiveLine(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	id := strings.TrimSpace(d.vigil(t, "add", "timer", "1s", "--for", "gus", "-q").stdout)
+	var out, errb bytes.Buffer
+	vars := map[string]string{"VIGIL_ADDR": d.Addr(), "VIGIL_TOKEN": d.Token()}
+	root := newRoot(&env{stdout: &out, stderr: &errb, getenv: func(k string) string { return vars[k] }, terminal: func(io.Writer) bool { return true }})
+	root.SetArgs([]string{"wait", id})
+	if err := root.ExecuteContext(t.Context()); err != nil {
+		t.Fatalf("wait: %v (%s)", err, errb.String())
+	}
+	s := out.String()
+	if !strings.Contains(s, "\r\x1b[2K⠋ waiting 0s for the timer set for ") {
+		t.Errorf("output %q lacks the live line", s)
+	}
+	if !strings.HasSuffix(s, "\r\x1b[2Kfired: "+strings.SplitN(s, "fired: ", 2)[1]) {
+		t.Errorf("output %q does not clear the line before the result", s)
+	}
+}
+
+// TestAddWaitAndInboxWait checks add --wait exits with the outcome, and
+// inbox --wait long-polls until a message arrives.
+func TestAddWaitAndInboxWait(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	r := d.vigil(t, "add", "command", "--for", "hal", "--fail-exit", "1", "--wait", "--", "false")
+	if r.code != ExitFailed || !strings.Contains(r.stdout, "failed: The command `false` failed") {
+		t.Errorf("add --wait on a failing command: %+v, want exit 1 and the outcome", r)
+	}
+	r = d.vigil(t, "inbox", "--for", "hal")
+	if r.code != 0 || !strings.Contains(r.stdout, "failed") {
+		t.Fatalf("inbox: %+v", r)
+	}
+	if r := d.vigil(t, "add", "timer", "1s", "--for", "hal", "-q"); r.code != 0 {
+		t.Fatalf("add: %+v", r)
+	}
+	r = d.vigil(t, "inbox", "--for", "hal", "--wait", "30s")
+	if r.code != 0 || !strings.Contains(r.stdout, "went off") {
+		t.Errorf("inbox --wait: %+v, want the timer's message", r)
+	}
+	r = d.vigil(t, "add", "timer", "1s", "--for", "hal", "--wait", "--json")
+	var w vigil.Watch
+	if err := json.Unmarshal([]byte(r.stdout), &w); err != nil || r.code != 0 || w.State != vigil.StateFired {
+		t.Errorf("add --wait --json: %+v (%v), want the fired watch as JSON", r, err)
+	}
+}

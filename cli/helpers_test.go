@@ -1,0 +1,185 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+
+	"github.com/vigil-run/vigil/daemon"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// TestMain fails the package if a test leaves a goroutine behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testDaemon is an in-process daemon on 127.0.0.1:0 with a temp data dir,
+// exec allowed and file watches allowed under root.
+type testDaemon struct {
+	*daemon.Daemon
+	root    string
+	dataDir string
+}
+
+func startDaemon(t *testing.T) *testDaemon {
+	t.Helper()
+	root := t.TempDir()
+	cfg := daemon.DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.DataDir = filepath.Join(t.TempDir(), "vigil")
+	cfg.Roots = []string{root}
+	cfg.AllowExec = true
+	cfg.ProbeWorkers = 4
+	d, err := daemon.New(t.Context(), cfg, nil)
+	if err != nil {
+		t.Fatalf("daemon.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- d.Run(ctx) }()
+	select {
+	case <-d.Primed():
+	case err := <-errc:
+		cancel()
+		t.Fatalf("daemon stopped before it was primed: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("daemon Run = %v after shutdown, want nil", err)
+		}
+	})
+	return &testDaemon{Daemon: d, root: root, dataDir: cfg.DataDir}
+}
+
+// result is what one run of the command tree did.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// vigil runs the command tree with args against d (found through
+// VIGIL_ADDR and VIGIL_TOKEN in a private environment).
+func (d *testDaemon) vigil(t *testing.T, args ...string) result {
+	t.Helper()
+	env := map[string]string{"HOME": t.TempDir(), "USER": "tester"}
+	if d != nil {
+		env["VIGIL_ADDR"] = d.Addr()
+		env["VIGIL_TOKEN"] = d.Token()
+	}
+	return runCLI(t, env, args...)
+}
+
+// runCLI runs the command tree with args in the environment env.
+func runCLI(t *testing.T, vars map[string]string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	root := newRoot(&env{stdout: &out, stderr: &errb, getenv: func(k string) string { return vars[k] }, terminal: func(io.Writer) bool { return false }})
+	root.SetArgs(args)
+	err := root.ExecuteContext(t.Context())
+	return result{stdout: out.String(), stderr: errb.String(), code: ExitCode(err)}
+}
+
+// transcript records commands and what they printed, for a golden file.
+type transcript struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (tr *transcript) add(args []string, r result) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	fmt.Fprintf(&tr.b, "$ vigil %s\n", strings.Join(quoteArgs(args), " "))
+	tr.b.WriteString(r.stdout)
+	for _, l := range strings.SplitAfter(r.stderr, "\n") {
+		if l != "" {
+			tr.b.WriteString("stderr: " + l)
+		}
+	}
+	fmt.Fprintf(&tr.b, "[exit %d]\n", r.code)
+}
+
+func quoteArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \"'$") {
+			a = "'" + a + "'"
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// run runs one command, records it, and returns its result.
+func (tr *transcript) run(t *testing.T, d *testDaemon, args ...string) result {
+	t.Helper()
+	r := d.vigil(t, args...)
+	tr.add(args, r)
+	return r
+}
+
+var (
+	ulidRE    = regexp.MustCompile(`\b[0-9A-HJKMNP-TV-Z]{26}\b`)
+	wordTime  = regexp.MustCompile(`\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC`)
+	wireTime  = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`)
+	pollsJSON = regexp.MustCompile(`"polls": \d+`)
+	localAddr = regexp.MustCompile(`127\.0\.0\.1:\d+`)
+)
+
+// normalize replaces what changes from run to run with placeholders of
+// the same width where alignment depends on it: watch ids (numbered in
+// order of appearance), times, loopback ports, the temp root and the
+// working directory, and poll counts in JSON.
+func (d *testDaemon) normalize(s string) string {
+	if d != nil {
+		s = strings.ReplaceAll(s, d.root, "$ROOT")
+	}
+	if wd, err := os.Getwd(); err == nil {
+		s = strings.ReplaceAll(s, wd, "$CWD")
+	}
+	ids := map[string]string{}
+	s = ulidRE.ReplaceAllStringFunc(s, func(id string) string {
+		if n, ok := ids[id]; ok {
+			return n
+		}
+		n := fmt.Sprintf("WATCH%021d", len(ids)+1)
+		ids[id] = n
+		return n
+	})
+	s = wordTime.ReplaceAllString(s, "YYYY-MM-DD hh:mm:ss UTC")
+	s = wireTime.ReplaceAllString(s, "YYYY-MM-DDThh:mm:ss.sssZ")
+	s = localAddr.ReplaceAllString(s, "127.0.0.1:PORT")
+	// How many probes fit before a deadline depends on timing.
+	s = pollsJSON.ReplaceAllString(s, `"polls": N`)
+	return s
+}
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s differs (-want +got; go test -update rewrites it):\n%s", path, diff)
+	}
+}

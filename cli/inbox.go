@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vigil-run/vigil"
+)
+
+// Bounds of notice: it must never hold up or fail an agent's turn.
+const (
+	noticeTimeout = 3 * time.Second
+	noticeLimit   = 100
+	noticeReader  = "notice"
+)
+
+func newInboxCmd(e *env) *cobra.Command {
+	var (
+		cf        clientFlags
+		recipient string
+		reader    string
+		wait      string
+		noAck     bool
+		asJSON    bool
+	)
+	cmd := &cobra.Command{
+		Use:     "inbox",
+		Short:   "Read a recipient's new messages",
+		GroupID: "mail",
+		Long: `Read the messages a recipient has not yet read as --reader, and mark them
+read (unless --no-ack). Each named reader sees each message once.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var d time.Duration
+			if wait != "" {
+				var err error
+				if d, err = vigil.ParseDuration(wait); err != nil {
+					return usageErr(fmt.Errorf("--wait: %v", err))
+				}
+			}
+			c, err := cf.client(e)
+			if err != nil {
+				return err
+			}
+			r := firstNonEmpty(recipient, defaultRecipient(e))
+			deadline := time.Now().Add(d)
+			var page vigil.MessagesPage
+			for {
+				left := time.Until(deadline)
+				req := vigil.MessagesRequest{Recipient: r, Reader: reader, Ack: !noAck, Wait: min(max(left, 0), waitPoll)}
+				if page, err = c.Messages(cmd.Context(), req); err != nil {
+					return callErr(cmd, err)
+				}
+				if len(page.Messages) > 0 || time.Until(deadline) <= 0 {
+					break
+				}
+			}
+			if asJSON {
+				return writeJSON(e.stdout, page)
+			}
+			if len(page.Messages) == 0 {
+				fmt.Fprintf(e.stdout, "No new messages for %s.\n", r)
+				return nil
+			}
+			printMessages(e.stdout, page.Messages)
+			return nil
+		},
+	}
+	cf.bind(cmd, false)
+	fl := cmd.Flags()
+	fl.StringVar(&recipient, "for", "", "whose mailbox (VIGIL_RECIPIENT; default your user name)")
+	fl.StringVar(&reader, "reader", "cli", "reader name: each reader sees each message once")
+	fl.StringVar(&wait, "wait", "", "if there is nothing new, wait up to this long for a message")
+	fl.BoolVar(&noAck, "no-ack", false, "do not mark the messages read")
+	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// printMessages writes a table of messages.
+func printMessages(out io.Writer, ms []*vigil.Message) {
+	tw := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tTYPE\tAT\tWATCH\tTEXT")
+	for _, m := range ms {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", m.Seq, m.Type, timeOrEmpty(m.CreatedAt), firstNonEmpty(m.WatchID, "-"), oneLine(m.Text))
+	}
+	tw.Flush()
+}
+
+func newNoticeCmd(e *env) *cobra.Command {
+	var (
+		cf        clientFlags
+		recipient string
+	)
+	cmd := &cobra.Command{
+		Use:     "notice",
+		Short:   "Print new messages as one <vigil> block for an agent's prompt, and mark them read",
+		GroupID: "mail",
+		Long: `Print a recipient's unread messages as one <vigil>…</vigil> block and mark
+them read (reader "notice"). Meant for an agent harness hook run at the start
+of each turn. It prints nothing and exits 0 when there is nothing new, and
+also when the daemon is down, unreachable or busy: it never fails a turn.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), noticeTimeout)
+			defer cancel()
+			c, err := cf.client(e)
+			if err != nil {
+				return nil
+			}
+			defer c.CloseIdleConnections()
+			r := firstNonEmpty(recipient, defaultRecipient(e))
+			page, err := c.Messages(ctx, vigil.MessagesRequest{Recipient: r, Reader: noticeReader, Limit: noticeLimit})
+			if err != nil || len(page.Messages) == 0 {
+				return nil
+			}
+			fmt.Fprint(e.stdout, noticeBlock(r, page.Messages))
+			last := page.Messages[len(page.Messages)-1].Seq
+			// A failed ack shows the messages again next turn: better twice
+			// than never.
+			_ = c.Ack(ctx, vigil.AckRequest{Recipient: r, Reader: noticeReader, Seq: last})
+			return nil
+		},
+	}
+	cf.bind(cmd, false)
+	cmd.Flags().StringVar(&recipient, "for", "", "whose mailbox (VIGIL_RECIPIENT; default your user name)")
+	return cmd
+}
+
+// noticeBlock renders messages as the one block notice prints.
+func noticeBlock(recipient string, ms []*vigil.Message) string {
+	var b strings.Builder
+	b.WriteString("<vigil>\n")
+	noun := "messages"
+	if len(ms) == 1 {
+		noun = "message"
+	}
+	fmt.Fprintf(&b, "%d new %s for %s from vigil (watches you registered):\n", len(ms), noun, recipient)
+	for _, m := range ms {
+		fmt.Fprintf(&b, "- [%s] %s", m.Type, oneLine(m.Text))
+		if m.WatchID != "" {
+			fmt.Fprintf(&b, " (watch %s)", m.WatchID)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("</vigil>\n")
+	return b.String()
+}

@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vigil-run/vigil/daemon"
+)
+
+func newServeCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "serve",
+		Short:   "Run the vigil daemon",
+		GroupID: "daemon",
+		Long: `Run the vigil daemon in the foreground until interrupted.
+
+Each setting is read from, in increasing precedence: its default, the JSON
+config file (--config or VIGIL_CONFIG), its VIGIL_… environment variable, and
+its flag. The first start creates the data directory and writes the admin
+token to <data-dir>/admin.token (mode 0600); clients on this machine find it
+there.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := daemon.Load(cmd.Flags(), e.getenv)
+			if err != nil {
+				return usageErr(err)
+			}
+			if err := cfg.Validate(); err != nil {
+				return usageErr(err)
+			}
+			log := slog.New(slog.NewTextHandler(e.stderr, nil))
+			if err := daemon.Run(cmd.Context(), cfg, log); err != nil {
+				return &ExitError{Code: ExitFailed, Err: err}
+			}
+			return nil
+		},
+	}
+	daemon.BindFlags(cmd.Flags())
+	return cmd
+}

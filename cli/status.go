@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/daemon"
+)
+
+// statusMaxPages bounds how many pages of watches status counts.
+const statusMaxPages = 20
+
+func newStatusCmd(e *env) *cobra.Command {
+	var (
+		cf     clientFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:     "status",
+		Short:   "Say whether the daemon is reachable, and count its watches",
+		GroupID: "daemon",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.client(e)
+			if err != nil {
+				return err
+			}
+			counts := map[vigil.State]int{}
+			total, more := 0, false
+			q := vigil.ListRequest{Limit: 1000}
+			for i := 0; ; i++ {
+				if i == statusMaxPages {
+					more = true
+					break
+				}
+				page, err := c.Watches(cmd.Context(), q)
+				if err != nil {
+					return callErr(cmd, err)
+				}
+				for _, w := range page.Watches {
+					counts[w.State]++
+					total++
+				}
+				if page.Next == "" || len(page.Watches) == 0 {
+					break
+				}
+				q.After = page.Next
+			}
+			addr := firstNonEmpty(cf.addr, e.getenv("VIGIL_ADDR"), daemon.DefaultListen)
+			if asJSON {
+				return writeJSON(e.stdout, struct {
+					Addr      string              `json:"addr"`
+					Reachable bool                `json:"reachable"`
+					Version   string              `json:"cli_version"`
+					Watches   map[vigil.State]int `json:"watches"`
+					Total     int                 `json:"total"`
+					More      bool                `json:"more,omitempty"`
+				}{addr, true, version(), counts, total, more})
+			}
+			fmt.Fprintf(e.stdout, "vigil daemon at %s: reachable\n", addr)
+			fmt.Fprintf(e.stdout, "cli version: %s\n", version())
+			fmt.Fprintf(e.stdout, "watches: %s\n", countLine(counts, total, more))
+			return nil
+		},
+	}
+	cf.bind(cmd, false)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// countLine says "3 (2 pending, 1 fired)".
+func countLine(counts map[vigil.State]int, total int, more bool) string {
+	plus := ""
+	if more {
+		plus = "+"
+	}
+	if total == 0 {
+		return "none"
+	}
+	states := make([]string, 0, len(counts))
+	for s := range counts {
+		states = append(states, string(s))
+	}
+	// Pending first, then the rest by name.
+	sort.Slice(states, func(i, j int) bool {
+		if (states[i] == string(vigil.StatePending)) != (states[j] == string(vigil.StatePending)) {
+			return states[i] == string(vigil.StatePending)
+		}
+		return states[i] < states[j]
+	})
+	parts := make([]string, len(states))
+	for i, s := range states {
+		parts[i] = fmt.Sprintf("%d %s", counts[vigil.State(s)], s)
+	}
+	return fmt.Sprintf("%d%s (%s)", total, plus, strings.Join(parts, ", "))
+}

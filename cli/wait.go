@@ -1,0 +1,236 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/client"
+	"github.com/vigil-run/vigil/wording"
+)
+
+// waitPoll bounds one long-poll of wait; the daemon bounds it too.
+const waitPoll = 30 * time.Second
+
+// liveWidth bounds the live status line so it never wraps on a common
+// terminal (wrapping would break updating it in place).
+const liveWidth = 78
+
+func newWaitCmd(e *env) *cobra.Command {
+	var (
+		cf      clientFlags
+		timeout string
+		asJSON  bool
+	)
+	cmd := &cobra.Command{
+		Use:     "wait ID",
+		Short:   "Wait until a watch settles; the exit code says how",
+		GroupID: "watch",
+		Long: `Wait until a watch settles, or --timeout passes, and print how it settled.
+On a terminal a live status line is shown while waiting.
+
+Exit codes:
+    0  fired
+    1  failed
+    2  usage, connection or authentication error
+    4  cancelled or errored
+    8  still pending when --timeout ran out
+  124  expired`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var d time.Duration
+			if timeout != "" {
+				var err error
+				if d, err = vigil.ParseDuration(timeout); err != nil {
+					return usageErr(fmt.Errorf("--timeout: %v", err))
+				}
+			}
+			c, err := cf.client(e)
+			if err != nil {
+				return err
+			}
+			w, err := c.Watch(cmd.Context(), args[0])
+			if err != nil {
+				return waitErr(cmd, err)
+			}
+			return waitAndReport(cmd, e, c, w, d, asJSON)
+		},
+	}
+	cf.bind(cmd, false)
+	cmd.Flags().StringVar(&timeout, "timeout", "", "give up after this long (exit 8); default: wait until the watch settles")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the watch as JSON")
+	return cmd
+}
+
+// waitErr maps an error while waiting: 130 if interrupted, else 2, so no
+// error is mistaken for an outcome.
+func waitErr(cmd *cobra.Command, err error) error {
+	if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
+		return quiet(cmd, ExitInterrupted)
+	}
+	return &ExitError{Code: ExitUsage, Err: err}
+}
+
+// waitAndReport waits for w to settle (or timeout, if positive), prints
+// the result and returns the exit for its state.
+func waitAndReport(cmd *cobra.Command, e *env, c *client.Client, w *vigil.Watch, timeout time.Duration, asJSON bool) error {
+	ctx := cmd.Context()
+	stop := func() {}
+	if !asJSON && w.State == vigil.StatePending && e.terminal(e.stdout) {
+		stop = startLive(ctx, e.stdout, c, w)
+	}
+	final, err := waitFor(ctx, c, w, timeout)
+	stop()
+	if err != nil {
+		return waitErr(cmd, err)
+	}
+	if asJSON {
+		if err := writeJSON(e.stdout, final); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(e.stdout, resultLine(final))
+	}
+	if code := exitFor(final.State); code != ExitOK {
+		return quiet(cmd, code)
+	}
+	return nil
+}
+
+// waitFor long-polls until w settles or timeout (if positive) passes.
+func waitFor(ctx context.Context, c *client.Client, w *vigil.Watch, timeout time.Duration) (*vigil.Watch, error) {
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	for w.State == vigil.StatePending {
+		poll := waitPoll
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return w, nil
+			}
+			poll = min(poll, left)
+		}
+		next, err := c.Wait(ctx, w.ID, poll)
+		if err != nil {
+			return nil, err
+		}
+		w = next
+	}
+	return w, nil
+}
+
+// exitFor is wait's exit code for a state.
+func exitFor(s vigil.State) int {
+	switch s {
+	case vigil.StateFired:
+		return ExitOK
+	case vigil.StateFailed:
+		return ExitFailed
+	case vigil.StateExpired:
+		return ExitExpired
+	case vigil.StatePending:
+		return ExitPending
+	}
+	return ExitStopped // cancelled, errored, unwatchable
+}
+
+// resultLine is the one line wait prints: the state and its sentence.
+func resultLine(w *vigil.Watch) string {
+	if w.State.Terminal() {
+		return string(w.State) + ": " + oneLine(outcomeSentence(w))
+	}
+	return string(w.State) + ": " + oneLine(wording.Why(w))
+}
+
+// startLive shows a one-line status of w, updated in place from the event
+// stream and once a second, until the returned stop is called; stop
+// clears the line.
+func startLive(ctx context.Context, out io.Writer, c *client.Client, w *vigil.Watch) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		start := time.Now()
+		subject := wording.Subject(w)
+		polls := w.Polls
+		text := ""
+		if o := w.LastObservation; o != nil {
+			text = firstNonEmpty(o.Summary, o.Reason)
+		}
+		frames := []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
+		frame := 0
+		render := func() {
+			line := fmt.Sprintf("%s waiting %s for %s", frames[frame%len(frames)], vigil.FormatDuration(time.Since(start).Truncate(time.Second)), subject)
+			switch {
+			case polls == 1:
+				line += " · 1 check"
+			case polls > 1:
+				line += fmt.Sprintf(" · %d checks", polls)
+			}
+			if text != "" {
+				line += " · " + text
+			}
+			fmt.Fprint(out, "\r\x1b[2K"+clipRunes(oneLine(line), liveWidth))
+			frame++
+		}
+		events := make(chan vigil.Event)
+		subDone := make(chan struct{})
+		defer func() { <-subDone }()
+		go func() {
+			defer close(subDone)
+			// Subscribing may take a moment; the line renders meanwhile.
+			ch, err := c.Subscribe(ctx, vigil.EventFilter{WatchID: w.ID})
+			if err != nil {
+				return
+			}
+			for ev := range ch {
+				select {
+				case events <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		render()
+		for {
+			select {
+			case <-ctx.Done():
+				fmt.Fprint(out, "\r\x1b[2K")
+				return
+			case ev := <-events:
+				if ev.Polls > 0 {
+					polls = ev.Polls
+				}
+				if ev.Text != "" && !ev.Done {
+					text = ev.Text
+				}
+				render()
+			case <-tick.C:
+				render()
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+func clipRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return strings.TrimRight(string(r[:n-1]), " ") + "…"
+}

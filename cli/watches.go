@@ -1,0 +1,309 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/wording"
+)
+
+// listPage is the page size ls asks for.
+const listPage = 500
+
+func newListCmd(e *env) *cobra.Command {
+	var (
+		cf        clientFlags
+		recipient string
+		state     string
+		kind      string
+		labels    []string
+		limit     int
+		asJSON    bool
+	)
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List watches, newest first",
+		GroupID: "watch",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ls, err := parseLabels(labels)
+			if err != nil {
+				return err
+			}
+			if limit < 1 {
+				return usageErr(fmt.Errorf("--limit must be at least 1"))
+			}
+			c, err := cf.client(e)
+			if err != nil {
+				return err
+			}
+			q := vigil.ListRequest{Recipient: recipient, State: vigil.State(state), Kind: vigil.Kind(kind), Labels: ls}
+			var all []*vigil.Watch
+			for len(all) < limit {
+				q.Limit = min(listPage, limit-len(all))
+				page, err := c.Watches(cmd.Context(), q)
+				if err != nil {
+					return callErr(cmd, err)
+				}
+				all = append(all, page.Watches...)
+				if page.Next == "" || len(page.Watches) == 0 {
+					break
+				}
+				q.After = page.Next
+			}
+			if all == nil {
+				all = []*vigil.Watch{}
+			}
+			if asJSON {
+				return writeJSON(e.stdout, vigil.WatchPage{Watches: all})
+			}
+			if len(all) == 0 {
+				fmt.Fprintln(e.stdout, "No watches.")
+				return nil
+			}
+			printWatchTable(e.stdout, all)
+			return nil
+		},
+	}
+	cf.bind(cmd, false)
+	fl := cmd.Flags()
+	fl.StringVar(&recipient, "for", "", "only this recipient's watches")
+	fl.StringVar(&state, "state", "", "only watches in this state (pending, fired, failed, expired, cancelled, errored, unwatchable)")
+	fl.StringVar(&kind, "kind", "", "only watches of this kind")
+	fl.StringArrayVar(&labels, "label", nil, "only watches with this label key=value (repeatable)")
+	fl.IntVar(&limit, "limit", 100, "list at most this many")
+	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// printWatchTable writes the ls table.
+func printWatchTable(out io.Writer, ws []*vigil.Watch) {
+	tw := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tSTATE\tRECIPIENT\tNEXT/SETTLED\tSUBJECT")
+	for _, w := range ws {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.Kind, w.State, w.Recipient, nextOrSettled(w), oneLine(wording.Subject(w)))
+	}
+	tw.Flush()
+}
+
+func nextOrSettled(w *vigil.Watch) string {
+	switch {
+	case w.State.Terminal() && !w.SettledAt.IsZero():
+		return wording.Time(w.SettledAt)
+	case w.State == vigil.StatePending && !w.NextDue.IsZero():
+		return wording.Time(w.NextDue)
+	}
+	return "-"
+}
+
+// oneLine flattens s for a table cell.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func newShowCmd(e *env) *cobra.Command {
+	var (
+		cf     clientFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:     "show ID",
+		Short:   "Show one watch",
+		GroupID: "watch",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(e)
+			if err != nil {
+				return err
+			}
+			w, err := c.Watch(cmd.Context(), args[0])
+			if err != nil {
+				return callErr(cmd, err)
+			}
+			if asJSON {
+				return writeJSON(e.stdout, w)
+			}
+			printWatch(e.stdout, w)
+			return nil
+		},
+	}
+	cf.bind(cmd, false)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// printWatch writes one watch, a field a line.
+func printWatch(out io.Writer, w *vigil.Watch) {
+	tw := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+		}
+	}
+	row("ID", w.ID)
+	row("Kind", string(w.Kind))
+	row("Subject", oneLine(wording.Subject(w)))
+	row("State", string(w.State))
+	row("Recipient", w.Recipient)
+	row("Mode", string(w.Mode))
+	row("Predicate", string(w.Predicate))
+	if w.Every > 0 {
+		row("Every", vigil.FormatDuration(w.Every))
+	}
+	row("Created", timeOrEmpty(w.CreatedAt))
+	if w.StartAt.After(w.CreatedAt) {
+		row("Starts", timeOrEmpty(w.StartAt))
+	}
+	row("Deadline", timeOrEmpty(w.Deadline))
+	if w.State == vigil.StatePending {
+		row("Next check", timeOrEmpty(w.NextDue))
+	}
+	row("Settled", timeOrEmpty(w.SettledAt))
+	row("Polls", strconv.Itoa(w.Polls))
+	row("Note", oneLine(w.Note))
+	row("Labels", formatLabels(w.Labels))
+	if o := w.LastObservation; o != nil {
+		row("Last check", timeOrEmpty(o.At)+"  "+oneLine(observationText(o)))
+	}
+	if w.Outcome != nil {
+		row("Outcome", oneLine(w.Outcome.Sentence))
+	} else if w.State != vigil.StatePending {
+		row("Outcome", oneLine(wording.Why(w)))
+	}
+	for _, r := range w.Receipts {
+		row("Receipt", fmt.Sprintf("%s %s after %d attempt(s) %s", r.Channel, r.Status, r.Attempts, r.Detail))
+	}
+	if w.AnsweredAtCreation {
+		row("Answered", "at creation (nothing was mailed)")
+	}
+	tw.Flush()
+}
+
+func timeOrEmpty(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return wording.Time(t)
+}
+
+func formatLabels(ls map[string]string) string {
+	if len(ls) == 0 {
+		return ""
+	}
+	ks := make([]string, 0, len(ls))
+	for k := range ls {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	for i, k := range ks {
+		ks[i] = k + "=" + ls[k]
+	}
+	return strings.Join(ks, " ")
+}
+
+func newWhyCmd(e *env) *cobra.Command {
+	var (
+		cf     clientFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:     "why ID",
+		Short:   "Say, in one sentence, why a watch has not settled (or how it did)",
+		GroupID: "watch",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(e)
+			if err != nil {
+				return err
+			}
+			why, err := c.Why(cmd.Context(), args[0])
+			if err != nil {
+				return callErr(cmd, err)
+			}
+			if asJSON {
+				return writeJSON(e.stdout, why)
+			}
+			fmt.Fprintln(e.stdout, why.Sentence)
+			if w := why.Watch; w != nil {
+				if o := w.LastObservation; o != nil {
+					fmt.Fprintf(e.stdout, "Last check, %s: %s\n", timeOrEmpty(o.At), oneLine(observationText(o)))
+				} else if w.Kind != vigil.KindTimer {
+					fmt.Fprintln(e.stdout, "No check has been made yet.")
+				}
+			}
+			return nil
+		},
+	}
+	cf.bind(cmd, false)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newCancelCmd(e *env) *cobra.Command {
+	var (
+		cf     clientFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:     "cancel ID",
+		Short:   "Stop a pending watch (leaves one neutral line in its mailbox)",
+		GroupID: "watch",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(e)
+			if err != nil {
+				return err
+			}
+			before, err := c.Watch(cmd.Context(), args[0])
+			if err != nil {
+				return callErr(cmd, err)
+			}
+			w, err := c.Cancel(cmd.Context(), args[0])
+			if err != nil {
+				return callErr(cmd, err)
+			}
+			if asJSON {
+				return writeJSON(e.stdout, w)
+			}
+			if !before.State.Terminal() && w.State == vigil.StateCancelled {
+				fmt.Fprintf(e.stdout, "Cancelled %s: %s\n", w.ID, outcomeSentence(w))
+			} else {
+				fmt.Fprintf(e.stdout, "%s had already settled (%s): %s\n", w.ID, w.State, outcomeSentence(w))
+			}
+			return nil
+		},
+	}
+	cf.bind(cmd, false)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the watch as JSON")
+	return cmd
+}
+
+func newRmCmd(e *env) *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:     "rm ID",
+		Short:   "Remove a watch (a pending one is cancelled first); its messages stay",
+		GroupID: "watch",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(e)
+			if err != nil {
+				return err
+			}
+			if err := c.Delete(cmd.Context(), args[0]); err != nil {
+				return callErr(cmd, err)
+			}
+			fmt.Fprintf(e.stdout, "Removed %s.\n", args[0])
+			return nil
+		},
+	}
+	cf.bind(cmd, false)
+	return cmd
+}

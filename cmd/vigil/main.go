@@ -1,0 +1,19 @@
+// Command vigil is the vigil watch service: "vigil serve" runs the daemon,
+// and the other commands talk to it. See package cli.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/vigil-run/vigil/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := cli.New(os.Stdout, os.Stderr).ExecuteContext(ctx)
+	stop()
+	os.Exit(cli.ExitCode(err))
+}

@@ -1,0 +1,48 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/vigil-run/vigil/store/sqlite"
+)
+
+// Backup writes a consistent copy of the SQLite database cfg names to dest
+// (which must not exist yet), while a daemon may be running on it: SQLite's
+// VACUUM INTO through the store, readers and writers carry on. It refuses
+// when there is no database yet, rather than creating one.
+func Backup(ctx context.Context, cfg Config, dest string) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	src := cfg.DatabasePath()
+	if _, err := os.Stat(src); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("no database at %s: has vigil serve run with this data dir?", src)
+		}
+		return fmt.Errorf("backup: %w", err)
+	}
+	dest, err := filepath.Abs(dest)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	if _, err := os.Stat(dest); err == nil {
+		return fmt.Errorf("backup: %s already exists; name a new file", dest)
+	}
+	st, err := sqlite.Open(ctx, src, nil)
+	if err != nil {
+		if errors.Is(err, sqlite.ErrSchemaNewer) {
+			return fmt.Errorf("the database %s was written by a newer vigil; back it up with that version: %w", src, err)
+		}
+		return fmt.Errorf("backup: %w", err)
+	}
+	if err := st.Backup(ctx, dest); err != nil {
+		st.Close()
+		return err
+	}
+	return st.Close()
+}

@@ -1,0 +1,456 @@
+package daemon
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/scheduler"
+)
+
+// DefaultListen is the address the daemon listens on, and the address
+// clients look for it at, unless told otherwise.
+const DefaultListen = "127.0.0.1:7474"
+
+// Names of the files the daemon keeps in its data directory.
+const (
+	// DatabaseFile is the SQLite database, unless store names another.
+	DatabaseFile = "vigil.db"
+	// TokenFile holds the admin token (mode 0600).
+	TokenFile = "admin.token"
+)
+
+// EnvConfig names the environment variable that gives a config file when
+// --config does not.
+const EnvConfig = "VIGIL_CONFIG"
+
+// Config is the daemon's configuration: the keys of SPEC §10 this build
+// uses. Build it with DefaultConfig or Load, and check it with Validate.
+type Config struct {
+	// Listen is the host:port the HTTP API listens on.
+	Listen string
+	// DataDir holds the database, the admin token and other state.
+	DataDir string
+	// Store selects the store: "" (or "sqlite") for the SQLite file
+	// vigil.db in DataDir, "sqlite:PATH" for another SQLite file. A
+	// postgres:// URL is refused: PostgreSQL is not in this build yet.
+	Store string
+	// AllowExec enables the kinds that run commands.
+	AllowExec bool
+	// Roots are the directories file watches may look inside.
+	Roots []string
+	// ProbeWorkers sizes the probe pool.
+	ProbeWorkers int
+	// DenyPrivate stops http and tcp probes from reaching loopback and
+	// private addresses too (link-local and metadata addresses are always
+	// refused).
+	DenyPrivate bool
+	// Limits are the engine's bounds; min_every, max_deadline, max_active
+	// and max_active_per_recipient are configurable keys.
+	Limits vigil.Limits
+}
+
+// DefaultConfig returns the defaults of SPEC §10 for the current user.
+func DefaultConfig() Config { return defaultConfig(os.Getenv) }
+
+func defaultConfig(getenv func(string) string) Config {
+	home := homeDir(getenv)
+	var roots []string
+	if home != "" {
+		roots = []string{home}
+	}
+	return Config{
+		Listen:       DefaultListen,
+		DataDir:      DefaultDataDir(getenv),
+		ProbeWorkers: scheduler.DefaultWorkers,
+		Roots:        roots,
+		Limits:       vigil.DefaultLimits(),
+	}
+}
+
+// DefaultDataDir returns $XDG_DATA_HOME/vigil, or ~/.local/share/vigil,
+// reading the environment through getenv (nil means os.Getenv). It returns
+// "" when neither variable nor a home directory is known.
+func DefaultDataDir(getenv func(string) string) string {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if x := getenv("XDG_DATA_HOME"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, "vigil")
+	}
+	if home := homeDir(getenv); home != "" {
+		return filepath.Join(home, ".local", "share", "vigil")
+	}
+	return ""
+}
+
+func homeDir(getenv func(string) string) string {
+	if h := getenv("HOME"); h != "" {
+		return h
+	}
+	h, _ := os.UserHomeDir()
+	return h
+}
+
+// DatabasePath returns the SQLite file the configuration names.
+func (c Config) DatabasePath() string {
+	if p, ok := strings.CutPrefix(c.Store, "sqlite:"); ok && p != "" {
+		return p
+	}
+	return filepath.Join(c.DataDir, DatabaseFile)
+}
+
+// TokenPath returns the admin token file in dataDir.
+func TokenPath(dataDir string) string { return filepath.Join(dataDir, TokenFile) }
+
+// StoreName describes the store for the start-up line: "sqlite:/path".
+func (c Config) StoreName() string { return "sqlite:" + c.DatabasePath() }
+
+// Validate reports the first setting that cannot work, as one sentence
+// naming the key.
+func (c Config) Validate() error {
+	// An empty host listens on every interface: allowed, if asked for.
+	_, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %q: want host:port, like %s", c.Listen, DefaultListen)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("listen %q: the port must be a number from 0 to 65535", c.Listen)
+	}
+	if c.DataDir == "" {
+		return errors.New("data_dir is not set and there is no home directory to default to; set --data-dir or VIGIL_DATA_DIR")
+	}
+	if !filepath.IsAbs(c.DataDir) {
+		return fmt.Errorf("data_dir %q must be an absolute path", c.DataDir)
+	}
+	switch s := c.Store; {
+	case s == "", s == "sqlite":
+	case strings.HasPrefix(s, "sqlite:"):
+		if p := strings.TrimPrefix(s, "sqlite:"); !filepath.IsAbs(p) {
+			return fmt.Errorf("store %q: the SQLite file must be an absolute path", s)
+		}
+	case strings.HasPrefix(s, "postgres://"), strings.HasPrefix(s, "postgresql://"):
+		return errors.New("store: PostgreSQL is not in this build yet; leave store empty to use SQLite in data_dir")
+	default:
+		return fmt.Errorf("store %q: leave it empty for SQLite in data_dir, or give sqlite:PATH", redactURL(s))
+	}
+	if len(c.Roots) == 0 {
+		return errors.New("roots is empty: name at least one directory file watches may look inside (VIGIL_ROOTS, colon-separated)")
+	}
+	for _, r := range c.Roots {
+		if !filepath.IsAbs(r) {
+			return fmt.Errorf("roots: %q must be an absolute path", r)
+		}
+	}
+	if c.ProbeWorkers < 1 || c.ProbeWorkers > 1024 {
+		return fmt.Errorf("probe_workers %d: must be from 1 to 1024", c.ProbeWorkers)
+	}
+	l := c.Limits
+	if l.MinEvery <= 0 {
+		return fmt.Errorf("min_every %s: must be positive", vigil.FormatDuration(l.MinEvery))
+	}
+	if l.MaxDeadline < l.MinEvery {
+		return fmt.Errorf("max_deadline %s: must be at least min_every (%s)", vigil.FormatDuration(l.MaxDeadline), vigil.FormatDuration(l.MinEvery))
+	}
+	if l.MaxActive < 1 {
+		return fmt.Errorf("max_active %d: must be at least 1", l.MaxActive)
+	}
+	if l.MaxActivePerRecipient < 1 || l.MaxActivePerRecipient > l.MaxActive {
+		return fmt.Errorf("max_active_per_recipient %d: must be from 1 to max_active (%d)", l.MaxActivePerRecipient, l.MaxActive)
+	}
+	return nil
+}
+
+// redactURL drops credentials from a URL-like string before it is shown.
+func redactURL(s string) string {
+	if i := strings.Index(s, "://"); i >= 0 {
+		if j := strings.LastIndex(s, "@"); j > i {
+			return s[:i+3] + "…@" + s[j+1:]
+		}
+	}
+	return s
+}
+
+// key is one configuration key: its name in a config file, its flag and
+// environment twin, and how a value is read.
+type key struct {
+	name  string // config file key, snake_case
+	usage string
+	typ   string // shown in flag help: "int", "duration", …
+	bool  bool
+	set   func(c *Config, s string) error
+	show  func(c Config) string
+	// list, when set, reads a JSON array in a config file.
+	list func(c *Config, v []string) error
+}
+
+// Flag returns the flag name: the key with dashes.
+func (k key) flag() string { return strings.ReplaceAll(k.name, "_", "-") }
+
+// env returns the environment variable: VIGIL_ and the key upper-cased.
+func (k key) env() string { return "VIGIL_" + strings.ToUpper(k.name) }
+
+func durationKey(name, usage string, field func(c *Config) *time.Duration) key {
+	return key{
+		name: name, usage: usage, typ: "duration",
+		set: func(c *Config, s string) error {
+			d, err := vigil.ParseDuration(s)
+			if err != nil {
+				return err
+			}
+			*field(c) = d
+			return nil
+		},
+		show: func(c Config) string { return vigil.FormatDuration(*field(&c)) },
+	}
+}
+
+func intKey(name, usage string, field func(c *Config) *int) key {
+	return key{
+		name: name, usage: usage, typ: "int",
+		set: func(c *Config, s string) error {
+			n, err := strconv.Atoi(strings.ReplaceAll(s, "_", ""))
+			if err != nil {
+				return fmt.Errorf("%q is not a whole number", s)
+			}
+			*field(c) = n
+			return nil
+		},
+		show: func(c Config) string { return strconv.Itoa(*field(&c)) },
+	}
+}
+
+func boolKey(name, usage string, field func(c *Config) *bool) key {
+	return key{
+		name: name, usage: usage, bool: true,
+		set: func(c *Config, s string) error {
+			b, err := strconv.ParseBool(s)
+			if err != nil {
+				return fmt.Errorf("%q is not true or false", s)
+			}
+			*field(c) = b
+			return nil
+		},
+		show: func(c Config) string { return strconv.FormatBool(*field(&c)) },
+	}
+}
+
+func stringKey(name, usage string, path bool, field func(c *Config) *string) key {
+	return key{
+		name: name, usage: usage, typ: "string",
+		set: func(c *Config, s string) error {
+			if path {
+				s = expandPath(s)
+			}
+			*field(c) = s
+			return nil
+		},
+		show: func(c Config) string { return *field(&c) },
+	}
+}
+
+// configKeys returns the one table of configuration keys.
+func configKeys() []key {
+	return []key{
+		stringKey("listen", "host:port to listen on", false, func(c *Config) *string { return &c.Listen }),
+		stringKey("data_dir", "directory for the database and the admin token", true, func(c *Config) *string { return &c.DataDir }),
+		stringKey("store", `store: empty for SQLite in the data dir, or sqlite:PATH ("postgres://" is not in this build yet)`, false, func(c *Config) *string { return &c.Store }),
+		boolKey("allow_exec", "allow watches that run commands (kind command)", func(c *Config) *bool { return &c.AllowExec }),
+		{
+			name: "roots", usage: "colon-separated directories that file watches may look inside", typ: "paths",
+			set: func(c *Config, s string) error {
+				c.Roots = nil
+				for _, r := range filepath.SplitList(s) {
+					if r = strings.TrimSpace(r); r != "" {
+						c.Roots = append(c.Roots, expandPath(r))
+					}
+				}
+				return nil
+			},
+			list: func(c *Config, v []string) error {
+				c.Roots = nil
+				for _, r := range v {
+					if r = strings.TrimSpace(r); r != "" {
+						c.Roots = append(c.Roots, expandPath(r))
+					}
+				}
+				return nil
+			},
+			show: func(c Config) string { return strings.Join(c.Roots, string(filepath.ListSeparator)) },
+		},
+		intKey("probe_workers", "size of the probe worker pool", func(c *Config) *int { return &c.ProbeWorkers }),
+		durationKey("min_every", "shortest re-check interval a watch may ask for", func(c *Config) *time.Duration { return &c.Limits.MinEvery }),
+		durationKey("max_deadline", "longest deadline a watch may ask for", func(c *Config) *time.Duration { return &c.Limits.MaxDeadline }),
+		intKey("max_active", "most pending watches in all", func(c *Config) *int { return &c.Limits.MaxActive }),
+		intKey("max_active_per_recipient", "most pending watches per recipient", func(c *Config) *int { return &c.Limits.MaxActivePerRecipient }),
+		boolKey("deny_private", "refuse http and tcp probes to loopback and private addresses", func(c *Config) *bool { return &c.DenyPrivate }),
+	}
+}
+
+// expandPath expands a leading "~/" and makes the path absolute.
+func expandPath(p string) string {
+	if p == "" {
+		return p
+	}
+	if rest, ok := strings.CutPrefix(p, "~/"); ok || p == "~" {
+		if h, err := os.UserHomeDir(); err == nil {
+			p = filepath.Join(h, rest)
+		}
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	return p
+}
+
+// Key describes one configuration key for documentation.
+type Key struct {
+	Name    string // in a config file
+	Flag    string // without the dashes
+	Env     string
+	Default string
+	Usage   string
+}
+
+// Keys lists the configuration keys with their defaults for the current
+// user, in the order of the table.
+func Keys() []Key {
+	def := DefaultConfig()
+	out := make([]Key, 0, 16)
+	for _, k := range configKeys() {
+		out = append(out, Key{Name: k.name, Flag: k.flag(), Env: k.env(), Default: k.show(def), Usage: k.usage})
+	}
+	return out
+}
+
+// BindFlags defines one flag per configuration key on fs, plus --config.
+// The defaults shown are those of DefaultConfig; only flags that were set
+// override the environment and the config file in Load.
+func BindFlags(fs *pflag.FlagSet) {
+	def := DefaultConfig()
+	fs.String("config", "", "JSON config file (also "+EnvConfig+")")
+	for _, k := range configKeys() {
+		usage := k.usage + " (" + k.env() + ")"
+		if k.bool {
+			b, _ := strconv.ParseBool(k.show(def))
+			fs.Bool(k.flag(), b, usage)
+			continue
+		}
+		fs.Var(&textValue{s: k.show(def), typ: k.typ}, k.flag(), usage)
+	}
+}
+
+// textValue is a flag holding text that Load parses, shown with its type.
+type textValue struct{ s, typ string }
+
+func (v *textValue) String() string     { return v.s }
+func (v *textValue) Set(s string) error { v.s = s; return nil }
+func (v *textValue) Type() string       { return v.typ }
+
+// Load builds the configuration from, in increasing precedence: the
+// defaults, the JSON config file (--config, else $VIGIL_CONFIG), the
+// VIGIL_… environment variables, and the flags set on fs (defined by
+// BindFlags; fs may be nil). getenv reads the environment (nil means
+// os.Getenv). The result is not validated: call Validate.
+func Load(fs *pflag.FlagSet, getenv func(string) string) (Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	c := defaultConfig(getenv)
+
+	file := getenv(EnvConfig)
+	if fs != nil {
+		if f := fs.Lookup("config"); f != nil && f.Changed {
+			file = f.Value.String()
+		}
+	}
+	if file != "" {
+		if err := c.loadFile(file); err != nil {
+			return Config{}, err
+		}
+	}
+	for _, k := range configKeys() {
+		v := getenv(k.env())
+		if v == "" {
+			continue
+		}
+		if err := k.set(&c, v); err != nil {
+			return Config{}, fmt.Errorf("%s: %w", k.env(), err)
+		}
+	}
+	if fs != nil {
+		for _, k := range configKeys() {
+			f := fs.Lookup(k.flag())
+			if f == nil || !f.Changed {
+				continue
+			}
+			if err := k.set(&c, f.Value.String()); err != nil {
+				return Config{}, fmt.Errorf("--%s: %w", k.flag(), err)
+			}
+		}
+	}
+	return c, nil
+}
+
+// loadFile applies a JSON config file: an object whose keys are the
+// configuration keys. Unknown keys are refused, so a typo is not ignored.
+func (c *Config) loadFile(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	var m map[string]json.RawMessage
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil {
+		return fmt.Errorf("config file %s: not a JSON object: %w", path, err)
+	}
+	byName := make(map[string]key)
+	for _, k := range configKeys() {
+		byName[k.name] = k
+	}
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		k, ok := byName[n]
+		if !ok {
+			return fmt.Errorf("config file %s: unknown key %q", path, n)
+		}
+		raw := bytes.TrimSpace(m[n])
+		var err error
+		switch {
+		case len(raw) > 0 && raw[0] == '[' && k.list != nil:
+			var v []string
+			if err = json.Unmarshal(raw, &v); err == nil {
+				err = k.list(c, v)
+			}
+		case len(raw) > 0 && raw[0] == '"':
+			var s string
+			if err = json.Unmarshal(raw, &s); err == nil {
+				err = k.set(c, s)
+			}
+		case string(raw) == "true" || string(raw) == "false" || len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9'):
+			err = k.set(c, string(raw))
+		default:
+			err = fmt.Errorf("unexpected value %s", raw)
+		}
+		if err != nil {
+			return fmt.Errorf("config file %s: %s: %w", path, n, err)
+		}
+	}
+	return nil
+}

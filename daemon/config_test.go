@@ -1,0 +1,221 @@
+package daemon_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/daemon"
+)
+
+// fakeEnv is an environment for Load.
+func fakeEnv(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func parseFlags(t *testing.T, args ...string) *pflag.FlagSet {
+	t.Helper()
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	daemon.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("Parse(%q): %v", args, err)
+	}
+	return fs
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "vigil.json")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDefaultConfig(t *testing.T) {
+	t.Parallel()
+	env := fakeEnv(map[string]string{"HOME": "/home/ada"})
+	c, err := daemon.Load(nil, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := daemon.Config{
+		Listen:       "127.0.0.1:7474",
+		DataDir:      "/home/ada/.local/share/vigil",
+		Roots:        []string{"/home/ada"},
+		ProbeWorkers: 8,
+		Limits:       vigil.DefaultLimits(),
+	}
+	if diff := cmp.Diff(want, c); diff != "" {
+		t.Errorf("Load with no settings (-want +got):\n%s", diff)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate(defaults) = %v", err)
+	}
+	if got, want := c.DatabasePath(), "/home/ada/.local/share/vigil/vigil.db"; got != want {
+		t.Errorf("DatabasePath() = %q, want %q", got, want)
+	}
+
+	c, err = daemon.Load(nil, fakeEnv(map[string]string{"HOME": "/home/ada", "XDG_DATA_HOME": "/xdg"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DataDir != "/xdg/vigil" {
+		t.Errorf("DataDir with XDG_DATA_HOME = %q, want /xdg/vigil", c.DataDir)
+	}
+}
+
+// TestLoadPrecedence checks flag > env > file > default, key by key.
+func TestLoadPrecedence(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, `{
+		"listen": "127.0.0.1:1001",
+		"data_dir": "/from/file",
+		"probe_workers": 2,
+		"min_every": "5s",
+		"allow_exec": true,
+		"roots": ["/r1", "/r2"],
+		"max_active": 500
+	}`)
+	env := map[string]string{
+		"HOME":                "/home/ada",
+		"VIGIL_CONFIG":        file,
+		"VIGIL_LISTEN":        "127.0.0.1:2002",
+		"VIGIL_PROBE_WORKERS": "3",
+		"VIGIL_ROOTS":         "/e1:/e2",
+		"VIGIL_DENY_PRIVATE":  "true",
+	}
+	fs := parseFlags(t, "--listen", "127.0.0.1:3003", "--allow-exec=false", "--max-deadline", "2d")
+	c, err := daemon.Load(fs, fakeEnv(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type view struct {
+		Listen, DataDir     string
+		Workers             int
+		Roots               []string
+		Exec, Deny          bool
+		MinEvery, MaxDeadln time.Duration
+		MaxActive           int
+	}
+	got := view{c.Listen, c.DataDir, c.ProbeWorkers, c.Roots, c.AllowExec, c.DenyPrivate, c.Limits.MinEvery, c.Limits.MaxDeadline, c.Limits.MaxActive}
+	want := view{
+		Listen:    "127.0.0.1:3003",       // flag over env and file
+		DataDir:   "/from/file",           // file over default
+		Workers:   3,                      // env over file
+		Roots:     []string{"/e1", "/e2"}, // env over file
+		Exec:      false,                  // flag over file
+		Deny:      true,                   // env over default
+		MinEvery:  5 * time.Second,        // file
+		MaxDeadln: 48 * time.Hour,         // flag
+		MaxActive: 500,                    // file
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Load (-want +got):\n%s", diff)
+	}
+
+	// --config beats VIGIL_CONFIG.
+	other := writeFile(t, `{"listen": "127.0.0.1:4004"}`)
+	c, err = daemon.Load(parseFlags(t, "--config", other), fakeEnv(map[string]string{"HOME": "/h", "VIGIL_CONFIG": file}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:4004" || c.DataDir != "/h/.local/share/vigil" {
+		t.Errorf("--config over VIGIL_CONFIG: listen %q data_dir %q, want the --config file's alone", c.Listen, c.DataDir)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		env   map[string]string
+		flags []string
+		want  string
+	}{
+		{"unknown file key", map[string]string{"VIGIL_CONFIG": writeFile(t, `{"listne": "x"}`)}, nil, `unknown key "listne"`},
+		{"file not JSON", map[string]string{"VIGIL_CONFIG": writeFile(t, `listen = 1`)}, nil, "not a JSON object"},
+		{"missing file", map[string]string{"VIGIL_CONFIG": "/nonexistent/vigil.json"}, nil, "config file"},
+		{"bad env int", map[string]string{"VIGIL_PROBE_WORKERS": "many"}, nil, "VIGIL_PROBE_WORKERS"},
+		{"bad env bool", map[string]string{"VIGIL_ALLOW_EXEC": "perhaps"}, nil, "VIGIL_ALLOW_EXEC"},
+		{"bad flag duration", nil, []string{"--min-every", "soon"}, "--min-every"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"HOME": "/h"}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			_, err := daemon.Load(parseFlags(t, tc.flags...), fakeEnv(env))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Load error = %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	base := func() daemon.Config {
+		c := daemon.DefaultConfig()
+		c.DataDir, c.Roots = "/var/lib/vigil", []string{"/srv"}
+		return c
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*daemon.Config)
+		want   string // "" means valid
+	}{
+		{"defaults", func(*daemon.Config) {}, ""},
+		{"sqlite path", func(c *daemon.Config) { c.Store = "sqlite:/data/v.db" }, ""},
+		{"postgres", func(c *daemon.Config) { c.Store = "postgres://u:secret@db/vigil" }, "not in this build yet"},
+		{"postgresql", func(c *daemon.Config) { c.Store = "postgresql://db/vigil" }, "not in this build yet"},
+		{"other store", func(c *daemon.Config) { c.Store = "mysql://u:secret@db/x" }, "sqlite:PATH"},
+		{"relative sqlite", func(c *daemon.Config) { c.Store = "sqlite:v.db" }, "absolute"},
+		{"listen without port", func(c *daemon.Config) { c.Listen = "localhost" }, "host:port"},
+		{"listen bad port", func(c *daemon.Config) { c.Listen = "localhost:http" }, "port"},
+		{"relative data dir", func(c *daemon.Config) { c.DataDir = "data" }, "absolute"},
+		{"no data dir", func(c *daemon.Config) { c.DataDir = "" }, "data_dir"},
+		{"no roots", func(c *daemon.Config) { c.Roots = nil }, "roots"},
+		{"relative root", func(c *daemon.Config) { c.Roots = []string{"src"} }, "roots"},
+		{"no workers", func(c *daemon.Config) { c.ProbeWorkers = 0 }, "probe_workers"},
+		{"zero min_every", func(c *daemon.Config) { c.Limits.MinEvery = 0 }, "min_every"},
+		{"max_deadline below min_every", func(c *daemon.Config) { c.Limits.MaxDeadline = time.Millisecond }, "max_deadline"},
+		{"no max_active", func(c *daemon.Config) { c.Limits.MaxActive = 0 }, "max_active"},
+		{"per recipient over total", func(c *daemon.Config) { c.Limits.MaxActivePerRecipient = c.Limits.MaxActive + 1 }, "max_active_per_recipient"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base()
+			tc.change(&c)
+			err := c.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Validate() = %v, want an error mentioning %q", err, tc.want)
+			case err != nil && strings.Contains(err.Error(), "secret"):
+				t.Errorf("Validate() = %v: shows a password", err)
+			}
+		})
+	}
+}
+
+func TestKeysDocumented(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range daemon.Keys() {
+		for _, s := range []string{"`" + k.Name + "`", "`--" + k.Flag + "`", "`" + k.Env + "`"} {
+			if !strings.Contains(string(b), s) {
+				t.Errorf("docs/operations.md does not mention %s", s)
+			}
+		}
+	}
+}

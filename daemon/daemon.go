@@ -1,0 +1,267 @@
+// Package daemon is vigil's composition root: the configuration (defaults,
+// one loader over flags, VIGIL_… environment variables and a JSON file, and
+// validation) and the Daemon, which wires the SQLite store, the watcher
+// registry, the engine and the HTTP API together and runs them until its
+// context ends.
+//
+// A daemon keeps its state in its data directory: the database vigil.db
+// and admin.token, the admin's bearer token (mode 0600), written on the
+// first start and reused after.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/engine"
+	"github.com/vigil-run/vigil/httpapi"
+	"github.com/vigil-run/vigil/store/sqlite"
+	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/command"
+	"github.com/vigil-run/vigil/watcher/file"
+	httpwatch "github.com/vigil-run/vigil/watcher/http"
+	"github.com/vigil-run/vigil/watcher/tcp"
+	"github.com/vigil-run/vigil/watcher/timer"
+)
+
+// Timeouts of the HTTP server and of shutdown.
+const (
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 2 * time.Minute
+	// shutdownTimeout bounds how long shutdown waits for requests in
+	// flight (long-polls and streams are ended at once).
+	shutdownTimeout = 10 * time.Second
+)
+
+// Daemon is one running vigil: store, engine and HTTP API. Make it with
+// New, then call Run once.
+type Daemon struct {
+	cfg   Config
+	log   *slog.Logger
+	token string
+	store *sqlite.Store
+	eng   *engine.Engine
+	api   *httpapi.Server
+	srv   *http.Server
+	ln    net.Listener
+	kinds []vigil.Kind
+
+	ready     atomic.Bool
+	primed    chan struct{}
+	ran       atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Run validates cfg, starts a daemon and runs it until ctx ends.
+func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	d, err := New(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	return d.Run(ctx)
+}
+
+// New validates cfg and does everything that can fail before serving: it
+// creates the data directory (0700), reads or writes the admin token,
+// opens the store (applying migrations) and binds the listen address, so
+// Addr is known at once. A nil logger discards. Call Run, or Close to let
+// go of it all without running.
+func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	token, err := ensureToken(TokenPath(cfg.DataDir), logger)
+	if err != nil {
+		return nil, err
+	}
+	dbPath := cfg.DatabasePath()
+	if err := os.MkdirAll(filepath.Dir(dbPath), 0o700); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	st, err := sqlite.Open(ctx, dbPath, &sqlite.Options{Logger: logger})
+	if err != nil {
+		// The store's own message names the file; ErrSchemaNewer also
+		// says which versions and what to do.
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+
+	reg := watcher.NewRegistry()
+	reg.Register(timer.New(timer.Config{}))
+	reg.Register(httpwatch.New(httpwatch.Config{DenyPrivate: cfg.DenyPrivate}))
+	reg.Register(tcp.New(tcp.Config{DenyPrivate: cfg.DenyPrivate}))
+	reg.Register(file.New(file.Config{Roots: cfg.Roots}))
+	reg.Register(command.New(command.Config{AllowExec: cfg.AllowExec}))
+
+	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, kinds: reg.Kinds(), primed: make(chan struct{})}
+	d.eng = engine.New(engine.Config{
+		Store:    st,
+		Watchers: reg,
+		Limits:   cfg.Limits,
+		Workers:  cfg.ProbeWorkers,
+		Logger:   logger,
+	})
+	d.api = httpapi.New(httpapi.Options{
+		Service:    d.eng,
+		AdminToken: token,
+		Logger:     logger,
+		MaxWait:    cfg.Limits.MaxWait,
+		ReadyFunc:  d.readyz,
+	})
+	d.srv = &http.Server{
+		Handler:           d.gate(d.api.Handler()),
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(logger.With("component", "http").Handler(), slog.LevelDebug),
+	}
+	d.srv.RegisterOnShutdown(d.api.Close)
+	return d, nil
+}
+
+// Addr returns the address the daemon listens on (host:port), with the
+// real port when the configuration asked for port 0.
+func (d *Daemon) Addr() string { return d.ln.Addr().String() }
+
+// URL returns the base URL of the API: http://Addr.
+func (d *Daemon) URL() string { return "http://" + d.Addr() }
+
+// Token returns the admin token.
+func (d *Daemon) Token() string { return d.token }
+
+// Ready reports whether the daemon has loaded its pending watches and
+// answers requests.
+func (d *Daemon) Ready() bool { return d.ready.Load() }
+
+// Primed is closed once Run has loaded the pending watches and the API
+// answers requests.
+func (d *Daemon) Primed() <-chan struct{} { return d.primed }
+
+func (d *Daemon) readyz(context.Context) error {
+	if !d.ready.Load() {
+		return errStarting
+	}
+	return nil
+}
+
+var errStarting = &vigil.Error{Code: vigil.CodeUnavailable, Message: "vigil is starting; try again shortly"}
+
+// gate answers API requests with 503 until the engine is primed; /healthz,
+// /readyz and /openapi.json are served all along.
+func (d *Daemon) gate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !d.ready.Load() && strings.HasPrefix(r.URL.Path, "/v1/") {
+			w.Header().Set("Retry-After", "1")
+			d.api.Fail(w, r, errStarting)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Run serves until ctx ends, then shuts down in order: stop accepting
+// connections and end long-polls and event streams, cancel probes in
+// flight and wait for the engine, and close the store. It returns the
+// first error that stopped it, or nil after a shutdown asked for by ctx.
+// Run may be called once.
+func (d *Daemon) Run(ctx context.Context) (err error) {
+	if !d.ran.CompareAndSwap(false, true) {
+		return errors.New("daemon: Run called twice")
+	}
+	defer func() { err = errors.Join(err, d.Close()) }()
+
+	d.log.Info("vigil is serving", "listen", d.Addr(), "data_dir", d.cfg.DataDir, "store", d.cfg.StoreName(),
+		"kinds", kindList(d.kinds), "allow_exec", d.cfg.AllowExec)
+
+	// The engine's context ends only after the HTTP server has shut down,
+	// so no request is left talking to a stopped engine.
+	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopEngine()
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := d.srv.Serve(d.ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := d.eng.Prime(engCtx); err != nil {
+			if engCtx.Err() != nil {
+				return nil // shut down before it was ready
+			}
+			return fmt.Errorf("loading pending watches: %w", err)
+		}
+		d.ready.Store(true)
+		close(d.primed)
+		if err := d.eng.Run(engCtx); err != nil && engCtx.Err() == nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+		if engCtx.Err() == nil {
+			return errors.New("engine: stopped unexpectedly")
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		d.ready.Store(false)
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		err := d.srv.Shutdown(sctx)
+		if err != nil {
+			d.srv.Close()
+			err = fmt.Errorf("http shutdown: %w", err)
+		}
+		stopEngine()
+		return err
+	})
+	err = g.Wait()
+	if err == nil {
+		d.log.Info("vigil stopped")
+	}
+	return err
+}
+
+// Close releases what New acquired: the listener and the store. Run calls
+// it on its way out; call it yourself only for a daemon never run.
+func (d *Daemon) Close() error {
+	d.closeOnce.Do(func() {
+		lerr := d.ln.Close()
+		if errors.Is(lerr, net.ErrClosed) {
+			lerr = nil
+		}
+		d.closeErr = errors.Join(lerr, d.store.Close())
+	})
+	return d.closeErr
+}
+
+func kindList(ks []vigil.Kind) string {
+	s := make([]string, len(ks))
+	for i, k := range ks {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ",")
+}

@@ -24,7 +24,8 @@ type Store interface {
 	// pending watch after a start.
 	WatchListPending(ctx context.Context) ([]ScheduleEntry, error)
 	// WatchObserve records a pending watch's latest observation and poll
-	// count. It reports false, writing nothing, if the watch is not pending.
+	// count, and the optional change message, in one transaction. It
+	// reports false, writing nothing, if the watch is not pending.
 	WatchObserve(ctx context.Context, p WatchObserveParams) (bool, error)
 	// WatchSettle settles each watch that is still pending, each with its
 	// outcome message, all in one transaction, and reports per entry whether
@@ -108,6 +109,10 @@ type WatchObserveParams struct {
 	ID          string
 	Observation *Observation
 	Polls       int
+	// Message, when set, is appended in the same transaction: a standing
+	// watch's change is recorded with its new baseline, so a crash can
+	// neither lose nor repeat it. The store sets its Seq.
+	Message *Message
 }
 
 // WatchSettleParams settles one watch.

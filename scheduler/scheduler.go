@@ -446,7 +446,7 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 	}
 	final := e.deadline != 0 && now.UnixNano() >= e.deadline
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProbeTimeout)
-	obs, err := watcher.Run(pctx, wt, watcher.Probe{WatchID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Now: now})
+	obs, err := watcher.Run(pctx, wt, watcher.Probe{WatchID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Now: now, Last: w.LastObservation})
 	cancel()
 	if ctx.Err() != nil {
 		// Shutting down: the probe was cut short, its answer means nothing.
@@ -464,22 +464,8 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 		s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: prog.Polls}}, now)
 		return
 	}
-	if !obs.Same(w.LastObservation) {
-		ok, err := s.cfg.Store.WatchObserve(ctx, vigil.WatchObserveParams{ID: w.ID, Observation: &obs, Polls: prog.Polls})
-		switch {
-		case err != nil:
-			if ctx.Err() == nil {
-				log.Error("recording observation", "err", err)
-			}
-		case !ok:
-			s.drop(e)
-			e.observer.finish(nil)
-			return
-		default:
-			w.LastObservation = &obs
-			s.cfg.EventFunc(vigil.Event{Type: vigil.EventWatchObserved, WatchID: w.ID, Recipient: w.Recipient,
-				State: w.State, Polls: prog.Polls, Text: obs.Summary, At: now})
-		}
+	if s.record(ctx, e, w, &obs, prog.Polls, now) {
+		return
 	}
 	if e.observer != nil {
 		w.Polls = prog.Polls
@@ -497,6 +483,46 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 	}
 	next := vigil.NextDue(time.Unix(0, e.due), now, every, prog.Consecutive, s.cfg.Limits.BackoffCap, deadline)
 	s.reschedule(e, next, pack(prog))
+}
+
+// record writes what an unsettled observation changed, and reports true if
+// the watch turned out to be settled already (it was dropped). A pending
+// watch writes only when its observation differs from the last one. A
+// standing watch's change (a satisfied answer) is written with its
+// "changed" message in one transaction, the new observation becoming the
+// baseline; its unavailable answers are never written, so the baseline is
+// always the last real observation.
+func (s *Scheduler) record(ctx context.Context, e *entry, w *vigil.Watch, obs *vigil.Observation, polls int, now time.Time) (gone bool) {
+	p := vigil.WatchObserveParams{ID: w.ID, Observation: obs, Polls: polls}
+	switch {
+	case w.Standing && obs.Verdict == vigil.VerdictUnavailable:
+		return false
+	case w.Standing && obs.Verdict == vigil.VerdictSatisfied:
+		data, _ := json.Marshal(messageData{Kind: w.Kind, State: w.State, Note: w.Note, Labels: w.Labels, Predicate: w.Predicate, Observation: obs})
+		p.Message = &vigil.Message{ID: s.cfg.NewIDFunc(), Recipient: w.Recipient, WatchID: w.ID, Type: vigil.MessageChanged,
+			Text: wording.Changed(w, obs), Data: data, CreatedAt: now}
+	case obs.Same(w.LastObservation):
+		return false
+	}
+	ok, err := s.cfg.Store.WatchObserve(ctx, p)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			s.log.Error("recording observation", "watch_id", w.ID, "err", err)
+		}
+		return false
+	case !ok:
+		s.drop(e)
+		e.observer.finish(nil)
+		return true
+	}
+	w.LastObservation = obs
+	s.cfg.EventFunc(vigil.Event{Type: vigil.EventWatchObserved, WatchID: w.ID, Recipient: w.Recipient,
+		State: w.State, Polls: polls, Text: obs.Summary, At: now})
+	if m := p.Message; m != nil {
+		s.cfg.EventFunc(vigil.Event{Type: vigil.EventMessage, WatchID: w.ID, Recipient: w.Recipient, State: w.State, Text: m.Text, Seq: m.Seq, At: now})
+	}
+	return false
 }
 
 // runInstant settles a batch of watches answered by the clock alone, reading
@@ -559,12 +585,14 @@ func (s *Scheduler) runInstant(ctx context.Context, es []*entry, now time.Time) 
 
 // messageData is the machine-readable part of an outcome message.
 type messageData struct {
-	Kind      vigil.Kind        `json:"kind"`
-	State     vigil.State       `json:"state"`
-	Outcome   *vigil.Outcome    `json:"outcome"`
-	Note      string            `json:"note,omitempty"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	Predicate json.RawMessage   `json:"predicate"`
+	Kind    vigil.Kind     `json:"kind"`
+	State   vigil.State    `json:"state"`
+	Outcome *vigil.Outcome `json:"outcome,omitempty"`
+	// Observation is a standing watch's change.
+	Observation *vigil.Observation `json:"observation,omitempty"`
+	Note        string             `json:"note,omitempty"`
+	Labels      map[string]string  `json:"labels,omitempty"`
+	Predicate   json.RawMessage    `json:"predicate"`
 }
 
 // OutcomeMessage builds the mailbox message for a settled watch.

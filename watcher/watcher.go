@@ -49,6 +49,12 @@ type Probe struct {
 	Kind      vigil.Kind
 	Predicate json.RawMessage
 	Now       time.Time
+	// Last is the last recorded observation, nil before the first. A
+	// standing watcher compares against it: with no Last it answers pending
+	// (the silent baseline); a change answers satisfied, with a Summary
+	// that says what changed, and becomes the new baseline together with
+	// its "changed" message.
+	Last *vigil.Observation
 }
 
 // ErrWrongKind is returned by a watcher given another kind's predicate: a

@@ -122,6 +122,15 @@ func Outcome(w *vigil.Watch, o *vigil.Outcome) string {
 	return fmt.Sprintf("%s is %s.", capital(subj), o.State)
 }
 
+// Changed is the sentence of a standing watch's "changed" message: what
+// changed, as its watcher summarised it.
+func Changed(w *vigil.Watch, obs *vigil.Observation) string {
+	if obs == nil || obs.Summary == "" {
+		return capital(Subject(w)) + " changed."
+	}
+	return fmt.Sprintf("%s changed: %s.", capital(Subject(w)), clip(strings.TrimRight(obs.Summary, "."), 2*maxSummary))
+}
+
 // Why says in one sentence why a watch has not settled yet, or how it did.
 func Why(w *vigil.Watch) string {
 	if w.State == vigil.StateUnwatchable {

@@ -272,6 +272,9 @@ func (s *Store) WatchObserve(_ context.Context, p vigil.WatchObserveParams) (boo
 	}
 	w.LastObservation = msObs(cloneObs(p.Observation))
 	w.Polls = p.Polls
+	if p.Message != nil {
+		s.appendLocked(p.Message)
+	}
 	return true, nil
 }
 

@@ -349,16 +349,37 @@ func (s *Store) WatchObserve(ctx context.Context, p vigil.WatchObserveParams) (b
 			return false, fmt.Errorf("sqlite: watch %s: encode observation: %w", p.ID, err)
 		}
 	}
+	var msg *vigil.Message
+	if p.Message != nil {
+		m := *p.Message
+		m.WatchID = cmpOr(m.WatchID, p.ID)
+		if m.ID == "" || m.Recipient == "" || m.Type == "" || m.CreatedAt.IsZero() {
+			return false, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: a change message needs an id, recipient, type and time", p.ID)
+		}
+		msg = &m
+	}
 	var won bool
+	var seq int64
 	err := s.w.do(ctx, func(t *wtx) error {
 		res, err := t.exec(t.watchObserve, obs, p.Polls, p.ID)
 		if err != nil {
 			return wrap("observe watch "+p.ID, err)
 		}
 		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
 		won = n == 1
-		return err
+		if won && msg != nil {
+			if seq, err = insertMessage(t, msg); err != nil {
+				return wrap("observe watch "+p.ID+": insert message", err)
+			}
+		}
+		return nil
 	})
+	if err == nil && won && p.Message != nil {
+		p.Message.Seq = seq
+	}
 	return won, err
 }
 

@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"ExactlyOneOutcomeMessage", testExactlyOnce},
 		{"AnsweredAtCreation", testAnsweredAtCreation},
 		{"Observe", testObserve},
+		{"ObserveWithMessage", testObserveWithMessage},
 		{"GetMany", testGetMany},
 		{"Mailbox", testMailbox},
 		{"MailboxReadersSeeEachMessageOnce", testMailboxReaders},
@@ -777,6 +778,39 @@ func testObserve(t *testing.T, newStore NewStoreFunc) {
 	}
 	if ok, err := s.WatchObserve(ctx, vigil.WatchObserveParams{ID: "missing", Polls: 1}); err != nil || ok {
 		t.Errorf("WatchObserve(missing) = %v, %v; want false, nil", ok, err)
+	}
+	if ok, err := s.WatchObserve(ctx, vigil.WatchObserveParams{ID: "w1", Polls: 10, Message: message("late", "r", "w1", vigil.MessageChanged, base)}); err != nil || ok {
+		t.Errorf("WatchObserve with a message on a settled watch = %v, %v; want false", ok, err)
+	}
+	if diff := gocmp.Diff([]string{}, messageIDs(mailbox(t, s, "r"))); diff != "" {
+		t.Errorf("a losing observation left a message (-want +got):\n%s", diff)
+	}
+}
+
+// testObserveWithMessage: a standing watch's change and its new baseline
+// commit together; many changes each leave one message.
+func testObserveWithMessage(t *testing.T, newStore NewStoreFunc) {
+	s, reopen := newStore(t)
+	ctx := t.Context()
+	w := httpWatch("w1", "r", 1, base)
+	w.Standing, w.Deadline = true, time.Time{}
+	create(t, s, w)
+	for i := range 3 {
+		obs := &vigil.Observation{Verdict: vigil.VerdictSatisfied, At: base.Add(time.Duration(i) * time.Minute), Summary: fmt.Sprintf("title is v%d", i)}
+		m := message(fmt.Sprintf("c%d", i), "r", "w1", vigil.MessageChanged, obs.At)
+		if ok, err := s.WatchObserve(ctx, vigil.WatchObserveParams{ID: "w1", Observation: obs, Polls: i + 1, Message: m}); err != nil || !ok {
+			t.Fatalf("WatchObserve with a change message = %v, %v", ok, err)
+		}
+		if m.Seq == 0 {
+			t.Errorf("WatchObserve did not set the change message's Seq")
+		}
+	}
+	s = reopen()
+	if diff := gocmp.Diff([]string{"c0", "c1", "c2"}, messageIDs(mailbox(t, s, "r"))); diff != "" {
+		t.Errorf("change messages (-want +got):\n%s", diff)
+	}
+	if got := get(t, s, "w1"); got.LastObservation == nil || got.LastObservation.Summary != "title is v2" || got.State != vigil.StatePending {
+		t.Errorf("after three changes: state %s, last %+v; want pending with the newest baseline", got.State, got.LastObservation)
 	}
 }
 

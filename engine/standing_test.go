@@ -73,4 +73,3 @@ func TestStandingWatchReportsEachChange(t *testing.T) {
 		t.Fatalf("after cancel: %s", got)
 	}
 }
-

@@ -86,6 +86,10 @@ func New(cfg Config) *Engine {
 // Scheduler returns the engine's scheduler (tests drive its Tick).
 func (e *Engine) Scheduler() *scheduler.Scheduler { return e.sched }
 
+// Poke makes a pending watch due now (see scheduler.Poke): event-driven
+// watchers call it when they learn of a change.
+func (e *Engine) Poke(id string) { e.sched.Poke(id) }
+
 // Prime loads pending watches into the scheduler (see scheduler.Prime).
 func (e *Engine) Prime(ctx context.Context) error { return e.sched.Prime(ctx) }
 

@@ -240,6 +240,24 @@ func (s *Scheduler) Remove(id string) {
 	}
 }
 
+// Poke makes a pending watch due now, for event-driven watchers (a file
+// system notification) that learn of a change before the next interval.
+// A watch already in flight is left alone: its next probe comes soon
+// anyway. Poke is cheap and safe to call from any goroutine.
+func (s *Scheduler) Poke(id string) {
+	now := s.now().UnixNano()
+	s.mu.Lock()
+	e, ok := s.byID[id]
+	if !ok || e.flags&flagInflight != 0 || e.due <= now {
+		s.mu.Unlock()
+		return
+	}
+	e.due = now
+	heap.Fix(&s.h, int(e.index))
+	s.mu.Unlock()
+	s.signal()
+}
+
 // ArmPrune makes sure the retention entry runs no later than t.
 func (s *Scheduler) ArmPrune(t time.Time) {
 	s.mu.Lock()

@@ -105,3 +105,35 @@ func TestRunShutdownLeaksNothing(t *testing.T) {
 		t.Fatalf("a probe cut short by shutdown wrote %+v", got)
 	}
 }
+
+func TestPokeMakesAWatchDueNow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		fake := watchertest.NeverSettles(vigil.KindHTTP)
+		s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(fake)})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if err := s.Prime(ctx); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error)
+		go func() { done <- s.Run(ctx) }()
+		w := newWatch("w1", 30*time.Minute, time.Now())
+		create(t, st, w)
+		s.Add(w, nil)
+		synctest.Wait()
+		time.Sleep(time.Minute)
+		s.Poke("w1")
+		s.Poke("nope")
+		synctest.Wait()
+		if got := fake.Probes("w1"); got != 2 {
+			t.Fatalf("after a poke the watch was probed %d times, want 2 (once at creation, once poked)", got)
+		}
+		next, _ := s.NextDue()
+		if want := w.CreatedAt.Add(time.Minute + 30*time.Minute); !next.Equal(want) {
+			t.Fatalf("after a poke the next due is %v, want the grid from the poke, %v", next, want)
+		}
+		cancel()
+		<-done
+	})
+}

@@ -12,6 +12,7 @@ import (
 	"log"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,13 +34,25 @@ func main() {
 	n := flag.Int("n", 100_000, "watches")
 	idleFor := flag.Duration("idle", time.Minute, "how long to measure idle cost")
 	syncMode := flag.String("sync", "FULL", "SQLite synchronous mode (FULL is the default vigil runs with)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	ctx := context.Background()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	run := func(name string, f func() error) {
 		if *scenario != "all" && *scenario != name {
 			return
 		}
 		if err := f(); err != nil {
+			pprof.StopCPUProfile()
 			log.Fatalf("%s: %v", name, err)
 		}
 	}

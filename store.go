@@ -54,6 +54,11 @@ type Store interface {
 	Prune(ctx context.Context, p PruneParams) (PruneResult, error)
 	// Close releases the store.
 	Close() error
+
+	// ReceiptStore records what became of push deliveries (store_receipt.go).
+	ReceiptStore
+	// TokenStore keeps scoped API tokens (store_token.go).
+	TokenStore
 }
 
 // WatchCreateParams are the arguments of Store.WatchCreate.

@@ -39,6 +39,11 @@ type Config struct {
 	JitterFunc func(time.Duration) time.Duration
 	// NewIDFunc makes watch and message ids; nil makes ULIDs.
 	NewIDFunc func() string
+	// DeliverFunc and CheckFunc are passed to the scheduler (see
+	// scheduler.Config): push delivery after a settlement commits, and a
+	// check before each probe (token revocation).
+	DeliverFunc func(w *vigil.Watch, m *vigil.Message)
+	CheckFunc   func(ctx context.Context, w *vigil.Watch) error
 }
 
 // Engine implements vigil.Service in-process.
@@ -79,6 +84,7 @@ func New(cfg Config) *Engine {
 	e.sched = scheduler.New(scheduler.Config{
 		Store: cfg.Store, Watchers: cfg.Watchers, NowFunc: e.now, Workers: cfg.Workers, Limits: cfg.Limits,
 		Logger: log, JitterFunc: cfg.JitterFunc, EventFunc: e.hub.publish, NewIDFunc: cfg.NewIDFunc,
+		DeliverFunc: cfg.DeliverFunc, CheckFunc: cfg.CheckFunc,
 	})
 	return e
 }

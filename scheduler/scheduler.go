@@ -61,7 +61,26 @@ type Config struct {
 	// BatchSize bounds how many instant watches (timers) settle in one
 	// transaction (default 512).
 	BatchSize int
+	// DeliverFunc, when set, hears of each settlement that won, after its
+	// commit, with the outcome message (nil for a silent settlement such as
+	// one answered at creation). It hands the work to the push channels and
+	// must not block.
+	DeliverFunc func(w *vigil.Watch, m *vigil.Message)
+	// CheckFunc, when set, runs before each probe; an error wrapping
+	// ErrStop cancels the watch silently with the reason it names (a
+	// revoked token), and no probe runs.
+	CheckFunc func(ctx context.Context, w *vigil.Watch) error
 }
+
+// StopError cancels a watch silently before its probe: see Config.CheckFunc.
+type StopError struct {
+	// Reason is the outcome's machine word ("revoked").
+	Reason string
+	// Sentence is the outcome's sentence.
+	Sentence string
+}
+
+func (e *StopError) Error() string { return e.Sentence }
 
 // Scheduler runs probes when they are due. Create it with New.
 type Scheduler struct {
@@ -462,6 +481,12 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 		e.observer.finish(w)
 		return
 	}
+	if s.cfg.CheckFunc != nil {
+		if err := s.cfg.CheckFunc(ctx, w); err != nil {
+			s.stop(ctx, e, w, err, now)
+			return
+		}
+	}
 	final := e.deadline != 0 && now.UnixNano() >= e.deadline
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProbeTimeout)
 	obs, err := watcher.Run(pctx, wt, watcher.Probe{WatchID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Now: now, Last: w.LastObservation})
@@ -541,6 +566,34 @@ func (s *Scheduler) record(ctx context.Context, e *entry, w *vigil.Watch, obs *v
 		s.cfg.EventFunc(vigil.Event{Type: vigil.EventMessage, WatchID: w.ID, Recipient: w.Recipient, State: w.State, Text: m.Text, Seq: m.Seq, At: now})
 	}
 	return false
+}
+
+// stop handles a CheckFunc refusal: a StopError cancels the watch silently;
+// any other error is a failure to check, retried at the next interval.
+func (s *Scheduler) stop(ctx context.Context, e *entry, w *vigil.Watch, err error, now time.Time) {
+	var se *StopError
+	if !errors.As(err, &se) {
+		if ctx.Err() == nil {
+			s.log.Error("checking watch before probe", "watch_id", w.ID, "err", err)
+		}
+		s.reschedule(e, now.Add(max(e.every, time.Second)), e.prog)
+		return
+	}
+	out := &vigil.Outcome{State: vigil.StateCancelled, Reason: se.Reason, Sentence: se.Sentence, Observation: w.LastObservation}
+	_, won, cerr := s.cfg.Store.WatchCancel(ctx, vigil.WatchCancelParams{ID: w.ID, Outcome: out, SettledAt: now})
+	if cerr != nil {
+		if ctx.Err() == nil {
+			s.log.Error("cancelling watch", "watch_id", w.ID, "err", cerr)
+		}
+		s.reschedule(e, now.Add(max(e.every, time.Second)), e.prog)
+		return
+	}
+	s.drop(e)
+	e.observer.finish(nil)
+	if won {
+		s.cfg.EventFunc(vigil.Event{Type: vigil.EventWatchSettled, WatchID: w.ID, Recipient: w.Recipient, State: vigil.StateCancelled,
+			Text: se.Sentence, Done: true, At: now})
+	}
 }
 
 // runInstant settles a batch of watches answered by the clock alone, reading
@@ -660,6 +713,9 @@ func (s *Scheduler) commit(ctx context.Context, ss []settlement, now time.Time) 
 		w.State, w.Outcome, w.SettledAt, w.Polls, w.AnsweredAtCreation = st.out.State, st.out, now, st.polls, st.quiet
 		w.LastObservation = st.out.Observation
 		st.e.observer.finish(w)
+		if s.cfg.DeliverFunc != nil {
+			s.cfg.DeliverFunc(w, msgs[i])
+		}
 		s.cfg.EventFunc(vigil.Event{Type: vigil.EventWatchSettled, WatchID: w.ID, Recipient: w.Recipient, State: w.State,
 			Polls: w.Polls, Text: st.out.Sentence, Done: true, At: now})
 		if m := msgs[i]; m != nil {

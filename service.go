@@ -3,6 +3,7 @@ package vigil
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -136,8 +137,21 @@ type Event struct {
 type Scope struct {
 	// Recipients the caller acts for; empty means every recipient.
 	Recipients []string
-	Exec       bool
-	TokenID    string
+	// Exec lets the caller register kinds that run commands.
+	Exec bool
+	// TokenID is the scoped token's id, recorded on the watches it makes.
+	TokenID string
+	// Kinds the caller may register; empty means every kind.
+	Kinds []Kind
+}
+
+// AllowsKind reports whether the scope may register watches of kind k: k
+// is among Kinds (when set), and a kind that runs commands needs Exec.
+func (s Scope) AllowsKind(k Kind) bool {
+	if spec, ok := SpecOf(k); ok && spec.Exec && !s.Exec {
+		return false
+	}
+	return len(s.Kinds) == 0 || slices.Contains(s.Kinds, k)
 }
 
 type scopeKey struct{}

@@ -31,6 +31,7 @@ type Store struct {
 	readers  map[[2]string]int64
 	ledger   map[[2]string]ledgerEntry
 	closed   bool
+	tok      tokens
 }
 
 type ledgerEntry struct {

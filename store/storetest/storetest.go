@@ -58,6 +58,8 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"Delete", testDelete},
 		{"Prune", testPrune},
 		{"Close", testClose},
+		{"Tokens", testTokens},
+		{"TokenConflict", testTokenConflict},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -66,24 +66,14 @@ type Config struct {
 
 // Watcher answers file watches.
 type Watcher struct {
-	roots []string
+	roots Roots
 }
 
 var _ watcher.Watcher = (*Watcher)(nil)
 
 // New returns a file watcher. Relative roots are made absolute.
 func New(cfg Config) *Watcher {
-	w := &Watcher{}
-	for _, r := range cfg.Roots {
-		if r == "" {
-			continue
-		}
-		if abs, err := filepath.Abs(r); err == nil {
-			r = abs
-		}
-		w.roots = append(w.roots, filepath.Clean(r))
-	}
-	return w
+	return &Watcher{roots: NewRoots(cfg.Roots)}
 }
 
 type input struct {
@@ -177,86 +167,17 @@ func parse(raw json.RawMessage) (*spec, error) {
 	return s, nil
 }
 
-// Admit refuses a path that resolves outside the configured roots. A path
-// that cannot be resolved now for another reason is admitted: each probe
-// resolves it again before looking.
+// Admit refuses a path that resolves outside the configured roots (see
+// Roots.Admit).
 func (w *Watcher) Admit(_ context.Context, predicate json.RawMessage) error {
-	if len(w.roots) == 0 {
+	if !w.roots.Set() {
 		return nil
 	}
 	s, err := parse(predicate)
 	if err != nil {
 		return err
 	}
-	if _, err := w.resolve(s.Path); err != nil {
-		var out *outsideError
-		if errors.As(err, &out) {
-			return watcher.Unobservable("%s resolves to %s, outside the allowed roots (%s): add a root with the daemon's roots setting (VIGIL_ROOTS)",
-				s.Path, out.resolved, strings.Join(w.roots, ", "))
-		}
-		// Any other error (permission denied, say) may pass: every probe
-		// resolves the path again before reading it.
-	}
-	return nil
-}
-
-// outsideError says a path resolved outside every root.
-type outsideError struct {
-	path, resolved string
-}
-
-// Error implements error.
-func (e *outsideError) Error() string {
-	return fmt.Sprintf("%s resolves to %s, outside the allowed roots", e.path, e.resolved)
-}
-
-// resolve returns path with every symlink resolved: the path itself if it
-// exists, else its deepest existing parent with the rest appended. With
-// roots configured, it refuses a result outside them with *outsideError.
-func (w *Watcher) resolve(path string) (string, error) {
-	resolved, err := resolvePath(path)
-	if err != nil {
-		return "", err
-	}
-	if len(w.roots) == 0 {
-		return resolved, nil
-	}
-	for _, root := range w.roots {
-		r, err := filepath.EvalSymlinks(root)
-		if err != nil {
-			r = root
-		}
-		if within(resolved, r) {
-			return resolved, nil
-		}
-	}
-	return "", &outsideError{path: path, resolved: resolved}
-}
-
-func resolvePath(path string) (string, error) {
-	rest := ""
-	for p := path; ; {
-		r, err := filepath.EvalSymlinks(p)
-		if err == nil {
-			return filepath.Join(r, rest), nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
-			return "", err
-		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return "", err
-		}
-		rest = filepath.Join(filepath.Base(p), rest)
-		p = parent
-	}
-}
-
-func within(path, root string) bool {
-	if root == string(filepath.Separator) {
-		return true
-	}
-	return path == root || strings.HasPrefix(path, root+string(filepath.Separator))
+	return w.roots.Admit(s.Path)
 }
 
 // Probe looks at the file once.
@@ -269,9 +190,9 @@ func (w *Watcher) Probe(_ context.Context, p watcher.Probe) (vigil.Observation, 
 		return vigil.Observation{}, watcher.Permanent(fmt.Errorf("stored file predicate is invalid: %w", err))
 	}
 	target := s.Path
-	if len(w.roots) > 0 {
-		resolved, err := w.resolve(s.Path)
-		var out *outsideError
+	if w.roots.Set() {
+		resolved, err := w.roots.Resolve(s.Path)
+		var out *OutsideError
 		if errors.As(err, &out) {
 			return vigil.Observation{}, watcher.Permanent(err)
 		}

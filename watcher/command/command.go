@@ -101,18 +101,14 @@ type Config struct {
 // Watcher answers command watches.
 type Watcher struct {
 	allowExec bool
-	grace     time.Duration
+	runner    Runner
 }
 
 var _ watcher.Watcher = (*Watcher)(nil)
 
 // New returns a command watcher.
 func New(cfg Config) *Watcher {
-	w := &Watcher{allowExec: cfg.AllowExec, grace: cfg.KillGrace}
-	if w.grace <= 0 {
-		w.grace = DefaultKillGrace
-	}
-	return w
+	return &Watcher{allowExec: cfg.AllowExec, runner: Runner{KillGrace: cfg.KillGrace}}
 }
 
 type input struct {
@@ -178,42 +174,11 @@ func parse(raw json.RawMessage) (*spec, error) {
 		return nil, err
 	}
 	s := &spec{}
-	switch {
-	case len(in.Argv) > 0 && in.Shell != "":
-		return nil, watcher.InvalidPredicate("", "has both argv and shell: give exactly one")
-	case len(in.Argv) > 0:
-		if err := checkArgv(in.Argv, in.Cwd != ""); err != nil {
-			return nil, err
-		}
-		s.Argv = in.Argv
-	case in.Shell != "":
-		if len(in.Shell) > MaxShell {
-			return nil, watcher.InvalidPredicate("shell", "is longer than %d bytes", MaxShell)
-		}
-		if strings.ContainsRune(in.Shell, 0) {
-			return nil, watcher.InvalidPredicate("shell", "must not hold a NUL byte")
-		}
-		s.Shell = in.Shell
-	default:
-		return nil, watcher.InvalidPredicate("", "needs argv (a program and its arguments) or shell (a /bin/sh command line)")
-	}
-	if in.Cwd != "" {
-		switch {
-		case len(in.Cwd) > MaxPath:
-			return nil, watcher.InvalidPredicate("cwd", "is longer than %d bytes", MaxPath)
-		case strings.ContainsRune(in.Cwd, 0):
-			return nil, watcher.InvalidPredicate("cwd", "must not hold a NUL byte")
-		case !filepath.IsAbs(in.Cwd):
-			return nil, watcher.InvalidPredicate("cwd", "must be an absolute path")
-		}
-		s.Cwd = filepath.Clean(in.Cwd)
-	}
-	if err := checkEnv(in.Env); err != nil {
+	prog := Program{Argv: in.Argv, Shell: in.Shell, Cwd: in.Cwd, Env: in.Env}
+	if err := prog.Check(""); err != nil {
 		return nil, err
 	}
-	if len(in.Env) > 0 {
-		s.Env = in.Env
-	}
+	s.Argv, s.Shell, s.Cwd, s.Env = prog.Argv, prog.Shell, prog.Cwd, prog.Env
 	var err error
 	if s.timeout, err = watcher.DurationField("timeout", in.Timeout, DefaultTimeout, MaxTimeout); err != nil {
 		return nil, err
@@ -242,43 +207,98 @@ func parse(raw json.RawMessage) (*spec, error) {
 	return s, nil
 }
 
-func checkArgv(argv []string, haveCwd bool) error {
-	if len(argv) > MaxArgs {
-		return watcher.InvalidPredicate("argv", "holds %d arguments; at most %d are allowed", len(argv), MaxArgs)
-	}
-	for i, a := range argv {
-		field := fmt.Sprintf("argv[%d]", i)
-		if len(a) > MaxArg {
-			return watcher.InvalidPredicate(field, "is longer than %d bytes", MaxArg)
+// Program is one program to run, spelled as a command predicate spells
+// it: exactly one of Argv (run directly) or Shell (run by /bin/sh -c),
+// with an optional absolute working directory and extra environment.
+// Other watchers that run a program (the folder watcher's reviewer) use
+// it with Check and Run, so every program vigil runs is bounded alike.
+type Program struct {
+	Argv  []string          `json:"argv,omitempty"`
+	Shell string            `json:"shell,omitempty"`
+	Cwd   string            `json:"cwd,omitempty"`
+	Env   map[string]string `json:"env,omitempty"`
+}
+
+// Check validates p as a command predicate's argv, shell, cwd and env are
+// validated, cleaning Cwd and dropping an empty Env. Refusals are
+// invalid_predicate errors whose field names start with prefix ("" for a
+// command predicate, "on_change" for a folder's reviewer).
+func (p *Program) Check(prefix string) error {
+	field := func(name string) string { return watcher.JoinField(prefix, name) }
+	switch {
+	case len(p.Argv) > 0 && p.Shell != "":
+		return watcher.InvalidPredicate(prefix, "has both argv and shell: give exactly one")
+	case len(p.Argv) > 0:
+		if err := checkArgv(p.Argv, p.Cwd != "", field); err != nil {
+			return err
 		}
-		if strings.ContainsRune(a, 0) {
-			return watcher.InvalidPredicate(field, "must not hold a NUL byte")
+	case p.Shell != "":
+		if len(p.Shell) > MaxShell {
+			return watcher.InvalidPredicate(field("shell"), "is longer than %d bytes", MaxShell)
 		}
+		if strings.ContainsRune(p.Shell, 0) {
+			return watcher.InvalidPredicate(field("shell"), "must not hold a NUL byte")
+		}
+	default:
+		return watcher.InvalidPredicate(prefix, "needs argv (a program and its arguments) or shell (a /bin/sh command line)")
 	}
-	switch name := argv[0]; {
-	case name == "":
-		return watcher.InvalidPredicate("argv[0]", "must name a program")
-	case strings.HasPrefix(name, "-"):
-		return watcher.InvalidPredicate("argv[0]", "must name a program, not an option starting with \"-\"")
-	case strings.Contains(name, "/") && !filepath.IsAbs(name) && !haveCwd:
-		return watcher.InvalidPredicate("argv[0]", "is a relative path: give cwd too, or an absolute path")
+	if p.Cwd != "" {
+		switch {
+		case len(p.Cwd) > MaxPath:
+			return watcher.InvalidPredicate(field("cwd"), "is longer than %d bytes", MaxPath)
+		case strings.ContainsRune(p.Cwd, 0):
+			return watcher.InvalidPredicate(field("cwd"), "must not hold a NUL byte")
+		case !filepath.IsAbs(p.Cwd):
+			return watcher.InvalidPredicate(field("cwd"), "must be an absolute path")
+		}
+		p.Cwd = filepath.Clean(p.Cwd)
+	}
+	if err := checkEnv(p.Env, field); err != nil {
+		return err
+	}
+	if len(p.Env) == 0 {
+		p.Env = nil
 	}
 	return nil
 }
 
-func checkEnv(env map[string]string) error {
+func checkArgv(argv []string, haveCwd bool, field func(string) string) error {
+	if len(argv) > MaxArgs {
+		return watcher.InvalidPredicate(field("argv"), "holds %d arguments; at most %d are allowed", len(argv), MaxArgs)
+	}
+	for i, a := range argv {
+		f := field(fmt.Sprintf("argv[%d]", i))
+		if len(a) > MaxArg {
+			return watcher.InvalidPredicate(f, "is longer than %d bytes", MaxArg)
+		}
+		if strings.ContainsRune(a, 0) {
+			return watcher.InvalidPredicate(f, "must not hold a NUL byte")
+		}
+	}
+	switch name := argv[0]; {
+	case name == "":
+		return watcher.InvalidPredicate(field("argv[0]"), "must name a program")
+	case strings.HasPrefix(name, "-"):
+		return watcher.InvalidPredicate(field("argv[0]"), "must name a program, not an option starting with \"-\"")
+	case strings.Contains(name, "/") && !filepath.IsAbs(name) && !haveCwd:
+		return watcher.InvalidPredicate(field("argv[0]"), "is a relative path: give cwd too, or an absolute path")
+	}
+	return nil
+}
+
+func checkEnv(env map[string]string, field func(string) string) error {
 	if len(env) > MaxEnv {
-		return watcher.InvalidPredicate("env", "holds %d variables; at most %d are allowed", len(env), MaxEnv)
+		return watcher.InvalidPredicate(field("env"), "holds %d variables; at most %d are allowed", len(env), MaxEnv)
 	}
 	for name, value := range env {
 		if !validEnvName(name) {
-			return watcher.InvalidPredicate(watcher.Clip("env."+name, 64), "is not a valid variable name (letters, digits and _, not starting with a digit)")
+			return watcher.InvalidPredicate(watcher.Clip(field("env."+name), 64), "is not a valid variable name (letters, digits and _, not starting with a digit)")
 		}
 		if len(value) > MaxEnvValue {
-			return watcher.InvalidPredicate("env."+name, "is longer than %d bytes", MaxEnvValue)
+			return watcher.InvalidPredicate(field("env."+name), "is longer than %d bytes", MaxEnvValue)
 		}
 		if strings.ContainsRune(value, 0) {
-			return watcher.InvalidPredicate("env."+name, "must not hold a NUL byte")
+			return watcher.InvalidPredicate(field("env."+name), "must not hold a NUL byte")
 		}
 	}
 	return nil
@@ -362,22 +382,7 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	if err != nil {
 		return vigil.Observation{}, watcher.Permanent(fmt.Errorf("stored command predicate is invalid: %w", err))
 	}
-	env := environ(s.Env)
-	argv := s.Argv
-	if s.Shell != "" {
-		argv = []string{shellPath, "-c", s.Shell}
-	}
-	if s.Cwd != "" {
-		if info, err := os.Stat(s.Cwd); err != nil || !info.IsDir() {
-			return vigil.Observation{}, fmt.Errorf("cwd %s is not a directory that can be entered", s.Cwd)
-		}
-	}
-	path, err := lookPath(argv[0], s.Cwd, env)
-	if err != nil {
-		return vigil.Observation{}, err
-	}
-
-	run, err := w.run(ctx, path, argv, s.Cwd, env, s.timeout)
+	run, err := w.runner.run(ctx, Program{Argv: s.Argv, Shell: s.Shell, Cwd: s.Cwd, Env: s.Env}, nil, s.timeout)
 	if err != nil {
 		return vigil.Observation{}, err
 	}
@@ -499,6 +504,39 @@ func unwrapPath(err error) error {
 	return err
 }
 
+// Runner runs programs the way command probes do: in their own process
+// group, with a minimal environment, bounded output and a timeout that
+// terminates the whole group (see the package comment). The zero value
+// uses DefaultKillGrace.
+type Runner struct {
+	// KillGrace is how long a program has between SIGTERM and SIGKILL,
+	// and how long output pipes left open after it exits are waited for.
+	KillGrace time.Duration
+}
+
+// Output is what one run of a program left.
+type Output struct {
+	// ExitCode is the program's exit code when Ended is empty.
+	ExitCode int
+	// Ended says why the run ended without an exit code: a timeout, a
+	// cancellation, a signal.
+	Ended string
+	// Stdout and Stderr are the last OutputTail bytes of each.
+	Stdout, Stderr string
+}
+
+// Run runs p once, with stdin as its standard input (nil: empty), bounded
+// by timeout and ctx. A program that cannot be found is an error marked
+// watcher.Permanent; a run that times out or is killed is an Output with
+// Ended set, not an error.
+func (r Runner) Run(ctx context.Context, p Program, stdin []byte, timeout time.Duration) (Output, error) {
+	res, err := r.run(ctx, p, stdin, timeout)
+	if err != nil {
+		return Output{}, err
+	}
+	return Output{ExitCode: res.code, Ended: res.ended, Stdout: res.stdout.String(), Stderr: res.stderr.String()}, nil
+}
+
 // result is what one run of a program left.
 type result struct {
 	code           int
@@ -506,19 +544,40 @@ type result struct {
 	stdout, stderr *tail
 }
 
-// run starts the program in its own process group and waits for it,
-// bounded by timeout and ctx; see the package comment.
-func (w *Watcher) run(ctx context.Context, path string, argv []string, cwd string, env []string, timeout time.Duration) (*result, error) {
+// run finds and starts the program in its own process group and waits
+// for it, bounded by timeout and ctx; see the package comment.
+func (r Runner) run(ctx context.Context, p Program, stdin []byte, timeout time.Duration) (*result, error) {
+	env := environ(p.Env)
+	argv := p.Argv
+	if p.Shell != "" {
+		argv = []string{shellPath, "-c", p.Shell}
+	}
+	if p.Cwd != "" {
+		if info, err := os.Stat(p.Cwd); err != nil || !info.IsDir() {
+			return nil, fmt.Errorf("cwd %s is not a directory that can be entered", p.Cwd)
+		}
+	}
+	path, err := lookPath(argv[0], p.Cwd, env)
+	if err != nil {
+		return nil, err
+	}
+	grace := r.KillGrace
+	if grace <= 0 {
+		grace = DefaultKillGrace
+	}
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	res := &result{stdout: newTail(OutputTail), stderr: newTail(OutputTail)}
 	cmd := exec.CommandContext(runCtx, path)
 	cmd.Args = argv
-	cmd.Dir = cwd
+	cmd.Dir = p.Cwd
 	cmd.Env = env
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	cmd.Stdout = res.stdout
 	cmd.Stderr = res.stderr
-	cmd.WaitDelay = w.grace
+	cmd.WaitDelay = grace
 	var cancelled atomic.Bool
 	if err := ownGroup(cmd); err != nil {
 		return nil, watcher.Permanent(err)
@@ -534,7 +593,7 @@ func (w *Watcher) run(ctx context.Context, path string, argv []string, cwd strin
 		return nil, fmt.Errorf("starting %s: %w", argv[0], unwrapPath(err))
 	}
 	pid := cmd.Process.Pid
-	err := cmd.Wait()
+	err = cmd.Wait()
 	// Whatever the program left running in its group goes with it.
 	killGroup(pid)
 

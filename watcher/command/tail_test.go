@@ -41,8 +41,8 @@ func TestTailKeepsTheLastBytes(t *testing.T) {
 // exactly its last 64 KiB.
 func TestRunKeepsLastOutput(t *testing.T) {
 	t.Parallel()
-	w := New(Config{AllowExec: true, KillGrace: 200 * time.Millisecond})
-	res, err := w.run(context.Background(), "/bin/sh", []string{"sh", "-c", "seq 1 200000; seq 1 1000 >&2"}, "", environ(nil), 5*time.Second)
+	r := Runner{KillGrace: 200 * time.Millisecond}
+	res, err := r.run(context.Background(), Program{Shell: "seq 1 200000; seq 1 1000 >&2"}, nil, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,14 @@ type Canonical struct {
 	Predicate json.RawMessage
 	// StartAt is when the watch is first due, if not at once (a timer's instant).
 	StartAt time.Time
+	// Standing makes this predicate's watch standing even though its kind
+	// is not (a folder predicate with "standing": true): no deadline, and
+	// each change is a "changed" message until it is cancelled.
+	Standing bool
+	// Every, when set, replaces the kind's default interval for this
+	// predicate when the caller gives none: an event-driven watcher that
+	// is woken by Poke asks for a long safety interval instead of polling.
+	Every time.Duration
 }
 
 // Probe is the input of one probe.

@@ -1,5 +1,89 @@
 package vigil
 
+import (
+	"context"
+	"time"
+)
+
+// Receipt statuses (SPEC §5). A receipt is written "sending" before each
+// attempt goes out, so a crash mid-send reads back as "unknown" at the next
+// start; "unknown" is never resent unless the watch opted in with
+// retry_unknown. See docs/delivery.md for the diagram.
+const (
+	// ReceiptSending: an attempt is on its way.
+	ReceiptSending = "sending"
+	// ReceiptRetrying: the last attempt failed before it could land (5xx,
+	// connection refused); the next one is due at NextAt.
+	ReceiptRetrying = "retrying"
+	// ReceiptDelivered: the channel accepted it (2xx, exit status 0, SMTP
+	// accepted the mail).
+	ReceiptDelivered = "delivered"
+	// ReceiptUndeliverable: the channel rejected it (4xx, a non-zero exit,
+	// the retry ladder ran out). Neither success nor failure of the watch.
+	ReceiptUndeliverable = "undeliverable"
+	// ReceiptUnknown: it may or may not have landed (a timeout after the
+	// request was sent, a crash mid-send).
+	ReceiptUnknown = "unknown"
+)
+
 // ReceiptStore is the part of Store that records push deliveries: one
-// receipt per (watch, channel). See SPEC §5.
-type ReceiptStore interface{}
+// receipt per (watch, channel). See SPEC §5. A watch's receipts come back
+// with it (Watch.Receipts) from WatchGet, WatchGetMany and WatchList, and go
+// with it when it is deleted or pruned.
+type ReceiptStore interface {
+	// ReceiptUpsert writes the receipt of (p.WatchID, p.Channel), replacing
+	// the one before, and refreshes the watch's Receipts in the same
+	// transaction. ErrNotFound if there is no such watch.
+	ReceiptUpsert(ctx context.Context, p ReceiptUpsertParams) error
+	// ReceiptsResume runs once at start-up, before anything is sent: it
+	// turns every "sending" receipt into "unknown" (at p.Now) and returns
+	// those, the "retrying" receipts, and the outcome messages of watches
+	// settled since p.SettledSince that have no receipt at all (settled,
+	// but the daemon stopped before it could write one).
+	ReceiptsResume(ctx context.Context, p ReceiptsResumeParams) (ReceiptsResumeResult, error)
+}
+
+// ReceiptRecord is a receipt as the store keeps it: the public Receipt
+// plus what the dispatcher needs to resume it.
+type ReceiptRecord struct {
+	WatchID string
+	// MessageID is the outcome message delivered: the webhook-id, stable
+	// across retries.
+	MessageID string
+	Receipt
+	// NextAt is when a retrying receipt's next attempt is due.
+	NextAt time.Time
+}
+
+// ReceiptUpsertParams are the arguments of Store.ReceiptUpsert.
+type ReceiptUpsertParams struct {
+	ReceiptRecord
+}
+
+// ReceiptsResumeParams are the arguments of Store.ReceiptsResume.
+type ReceiptsResumeParams struct {
+	Now time.Time
+	// SettledSince bounds the search for settled watches with no receipt.
+	SettledSince time.Time
+	// AnyDeliver includes watches whose Deliver is empty (a recipient
+	// default may apply to them); otherwise only watches with a Deliver.
+	AnyDeliver bool
+}
+
+// ReceiptsResumeResult is what ReceiptsResume found.
+type ReceiptsResumeResult struct {
+	// Unknown were "sending" and are now "unknown".
+	Unknown []ReceiptRecord
+	// Retrying are due again at their NextAt.
+	Retrying []ReceiptRecord
+	// Undispatched are settled watches with an outcome message and no
+	// receipt.
+	Undispatched []Undispatched
+}
+
+// Undispatched names a settled watch whose outcome was never handed to a
+// push channel.
+type Undispatched struct {
+	WatchID   string
+	MessageID string
+}

@@ -32,6 +32,8 @@ type Store struct {
 	ledger   map[[2]string]ledgerEntry
 	closed   bool
 	tok      tokens
+	// rcpt holds push receipts: watch id -> channel -> receipt (receipt.go).
+	rcpt map[string]map[string]vigil.ReceiptRecord
 }
 
 type ledgerEntry struct {

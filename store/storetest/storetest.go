@@ -58,6 +58,8 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"Delete", testDelete},
 		{"Prune", testPrune},
 		{"Close", testClose},
+		{"Receipts", testReceipts},
+		{"ReceiptsResume", testReceiptsResume},
 		{"Tokens", testTokens},
 		{"TokenConflict", testTokenConflict},
 	}

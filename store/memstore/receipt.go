@@ -1,0 +1,109 @@
+package memstore
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/vigil-run/vigil"
+)
+
+// ReceiptUpsert implements vigil.Store.
+func (s *Store) ReceiptUpsert(_ context.Context, p vigil.ReceiptUpsertParams) error {
+	r := p.ReceiptRecord
+	if r.WatchID == "" || r.Channel == "" || r.Status == "" {
+		return vigil.Errorf(vigil.CodeInvalidRequest, "a receipt needs a watch id, a channel and a status")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return err
+	}
+	w, ok := s.watches[r.WatchID]
+	if !ok {
+		return notFound()
+	}
+	if s.rcpt == nil {
+		s.rcpt = map[string]map[string]vigil.ReceiptRecord{}
+	}
+	byCh := s.rcpt[r.WatchID]
+	if byCh == nil {
+		byCh = map[string]vigil.ReceiptRecord{}
+		s.rcpt[r.WatchID] = byCh
+	}
+	r.UpdatedAt, r.NextAt = ms(r.UpdatedAt), ms(r.NextAt)
+	byCh[r.Channel] = r
+	s.refreshLocked(w)
+	return nil
+}
+
+// refreshLocked sets a watch's Receipts from its records, by channel.
+func (s *Store) refreshLocked(w *vigil.Watch) {
+	byCh := s.rcpt[w.ID]
+	rs := make([]vigil.Receipt, 0, len(byCh))
+	for _, r := range byCh {
+		rs = append(rs, r.Receipt)
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].Channel < rs[j].Channel })
+	w.Receipts = rs
+}
+
+// ReceiptsResume implements vigil.Store.
+func (s *Store) ReceiptsResume(_ context.Context, p vigil.ReceiptsResumeParams) (vigil.ReceiptsResumeResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var res vigil.ReceiptsResumeResult
+	if err := s.check(); err != nil {
+		return res, err
+	}
+	for id, byCh := range s.rcpt {
+		w, ok := s.watches[id]
+		if !ok {
+			delete(s.rcpt, id) // went with its watch
+			continue
+		}
+		changed := false
+		for ch, r := range byCh {
+			switch r.Status {
+			case vigil.ReceiptSending:
+				r.Status, r.Detail, r.UpdatedAt, r.NextAt = vigil.ReceiptUnknown, "the daemon stopped while this was being sent", ms(p.Now), time.Time{}
+				byCh[ch] = r
+				res.Unknown = append(res.Unknown, r)
+				changed = true
+			case vigil.ReceiptRetrying:
+				res.Retrying = append(res.Retrying, r)
+			}
+		}
+		if changed {
+			s.refreshLocked(w)
+		}
+	}
+	byKey := func(rs []vigil.ReceiptRecord) func(i, j int) bool {
+		return func(i, j int) bool {
+			if rs[i].WatchID != rs[j].WatchID {
+				return rs[i].WatchID < rs[j].WatchID
+			}
+			return rs[i].Channel < rs[j].Channel
+		}
+	}
+	sort.Slice(res.Unknown, byKey(res.Unknown))
+	sort.Slice(res.Retrying, byKey(res.Retrying))
+	for _, m := range s.messages {
+		switch m.Type {
+		case vigil.MessageFired, vigil.MessageFailed, vigil.MessageExpired, vigil.MessageErrored:
+		default:
+			continue
+		}
+		w, ok := s.watches[m.WatchID]
+		if !ok || w.SettledAt.IsZero() || w.SettledAt.Before(p.SettledSince) || w.AnsweredAtCreation || len(s.rcpt[w.ID]) > 0 {
+			continue
+		}
+		if !p.AnyDeliver && len(w.Deliver) == 0 {
+			continue
+		}
+		res.Undispatched = append(res.Undispatched, vigil.Undispatched{WatchID: w.ID, MessageID: m.ID})
+	}
+	res.Undispatched = slices.Clip(res.Undispatched)
+	return res, nil
+}

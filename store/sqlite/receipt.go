@@ -1,0 +1,170 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vigil-run/vigil"
+)
+
+// ReceiptUpsert writes one receipt and rewrites the watch's receipts column
+// from the receipts table, in one transaction.
+func (s *Store) ReceiptUpsert(ctx context.Context, p vigil.ReceiptUpsertParams) error {
+	r := p.ReceiptRecord
+	if r.WatchID == "" || r.Channel == "" || r.Status == "" {
+		return vigil.Errorf(vigil.CodeInvalidRequest, "a receipt needs a watch id, a channel and a status")
+	}
+	return s.w.do(ctx, func(t *wtx) error {
+		bg := context.Background()
+		var one int
+		err := t.conn.QueryRowContext(bg, `SELECT 1 FROM watches WHERE id = ?`, r.WatchID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound(r.WatchID)
+		}
+		if err != nil {
+			return wrap("write receipt", err)
+		}
+		if _, err := t.conn.ExecContext(bg, `INSERT INTO receipts
+			(watch_id, channel, message_id, status, attempts, detail, next_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (watch_id, channel) DO UPDATE SET message_id = excluded.message_id,
+				status = excluded.status, attempts = excluded.attempts, detail = excluded.detail,
+				next_at = excluded.next_at, updated_at = excluded.updated_at`,
+			r.WatchID, r.Channel, r.MessageID, r.Status, r.Attempts, nullStr(r.Detail), ms(r.NextAt), r.UpdatedAt.UnixMilli()); err != nil {
+			return wrap("write receipt", err)
+		}
+		return refreshReceipts(t, r.WatchID)
+	})
+}
+
+// refreshReceipts rewrites a watch's receipts column from the receipts
+// table, ordered by channel.
+func refreshReceipts(t *wtx, watchID string) error {
+	bg := context.Background()
+	rows, err := t.conn.QueryContext(bg, `SELECT channel, status, attempts, detail, updated_at
+		FROM receipts WHERE watch_id = ? ORDER BY channel`, watchID)
+	if err != nil {
+		return wrap("read receipts", err)
+	}
+	var rs []vigil.Receipt
+	for rows.Next() {
+		var (
+			r      vigil.Receipt
+			detail sql.NullString
+			at     int64
+		)
+		if err := rows.Scan(&r.Channel, &r.Status, &r.Attempts, &detail, &at); err != nil {
+			rows.Close()
+			return wrap("read receipts", err)
+		}
+		r.Detail, r.UpdatedAt = detail.String, time.UnixMilli(at).UTC()
+		rs = append(rs, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return wrap("read receipts", err)
+	}
+	var v any
+	if len(rs) > 0 {
+		b, err := json.Marshal(rs)
+		if err != nil {
+			return fmt.Errorf("sqlite: encode receipts: %w", err)
+		}
+		v = string(b)
+	}
+	if _, err := t.conn.ExecContext(bg, `UPDATE watches SET receipts = ? WHERE id = ?`, v, watchID); err != nil {
+		return wrap("write receipts", err)
+	}
+	return nil
+}
+
+// ReceiptsResume turns sending receipts into unknown and returns what the
+// dispatcher must pick up again after a start.
+func (s *Store) ReceiptsResume(ctx context.Context, p vigil.ReceiptsResumeParams) (vigil.ReceiptsResumeResult, error) {
+	var res vigil.ReceiptsResumeResult
+	err := s.w.do(ctx, func(t *wtx) error {
+		res = vigil.ReceiptsResumeResult{}
+		bg := context.Background()
+		var err error
+		if res.Unknown, err = openReceipts(t, vigil.ReceiptSending); err != nil {
+			return err
+		}
+		if res.Retrying, err = openReceipts(t, vigil.ReceiptRetrying); err != nil {
+			return err
+		}
+		now := p.Now.UnixMilli()
+		for i := range res.Unknown {
+			r := &res.Unknown[i]
+			r.Status, r.Detail, r.UpdatedAt = vigil.ReceiptUnknown, "the daemon stopped while this was being sent", time.UnixMilli(now).UTC()
+			if _, err := t.conn.ExecContext(bg, `UPDATE receipts SET status = ?, detail = ?, next_at = NULL, updated_at = ?
+				WHERE watch_id = ? AND channel = ?`, r.Status, r.Detail, now, r.WatchID, r.Channel); err != nil {
+				return wrap("resume receipts", err)
+			}
+		}
+		seen := map[string]bool{}
+		for _, r := range res.Unknown {
+			if !seen[r.WatchID] {
+				seen[r.WatchID] = true
+				if err := refreshReceipts(t, r.WatchID); err != nil {
+					return err
+				}
+			}
+		}
+		q := `SELECT w.id, m.id FROM watches AS w
+			JOIN messages AS m ON m.watch_id = w.id
+				AND (m.type = 'fired' OR m.type = 'failed' OR m.type = 'expired' OR m.type = 'errored')
+			WHERE w.settled_at IS NOT NULL AND w.settled_at >= ? AND w.answered_at_creation = 0
+				AND NOT EXISTS (SELECT 1 FROM receipts AS r WHERE r.watch_id = w.id)`
+		if !p.AnyDeliver {
+			q += ` AND w.deliver IS NOT NULL`
+		}
+		rows, err := t.conn.QueryContext(bg, q, p.SettledSince.UnixMilli())
+		if err != nil {
+			return wrap("resume receipts", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var u vigil.Undispatched
+			if err := rows.Scan(&u.WatchID, &u.MessageID); err != nil {
+				return wrap("resume receipts", err)
+			}
+			res.Undispatched = append(res.Undispatched, u)
+		}
+		if err := rows.Err(); err != nil {
+			return wrap("resume receipts", err)
+		}
+		return nil
+	})
+	return res, err
+}
+
+func openReceipts(t *wtx, status string) ([]vigil.ReceiptRecord, error) {
+	rows, err := t.conn.QueryContext(context.Background(), `SELECT watch_id, channel, message_id, status, attempts, detail, next_at, updated_at
+		FROM receipts WHERE status = ? ORDER BY watch_id, channel`, status)
+	if err != nil {
+		return nil, wrap("resume receipts", err)
+	}
+	defer rows.Close()
+	var out []vigil.ReceiptRecord
+	for rows.Next() {
+		var (
+			r      vigil.ReceiptRecord
+			detail sql.NullString
+			next   sql.NullInt64
+			at     int64
+		)
+		if err := rows.Scan(&r.WatchID, &r.Channel, &r.MessageID, &r.Status, &r.Attempts, &detail, &next, &at); err != nil {
+			return nil, wrap("resume receipts", err)
+		}
+		r.Detail, r.NextAt, r.UpdatedAt = detail.String, msTime(next), time.UnixMilli(at).UTC()
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("resume receipts", err)
+	}
+	return out, nil
+}

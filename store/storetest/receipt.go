@@ -1,0 +1,134 @@
+package storetest
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	gocmp "github.com/google/go-cmp/cmp"
+
+	"github.com/vigil-run/vigil"
+)
+
+func upsert(t *testing.T, s vigil.Store, r vigil.ReceiptRecord) {
+	t.Helper()
+	if err := s.ReceiptUpsert(t.Context(), vigil.ReceiptUpsertParams{ReceiptRecord: r}); err != nil {
+		t.Fatalf("ReceiptUpsert(%s/%s %s) error = %v", r.WatchID, r.Channel, r.Status, err)
+	}
+}
+
+// testReceipts: a receipt is written per (watch, channel), replaced by the
+// next write, and comes back with the watch from get, get-many and list.
+func testReceipts(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	w := create(t, s, httpWatch("w1", "r", 1, base))
+	settleAll(t, s, settle(w, vigil.StateFired, "m1", base))
+	at := base.Add(time.Second)
+	upsert(t, s, vigil.ReceiptRecord{WatchID: "w1", MessageID: "m1", Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptSending, Attempts: 1, UpdatedAt: at}})
+	upsert(t, s, vigil.ReceiptRecord{WatchID: "w1", MessageID: "m1", Receipt: vigil.Receipt{Channel: "command", Status: vigil.ReceiptDelivered, Attempts: 1, Detail: "exit status 0", UpdatedAt: at}})
+	upsert(t, s, vigil.ReceiptRecord{WatchID: "w1", MessageID: "m1", Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptUndeliverable, Attempts: 1, Detail: "HTTP 410", UpdatedAt: at.Add(time.Second)}})
+	want := []vigil.Receipt{
+		{Channel: "command", Status: vigil.ReceiptDelivered, Attempts: 1, Detail: "exit status 0", UpdatedAt: at},
+		{Channel: "webhook", Status: vigil.ReceiptUndeliverable, Attempts: 1, Detail: "HTTP 410", UpdatedAt: at.Add(time.Second)},
+	}
+	if diff := gocmp.Diff(want, get(t, s, "w1").Receipts, opts); diff != "" {
+		t.Errorf("WatchGet receipts (-want +got):\n%s", diff)
+	}
+	many, err := s.WatchGetMany(t.Context(), []string{"w1"})
+	if err != nil || len(many) != 1 {
+		t.Fatalf("WatchGetMany = %v, %v", many, err)
+	}
+	if diff := gocmp.Diff(want, many[0].Receipts, opts); diff != "" {
+		t.Errorf("WatchGetMany receipts (-want +got):\n%s", diff)
+	}
+	page, err := s.WatchList(t.Context(), vigil.WatchListParams{})
+	if err != nil || len(page.Watches) != 1 {
+		t.Fatalf("WatchList = %v, %v", page, err)
+	}
+	if diff := gocmp.Diff(want, page.Watches[0].Receipts, opts); diff != "" {
+		t.Errorf("WatchList receipts (-want +got):\n%s", diff)
+	}
+	// The receipts round-trip through JSON as the API shows them.
+	b, _ := json.Marshal(get(t, s, "w1"))
+	var back vigil.Watch
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := gocmp.Diff(want, back.Receipts, opts); diff != "" {
+		t.Errorf("receipts through JSON (-want +got):\n%s", diff)
+	}
+
+	err = s.ReceiptUpsert(t.Context(), vigil.ReceiptUpsertParams{ReceiptRecord: vigil.ReceiptRecord{WatchID: "missing", MessageID: "m", Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptSending, UpdatedAt: at}}})
+	wantCode(t, "ReceiptUpsert(missing watch)", err, vigil.CodeNotFound)
+
+	// A deleted watch takes its receipts with it.
+	if err := s.WatchDelete(t.Context(), "w1"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.ReceiptsResume(t.Context(), vigil.ReceiptsResumeParams{Now: at, AnyDeliver: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Unknown)+len(res.Retrying)+len(res.Undispatched) != 0 {
+		t.Errorf("ReceiptsResume after delete = %+v, want nothing", res)
+	}
+}
+
+// testReceiptsResume: at start-up, sending becomes unknown, retrying comes
+// back with its next attempt, and a settled watch with no receipt is found.
+func testReceiptsResume(t *testing.T, newStore NewStoreFunc) {
+	s, reopen := newStore(t)
+	deliver := json.RawMessage(`{"webhook":{"url":"https://hooks.example/x"}}`)
+	mk := func(id string, n int, withDeliver bool) *vigil.Watch {
+		w := httpWatch(id, "r", n, base)
+		if withDeliver {
+			w.Deliver = deliver
+		}
+		return create(t, s, w)
+	}
+	sending, retrying, orphan, quiet, plain, pending, old, done := mk("a-sending", 1, true), mk("b-retrying", 2, true), mk("c-orphan", 3, true),
+		mk("d-quiet", 4, true), mk("e-plain", 5, false), mk("f-pending", 6, true), mk("g-old", 7, true), mk("h-done", 8, true)
+	_ = pending
+	at := base.Add(time.Minute)
+	settleAll(t, s, settle(sending, vigil.StateFired, "m-a", at), settle(retrying, vigil.StateFailed, "m-b", at),
+		settle(orphan, vigil.StateExpired, "m-c", at), settle(plain, vigil.StateFired, "m-e", at),
+		settle(old, vigil.StateFired, "m-g", base), settle(done, vigil.StateFired, "m-h", at),
+		vigil.WatchSettleParams{ID: quiet.ID, State: vigil.StateFired, Outcome: outcome(vigil.StateFired, "satisfied"), SettledAt: at, AnsweredAtCreation: true})
+	next := at.Add(30 * time.Second)
+	upsert(t, s, vigil.ReceiptRecord{WatchID: "a-sending", MessageID: "m-a", Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptSending, Attempts: 1, UpdatedAt: at}})
+	upsert(t, s, vigil.ReceiptRecord{WatchID: "b-retrying", MessageID: "m-b", NextAt: next, Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptRetrying, Attempts: 2, Detail: "HTTP 503", UpdatedAt: at}})
+	upsert(t, s, vigil.ReceiptRecord{WatchID: "h-done", MessageID: "m-h", Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptDelivered, Attempts: 1, UpdatedAt: at}})
+
+	s = reopen()
+	now := at.Add(time.Hour)
+	res, err := s.ReceiptsResume(t.Context(), vigil.ReceiptsResumeParams{Now: now, SettledSince: base.Add(time.Second)})
+	if err != nil {
+		t.Fatalf("ReceiptsResume error = %v", err)
+	}
+	wantUnknown := []vigil.ReceiptRecord{{WatchID: "a-sending", MessageID: "m-a", Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptUnknown, Attempts: 1,
+		Detail: "the daemon stopped while this was being sent", UpdatedAt: now}}}
+	if diff := gocmp.Diff(wantUnknown, res.Unknown, opts); diff != "" {
+		t.Errorf("Unknown (-want +got):\n%s", diff)
+	}
+	wantRetrying := []vigil.ReceiptRecord{{WatchID: "b-retrying", MessageID: "m-b", NextAt: next, Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptRetrying, Attempts: 2, Detail: "HTTP 503", UpdatedAt: at}}}
+	if diff := gocmp.Diff(wantRetrying, res.Retrying, opts); diff != "" {
+		t.Errorf("Retrying (-want +got):\n%s", diff)
+	}
+	if diff := gocmp.Diff([]vigil.Undispatched{{WatchID: "c-orphan", MessageID: "m-c"}}, res.Undispatched, opts); diff != "" {
+		t.Errorf("Undispatched (-want +got):\n%s", diff)
+	}
+	if got := get(t, s, "a-sending").Receipts; len(got) != 1 || got[0].Status != vigil.ReceiptUnknown {
+		t.Errorf("a-sending receipts after resume = %+v, want one unknown", got)
+	}
+	// Unknown is final: a second start finds nothing more to do for it.
+	res, err = s.ReceiptsResume(t.Context(), vigil.ReceiptsResumeParams{Now: now, SettledSince: base.Add(time.Second), AnyDeliver: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Unknown) != 0 || len(res.Retrying) != 1 {
+		t.Errorf("second ReceiptsResume = %+v, want no unknown and the one retrying", res)
+	}
+	if diff := gocmp.Diff([]string{"c-orphan", "e-plain"}, sorted(ids(res.Undispatched, func(u vigil.Undispatched) string { return u.WatchID }))); diff != "" {
+		t.Errorf("Undispatched with AnyDeliver (-want +got):\n%s", diff)
+	}
+}

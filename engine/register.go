@@ -94,8 +94,14 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 	if err := vigil.ValidName("recipient", r.Recipient, l.MaxNameBytes); err != nil {
 		return nil, err
 	}
-	if s, ok := vigil.ScopeFrom(ctx); ok && !s.Allows(r.Recipient) {
-		return nil, vigil.FieldErrorf(vigil.CodeUnauthorized, "recipient", "this token cannot act for recipient %q", r.Recipient)
+	scope, scoped := vigil.ScopeFrom(ctx)
+	if scoped && !scope.Allows(r.Recipient) {
+		// Not found, as for the recipient's watches: a scoped token learns
+		// nothing of recipients it does not act for.
+		return nil, vigil.FieldErrorf(vigil.CodeNotFound, "recipient", "no recipient %q for this token", r.Recipient)
+	}
+	if scoped && !scope.AllowsKind(r.Kind) {
+		return nil, scopeKindError(scope, r.Kind)
 	}
 	if r.ChainDepth > l.MaxChainDepth {
 		return nil, vigil.Errorf(vigil.CodeChainTooDeep, "this registration comes from a chain %d commands deep; the limit is %d (max_chain_depth)", r.ChainDepth, l.MaxChainDepth)
@@ -238,7 +244,18 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 		Mode: mode, Every: every, Deadline: deadline, StartAt: start, CreatedAt: now, Note: r.Note, Labels: labels,
 		Stable: r.Stable, StableFor: stableFor, MaxPolls: r.MaxPolls, MaxErrors: r.MaxErrors, Standing: spec.Standing,
 		ChainDepth: r.ChainDepth, Identity: vigil.Identity(r.Recipient, r.Kind, mode, canon.Predicate),
+		TokenID: scope.TokenID,
 	}, nil
+}
+
+// scopeKindError refuses a kind the caller's token does not carry, as
+// not_found (the token's scope, like its recipients, is not a thing to
+// probe), with a sentence naming what is missing.
+func scopeKindError(s vigil.Scope, k vigil.Kind) error {
+	if spec, ok := vigil.SpecOf(k); ok && spec.Exec && !s.Exec {
+		return vigil.FieldErrorf(vigil.CodeNotFound, "kind", "%s watches run commands, and this token lacks the exec scope (vigil token create --exec)", k)
+	}
+	return vigil.FieldErrorf(vigil.CodeNotFound, "kind", "this token cannot register %s watches (its kinds: %v)", k, s.Kinds)
 }
 
 // parseDeadline reads a duration from now or an RFC 3339 instant.

@@ -66,8 +66,8 @@ type Config struct {
 	// one answered at creation). It hands the work to the push channels and
 	// must not block.
 	DeliverFunc func(w *vigil.Watch, m *vigil.Message)
-	// CheckFunc, when set, runs before each probe; an error wrapping
-	// ErrStop cancels the watch silently with the reason it names (a
+	// CheckFunc, when set, runs before each probe, timers' included; a
+	// *StopError cancels the watch silently with the reason it names (a
 	// revoked token), and no probe runs.
 	CheckFunc func(ctx context.Context, w *vigil.Watch) error
 }
@@ -629,6 +629,12 @@ func (s *Scheduler) runInstant(ctx context.Context, es []*entry, now time.Time) 
 		if !ok {
 			s.drop(e)
 			continue
+		}
+		if s.cfg.CheckFunc != nil {
+			if err := s.cfg.CheckFunc(ctx, w); err != nil {
+				s.stop(ctx, e, w, err, now)
+				continue
+			}
 		}
 		obs, err := watcher.Run(ctx, wt, watcher.Probe{WatchID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Now: now})
 		if err != nil {

@@ -1,0 +1,124 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/auth"
+	"github.com/vigil-run/vigil/engine"
+	"github.com/vigil-run/vigil/store/memstore"
+	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/timer"
+	"github.com/vigil-run/vigil/watcher/watchertest"
+)
+
+// TestRevokeWhilePending: a token revoked while its watches are pending
+// cancels them before their next probe (timers too), silently, and the
+// probe never runs.
+func TestRevokeWhilePending(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := &clock{t: t0}
+	st := memstore.New()
+	tokens := auth.New(auth.Config{Store: st, NowFunc: c.Now})
+	fake := watchertest.NeverSettles(vigil.KindHTTP)
+	e := engine.New(engine.Config{
+		Store: st, Watchers: watcher.NewRegistry(timer.New(timer.Config{}), fake), NowFunc: c.Now,
+		CheckFunc: tokens.CheckWatch,
+	})
+	if err := e.Prime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokens.CreateToken(ctx, vigil.TokenCreateRequest{Recipients: []string{"r"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope, ok, err := tokens.Authenticate(ctx, tok.Secret)
+	if err != nil || !ok {
+		t.Fatalf("Authenticate = %v, %v", ok, err)
+	}
+	sctx := vigil.WithScope(ctx, scope)
+	hw, err := e.Register(sctx, vigil.RegisterRequest{Kind: vigil.KindHTTP, Recipient: "r", Predicate: obj(`{}`), Every: "10s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw, err := e.Register(sctx, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: obj(`{"in":"1m"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := st.WatchGet(ctx, hw.ID)
+	if stored.TokenID != tok.ID {
+		t.Fatalf("stored TokenID = %q, want %q", stored.TokenID, tok.ID)
+	}
+	e.Scheduler().Tick(ctx, t0) // the first probe, at once
+	before := fake.Probes(hw.ID)
+	if before != 1 {
+		t.Fatalf("probes before revocation = %d, want 1", before)
+	}
+	if _, err := tokens.RevokeToken(ctx, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	now := c.t.Add(2 * time.Minute)
+	c.t = now
+	e.Scheduler().Tick(ctx, now)
+	if got := fake.Probes(hw.ID); got != before {
+		t.Errorf("probes after revocation = %d, want %d: the probe must not run", got, before)
+	}
+	for _, id := range []string{hw.ID, tw.ID} {
+		got, err := e.Watch(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != vigil.StateCancelled || got.Outcome == nil || got.Outcome.Reason != auth.ReasonRevoked {
+			t.Errorf("watch %s: %s %+v, want cancelled, reason revoked", id, got.State, got.Outcome)
+		}
+	}
+	p, err := e.Messages(ctx, vigil.MessagesRequest{Recipient: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Messages) != 0 {
+		t.Errorf("mailbox %+v: revocation must deliver nothing", p.Messages)
+	}
+}
+
+// TestScopeKindsAndExec: a scoped token registers only its kinds, and
+// kinds that run commands only with the exec scope; the refusal is
+// not_found with a sentence naming what is missing.
+func TestScopeKindsAndExec(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cmd := watchertest.NeverSettles(vigil.KindCommand)
+	e := engine.New(engine.Config{Store: memstore.New(), NowFunc: (&clock{t: t0}).Now,
+		Watchers: watcher.NewRegistry(timer.New(timer.Config{}), watchertest.NeverSettles(vigil.KindHTTP), cmd)})
+	if err := e.Prime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg := func(s vigil.Scope, k vigil.Kind, recipient string) error {
+		_, err := e.Register(vigil.WithScope(ctx, s), vigil.RegisterRequest{Kind: k, Recipient: recipient, Predicate: obj(`{"in":"1m"}`)})
+		return err
+	}
+	noExec := vigil.Scope{Recipients: []string{"a"}, TokenID: "t1"}
+	if err := reg(noExec, vigil.KindCommand, "a"); !errors.Is(err, vigil.ErrNotFound) || vigil.ErrorMessage(err) == "" {
+		t.Errorf("command without exec scope = %v, want not_found naming the exec scope", err)
+	} else if want := "exec scope"; !strings.Contains(vigil.ErrorMessage(err), want) {
+		t.Errorf("message %q does not name %q", vigil.ErrorMessage(err), want)
+	}
+	if err := reg(vigil.Scope{Recipients: []string{"a"}, Exec: true, TokenID: "t2"}, vigil.KindCommand, "a"); err != nil {
+		t.Errorf("command with exec scope = %v, want it allowed", err)
+	}
+	timersOnly := vigil.Scope{Recipients: []string{"a"}, Kinds: []vigil.Kind{vigil.KindTimer}, TokenID: "t3"}
+	if err := reg(timersOnly, vigil.KindHTTP, "a"); !errors.Is(err, vigil.ErrNotFound) {
+		t.Errorf("http with a timer-only token = %v, want not_found", err)
+	}
+	if err := reg(timersOnly, vigil.KindTimer, "a"); err != nil {
+		t.Errorf("timer with a timer-only token = %v", err)
+	}
+	if err := reg(timersOnly, vigil.KindTimer, "b"); !errors.Is(err, vigil.ErrNotFound) {
+		t.Errorf("another recipient = %v, want not_found", err)
+	}
+}

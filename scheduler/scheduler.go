@@ -205,6 +205,11 @@ func (s *Scheduler) Add(w *vigil.Watch, o *Observer) {
 		now = s.now()
 	}
 	due, ok := firstDue(spec, w.Every, w.StartAt, w.Deadline, now)
+	if wt, found := s.cfg.Watchers.Lookup(w.Kind); found {
+		if next, due2, cal := calendarDue(wt, w.Predicate, w.CreatedAt, now); cal {
+			due, ok = next, due2
+		}
+	}
 	if !ok {
 		if o != nil {
 			o.finish(nil)
@@ -267,6 +272,10 @@ func (s *Scheduler) Poke(id string) {
 	now := s.now().UnixNano()
 	s.mu.Lock()
 	e, ok := s.byID[id]
+	if ok && e.flags&flagInflight != 0 {
+		// Its probe may have looked before the event: due again when it ends.
+		e.flags |= flagPoked
+	}
 	if !ok || e.flags&flagInflight != 0 || e.due <= now {
 		s.mu.Unlock()
 		return
@@ -433,6 +442,10 @@ func (s *Scheduler) reschedule(e *entry, next time.Time, p progress) {
 	}
 	e.prog = p
 	e.due = next.UnixNano()
+	if e.flags&flagPoked != 0 {
+		e.flags &^= flagPoked
+		e.due = min(e.due, s.now().UnixNano())
+	}
 	heap.Push(&s.h, e)
 }
 
@@ -489,7 +502,8 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 	}
 	final := e.deadline != 0 && now.UnixNano() >= e.deadline
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProbeTimeout)
-	obs, err := watcher.Run(pctx, wt, watcher.Probe{WatchID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Now: now, Last: w.LastObservation})
+	obs, err := watcher.Run(pctx, wt, watcher.Probe{WatchID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Now: now, Last: w.LastObservation,
+		ChainDepth: w.ChainDepth})
 	cancel()
 	if ctx.Err() != nil {
 		// Shutting down: the probe was cut short, its answer means nothing.
@@ -507,13 +521,26 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 		s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: prog.Polls}}, now)
 		return
 	}
-	if s.record(ctx, e, w, &obs, prog.Polls, now) {
+	if s.record(ctx, wt, e, w, &obs, prog.Polls, now) {
 		return
 	}
 	if e.observer != nil {
 		w.Polls = prog.Polls
 		e.observer.finish(w)
 		e.observer = nil
+	}
+	if next, due, cal := calendarDue(wt, w.Predicate, w.CreatedAt, laterOf(now, s.now())); cal {
+		// A calendar counts from when the probe ended: fires that came due
+		// while it ran are skipped, never queued.
+		if !due {
+			s.drop(e)
+			return
+		}
+		if e.deadline != 0 && next.UnixNano() > e.deadline {
+			next = time.Unix(0, e.deadline)
+		}
+		s.reschedule(e, next, pack(prog))
+		return
 	}
 	deadline := time.Time{}
 	if e.deadline != 0 {
@@ -535,15 +562,16 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 // "changed" message in one transaction, the new observation becoming the
 // baseline; its unavailable answers are never written, so the baseline is
 // always the last real observation.
-func (s *Scheduler) record(ctx context.Context, e *entry, w *vigil.Watch, obs *vigil.Observation, polls int, now time.Time) (gone bool) {
+func (s *Scheduler) record(ctx context.Context, wt watcher.Watcher, e *entry, w *vigil.Watch, obs *vigil.Observation, polls int, now time.Time) (gone bool) {
 	p := vigil.WatchObserveParams{ID: w.ID, Observation: obs, Polls: polls}
 	switch {
 	case w.Standing && obs.Verdict == vigil.VerdictUnavailable:
 		return false
 	case w.Standing && obs.Verdict == vigil.VerdictSatisfied:
 		data, _ := json.Marshal(messageData{Kind: w.Kind, State: w.State, Note: w.Note, Labels: w.Labels, Predicate: w.Predicate, Observation: obs})
-		p.Message = &vigil.Message{ID: s.cfg.NewIDFunc(), Recipient: w.Recipient, WatchID: w.ID, Type: vigil.MessageChanged,
-			Text: wording.Changed(w, obs), Data: data, CreatedAt: now}
+		typ, text := standingMessage(wt, w, obs)
+		p.Message = &vigil.Message{ID: s.cfg.NewIDFunc(), Recipient: w.Recipient, WatchID: w.ID, Type: typ,
+			Text: text, Data: data, CreatedAt: now}
 	case obs.Same(w.LastObservation):
 		return false
 	}
@@ -680,7 +708,8 @@ func OutcomeMessage(id string, w *vigil.Watch, out *vigil.Outcome, now time.Time
 }
 
 // commit persists settlements in one transaction, then tells the world.
-func (s *Scheduler) commit(ctx context.Context, ss []settlement, now time.Time) {
+// It reports which settlements won, or nil when the store failed.
+func (s *Scheduler) commit(ctx context.Context, ss []settlement, now time.Time) []bool {
 	ps := make([]vigil.WatchSettleParams, len(ss))
 	msgs := make([]*vigil.Message, len(ss))
 	for i := range ss {
@@ -705,7 +734,7 @@ func (s *Scheduler) commit(ctx context.Context, ss []settlement, now time.Time) 
 			st.e.observer.finish(nil)
 			s.reschedule(st.e, now.Add(max(st.e.every, time.Second)), st.e.prog)
 		}
-		return
+		return nil
 	}
 	var anyWon bool
 	for i, st := range ss {
@@ -731,6 +760,7 @@ func (s *Scheduler) commit(ctx context.Context, ss []settlement, now time.Time) 
 	if anyWon {
 		s.ArmPrune(now.Add(min(s.cfg.Limits.RetentionWatches, s.cfg.Limits.RetentionMessages)))
 	}
+	return won
 }
 
 // runPrune deletes what is past retention and re-arms at the next instant
@@ -801,14 +831,20 @@ func (s *Scheduler) Prime(ctx context.Context) error {
 	var overdue []string
 	unknown := map[vigil.Kind]int{}
 	entries := make([]*entry, 0, len(rows))
+	var calendar []vigil.ScheduleEntry
 	for _, r := range rows {
-		if _, ok := s.cfg.Watchers.Lookup(r.Kind); !ok {
+		wt, ok := s.cfg.Watchers.Lookup(r.Kind)
+		if !ok {
 			unknown[r.Kind]++
 			continue
 		}
 		spec, _ := vigil.SpecOf(r.Kind)
 		if !r.Deadline.IsZero() && !r.Deadline.After(now) {
 			overdue = append(overdue, r.ID)
+			continue
+		}
+		if _, cal := wt.(NextDuer); cal {
+			calendar = append(calendar, r)
 			continue
 		}
 		due, ok := firstDue(spec, r.Every, r.StartAt, r.Deadline, now)
@@ -829,6 +865,11 @@ func (s *Scheduler) Prime(ctx context.Context) error {
 	for k, n := range unknown {
 		s.log.Warn("pending watches of a kind this build cannot watch are left untouched", "kind", k, "count", n)
 	}
+	cal, err := s.primeCalendar(ctx, calendar, now)
+	if err != nil {
+		return err
+	}
+	entries = append(entries, cal...)
 	s.mu.Lock()
 	for _, e := range entries {
 		if _, dup := s.byID[e.id]; dup {

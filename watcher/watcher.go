@@ -49,6 +49,10 @@ type Canonical struct {
 	// predicate when the caller gives none: an event-driven watcher that
 	// is woken by Poke asks for a long safety interval instead of polling.
 	Every time.Duration
+	// Secret is a capability made at registration (a token watch's
+	// completion secret). It is returned once to the registering caller and
+	// never stored: the predicate holds only what checks it.
+	Secret string
 }
 
 // Probe is the input of one probe.
@@ -63,6 +67,10 @@ type Probe struct {
 	// that says what changed, and becomes the new baseline together with
 	// its "changed" message.
 	Last *vigil.Observation
+	// ChainDepth is the watch's VIGIL_CHAIN_DEPTH: how deep in a chain of
+	// vigil-started commands it was registered. Watchers that start
+	// commands give them ChainDepth+1.
+	ChainDepth int
 }
 
 // ErrWrongKind is returned by a watcher given another kind's predicate: a

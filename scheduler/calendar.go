@@ -1,0 +1,104 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/wording"
+)
+
+// NextDuer is implemented by watchers whose watches come due on their own
+// calendar rather than every Every: a schedule's cron expression or
+// interval. The scheduler asks it when a watch is first due, and after
+// each probe when it is due next, so a fire that came due while the last
+// one still ran is skipped, never queued.
+type NextDuer interface {
+	// NextDue returns the first instant strictly after now at which the
+	// watch with this predicate is due; anchor is the instant its calendar
+	// counts from (its creation), which an interval keeps its grid on. ok
+	// is false when it is never due again (or the predicate is unreadable).
+	NextDue(predicate json.RawMessage, anchor, now time.Time) (next time.Time, ok bool)
+}
+
+// Noter is implemented by standing watchers whose satisfied answers are
+// notes rather than changes (a schedule's fires): they are mailed as
+// "note" messages instead of "changed" ones.
+type Noter interface {
+	// Notes reports whether satisfied answers are notes.
+	Notes() bool
+}
+
+// flagPoked marks an entry poked while its probe was in flight: it is due
+// again as soon as that probe ends, so no event is lost to single flight.
+const flagPoked uint8 = 1 << 7
+
+// calendarDue asks wt, if it keeps its own calendar (calendar is true),
+// when the watch is due next after now; due is false when never.
+func calendarDue(wt watcher.Watcher, predicate json.RawMessage, anchor, now time.Time) (next time.Time, due, calendar bool) {
+	nd, ok := wt.(NextDuer)
+	if !ok {
+		return time.Time{}, false, false
+	}
+	next, due = nd.NextDue(predicate, anchor, now)
+	return next, due, true
+}
+
+// standingMessage returns the type and text of the message a standing
+// watch's satisfied answer leaves.
+func standingMessage(wt watcher.Watcher, w *vigil.Watch, obs *vigil.Observation) (vigil.MessageType, string) {
+	if n, ok := wt.(Noter); ok && n.Notes() {
+		return vigil.MessageNote, wording.Note(w, obs)
+	}
+	return vigil.MessageChanged, wording.Changed(w, obs)
+}
+
+// laterOf returns the later of a and b.
+func laterOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// primeCalendar arms the pending watches whose watchers keep their own
+// calendar, at their next instant after now: it reads their predicates,
+// a batch at a time.
+func (s *Scheduler) primeCalendar(ctx context.Context, rows []vigil.ScheduleEntry, now time.Time) ([]*entry, error) {
+	var out []*entry
+	for len(rows) > 0 {
+		n := min(len(rows), s.cfg.BatchSize)
+		batch := rows[:n]
+		rows = rows[n:]
+		ids := make([]string, len(batch))
+		for i, r := range batch {
+			ids[i] = r.ID
+		}
+		ws, err := s.cfg.Store.WatchGetMany(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range ws {
+			wt, ok := s.cfg.Watchers.Lookup(w.Kind)
+			if !ok || w.State != vigil.StatePending {
+				continue
+			}
+			next, due, _ := calendarDue(wt, w.Predicate, w.CreatedAt, now)
+			if !due {
+				s.log.Warn("a pending watch is never due again", "watch_id", w.ID, "kind", w.Kind)
+				continue
+			}
+			if !w.Deadline.IsZero() && next.After(w.Deadline) {
+				next = w.Deadline
+			}
+			spec, _ := vigil.SpecOf(w.Kind)
+			e := newEntry(w.ID, w.Kind, w.Every, w.Deadline, spec)
+			e.due = next.UnixNano()
+			e.prog.polls = clamp32(w.Polls)
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/auth"
 	"github.com/vigil-run/vigil/engine"
 	"github.com/vigil-run/vigil/httpapi"
 	"github.com/vigil-run/vigil/store/sqlite"
@@ -118,19 +119,26 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 	reg.Register(command.New(command.Config{AllowExec: cfg.AllowExec}))
 
 	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, kinds: reg.Kinds(), primed: make(chan struct{})}
+	// Scoped tokens: authenticated per request (cached briefly; a
+	// revocation here takes effect at once) and re-checked before every
+	// probe of the watches they made.
+	tokens := auth.New(auth.Config{Store: st, MaxNameBytes: cfg.Limits.MaxNameBytes})
 	d.eng = engine.New(engine.Config{
-		Store:    st,
-		Watchers: reg,
-		Limits:   cfg.Limits,
-		Workers:  cfg.ProbeWorkers,
-		Logger:   logger,
+		Store:     st,
+		Watchers:  reg,
+		Limits:    cfg.Limits,
+		Workers:   cfg.ProbeWorkers,
+		Logger:    logger,
+		CheckFunc: tokens.CheckWatch,
 	})
 	d.api = httpapi.New(httpapi.Options{
-		Service:    d.eng,
-		AdminToken: token,
-		Logger:     logger,
-		MaxWait:    cfg.Limits.MaxWait,
-		ReadyFunc:  d.readyz,
+		Service:          d.eng,
+		AdminToken:       token,
+		AuthenticateFunc: tokens.Authenticate,
+		Tokens:           tokens,
+		Logger:           logger,
+		MaxWait:          cfg.Limits.MaxWait,
+		ReadyFunc:        d.readyz,
 	})
 	d.srv = &http.Server{
 		Handler:           d.gate(d.api.Handler()),

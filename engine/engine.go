@@ -175,7 +175,7 @@ func (e *Engine) Watches(ctx context.Context, q vigil.ListRequest) (vigil.WatchP
 	}
 	if s, ok := vigil.ScopeFrom(ctx); ok && len(s.Recipients) > 0 {
 		if q.Recipient != "" && !s.Allows(q.Recipient) {
-			return vigil.WatchPage{Watches: []*vigil.Watch{}}, nil
+			return vigil.WatchPage{}, vigil.Errorf(vigil.CodeNotFound, "no recipient %q", q.Recipient)
 		}
 		p.Recipients = s.Recipients
 	}
@@ -382,6 +382,12 @@ func (e *Engine) Subscribe(ctx context.Context, f vigil.EventFilter) (<-chan vig
 	if s, ok := vigil.ScopeFrom(ctx); ok && len(s.Recipients) > 0 {
 		if f.Recipient != "" && !s.Allows(f.Recipient) {
 			return nil, vigil.Errorf(vigil.CodeNotFound, "no recipient %q", f.Recipient)
+		}
+		if f.WatchID != "" {
+			// Another recipient's watch is not found, as on every route.
+			if _, err := e.get(ctx, f.WatchID); err != nil {
+				return nil, err
+			}
 		}
 		allowed = func(ev vigil.Event) bool { return s.Allows(ev.Recipient) }
 	}

@@ -74,6 +74,14 @@ type Options struct {
 	// Heartbeat is how often an event stream sends a comment line to keep
 	// proxies from closing it (default DefaultHeartbeat).
 	Heartbeat time.Duration
+	// Tokens serves /v1/tokens to the admin; nil answers not_found.
+	Tokens vigil.TokenService
+	// RegisterRate and RegisterBurst bound each scoped token's
+	// registrations (a token bucket; defaults DefaultRegisterRate and
+	// DefaultRegisterBurst); a negative RegisterRate disables the limit.
+	// Past it, POST /v1/watches answers 429 rate_limited with Retry-After.
+	RegisterRate  float64
+	RegisterBurst int
 }
 
 // Server serves the API. Create it with New.
@@ -87,6 +95,8 @@ type Server struct {
 	maxWait   time.Duration
 	ready     func(ctx context.Context) error
 	heartbeat time.Duration
+	tokens    vigil.TokenService
+	limits    *limiter
 	mux       *http.ServeMux
 	routes    []route
 
@@ -119,6 +129,7 @@ func New(opts Options) *Server {
 		maxWait:   opts.MaxWait,
 		ready:     opts.ReadyFunc,
 		heartbeat: opts.Heartbeat,
+		tokens:    opts.Tokens,
 		mux:       http.NewServeMux(),
 		live:      make(map[uint64]context.CancelCauseFunc),
 	}
@@ -138,6 +149,13 @@ func New(opts Options) *Server {
 	if s.heartbeat <= 0 {
 		s.heartbeat = DefaultHeartbeat
 	}
+	if opts.RegisterRate == 0 {
+		opts.RegisterRate = DefaultRegisterRate
+	}
+	if opts.RegisterBurst <= 0 {
+		opts.RegisterBurst = DefaultRegisterBurst
+	}
+	s.limits = newLimiter(opts.RegisterRate, opts.RegisterBurst)
 	s.routes = s.table()
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.pattern, s.wrap(rt))
@@ -159,6 +177,9 @@ func (s *Server) table() []route {
 		{pattern: "POST /v1/recipients/{recipient}/ack", handler: s.ack},
 		{pattern: "POST /v1/recipients/{recipient}/close", handler: s.closeRecipient},
 		{pattern: "GET /v1/events", query: []string{"recipient", "watch"}, handler: s.events},
+		{pattern: "POST /v1/tokens", handler: s.createToken},
+		{pattern: "GET /v1/tokens", query: []string{"all"}, handler: s.listTokens},
+		{pattern: "POST /v1/tokens/{id}/revoke", handler: s.revokeToken},
 		{pattern: "GET /healthz", public: true, handler: s.healthz},
 		{pattern: "GET /readyz", public: true, handler: s.readyz},
 		{pattern: "GET /openapi.json", public: true, handler: s.openapi},

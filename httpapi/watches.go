@@ -15,6 +15,9 @@ var errNoResult = errors.New("httpapi: the service returned no result and no err
 
 // register serves POST /v1/watches.
 func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
+	if err := s.rateLimit(w, r); err != nil {
+		return err
+	}
 	var req vigil.RegisterRequest
 	if err := decodeBody(r, &req); err != nil {
 		return err

@@ -148,6 +148,8 @@ type watchJSON struct {
 	Deliver            json.RawMessage   `json:"deliver,omitempty"`
 	AnsweredAtCreation bool              `json:"answered_at_creation,omitempty"`
 	Existing           bool              `json:"existing,omitempty"`
+	CompletionToken    string            `json:"completion_token,omitempty"`
+	CompletionURL      string            `json:"completion_url,omitempty"`
 }
 
 // MarshalJSON implements json.Marshaler: the watch as returned by every
@@ -160,6 +162,7 @@ func (w Watch) MarshalJSON() ([]byte, error) {
 		LastObservation: w.LastObservation, Outcome: w.Outcome, Receipts: w.Receipts, Note: w.Note, Labels: w.Labels,
 		Stable: w.Stable, StableFor: formatDuration(w.StableFor), MaxPolls: w.MaxPolls, MaxErrors: w.MaxErrors,
 		Standing: w.Standing, Deliver: w.Deliver, AnsweredAtCreation: w.AnsweredAtCreation, Existing: w.Existing,
+		CompletionToken: w.CompletionToken, CompletionURL: w.CompletionURL,
 	}
 	if w.State == StatePending {
 		j.NextDue = FormatTime(w.NextDue)
@@ -178,6 +181,7 @@ func (w *Watch) UnmarshalJSON(b []byte) error {
 		Polls: j.Polls, LastObservation: j.LastObservation, Outcome: j.Outcome, Receipts: j.Receipts, Note: j.Note,
 		Labels: j.Labels, Stable: j.Stable, MaxPolls: j.MaxPolls, MaxErrors: j.MaxErrors, Standing: j.Standing,
 		Deliver: j.Deliver, AnsweredAtCreation: j.AnsweredAtCreation, Existing: j.Existing,
+		CompletionToken: j.CompletionToken, CompletionURL: j.CompletionURL,
 	}
 	var err error
 	for _, f := range []struct {

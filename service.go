@@ -38,7 +38,29 @@ type Service interface {
 	CloseRecipient(ctx context.Context, recipient string) (CloseResult, error)
 	// Subscribe streams events until ctx is done; the channel is closed then.
 	Subscribe(ctx context.Context, f EventFilter) (<-chan Event, error)
+	// Complete settles the token watch whose completion token r.Token is:
+	// status "success" fires it, "failure" fails it. The token is the
+	// caller's only credential (no scope applies). An unknown or wrong
+	// token is not_found; a token whose watch has already settled is
+	// conflict, and changes nothing.
+	Complete(ctx context.Context, r CompleteRequest) (*Watch, error)
 }
+
+// CompleteRequest is the body of POST /v1/complete/{token}, with the token.
+type CompleteRequest struct {
+	// Token is the completion token returned once at registration.
+	Token string `json:"-"`
+	// Status is "success" or "failure".
+	Status string `json:"status"`
+	// Data is an optional JSON object carried into the outcome's facts.
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// The statuses of a CompleteRequest.
+const (
+	CompleteSuccess = "success"
+	CompleteFailure = "failure"
+)
 
 // RegisterRequest is the body of POST /v1/watches (SPEC §3).
 type RegisterRequest struct {

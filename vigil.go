@@ -189,6 +189,13 @@ type Watch struct {
 	Replayed bool
 	// Identity is the hash of (recipient, kind, mode, canonical predicate).
 	Identity string
+	// CompletionToken is a token watch's bearer capability: set only on
+	// the response to the registration that created it, never stored
+	// (the predicate holds its hash) and never shown again.
+	CompletionToken string
+	// CompletionURL is where to POST the completion, when the surface
+	// that answered the registration knows its own address (the HTTP API).
+	CompletionURL string
 }
 
 // MessageType is the type of a mailbox message.

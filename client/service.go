@@ -178,3 +178,25 @@ func set(v url.Values, k, s string) {
 		v.Set(k, s)
 	}
 }
+
+// Complete implements vigil.Service: POST /v1/complete/{token}. The
+// daemon answers only the watch's id, state and sentence; the watch
+// returned holds just those.
+func (c *Client) Complete(ctx context.Context, r vigil.CompleteRequest) (*vigil.Watch, error) {
+	if r.Token == "" {
+		return nil, vigil.Errorf(vigil.CodeNotFound, "no such completion token")
+	}
+	var res struct {
+		WatchID  string      `json:"watch_id"`
+		State    vigil.State `json:"state"`
+		Sentence string      `json:"sentence"`
+	}
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: httpapi.CompletionPath(url.PathEscape(r.Token)), body: r, out: &res}); err != nil {
+		return nil, err
+	}
+	w := &vigil.Watch{ID: res.WatchID, State: res.State}
+	if res.State.Terminal() {
+		w.Outcome = &vigil.Outcome{State: res.State, Sentence: res.Sentence}
+	}
+	return w, nil
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/vigil-run/vigil/auth"
 	"github.com/vigil-run/vigil/engine"
 	"github.com/vigil-run/vigil/httpapi"
+	"github.com/vigil-run/vigil/mcpserver"
 	"github.com/vigil-run/vigil/store/sqlite"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/command"
@@ -140,6 +141,13 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 		MaxWait:          cfg.Limits.MaxWait,
 		ReadyFunc:        d.readyz,
 	})
+	// MCP for agents at /mcp, behind the same bearer tokens as the API.
+	mcpHandler := mcpserver.NewHandler(d.eng, &mcpserver.Options{
+		DefaultRecipient: cfg.DefaultRecipient,
+		Logger:           logger,
+		MaxWait:          min(mcpserver.DefaultMaxWait, cfg.Limits.MaxWait),
+	})
+	d.api.Mount("/mcp", mcpHandler)
 	d.srv = &http.Server{
 		Handler:           d.gate(d.api.Handler()),
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -147,6 +155,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 		ErrorLog:          slog.NewLogLogger(logger.With("component", "http").Handler(), slog.LevelDebug),
 	}
 	d.srv.RegisterOnShutdown(d.api.Close)
+	d.srv.RegisterOnShutdown(mcpHandler.Close)
 	return d, nil
 }
 
@@ -177,11 +186,11 @@ func (d *Daemon) readyz(context.Context) error {
 
 var errStarting = &vigil.Error{Code: vigil.CodeUnavailable, Message: "vigil is starting; try again shortly"}
 
-// gate answers API requests with 503 until the engine is primed; /healthz,
-// /readyz and /openapi.json are served all along.
+// gate answers API and MCP requests with 503 until the engine is primed;
+// /healthz, /readyz and /openapi.json are served all along.
 func (d *Daemon) gate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !d.ready.Load() && strings.HasPrefix(r.URL.Path, "/v1/") {
+		if !d.ready.Load() && (strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/mcp") {
 			w.Header().Set("Retry-After", "1")
 			d.api.Fail(w, r, errStarting)
 			return

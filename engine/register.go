@@ -19,6 +19,9 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 	if err != nil {
 		return nil, err
 	}
+	// A token watch's secret is returned once, here, and never stored.
+	secret := w.CompletionToken
+	w.CompletionToken = ""
 	p := vigil.WatchCreateParams{
 		Watch:                 w,
 		MaxActive:             e.limits.MaxActive,
@@ -38,6 +41,9 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 	}
 	if got.Existing || got.Replayed {
 		return e.view(got), nil
+	}
+	if secret != "" {
+		got.CompletionToken = completionToken(got.ID, secret)
 	}
 	var o *scheduler.Observer
 	spec, _ := vigil.SpecOf(w.Kind)
@@ -244,7 +250,8 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 		Mode: mode, Every: every, Deadline: deadline, StartAt: start, CreatedAt: now, Note: r.Note, Labels: labels,
 		Stable: r.Stable, StableFor: stableFor, MaxPolls: r.MaxPolls, MaxErrors: r.MaxErrors, Standing: spec.Standing,
 		ChainDepth: r.ChainDepth, Identity: vigil.Identity(r.Recipient, r.Kind, mode, canon.Predicate),
-		TokenID: scope.TokenID,
+		CompletionToken: canon.Secret,
+		TokenID:         scope.TokenID,
 	}, nil
 }
 

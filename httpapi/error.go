@@ -94,7 +94,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	body := errorBody{Error: errorDetail{Code: code, Message: "internal error"}}
 	if code == vigil.CodeInternal {
 		s.log.ErrorContext(ctx, "internal error", "request_id", requestIDFrom(ctx),
-			"method", r.Method, "path", r.URL.Path, "err", err)
+			"method", r.Method, "path", logPath(r), "err", err)
 	} else {
 		body.Error.Message = vigil.ErrorMessage(err)
 		body.Error.Field = vigil.ErrorField(err)

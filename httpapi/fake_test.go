@@ -37,6 +37,7 @@ type calls struct {
 	deleted    string
 	filter     vigil.EventFilter
 	scope      *vigil.Scope // the scope of the last Register, Watch or Watches; nil for the admin
+	completed  vigil.CompleteRequest
 }
 
 type fakeSub struct {
@@ -264,4 +265,14 @@ func (f *fake) snapshot() calls {
 	c := f.calls
 	c.registered = append([]vigil.RegisterRequest(nil), f.registered...)
 	return c
+}
+
+func (f *fake) Complete(ctx context.Context, r vigil.CompleteRequest) (*vigil.Watch, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.completed = r
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &vigil.Watch{ID: "w1", State: vigil.StateFired, Outcome: &vigil.Outcome{State: vigil.StateFired, Sentence: "The completion token is done."}}, nil
 }

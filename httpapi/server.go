@@ -180,6 +180,7 @@ func (s *Server) table() []route {
 		{pattern: "POST /v1/tokens", handler: s.createToken},
 		{pattern: "GET /v1/tokens", query: []string{"all"}, handler: s.listTokens},
 		{pattern: "POST /v1/tokens/{id}/revoke", handler: s.revokeToken},
+		{pattern: "POST /v1/complete/{token}", public: true, handler: s.complete},
 		{pattern: "GET /healthz", public: true, handler: s.healthz},
 		{pattern: "GET /readyz", public: true, handler: s.readyz},
 		{pattern: "GET /openapi.json", public: true, handler: s.openapi},
@@ -262,7 +263,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		// Only the path: query values are filters, and headers (which
 		// carry the token) are never logged.
 		s.log.DebugContext(r.Context(), "request", "request_id", id, "method", r.Method,
-			"path", r.URL.Path, "pattern", r.Pattern, "status", rw.status, "duration", time.Since(start))
+			"path", logPath(r), "pattern", r.Pattern, "status", rw.status, "duration", time.Since(start))
 	}()
 	h, pattern := s.mux.Handler(r)
 	if pattern == "" {

@@ -47,6 +47,9 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 	if wt == nil {
 		return errNoResult
 	}
+	if wt.CompletionToken != "" {
+		wt.CompletionURL = baseURL(r) + CompletionPath(wt.CompletionToken)
+	}
 	status := http.StatusCreated
 	if wt.Existing || wt.Replayed {
 		status = http.StatusOK

@@ -1,0 +1,85 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/vigil-run/vigil"
+)
+
+// MaxCompletionData bounds the data a completion carries into the outcome.
+const MaxCompletionData = 64 << 10
+
+// completer is what the token watcher offers the engine: a check of a
+// completion secret against a stored predicate, and the observation a
+// completion makes.
+type completer interface {
+	CheckSecret(predicate json.RawMessage, secret string) bool
+	Completion(status string, data json.RawMessage) vigil.Observation
+}
+
+// completionToken is what a token watch's registration returns: the watch
+// id, so a completion finds its row directly, and the secret.
+func completionToken(id, secret string) string { return id + "." + secret }
+
+var errUnknownToken = &vigil.Error{Code: vigil.CodeNotFound, Message: "no such completion token"}
+
+// Complete implements vigil.Service. The token is the only credential: no
+// scope applies. Whatever is wrong with a token (no such watch, not a
+// token watch, a wrong secret) answers the same not_found.
+func (e *Engine) Complete(ctx context.Context, r vigil.CompleteRequest) (*vigil.Watch, error) {
+	switch r.Status {
+	case vigil.CompleteSuccess, vigil.CompleteFailure:
+	default:
+		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "status", "status must be %q or %q", vigil.CompleteSuccess, vigil.CompleteFailure)
+	}
+	if d := bytes.TrimSpace(r.Data); len(d) > 0 && !bytes.Equal(d, []byte("null")) {
+		if len(d) > MaxCompletionData {
+			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "data", "data is larger than %d bytes", MaxCompletionData)
+		}
+		var obj map[string]any
+		if d[0] != '{' || json.Unmarshal(d, &obj) != nil {
+			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "data", "data must be a JSON object")
+		}
+	}
+	id, secret, ok := strings.Cut(r.Token, ".")
+	if !ok || validID(id) != nil || secret == "" {
+		return nil, errUnknownToken
+	}
+	w, err := e.store.WatchGet(ctx, id)
+	if errors.Is(err, vigil.ErrNotFound) {
+		return nil, errUnknownToken
+	}
+	if err != nil {
+		return nil, err
+	}
+	wt, ok := e.watchers.Lookup(w.Kind)
+	c, isToken := wt.(completer)
+	if w.Kind != vigil.KindToken || !ok || !isToken || !c.CheckSecret(w.Predicate, secret) {
+		return nil, errUnknownToken
+	}
+	if w.State != vigil.StatePending {
+		return nil, alreadyCompleted(w)
+	}
+	won, err := e.sched.Answer(ctx, w, c.Completion(r.Status, r.Data))
+	if err != nil {
+		return nil, err
+	}
+	got, err := e.store.WatchGet(context.WithoutCancel(ctx), id)
+	if err != nil {
+		return nil, err
+	}
+	if !won {
+		return nil, alreadyCompleted(got)
+	}
+	return e.view(got), nil
+}
+
+// alreadyCompleted answers a completion of a settled watch: the token is
+// single-use, and a second call changes nothing.
+func alreadyCompleted(w *vigil.Watch) error {
+	return vigil.Errorf(vigil.CodeConflict, "this completion token was already used or its watch has ended (%s); nothing changed", w.State)
+}

@@ -1,0 +1,173 @@
+// Package deliver pushes a settled watch's outcome to the push channels a
+// watch (or its recipient) asked for: a webhook, a command, an email. The
+// mailbox is not a push channel: its message commits with the settlement
+// (SPEC §5); everything here happens after that commit.
+//
+// The package holds the contract every channel implements (Channel: one
+// attempt, answering retry or not), the one classifier of HTTP statuses
+// (Classify), the retry ladder, the delivery options a registration may
+// carry (Policy.Canonicalize validates them; Redact hides their secrets),
+// and the Dispatcher, the component that runs deliveries and records what
+// became of each as a receipt:
+//
+//	sending → delivered | undeliverable | unknown
+//	sending → retrying → sending → …
+//
+// A receipt is written "sending" BEFORE each attempt leaves, so a crash
+// mid-send reads back as "unknown" at the next start; unknown is never
+// resent unless the watch opted in with retry_unknown. Channels live in
+// their own packages (deliver/webhook, deliver/command, deliver/email) and
+// are wired explicitly by the daemon. See docs/delivery.md.
+package deliver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/vigil-run/vigil"
+)
+
+// Channel names, as receipts and the deliver options spell them.
+const (
+	ChannelWebhook = "webhook"
+	ChannelCommand = "command"
+	ChannelEmail   = "email"
+)
+
+// Channel is one push integration. Send makes ONE attempt and says whether
+// a failure is worth retrying (a 5xx, a connection refused before anything
+// was sent). A failure that may have landed (a timeout after the request
+// was sent) is returned wrapped by Unknown; any other failure is a
+// rejection. Errors must never hold a secret or a URL's credentials.
+type Channel interface {
+	Send(ctx context.Context, d *Delivery) (retry bool, err error)
+}
+
+// Delivery is one attempt to push one outcome on one channel.
+type Delivery struct {
+	// Watch is the settled watch, as stored (secrets included).
+	Watch *vigil.Watch
+	// MessageID is the outcome message's id: the webhook-id, stable across
+	// retries.
+	MessageID string
+	// Options are the watch's delivery options, with a recipient default
+	// webhook filled in.
+	Options Options
+	// Payload is the outcome as JSON (see Payload): a webhook's body, a
+	// command's stdin.
+	Payload []byte
+	// Attempt counts from 1.
+	Attempt int
+	// Now is when this attempt is made.
+	Now time.Time
+}
+
+// Payload is the JSON document a push channel carries: the outcome of one
+// watch, built only from what was frozen at settlement, so every retry
+// carries the same bytes.
+type Payload struct {
+	Type        string             `json:"type"`
+	MessageID   string             `json:"message_id"`
+	WatchID     string             `json:"watch_id"`
+	Recipient   string             `json:"recipient"`
+	Kind        vigil.Kind         `json:"kind"`
+	State       vigil.State        `json:"state"`
+	Sentence    string             `json:"sentence"`
+	Reason      string             `json:"reason,omitempty"`
+	Attention   bool               `json:"attention,omitempty"`
+	Held        bool               `json:"held,omitempty"`
+	Observation *vigil.Observation `json:"observation,omitempty"`
+	Note        string             `json:"note,omitempty"`
+	Labels      map[string]string  `json:"labels,omitempty"`
+	SettledAt   string             `json:"settled_at"`
+}
+
+// PayloadType is Payload.Type.
+const PayloadType = "watch.settled"
+
+// NewPayload returns the outcome document of a settled watch.
+func NewPayload(w *vigil.Watch, messageID string) Payload {
+	p := Payload{Type: PayloadType, MessageID: messageID, WatchID: w.ID, Recipient: w.Recipient, Kind: w.Kind,
+		State: w.State, Note: w.Note, Labels: w.Labels, SettledAt: vigil.FormatTime(w.SettledAt)}
+	if o := w.Outcome; o != nil {
+		p.Sentence, p.Reason, p.Attention, p.Held, p.Observation = o.Sentence, o.Reason, o.Attention, o.Held, o.Observation
+	}
+	return p
+}
+
+// unknownError marks a failure that may have landed.
+type unknownError struct{ err error }
+
+func (e *unknownError) Error() string { return e.err.Error() }
+func (e *unknownError) Unwrap() error { return e.err }
+
+// Unknown marks err as a failure after which the outcome may or may not
+// have reached the receiver: the receipt reads "unknown" and the delivery
+// is not resent unless the watch opted in with retry_unknown.
+func Unknown(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &unknownError{err}
+}
+
+// IsUnknown reports whether err was marked by Unknown.
+func IsUnknown(err error) bool {
+	var u *unknownError
+	return errors.As(err, &u)
+}
+
+// StatusError is an HTTP answer that was not a success.
+type StatusError struct {
+	Code int
+}
+
+func (e *StatusError) Error() string {
+	if t := http.StatusText(e.Code); t != "" {
+		return fmt.Sprintf("HTTP %d %s", e.Code, t)
+	}
+	return fmt.Sprintf("HTTP %d", e.Code)
+}
+
+// Classify sorts an HTTP status into delivered (nil), retry (5xx, 408 and
+// 429, which ask to be tried again) or rejected (every other status: a 4xx
+// says the receiver will not take it, a 3xx is not followed). It is the
+// one place statuses are judged.
+func Classify(code int) (retry bool, err error) {
+	switch {
+	case code >= 200 && code < 300:
+		return false, nil
+	case code >= 500, code == http.StatusRequestTimeout, code == http.StatusTooManyRequests:
+		return true, &StatusError{Code: code}
+	default:
+		return false, &StatusError{Code: code}
+	}
+}
+
+// Ladder returns the retry backoff: the wait after the first, second, …
+// retryable failure (1 s, 5 s, 30 s, 2 min, 10 min). When it runs out the
+// receipt is undeliverable.
+func Ladder() []time.Duration {
+	return []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute}
+}
+
+// NextRetry returns the wait after attempt n (from 1) failed retryably,
+// and false when the ladder has run out.
+func NextRetry(attempt int) (time.Duration, bool) {
+	l := Ladder()
+	if attempt < 1 || attempt > len(l) {
+		return 0, false
+	}
+	return l[attempt-1], true
+}
+
+// Progress reports whether canonical delivery options ask for progress
+// events. It is cheap enough to call on every probe.
+func Progress(raw json.RawMessage) bool {
+	return len(raw) > 0 && bytes.Contains(raw, []byte(`"progress":true`))
+}

@@ -1,0 +1,304 @@
+package deliver_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/deliver/webhook"
+	"github.com/vigil-run/vigil/store/memstore"
+)
+
+const hookOpts = `{"webhook":{"url":"https://hooks.example/in"}}`
+
+// TestRetryLadder: a receiver answering 503 twice and then 200 gets three
+// attempts, 1 s and 5 s apart, all under one webhook-id; the receipt ends
+// delivered.
+func TestRetryLadder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, func(n int) (int, bool, bool) {
+			if n <= 2 {
+				return http.StatusServiceUnavailable, false, false
+			}
+			return http.StatusOK, false, false
+		}, nil)
+		w, m := settled(t, r.st, "w1", hookOpts, vigil.StateFired)
+		start := time.Now()
+		r.d.Deliver(w, m)
+		synctest.Wait()
+		if got := r.receipt(t, "w1", "webhook"); got.Status != vigil.ReceiptRetrying || got.Attempts != 1 {
+			t.Errorf("after the first 503: receipt = %+v, want retrying after 1 attempt", got)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		got := r.rv.requests()
+		if len(got) != 3 {
+			t.Fatalf("receiver got %d requests, want 3", len(got))
+		}
+		for i, g := range got {
+			if g.id != m.ID {
+				t.Errorf("request %d webhook-id = %q, want %q (the message id)", i+1, g.id, m.ID)
+			}
+			if string(g.body) != string(got[0].body) {
+				t.Errorf("request %d body differs from the first", i+1)
+			}
+		}
+		if d1, d2 := got[1].at.Sub(got[0].at), got[2].at.Sub(got[1].at); d1 != time.Second || d2 != 5*time.Second {
+			t.Errorf("waits between attempts = %s, %s; want 1s, 5s", d1, d2)
+		}
+		if got[0].at != start {
+			t.Errorf("first attempt at +%s, want at once", got[0].at.Sub(start))
+		}
+		rc := r.receipt(t, "w1", "webhook")
+		if rc.Status != vigil.ReceiptDelivered || rc.Attempts != 3 {
+			t.Errorf("receipt = %+v, want delivered after 3 attempts", rc)
+		}
+		if n := r.d.Pending(); n != 0 {
+			t.Errorf("Pending() = %d after delivery, want 0", n)
+		}
+		r.stop()
+	})
+}
+
+// TestLadderRunsOut: a receiver that always answers 503 gets six attempts
+// (the first and five retries), then the receipt is undeliverable.
+func TestLadderRunsOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, func(int) (int, bool, bool) { return http.StatusBadGateway, false, false }, nil)
+		w, m := settled(t, r.st, "w1", hookOpts, vigil.StateFailed)
+		r.d.Deliver(w, m)
+		time.Sleep(24 * time.Hour)
+		synctest.Wait()
+		if n := len(r.rv.requests()); n != 6 {
+			t.Errorf("receiver got %d requests, want 6", n)
+		}
+		rc := r.receipt(t, "w1", "webhook")
+		if rc.Status != vigil.ReceiptUndeliverable || !strings.Contains(rc.Detail, "gave up after 6 attempts") {
+			t.Errorf("receipt = %+v, want undeliverable, gave up after 6 attempts", rc)
+		}
+		r.stop()
+	})
+}
+
+// TestConnectionRefusedIsRetried: nothing was sent, so it is safe to try again.
+func TestConnectionRefusedIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, func(n int) (int, bool, bool) { return http.StatusNoContent, false, n == 1 }, nil)
+		w, m := settled(t, r.st, "w1", hookOpts, vigil.StateFired)
+		r.d.Deliver(w, m)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if rc := r.receipt(t, "w1", "webhook"); rc.Status != vigil.ReceiptDelivered || rc.Attempts != 2 {
+			t.Errorf("receipt = %+v, want delivered on the second attempt", rc)
+		}
+		r.stop()
+	})
+}
+
+// TestHangIsUnknown: a receiver that takes the request and never answers
+// leaves the receipt unknown after the 10 s timeout, and it is never
+// resent; with retry_unknown it is resent under the same id.
+func TestHangIsUnknown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, func(n int) (int, bool, bool) { return http.StatusOK, n == 1, false }, nil)
+		w, m := settled(t, r.st, "w1", hookOpts, vigil.StateFired)
+		start := time.Now()
+		r.d.Deliver(w, m)
+		time.Sleep(9 * time.Second)
+		synctest.Wait()
+		if rc := r.receipt(t, "w1", "webhook"); rc.Status != vigil.ReceiptSending {
+			t.Errorf("receipt while the receiver holds the request = %+v, want sending", rc)
+		}
+		time.Sleep(24 * time.Hour)
+		synctest.Wait()
+		rc := r.receipt(t, "w1", "webhook")
+		if rc.Status != vigil.ReceiptUnknown || !strings.Contains(rc.Detail, "timed out after 10s after the request was sent") {
+			t.Errorf("receipt = %+v, want unknown after a 10s timeout", rc)
+		}
+		if !rc.UpdatedAt.Equal(start.Add(10 * time.Second).UTC()) {
+			t.Errorf("receipt updated at +%s, want +10s", rc.UpdatedAt.Sub(start))
+		}
+		if n := len(r.rv.requests()); n != 1 {
+			t.Errorf("receiver got %d requests, want 1: unknown is never resent", n)
+		}
+		r.stop()
+	})
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, func(n int) (int, bool, bool) { return http.StatusOK, n == 1, false }, nil)
+		w, m := settled(t, r.st, "w1", `{"webhook":{"retry_unknown":true,"url":"https://hooks.example/in"}}`, vigil.StateFired)
+		r.d.Deliver(w, m)
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		got := r.rv.requests()
+		if len(got) != 2 || got[0].id != m.ID || got[1].id != m.ID {
+			t.Fatalf("receiver got %d requests (%+v), want 2 under id %s", len(got), got, m.ID)
+		}
+		if d := got[1].at.Sub(got[0].at); d != 11*time.Second {
+			t.Errorf("resent %s after the first, want 11s (10s timeout + 1s)", d)
+		}
+		if rc := r.receipt(t, "w1", "webhook"); rc.Status != vigil.ReceiptDelivered || rc.Attempts != 2 {
+			t.Errorf("receipt = %+v, want delivered after 2 attempts", rc)
+		}
+		r.stop()
+	})
+}
+
+// TestRejected: 4xx answers settle the receipt undeliverable at once, and
+// the watch itself is untouched.
+func TestRejected(t *testing.T) {
+	for _, code := range []int{http.StatusGone, http.StatusBadRequest} {
+		t.Run(http.StatusText(code), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, func(int) (int, bool, bool) { return code, false, false }, nil)
+				w, m := settled(t, r.st, "w1", hookOpts, vigil.StateFired)
+				r.d.Deliver(w, m)
+				time.Sleep(time.Hour)
+				synctest.Wait()
+				rc := r.receipt(t, "w1", "webhook")
+				if rc.Status != vigil.ReceiptUndeliverable || rc.Attempts != 1 || !strings.Contains(rc.Detail, "HTTP ") {
+					t.Errorf("receipt = %+v, want undeliverable after 1 attempt", rc)
+				}
+				got, _ := r.st.WatchGet(t.Context(), "w1")
+				if got.State != vigil.StateFired {
+					t.Errorf("watch state = %s, want fired (a rejection is not the watch's failure)", got.State)
+				}
+				r.stop()
+			})
+		})
+	}
+}
+
+// TestResume: a receipt left sending by a crash is unknown after Resume
+// and not resent; a retrying one is resumed at its next attempt; a watch
+// settled but never handed over is delivered.
+func TestResume(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := build(t, memstore.New(), func(int) (int, bool, bool) { return http.StatusOK, false, false }, nil)
+		now := time.Now().UTC()
+		settled(t, r.st, "a", hookOpts, vigil.StateFired)
+		settled(t, r.st, "b", hookOpts, vigil.StateFailed)
+		settled(t, r.st, "c", hookOpts, vigil.StateExpired)
+		put := func(id, status string, next time.Time) {
+			err := r.st.ReceiptUpsert(t.Context(), vigil.ReceiptUpsertParams{ReceiptRecord: vigil.ReceiptRecord{WatchID: id, MessageID: "msg-" + id, NextAt: next,
+				Receipt: vigil.Receipt{Channel: "webhook", Status: status, Attempts: 1, UpdatedAt: now}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		put("a", vigil.ReceiptSending, time.Time{})
+		put("b", vigil.ReceiptRetrying, now.Add(30*time.Second))
+		r2 := newRigOn(t, r)
+		synctest.Wait()
+		if rc := r2.receipt(t, "a", "webhook"); rc.Status != vigil.ReceiptUnknown {
+			t.Errorf("a: receipt = %+v, want unknown", rc)
+		}
+		if rc := r2.receipt(t, "c", "webhook"); rc.Status != vigil.ReceiptDelivered {
+			t.Errorf("c (never handed over): receipt = %+v, want delivered", rc)
+		}
+		if rc := r2.receipt(t, "b", "webhook"); rc.Status != vigil.ReceiptRetrying {
+			t.Errorf("b before its next attempt: receipt = %+v, want retrying", rc)
+		}
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		if rc := r2.receipt(t, "b", "webhook"); rc.Status != vigil.ReceiptDelivered || rc.Attempts != 2 {
+			t.Errorf("b: receipt = %+v, want delivered on attempt 2", rc)
+		}
+		ids := map[string]int{}
+		for _, g := range r2.rv.requests() {
+			ids[g.id]++
+		}
+		if want := map[string]int{"msg-b": 1, "msg-c": 1}; !equalCounts(ids, want) {
+			t.Errorf("requests by webhook-id = %v, want %v (a is never resent)", ids, want)
+		}
+		r2.stop()
+	})
+}
+
+func equalCounts(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// newRigOn is a second dispatcher (a restarted daemon) on r's store,
+// resumed before it runs.
+func newRigOn(t *testing.T, r *rig) *rig {
+	r2 := build(t, r.st, r.rv.answer, nil)
+	if err := r2.d.Resume(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	startRun(t, r2)
+	return r2
+}
+
+// TestSignedBody: the request carries the outcome, signed with the
+// daemon's secret, and the helper verifies it.
+func TestSignedBody(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, func(int) (int, bool, bool) { return http.StatusOK, false, false }, nil)
+		w, m := settled(t, r.st, "w1", hookOpts, vigil.StateFired)
+		r.d.Deliver(w, m)
+		synctest.Wait()
+		got := r.rv.requests()
+		if len(got) != 1 {
+			t.Fatalf("receiver got %d requests, want 1", len(got))
+		}
+		h := http.Header{}
+		h.Set(webhook.HeaderID, got[0].id)
+		h.Set(webhook.HeaderTimestamp, got[0].ts)
+		h.Set(webhook.HeaderSignature, got[0].sig)
+		if err := webhook.Verify(testSecret, h, got[0].body, time.Now(), 0); err != nil {
+			t.Errorf("Verify = %v, want nil", err)
+		}
+		var p deliver.Payload
+		if err := json.Unmarshal(got[0].body, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.WatchID != "w1" || p.State != vigil.StateFired || p.Sentence == "" || p.Note != "merge PR 41 when green" ||
+			p.Labels["task"] != "T-19" || p.Observation == nil || p.Observation.Summary != "HTTP 200" || p.MessageID != m.ID {
+			t.Errorf("payload = %+v, want the watch id, state, sentence, observation, note and labels", p)
+		}
+		r.stop()
+	})
+}
+
+// TestSecretsNeverShown: a watch's secret and a URL's credentials never
+// reach receipts, logs or the options as shown.
+func TestSecretsNeverShown(t *testing.T) {
+	const secret = "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXh5eg=="
+	opts := `{"webhook":{"secret":"` + secret + `","url":"https://user:hunter2pass@hooks.example/in"}}`
+	synctest.Test(t, func(t *testing.T) {
+		for _, code := range []int{http.StatusForbidden, http.StatusServiceUnavailable} {
+			r := newRig(t, func(n int) (int, bool, bool) { return code, false, n == 1 }, nil)
+			w, m := settled(t, r.st, "w1", opts, vigil.StateFired)
+			r.d.Deliver(w, m)
+			time.Sleep(time.Hour)
+			synctest.Wait()
+			got, _ := r.st.WatchGet(t.Context(), "w1")
+			rs, _ := json.Marshal(got.Receipts)
+			shown := string(deliver.Redact(got.Deliver))
+			for what, s := range map[string]string{"receipts": string(rs), "logs": r.logs.String(), "redacted options": shown} {
+				for _, leak := range []string{secret, strings.TrimPrefix(secret, "whsec_"), "hunter2pass"} {
+					if strings.Contains(s, leak) {
+						t.Errorf("%s hold a secret %q: %s", what, leak, s)
+					}
+				}
+			}
+			if !strings.Contains(shown, deliver.Redacted) {
+				t.Errorf("Redact(options) = %s, want the secret shown as %s", shown, deliver.Redacted)
+			}
+			r.stop()
+		}
+	})
+}

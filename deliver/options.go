@@ -1,0 +1,303 @@
+package deliver
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/mail"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/watcher/command"
+)
+
+// Bounds of the delivery options.
+const (
+	MaxURL = 2048
+	// SecretPrefix starts every webhook secret; the rest is the base64 of
+	// 24 to 64 random bytes (Standard Webhooks).
+	SecretPrefix   = "whsec_"
+	MinSecretBytes = 24
+	MaxSecretBytes = 64
+	// DefaultCommandTimeout bounds a delivery command; MaxCommandTimeout
+	// is the most a watch may ask for.
+	DefaultCommandTimeout = 60 * time.Second
+	MaxCommandTimeout     = 10 * time.Minute
+	MaxEmail              = 254
+	// Redacted replaces a secret wherever options are shown.
+	Redacted = SecretPrefix + "…redacted"
+)
+
+// When a delivery command runs (CommandOptions.On).
+const (
+	OnAny  = "any"  // every outcome: fired, failed, errored, expired
+	OnDone = "done" // the watch fired
+	OnFail = "fail" // the watch failed or errored
+)
+
+// Options are a watch's delivery options (the "deliver" field of a
+// registration), in their canonical form:
+//
+//	{"webhook": {"url", "secret"?, "retry_unknown"?},
+//	 "command": {"argv" | "shell", "cwd"?, "env"?, "on"?, "timeout"?},
+//	 "email": {"to"},
+//	 "progress": bool}
+type Options struct {
+	Webhook  *WebhookOptions `json:"webhook,omitempty"`
+	Command  *CommandOptions `json:"command,omitempty"`
+	Email    *EmailOptions   `json:"email,omitempty"`
+	Progress bool            `json:"progress,omitempty"`
+}
+
+// WebhookOptions send the outcome to a URL.
+type WebhookOptions struct {
+	URL string `json:"url"`
+	// Secret signs the request; empty means the daemon's own secret.
+	Secret string `json:"secret,omitempty"`
+	// RetryUnknown resends (same webhook-id) after a timeout that may have
+	// landed. Off by default: a receiver gets at most one copy.
+	RetryUnknown bool `json:"retry_unknown,omitempty"`
+}
+
+// CommandOptions run a program with the outcome on stdin.
+type CommandOptions struct {
+	command.Program
+	// On is when it runs: OnAny (default), OnDone or OnFail.
+	On string `json:"on,omitempty"`
+	// Timeout bounds the run (default DefaultCommandTimeout).
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// EmailOptions mail fired and failed outcomes to an address.
+type EmailOptions struct {
+	To string `json:"to"`
+}
+
+// Policy is what this daemon allows and has configured; it decides which
+// delivery options a registration may carry (admission, SPEC §2.1).
+type Policy struct {
+	// AllowExec allows command delivery (--allow-exec).
+	AllowExec bool
+	// SMTP is true when the daemon has an SMTP host (smtp.host).
+	SMTP bool
+}
+
+// ParseOptions decodes stored (canonical) options. Empty means none.
+func ParseOptions(raw json.RawMessage) (Options, error) {
+	var o Options
+	if len(raw) == 0 || string(raw) == "null" {
+		return o, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&o); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+func invalid(field, format string, args ...any) error {
+	return vigil.FieldErrorf(vigil.CodeInvalidRequest, field, field+" "+format, args...)
+}
+
+// Canonicalize validates a registration's delivery options strictly and
+// returns their canonical JSON (nil for none). scopeExec says whether the
+// caller's token carries the exec scope (the admin's always does).
+// Refusals: invalid_request naming the field; watch_unobservable naming
+// the setting for a channel this daemon cannot run; unauthorized for a
+// command without the exec scope.
+func (p Policy) Canonicalize(raw json.RawMessage, scopeExec bool) (json.RawMessage, error) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || string(t) == "null" || string(t) == "{}" {
+		return nil, nil
+	}
+	o, err := ParseOptions(t)
+	if err != nil {
+		return nil, invalid("deliver", "must be an object with webhook, command, email and progress: %s", decodeMessage(err))
+	}
+	if w := o.Webhook; w != nil {
+		if err := checkWebhook(w); err != nil {
+			return nil, err
+		}
+	}
+	if c := o.Command; c != nil {
+		if err := p.checkCommand(c, scopeExec); err != nil {
+			return nil, err
+		}
+	}
+	if e := o.Email; e != nil {
+		addr, err := mail.ParseAddress(e.To)
+		switch {
+		case len(e.To) > MaxEmail || err != nil || addr.Name != "" || addr.Address != strings.TrimSpace(e.To):
+			return nil, invalid("deliver.email.to", "must be one plain email address like ops@example.com")
+		case !p.SMTP:
+			return nil, vigil.FieldErrorf(vigil.CodeWatchUnobservable, "deliver.email",
+				"email delivery needs an SMTP server: set smtp.host (VIGIL_SMTP_HOST) in the daemon's configuration")
+		}
+		e.To = addr.Address
+	}
+	if o.Webhook == nil && o.Command == nil && o.Email == nil && !o.Progress {
+		return nil, nil
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		return nil, err
+	}
+	return vigil.CanonicalJSON(b)
+}
+
+// decodeMessage is a JSON decoding error without anything from the input
+// but field names.
+func decodeMessage(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("%s has the wrong type", te.Field)
+	}
+	msg := err.Error()
+	if strings.HasPrefix(msg, "json: unknown field") {
+		return strings.TrimPrefix(msg, "json: ")
+	}
+	return "not valid JSON"
+}
+
+func checkWebhook(w *WebhookOptions) error {
+	if len(w.URL) > MaxURL {
+		return invalid("deliver.webhook.url", "is longer than %d bytes", MaxURL)
+	}
+	u, err := url.Parse(w.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
+		return invalid("deliver.webhook.url", "must be an absolute http:// or https:// URL")
+	}
+	if u.Fragment != "" {
+		return invalid("deliver.webhook.url", "must not have a #fragment")
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	u.Host = strings.ToLower(u.Host)
+	w.URL = u.String()
+	if w.Secret != "" {
+		if _, err := SecretKey(w.Secret); err != nil {
+			return vigil.FieldErrorf(vigil.CodeInvalidRequest, "deliver.webhook.secret", "deliver.webhook.secret %v", err)
+		}
+	}
+	return nil
+}
+
+// SecretKey returns the HMAC key of a "whsec_…" secret: the bytes its
+// base64 spells. The error never quotes the secret.
+func SecretKey(secret string) ([]byte, error) {
+	rest, ok := strings.CutPrefix(secret, SecretPrefix)
+	if !ok {
+		return nil, fmt.Errorf("must start with %q followed by base64", SecretPrefix)
+	}
+	key, err := base64.StdEncoding.DecodeString(rest)
+	if err != nil {
+		return nil, fmt.Errorf("must be %q followed by standard base64", SecretPrefix)
+	}
+	if len(key) < MinSecretBytes || len(key) > MaxSecretBytes {
+		return nil, fmt.Errorf("must hold %d to %d bytes of key after %q", MinSecretBytes, MaxSecretBytes, SecretPrefix)
+	}
+	return key, nil
+}
+
+func (p Policy) checkCommand(c *CommandOptions, scopeExec bool) error {
+	if err := c.Program.Check("deliver.command"); err != nil {
+		var ve *vigil.Error
+		if errors.As(err, &ve) {
+			field := strings.TrimPrefix(ve.Field, "predicate.")
+			return vigil.FieldErrorf(vigil.CodeInvalidRequest, field, "%s", strings.Replace(ve.Message, "predicate.", "", 1))
+		}
+		return invalid("deliver.command", "%v", err)
+	}
+	switch c.On {
+	case "":
+		c.On = OnAny
+	case OnAny, OnDone, OnFail:
+	default:
+		return invalid("deliver.command.on", "must be %q, %q or %q", OnDone, OnFail, OnAny)
+	}
+	timeout := DefaultCommandTimeout
+	if c.Timeout != "" {
+		d, err := vigil.ParseDuration(c.Timeout)
+		if err != nil || d <= 0 || d > MaxCommandTimeout {
+			return invalid("deliver.command.timeout", "must be a duration above 0 and at most %s", vigil.FormatDuration(MaxCommandTimeout))
+		}
+		timeout = d
+	}
+	c.Timeout = vigil.FormatDuration(timeout)
+	if !p.AllowExec {
+		return vigil.FieldErrorf(vigil.CodeWatchUnobservable, "deliver.command",
+			"command delivery runs a program, and this daemon does not allow that: start it with --allow-exec (VIGIL_ALLOW_EXEC=1)")
+	}
+	if !scopeExec {
+		return vigil.FieldErrorf(vigil.CodeUnauthorized, "deliver.command", "this token does not carry the exec scope that command delivery needs")
+	}
+	return nil
+}
+
+// CommandTimeout is the run bound of canonical command options.
+func (c *CommandOptions) CommandTimeout() time.Duration {
+	if d, err := vigil.ParseDuration(c.Timeout); err == nil && d > 0 {
+		return d
+	}
+	return DefaultCommandTimeout
+}
+
+// Runs reports whether the command runs for an outcome state.
+func (c *CommandOptions) Runs(s vigil.State) bool {
+	switch c.On {
+	case OnDone:
+		return s == vigil.StateFired
+	case OnFail:
+		return s == vigil.StateFailed || s == vigil.StateErrored
+	}
+	return true
+}
+
+// Redact returns delivery options as they may be shown: webhook secrets
+// replaced by Redacted and a URL's credentials removed. Anything that does
+// not parse is hidden whole.
+func Redact(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return raw
+	}
+	o, err := ParseOptions(raw)
+	if err != nil {
+		return json.RawMessage(`{"redacted":true}`)
+	}
+	if w := o.Webhook; w != nil {
+		if w.Secret != "" {
+			w.Secret = Redacted
+		}
+		w.URL = RedactURL(w.URL)
+	}
+	if c := o.Command; c != nil && len(c.Env) > 0 {
+		for k := range c.Env {
+			c.Env[k] = "…redacted"
+		}
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		return json.RawMessage(`{"redacted":true}`)
+	}
+	c, err := vigil.CanonicalJSON(b)
+	if err != nil {
+		return b
+	}
+	return c
+}
+
+// RedactURL removes a URL's credentials (user and password).
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "…redacted"
+	}
+	if u.User != nil {
+		u.User = url.User("…redacted")
+	}
+	return u.String()
+}

@@ -122,6 +122,7 @@ talks to it.`,
 		newStatusCmd(e),
 		newServiceCmd(e),
 		newBackupCmd(e),
+		newTokenCmd(e),
 	)
 	return root
 }

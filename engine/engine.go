@@ -19,6 +19,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/deliver"
 	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/wording"
@@ -44,6 +45,9 @@ type Config struct {
 	// check before each probe (token revocation).
 	DeliverFunc func(w *vigil.Watch, m *vigil.Message)
 	CheckFunc   func(ctx context.Context, w *vigil.Watch) error
+	// DeliverPolicy says which push channels registrations may ask for
+	// (see deliver.Policy); the zero value allows webhooks only.
+	DeliverPolicy deliver.Policy
 }
 
 // Engine implements vigil.Service in-process.
@@ -56,6 +60,7 @@ type Engine struct {
 	log      *slog.Logger
 	sched    *scheduler.Scheduler
 	hub      *hub
+	deliver  deliver.Policy
 }
 
 var _ vigil.Service = (*Engine)(nil)
@@ -80,6 +85,7 @@ func New(cfg Config) *Engine {
 		store: cfg.Store, watchers: cfg.Watchers, limits: cfg.Limits,
 		now:   func() time.Time { return cfg.NowFunc().UTC().Truncate(time.Millisecond) },
 		newID: cfg.NewIDFunc, log: log.With("component", "engine"), hub: newHub(),
+		deliver: cfg.DeliverPolicy,
 	}
 	e.sched = scheduler.New(scheduler.Config{
 		Store: cfg.Store, Watchers: cfg.Watchers, NowFunc: e.now, Workers: cfg.Workers, Limits: cfg.Limits,
@@ -105,6 +111,13 @@ func (e *Engine) Run(ctx context.Context) error { return e.sched.Run(ctx) }
 // view fills in what lives in memory: next due and polls of a pending
 // watch; a pending row of a kind this build cannot watch shows unwatchable.
 func (e *Engine) view(w *vigil.Watch) *vigil.Watch {
+	// Secrets in the delivery options are never shown. A copy: the
+	// scheduler may hand the same watch to the dispatcher.
+	if len(w.Deliver) > 0 {
+		c := *w
+		c.Deliver = deliver.Redact(w.Deliver)
+		w = &c
+	}
 	if w.State != vigil.StatePending {
 		return w
 	}

@@ -134,8 +134,9 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 			return nil, err
 		}
 	}
-	if len(r.Deliver) > 0 && string(r.Deliver) != "null" && string(r.Deliver) != "{}" {
-		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "deliver", "push delivery (deliver) is not available in this build; outcomes go to the recipient's mailbox")
+	deliverOpts, err := e.deliver.Canonicalize(r.Deliver, !scoped || scope.Exec)
+	if err != nil {
+		return nil, err
 	}
 	for _, f := range []struct {
 		name string
@@ -250,6 +251,7 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 		Mode: mode, Every: every, Deadline: deadline, StartAt: start, CreatedAt: now, Note: r.Note, Labels: labels,
 		Stable: r.Stable, StableFor: stableFor, MaxPolls: r.MaxPolls, MaxErrors: r.MaxErrors, Standing: spec.Standing,
 		ChainDepth: r.ChainDepth, Identity: vigil.Identity(r.Recipient, r.Kind, mode, canon.Predicate),
+		Deliver:         deliverOpts,
 		CompletionToken: canon.Secret,
 		TokenID:         scope.TokenID,
 	}, nil

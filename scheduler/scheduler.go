@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/deliver"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/wording"
 )
@@ -523,6 +524,15 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 	}
 	if s.record(ctx, wt, e, w, &obs, prog.Polls, now) {
 		return
+	}
+	if deliver.Progress(w.Deliver) {
+		// Ambient progress: published, never stored, never mailed.
+		text := obs.Summary
+		if text == "" {
+			text = obs.Reason
+		}
+		s.cfg.EventFunc(vigil.Event{Type: vigil.EventWatchProgress, WatchID: w.ID, Recipient: w.Recipient,
+			State: w.State, Polls: prog.Polls, Text: text, At: now})
 	}
 	if e.observer != nil {
 		w.Polls = prog.Polls

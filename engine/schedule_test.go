@@ -1,0 +1,121 @@
+package engine_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/schedule"
+)
+
+func newScheduleEnv(t *testing.T) *env {
+	return newEnv(t, envOpts{watchers: []watcher.Watcher{schedule.New(schedule.Config{AllowExec: true})}})
+}
+
+func read(t *testing.T, v *env, reader string) []*vigil.Message {
+	t.Helper()
+	p, err := v.eng.Messages(v.ctx, vigil.MessagesRequest{Recipient: "agent-1", Reader: reader, Ack: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Messages
+}
+
+// TestScheduleNotesReachEachReaderOnce: each fire of a schedule leaves one
+// note; two readers each see each note once.
+func TestScheduleNotesReachEachReaderOnce(t *testing.T) {
+	t.Parallel()
+	v := newScheduleEnv(t)
+	w := v.register(vigil.RegisterRequest{Kind: vigil.KindSchedule, Predicate: obj(`{"every":"1m","shell":"echo fire"}`)})
+	if !w.Standing || !w.Deadline.IsZero() {
+		t.Fatalf("a schedule is standing %v with deadline %v", w.Standing, w.Deadline)
+	}
+	if next, _, _ := v.eng.Scheduler().Info(w.ID); !next.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("first fire due %v, want one interval after creation", next)
+	}
+	v.tick(t0.Add(time.Minute))
+	v.tick(t0.Add(2 * time.Minute))
+	for _, r := range []string{"a", "b"} {
+		got := read(t, v, r)
+		if len(got) != 2 || got[0].Type != vigil.MessageNote || !strings.Contains(got[0].Text, "exited 0; output: fire") {
+			t.Fatalf("reader %s got %+v, want two notes", r, got)
+		}
+	}
+	v.tick(t0.Add(3 * time.Minute))
+	for _, r := range []string{"a", "b"} {
+		if got := read(t, v, r); len(got) != 1 {
+			t.Fatalf("reader %s got %d messages after the third fire, want 1 new", r, len(got))
+		}
+		if got := read(t, v, r); len(got) != 0 {
+			t.Fatalf("reader %s got %d messages again", r, len(got))
+		}
+	}
+}
+
+// TestScheduleSkipsOverlappingFire: while one run still goes, the fires
+// that come due are skipped, not queued behind it.
+func TestScheduleSkipsOverlappingFire(t *testing.T) {
+	t.Parallel()
+	v := newScheduleEnv(t)
+	dir := t.TempDir()
+	fifo, started := filepath.Join(dir, "release"), filepath.Join(dir, "started")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no fifo: %v", err)
+	}
+	w := v.register(vigil.RegisterRequest{Kind: vigil.KindSchedule,
+		Predicate: obj(`{"every":"1m","timeout":"30s","shell":"touch ` + started + `; read line < ` + fifo + `; echo done"}`)})
+	done := make(chan int)
+	go func() { done <- v.tick(t0.Add(time.Minute)) }()
+	// The run has started: move the clock past two more fires, then let it end.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the scheduled command never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	v.clock.Set(t0.Add(3*time.Minute + 30*time.Second))
+	if err := os.WriteFile(fifo, []byte("go\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if next, _, _ := v.eng.Scheduler().Info(w.ID); !next.Equal(t0.Add(4 * time.Minute)) {
+		t.Fatalf("after a run that ended at 3m30s the next fire is %v, want 4m (2m and 3m skipped)", next.Sub(t0))
+	}
+	if got := len(v.messages("agent-1")); got != 1 {
+		t.Fatalf("%d notes, want 1", got)
+	}
+}
+
+// TestScheduleRefusalsWriteNothing: bad input is refused at registration
+// with its code, and nothing reaches the store.
+func TestScheduleRefusalsWriteNothing(t *testing.T) {
+	t.Parallel()
+	v := newScheduleEnv(t)
+	long := `["x"` + strings.Repeat(`,"x"`, 300) + `]`
+	for _, tt := range []struct {
+		pred  string
+		code  vigil.Code
+		field string
+	}{
+		{`{"cron":"61 * * * *","argv":["date"]}`, vigil.CodeInvalidPredicate, "predicate.cron"},
+		{`{"every":"1h","argv":` + long + `}`, vigil.CodeInvalidPredicate, "predicate.argv"},
+		{`{"every":"10ms","argv":["date"]}`, vigil.CodeIntervalTooSmall, "predicate.every"},
+	} {
+		_, err := v.eng.Register(v.ctx, vigil.RegisterRequest{Kind: vigil.KindSchedule, Recipient: "r", Predicate: obj(tt.pred)})
+		if vigil.ErrorCode(err) != tt.code || vigil.ErrorField(err) != tt.field {
+			t.Errorf("Register(%.50s) = %v, want %s on %s", tt.pred, err, tt.code, tt.field)
+		}
+	}
+	if n := v.store.writes.Load(); n != 0 {
+		t.Fatalf("refused registrations wrote %d times", n)
+	}
+}

@@ -1,0 +1,294 @@
+// Package schedule is the watcher for kind schedule: a standing watch that
+// runs a program on a calendar and leaves what it printed as a note in the
+// recipient's mailbox, one per fire.
+//
+// A predicate gives exactly one calendar,
+//
+//	every  an interval ("1h"), at least the daemon's min_every; fires
+//	       fall on a grid counted from the watch's creation, the first
+//	       one interval after it
+//	cron   a standard 5-field expression (minute hour day-of-month month
+//	       day-of-week, as crontab(5)), parsed by robfig/cron; with tz,
+//	       an IANA zone ("Europe/Paris"), read in that zone, else in the
+//	       daemon's local time
+//
+// and the program as a command predicate spells it (exactly one of argv
+// or shell, optional cwd and env; see package command), with timeout, how
+// long one run may take (60s by default, at most 10m). A cron expression
+// that does not parse is refused naming the cron field at fault.
+//
+// Each fire runs the program once, bounded like a command probe (its own
+// process group, terminated at the timeout, the last 64 KiB of output
+// kept), with VIGIL_CHAIN_DEPTH set to the watch's depth + 1. Every fire
+// answers satisfied, and the scheduler mails it as a note: "exited 0"
+// with the end of the output, or what went wrong (a non-zero exit, a
+// timeout, a program that cannot be found). Facts hold exit_code and the
+// last 4 KiB of stdout and stderr.
+//
+// The watcher keeps the calendar (scheduler.NextDuer): the scheduler asks
+// it when each fire is due. A watch has at most one run in flight, and the
+// next fire is counted from when a run ends, so a fire that comes due
+// while the last run still goes is skipped, never queued.
+//
+// Schedule watches run programs: Admit refuses them unless the daemon
+// allows exec.
+package schedule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/command"
+)
+
+// Bounds of a schedule predicate.
+const (
+	// MaxEvery is the longest interval.
+	MaxEvery = 31 * 24 * time.Hour
+	// noteOutput is how much of the end of the output a note's sentence holds.
+	noteOutput = 400
+)
+
+// cronFields names the five fields of a cron expression.
+var cronFields = [5]string{"minute", "hour", "day-of-month", "month", "day-of-week"}
+
+// cronParser parses exactly five fields, no descriptors or seconds.
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
+
+// Config configures the schedule watcher.
+type Config struct {
+	// AllowExec allows schedule watches (the daemon's --allow-exec).
+	AllowExec bool
+	// MinEvery is the shortest interval (the daemon's min_every; default 1s).
+	MinEvery time.Duration
+	// KillGrace is passed to the runner (see command.Runner).
+	KillGrace time.Duration
+}
+
+// Watcher answers schedule watches.
+type Watcher struct {
+	allowExec bool
+	minEvery  time.Duration
+	runner    command.Runner
+}
+
+var _ watcher.Watcher = (*Watcher)(nil)
+
+// New returns a schedule watcher.
+func New(cfg Config) *Watcher {
+	if cfg.MinEvery <= 0 {
+		cfg.MinEvery = time.Second
+	}
+	return &Watcher{allowExec: cfg.AllowExec, minEvery: cfg.MinEvery, runner: command.Runner{KillGrace: cfg.KillGrace}}
+}
+
+type input struct {
+	command.Program
+	Every   string `json:"every,omitempty"`
+	Cron    string `json:"cron,omitempty"`
+	TZ      string `json:"tz,omitempty"`
+	Timeout string `json:"timeout,omitempty"`
+}
+
+type canonical struct {
+	command.Program
+	Every   string `json:"every,omitempty"`
+	Cron    string `json:"cron,omitempty"`
+	TZ      string `json:"tz,omitempty"`
+	Timeout string `json:"timeout"`
+}
+
+type spec struct {
+	canonical
+	every   time.Duration
+	sched   cron.Schedule
+	loc     *time.Location
+	timeout time.Duration
+}
+
+// Kind returns vigil.KindSchedule.
+func (*Watcher) Kind() vigil.Kind { return vigil.KindSchedule }
+
+// Notes reports that each fire is a note, not a change.
+func (*Watcher) Notes() bool { return true }
+
+// Canonicalize validates the predicate and returns its canonical form.
+func (w *Watcher) Canonicalize(_ context.Context, raw json.RawMessage, _ time.Time) (watcher.Canonical, error) {
+	s, err := w.parse(raw)
+	if err != nil {
+		return watcher.Canonical{}, err
+	}
+	b, err := watcher.Encode(s.canonical)
+	if err != nil {
+		return watcher.Canonical{}, err
+	}
+	return watcher.Canonical{Predicate: b}, nil
+}
+
+func (w *Watcher) parse(raw json.RawMessage) (*spec, error) {
+	var in input
+	if err := watcher.Decode(raw, "", &in); err != nil {
+		return nil, err
+	}
+	s := &spec{}
+	if err := in.Program.Check(""); err != nil {
+		return nil, err
+	}
+	s.Program = in.Program
+	var err error
+	switch {
+	case in.Every != "" && in.Cron != "":
+		return nil, watcher.InvalidPredicate("", "has both every and cron: give exactly one")
+	case in.Every != "":
+		if in.TZ != "" {
+			return nil, watcher.InvalidPredicate("tz", "applies to cron only")
+		}
+		d, err := vigil.ParseDuration(in.Every)
+		if err != nil {
+			return nil, watcher.InvalidPredicate("every", "must be a duration like 15m or 1h")
+		}
+		if d < w.minEvery {
+			return nil, &vigil.Error{Code: vigil.CodeIntervalTooSmall, Field: watcher.PredicateField("every"),
+				Message: fmt.Sprintf("predicate.every %s is below the floor of %s (min_every)", vigil.FormatDuration(d), vigil.FormatDuration(w.minEvery))}
+		}
+		if d > MaxEvery {
+			return nil, watcher.InvalidPredicate("every", "must be at most %s", vigil.FormatDuration(MaxEvery))
+		}
+		s.every, s.Every = d, vigil.FormatDuration(d)
+	case in.Cron != "":
+		if s.sched, err = parseCron(in.Cron); err != nil {
+			return nil, err
+		}
+		s.Cron = strings.Join(strings.Fields(in.Cron), " ")
+		s.loc = time.Local
+		if in.TZ != "" {
+			if s.loc, err = time.LoadLocation(in.TZ); err != nil || in.TZ == "Local" || len(in.TZ) > 64 {
+				return nil, watcher.InvalidPredicate("tz", "must be an IANA time zone like Europe/Paris or UTC")
+			}
+			s.TZ = in.TZ
+		}
+	default:
+		return nil, watcher.InvalidPredicate("", "needs every (an interval like 1h) or cron (5 fields like \"0 * * * *\")")
+	}
+	if s.timeout, err = watcher.DurationField("timeout", in.Timeout, command.DefaultTimeout, command.MaxTimeout); err != nil {
+		return nil, err
+	}
+	s.Timeout = vigil.FormatDuration(s.timeout)
+	return s, nil
+}
+
+// parseCron parses a 5-field expression; a refusal names the cron field at
+// fault.
+func parseCron(expr string) (cron.Schedule, error) {
+	fields := strings.Fields(expr)
+	if len(fields) != 5 {
+		return nil, watcher.InvalidPredicate("cron", "must have 5 fields (minute hour day-of-month month day-of-week), not %d", len(fields))
+	}
+	for i, f := range fields {
+		probe := []string{"*", "*", "*", "*", "*"}
+		probe[i] = f
+		if _, err := cronParser.Parse(strings.Join(probe, " ")); err != nil {
+			return nil, watcher.InvalidPredicate("cron", "field %d (%s) %q does not parse: %v", i+1, cronFields[i], watcher.Clip(f, 40), err)
+		}
+	}
+	sched, err := cronParser.Parse(strings.Join(fields, " "))
+	if err != nil {
+		return nil, watcher.InvalidPredicate("cron", "does not parse: %v", err)
+	}
+	return sched, nil
+}
+
+// NextDue implements scheduler.NextDuer: the first fire strictly after now.
+func (w *Watcher) NextDue(predicate json.RawMessage, anchor, now time.Time) (time.Time, bool) {
+	s, err := w.parse(predicate)
+	if err != nil {
+		return time.Time{}, false
+	}
+	if s.every > 0 {
+		if now.Before(anchor) {
+			return anchor.Add(s.every), true
+		}
+		n := now.Sub(anchor)/s.every + 1
+		return anchor.Add(n * s.every).UTC(), true
+	}
+	next := s.sched.Next(now.In(s.loc))
+	if next.IsZero() {
+		return time.Time{}, false
+	}
+	return next.UTC(), true
+}
+
+// Admit refuses every schedule watch unless exec is allowed.
+func (w *Watcher) Admit(context.Context, json.RawMessage) error {
+	if !w.allowExec {
+		return watcher.Unobservable("schedule watches run programs: start the daemon with --allow-exec (VIGIL_ALLOW_EXEC=1)")
+	}
+	return nil
+}
+
+// Probe runs the program once: one fire. Whatever happens is a note.
+func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation, error) {
+	if err := watcher.CheckKind(p, vigil.KindSchedule); err != nil {
+		return vigil.Observation{}, err
+	}
+	if !w.allowExec {
+		return vigil.Observation{}, watcher.Permanent(errors.New("schedule watches run programs and exec is not allowed on this daemon"))
+	}
+	s, err := w.parse(p.Predicate)
+	if err != nil {
+		return vigil.Observation{}, watcher.Permanent(fmt.Errorf("stored schedule predicate is invalid: %w", err))
+	}
+	prog := s.Program
+	env := make(map[string]string, len(prog.Env)+1)
+	for k, v := range prog.Env {
+		env[k] = v
+	}
+	env["VIGIL_CHAIN_DEPTH"] = strconv.Itoa(p.ChainDepth + 1)
+	prog.Env = env
+	out, err := w.runner.Run(ctx, prog, nil, s.timeout)
+	if ctx.Err() != nil {
+		// Shutting down: not a fire.
+		return vigil.Observation{}, ctx.Err()
+	}
+	if err != nil {
+		return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: watcher.Clip("failed: could not run: "+err.Error(), 512),
+			Facts: map[string]any{"error": watcher.Clip(err.Error(), 512)}}, nil
+	}
+	facts := map[string]any{}
+	if out.Stdout != "" {
+		facts["stdout"] = watcher.ClipTail(out.Stdout, command.FactTail)
+	}
+	if out.Stderr != "" {
+		facts["stderr"] = watcher.ClipTail(out.Stderr, command.FactTail)
+	}
+	var head string
+	switch {
+	case out.Ended != "":
+		head = "failed: " + out.Ended
+		facts["ended"] = out.Ended
+	case out.ExitCode != 0:
+		head = fmt.Sprintf("failed: exited %d", out.ExitCode)
+		facts["exit_code"] = out.ExitCode
+	default:
+		head = "exited 0"
+		facts["exit_code"] = 0
+	}
+	text := strings.TrimSpace(out.Stdout)
+	if text == "" || out.ExitCode != 0 || out.Ended != "" {
+		text = strings.TrimSpace(strings.TrimSpace(out.Stdout) + "\n" + strings.TrimSpace(out.Stderr))
+	}
+	summary := head
+	if text != "" {
+		summary += "; output: " + watcher.ClipTail(text, noteOutput)
+	}
+	return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: summary, Facts: facts}, nil
+}

@@ -87,6 +87,9 @@ const (
 type Config struct {
 	// DenyPrivate refuses loopback, private and CGNAT addresses too.
 	DenyPrivate bool
+	// Resolver resolves host names; nil means the system's. Whatever it
+	// answers, the guard checks the address actually connected to.
+	Resolver *net.Resolver
 }
 
 // Watcher answers http watches. It holds its own HTTP client.
@@ -101,7 +104,7 @@ var _ watcher.Watcher = (*Watcher)(nil)
 // connections, every connection checked by watcher.Guard.
 func New(cfg Config) *Watcher {
 	guard := watcher.Guard{DenyPrivate: cfg.DenyPrivate}
-	dialer := &net.Dialer{Timeout: MaxTimeout, Control: guard.Control}
+	dialer := &net.Dialer{Timeout: MaxTimeout, Control: guard.Control, Resolver: cfg.Resolver}
 	tr := &http.Transport{
 		Proxy:                  nil,
 		DialContext:            dialer.DialContext,

@@ -1,0 +1,97 @@
+package mcpserver
+
+import (
+	"context"
+	"regexp"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/vigil-run/vigil"
+)
+
+// argsPrefix starts the text of a tool error the SDK makes when the
+// arguments do not match the tool's input schema.
+const argsPrefix = `validating "arguments": `
+
+var (
+	// propertyRE finds the properties a schema error is about.
+	propertyRE = regexp.MustCompile(`/properties/([^/: ]+)`)
+	// extraRE finds the names in "unexpected additional properties [...]".
+	extraRE = regexp.MustCompile(`unexpected additional properties \[(.*)\]`)
+	// missingRE finds the names in "required: missing properties: [...]".
+	missingRE = regexp.MustCompile(`missing properties: \[(.*)\]`)
+	// typeRE is a wrong type: `type: 5 has type "integer", want "string"`.
+	typeRE = regexp.MustCompile(`^type: .* has type ("\w+"), want (.+)$`)
+	// stepRE is one "validating <schema>: " step of a schema error.
+	stepRE = regexp.MustCompile(`validating [^:]*: `)
+)
+
+// argumentErrors is a receiving middleware that rewrites the SDK's tool
+// errors for arguments that do not match the input schema (a wrong type,
+// an unknown argument, a missing one) into vigil's form, "invalid_request:
+// what is wrong (argument NAME)", like every other refusal.
+func argumentErrors(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if method != "tools/call" || err != nil {
+			return res, err
+		}
+		r, ok := res.(*mcp.CallToolResult)
+		if !ok || !r.IsError || len(r.Content) != 1 {
+			return res, err
+		}
+		tc, ok := r.Content[0].(*mcp.TextContent)
+		if !ok || !strings.HasPrefix(tc.Text, argsPrefix) {
+			return res, err
+		}
+		tc.Text = schemaError(strings.TrimPrefix(tc.Text, argsPrefix)).Error()
+		return res, err
+	}
+}
+
+// schemaError turns the SDK's schema validation message into a tool error
+// naming the argument.
+func schemaError(msg string) error {
+	var path []string
+	for _, m := range propertyRE.FindAllStringSubmatch(msg, -1) {
+		path = append(path, m[1])
+	}
+	detail := msg
+	if loc := stepRE.FindAllStringIndex(msg, -1); len(loc) > 0 {
+		detail = msg[loc[len(loc)-1][1]:]
+	}
+	switch {
+	case typeRE.MatchString(detail):
+		m := typeRE.FindStringSubmatch(detail)
+		detail = "must be " + m[2] + ", not " + m[1]
+	case extraRE.MatchString(detail):
+		names := unquoteList(extraRE.FindStringSubmatch(detail)[1])
+		path = append(path, names[0])
+		detail = "unknown argument " + strings.Join(quoteAll(names), ", ")
+	case missingRE.MatchString(detail):
+		names := unquoteList(missingRE.FindStringSubmatch(detail)[1])
+		path = append(path, names[0])
+		detail = "missing argument " + strings.Join(quoteAll(names), ", ")
+	}
+	return &toolError{code: vigil.CodeInvalidRequest, msg: detail, field: strings.Join(path, ".")}
+}
+
+func unquoteList(s string) []string {
+	var out []string
+	for _, f := range strings.Fields(s) {
+		out = append(out, strings.Trim(f, `"`))
+	}
+	if len(out) == 0 {
+		out = []string{""}
+	}
+	return out
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = `"` + s + `"`
+	}
+	return out
+}

@@ -1,0 +1,75 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/vigil-run/vigil"
+)
+
+// callerKey is where the caller is kept in the SDK's TokenInfo.Extra.
+const callerKey = "vigil.caller"
+
+// Handler serves the MCP server over streamable HTTP. Mount it behind
+// bearer authentication that puts the caller's vigil.Scope in the request
+// context, as httpapi.Server.Mount does: each call then acts within the
+// scope of its own request's token, and a session stays bound to the
+// token that opened it.
+//
+// The SDK runs tool handlers on the session's context, not the HTTP
+// request's, so the scope crosses over as the SDK's auth.TokenInfo.
+type Handler struct {
+	s *server
+	h http.Handler
+}
+
+// NewHandler returns a streamable HTTP handler serving the tools and the
+// inbox resource over svc. A request may name the connection's default
+// recipient with ?recipient=NAME on the URL.
+func NewHandler(svc vigil.Service, opts *Options) *Handler {
+	s := newServer(svc, opts, true)
+	sh := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
+		Logger: s.log,
+		// Every request needs a bearer token, which a DNS-rebinding page
+		// cannot have; and a TLS proxy in front of a loopback listener
+		// forwards its own Host, which the SDK's check would refuse.
+		DisableLocalhostProtection: true,
+	})
+	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
+		c := caller{recipient: r.URL.Query().Get("recipient")}
+		c.scope, c.scoped = vigil.ScopeFrom(ctx)
+		// The SDK refuses a session's requests from another user: the
+		// user is the token (hashed; it is never kept).
+		sum := sha256.Sum256([]byte(token))
+		return &auth.TokenInfo{UserID: hex.EncodeToString(sum[:16]), Extra: map[string]any{callerKey: c}}, nil
+	}
+	h := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sh)
+	return &Handler{s: s, h: h}
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.h.ServeHTTP(w, r)
+}
+
+// Server returns the MCP server the handler serves.
+func (h *Handler) Server() *mcp.Server { return h.s.srv }
+
+// Close ends the waits in flight, stops the inbox listeners and closes
+// every session, so that an http.Server shutting down is not held up by
+// an MCP stream. Call it from http.Server.RegisterOnShutdown.
+func (h *Handler) Close() {
+	h.s.closeWaits()
+	h.s.subs.closeAll()
+	var wg sync.WaitGroup
+	for ss := range h.s.srv.Sessions() {
+		wg.Go(func() { _ = ss.Close() })
+	}
+	wg.Wait()
+}

@@ -1,0 +1,246 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/vigil-run/vigil"
+)
+
+// Bounds of the inbox listeners that wake subscribed clients.
+const (
+	// resubscribeMin and resubscribeMax bound the backoff before a
+	// listener whose event stream ended subscribes again.
+	resubscribeMin = time.Second
+	resubscribeMax = 30 * time.Second
+)
+
+const descInboxResource = `The recipient's unread messages (for the reader "notice", shared with the vigil notice hook), oldest first, as JSON. Reading it marks nothing read; inbox_read does. Subscribe to it to get notifications/resources/updated as soon as a message lands, instead of polling.`
+
+// addInbox registers the inbox resource template.
+func (s *server) addInbox() {
+	s.srv.AddResourceTemplate(&mcp.ResourceTemplate{
+		Name:        "inbox",
+		Title:       "vigil inbox",
+		URITemplate: InboxURITemplate,
+		MIMEType:    "application/json",
+		Description: descInboxResource,
+	}, s.readInbox)
+}
+
+// InboxURI returns the URI of recipient's inbox resource.
+func InboxURI(recipient string) string { return inboxURIPrefix + recipient }
+
+// inboxRecipient returns the recipient of an inbox URI.
+func inboxRecipient(uri string) (string, bool) {
+	r, ok := strings.CutPrefix(uri, inboxURIPrefix)
+	if !ok || r == "" || strings.ContainsAny(r, "/?#") {
+		return "", false
+	}
+	return r, true
+}
+
+// inboxContents is the JSON of the inbox resource.
+type inboxContents struct {
+	Recipient string    `json:"recipient"`
+	Reader    string    `json:"reader"`
+	Messages  []Message `json:"messages"`
+}
+
+func (s *server) readInbox(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	r, ok := inboxRecipient(req.Params.URI)
+	if !ok {
+		return nil, mcp.ResourceNotFoundError(req.Params.URI)
+	}
+	ctx, _, err := s.callContext(ctx, req.Extra)
+	if err != nil {
+		return nil, err
+	}
+	page, err := s.svc.Messages(ctx, vigil.MessagesRequest{Recipient: r, Reader: DefaultReader, Limit: defaultInboxLimit})
+	if err != nil {
+		if vigil.ErrorCode(err) == vigil.CodeNotFound || vigil.ErrorCode(err) == vigil.CodeInvalidRequest {
+			return nil, mcp.ResourceNotFoundError(req.Params.URI)
+		}
+		return nil, s.asToolError(ctx, "resources/read", err)
+	}
+	b, err := json.Marshal(inboxContents{Recipient: r, Reader: DefaultReader, Messages: messagesOut(page.Messages)})
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}}, nil
+}
+
+// subscriptions keeps one listener per subscribed inbox: it follows the
+// recipient's events on the service and tells the subscribed sessions
+// (through Server.ResourceUpdated) when a message lands. A listener stops
+// when its last session unsubscribes or ends.
+type subscriptions struct {
+	s *server
+
+	mu        sync.Mutex
+	listeners map[string]*listener                   // by URI
+	sessions  map[*mcp.ServerSession]map[string]bool // the URIs each session subscribes to
+	waiting   map[*mcp.ServerSession]struct{}        // sessions with a goroutine waiting for their end
+	wg        sync.WaitGroup
+}
+
+type listener struct {
+	cancel   context.CancelFunc
+	sessions map[*mcp.ServerSession]bool
+}
+
+func newSubscriptions(s *server) *subscriptions {
+	return &subscriptions{s: s, listeners: make(map[string]*listener), sessions: make(map[*mcp.ServerSession]map[string]bool),
+		waiting: make(map[*mcp.ServerSession]struct{})}
+}
+
+// subscribe is the server's SubscribeHandler: it checks the caller may
+// read the inbox, then makes sure a listener follows it.
+func (m *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	uri := req.Params.URI
+	r, ok := inboxRecipient(uri)
+	if !ok {
+		return mcp.ResourceNotFoundError(uri)
+	}
+	ctx, c, err := m.s.callContext(ctx, req.Extra)
+	if err != nil {
+		return err
+	}
+	// One read checks the name and that the caller may read this inbox;
+	// the service answers another recipient's inbox as not found.
+	if _, err := m.s.svc.Messages(ctx, vigil.MessagesRequest{Recipient: r, Limit: 1}); err != nil {
+		if vigil.ErrorCode(err) == vigil.CodeNotFound || vigil.ErrorCode(err) == vigil.CodeInvalidRequest {
+			return mcp.ResourceNotFoundError(uri)
+		}
+		return m.s.asToolError(ctx, "resources/subscribe", err)
+	}
+	if req.Session == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.listeners[uri]
+	if l == nil {
+		// The listener outlives this request; it acts within the
+		// caller's scope, which was just checked.
+		lctx := context.Background()
+		if c.scoped {
+			lctx = vigil.WithScope(lctx, c.scope)
+		}
+		lctx, cancel := context.WithCancel(lctx)
+		// Subscribe before answering, so a message that lands right
+		// after the client hears back is not missed.
+		events, err := m.s.svc.Subscribe(lctx, vigil.EventFilter{Recipient: r})
+		if err != nil {
+			cancel()
+			return m.s.asToolError(ctx, "resources/subscribe", err)
+		}
+		l = &listener{cancel: cancel, sessions: make(map[*mcp.ServerSession]bool)}
+		m.listeners[uri] = l
+		m.wg.Go(func() { m.listen(lctx, uri, r, events) })
+	}
+	l.sessions[req.Session] = true
+	if m.sessions[req.Session] == nil {
+		m.sessions[req.Session] = make(map[string]bool)
+	}
+	m.sessions[req.Session][uri] = true
+	if _, ok := m.waiting[req.Session]; !ok {
+		m.waiting[req.Session] = struct{}{}
+		ss := req.Session
+		m.wg.Go(func() {
+			_ = ss.Wait()
+			m.forget(ss)
+		})
+	}
+	return nil
+}
+
+// unsubscribe is the server's UnsubscribeHandler.
+func (m *subscriptions) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dropLocked(req.Session, req.Params.URI)
+	return nil
+}
+
+// forget drops every subscription of a session that ended.
+func (m *subscriptions) forget(ss *mcp.ServerSession) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for uri := range m.sessions[ss] {
+		m.dropLocked(ss, uri)
+	}
+	delete(m.sessions, ss)
+	delete(m.waiting, ss)
+}
+
+func (m *subscriptions) dropLocked(ss *mcp.ServerSession, uri string) {
+	if s := m.sessions[ss]; s != nil {
+		delete(s, uri)
+	}
+	l := m.listeners[uri]
+	if l == nil {
+		return
+	}
+	delete(l.sessions, ss)
+	if len(l.sessions) == 0 {
+		l.cancel()
+		delete(m.listeners, uri)
+	}
+}
+
+// closeAll stops every listener and waits for them.
+func (m *subscriptions) closeAll() {
+	m.mu.Lock()
+	for uri, l := range m.listeners {
+		l.cancel()
+		delete(m.listeners, uri)
+	}
+	m.mu.Unlock()
+}
+
+// listen follows a recipient's events until ctx ends, telling subscribers
+// of uri when a message lands. An event stream that ends (the daemon
+// restarted) is subscribed again with backoff; subscribers are then told
+// once, since a message may have landed in between.
+func (m *subscriptions) listen(ctx context.Context, uri, recipient string, events <-chan vigil.Event) {
+	wait := resubscribeMin
+	for {
+		for ev := range events {
+			if ev.Type == vigil.EventMessage {
+				m.updated(ctx, uri)
+			}
+		}
+		for {
+			if ctx.Err() != nil {
+				return
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			var err error
+			if events, err = m.s.svc.Subscribe(ctx, vigil.EventFilter{Recipient: recipient}); err == nil {
+				wait = resubscribeMin
+				m.updated(ctx, uri)
+				break
+			}
+			m.s.log.WarnContext(ctx, "inbox events unavailable; subscribing again", "recipient", recipient, "retry_in", wait, "err", err)
+			wait = min(2*wait, resubscribeMax)
+		}
+	}
+}
+
+func (m *subscriptions) updated(ctx context.Context, uri string) {
+	if err := m.s.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri}); err != nil && ctx.Err() == nil {
+		m.s.log.DebugContext(ctx, "resource update not sent", "uri", uri, "err", err)
+	}
+}

@@ -1,0 +1,299 @@
+// Package mcpserver serves vigil over the Model Context Protocol with the
+// official Go SDK (github.com/modelcontextprotocol/go-sdk): typed tools over
+// a vigil.Service, the inbox as a resource an agent harness can subscribe
+// to, and an HTTP handler for the daemon's /mcp endpoint.
+//
+// The tools are watch_create, watch_list, watch_get, watch_why,
+// watch_cancel, watch_wait and inbox_read. Their descriptions are written
+// for a model: create a watch and END THE TURN instead of polling; the
+// outcome arrives in the inbox. watch_wait is bounded (MaxWait, 50 s by
+// default, under the 60 s at which MCP clients commonly give up on a call)
+// and answers with the state so far and a retry_after.
+//
+// A refusal by vigil (an unknown kind, an interval below the floor, a watch
+// that is not the caller's) is a tool error, not a protocol error: the
+// result has isError set and one line of text, "CODE: sentence (argument
+// FIELD)", so the model can read it and correct its call.
+//
+// Every tool acts for one recipient: the tool's recipient argument, else
+// the recipient the connection names (?recipient= on the /mcp URL), else
+// Options.DefaultRecipient, else the only recipient a scoped token acts
+// for. watch_list shows only that recipient's watches.
+//
+// New returns a server for any transport, and Run serves one transport
+// (the stdio proxy "vigil mcp" runs it over a client.Client to the
+// daemon). NewHandler serves it over streamable HTTP behind httpapi's
+// bearer authentication, acting within the scope of each request's token.
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/vigil-run/vigil"
+)
+
+// Defaults of Options and of the tools; each lives here only.
+const (
+	// DefaultMaxWait bounds watch_wait: MCP clients commonly time a call
+	// out at 60 s, so a wait answers before that.
+	DefaultMaxWait = 50 * time.Second
+	// DefaultProgressEvery is how often watch_wait sends a progress
+	// notification while it waits, when the caller asked for them.
+	DefaultProgressEvery = 10 * time.Second
+	// DefaultReader is the mailbox reader of inbox_read and of the inbox
+	// resource: the same reader as "vigil notice", so an agent sees each
+	// message once whether its harness hook or a tool call shows it.
+	DefaultReader = "notice"
+	// InboxURITemplate is the URI template of the inbox resource.
+	InboxURITemplate = "vigil://inbox/{recipient}"
+	// inboxURIPrefix is InboxURITemplate up to the variable.
+	inboxURIPrefix = "vigil://inbox/"
+	// defaultListLimit and maxListLimit bound watch_list.
+	defaultListLimit = 50
+	maxListLimit     = 200
+	// defaultInboxLimit and maxInboxLimit bound inbox_read and the resource.
+	defaultInboxLimit = 50
+	maxInboxLimit     = 200
+)
+
+// Options configure the MCP server. A nil *Options means the defaults.
+type Options struct {
+	// DefaultRecipient is the recipient a tool acts for when neither its
+	// recipient argument nor the connection names one. Empty means none:
+	// such a call is refused, unless the caller's token acts for exactly
+	// one recipient.
+	DefaultRecipient string
+	// Logger receives what the server logs (subscriptions that failed,
+	// progress that could not be sent). Nil discards.
+	Logger *slog.Logger
+	// MaxWait bounds watch_wait (default DefaultMaxWait).
+	MaxWait time.Duration
+	// ProgressEvery is how often watch_wait sends a progress notification
+	// while it waits (default DefaultProgressEvery).
+	ProgressEvery time.Duration
+	// Version is the server version announced to clients (default: the
+	// module version of the binary).
+	Version string
+	// ChainDepth is how deep in a chain of vigil-started commands the
+	// server runs (VIGIL_CHAIN_DEPTH); registrations carry it.
+	ChainDepth int
+}
+
+// server holds what the tools share.
+type server struct {
+	svc  vigil.Service
+	opts Options
+	log  *slog.Logger
+	srv  *mcp.Server
+	now  func() time.Time
+	// http makes every call act within the scope of the HTTP request's
+	// token, and refuses a call that carries none.
+	http bool
+	subs *subscriptions
+
+	// Waits in flight, which closeWaits ends.
+	mu     sync.Mutex
+	closed bool
+	live   map[uint64]context.CancelCauseFunc
+	nextID uint64
+}
+
+// New returns an MCP server whose tools and inbox resource act on svc.
+// Calls act within the scope found in the context the transport gives the
+// handlers (none, the admin, for stdio and in-memory transports); for
+// HTTP, use NewHandler.
+func New(svc vigil.Service, opts *Options) *mcp.Server {
+	return newServer(svc, opts, false).srv
+}
+
+// Run serves the tools and the inbox resource over svc on one transport
+// (stdio, say) until the client goes away or ctx ends. When ctx ends,
+// waits in flight end at once, so Run returns promptly.
+func Run(ctx context.Context, svc vigil.Service, opts *Options, t mcp.Transport) error {
+	s := newServer(svc, opts, false)
+	stop := context.AfterFunc(ctx, s.closeWaits)
+	defer stop()
+	defer s.subs.closeAll()
+	return s.srv.Run(ctx, t)
+}
+
+func newServer(svc vigil.Service, opts *Options, overHTTP bool) *server {
+	s := &server{svc: svc, now: time.Now, http: overHTTP, live: make(map[uint64]context.CancelCauseFunc)}
+	if opts != nil {
+		s.opts = *opts
+	}
+	if s.opts.MaxWait <= 0 {
+		s.opts.MaxWait = DefaultMaxWait
+	}
+	if s.opts.ProgressEvery <= 0 {
+		s.opts.ProgressEvery = DefaultProgressEvery
+	}
+	if s.opts.Version == "" {
+		s.opts.Version = "devel"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			s.opts.Version = bi.Main.Version
+		}
+	}
+	s.log = s.opts.Logger
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.log = s.log.With("component", "mcp")
+	s.subs = newSubscriptions(s)
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: "vigil", Title: "vigil watch service", Version: s.opts.Version}, &mcp.ServerOptions{
+		Instructions:       instructions,
+		Logger:             s.log,
+		SubscribeHandler:   s.subs.subscribe,
+		UnsubscribeHandler: s.subs.unsubscribe,
+		// No logging capability: the server has nothing to log to a client.
+		Capabilities: &mcp.ServerCapabilities{},
+	})
+	s.srv.AddReceivingMiddleware(argumentErrors)
+	s.addTools()
+	s.addInbox()
+	return s
+}
+
+// instructions are sent to the client at initialization; many clients
+// put them in the model's context.
+const instructions = `vigil watches slow things for you — CI on a commit, a deploy, an endpoint, a port, a file, a command, a timer — and tells you the outcome once.
+When you would otherwise wait, poll, sleep or re-check: call watch_create, tell the user what you are waiting for, and END YOUR TURN. Do not poll with watch_get or watch_wait.
+The outcome lands in your inbox and is shown to you at the start of a later turn (or read it with inbox_read). watch_list shows what you are still waiting for.`
+
+// caller is who is calling a tool: the scope of the token and the
+// recipient the connection names.
+type caller struct {
+	scope  vigil.Scope
+	scoped bool
+	// recipient is the connection's own default (?recipient= on /mcp).
+	recipient string
+}
+
+// errNoCaller answers an HTTP call that reached the server without the
+// token's scope: the handler was served without authentication.
+var errNoCaller = &vigil.Error{Code: vigil.CodeUnauthorized, Message: "this MCP endpoint needs a bearer token"}
+
+// callContext returns the context a call acts in and who the caller is.
+// Over HTTP the scope comes from the request's token (see NewHandler);
+// otherwise it is whatever ctx carries.
+func (s *server) callContext(ctx context.Context, extra *mcp.RequestExtra) (context.Context, caller, error) {
+	if !s.http {
+		sc, ok := vigil.ScopeFrom(ctx)
+		return ctx, caller{scope: sc, scoped: ok}, nil
+	}
+	if extra == nil || extra.TokenInfo == nil {
+		return nil, caller{}, errNoCaller
+	}
+	c, ok := extra.TokenInfo.Extra[callerKey].(caller)
+	if !ok {
+		return nil, caller{}, errNoCaller
+	}
+	if c.scoped {
+		ctx = vigil.WithScope(ctx, c.scope)
+	}
+	return ctx, c, nil
+}
+
+// recipientFor resolves the recipient a call acts for: the argument, the
+// connection's, the configured default (when the token may act for it),
+// or the only recipient of a scoped token.
+func (s *server) recipientFor(arg string, c caller) (string, error) {
+	switch {
+	case arg != "":
+		return arg, nil
+	case c.recipient != "":
+		return c.recipient, nil
+	case s.opts.DefaultRecipient != "" && (!c.scoped || c.scope.Allows(s.opts.DefaultRecipient)):
+		return s.opts.DefaultRecipient, nil
+	case c.scoped && len(c.scope.Recipients) == 1:
+		return c.scope.Recipients[0], nil
+	}
+	return "", vigil.FieldErrorf(vigil.CodeInvalidRequest, "recipient",
+		"no recipient: pass recipient (a name for this agent session, like the one its harness hook reads)")
+}
+
+// toolError is a refusal as a tool reports it: "code: sentence (argument
+// field)". It is returned from a tool handler, so the SDK makes it a
+// result with isError set, never a protocol error.
+type toolError struct {
+	code  vigil.Code
+	msg   string
+	field string
+}
+
+func (e *toolError) Error() string {
+	s := string(e.code) + ": " + e.msg
+	if e.field != "" {
+		s += " (argument " + e.field + ")"
+	}
+	return s
+}
+
+// asToolError maps an error from the service to a tool error. A caller's
+// own cancellation passes through unchanged.
+func (s *server) asToolError(ctx context.Context, tool string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		if cause := context.Cause(ctx); cause == error(errShuttingDown) {
+			err = cause
+		} else if errors.Is(err, ctx.Err()) {
+			return err
+		}
+	}
+	code := vigil.ErrorCode(err)
+	if code == vigil.CodeInternal {
+		s.log.ErrorContext(ctx, "tool failed", "tool", tool, "err", err)
+	}
+	return &toolError{code: code, msg: strings.TrimSuffix(vigil.ErrorMessage(err), "."), field: vigil.ErrorField(err)}
+}
+
+// errShuttingDown ends the waits in flight when the server closes.
+var errShuttingDown = &vigil.Error{Code: vigil.CodeUnavailable, Message: "vigil is shutting down; call again shortly"}
+
+// track returns a context for a long call that closeWaits cancels, and
+// the function to call when the call is done.
+func (s *server) track(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		cancel(errShuttingDown)
+		return ctx, func() {}
+	}
+	id := s.nextID
+	s.nextID++
+	s.live[id] = cancel
+	return ctx, func() {
+		s.mu.Lock()
+		delete(s.live, id)
+		s.mu.Unlock()
+		cancel(context.Canceled)
+	}
+}
+
+// closeWaits ends every wait in flight, and any started later at once.
+func (s *server) closeWaits() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for id, cancel := range s.live {
+		cancel(errShuttingDown)
+		delete(s.live, id)
+	}
+}
+
+// argError is a refusal of one argument before the service is called.
+func argError(field, format string, args ...any) error {
+	return &toolError{code: vigil.CodeInvalidRequest, msg: fmt.Sprintf(format, args...), field: field}
+}

@@ -1,0 +1,138 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/wording"
+)
+
+type waitIn struct {
+	ID      string `json:"id" jsonschema:"the watch id, as watch_create or watch_list returned it"`
+	Timeout string `json:"timeout,omitempty" jsonschema:"wait at most this long, like 20s (default and most: the server's bound, 50s)"`
+}
+
+type waitOut struct {
+	Watch Watch `json:"watch" jsonschema:"the watch as it is now"`
+	// Settled is true when the watch is no longer pending.
+	Settled bool `json:"settled" jsonschema:"the watch has settled; its outcome is in watch.outcome"`
+	// RetryAfter is set while the watch is pending: whole seconds until
+	// waiting again could see a change (its next check).
+	RetryAfter int    `json:"retry_after,omitempty" jsonschema:"while pending: seconds until waiting again could see a change (the next check); prefer ending your turn"`
+	Hint       string `json:"hint" jsonschema:"what to do next"`
+}
+
+// wait waits, bounded by MaxWait, for a watch to settle. It answers at
+// once when the watch has settled, is standing, or cannot change before
+// the wait would end (its next check comes later).
+func (s *server) wait(ctx context.Context, req *mcp.CallToolRequest, in waitIn) (*mcp.CallToolResult, waitOut, error) {
+	ctx, _, err := s.callContext(ctx, req.Extra)
+	if err != nil {
+		return nil, waitOut{}, err
+	}
+	window := s.opts.MaxWait
+	if in.Timeout != "" {
+		d, err := vigil.ParseDuration(in.Timeout)
+		if err != nil {
+			return nil, waitOut{}, argError("timeout", "timeout: %v", err)
+		}
+		window = min(d, window)
+	}
+	start := s.now()
+	w, err := s.svc.Watch(ctx, in.ID)
+	if err != nil {
+		return nil, waitOut{}, s.asToolError(ctx, req.Params.Name, err)
+	}
+	if w.State == vigil.StatePending && !w.Standing && window > 0 && !(dueOnly(w.Kind) && w.NextDue.After(start.Add(window))) {
+		wctx, done := s.track(ctx)
+		defer done()
+		stop := s.progress(wctx, req, w, start, window)
+		w, err = s.svc.Wait(wctx, in.ID, window)
+		stop()
+		if err != nil {
+			return nil, waitOut{}, s.asToolError(wctx, req.Params.Name, err)
+		}
+	}
+	return nil, s.waitResult(w), nil
+}
+
+// dueOnly reports whether a watch of kind k can settle only when it is
+// due (at a check, or at its deadline) — not by an event from outside,
+// like a token's completion URL or a change to a watched folder — so a
+// wait that ends before its next check can answer at once.
+func dueOnly(k vigil.Kind) bool {
+	switch k {
+	case vigil.KindTimer, vigil.KindHTTP, vigil.KindTCP, vigil.KindCommand, vigil.KindCI:
+		return true
+	}
+	return false
+}
+
+func (s *server) waitResult(w *vigil.Watch) waitOut {
+	out := waitOut{Watch: watchOut(w), Settled: w.State != vigil.StatePending}
+	switch {
+	case out.Settled:
+		out.Hint = "Settled: " + wording.Why(w)
+	case w.Standing:
+		out.Hint = fmt.Sprintf("%s is a standing watch: it never settles by itself, and each change lands in %s's inbox. Do not wait on it; END YOUR TURN.",
+			capitalize(wording.Subject(w)), w.Recipient)
+	default:
+		next := w.NextDue
+		if next.IsZero() || !next.After(s.now()) {
+			out.RetryAfter = 1
+		} else {
+			out.RetryAfter = seconds(next.Sub(s.now()))
+		}
+		out.Hint = fmt.Sprintf("Still pending: %s Rather than waiting again, END YOUR TURN: the outcome will land in %s's inbox.",
+			wording.Why(w), w.Recipient)
+	}
+	return out
+}
+
+// progress sends a progress notification now and every ProgressEvery
+// while a wait runs, when the caller asked for them (a progress token in
+// the request). It returns the function that stops it.
+func (s *server) progress(ctx context.Context, req *mcp.CallToolRequest, w *vigil.Watch, start time.Time, window time.Duration) (stop func()) {
+	token := req.Params.GetProgressToken()
+	if token == nil || req.Session == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(s.opts.ProgressEvery)
+		defer t.Stop()
+		subject := wording.Subject(w)
+		for {
+			elapsed := s.now().Sub(start)
+			err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+				ProgressToken: token,
+				Progress:      float64(elapsed.Milliseconds()) / 1000,
+				Total:         window.Seconds(),
+				Message: fmt.Sprintf("Waiting for %s: still pending after %s (at most %s).",
+					subject, vigil.FormatDuration(elapsed.Round(time.Second)), vigil.FormatDuration(window)),
+			})
+			if err != nil && ctx.Err() == nil {
+				s.log.DebugContext(ctx, "progress notification not sent", "watch_id", w.ID, "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return func() { cancel(); wg.Wait() }
+}
+
+func capitalize(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
+}

@@ -122,7 +122,9 @@ talks to it.`,
 		newStatusCmd(e),
 		newServiceCmd(e),
 		newBackupCmd(e),
+		newMCPCmd(e),
 		newTokenCmd(e),
+		newMCPCmd(e),
 	)
 	return root
 }

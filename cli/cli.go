@@ -124,7 +124,6 @@ talks to it.`,
 		newBackupCmd(e),
 		newMCPCmd(e),
 		newTokenCmd(e),
-		newMCPCmd(e),
 	)
 	return root
 }

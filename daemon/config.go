@@ -59,6 +59,9 @@ type Config struct {
 	// Limits are the engine's bounds; min_every, max_deadline, max_active
 	// and max_active_per_recipient are configurable keys.
 	Limits vigil.Limits
+	// DefaultRecipient is the recipient the MCP tools at /mcp act for when
+	// neither a call nor its connection names one; empty means none.
+	DefaultRecipient string
 }
 
 // DefaultConfig returns the defaults of SPEC §10 for the current user.
@@ -169,6 +172,11 @@ func (c Config) Validate() error {
 	if l.MaxActivePerRecipient < 1 || l.MaxActivePerRecipient > l.MaxActive {
 		return fmt.Errorf("max_active_per_recipient %d: must be from 1 to max_active (%d)", l.MaxActivePerRecipient, l.MaxActive)
 	}
+	if c.DefaultRecipient != "" {
+		if err := vigil.ValidName("default_recipient", c.DefaultRecipient, l.MaxNameBytes); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -193,13 +201,21 @@ type key struct {
 	show  func(c Config) string
 	// list, when set, reads a JSON array in a config file.
 	list func(c *Config, v []string) error
+	// envName, when set, is the environment twin instead of VIGIL_NAME.
+	envName string
 }
 
 // Flag returns the flag name: the key with dashes.
 func (k key) flag() string { return strings.ReplaceAll(k.name, "_", "-") }
 
-// env returns the environment variable: VIGIL_ and the key upper-cased.
-func (k key) env() string { return "VIGIL_" + strings.ToUpper(k.name) }
+// env returns the environment variable: envName, else VIGIL_ and the key
+// upper-cased.
+func (k key) env() string {
+	if k.envName != "" {
+		return k.envName
+	}
+	return "VIGIL_" + strings.ToUpper(k.name)
+}
 
 func durationKey(name, usage string, field func(c *Config) *time.Duration) key {
 	return key{
@@ -295,6 +311,13 @@ func configKeys() []key {
 		intKey("max_active", "most pending watches in all", func(c *Config) *int { return &c.Limits.MaxActive }),
 		intKey("max_active_per_recipient", "most pending watches per recipient", func(c *Config) *int { return &c.Limits.MaxActivePerRecipient }),
 		boolKey("deny_private", "refuse http and tcp probes to loopback and private addresses", func(c *Config) *bool { return &c.DenyPrivate }),
+		{
+			// VIGIL_RECIPIENT, as the CLI's --for default.
+			name: "default_recipient", envName: "VIGIL_RECIPIENT", typ: "string",
+			usage: "recipient the MCP tools at /mcp act for when a call names none",
+			set:   func(c *Config, s string) error { c.DefaultRecipient = s; return nil },
+			show:  func(c Config) string { return c.DefaultRecipient },
+		},
 	}
 }
 

@@ -31,6 +31,14 @@ type addFlags struct {
 	wait      bool
 	json      bool
 	quiet     bool
+	// Push delivery (the registration's "deliver").
+	deliverJSON  string
+	webhook      string
+	retryUnknown bool
+	onDone       string
+	onFail       string
+	email        string
+	progress     bool
 }
 
 func newAddCmd(e *env) *cobra.Command {
@@ -78,6 +86,13 @@ defaults unless given.`,
 	fs.BoolVar(&f.wait, "wait", false, "after adding, wait until the watch settles (exit codes as for vigil wait)")
 	fs.BoolVar(&f.json, "json", false, "print the watch as JSON")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "print only the watch id")
+	fs.StringVar(&f.webhook, "webhook", "", "also POST the outcome, signed, to this http(s) URL")
+	fs.BoolVar(&f.retryUnknown, "retry-unknown", false, "resend the webhook after a timeout that may have landed (receivers must deduplicate on webhook-id)")
+	fs.StringVar(&f.onDone, "on-done", "", "run this /bin/sh command line when the watch fires, the outcome JSON on stdin (needs --allow-exec on the daemon)")
+	fs.StringVar(&f.onFail, "on-fail", "", "run this /bin/sh command line when the watch fails or errors")
+	fs.StringVar(&f.email, "email", "", "also email a fired or failed outcome to this address (needs smtp.host on the daemon)")
+	fs.BoolVar(&f.progress, "progress", false, "publish a progress event after each check (vigil wait shows it)")
+	fs.StringVar(&f.deliverJSON, "deliver", "", "delivery options as a JSON object (the flags above go on top)")
 
 	cmd.AddCommand(
 		newAddTimerCmd(e, f),
@@ -120,9 +135,14 @@ func (f *addFlags) register(cmd *cobra.Command, e *env, kind vigil.Kind, pred ma
 	if err != nil {
 		return err
 	}
+	deliverOpts, err := f.deliverOptions()
+	if err != nil {
+		return err
+	}
 	req := vigil.RegisterRequest{
 		Kind:           kind,
 		Predicate:      raw,
+		Deliver:        deliverOpts,
 		Recipient:      firstNonEmpty(f.recipient, defaultRecipient(e)),
 		Deadline:       f.deadline,
 		Every:          f.every,
@@ -153,6 +173,48 @@ func (f *addFlags) register(cmd *cobra.Command, e *env, kind vigil.Kind, pred ma
 		printAdded(e.stdout, w)
 	}
 	return nil
+}
+
+// deliverOptions builds the registration's "deliver" from --deliver and
+// the delivery flags; nil when none is given.
+func (f *addFlags) deliverOptions() (json.RawMessage, error) {
+	o := map[string]any{}
+	if strings.TrimSpace(f.deliverJSON) != "" {
+		if err := json.Unmarshal([]byte(f.deliverJSON), &o); err != nil || o == nil {
+			return nil, usageErr(errors.New(`--deliver must be a JSON object, like '{"webhook": {"url": "https://…"}}'`))
+		}
+	}
+	if f.webhook != "" {
+		wh := map[string]any{"url": f.webhook}
+		if f.retryUnknown {
+			wh["retry_unknown"] = true
+		}
+		o["webhook"] = wh
+	} else if f.retryUnknown {
+		return nil, usageErr(errors.New("--retry-unknown goes with --webhook"))
+	}
+	switch {
+	case f.onDone != "" && f.onFail != "":
+		return nil, usageErr(errors.New("give --on-done or --on-fail, not both (use --deliver for a command that runs on any outcome)"))
+	case f.onDone != "":
+		o["command"] = map[string]any{"shell": f.onDone, "on": "done"}
+	case f.onFail != "":
+		o["command"] = map[string]any{"shell": f.onFail, "on": "fail"}
+	}
+	if f.email != "" {
+		o["email"] = map[string]any{"to": f.email}
+	}
+	if f.progress {
+		o["progress"] = true
+	}
+	if len(o) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		return nil, usageErr(err)
+	}
+	return b, nil
 }
 
 // printAdded writes what a registration did, in a sentence or two.

@@ -90,9 +90,21 @@ func printWatchTable(out io.Writer, ws []*vigil.Watch) {
 	tw := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKIND\tSTATE\tRECIPIENT\tNEXT/SETTLED\tSUBJECT")
 	for _, w := range ws {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.Kind, w.State, w.Recipient, nextOrSettled(w), oneLine(wording.Subject(w)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.Kind, stateCell(w), w.Recipient, nextOrSettled(w), oneLine(wording.Subject(w)))
 	}
 	tw.Flush()
+}
+
+// stateCell is the state, marked with each push receipt that did not end
+// delivered ("fired, webhook undeliverable").
+func stateCell(w *vigil.Watch) string {
+	s := string(w.State)
+	for _, r := range w.Receipts {
+		if r.Status != vigil.ReceiptDelivered {
+			s += ", " + r.Channel + " " + r.Status
+		}
+	}
+	return s
 }
 
 func nextOrSettled(w *vigil.Watch) string {
@@ -177,13 +189,35 @@ func printWatch(out io.Writer, w *vigil.Watch) {
 	} else if w.State != vigil.StatePending {
 		row("Outcome", oneLine(wording.Why(w)))
 	}
+	if len(w.Deliver) > 0 {
+		row("Deliver", string(w.Deliver))
+	}
 	for _, r := range w.Receipts {
-		row("Receipt", fmt.Sprintf("%s %s after %d attempt(s) %s", r.Channel, r.Status, r.Attempts, r.Detail))
+		row("Receipt", receiptText(r))
 	}
 	if w.AnsweredAtCreation {
 		row("Answered", "at creation (nothing was mailed)")
 	}
 	tw.Flush()
+}
+
+// receiptText is one push receipt in a line: "webhook undeliverable after
+// 1 attempt: HTTP 410 Gone (at …)".
+func receiptText(r vigil.Receipt) string {
+	s := r.Channel + " " + r.Status
+	if r.Attempts > 0 {
+		s += " after " + strconv.Itoa(r.Attempts) + " attempt"
+		if r.Attempts > 1 {
+			s += "s"
+		}
+	}
+	if r.Detail != "" {
+		s += ": " + oneLine(r.Detail)
+	}
+	if !r.UpdatedAt.IsZero() {
+		s += " (" + wording.Time(r.UpdatedAt) + ")"
+	}
+	return s
 }
 
 func timeOrEmpty(t time.Time) string {

@@ -62,6 +62,9 @@ type Config struct {
 	// DefaultRecipient is the recipient the MCP tools at /mcp act for when
 	// neither a call nor its connection names one; empty means none.
 	DefaultRecipient string
+	// Delivery configures push delivery: the SMTP server and default
+	// webhooks by recipient.
+	Delivery DeliveryConfig
 }
 
 // DefaultConfig returns the defaults of SPEC §10 for the current user.
@@ -177,6 +180,9 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
+	if err := c.Delivery.Validate(); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -203,10 +209,17 @@ type key struct {
 	list func(c *Config, v []string) error
 	// envName, when set, is the environment twin instead of VIGIL_NAME.
 	envName string
+	// flagName, when set, is the flag instead of the key with dashes.
+	flagName string
 }
 
-// Flag returns the flag name: the key with dashes.
-func (k key) flag() string { return strings.ReplaceAll(k.name, "_", "-") }
+// Flag returns the flag name: flagName, else the key with dashes.
+func (k key) flag() string {
+	if k.flagName != "" {
+		return k.flagName
+	}
+	return strings.ReplaceAll(k.name, "_", "-")
+}
 
 // env returns the environment variable: envName, else VIGIL_ and the key
 // upper-cased.
@@ -278,7 +291,7 @@ func stringKey(name, usage string, path bool, field func(c *Config) *string) key
 
 // configKeys returns the one table of configuration keys.
 func configKeys() []key {
-	return []key{
+	keys := []key{
 		stringKey("listen", "host:port to listen on", false, func(c *Config) *string { return &c.Listen }),
 		stringKey("data_dir", "directory for the database and the admin token", true, func(c *Config) *string { return &c.DataDir }),
 		stringKey("store", `store: empty for SQLite in the data dir, or sqlite:PATH ("postgres://" is not in this build yet)`, false, func(c *Config) *string { return &c.Store }),
@@ -319,6 +332,7 @@ func configKeys() []key {
 			show:  func(c Config) string { return c.DefaultRecipient },
 		},
 	}
+	return append(keys, deliveryKeys()...)
 }
 
 // expandPath expands a leading "~/" and makes the path absolute.

@@ -27,6 +27,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/auth"
+	"github.com/vigil-run/vigil/deliver"
 	"github.com/vigil-run/vigil/engine"
 	"github.com/vigil-run/vigil/httpapi"
 	"github.com/vigil-run/vigil/mcpserver"
@@ -60,6 +61,8 @@ type Daemon struct {
 	srv   *http.Server
 	ln    net.Listener
 	kinds []vigil.Kind
+	// disp runs push deliveries after settlements commit.
+	disp *deliver.Dispatcher
 
 	ready     atomic.Bool
 	primed    chan struct{}
@@ -124,6 +127,13 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 	// revocation here takes effect at once) and re-checked before every
 	// probe of the watches they made.
 	tokens := auth.New(auth.Config{Store: st, MaxNameBytes: cfg.Limits.MaxNameBytes})
+	disp, policy, err := newDispatcher(cfg, st, logger)
+	if err != nil {
+		ln.Close()
+		st.Close()
+		return nil, err
+	}
+	d.disp = disp
 	d.eng = engine.New(engine.Config{
 		Store:     st,
 		Watchers:  reg,
@@ -131,6 +141,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 		Workers:   cfg.ProbeWorkers,
 		Logger:    logger,
 		CheckFunc: tokens.CheckWatch,
+		// Push delivery: the dispatcher hears of each settlement after
+		// its commit; registrations may ask only for channels it has.
+		DeliverFunc:   disp.Deliver,
+		DeliverPolicy: policy,
 	})
 	d.api = httpapi.New(httpapi.Options{
 		Service:          d.eng,
@@ -226,6 +240,14 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return nil
 	})
 	g.Go(func() error {
+		// Receipts left by the last run first: a watch the scheduler
+		// settles from here on is handed over afresh.
+		if err := d.disp.Resume(engCtx); err != nil {
+			if engCtx.Err() != nil {
+				return nil
+			}
+			return err
+		}
 		if err := d.eng.Prime(engCtx); err != nil {
 			if engCtx.Err() != nil {
 				return nil // shut down before it was ready
@@ -241,6 +263,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			return errors.New("engine: stopped unexpectedly")
 		}
 		return nil
+	})
+	g.Go(func() error {
+		return d.disp.Run(engCtx)
 	})
 	g.Go(func() error {
 		<-gctx.Done()

@@ -1,0 +1,245 @@
+package daemon
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/deliver/command"
+	"github.com/vigil-run/vigil/deliver/email"
+	"github.com/vigil-run/vigil/deliver/webhook"
+)
+
+// WebhookSecretFile holds the daemon's own webhook signing secrets, one
+// "whsec_…" per line (mode 0600); each signs, so a receiver can move from
+// one to the next. Written on the first start.
+const WebhookSecretFile = "webhook.secret"
+
+// SMTPConfig is the SMTP server email delivery sends through (smtp.*).
+// Without a Host, email delivery is refused at registration.
+type SMTPConfig struct {
+	Host string
+	// Port; zero means DefaultSMTPPort.
+	Port     int
+	User     string
+	Password string
+	From     string
+	// NoStartTLS sends without STARTTLS (smtp.starttls=false); the
+	// default requires it.
+	NoStartTLS bool
+}
+
+// DefaultSMTPPort is the SMTP submission port.
+const DefaultSMTPPort = 587
+
+func (s SMTPConfig) port() int {
+	if s.Port == 0 {
+		return DefaultSMTPPort
+	}
+	return s.Port
+}
+
+// DeliveryConfig configures push delivery.
+type DeliveryConfig struct {
+	SMTP SMTPConfig
+	// Webhooks are default webhooks by recipient: a watch of the recipient
+	// that names no webhook is posted to this URL (webhooks,
+	// "RECIPIENT=URL,…").
+	Webhooks map[string]string
+}
+
+// Validate names the first delivery setting that cannot work; it never
+// shows the SMTP password.
+func (c DeliveryConfig) Validate() error {
+	s := c.SMTP
+	if s.Port < 0 || s.Port > 65535 {
+		return fmt.Errorf("smtp.port %d: must be from 1 to 65535", s.Port)
+	}
+	if s.From != "" {
+		if a, err := mail.ParseAddress(s.From); err != nil || a.Name != "" {
+			return fmt.Errorf("smtp.from %q: must be one plain email address", s.From)
+		}
+	}
+	if s.Host == "" && (s.User != "" || s.Password != "" || s.From != "") {
+		return errors.New("smtp.host is empty but other smtp settings are given: set smtp.host (VIGIL_SMTP_HOST) to send email")
+	}
+	for r, u := range c.Webhooks {
+		if err := vigil.ValidName("webhooks", r, 256); err != nil {
+			return fmt.Errorf("webhooks: recipient %q is not a valid recipient name", r)
+		}
+		if _, err := (deliver.Policy{}).Canonicalize([]byte(`{"webhook":{"url":`+strconv.Quote(u)+`}}`), true); err != nil {
+			return fmt.Errorf("webhooks: the URL for %s must be an absolute http:// or https:// URL", r)
+		}
+	}
+	return nil
+}
+
+// deliveryKeys are the smtp.* keys and webhooks.
+func deliveryKeys() []key {
+	str := func(name, usage string, field func(c *Config) *string) key {
+		flag := strings.ReplaceAll(name, ".", "-")
+		return key{name: name, flagName: flag, envName: "VIGIL_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_")), usage: usage, typ: "string",
+			set:  func(c *Config, s string) error { *field(c) = strings.TrimSpace(s); return nil },
+			show: func(c Config) string { return *field(&c) }}
+	}
+	return []key{
+		str("smtp.host", "SMTP server for email delivery; empty turns email delivery off", func(c *Config) *string { return &c.Delivery.SMTP.Host }),
+		{name: "smtp.port", flagName: "smtp-port", envName: "VIGIL_SMTP_PORT", usage: "SMTP server port", typ: "int",
+			set: func(c *Config, s string) error {
+				n, err := strconv.Atoi(s)
+				if err != nil {
+					return fmt.Errorf("%q is not a whole number", s)
+				}
+				c.Delivery.SMTP.Port = n
+				return nil
+			},
+			show: func(c Config) string { return strconv.Itoa(c.Delivery.SMTP.port()) }},
+		str("smtp.user", "SMTP user name (empty: no authentication)", func(c *Config) *string { return &c.Delivery.SMTP.User }),
+		{name: "smtp.password", flagName: "smtp-password", envName: "VIGIL_SMTP_PASSWORD", typ: "secret",
+			usage: "SMTP password (prefer the environment or the config file: a flag shows in the process list)",
+			set:   func(c *Config, s string) error { c.Delivery.SMTP.Password = s; return nil },
+			show: func(c Config) string {
+				if c.Delivery.SMTP.Password != "" {
+					return "[redacted]"
+				}
+				return ""
+			}},
+		str("smtp.from", "sender address of delivery emails (default vigil@HOST)", func(c *Config) *string { return &c.Delivery.SMTP.From }),
+		{name: "smtp.starttls", flagName: "smtp-starttls", envName: "VIGIL_SMTP_STARTTLS", bool: true,
+			usage: "require STARTTLS before sending (turn off only for a local relay)",
+			set: func(c *Config, s string) error {
+				b, err := strconv.ParseBool(s)
+				if err != nil {
+					return fmt.Errorf("%q is not true or false", s)
+				}
+				c.Delivery.SMTP.NoStartTLS = !b
+				return nil
+			},
+			show: func(c Config) string { return strconv.FormatBool(!c.Delivery.SMTP.NoStartTLS) }},
+		{name: "webhooks", usage: "default webhooks by recipient, RECIPIENT=URL separated by commas", typ: "list",
+			set: func(c *Config, s string) error { return setWebhooks(c, strings.Split(s, ",")) },
+			list: func(c *Config, v []string) error {
+				return setWebhooks(c, v)
+			},
+			show: func(c Config) string {
+				var out []string
+				for r, u := range c.Delivery.Webhooks {
+					out = append(out, r+"="+deliver.RedactURL(u))
+				}
+				sort.Strings(out)
+				return strings.Join(out, ",")
+			}},
+	}
+}
+
+func setWebhooks(c *Config, items []string) error {
+	c.Delivery.Webhooks = nil
+	for _, it := range items {
+		it = strings.TrimSpace(it)
+		if it == "" {
+			continue
+		}
+		r, u, ok := strings.Cut(it, "=")
+		if !ok || r == "" || u == "" {
+			return errors.New("each entry must be RECIPIENT=URL")
+		}
+		if c.Delivery.Webhooks == nil {
+			c.Delivery.Webhooks = map[string]string{}
+		}
+		c.Delivery.Webhooks[strings.TrimSpace(r)] = strings.TrimSpace(u)
+	}
+	return nil
+}
+
+// ensureWebhookSecrets returns the daemon's webhook secrets from
+// <dataDir>/webhook.secret, writing a new one (mode 0600) on the first
+// start. Blank lines and lines starting with # are skipped.
+func ensureWebhookSecrets(dataDir string, log *slog.Logger) ([]string, error) {
+	path := filepath.Join(dataDir, WebhookSecretFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, fmt.Errorf("webhook secret: %w", err)
+		}
+		s := deliver.SecretPrefix + base64.StdEncoding.EncodeToString(key)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			return ensureWebhookSecrets(dataDir, log)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("webhook secret: %w", err)
+		}
+		_, werr := f.WriteString(s + "\n")
+		if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
+			return nil, fmt.Errorf("webhook secret: %w", err)
+		}
+		log.Info("wrote the webhook signing secret", "path", path)
+		return []string{s}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("webhook secret: %w", err)
+	}
+	var out []string
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if _, err := deliver.SecretKey(line); err != nil {
+			return nil, fmt.Errorf("webhook secret %s line %d %v", path, i+1, err)
+		}
+		out = append(out, line)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("webhook secret %s holds no secret; delete it and restart vigil to make a new one", path)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(path, 0o600); err != nil {
+			return nil, fmt.Errorf("webhook secret %s is readable by others and could not be made private: %w", path, err)
+		}
+		log.Warn("the webhook secret file was readable by others; made it private (0600)", "path", path)
+	}
+	return out, nil
+}
+
+// newDispatcher wires the push channels explicitly: webhook always (signed
+// with the daemon's secrets unless a watch gives its own), command when
+// exec is allowed, email when an SMTP host is set.
+func newDispatcher(cfg Config, store vigil.Store, log *slog.Logger) (*deliver.Dispatcher, deliver.Policy, error) {
+	secrets, err := ensureWebhookSecrets(cfg.DataDir, log)
+	if err != nil {
+		return nil, deliver.Policy{}, err
+	}
+	wh, err := webhook.New(webhook.Config{Secrets: secrets})
+	if err != nil {
+		return nil, deliver.Policy{}, err
+	}
+	chans := map[string]deliver.Channel{deliver.ChannelWebhook: wh}
+	policy := deliver.Policy{AllowExec: cfg.AllowExec, SMTP: cfg.Delivery.SMTP.Host != ""}
+	if policy.AllowExec {
+		chans[deliver.ChannelCommand] = command.New(command.Config{})
+	}
+	if s := cfg.Delivery.SMTP; policy.SMTP {
+		chans[deliver.ChannelEmail] = email.New(email.Config{Host: s.Host, Port: s.port(), Username: s.User, Password: s.Password,
+			From: s.From, StartTLS: !s.NoStartTLS})
+	}
+	defaults := make(map[string]deliver.WebhookOptions, len(cfg.Delivery.Webhooks))
+	for r, u := range cfg.Delivery.Webhooks {
+		defaults[r] = deliver.WebhookOptions{URL: u}
+	}
+	d := deliver.New(deliver.Config{Store: store, Channels: chans, RecipientWebhooks: defaults, Logger: log,
+		ResumeWindow: cfg.Limits.RetentionWatches})
+	return d, policy, nil
+}

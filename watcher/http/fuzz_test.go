@@ -1,0 +1,16 @@
+package httpwatch_test
+
+import (
+	"testing"
+
+	httpwatch "github.com/vigil-run/vigil/watcher/http"
+	"github.com/vigil-run/vigil/watcher/watchertest"
+)
+
+// FuzzCanonicalize: predicate decoding never panics, and what it accepts
+// has one stable spelling (see watchertest.CheckCanonicalize). Seeds are
+// in testdata/fuzz/FuzzCanonicalize.
+func FuzzCanonicalize(f *testing.F) {
+	w := httpwatch.New(httpwatch.Config{})
+	f.Fuzz(func(t *testing.T, raw []byte) { watchertest.CheckCanonicalize(t, w, raw) })
+}

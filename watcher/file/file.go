@@ -26,6 +26,10 @@
 // existing parent. Admit refuses other paths as unobservable, and every
 // probe checks the resolved path again, so a symlink planted later cannot
 // lead a probe outside.
+//
+// With Config.Waker set (the daemon's file system notifier), a change in
+// the file's folder wakes the watch at once instead of at its next
+// interval; the interval (5s) stays as the fallback.
 package file
 
 import (
@@ -44,6 +48,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/fsevent"
 )
 
 // Defaults and bounds of a file predicate.
@@ -62,18 +67,30 @@ type Config struct {
 	// Roots, when not empty, are the directories a watched path must
 	// resolve inside (the daemon's roots setting, VIGIL_ROOTS).
 	Roots []string
+	// Waker, when set, wakes a watch as soon as its file's folder
+	// changes (the daemon's fsevent.Notifier); the watch's interval
+	// still applies.
+	Waker Waker
+}
+
+// Waker is what the file watcher needs of the file system notifier
+// (fsevent.Notifier).
+type Waker interface {
+	Watch(id string, now time.Time, t fsevent.Target) fsevent.Status
+	Unwatch(id string)
 }
 
 // Watcher answers file watches.
 type Watcher struct {
 	roots Roots
+	waker Waker
 }
 
 var _ watcher.Watcher = (*Watcher)(nil)
 
 // New returns a file watcher. Relative roots are made absolute.
 func New(cfg Config) *Watcher {
-	return &Watcher{roots: NewRoots(cfg.Roots)}
+	return &Watcher{roots: NewRoots(cfg.Roots), waker: cfg.Waker}
 }
 
 type input struct {
@@ -180,8 +197,38 @@ func (w *Watcher) Admit(_ context.Context, predicate json.RawMessage) error {
 	return w.roots.Admit(s.Path)
 }
 
-// Probe looks at the file once.
-func (w *Watcher) Probe(_ context.Context, p watcher.Probe) (vigil.Observation, error) {
+// Probe looks at the file once. With a Waker, it first registers the
+// file's folder (or, while the file's folder does not exist yet, the
+// deepest one that does), so a change wakes the watch at once; a
+// satisfied watch is unregistered.
+func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation, error) {
+	obs, err := w.probe(ctx, p)
+	if w.waker != nil && err == nil && obs.Verdict == vigil.VerdictSatisfied {
+		w.waker.Unwatch(p.WatchID)
+	}
+	return obs, err
+}
+
+// wake registers the folder that will see target change.
+func (w *Watcher) wake(p watcher.Probe, target string) {
+	if w.waker == nil {
+		return
+	}
+	dir, name := filepath.Dir(target), filepath.Base(target)
+	for {
+		if info, err := os.Stat(dir); err == nil && info.IsDir() {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return
+		}
+		dir, name = parent, filepath.Base(dir)
+	}
+	w.waker.Watch(p.WatchID, p.Now, fsevent.Target{Dirs: []string{dir}, Names: []string{name}})
+}
+
+func (w *Watcher) probe(_ context.Context, p watcher.Probe) (vigil.Observation, error) {
 	if err := watcher.CheckKind(p, vigil.KindFile); err != nil {
 		return vigil.Observation{}, err
 	}
@@ -201,6 +248,7 @@ func (w *Watcher) Probe(_ context.Context, p watcher.Probe) (vigil.Observation, 
 		}
 		target = resolved
 	}
+	w.wake(p, target)
 
 	facts := map[string]any{"path": s.Path}
 	info, err := os.Stat(target)

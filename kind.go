@@ -5,7 +5,7 @@ import "time"
 // KindSpec holds the defaults of one kind: the ONE table of SPEC §2.
 type KindSpec struct {
 	// Every is the default re-check interval; zero for kinds that do not
-	// probe on an interval (timer, token, run).
+	// probe on an interval (timer, token).
 	Every time.Duration
 	// Deadline is the default deadline; zero means none (standing kinds).
 	Deadline time.Duration
@@ -35,7 +35,10 @@ func SpecOf(k Kind) (KindSpec, bool) {
 	case KindCommand:
 		return KindSpec{Every: 30 * time.Second, Deadline: 30 * m, Exec: true}, true
 	case KindRun:
-		return KindSpec{Deadline: h, Exec: true}, true
+		// A run is started by its first probe, at once, and is woken when
+		// it ends (see watcher/run); the interval is only a fallback for a
+		// lost wake-up or a supervisor that died without a word.
+		return KindSpec{Every: 30 * time.Second, Deadline: h, Exec: true}, true
 	case KindCI:
 		return KindSpec{Every: 30 * time.Second, Deadline: 2 * h}, true
 	case KindTicket:

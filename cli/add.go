@@ -100,6 +100,9 @@ defaults unless given.`,
 		newAddTCPCmd(e, f),
 		newAddFileCmd(e, f),
 		newAddCommandCmd(e, f),
+		newAddRunCmd(e, f),
+		newAddScheduleCmd(e, f),
+		newAddTokenCmd(e, f),
 	)
 	return cmd
 }
@@ -151,6 +154,9 @@ func (f *addFlags) register(cmd *cobra.Command, e *env, kind vigil.Kind, pred ma
 		Labels:         labels,
 		IdempotencyKey: f.idemKey,
 		Observe:        f.observe,
+	}
+	if req.ChainDepth, err = chainDepth(e); err != nil {
+		return err
 	}
 	w, err := c.Register(cmd.Context(), req)
 	if err != nil {
@@ -238,6 +244,7 @@ func printAdded(out interface{ Write([]byte) (int, error) }, w *vigil.Watch) {
 			tail = append(tail, "deadline "+wording.Time(w.Deadline))
 		}
 		fmt.Fprintf(out, "Watching %s as %s (%s).\n", subj, w.ID, strings.Join(tail, ", "))
+		printCompletion(out, w)
 	}
 	if o := w.LastObservation; o != nil && w.State == vigil.StatePending {
 		fmt.Fprintf(out, "First check: %s\n", observationText(o))

@@ -124,6 +124,7 @@ talks to it.`,
 		newBackupCmd(e),
 		newMCPCmd(e),
 		newTokenCmd(e),
+		newSuperviseCmd(e),
 	)
 	return root
 }

@@ -17,12 +17,20 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/vigil-run/vigil/daemon"
+	"github.com/vigil-run/vigil/watcher/run"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-// TestMain fails the package if a test leaves a goroutine behind.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain fails the package if a test leaves a goroutine behind. Started
+// as "supervise" (a run watch of a test daemon, whose executable is this
+// test binary), it is the supervisor instead.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 2 && os.Args[1] == "supervise" {
+		os.Exit(run.Supervise(os.Stdin, os.Stdout, os.Stderr))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // testDaemon is an in-process daemon on 127.0.0.1:0 with a temp data dir,
 // exec allowed and file watches allowed under root.

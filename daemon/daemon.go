@@ -6,7 +6,8 @@
 //
 // A daemon keeps its state in its data directory: the database vigil.db
 // and admin.token, the admin's bearer token (mode 0600), written on the
-// first start and reused after.
+// first start and reused after; and run/, where the supervisors of run
+// watches record how their commands ended (see package watcher/run).
 package daemon
 
 import (
@@ -36,8 +37,11 @@ import (
 	"github.com/vigil-run/vigil/watcher/command"
 	"github.com/vigil-run/vigil/watcher/file"
 	httpwatch "github.com/vigil-run/vigil/watcher/http"
+	"github.com/vigil-run/vigil/watcher/run"
+	"github.com/vigil-run/vigil/watcher/schedule"
 	"github.com/vigil-run/vigil/watcher/tcp"
 	"github.com/vigil-run/vigil/watcher/timer"
+	tokenwatch "github.com/vigil-run/vigil/watcher/token"
 )
 
 // Timeouts of the HTTP server and of shutdown.
@@ -61,6 +65,8 @@ type Daemon struct {
 	srv   *http.Server
 	ln    net.Listener
 	kinds []vigil.Kind
+	// runs is the run watcher; its Run wakes a watch when its run ends.
+	runs *run.Watcher
 	// disp runs push deliveries after settlements commit.
 	disp *deliver.Dispatcher
 
@@ -121,6 +127,13 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 	reg.Register(tcp.New(tcp.Config{DenyPrivate: cfg.DenyPrivate}))
 	reg.Register(file.New(file.Config{Roots: cfg.Roots}))
 	reg.Register(command.New(command.Config{AllowExec: cfg.AllowExec}))
+	// A run that ends pokes its watch; the engine exists only below.
+	var poke func(id string)
+	runs := run.New(run.Config{AllowExec: cfg.AllowExec, Dir: filepath.Join(cfg.DataDir, "run"), Logger: logger,
+		PokeFunc: func(id string) { poke(id) }})
+	reg.Register(runs)
+	reg.Register(schedule.New(schedule.Config{AllowExec: cfg.AllowExec, MinEvery: cfg.Limits.MinEvery}))
+	reg.Register(tokenwatch.New(tokenwatch.Config{}))
 
 	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, kinds: reg.Kinds(), primed: make(chan struct{})}
 	// Scoped tokens: authenticated per request (cached briefly; a
@@ -146,6 +159,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 		DeliverFunc:   disp.Deliver,
 		DeliverPolicy: policy,
 	})
+	d.runs, poke = runs, d.eng.Poke
 	d.api = httpapi.New(httpapi.Options{
 		Service:          d.eng,
 		AdminToken:       token,
@@ -266,6 +280,15 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	})
 	g.Go(func() error {
 		return d.disp.Run(engCtx)
+	})
+	g.Go(func() error {
+		// Ended runs wake their watches, once the scheduler holds them.
+		select {
+		case <-d.primed:
+		case <-engCtx.Done():
+			return nil
+		}
+		return d.runs.Run(engCtx)
 	})
 	g.Go(func() error {
 		<-gctx.Done()

@@ -222,7 +222,7 @@ func newDispatcher(cfg Config, store vigil.Store, log *slog.Logger) (*deliver.Di
 	if err != nil {
 		return nil, deliver.Policy{}, err
 	}
-	wh, err := webhook.New(webhook.Config{Secrets: secrets})
+	wh, err := webhook.New(webhook.Config{Secrets: secrets, DenyPrivate: cfg.DenyPrivate})
 	if err != nil {
 		return nil, deliver.Policy{}, err
 	}

@@ -71,6 +71,9 @@ type Probe struct {
 	// vigil-started commands it was registered. Watchers that start
 	// commands give them ChainDepth+1.
 	ChainDepth int
+	// Final is set on the probe made at the watch's deadline, its last: a
+	// watcher that started something that outlives probes (a run) ends it.
+	Final bool
 }
 
 // ErrWrongKind is returned by a watcher given another kind's predicate: a

@@ -40,6 +40,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/watcher"
 )
 
 // Header names of the Standard Webhooks convention.
@@ -70,6 +71,10 @@ type Config struct {
 	Timeout time.Duration
 	// UserAgent is sent with each request.
 	UserAgent string
+	// DenyPrivate also keeps the channel's own client off loopback and
+	// private addresses (deny_private); link-local and cloud metadata
+	// addresses are always refused, as for http probes.
+	DenyPrivate bool
 }
 
 // Channel is the webhook deliver.Channel.
@@ -87,8 +92,10 @@ func New(cfg Config) (*Channel, error) {
 		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.Client == nil {
+		dialer := &net.Dialer{Timeout: DefaultTimeout, Control: watcher.Guard{DenyPrivate: cfg.DenyPrivate}.Control}
 		cfg.Client = &http.Client{
-			Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second},
+			Transport: &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second,
+				TLSHandshakeTimeout: DefaultTimeout},
 			CheckRedirect: func(*http.Request, []*http.Request) error {
 				return http.ErrUseLastResponse
 			},
@@ -139,6 +146,10 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
 	SetHeaders(req.Header, keys, d.MessageID, d.Now, d.Payload)
 	resp, err := c.cfg.Client.Do(req)
+	var refused *watcher.AddrRefusedError
+	if errors.As(err, &refused) {
+		return false, errors.New("the webhook's address is refused: " + refused.Why)
+	}
 	if err != nil {
 		reason := describe(err, c.cfg.Timeout)
 		if wrote.Load() {

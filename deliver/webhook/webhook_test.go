@@ -200,3 +200,21 @@ func ExampleVerify() {
 	})
 	_ = handler
 }
+
+// TestMetadataRefused: the channel's own client never reaches link-local
+// (cloud metadata) addresses; with DenyPrivate, loopback neither. A refused
+// address is not retried.
+func TestMetadataRefused(t *testing.T) {
+	t.Parallel()
+	ch, _ := webhook.New(webhook.Config{Secrets: []string{secretA}})
+	retry, err := ch.Send(t.Context(), delivery("http://169.254.169.254/latest/meta-data/"))
+	if retry || err == nil || !strings.Contains(err.Error(), "link-local") {
+		t.Errorf("Send to a metadata address = %v, %v; want a refusal, not retried", retry, err)
+	}
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	ch, _ = webhook.New(webhook.Config{Secrets: []string{secretA}, DenyPrivate: true})
+	if retry, err := ch.Send(t.Context(), delivery(srv.URL)); retry || err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Errorf("Send to loopback with DenyPrivate = %v, %v; want a refusal", retry, err)
+	}
+}

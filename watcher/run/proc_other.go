@@ -1,0 +1,16 @@
+//go:build !unix
+
+package run
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+)
+
+var errNoUnix = errors.New("run watches need a Unix system: sessions, process groups and flock")
+
+func newSession(*exec.Cmd) error  { return errNoUnix }
+func lock(*os.File) error         { return errNoUnix }
+func locked(string) (bool, error) { return false, errNoUnix }
+func terminate(int) error         { return errNoUnix }

@@ -1,0 +1,44 @@
+//go:build unix
+
+package run
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// newSession makes cmd's process the leader of a new session, out of the
+// daemon's process group and terminal.
+func newSession(cmd *exec.Cmd) error {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	return nil
+}
+
+// lock takes an exclusive flock on f without waiting.
+func lock(f *os.File) error {
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+}
+
+// locked reports whether some process holds the flock on path: a
+// supervisor still alive. The lock goes with its holder however it ends.
+func locked(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false, nil
+}
+
+// terminate asks a supervisor to end its program.
+func terminate(pid int) error { return syscall.Kill(pid, syscall.SIGTERM) }

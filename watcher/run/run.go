@@ -1,0 +1,494 @@
+// Package run is the watcher for kind run: a watch that starts a long
+// command once and settles when it exits — satisfied on exit 0, failed on
+// any other exit or a signal — with the exit code, the duration and the
+// end of the output.
+//
+// The predicate spells the program as a command predicate does (exactly
+// one of argv or shell, optional cwd and env; see package command), plus
+//
+//	tail  how many bytes of the end of the output (stdout and stderr
+//	      together, as written) the outcome keeps: 65536 by default,
+//	      at most 1 MiB
+//
+// # Supervision
+//
+// The first probe starts the program under a small supervisor, `vigil
+// supervise` (see Supervise), in its own session, so the program outlives
+// the daemon: a daemon that is stopped, killed or upgraded finds its runs
+// where it left them. The supervisor starts the program in its own process
+// group with the environment a command probe would get plus
+// VIGIL_CHAIN_DEPTH (the watch's depth + 1), keeps the last tail bytes of
+// its output, and when it exits writes a status file atomically (a
+// temporary file, fsync, rename) in the run directory, <data_dir>/run:
+//
+//	<watch id>.pid   made by the daemon before the start (so a run starts at
+//	                 most once); the supervisor holds an flock on it for its
+//	                 whole life and writes its pid and the program's into it
+//	<watch id>.json  the status: exit code or signal, start and end, the tail
+//
+// A probe reads these and nothing else: the status file answers; a held
+// lock is a run still going (pending); a pid file that nobody locks and no
+// status is a supervisor that died without a word, which settles the watch
+// errored.
+//
+// # Waking up
+//
+// Completion is event-driven: Run, one goroutine per daemon, watches the
+// run directory (fsnotify) and calls Config.PokeFunc with the watch id when
+// a status file appears, so the watch is probed at once. At start it pokes
+// every status file already there (runs that ended while the daemon was
+// down). The kind's interval (30 s by default, vigil.SpecOf) is only a
+// fallback for a lost notification or a supervisor that died; probing is a
+// stat and an flock, and writes nothing while nothing changes.
+//
+// # Deadline
+//
+// The probe at the deadline (watcher.Probe.Final) ends a run still going:
+// it sends SIGTERM to the supervisor, which sends SIGTERM to the program's
+// whole process group and SIGKILL after Config.KillGrace, then records
+// the status. The watch expires. A run that never started by then is not
+// started.
+//
+// # Files left behind
+//
+// Status and pid files stay after their watch settles (the answer must
+// survive a crash between reading it and committing the settlement); Run
+// removes those older than Config.Retention (8 days by default) when it
+// starts.
+package run
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/command"
+)
+
+// Defaults and bounds.
+const (
+	// DefaultTail is how many bytes of the end of the output an outcome keeps.
+	DefaultTail = 64 << 10
+	// MaxTail bounds the tail a predicate may ask for.
+	MaxTail = 1 << 20
+	// DefaultRetention is how long status and pid files are kept.
+	DefaultRetention = 8 * 24 * time.Hour
+	// startTimeout bounds how long a probe waits for a supervisor to start.
+	startTimeout = 10 * time.Second
+	// EnvStage is set by the supervisor to tell its second stage apart.
+	EnvStage = "VIGIL_SUPERVISE_STAGE"
+)
+
+// Config configures the run watcher.
+type Config struct {
+	// AllowExec allows run watches (the daemon's --allow-exec).
+	AllowExec bool
+	// Dir is the run directory, <data_dir>/run. Required.
+	Dir string
+	// SupervisorArgv starts the supervisor; nil means this executable with
+	// the argument "supervise" (`vigil supervise`).
+	SupervisorArgv []string
+	// SupervisorEnv is the supervisor's own environment (the program's is
+	// built apart); nil means none.
+	SupervisorEnv []string
+	// KillGrace is how long a program has between SIGTERM and SIGKILL at
+	// the deadline (default command.DefaultKillGrace).
+	KillGrace time.Duration
+	// PokeFunc is called with a watch id when its run has ended; the
+	// daemon wires it to engine.Poke. Nil means nobody is told, and the
+	// kind's interval finds it.
+	PokeFunc func(id string)
+	// Retention is how long status files are kept (default DefaultRetention).
+	Retention time.Duration
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Watcher answers run watches.
+type Watcher struct {
+	cfg Config
+	log *slog.Logger
+}
+
+var _ watcher.Watcher = (*Watcher)(nil)
+
+// New returns a run watcher.
+func New(cfg Config) *Watcher {
+	if cfg.KillGrace <= 0 {
+		cfg.KillGrace = command.DefaultKillGrace
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
+	}
+	if cfg.PokeFunc == nil {
+		cfg.PokeFunc = func(string) {}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Watcher{cfg: cfg, log: log.With("component", "run")}
+}
+
+type input struct {
+	command.Program
+	Tail *int `json:"tail,omitempty"`
+}
+
+type canonical struct {
+	command.Program
+	Tail int `json:"tail"`
+}
+
+// Kind returns vigil.KindRun.
+func (*Watcher) Kind() vigil.Kind { return vigil.KindRun }
+
+// Canonicalize validates the predicate and returns its canonical form.
+func (*Watcher) Canonicalize(_ context.Context, raw json.RawMessage, _ time.Time) (watcher.Canonical, error) {
+	c, err := parse(raw)
+	if err != nil {
+		return watcher.Canonical{}, err
+	}
+	b, err := watcher.Encode(c)
+	if err != nil {
+		return watcher.Canonical{}, err
+	}
+	return watcher.Canonical{Predicate: b}, nil
+}
+
+func parse(raw json.RawMessage) (*canonical, error) {
+	var in input
+	if err := watcher.Decode(raw, "", &in); err != nil {
+		return nil, err
+	}
+	if err := in.Program.Check(""); err != nil {
+		return nil, err
+	}
+	c := &canonical{Program: in.Program, Tail: DefaultTail}
+	if in.Tail != nil {
+		if *in.Tail < 0 || *in.Tail > MaxTail {
+			return nil, watcher.InvalidPredicate("tail", "must be a number of bytes from 0 to %d", MaxTail)
+		}
+		c.Tail = *in.Tail
+	}
+	return c, nil
+}
+
+// Admit refuses every run watch unless exec is allowed.
+func (w *Watcher) Admit(context.Context, json.RawMessage) error {
+	if !w.cfg.AllowExec {
+		return watcher.Unobservable("run watches run programs: start the daemon with --allow-exec (VIGIL_ALLOW_EXEC=1)")
+	}
+	return nil
+}
+
+// Status is what a supervisor records when its program ends.
+type Status struct {
+	WatchID   string    `json:"watch_id"`
+	Pid       int       `json:"pid,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	EndedAt   time.Time `json:"ended_at"`
+	// ExitCode is set when the program exited by itself.
+	ExitCode *int `json:"exit_code,omitempty"`
+	// Signal names the signal that ended it, if one did.
+	Signal string `json:"signal,omitempty"`
+	// Terminated is set when the supervisor ended it (the deadline).
+	Terminated bool `json:"terminated,omitempty"`
+	// Error says why the program could not be started.
+	Error string `json:"error,omitempty"`
+	// Tail is the end of the output; OutputBytes counts all of it.
+	Tail        string `json:"tail"`
+	OutputBytes int64  `json:"output_bytes"`
+}
+
+// pidRecord is what a supervisor writes into the pid file it locks.
+type pidRecord struct {
+	Supervisor int       `json:"supervisor"`
+	Pid        int       `json:"pid"`
+	StartedAt  time.Time `json:"started_at"`
+}
+
+func (w *Watcher) pidPath(id string) string    { return filepath.Join(w.cfg.Dir, id+".pid") }
+func (w *Watcher) statusPath(id string) string { return filepath.Join(w.cfg.Dir, id+".json") }
+
+// Probe answers from the run's files, and starts the run on the first
+// probe; see the package comment.
+func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation, error) {
+	if err := watcher.CheckKind(p, vigil.KindRun); err != nil {
+		return vigil.Observation{}, err
+	}
+	if !w.cfg.AllowExec {
+		return vigil.Observation{}, watcher.Permanent(errors.New("run watches run programs and exec is not allowed on this daemon"))
+	}
+	c, err := parse(p.Predicate)
+	if err != nil {
+		return vigil.Observation{}, watcher.Permanent(fmt.Errorf("stored run predicate is invalid: %w", err))
+	}
+	if !validID(p.WatchID) {
+		return vigil.Observation{}, watcher.Permanent(fmt.Errorf("watch id %q cannot name a file", p.WatchID))
+	}
+	if st, ok, err := w.readStatus(p.WatchID); err != nil || ok {
+		if err != nil {
+			return vigil.Observation{}, err
+		}
+		return answer(st, c.Tail)
+	}
+	rec, err := os.ReadFile(w.pidPath(p.WatchID))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if p.Final {
+			return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "never started"}, nil
+		}
+		return w.start(ctx, p.WatchID, c, p.ChainDepth)
+	case err != nil:
+		return vigil.Observation{}, err
+	}
+	var pr pidRecord
+	_ = json.Unmarshal(rec, &pr)
+	alive, err := locked(w.pidPath(p.WatchID))
+	if err != nil {
+		return vigil.Observation{}, err
+	}
+	if !alive {
+		// The supervisor may have written its status just before exiting.
+		if st, ok, err := w.readStatus(p.WatchID); err != nil || ok {
+			if err != nil {
+				return vigil.Observation{}, err
+			}
+			return answer(st, c.Tail)
+		}
+		return vigil.Observation{}, watcher.Permanent(errors.New("the run's supervisor ended without recording an exit status"))
+	}
+	facts := map[string]any{"pid": pr.Pid}
+	if p.Final {
+		if pr.Supervisor > 0 {
+			_ = terminate(pr.Supervisor)
+		}
+		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: fmt.Sprintf("still running at the deadline (pid %d); its process group was terminated", pr.Pid), Facts: facts}, nil
+	}
+	return vigil.Observation{Verdict: vigil.VerdictPending, Summary: fmt.Sprintf("running (pid %d)", pr.Pid), Facts: facts}, nil
+}
+
+// answer turns a status into an observation.
+func answer(st Status, tail int) (vigil.Observation, error) {
+	if st.Error != "" {
+		return vigil.Observation{}, watcher.Permanent(errors.New(st.Error))
+	}
+	d := st.EndedAt.Sub(st.StartedAt)
+	facts := map[string]any{
+		"duration":     vigil.FormatDuration(d.Round(time.Millisecond)),
+		"duration_ms":  d.Milliseconds(),
+		"output_bytes": st.OutputBytes,
+		"pid":          st.Pid,
+	}
+	if st.Tail != "" && tail > 0 {
+		facts["tail"] = watcher.ClipTail(st.Tail, tail)
+	}
+	dur := vigil.FormatDuration(d.Round(100 * time.Millisecond))
+	switch {
+	case st.ExitCode != nil && *st.ExitCode == 0:
+		facts["exit_code"] = 0
+		return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "exited 0 after " + dur, Facts: facts}, nil
+	case st.ExitCode != nil:
+		facts["exit_code"] = *st.ExitCode
+		return vigil.Observation{Verdict: vigil.VerdictFailed, Summary: fmt.Sprintf("exited %d after %s", *st.ExitCode, dur), Facts: facts}, nil
+	}
+	facts["signal"] = st.Signal
+	summary := fmt.Sprintf("killed by %s after %s", st.Signal, dur)
+	if st.Terminated {
+		facts["terminated"] = true
+		summary = fmt.Sprintf("terminated by vigil (%s) after %s", st.Signal, dur)
+	}
+	return vigil.Observation{Verdict: vigil.VerdictFailed, Summary: summary, Facts: facts}, nil
+}
+
+func (w *Watcher) readStatus(id string) (Status, bool, error) {
+	b, err := os.ReadFile(w.statusPath(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Status{}, false, nil
+	}
+	if err != nil {
+		return Status{}, false, err
+	}
+	var st Status
+	if err := json.Unmarshal(b, &st); err != nil {
+		return Status{}, false, watcher.Permanent(fmt.Errorf("the run's status file does not parse: %w", err))
+	}
+	return st, true, nil
+}
+
+// job is what the daemon hands a supervisor on its stdin.
+type job struct {
+	WatchID string   `json:"watch_id"`
+	Dir     string   `json:"dir"`
+	Path    string   `json:"path"`
+	Argv    []string `json:"argv"`
+	Cwd     string   `json:"cwd,omitempty"`
+	Env     []string `json:"env"`
+	Tail    int      `json:"tail"`
+	GraceMS int64    `json:"grace_ms"`
+}
+
+// start makes the pid file (at most one start per watch, ever) and starts
+// the supervisor, waiting until it has taken the lock and started the
+// program.
+func (w *Watcher) start(ctx context.Context, id string, c *canonical, depth int) (vigil.Observation, error) {
+	prog := c.Program
+	env := make(map[string]string, len(prog.Env)+1)
+	for k, v := range prog.Env {
+		env[k] = v
+	}
+	env["VIGIL_CHAIN_DEPTH"] = strconv.Itoa(depth + 1)
+	prog.Env = env
+	path, argv, penv, err := command.Resolve(prog)
+	if err != nil {
+		return vigil.Observation{}, err
+	}
+	if err := os.MkdirAll(w.cfg.Dir, 0o700); err != nil {
+		return vigil.Observation{}, err
+	}
+	f, err := os.OpenFile(w.pidPath(id), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "starting"}, nil
+	}
+	if err != nil {
+		return vigil.Observation{}, err
+	}
+	f.Close()
+	b, _ := json.Marshal(job{WatchID: id, Dir: w.cfg.Dir, Path: path, Argv: argv, Cwd: prog.Cwd, Env: penv, Tail: max(c.Tail, 1),
+		GraceMS: w.cfg.KillGrace.Milliseconds()})
+	sargv := w.cfg.SupervisorArgv
+	if len(sargv) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			os.Remove(w.pidPath(id))
+			return vigil.Observation{}, watcher.Permanent(fmt.Errorf("finding the vigil executable for the supervisor: %w", err))
+		}
+		sargv = []string{exe, "supervise"}
+	}
+	sctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(sctx, sargv[0], sargv[1:]...)
+	cmd.Env = w.cfg.SupervisorEnv
+	cmd.Dir = "/"
+	cmd.Stdin = bytes.NewReader(b)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		// Nobody supervises: let a later probe try again.
+		if alive, lerr := locked(w.pidPath(id)); lerr == nil && !alive {
+			if _, ok, _ := w.readStatus(id); !ok {
+				os.Remove(w.pidPath(id))
+			}
+		}
+		msg := strings.TrimSpace(errOut.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return vigil.Observation{}, fmt.Errorf("starting the supervisor: %s", watcher.Clip(msg, 300))
+	}
+	pid, _ := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(out.String()), "ready "))
+	w.log.Debug("run started", "watch_id", id, "pid", pid)
+	return vigil.Observation{Verdict: vigil.VerdictPending, Summary: fmt.Sprintf("running (pid %d)", pid), Facts: map[string]any{"pid": pid}}, nil
+}
+
+// validID reports whether id can name files in the run directory.
+func validID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// Run watches the run directory until ctx ends, poking each watch whose
+// status file appears; at start it removes files past retention and pokes
+// every status already there. Start it once the scheduler is primed. If
+// the directory cannot be watched it logs why and returns, leaving the
+// kind's interval to find ended runs.
+func (w *Watcher) Run(ctx context.Context) error {
+	if err := os.MkdirAll(w.cfg.Dir, 0o700); err != nil {
+		return fmt.Errorf("run directory: %w", err)
+	}
+	fw, err := fsnotify.NewWatcher()
+	if err == nil {
+		if err = fw.Add(w.cfg.Dir); err != nil {
+			fw.Close()
+		}
+	}
+	if err != nil {
+		w.log.Warn("cannot watch the run directory; ended runs are found at their interval", "dir", w.cfg.Dir, "err", err)
+		w.sweep(time.Now())
+		return nil
+	}
+	defer fw.Close()
+	w.sweep(time.Now())
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-fw.Events:
+			if !ok {
+				return nil
+			}
+			if ev.Op&(fsnotify.Create|fsnotify.Write) == 0 {
+				continue
+			}
+			if id, ok := strings.CutSuffix(filepath.Base(ev.Name), ".json"); ok && validID(id) {
+				w.cfg.PokeFunc(id)
+			}
+		case err, ok := <-fw.Errors:
+			if !ok {
+				return nil
+			}
+			w.log.Warn("watching the run directory", "err", err)
+		}
+	}
+}
+
+// sweep removes files past retention and pokes every status file left.
+func (w *Watcher) sweep(now time.Time) {
+	ents, err := os.ReadDir(w.cfg.Dir)
+	if err != nil {
+		w.log.Warn("reading the run directory", "err", err)
+		return
+	}
+	for _, e := range ents {
+		info, err := e.Info()
+		if err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		name := e.Name()
+		if now.Sub(info.ModTime()) > w.cfg.Retention {
+			if strings.HasSuffix(name, ".pid") {
+				if alive, err := locked(filepath.Join(w.cfg.Dir, name)); err != nil || alive {
+					continue
+				}
+			}
+			_ = os.Remove(filepath.Join(w.cfg.Dir, name))
+			continue
+		}
+		if id, ok := strings.CutSuffix(name, ".json"); ok && validID(id) {
+			w.cfg.PokeFunc(id)
+		}
+	}
+}

@@ -1,0 +1,241 @@
+package run_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/engine"
+	"github.com/vigil-run/vigil/store/memstore"
+	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/run"
+)
+
+// TestMain lets this test binary be the supervisor: the watcher starts it
+// with VIGIL_TEST_SUPERVISE=1 and a job on stdin.
+func TestMain(m *testing.M) {
+	if os.Getenv("VIGIL_TEST_SUPERVISE") == "1" {
+		os.Exit(run.Supervise(os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func newWatcher(t *testing.T, dir string, poke func(string)) *run.Watcher {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run.New(run.Config{AllowExec: true, Dir: dir, SupervisorArgv: []string{exe}, SupervisorEnv: []string{"VIGIL_TEST_SUPERVISE=1"},
+		KillGrace: 500 * time.Millisecond, PokeFunc: poke})
+}
+
+// daemon is an engine on the real clock with the run watcher and its
+// run-directory watch, as the daemon wires them.
+type daemon struct {
+	eng    *engine.Engine
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startDaemon(t *testing.T, st vigil.Store, dir string) *daemon {
+	t.Helper()
+	d := &daemon{done: make(chan struct{})}
+	w := newWatcher(t, dir, func(id string) { d.eng.Poke(id) })
+	d.eng = engine.New(engine.Config{Store: st, Watchers: watcher.NewRegistry(w)})
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	if err := d.eng.Prime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(d.done)
+		go func() { _ = w.Run(ctx) }()
+		_ = d.eng.Run(ctx)
+	}()
+	t.Cleanup(d.stop)
+	return d
+}
+
+func (d *daemon) stop() {
+	d.cancel()
+	<-d.done
+}
+
+// register registers a run watch and waits for its first probe, which
+// starts the command.
+func register(t *testing.T, d *daemon, pred string, deadline string, depth int) *vigil.Watch {
+	t.Helper()
+	w, err := d.eng.Register(context.Background(), vigil.RegisterRequest{Kind: vigil.KindRun, Recipient: "r",
+		Predicate: json.RawMessage(pred), Deadline: deadline, ChainDepth: depth, Observe: true})
+	if err != nil {
+		t.Fatalf("Register(%s) = %v", pred, err)
+	}
+	return w
+}
+
+func wait(t *testing.T, d *daemon, id string, within time.Duration) *vigil.Watch {
+	t.Helper()
+	w, err := d.eng.Wait(context.Background(), id, within)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func messages(t *testing.T, d *daemon) []*vigil.Message {
+	t.Helper()
+	zero := int64(0)
+	p, err := d.eng.Messages(context.Background(), vigil.MessagesRequest{Recipient: "r", After: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Messages
+}
+
+// TestRunFires: a 3 s command fires when it exits — woken by its status
+// file, long before the 30 s fallback interval — with its exit code,
+// duration and output tail; its child sees VIGIL_CHAIN_DEPTH one deeper.
+func TestRunFires(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, memstore.New(), t.TempDir())
+	start := time.Now()
+	w := register(t, d, `{"shell":"echo start depth=$VIGIL_CHAIN_DEPTH; sleep 3; echo done >&2","tail":1000}`, "", 2)
+	got := wait(t, d, w.ID, 10*time.Second)
+	took := time.Since(start)
+	if got.State != vigil.StateFired {
+		t.Fatalf("after %v the watch is %s (%+v), want fired", took, got.State, got.LastObservation)
+	}
+	if took < 3*time.Second || took > 8*time.Second {
+		t.Fatalf("fired after %v, want soon after the 3 s command ended", took)
+	}
+	f := got.Outcome.Observation.Facts
+	if f["exit_code"] != float64(0) && f["exit_code"] != 0 {
+		t.Errorf("exit_code = %v", f["exit_code"])
+	}
+	if tail, _ := f["tail"].(string); tail != "start depth=3\ndone\n" {
+		t.Errorf("tail = %q, want both streams and VIGIL_CHAIN_DEPTH=3", tail)
+	}
+	if ms, _ := f["duration_ms"].(int64); ms < 3000 {
+		if fl, _ := f["duration_ms"].(float64); fl < 3000 {
+			t.Errorf("duration_ms = %v, want >= 3000", f["duration_ms"])
+		}
+	}
+	if msgs := messages(t, d); len(msgs) != 1 || msgs[0].Type != vigil.MessageFired || !strings.Contains(msgs[0].Text, "exited 0 after 3") {
+		t.Fatalf("mailbox = %+v", msgs)
+	}
+}
+
+func TestRunExit1Fails(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, memstore.New(), t.TempDir())
+	w := register(t, d, `{"shell":"echo oops; exit 1"}`, "", 0)
+	got := wait(t, d, w.ID, 10*time.Second)
+	if got.State != vigil.StateFailed || !strings.Contains(got.Outcome.Sentence, "exited 1") {
+		t.Fatalf("watch = %s %+v, want failed saying exited 1", got.State, got.Outcome)
+	}
+	if tail := got.Outcome.Observation.Facts["tail"]; tail != "oops\n" {
+		t.Errorf("tail = %q", tail)
+	}
+}
+
+// TestRunSurvivesRestart: the daemon dies while the command runs; the
+// command goes on, and the restarted daemon reports its outcome exactly
+// once. A second restart after that reports nothing more.
+func TestRunSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	st, dir := memstore.New(), t.TempDir()
+	d1 := startDaemon(t, st, dir)
+	w := register(t, d1, `{"shell":"sleep 2; echo finished"}`, "", 0)
+	if got := wait(t, d1, w.ID, 0); got.State != vigil.StatePending || got.LastObservation == nil || !strings.HasPrefix(got.LastObservation.Summary, "running") {
+		t.Fatalf("before the restart the watch is %s %+v, want pending and running", got.State, got.LastObservation)
+	}
+	d1.stop() // the daemon is gone; its scheduler state with it
+
+	d2 := startDaemon(t, st, dir)
+	got := wait(t, d2, w.ID, 10*time.Second)
+	if got.State != vigil.StateFired || got.Outcome.Observation.Facts["tail"] != "finished\n" {
+		t.Fatalf("after the restart the watch is %s %+v, want fired", got.State, got.Outcome)
+	}
+	if msgs := messages(t, d2); len(msgs) != 1 || msgs[0].Type != vigil.MessageFired {
+		t.Fatalf("mailbox = %+v, want exactly one fired message", msgs)
+	}
+}
+
+// TestRunDeadlineKillsTheGroup: at the deadline the whole process group
+// is terminated, a background child included, and the watch expires.
+func TestRunDeadlineKillsTheGroup(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bg := filepath.Join(t.TempDir(), "bg.pid")
+	d := startDaemon(t, memstore.New(), dir)
+	w := register(t, d, `{"shell":"sleep 60 & echo $! > `+bg+`; sleep 60"}`, "2s", 0)
+	got := wait(t, d, w.ID, 10*time.Second)
+	if got.State != vigil.StateExpired || !strings.Contains(got.LastObservation.Summary, "terminated") {
+		t.Fatalf("watch = %s %+v, want expired with its run terminated", got.State, got.LastObservation)
+	}
+	// The supervisor records the end once the group is gone.
+	status := filepath.Join(dir, w.ID+".json")
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(status); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("no status file after the deadline")
+		}
+	}
+	b, _ := os.ReadFile(status)
+	var s run.Status
+	if err := json.Unmarshal(b, &s); err != nil || !s.Terminated || s.Signal != "SIGTERM" {
+		t.Fatalf("status = %s, want terminated by SIGTERM", b)
+	}
+	raw, err := os.ReadFile(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if alive(pid) {
+		t.Fatalf("the background child %d outlived the deadline", pid)
+	}
+}
+
+// alive reports whether pid is a live process (not gone, not a zombie).
+func alive(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) == 0 || f[0] != "Z"
+}
+
+// TestRunRefusals: bad input is refused at registration with its code.
+func TestRunRefusals(t *testing.T) {
+	t.Parallel()
+	w := newWatcher(t, t.TempDir(), nil)
+	long := `["x"` + strings.Repeat(`,"x"`, 300) + `]`
+	for _, tt := range []struct{ pred, field string }{
+		{`{"argv":` + long + `}`, "predicate.argv"},
+		{`{"argv":["date"],"tail":2000000}`, "predicate.tail"},
+		{`{}`, "predicate"},
+	} {
+		_, err := w.Canonicalize(context.Background(), json.RawMessage(tt.pred), time.Time{})
+		if vigil.ErrorCode(err) != vigil.CodeInvalidPredicate || vigil.ErrorField(err) != tt.field {
+			t.Errorf("Canonicalize(%.40s) = %v, want invalid_predicate on %s", tt.pred, err, tt.field)
+		}
+	}
+	if err := run.New(run.Config{Dir: t.TempDir()}).Admit(context.Background(), nil); vigil.ErrorCode(err) != vigil.CodeWatchUnobservable {
+		t.Errorf("Admit without exec = %v", err)
+	}
+}

@@ -1,0 +1,237 @@
+package run
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vigil-run/vigil/watcher/command"
+)
+
+// maxJob bounds the job a supervisor reads.
+const maxJob = 8 << 20
+
+// Supervise is the body of the hidden command `vigil supervise`, which the
+// run watcher starts with a job on stdin. It returns the process's exit
+// code.
+//
+// It runs in two stages. The first, started by the daemon, starts the
+// second in a new session (so that it survives the daemon), hands it the
+// job, waits until it reports that it holds the lock on the pid file and
+// has started the program, prints "ready PID" and exits, so the daemon
+// never keeps a child of its own. The second starts the program in its
+// own process group, keeps the end of its output, ends the group on
+// SIGTERM (SIGTERM, then SIGKILL after the job's grace), and when the
+// program has exited writes the status file atomically and exits.
+func Supervise(stdin io.Reader, stdout, stderr io.Writer) int {
+	b, err := io.ReadAll(io.LimitReader(stdin, maxJob))
+	if err != nil {
+		fmt.Fprintf(stderr, "vigil supervise: reading the job: %v\n", err)
+		return 1
+	}
+	var j job
+	if err := json.Unmarshal(b, &j); err != nil || !validID(j.WatchID) || j.Dir == "" || j.Path == "" || len(j.Argv) == 0 {
+		fmt.Fprintln(stderr, "vigil supervise: no valid job on stdin (this command is started by the vigil daemon)")
+		return 2
+	}
+	if os.Getenv(EnvStage) == "2" {
+		return supervise(j)
+	}
+	pid, err := detach(b)
+	if err != nil {
+		fmt.Fprintf(stderr, "vigil supervise: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "ready %d\n", pid)
+	return 0
+}
+
+// detach starts the second stage in its own session and waits for its
+// report on a pipe (its fd 3).
+func detach(jobJSON []byte) (int, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	r, wr, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	cmd := exec.Command(exe, os.Args[1:]...)
+	cmd.Env = append(os.Environ(), EnvStage+"=2")
+	cmd.Dir = "/"
+	cmd.Stdin = bytes.NewReader(jobJSON)
+	cmd.ExtraFiles = []*os.File{wr}
+	if err := newSession(cmd); err != nil {
+		wr.Close()
+		return 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		wr.Close()
+		return 0, fmt.Errorf("starting the supervisor: %w", err)
+	}
+	wr.Close()
+	go func() { _ = cmd.Wait() }() // copies stdin; the process outlives us
+	done := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(r).ReadString('\n')
+		done <- strings.TrimSpace(line)
+	}()
+	var line string
+	select {
+	case line = <-done:
+	case <-time.After(startTimeout):
+		return 0, errors.New("the supervisor did not report within " + startTimeout.String())
+	}
+	if pid, ok := strings.CutPrefix(line, "ready "); ok {
+		var n int
+		_, _ = fmt.Sscan(pid, &n)
+		return n, nil
+	}
+	if line == "" {
+		line = "the supervisor exited without a report"
+	}
+	return 0, errors.New(line)
+}
+
+// supervise is the second stage.
+func supervise(j job) int {
+	report := os.NewFile(3, "report")
+	say := func(s string) {
+		if report != nil {
+			fmt.Fprintln(report, s)
+			report.Close()
+			report = nil
+		}
+	}
+	defer say("error: the supervisor ended early")
+	pidPath := filepath.Join(j.Dir, j.WatchID+".pid")
+	f, err := os.OpenFile(pidPath, os.O_RDWR, 0)
+	if err != nil {
+		say("error: " + err.Error())
+		return 1
+	}
+	defer f.Close()
+	if err := lock(f); err != nil {
+		say("error: another supervisor holds " + pidPath)
+		return 1
+	}
+	tail := command.NewTail(j.Tail)
+	cmd := exec.Command(j.Path)
+	cmd.Args = j.Argv
+	cmd.Dir = j.Cwd
+	cmd.Env = j.Env
+	cmd.Stdout, cmd.Stderr = tail, tail
+	grace := time.Duration(j.GraceMS) * time.Millisecond
+	if grace <= 0 {
+		grace = command.DefaultKillGrace
+	}
+	cmd.WaitDelay = grace
+	st := Status{WatchID: j.WatchID, StartedAt: time.Now().UTC()}
+	if err := command.OwnGroup(cmd); err != nil {
+		st.Error = err.Error()
+	} else if err := cmd.Start(); err != nil {
+		st.Error = fmt.Sprintf("starting %s: %v", j.Argv[0], err)
+	}
+	if st.Error != "" {
+		st.EndedAt = st.StartedAt
+		if err := writeStatus(j.Dir, st); err != nil {
+			say("error: " + err.Error())
+			return 1
+		}
+		say("ready 0")
+		return 0
+	}
+	pid := cmd.Process.Pid
+	st.Pid = pid
+	rec, _ := json.Marshal(pidRecord{Supervisor: os.Getpid(), Pid: pid, StartedAt: st.StartedAt})
+	_, _ = f.WriteAt(rec, 0)
+	_ = f.Sync()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	say(fmt.Sprintf("ready %d", pid))
+
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	var werr error
+	terminated := false
+loop:
+	for {
+		select {
+		case werr = <-waited:
+			break loop
+		case <-sigs:
+			if !terminated {
+				terminated = true
+				_ = command.TerminateGroup(pid)
+				time.AfterFunc(grace, func() { command.KillGroup(pid) })
+			}
+		}
+	}
+	// Whatever the program left running in its group goes with it.
+	command.KillGroup(pid)
+	st.EndedAt = time.Now().UTC()
+	st.Tail, st.OutputBytes = tail.String(), tail.Total()
+	var exitErr *exec.ExitError
+	switch {
+	case cmd.ProcessState == nil:
+		st.Error = fmt.Sprintf("waiting for %s: %v", j.Argv[0], werr)
+	default:
+		if sig, ok := command.Signaled(cmd.ProcessState); ok {
+			st.Signal = sig
+			st.Terminated = terminated
+		} else if werr == nil || errors.As(werr, &exitErr) || errors.Is(werr, exec.ErrWaitDelay) {
+			code := cmd.ProcessState.ExitCode()
+			st.ExitCode = &code
+		}
+	}
+	if err := writeStatus(j.Dir, st); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// writeStatus writes st atomically: a temporary file in the same
+// directory, fsync, rename, fsync of the directory.
+func writeStatus(dir string, st Status) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+st.WatchID+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, st.WatchID+".json")); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}

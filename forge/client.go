@@ -1,0 +1,318 @@
+package forge
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// State is a check's state, the same words for every provider.
+type State string
+
+// The states of a check. Queued and Running are not finished; Passed
+// covers success, neutral and skipped; Failed covers every other finish.
+const (
+	StateQueued  State = "queued"
+	StateRunning State = "running"
+	StatePassed  State = "passed"
+	StateFailed  State = "failed"
+)
+
+// Done reports whether the check has finished.
+func (s State) Done() bool { return s == StatePassed || s == StateFailed }
+
+// Check is one check of a commit: a GitHub check run or commit status, a
+// Gitea commit status, a GitLab pipeline.
+type Check struct {
+	Name  string
+	State State
+	// Result is the forge's own word: "in_progress", "success",
+	// "timed_out", "pending", "canceled", …
+	Result string
+	URL    string
+	// Started orders checks of one name: the newest counts.
+	Started time.Time
+	// Updated is the check's last sign of life, for stall detection; zero
+	// when the forge gives none.
+	Updated time.Time
+	// Source is "check_run", "status" or "pipeline".
+	Source string
+	// ID breaks ties between checks of one name started at once.
+	ID int64
+}
+
+// Merge keeps one check per name, the newest (by Started, then ID), and
+// returns them sorted by name. GitHub's check runs and commit statuses of
+// one name, and a re-run of a check, are one check.
+func Merge(cs []Check) []Check {
+	byName := make(map[string]Check, len(cs))
+	for _, c := range cs {
+		old, ok := byName[c.Name]
+		if !ok || c.Started.After(old.Started) || c.Started.Equal(old.Started) && c.ID >= old.ID {
+			byName[c.Name] = c
+		}
+	}
+	out := make([]Check, 0, len(byName))
+	for _, c := range byName {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b Check) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Ticket is what a person can change about an issue, pull request or
+// merge request.
+type Ticket struct {
+	// Kind is "issue", "pull_request" or "merge_request".
+	Kind  string
+	Title string
+	// State is "open", "closed", "merged" or "locked".
+	State string
+	Draft bool
+	// BodySHA256 is the hex SHA-256 of the description.
+	BodySHA256 string
+	// Comments counts the comments not written by the token's own login
+	// (every comment when no token is configured, or its login cannot be
+	// read). GitLab system notes are never counted.
+	Comments int
+	URL      string
+}
+
+func bodyDigest(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// Ticket types of GitLab, where issues and merge requests are numbered
+// apart. GitHub and Gitea number them together and take none.
+const (
+	TypeIssue        = "issue"
+	TypeMergeRequest = "merge_request"
+)
+
+var (
+	fullSHA = regexp.MustCompile(`^(?:[0-9a-f]{40}|[0-9a-f]{64})$`)
+	segment = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
+)
+
+// IsFullSHA reports whether s is a full commit SHA: 40 (or, for SHA-256
+// repositories, 64) lowercase hex digits.
+func IsFullSHA(s string) bool { return fullSHA.MatchString(s) }
+
+// ParseRepo checks a repository name and returns its canonical spelling,
+// lowercased (every provider looks names up without regard to case).
+// GitHub and Gitea take owner/name; GitLab also takes nested groups,
+// group/subgroup/name.
+func ParseRepo(p Provider, s string) (string, error) {
+	parts := strings.Split(s, "/")
+	max := 2
+	if p == GitLab {
+		max = 20
+	}
+	if len(parts) < 2 || len(parts) > max {
+		if p == GitLab {
+			return "", errors.New("must be group/name (or group/subgroup/name)")
+		}
+		return "", errors.New("must be owner/name")
+	}
+	for _, seg := range parts {
+		if !segment.MatchString(seg) || seg == "." || seg == ".." || strings.HasPrefix(seg, ".") && p != GitLab {
+			if p == GitLab {
+				return "", errors.New("must be group/name: letters, digits, . _ and - between the slashes")
+			}
+			return "", errors.New("must be owner/name: letters, digits, . _ and - on each side of the slash")
+		}
+	}
+	return strings.ToLower(s), nil
+}
+
+// ValidRef checks a branch, tag or short SHA given for resolving.
+func ValidRef(s string) error {
+	switch {
+	case s == "":
+		return errors.New("is required")
+	case len(s) > 255:
+		return errors.New("is longer than 255 bytes")
+	case strings.HasPrefix(s, "-") || strings.HasPrefix(s, "/") || strings.HasSuffix(s, "/") ||
+		strings.Contains(s, "..") || strings.Contains(s, "//") || strings.Contains(s, "@{"):
+		return errors.New("is not a valid branch, tag or commit name")
+	}
+	for _, c := range s {
+		if c <= ' ' || c == 0x7f || strings.ContainsRune("~^:?*[\\", c) {
+			return errors.New("is not a valid branch, tag or commit name")
+		}
+	}
+	return nil
+}
+
+// ResolveRef resolves a branch, tag or short SHA of repo to the full
+// SHA of the commit it names now. It reads past the cache: a branch moves.
+// A ref the forge does not know is an error for which IsNotFound holds.
+func (c *Client) ResolveRef(ctx context.Context, repo, ref string, now time.Time) (string, error) {
+	rq := request{ctx: ctx, now: now, maxAge: 0}
+	sha, err := c.api.resolve(rq, repo, ref)
+	if err != nil {
+		return "", c.describe(err, fmt.Sprintf("%q in %s", ref, repo), repo)
+	}
+	sha = strings.ToLower(strings.TrimSpace(sha))
+	if !IsFullSHA(sha) {
+		return "", &Error{Provider: c.provider, Kind: KindUnavailable,
+			msg: fmt.Sprintf("%s answered %.50q for the commit of %q in %s, which is not a commit SHA", c.provider, sha, ref, repo)}
+	}
+	return sha, nil
+}
+
+// Checks returns the checks of commit sha in repo, one per name (see
+// Merge). now is the caller's time and maxAge how old a cached read may
+// be. Zero checks is a valid answer: nothing has reported yet.
+func (c *Client) Checks(ctx context.Context, repo, sha string, now time.Time, maxAge time.Duration) ([]Check, error) {
+	cs, err := c.api.checks(request{ctx: ctx, now: now, maxAge: maxAge}, repo, sha)
+	if err != nil {
+		return nil, c.describe(err, fmt.Sprintf("the checks of %s@%s", repo, short(sha)), repo)
+	}
+	return Merge(cs), nil
+}
+
+// Ticket returns an issue, pull request or merge request. typ is
+// TypeIssue or TypeMergeRequest on GitLab and "" elsewhere.
+func (c *Client) Ticket(ctx context.Context, repo string, number int64, typ string, now time.Time, maxAge time.Duration) (*Ticket, error) {
+	rq := request{ctx: ctx, now: now, maxAge: maxAge}
+	what := fmt.Sprintf("%s#%d", repo, number)
+	if typ == TypeMergeRequest {
+		what = fmt.Sprintf("%s!%d", repo, number)
+	}
+	self, err := c.login(rq)
+	if err != nil {
+		return nil, c.describe(err, "the token's own user", repo)
+	}
+	t, err := c.api.ticket(rq, repo, number, typ, self)
+	if err != nil {
+		return nil, c.describe(err, what, repo)
+	}
+	return t, nil
+}
+
+// login returns the login of the configured token, read once: "" without
+// a token, or when the forge will not say (a GitHub App token cannot read
+// /user).
+func (c *Client) login(rq request) (string, error) {
+	if c.token == "" {
+		return "", nil
+	}
+	c.mu.Lock()
+	if c.self != nil {
+		s := *c.self
+		c.mu.Unlock()
+		return s, nil
+	}
+	c.mu.Unlock()
+	s, err := c.api.self(rq)
+	var fe *Error
+	if errors.As(err, &fe) && (fe.Kind == KindForbidden || fe.Kind == KindNotFound) {
+		s, err = "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	c.self = &s
+	c.mu.Unlock()
+	return s, nil
+}
+
+// describe turns a reader error into the sentence a person reads: what
+// was read, and for a permanent error, what to fix.
+func (c *Client) describe(err error, what, repo string) error {
+	var fe *Error
+	if !errors.As(err, &fe) {
+		return err // the caller's context ended
+	}
+	out := *fe
+	p := c.provider
+	detail := ""
+	if fe.Detail != "" {
+		detail = ": " + fe.Detail
+	}
+	switch fe.Kind {
+	case KindNotFound:
+		out.msg = fmt.Sprintf("%s: %s not found (HTTP %d%s): check the repository, or, if it is private, set %s to a token that can read it",
+			p, what, fe.Status, detail, TokenSetting(p))
+	case KindUnauthorized:
+		if c.token == "" {
+			out.msg = fmt.Sprintf("%s wants a token to read %s (HTTP 401%s): set %s", p, what, detail, TokenSetting(p))
+		} else {
+			out.msg = fmt.Sprintf("%s rejected the configured token reading %s (HTTP 401%s): set a valid token in %s", p, what, detail, TokenSetting(p))
+		}
+	case KindForbidden:
+		out.msg = fmt.Sprintf("%s refused to show %s (HTTP 403%s): give the token in %s read access to %s", p, what, detail, TokenSetting(p), repo)
+	case KindRateLimited:
+		out.msg = fmt.Sprintf("%s rate limit reached; reads resume at %s", p, formatTime(fe.Until))
+	default:
+		if fe.msg != "" {
+			out.msg = fe.msg
+		} else {
+			out.msg = fmt.Sprintf("%s: reading %s: %s", p, what, fe.Detail)
+		}
+	}
+	out.msg = c.redact(out.msg)
+	return &out
+}
+
+// pages reads a listing page by page, handing each body to each; it
+// follows rel="next" links to the configured host only, and reports
+// truncated when MaxPages did not reach the end.
+func (c *Client) pages(rq request, first string, each func(body []byte) error) (truncated bool, err error) {
+	u := first
+	for range MaxPages {
+		resp, err := c.reader.get(rq, u, acceptJSON)
+		if err != nil {
+			return false, err
+		}
+		if err := each(resp.Body); err != nil {
+			return false, err
+		}
+		if resp.Next == "" || !c.sameHost(resp.Next) {
+			return false, nil
+		}
+		u = resp.Next
+	}
+	return true, nil
+}
+
+// tooMany is the error of a check listing longer than MaxPages: judging
+// part of the checks could call a commit green that is not.
+func (c *Client) tooMany() error {
+	return &Error{Provider: c.provider, Kind: KindUnavailable, Detail: fmt.Sprintf("more than %d pages of checks; vigil does not judge part of them", MaxPages)}
+}
+
+func short(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
+}
+
+const acceptJSON = "application/json"
+
+// badJSON is the error of a body that is not what the API documents.
+func (c *Client) badJSON(err error) error {
+	return &Error{Provider: c.provider, Kind: KindUnavailable, Detail: "the answer is not the JSON the API documents: " + c.redact(err.Error())}
+}
+
+// parseTime reads an API timestamp; zero when absent or unreadable.
+func parseTime(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}

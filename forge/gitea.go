@@ -1,0 +1,140 @@
+package forge
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// giteaAPI reads the Gitea (and Forgejo) API: the combined commit status
+// of a commit (which Gitea Actions reports to as well), issues and pull
+// requests (which share one numbering) with their comments.
+type giteaAPI struct{ c *Client }
+
+func (g giteaAPI) authorize(req *http.Request) {
+	if g.c.token != "" {
+		req.Header.Set("Authorization", "token "+g.c.token)
+	}
+}
+
+// resolve reads the commit a ref names: Gitea's git/commits endpoint
+// takes a SHA, a short SHA, a branch or a tag.
+func (g giteaAPI) resolve(rq request, repo, ref string) (string, error) {
+	q := url.Values{"stat": {"false"}, "verification": {"false"}, "files": {"false"}}
+	resp, err := g.c.reader.get(rq, g.c.endpoint(q, repoPath(repo, "git", "commits", ref)...), acceptJSON)
+	if err != nil {
+		return "", err
+	}
+	var commit struct {
+		SHA string `json:"sha"`
+	}
+	if err := json.Unmarshal(resp.Body, &commit); err != nil {
+		return "", g.c.badJSON(err)
+	}
+	return commit.SHA, nil
+}
+
+type giteaCombinedStatus struct {
+	State    string `json:"state"`
+	SHA      string `json:"sha"`
+	Statuses []struct {
+		ID        int64  `json:"id"`
+		Status    string `json:"status"`
+		Context   string `json:"context"`
+		TargetURL string `json:"target_url"`
+		CreatedAt string `json:"created_at"`
+		UpdatedAt string `json:"updated_at"`
+	} `json:"statuses"`
+	TotalCount int `json:"total_count"`
+}
+
+// checks reads the combined status: the latest status of each context.
+// Gitea's states are pending, success, error, failure, warning and
+// skipped; warning and skipped pass (Gitea does not block a merge on
+// them), error and failure fail.
+func (g giteaAPI) checks(rq request, repo, sha string) ([]Check, error) {
+	var out []Check
+	q := url.Values{"limit": {"50"}}
+	truncated, err := g.c.pages(rq, g.c.endpoint(q, repoPath(repo, "commits", sha, "status")...), func(body []byte) error {
+		var page giteaCombinedStatus
+		if err := json.Unmarshal(body, &page); err != nil {
+			return g.c.badJSON(err)
+		}
+		for _, s := range page.Statuses {
+			ch := Check{Name: s.Context, Source: "status", ID: s.ID, URL: s.TargetURL, Result: s.Status,
+				Started: parseTime(s.CreatedAt), Updated: parseTime(s.UpdatedAt)}
+			switch s.Status {
+			case "success", "warning", "skipped":
+				ch.State = StatePassed
+			case "pending":
+				ch.State = StateRunning
+			default: // error, failure
+				ch.State = StateFailed
+			}
+			out = append(out, ch)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if truncated {
+		return nil, g.c.tooMany()
+	}
+	return out, nil
+}
+
+type giteaIssue struct {
+	Number      int64  `json:"number"`
+	Title       string `json:"title"`
+	Body        string `json:"body"`
+	State       string `json:"state"`
+	Comments    int    `json:"comments"`
+	HTMLURL     string `json:"html_url"`
+	PullRequest *struct {
+		Merged bool `json:"merged"`
+		Draft  bool `json:"draft"`
+	} `json:"pull_request"`
+}
+
+func (g giteaAPI) ticket(rq request, repo string, number int64, _ string, self string) (*Ticket, error) {
+	n := strconv.FormatInt(number, 10)
+	resp, err := g.c.reader.get(rq, g.c.endpoint(nil, repoPath(repo, "issues", n)...), acceptJSON)
+	if err != nil {
+		return nil, err
+	}
+	var is giteaIssue
+	if err := json.Unmarshal(resp.Body, &is); err != nil {
+		return nil, g.c.badJSON(err)
+	}
+	t := &Ticket{Kind: "issue", Title: is.Title, State: is.State, URL: is.HTMLURL, Comments: is.Comments, BodySHA256: bodyDigest(is.Body)}
+	if is.PullRequest != nil {
+		t.Kind = "pull_request"
+		t.Draft = is.PullRequest.Draft
+		if is.PullRequest.Merged {
+			t.State = "merged"
+		}
+	}
+	if self == "" || is.Comments == 0 {
+		return t, nil
+	}
+	q := url.Values{"limit": {"50"}}
+	t.Comments, err = countOthers(g.c, rq, g.c.endpoint(q, repoPath(repo, "issues", n, "comments")...), self, is.Comments,
+		func(body []byte) ([]string, error) {
+			var cs []userComment
+			if err := json.Unmarshal(body, &cs); err != nil {
+				return nil, err
+			}
+			logins := make([]string, len(cs))
+			for i, c := range cs {
+				logins[i] = c.User.Login
+			}
+			return logins, nil
+		})
+	return t, err
+}
+
+func (g giteaAPI) self(rq request) (string, error) {
+	return readLogin(g.c, rq, g.c.endpoint(nil, "user"), "login")
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/forge"
 	"github.com/vigil-run/vigil/scheduler"
 )
 
@@ -62,6 +63,9 @@ type Config struct {
 	// DefaultRecipient is the recipient the MCP tools at /mcp act for when
 	// neither a call nor its connection names one; empty means none.
 	DefaultRecipient string
+	// Forges are the providers ci and ticket watches read: per provider
+	// an API base URL (empty leaves it unconfigured) and a token.
+	Forges forge.Settings
 	// Delivery configures push delivery: the SMTP server and default
 	// webhooks by recipient.
 	Delivery DeliveryConfig
@@ -82,6 +86,7 @@ func defaultConfig(getenv func(string) string) Config {
 		ProbeWorkers: scheduler.DefaultWorkers,
 		Roots:        roots,
 		Limits:       vigil.DefaultLimits(),
+		Forges:       forge.DefaultSettings(),
 	}
 }
 
@@ -179,6 +184,10 @@ func (c Config) Validate() error {
 		if err := vigil.ValidName("default_recipient", c.DefaultRecipient, l.MaxNameBytes); err != nil {
 			return err
 		}
+	}
+	// The forges' own check names the key and never shows a token.
+	if err := c.Forges.Validate(); err != nil {
+		return err
 	}
 	if err := c.Delivery.Validate(); err != nil {
 		return err
@@ -332,7 +341,52 @@ func configKeys() []key {
 			show:  func(c Config) string { return c.DefaultRecipient },
 		},
 	}
+	keys = append(keys, forgeKeys()...)
 	return append(keys, deliveryKeys()...)
+}
+
+// forgeKeys are forges.PROVIDER.url and forges.PROVIDER.token for each
+// provider, with the flags --PROVIDER-url and --PROVIDER-token and the
+// environment twins VIGIL_PROVIDER_URL and VIGIL_PROVIDER_TOKEN (SPEC §10).
+func forgeKeys() []key {
+	endpoint := func(c *Config, p forge.Provider) *forge.Endpoint {
+		switch p {
+		case forge.Gitea:
+			return &c.Forges.Gitea
+		case forge.GitLab:
+			return &c.Forges.GitLab
+		}
+		return &c.Forges.GitHub
+	}
+	what := map[forge.Provider]string{
+		forge.GitHub: "API base URL of GitHub, or of GitHub Enterprise (https://HOST/api/v3), for ci and ticket watches; empty turns GitHub off",
+		forge.Gitea:  "base URL of a Gitea or Forgejo (/api/v1 is added if missing) for ci and ticket watches; empty leaves Gitea off",
+		forge.GitLab: "API base URL of GitLab (/api/v4 is added if missing) for ci and ticket watches; empty turns GitLab off",
+	}
+	var ks []key
+	for _, p := range forge.Providers() {
+		up := strings.ToUpper(string(p))
+		ks = append(ks,
+			key{
+				name: "forges." + string(p) + ".url", flagName: string(p) + "-url", envName: "VIGIL_" + up + "_URL",
+				usage: what[p], typ: "url",
+				set:  func(c *Config, s string) error { endpoint(c, p).URL = strings.TrimSpace(s); return nil },
+				show: func(c Config) string { return forge.RedactURL(endpoint(&c, p).URL) },
+			},
+			key{
+				name: "forges." + string(p) + ".token", flagName: string(p) + "-token", envName: "VIGIL_" + up + "_TOKEN",
+				usage: "token for " + string(p) + " reads (prefer the environment or the config file: a flag shows in the process list)", typ: "secret",
+				set: func(c *Config, s string) error { endpoint(c, p).Token = strings.TrimSpace(s); return nil },
+				show: func(c Config) string {
+					if endpoint(&c, p).Token != "" {
+						return "[redacted]"
+					}
+					return ""
+				},
+			},
+		)
+	}
+	return ks
 }
 
 // expandPath expands a leading "~/" and makes the path absolute.
@@ -447,11 +501,17 @@ func (c *Config) loadFile(path string) error {
 	if err != nil {
 		return fmt.Errorf("config file: %w", err)
 	}
-	var m map[string]json.RawMessage
+	var nested map[string]json.RawMessage
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
-	if err := d.Decode(&m); err != nil {
+	if err := d.Decode(&nested); err != nil {
 		return fmt.Errorf("config file %s: not a JSON object: %w", path, err)
+	}
+	// Dotted keys may be spelled nested: {"forges": {"github": {"url": …}}}
+	// is "forges.github.url".
+	m := make(map[string]json.RawMessage, len(nested))
+	if err := flattenKeys("", nested, m, 0); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
 	}
 	byName := make(map[string]key)
 	for _, k := range configKeys() {
@@ -488,6 +548,32 @@ func (c *Config) loadFile(path string) error {
 		if err != nil {
 			return fmt.Errorf("config file %s: %s: %w", path, n, err)
 		}
+	}
+	return nil
+}
+
+// flattenKeys copies the members of an object into out, spelling those of
+// nested objects with dotted keys.
+func flattenKeys(prefix string, in, out map[string]json.RawMessage, depth int) error {
+	for k, v := range in {
+		name := prefix + k
+		if t := bytes.TrimSpace(v); len(t) > 0 && t[0] == '{' {
+			if depth >= 3 {
+				return fmt.Errorf("unknown key %q", name)
+			}
+			var obj map[string]json.RawMessage
+			if err := json.Unmarshal(t, &obj); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			if err := flattenKeys(name+".", obj, out, depth+1); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, dup := out[name]; dup {
+			return fmt.Errorf("key %q is given twice", name)
+		}
+		out[name] = v
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/daemon"
+	"github.com/vigil-run/vigil/forge"
 )
 
 // fakeEnv is an environment for Load.
@@ -51,6 +52,7 @@ func TestDefaultConfig(t *testing.T) {
 		Roots:        []string{"/home/ada"},
 		ProbeWorkers: 8,
 		Limits:       vigil.DefaultLimits(),
+		Forges:       forge.DefaultSettings(),
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("Load with no settings (-want +got):\n%s", diff)

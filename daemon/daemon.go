@@ -30,16 +30,19 @@ import (
 	"github.com/vigil-run/vigil/auth"
 	"github.com/vigil-run/vigil/deliver"
 	"github.com/vigil-run/vigil/engine"
+	"github.com/vigil-run/vigil/forge"
 	"github.com/vigil-run/vigil/httpapi"
 	"github.com/vigil-run/vigil/mcpserver"
 	"github.com/vigil-run/vigil/store/sqlite"
 	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/ci"
 	"github.com/vigil-run/vigil/watcher/command"
 	"github.com/vigil-run/vigil/watcher/file"
 	httpwatch "github.com/vigil-run/vigil/watcher/http"
 	"github.com/vigil-run/vigil/watcher/run"
 	"github.com/vigil-run/vigil/watcher/schedule"
 	"github.com/vigil-run/vigil/watcher/tcp"
+	"github.com/vigil-run/vigil/watcher/ticket"
 	"github.com/vigil-run/vigil/watcher/timer"
 	tokenwatch "github.com/vigil-run/vigil/watcher/token"
 )
@@ -67,6 +70,8 @@ type Daemon struct {
 	kinds []vigil.Kind
 	// runs is the run watcher; its Run wakes a watch when its run ends.
 	runs *run.Watcher
+	// forges are the clients the ci and ticket watchers share.
+	forges *forge.Set
 	// disp runs push deliveries after settlements commit.
 	disp *deliver.Dispatcher
 
@@ -93,6 +98,10 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 // go of it all without running.
 func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	forges, err := forge.New(cfg.Forges, forge.Options{})
+	if err != nil {
 		return nil, err
 	}
 	if logger == nil {
@@ -134,8 +143,13 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 	reg.Register(runs)
 	reg.Register(schedule.New(schedule.Config{AllowExec: cfg.AllowExec, MinEvery: cfg.Limits.MinEvery}))
 	reg.Register(tokenwatch.New(tokenwatch.Config{}))
+	// One forge.Set for both kinds: they share each token's cache,
+	// coalescing and rate-limit state.
+	reg.Register(ci.New(ci.Config{Forges: forges}))
+	reg.Register(ticket.New(ticket.Config{Forges: forges}))
 
 	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, kinds: reg.Kinds(), primed: make(chan struct{})}
+	d.forges = forges
 	// Scoped tokens: authenticated per request (cached briefly; a
 	// revocation here takes effect at once) and re-checked before every
 	// probe of the watches they made.
@@ -319,6 +333,7 @@ func (d *Daemon) Close() error {
 			lerr = nil
 		}
 		d.closeErr = errors.Join(lerr, d.store.Close())
+		d.forges.CloseIdleConnections()
 	})
 	return d.closeErr
 }

@@ -58,7 +58,7 @@ defaults unless given.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return usageErr(errors.New("name a kind: vigil add timer|http|tcp|file|command|KIND --predicate JSON"))
+				return usageErr(errors.New("name a kind: vigil add timer|http|tcp|file|command|ci|ticket|KIND --predicate JSON"))
 			}
 			p, err := f.basePredicate()
 			if err != nil {
@@ -71,7 +71,9 @@ defaults unless given.`,
   vigil add http https://example.com/health --done-path status --done-equals ok
   vigil add tcp localhost:5432
   vigil add file ./build/done.txt
-  vigil add command --wait -- make test`
+  vigil add command --wait -- make test
+  vigil add ci acme/api@main
+  vigil add ticket acme/api#41`
 	fs := cmd.PersistentFlags()
 	f.clientFlags.bind(cmd, true)
 	fs.StringVar(&f.recipient, "for", "", "recipient whose mailbox gets the outcome (VIGIL_RECIPIENT; default your user name)")
@@ -103,6 +105,8 @@ defaults unless given.`,
 		newAddRunCmd(e, f),
 		newAddScheduleCmd(e, f),
 		newAddTokenCmd(e, f),
+		newAddCICmd(e, f),
+		newAddTicketCmd(e, f),
 	)
 	return cmd
 }
@@ -587,4 +591,138 @@ func observationText(o *vigil.Observation) string {
 		b.WriteString(" [permanent]")
 	}
 	return b.String()
+}
+
+func newAddCICmd(e *env, f *addFlags) *cobra.Command {
+	var (
+		repo, sha, provider, stall string
+		checks                     []string
+	)
+	cmd := &cobra.Command{
+		Use:   "ci [OWNER/NAME@REF | --repo OWNER/NAME --sha REF]",
+		Short: "Watch CI on one commit of a GitHub, Gitea or GitLab repository",
+		Long: `Watch CI on one commit: done when every check has finished and passed,
+failed when one failed. Zero checks is never success: right after a push
+there are none yet. REF is a full commit SHA, or a branch, tag or short SHA
+that the daemon resolves to the commit it names now, once: a later push to the
+branch does not change the watch. --check names the checks that decide
+(repeatable); without it every check does. The daemon needs the provider's
+URL (and, for private repositories, a token): see docs/operations.md.`,
+		Example: `  vigil add ci acme/api@main --wait
+  vigil add ci --repo acme/api --sha 3f2a1b0 --check build --check test
+  vigil add ci --provider gitlab group/project@v1.2.0`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := f.basePredicate()
+			if err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				if repo != "" || sha != "" {
+					return usageErr(errors.New("give OWNER/NAME@REF or --repo and --sha, not both"))
+				}
+				r, ref, ok := strings.Cut(args[0], "@")
+				if !ok || r == "" || ref == "" {
+					return usageErr(fmt.Errorf("%q: want OWNER/NAME@REF, like acme/api@main", args[0]))
+				}
+				repo, sha = r, ref
+			}
+			if repo != "" {
+				p["repo"] = repo
+			}
+			if sha != "" {
+				p["sha"] = sha
+			}
+			if p["repo"] == nil || p["sha"] == nil {
+				return usageErr(errors.New("give the commit to watch: vigil add ci OWNER/NAME@REF (or --repo and --sha)"))
+			}
+			if provider != "" {
+				p["provider"] = provider
+			}
+			if len(checks) > 0 {
+				p["checks"] = checks
+			}
+			if stall != "" {
+				p["stall"] = stall
+			}
+			return f.register(cmd, e, vigil.KindCI, p)
+		},
+	}
+	cmd.Flags().StringVar(&repo, "repo", "", "repository, OWNER/NAME (GitLab: GROUP/…/NAME)")
+	cmd.Flags().StringVar(&sha, "sha", "", "commit: a full SHA, or a branch, tag or short SHA to resolve")
+	cmd.Flags().StringVar(&provider, "provider", "", "github (default), gitea or gitlab")
+	cmd.Flags().StringArrayVar(&checks, "check", nil, "a check that decides (repeatable); default every check")
+	cmd.Flags().StringVar(&stall, "stall", "", "report a check queued or running without an update this long (default 30m)")
+	return cmd
+}
+
+func newAddTicketCmd(e *env, f *addFlags) *cobra.Command {
+	var (
+		repo, provider, typ string
+		number              int64
+	)
+	cmd := &cobra.Command{
+		Use:   "ticket OWNER/NAME#NUMBER | GROUP/NAME!NUMBER",
+		Short: "Watch an issue or pull request: one message per change (standing)",
+		Long: `Watch an issue, pull request or merge request until cancelled. The first
+check records it silently; after that, each change a person makes to the
+title, the state, draft, the description or the comments (other than those
+written with the daemon's own token) is one "changed" message in the mailbox.
+GitHub and Gitea number issues and pull requests together: OWNER/NAME#N names
+either. On GitLab OWNER/NAME#N is an issue and OWNER/NAME!N a merge request
+(! implies --provider gitlab).`,
+		Example: `  vigil add ticket acme/api#41
+  vigil add ticket --provider gitea acme/api#7
+  vigil add ticket group/project!12`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := f.basePredicate()
+			if err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				if repo != "" || cmd.Flags().Changed("number") {
+					return usageErr(errors.New("give OWNER/NAME#NUMBER or --repo and --number, not both"))
+				}
+				i := strings.LastIndexAny(args[0], "#!")
+				if i <= 0 || i == len(args[0])-1 {
+					return usageErr(fmt.Errorf("%q: want OWNER/NAME#NUMBER, like acme/api#41", args[0]))
+				}
+				n, err := strconv.ParseInt(args[0][i+1:], 10, 64)
+				if err != nil {
+					return usageErr(fmt.Errorf("%q: %q is not an issue number", args[0], args[0][i+1:]))
+				}
+				repo, number = args[0][:i], n
+				if args[0][i] == '!' {
+					if typ == "" {
+						typ = "merge_request"
+					}
+					if provider == "" && p["provider"] == nil {
+						provider = "gitlab"
+					}
+				}
+			}
+			if repo != "" {
+				p["repo"] = repo
+			}
+			if len(args) == 1 || cmd.Flags().Changed("number") {
+				p["number"] = number
+			}
+			if p["repo"] == nil || p["number"] == nil {
+				return usageErr(errors.New("give the ticket to watch: vigil add ticket OWNER/NAME#NUMBER (or --repo and --number)"))
+			}
+			if provider != "" {
+				p["provider"] = provider
+			}
+			if typ != "" {
+				p["type"] = typ
+			}
+			return f.register(cmd, e, vigil.KindTicket, p)
+		},
+	}
+	cmd.Flags().StringVar(&repo, "repo", "", "repository, OWNER/NAME (GitLab: GROUP/…/NAME)")
+	cmd.Flags().Int64Var(&number, "number", 0, "issue, pull request or merge request number")
+	cmd.Flags().StringVar(&provider, "provider", "", "github (default), gitea or gitlab")
+	cmd.Flags().StringVar(&typ, "type", "", "GitLab only: issue (default) or merge_request")
+	return cmd
 }

@@ -307,6 +307,9 @@ func answer(st Status, tail int) (vigil.Observation, error) {
 		facts["exit_code"] = *st.ExitCode
 		return vigil.Observation{Verdict: vigil.VerdictFailed, Summary: fmt.Sprintf("exited %d after %s", *st.ExitCode, dur), Facts: facts}, nil
 	}
+	if st.Signal == "" {
+		return vigil.Observation{Verdict: vigil.VerdictFailed, Summary: "ended without an exit code after " + dur, Facts: facts}, nil
+	}
 	facts["signal"] = st.Signal
 	summary := fmt.Sprintf("killed by %s after %s", st.Signal, dur)
 	if st.Terminated {

@@ -239,3 +239,50 @@ func TestRunRefusals(t *testing.T) {
 		t.Errorf("Admit without exec = %v", err)
 	}
 }
+
+// TestProbeReadsTheRunDirectory: a probe answers from the files alone: a
+// status file settles the watch; a pid file nobody locks, with no status,
+// is a supervisor that died without a word.
+func TestProbeReadsTheRunDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	w := newWatcher(t, dir, nil)
+	pred := json.RawMessage(`{"argv":["true"],"tail":4}`)
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	code := func(n int) *int { return &n }
+	tests := []struct {
+		name    string
+		st      *run.Status
+		verdict vigil.Verdict
+		summary string
+	}{
+		{"exit 0", &run.Status{ExitCode: code(0), Tail: "all done\n"}, vigil.VerdictSatisfied, "exited 0 after 1m30s"},
+		{"exit 2", &run.Status{ExitCode: code(2)}, vigil.VerdictFailed, "exited 2 after 1m30s"},
+		{"signal", &run.Status{Signal: "SIGKILL"}, vigil.VerdictFailed, "killed by SIGKILL after 1m30s"},
+		{"deadline", &run.Status{Signal: "SIGTERM", Terminated: true}, vigil.VerdictFailed, "terminated by vigil (SIGTERM) after 1m30s"},
+		{"could not start", &run.Status{Error: "starting x: permission denied"}, vigil.VerdictUnavailable, ""},
+		{"supervisor gone", nil, vigil.VerdictUnavailable, ""},
+	}
+	for i, tt := range tests {
+		id := fmt.Sprintf("W%d", i)
+		if tt.st != nil {
+			tt.st.WatchID, tt.st.StartedAt, tt.st.EndedAt = id, t0, t0.Add(90*time.Second)
+			b, _ := json.Marshal(tt.st)
+			if err := os.WriteFile(filepath.Join(dir, id+".json"), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.WriteFile(filepath.Join(dir, id+".pid"), []byte(`{"supervisor":1,"pid":2}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		obs, err := watcher.Run(context.Background(), w, watcher.Probe{WatchID: id, Kind: vigil.KindRun, Predicate: pred})
+		if err != nil || obs.Verdict != tt.verdict || obs.Summary != tt.summary {
+			t.Errorf("%s: %+v, %v; want %s %q", tt.name, obs, err, tt.verdict, tt.summary)
+		}
+		if tt.verdict == vigil.VerdictUnavailable && !obs.Permanent {
+			t.Errorf("%s: %+v, want a permanent answer", tt.name, obs)
+		}
+		if tt.name == "exit 0" && obs.Facts["tail"] != "…\n" {
+			t.Errorf("tail %q, want the predicate's last 4 bytes, the cut marked", obs.Facts["tail"])
+		}
+	}
+}

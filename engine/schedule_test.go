@@ -10,11 +10,13 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/run"
 	"github.com/vigil-run/vigil/watcher/schedule"
 )
 
 func newScheduleEnv(t *testing.T) *env {
-	return newEnv(t, envOpts{watchers: []watcher.Watcher{schedule.New(schedule.Config{AllowExec: true})}})
+	return newEnv(t, envOpts{watchers: []watcher.Watcher{schedule.New(schedule.Config{AllowExec: true}),
+		run.New(run.Config{AllowExec: true, Dir: t.TempDir()})}})
 }
 
 func read(t *testing.T, v *env, reader string) []*vigil.Message {
@@ -95,22 +97,31 @@ func TestScheduleSkipsOverlappingFire(t *testing.T) {
 	}
 }
 
-// TestScheduleRefusalsWriteNothing: bad input is refused at registration
-// with its code, and nothing reaches the store.
+// TestScheduleRefusalsWriteNothing: bad input to the schedule and run
+// kinds, and a registration from too deep a chain, are refused at
+// registration with their code, and nothing reaches the store.
 func TestScheduleRefusalsWriteNothing(t *testing.T) {
 	t.Parallel()
 	v := newScheduleEnv(t)
 	long := `["x"` + strings.Repeat(`,"x"`, 300) + `]`
 	for _, tt := range []struct {
+		kind  vigil.Kind
 		pred  string
 		code  vigil.Code
 		field string
 	}{
-		{`{"cron":"61 * * * *","argv":["date"]}`, vigil.CodeInvalidPredicate, "predicate.cron"},
-		{`{"every":"1h","argv":` + long + `}`, vigil.CodeInvalidPredicate, "predicate.argv"},
-		{`{"every":"10ms","argv":["date"]}`, vigil.CodeIntervalTooSmall, "predicate.every"},
+		{vigil.KindSchedule, `{"cron":"61 * * * *","argv":["date"]}`, vigil.CodeInvalidPredicate, "predicate.cron"},
+		{vigil.KindSchedule, `{"every":"1h","argv":` + long + `}`, vigil.CodeInvalidPredicate, "predicate.argv"},
+		{vigil.KindSchedule, `{"every":"10ms","argv":["date"]}`, vigil.CodeIntervalTooSmall, "predicate.every"},
+		{vigil.KindRun, `{"argv":` + long + `}`, vigil.CodeInvalidPredicate, "predicate.argv"},
+		{vigil.KindRun, `{"argv":["date"],"tail":-1}`, vigil.CodeInvalidPredicate, "predicate.tail"},
+		{vigil.KindSchedule, `{"every":"1h","argv":["date"]}`, vigil.CodeChainTooDeep, ""},
 	} {
-		_, err := v.eng.Register(v.ctx, vigil.RegisterRequest{Kind: vigil.KindSchedule, Recipient: "r", Predicate: obj(tt.pred)})
+		r := vigil.RegisterRequest{Kind: tt.kind, Recipient: "r", Predicate: obj(tt.pred)}
+		if tt.code == vigil.CodeChainTooDeep {
+			r.ChainDepth = 4
+		}
+		_, err := v.eng.Register(v.ctx, r)
 		if vigil.ErrorCode(err) != tt.code || vigil.ErrorField(err) != tt.field {
 			t.Errorf("Register(%.50s) = %v, want %s on %s", tt.pred, err, tt.code, tt.field)
 		}

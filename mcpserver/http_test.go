@@ -266,13 +266,5 @@ func TestHTTPSubscription(t *testing.T) {
 	if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: uri}); err != nil {
 		t.Fatalf("Subscribe(%s): %v", uri, err)
 	}
-	callOK[watchResult](t, cs, "watch_create", map[string]any{"kind": "http", "predicate": map[string]any{"url": "https://example.com/"}, "observe": false})
-	select {
-	case got := <-updated:
-		if got != uri {
-			t.Errorf("resources/updated for %s, want %s", got, uri)
-		}
-	case <-time.After(eventually):
-		t.Fatal("no resources/updated notification after the watch settled")
-	}
+	settleUntilNotified(t, cs, updated, uri)
 }

@@ -28,7 +28,6 @@ package mcpserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -120,10 +119,21 @@ func New(svc vigil.Service, opts *Options) *mcp.Server {
 // waits in flight end at once, so Run returns promptly.
 func Run(ctx context.Context, svc vigil.Service, opts *Options, t mcp.Transport) error {
 	s := newServer(svc, opts, false)
-	stop := context.AfterFunc(ctx, s.closeWaits)
-	defer stop()
 	defer s.subs.closeAll()
-	return s.srv.Run(ctx, t)
+	ss, err := s.srv.Connect(ctx, t, nil)
+	if err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() {
+		s.closeWaits()
+		_ = ss.Close()
+	})
+	defer stop()
+	err = ss.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 func newServer(svc vigil.Service, opts *Options, overHTTP bool) *server {
@@ -238,18 +248,19 @@ func (e *toolError) Error() string {
 	return s
 }
 
-// asToolError maps an error from the service to a tool error. A caller's
-// own cancellation passes through unchanged.
+// asToolError maps an error from the service to a tool error. A call cut
+// short because its caller went away passes through unchanged.
 func (s *server) asToolError(ctx context.Context, tool string, err error) error {
 	if err == nil {
 		return nil
 	}
 	if ctx.Err() != nil {
-		if cause := context.Cause(ctx); cause == error(errShuttingDown) {
-			err = cause
-		} else if errors.Is(err, ctx.Err()) {
+		// The server is closing, or the caller went away: nobody is
+		// left to read the answer but the former.
+		if cause := context.Cause(ctx); cause != error(errShuttingDown) {
 			return err
 		}
+		err = errShuttingDown
 	}
 	code := vigil.ErrorCode(err)
 	if code == vigil.CodeInternal {

@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -278,17 +279,7 @@ func TestInboxResource(t *testing.T) {
 			if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: uri}); err != nil {
 				t.Fatalf("Subscribe(%s): %v", uri, err)
 			}
-			// Without observe, the http fake settles at its first probe
-			// and the outcome is mailed.
-			w := callOK[watchResult](t, cs, "watch_create", map[string]any{"kind": "http", "predicate": map[string]any{"url": "https://example.com/"}, "observe": false}).Watch
-			select {
-			case got := <-updated:
-				if got != uri {
-					t.Errorf("resources/updated for %s, want %s", got, uri)
-				}
-			case <-time.After(eventually):
-				t.Fatal("no resources/updated notification after the watch settled")
-			}
+			ids := settleUntilNotified(t, cs, updated, uri)
 			res, err := cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: uri})
 			if err != nil {
 				t.Fatalf("ReadResource: %v", err)
@@ -297,17 +288,48 @@ func TestInboxResource(t *testing.T) {
 			if len(res.Contents) != 1 || json.Unmarshal([]byte(res.Contents[0].Text), &inbox) != nil {
 				t.Fatalf("ReadResource = %+v, want one JSON content", res.Contents)
 			}
-			if len(inbox.Messages) != 1 || inbox.Messages[0].WatchID != w.ID || inbox.Messages[0].Type != vigil.MessageFired {
-				t.Errorf("inbox resource = %+v, want the fired message of %s", inbox, w.ID)
+			if len(inbox.Messages) != len(ids) {
+				t.Errorf("inbox resource has %d messages, want the %d fired ones", len(inbox.Messages), len(ids))
+			}
+			for i, m := range inbox.Messages {
+				if i < len(ids) && (m.WatchID != ids[i] || m.Type != vigil.MessageFired) {
+					t.Errorf("inbox resource message %d = %+v, want the fired message of %s", i, m, ids[i])
+				}
 			}
 			// Reading the resource marks nothing read.
-			if got := callOK[inboxResult](t, cs, "inbox_read", map[string]any{}); len(got.Messages) != 1 {
-				t.Errorf("inbox_read after reading the resource = %+v, want the message still unread", got.Messages)
+			if got := callOK[inboxResult](t, cs, "inbox_read", map[string]any{}); len(got.Messages) != len(ids) {
+				t.Errorf("inbox_read after reading the resource = %+v, want the messages still unread", got.Messages)
 			}
 			if err := cs.Unsubscribe(t.Context(), &mcp.UnsubscribeParams{URI: uri}); err != nil {
 				t.Errorf("Unsubscribe: %v", err)
 			}
 		})
+	}
+}
+
+// settleUntilNotified settles watches (the http fake settles at its first
+// probe, and without observe the outcome is mailed) until a
+// resources/updated notification for uri arrives, and returns their ids.
+// Under subscriptions/listen, Subscribe returns before the server has
+// acknowledged, so the first message may land before the subscription.
+func settleUntilNotified(t *testing.T, cs *mcp.ClientSession, updated <-chan string, uri string) []string {
+	t.Helper()
+	var ids []string
+	deadline := time.After(eventually)
+	for {
+		w := callOK[watchResult](t, cs, "watch_create", map[string]any{"kind": "http",
+			"predicate": map[string]any{"url": fmt.Sprintf("https://example.com/%d", len(ids))}, "observe": false}).Watch
+		ids = append(ids, w.ID)
+		select {
+		case got := <-updated:
+			if got != uri {
+				t.Errorf("resources/updated for %s, want %s", got, uri)
+			}
+			return ids
+		case <-time.After(200 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no resources/updated notification after watches settled")
+		}
 	}
 }
 

@@ -131,14 +131,17 @@ func (s Status) String() string {
 type Notifier struct {
 	cfg  Config
 	log  *slog.Logger
-	fsw  *fsnotify.Watcher
-	off  string // why events cannot be had at all, if they cannot
 	kick chan struct{}
 
-	mu   sync.Mutex
-	ids  map[string]*watch
-	dirs map[string]map[*watch]struct{}
-	h    wakeHeap
+	mu sync.Mutex
+	// fsw is made by the first registration and closed by Run on its way
+	// out (stopped), so a notifier that never runs holds nothing.
+	fsw     *fsnotify.Watcher
+	off     string // why events cannot be had at all, if they cannot
+	stopped bool
+	ids     map[string]*watch
+	dirs    map[string]map[*watch]struct{}
+	h       wakeHeap
 }
 
 // watch is one registered watch.
@@ -158,8 +161,9 @@ type watch struct {
 	index int // in the heap; -1 when not
 }
 
-// New returns a notifier. It makes the fsnotify watcher at once, so
-// watches may register before Run starts; call Run, which closes it.
+// New returns a notifier. The fsnotify watcher is made when the first
+// watch registers (which may be before Run starts: events wait for it)
+// and closed when Run returns.
 func New(cfg Config) *Notifier {
 	if cfg.NowFunc == nil {
 		cfg.NowFunc = time.Now
@@ -175,34 +179,77 @@ func New(cfg Config) *Notifier {
 		ids:  make(map[string]*watch),
 		dirs: make(map[string]map[*watch]struct{}),
 	}
-	switch {
-	case cfg.Disabled:
+	if cfg.Disabled {
 		n.off = "file system events are turned off"
-	default:
-		fsw, err := fsnotify.NewWatcher()
-		if err != nil {
-			n.off = "inotify is unavailable (" + describe(err) + ")"
-			n.log.Warn("file system events are unavailable: folder and file watches poll", "err", err)
-		} else {
-			n.fsw = fsw
-		}
 	}
 	return n
+}
+
+// startLocked makes the fsnotify watcher if there is none yet, and
+// reports whether there is one.
+func (n *Notifier) startLocked() bool {
+	switch {
+	case n.fsw != nil:
+		return true
+	case n.off != "":
+		return false
+	case n.stopped:
+		n.off = "the notifier has stopped"
+		return false
+	}
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		n.off = "inotify is unavailable (" + describe(err) + ")"
+		n.log.Warn("file system events are unavailable: folder and file watches poll", "err", err)
+		return false
+	}
+	n.fsw = fsw
+	n.signal() // a running loop starts reading it
+	return true
+}
+
+// close stops the notifier for good and closes its fsnotify watcher.
+func (n *Notifier) close() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.stopped = true
+	if n.fsw != nil {
+		n.fsw.Close()
+	}
+}
+
+// lost gives up on an fsnotify watcher whose channels closed under it:
+// from their next probe on, watches poll and say why.
+func (n *Notifier) lost() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.fsw != nil {
+		n.fsw.Close()
+		n.fsw = nil
+	}
+	n.off = "the file system watcher stopped"
+	n.log.Error("file system events stopped: folder and file watches poll")
+}
+
+// channels returns the fsnotify watcher's channels; nil before it is made.
+func (n *Notifier) channels() (<-chan fsnotify.Event, <-chan error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.fsw == nil {
+		return nil, nil
+	}
+	return n.fsw.Events, n.fsw.Errors
 }
 
 // Run reads events and fires wakes until ctx ends, then closes the
 // fsnotify watcher and returns nil.
 func (n *Notifier) Run(ctx context.Context) error {
-	var events <-chan fsnotify.Event
-	var errs <-chan error
-	if n.fsw != nil {
-		defer n.fsw.Close()
-		events, errs = n.fsw.Events, n.fsw.Errors
-	}
+	defer n.close()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
 	for {
+		events, errs := n.channels()
 		var timerC <-chan time.Time
 		if next, ok := n.nextWake(); ok {
 			timer.Reset(max(next.Sub(n.cfg.NowFunc()), 0))
@@ -213,7 +260,7 @@ func (n *Notifier) Run(ctx context.Context) error {
 		select {
 		case ev, ok := <-events:
 			if !ok {
-				events = nil
+				n.lost()
 				continue
 			}
 			n.handle(ev)
@@ -233,7 +280,7 @@ func (n *Notifier) Run(ctx context.Context) error {
 			n.Tick(n.cfg.NowFunc())
 		case err, ok := <-errs:
 			if !ok {
-				errs = nil
+				n.lost()
 				continue
 			}
 			if errors.Is(err, fsnotify.ErrEventOverflow) {
@@ -307,7 +354,7 @@ func (n *Notifier) Watch(id string, now time.Time, t Target) Status {
 // registerLocked makes the watched directories of w match dirs.
 func (n *Notifier) registerLocked(w *watch, dirs []string, now time.Time) Status {
 	switch {
-	case n.off != "":
+	case !n.startLocked():
 		n.detachAllLocked(w)
 		return Status{Reason: n.off}
 	case len(dirs) == 0:

@@ -39,9 +39,7 @@ func newTestNotifier(t *testing.T, cfg Config) (*Notifier, *pokes) {
 	cfg.PokeFunc = p.poke
 	cfg.NowFunc = func() time.Time { return t0 }
 	n := New(cfg)
-	if n.fsw != nil {
-		t.Cleanup(func() { n.fsw.Close() })
-	}
+	t.Cleanup(n.close)
 	return n, p
 }
 

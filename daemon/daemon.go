@@ -6,8 +6,10 @@
 //
 // A daemon keeps its state in its data directory: the database vigil.db
 // and admin.token, the admin's bearer token (mode 0600), written on the
-// first start and reused after; and run/, where the supervisors of run
-// watches record how their commands ended (see package watcher/run).
+// first start and reused after; run/, where the supervisors of run
+// watches record how their commands ended (see package watcher/run); and
+// folder/, the previous contents of the files folder watches diff against
+// (see package watcher/folder).
 package daemon
 
 import (
@@ -74,6 +76,8 @@ type Daemon struct {
 	forges *forge.Set
 	// disp runs push deliveries after settlements commit.
 	disp *deliver.Dispatcher
+	// fs wakes folder and file watches on file system events.
+	fs *fsWake
 
 	ready     atomic.Bool
 	primed    chan struct{}
@@ -134,7 +138,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 	reg.Register(timer.New(timer.Config{}))
 	reg.Register(httpwatch.New(httpwatch.Config{DenyPrivate: cfg.DenyPrivate}))
 	reg.Register(tcp.New(tcp.Config{DenyPrivate: cfg.DenyPrivate}))
-	reg.Register(file.New(file.Config{Roots: cfg.Roots}))
+	// One file system notifier wakes folder and file watches.
+	fs := newFSWake(cfg, logger)
+	reg.Register(file.New(file.Config{Roots: cfg.Roots, Waker: fs.n}))
+	reg.Register(fs.folders)
 	reg.Register(command.New(command.Config{AllowExec: cfg.AllowExec}))
 	// A run that ends pokes its watch; the engine exists only below.
 	var poke func(id string)
@@ -174,6 +181,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 		DeliverPolicy: policy,
 	})
 	d.runs, poke = runs, d.eng.Poke
+	d.fs, fs.eng = fs, d.eng
 	d.api = httpapi.New(httpapi.Options{
 		Service:          d.eng,
 		AdminToken:       token,
@@ -303,6 +311,16 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			return nil
 		}
 		return d.runs.Run(engCtx)
+	})
+	g.Go(func() error {
+		// File system events wake folder and file watches, once the
+		// scheduler holds them.
+		select {
+		case <-d.primed:
+		case <-engCtx.Done():
+			return nil
+		}
+		return d.fs.run(engCtx, d.store)
 	})
 	g.Go(func() error {
 		<-gctx.Done()

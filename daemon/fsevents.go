@@ -1,0 +1,79 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"path/filepath"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/engine"
+	"github.com/vigil-run/vigil/watcher/folder"
+	"github.com/vigil-run/vigil/watcher/fsevent"
+)
+
+// FolderDir names the directory in the data dir where folder watches keep
+// the previous contents of the files they diff against.
+const FolderDir = "folder"
+
+// fsWake is the file system side of the daemon: ONE notifier that wakes
+// folder and file watches on file system events, and the folder watcher,
+// whose kept contents follow its watches.
+type fsWake struct {
+	log     *slog.Logger
+	n       *fsevent.Notifier
+	folders *folder.Watcher
+	// eng is set once the engine exists; the notifier reaches it only
+	// from Run, which starts after.
+	eng *engine.Engine
+}
+
+func newFSWake(cfg Config, logger *slog.Logger) *fsWake {
+	f := &fsWake{log: logger.With("component", "fsevent")}
+	f.n = fsevent.New(fsevent.Config{
+		Logger:   logger,
+		PokeFunc: func(id string) { f.eng.Poke(id) },
+		ActiveFunc: func(id string) bool {
+			_, _, ok := f.eng.Scheduler().Info(id)
+			return ok
+		},
+		DropFunc: func(id string) { f.folders.Forget(id) },
+	})
+	f.folders = folder.New(folder.Config{
+		Roots:     cfg.Roots,
+		AllowExec: cfg.AllowExec,
+		Waker:     f.n,
+		BlobDir:   filepath.Join(cfg.DataDir, FolderDir),
+	})
+	return f
+}
+
+// run wakes every pending folder watch (spread over the polling interval:
+// the scheduler re-arms them inside their long event-driven interval, and
+// nothing watches their folders until they are probed), lets go of the
+// kept contents of watches that are gone, and then runs the notifier
+// until ctx ends. Call it once the engine is primed.
+func (f *fsWake) run(ctx context.Context, st vigil.Store) error {
+	entries, err := st.WatchListPending(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		f.log.Error("listing pending folder watches; they wake at their interval", "err", err)
+	} else {
+		pending := make(map[string]bool)
+		now := time.Now()
+		for _, e := range entries {
+			if e.Kind != vigil.KindFolder {
+				continue
+			}
+			pending[e.ID] = true
+			f.n.WakeAt(e.ID, now.Add(time.Duration(rand.Int64N(int64(folder.PollEvery)))))
+		}
+		if err := f.folders.Sweep(func(id string) bool { return pending[id] }); err != nil {
+			f.log.Warn("removing the kept contents of ended folder watches", "err", err)
+		}
+	}
+	return f.n.Run(ctx)
+}

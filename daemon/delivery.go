@@ -57,6 +57,10 @@ type DeliveryConfig struct {
 	// that names no webhook is posted to this URL (webhooks,
 	// "RECIPIENT=URL,…").
 	Webhooks map[string]string
+	// WebhookSecrets are signing secrets by recipient (webhook_secrets,
+	// "RECIPIENT=whsec_…,…"): they sign the recipient's webhooks that give
+	// no secret of their own, instead of the daemon's.
+	WebhookSecrets map[string]string
 }
 
 // Validate names the first delivery setting that cannot work; it never
@@ -80,6 +84,14 @@ func (c DeliveryConfig) Validate() error {
 		}
 		if _, err := (deliver.Policy{}).Canonicalize([]byte(`{"webhook":{"url":`+strconv.Quote(u)+`}}`), true); err != nil {
 			return fmt.Errorf("webhooks: the URL for %s must be an absolute http:// or https:// URL", r)
+		}
+	}
+	for r, sec := range c.WebhookSecrets {
+		if err := vigil.ValidName("webhook_secrets", r, 256); err != nil {
+			return fmt.Errorf("webhook_secrets: recipient %q is not a valid recipient name", r)
+		}
+		if _, err := deliver.SecretKey(sec); err != nil {
+			return fmt.Errorf("webhook_secrets: the secret for %s %v", r, err)
 		}
 	}
 	return nil
@@ -140,24 +152,45 @@ func deliveryKeys() []key {
 				sort.Strings(out)
 				return strings.Join(out, ",")
 			}},
+		{name: "webhook_secrets", usage: "webhook signing secrets by recipient, RECIPIENT=whsec_… separated by commas (prefer the environment or the config file)", typ: "secret",
+			set: func(c *Config, s string) error {
+				return setPairs(&c.Delivery.WebhookSecrets, strings.Split(s, ","), "RECIPIENT=whsec_…")
+			},
+			list: func(c *Config, v []string) error {
+				return setPairs(&c.Delivery.WebhookSecrets, v, "RECIPIENT=whsec_…")
+			},
+			show: func(c Config) string {
+				var out []string
+				for r := range c.Delivery.WebhookSecrets {
+					out = append(out, r+"=[redacted]")
+				}
+				sort.Strings(out)
+				return strings.Join(out, ",")
+			}},
 	}
 }
 
 func setWebhooks(c *Config, items []string) error {
-	c.Delivery.Webhooks = nil
+	return setPairs(&c.Delivery.Webhooks, items, "RECIPIENT=URL")
+}
+
+// setPairs reads RECIPIENT=VALUE entries into *m; the error never quotes
+// a value.
+func setPairs(m *map[string]string, items []string, form string) error {
+	*m = nil
 	for _, it := range items {
 		it = strings.TrimSpace(it)
 		if it == "" {
 			continue
 		}
-		r, u, ok := strings.Cut(it, "=")
-		if !ok || r == "" || u == "" {
-			return errors.New("each entry must be RECIPIENT=URL")
+		r, v, ok := strings.Cut(it, "=")
+		if !ok || strings.TrimSpace(r) == "" || strings.TrimSpace(v) == "" {
+			return errors.New("each entry must be " + form)
 		}
-		if c.Delivery.Webhooks == nil {
-			c.Delivery.Webhooks = map[string]string{}
+		if *m == nil {
+			*m = map[string]string{}
 		}
-		c.Delivery.Webhooks[strings.TrimSpace(r)] = strings.TrimSpace(u)
+		(*m)[strings.TrimSpace(r)] = strings.TrimSpace(v)
 	}
 	return nil
 }
@@ -239,7 +272,8 @@ func newDispatcher(cfg Config, store vigil.Store, log *slog.Logger) (*deliver.Di
 	for r, u := range cfg.Delivery.Webhooks {
 		defaults[r] = deliver.WebhookOptions{URL: u}
 	}
-	d := deliver.New(deliver.Config{Store: store, Channels: chans, RecipientWebhooks: defaults, Logger: log,
+	d := deliver.New(deliver.Config{Store: store, Channels: chans, RecipientWebhooks: defaults,
+		RecipientSecrets: cfg.Delivery.WebhookSecrets, Logger: log,
 		ResumeWindow: cfg.Limits.RetentionWatches})
 	return d, policy, nil
 }

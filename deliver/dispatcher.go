@@ -34,6 +34,10 @@ type Config struct {
 	// RecipientWebhooks are default webhooks by recipient, for watches
 	// that name none.
 	RecipientWebhooks map[string]WebhookOptions
+	// RecipientSecrets are webhook signing secrets by recipient: they sign
+	// the webhooks of the recipient's watches that give no secret of their
+	// own (else the webhook channel's own secrets sign).
+	RecipientSecrets map[string]string
 	// NowFunc is the clock; nil means time.Now. Retry waits use timers, so
 	// tests run the dispatcher inside testing/synctest.
 	NowFunc func() time.Time
@@ -99,7 +103,8 @@ func (d *Dispatcher) signal() {
 }
 
 // Options returns a watch's delivery options with its recipient's default
-// webhook filled in when it names none.
+// webhook filled in when it names none, and its recipient's secret when
+// the webhook gives none.
 func (d *Dispatcher) Options(w *vigil.Watch) (Options, error) {
 	o, err := ParseOptions(w.Deliver)
 	if err != nil {
@@ -108,6 +113,13 @@ func (d *Dispatcher) Options(w *vigil.Watch) (Options, error) {
 	if o.Webhook == nil {
 		if def, ok := d.cfg.RecipientWebhooks[w.Recipient]; ok {
 			o.Webhook = &def
+		}
+	}
+	if o.Webhook != nil && o.Webhook.Secret == "" {
+		if s, ok := d.cfg.RecipientSecrets[w.Recipient]; ok {
+			wh := *o.Webhook
+			wh.Secret = s
+			o.Webhook = &wh
 		}
 	}
 	return o, nil

@@ -302,3 +302,40 @@ func TestSecretsNeverShown(t *testing.T) {
 		}
 	})
 }
+
+// TestSecretOrder: a watch's own secret signs; else its recipient's; else
+// the daemon's. A recipient's default webhook serves watches naming none.
+func TestSecretOrder(t *testing.T) {
+	const recipientSecret = "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXh5eg=="
+	const watchSecret = "whsec_d2F0Y2gtd2F0Y2gtd2F0Y2gtd2F0Y2gtd2F0Y2g="
+	synctest.Test(t, func(t *testing.T) {
+		r := build(t, memstore.New(), func(int) (int, bool, bool) { return http.StatusOK, false, false }, nil)
+		ch, _ := webhook.New(webhook.Config{Client: &http.Client{Transport: r.rv}, Secrets: []string{testSecret}})
+		r.d = deliver.New(deliver.Config{Store: r.st, Channels: map[string]deliver.Channel{deliver.ChannelWebhook: ch},
+			RecipientSecrets:  map[string]string{"agent-7": recipientSecret},
+			RecipientWebhooks: map[string]deliver.WebhookOptions{"agent-7": {URL: "https://default.example/in"}}})
+		startRun(t, r)
+		for _, c := range []struct{ id, opts, secret string }{
+			{"own", `{"webhook":{"secret":"` + watchSecret + `","url":"https://hooks.example/in"}}`, watchSecret},
+			{"recipients", hookOpts, recipientSecret},
+			{"default", "", recipientSecret},
+		} {
+			w, m := settled(t, r.st, c.id, c.opts, vigil.StateFired)
+			r.d.Deliver(w, m)
+			synctest.Wait()
+			got := r.rv.requests()
+			last := got[len(got)-1]
+			h := http.Header{}
+			h.Set(webhook.HeaderID, last.id)
+			h.Set(webhook.HeaderTimestamp, last.ts)
+			h.Set(webhook.HeaderSignature, last.sig)
+			if last.id != m.ID {
+				t.Fatalf("%s: no request for it", c.id)
+			}
+			if err := webhook.Verify(c.secret, h, last.body, time.Now(), 0); err != nil {
+				t.Errorf("%s: signed with the wrong secret: %v", c.id, err)
+			}
+		}
+		r.stop()
+	})
+}

@@ -1,0 +1,65 @@
+package daemon_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vigil-run/vigil/daemon"
+)
+
+// TestDeliverySettings: the smtp.* keys, webhooks and webhook_secrets read
+// from the environment; bad ones are refused naming the key and never
+// quoting a password or secret.
+func TestDeliverySettings(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXh5eg=="
+	env := map[string]string{"HOME": "/home/ada",
+		"VIGIL_SMTP_HOST": "mail.example.com", "VIGIL_SMTP_PORT": "2525", "VIGIL_SMTP_USER": "vigil",
+		"VIGIL_SMTP_PASSWORD": "pw-s3cret", "VIGIL_SMTP_FROM": "vigil@example.com", "VIGIL_SMTP_STARTTLS": "false",
+		"VIGIL_WEBHOOKS": "agent-7=https://hooks.example/a, ops=https://hooks.example/o", "VIGIL_WEBHOOK_SECRETS": "agent-7=" + secret}
+	c, err := daemon.Load(nil, fakeEnv(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate() = %v", err)
+	}
+	s := c.Delivery.SMTP
+	if s.Host != "mail.example.com" || s.Port != 2525 || s.User != "vigil" || s.Password != "pw-s3cret" || s.From != "vigil@example.com" || !s.NoStartTLS {
+		t.Errorf("SMTP = %+v", s)
+	}
+	if c.Delivery.Webhooks["ops"] != "https://hooks.example/o" || c.Delivery.WebhookSecrets["agent-7"] != secret {
+		t.Errorf("Delivery = %+v", c.Delivery)
+	}
+	for _, tc := range []struct{ key, value, want string }{
+		{"VIGIL_WEBHOOK_SECRETS", "agent-7=whsec_bm90LWVub3VnaA==", "webhook_secrets"},
+		{"VIGIL_WEBHOOK_SECRETS", "agent-7", "RECIPIENT=whsec_"},
+		{"VIGIL_WEBHOOKS", "agent-7=ftp://x", "webhooks"},
+		{"VIGIL_SMTP_PORT", "70000", "smtp.port"},
+		{"VIGIL_SMTP_FROM", "Vigil <v@example.com>", "smtp.from"},
+	} {
+		bad := map[string]string{"HOME": "/home/ada", "VIGIL_SMTP_HOST": "mail.example.com", "VIGIL_SMTP_PASSWORD": "pw-s3cret", tc.key: tc.value}
+		c, err := daemon.Load(nil, fakeEnv(bad))
+		if err == nil {
+			err = c.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s=%s: %v, want an error naming %s", tc.key, tc.value, err, tc.want)
+			continue
+		}
+		if strings.Contains(err.Error(), "pw-s3cret") || strings.Contains(err.Error(), "bm90LWVub3VnaA") {
+			t.Errorf("%s=%s: the error %q shows a secret", tc.key, tc.value, err)
+		}
+	}
+	if _, err := daemon.Load(nil, fakeEnv(map[string]string{"HOME": "/home/ada", "VIGIL_SMTP_USER": "u"})); err == nil {
+		c, _ := daemon.Load(nil, fakeEnv(map[string]string{"HOME": "/home/ada", "VIGIL_SMTP_USER": "u"}))
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "smtp.host") {
+			t.Errorf("smtp.user without smtp.host: %v, want an error naming smtp.host", err)
+		}
+	}
+	for _, k := range daemon.Keys() {
+		if strings.Contains(k.Default, "pw-") {
+			t.Errorf("key %s shows %q", k.Name, k.Default)
+		}
+	}
+}

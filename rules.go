@@ -54,6 +54,11 @@ func (p Progress) Advance(v Verdict, now time.Time) Progress {
 func Decide(w *Watch, obs *Observation, p Progress, now time.Time, final bool) Decision {
 	unless := w.Mode == ModeUnless
 	if w.Standing {
+		// A standing watch ends only by cancel, or when it can never be
+		// observed again (the repository is gone, the token is bad).
+		if obs.Verdict == VerdictUnavailable && obs.Permanent {
+			return Decision{Settle: true, State: StateErrored, Reason: "permanent", Attention: true}
+		}
 		return Decision{}
 	}
 	switch obs.Verdict {

@@ -40,6 +40,7 @@ func TestDecide(t *testing.T) {
 		{"stable reached", &vigil.Watch{Stable: 2}, obs(vigil.VerdictSatisfied), vigil.Progress{Polls: 2, Streak: 2, Since: t0.Add(-time.Minute)}, false, vigil.Decision{Settle: true, State: vigil.StateFired, Reason: "satisfied"}},
 		{"stable_for not yet", &vigil.Watch{StableFor: time.Minute}, obs(vigil.VerdictSatisfied), vigil.Progress{Polls: 2, Streak: 2, Since: t0.Add(-30 * time.Second)}, false, vigil.Decision{}},
 		{"standing never settles", &vigil.Watch{Standing: true}, obs(vigil.VerdictSatisfied), one, true, vigil.Decision{}},
+		{"standing errors when it can never be observed", &vigil.Watch{Standing: true}, &vigil.Observation{Verdict: vigil.VerdictUnavailable, Permanent: true}, vigil.Progress{Polls: 1, Errors: 1}, false, vigil.Decision{Settle: true, State: vigil.StateErrored, Reason: "permanent", Attention: true}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -68,7 +68,7 @@ func TestTicketThroughTheEngine(t *testing.T) {
 	gh.EditTicket("acme/api", 7, false, func(tk *forgetest.Ticket) { tk.Title = "B" })
 	next()
 	next()
-	want := []string{`Acme/api#7 changed: title: "A" → "B".`}
+	want := []string{`acme/api#7 changed: title: "A" → "B".`}
 	if got := changed(v.messages("agent-1")); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("changed messages = %q, want %q", got, want)
 	}
@@ -139,7 +139,7 @@ func TestTicketChangeSurvivesACrash(t *testing.T) {
 			v2 := newEnvAt(t, envOpts{store: st2, watchers: forgeWatchers(t, gh, "")}, restart)
 			v2.tick(restart.Add(2 * time.Minute)) // past the re-arm jitter
 			v2.tick(restart.Add(3 * time.Minute))
-			want := []string{`Acme/api#7 changed: title: "A" → "B".`}
+			want := []string{`acme/api#7 changed: title: "A" → "B".`}
 			if got := changed(v2.messages("agent-1")); strings.Join(got, "|") != strings.Join(want, "|") {
 				t.Fatalf("after the restart the mailbox holds %q, want exactly %q", got, want)
 			}
@@ -147,7 +147,7 @@ func TestTicketChangeSurvivesACrash(t *testing.T) {
 			gh.EditTicket("acme/api", 7, false, func(tk *forgetest.Ticket) { tk.Title = "C" })
 			v2.tick(restart.Add(4 * time.Minute))
 			v2.tick(restart.Add(5 * time.Minute))
-			want = append(want, `Acme/api#7 changed: title: "B" → "C".`)
+			want = append(want, `acme/api#7 changed: title: "B" → "C".`)
 			if got := changed(v2.messages("agent-1")); strings.Join(got, "|") != strings.Join(want, "|") {
 				t.Fatalf("after a second change: %q, want %q", got, want)
 			}

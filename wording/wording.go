@@ -190,11 +190,11 @@ func lastReason(o *vigil.Observation) string {
 	return detail(o)
 }
 
+// capital starts a sentence with a subject: vigil's own words ("the timer
+// …") take a capital; a name ("acme/api#7", a lowercase host) is left as
+// it is written.
 func capital(s string) string {
-	if s == "" {
-		return s
-	}
-	if s[0] >= 'a' && s[0] <= 'z' {
+	if len(s) > 0 && s[0] >= 'a' && s[0] <= 'z' && strings.HasPrefix(s, "the ") {
 		return string(s[0]-'a'+'A') + s[1:]
 	}
 	return s

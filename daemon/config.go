@@ -49,7 +49,7 @@ type Config struct {
 	Store string
 	// AllowExec enables the kinds that run commands.
 	AllowExec bool
-	// Roots are the directories file watches may look inside.
+	// Roots are the directories file and folder watches may look inside.
 	Roots []string
 	// ProbeWorkers sizes the probe pool.
 	ProbeWorkers int
@@ -157,7 +157,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("store %q: leave it empty for SQLite in data_dir, or give sqlite:PATH", redactURL(s))
 	}
 	if len(c.Roots) == 0 {
-		return errors.New("roots is empty: name at least one directory file watches may look inside (VIGIL_ROOTS, colon-separated)")
+		return errors.New("roots is empty: name at least one directory file and folder watches may look inside (VIGIL_ROOTS, colon-separated)")
 	}
 	for _, r := range c.Roots {
 		if !filepath.IsAbs(r) {
@@ -306,7 +306,7 @@ func configKeys() []key {
 		stringKey("store", `store: empty for SQLite in the data dir, or sqlite:PATH ("postgres://" is not in this build yet)`, false, func(c *Config) *string { return &c.Store }),
 		boolKey("allow_exec", "allow watches that run commands (kind command)", func(c *Config) *bool { return &c.AllowExec }),
 		{
-			name: "roots", usage: "colon-separated directories that file watches may look inside", typ: "paths",
+			name: "roots", usage: "colon-separated directories that file and folder watches may look inside", typ: "paths",
 			set: func(c *Config, s string) error {
 				c.Roots = nil
 				for _, r := range filepath.SplitList(s) {

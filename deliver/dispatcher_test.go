@@ -339,3 +339,27 @@ func TestSecretOrder(t *testing.T) {
 		r.stop()
 	})
 }
+
+// TestResumeRetryUnknown: with retry_unknown, a receipt left sending by a
+// crash is resent at the next start under the same id.
+func TestResumeRetryUnknown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := build(t, memstore.New(), func(int) (int, bool, bool) { return http.StatusOK, false, false }, nil)
+		settled(t, r.st, "a", `{"webhook":{"retry_unknown":true,"url":"https://hooks.example/in"}}`, vigil.StateFired)
+		err := r.st.ReceiptUpsert(t.Context(), vigil.ReceiptUpsertParams{ReceiptRecord: vigil.ReceiptRecord{WatchID: "a", MessageID: "msg-a",
+			Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptSending, Attempts: 1, UpdatedAt: time.Now()}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2 := newRigOn(t, r)
+		synctest.Wait()
+		got := r2.rv.requests()
+		if len(got) != 1 || got[0].id != "msg-a" {
+			t.Fatalf("requests after the restart = %+v, want one under msg-a", got)
+		}
+		if rc := r2.receipt(t, "a", "webhook"); rc.Status != vigil.ReceiptDelivered || rc.Attempts != 2 {
+			t.Errorf("receipt = %+v, want delivered on attempt 2", rc)
+		}
+		r2.stop()
+	})
+}

@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"context"
+	"fmt"
 	"encoding/json"
 	"errors"
 	"io"
@@ -217,4 +218,19 @@ func TestMetadataRefused(t *testing.T) {
 	if retry, err := ch.Send(t.Context(), delivery(srv.URL)); retry || err == nil || !strings.Contains(err.Error(), "loopback") {
 		t.Errorf("Send to loopback with DenyPrivate = %v, %v; want a refusal", retry, err)
 	}
+}
+
+func ExampleSign() {
+	key, _ := deliver.SecretKey("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	body := []byte(`{"type":"watch.settled"}`)
+	at := time.Unix(1_790_000_000, 0)
+	h := http.Header{}
+	webhook.SetHeaders(h, [][]byte{key}, "01MSG", at, body)
+	fmt.Println(h.Get("webhook-id"), h.Get("webhook-timestamp"))
+	fmt.Println(webhook.Verify("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", h, body, at.Add(time.Minute), 0))
+	fmt.Println(webhook.Verify("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", h, []byte(`{"type":"tampered"}`), at, 0))
+	// Output:
+	// 01MSG 1790000000
+	// <nil>
+	// webhook: no signature matches
 }

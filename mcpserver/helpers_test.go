@@ -19,6 +19,7 @@ import (
 	"github.com/vigil-run/vigil/store/memstore"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/timer"
+	"github.com/vigil-run/vigil/watcher/token"
 	"github.com/vigil-run/vigil/watcher/watchertest"
 )
 
@@ -26,12 +27,12 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // startEngine runs an engine on a memory store with the real timer
 // watcher, a tcp fake that never settles and an http fake that settles at
-// its first probe, and a file fake that never settles (a kind that may
-// settle between checks), on the real clock, until the test ends.
+// its first probe, a file fake that never settles (a kind that may settle
+// between checks) and the real token watcher, on the real clock, until the test ends.
 func startEngine(t *testing.T) *engine.Engine {
 	t.Helper()
 	reg := watcher.NewRegistry(timer.New(timer.Config{}), watchertest.NeverSettles(vigil.KindTCP), watchertest.SettlesAfter(vigil.KindHTTP, 1),
-		watchertest.NeverSettles(vigil.KindFile))
+		watchertest.NeverSettles(vigil.KindFile), token.New(token.Config{}))
 	e := engine.New(engine.Config{Store: memstore.New(), Watchers: reg})
 	if err := e.Prime(t.Context()); err != nil {
 		t.Fatalf("Prime: %v", err)

@@ -42,7 +42,10 @@ func NewHandler(svc vigil.Service, opts *Options) *Handler {
 		DisableLocalhostProtection: true,
 	})
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
-		c := caller{recipient: r.URL.Query().Get("recipient")}
+		c := caller{recipient: r.URL.Query().Get("recipient"), baseURL: "http://" + r.Host}
+		if r.TLS != nil {
+			c.baseURL = "https://" + r.Host
+		}
 		c.scope, c.scoped = vigil.ScopeFrom(ctx)
 		// The SDK refuses a session's requests from another user: the
 		// user is the token (hashed; it is never kept).

@@ -150,6 +150,39 @@ func TestHTTPWaitAndInbox(t *testing.T) {
 	}
 }
 
+// TestHTTPTokenWatch: a token watch's result holds its completion URL on
+// the daemon, and a POST there settles it.
+func TestHTTPTokenWatch(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, nil)
+	cs := h.connect(t, tokenA, nil)
+	created := callOK[watchResult](t, cs, "watch_create", map[string]any{"kind": "token"})
+	w := created.Watch
+	base := strings.TrimSuffix(h.url, "/mcp")
+	if w.CompletionToken == "" || w.CompletionURL != base+httpapi.CompletionPath(w.CompletionToken) {
+		t.Fatalf("watch_create(token) = token %q, url %q; want the token and its URL on %s", w.CompletionToken, w.CompletionURL, base)
+	}
+	if !strings.Contains(created.Hint, w.CompletionURL) {
+		t.Errorf("watch_create(token) hint = %q, want it to give the URL", created.Hint)
+	}
+	if got := callOK[watchResult](t, cs, "watch_get", map[string]any{"id": w.ID}); got.Watch.CompletionToken != "" || got.Watch.CompletionURL != "" {
+		t.Errorf("watch_get shows the completion token again: %+v", got.Watch)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Post(w.CompletionURL, "application/json", strings.NewReader(`{"status": "success"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %s = %s", w.CompletionURL, resp.Status)
+	}
+	if got := callOK[watchResult](t, cs, "watch_wait", map[string]any{"id": w.ID, "timeout": "5s"}); !got.Settled || got.Watch.State != vigil.StateFired {
+		t.Errorf("watch_wait after the completion = %+v, want fired", got)
+	}
+}
+
 // TestHTTPScopedToken: a token scoped to A cannot list, read, wait on,
 // cancel or subscribe to B's watches and inbox, nor register for B.
 func TestHTTPScopedToken(t *testing.T) {

@@ -186,6 +186,9 @@ type caller struct {
 	scoped bool
 	// recipient is the connection's own default (?recipient= on /mcp).
 	recipient string
+	// baseURL is the daemon's address as the HTTP caller reached it, for
+	// a token watch's completion URL.
+	baseURL string
 }
 
 // errNoCaller answers an HTTP call that reached the server without the

@@ -27,6 +27,7 @@ func mustSchema[T any](edit func(*jsonschema.Schema)) *jsonschema.Schema {
 
 func createSchema(s *jsonschema.Schema) {
 	s.Properties["predicate"].Type = "object"
+	s.Properties["deliver"].Type = "object"
 	s.Properties["mode"].Enum = []any{"until", "unless"}
 	s.Properties["observe"].Default = json.RawMessage("true")
 }

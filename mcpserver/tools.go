@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/httpapi"
 	"github.com/vigil-run/vigil/wording"
 )
 
@@ -29,6 +30,7 @@ Kinds and their predicates:
 - file: {"path": "/abs/path/READY"} or {"path": "/abs/build.log", "contains": "BUILD OK"}; {"exists": false} waits for removal
 - command: {"argv": ["make", "check"], "cwd": "/abs/dir"} — done when it exits 0 (needs a daemon that allows exec)
 - ci: {"provider": "github", "repo": "owner/name", "sha": "<commit or branch>"} — every check on the commit passed, or one failed
+- token: {} — the result holds a completion URL; whoever finishes the work (a script, a person, another agent) POSTs {"status": "success"} or {"status": "failure"} to it
 Matchers: {"path": "a.b", "equals"|"not_equals"|"contains"|"matches"|"exists"|"truthy"|"gt"|"gte"|"lt"|"lte": value}.`
 
 	descList = `List the caller's watches — by default the ones still pending, i.e. what you are waiting for in the background. Each watch shows its id, subject, state, next check and deadline. Use it to see what is outstanding, not to poll for an outcome: outcomes arrive in the inbox.`
@@ -76,6 +78,7 @@ type createIn struct {
 	Mode           vigil.Mode        `json:"mode,omitempty" jsonschema:"until (default): tell me when it holds; unless: tell me if it happens before the deadline"`
 	Note           string            `json:"note,omitempty" jsonschema:"a note to your future self, carried into the outcome message: what to do when it settles"`
 	Labels         map[string]string `json:"labels,omitempty" jsonschema:"labels to find the watch by"`
+	Deliver        json.RawMessage   `json:"deliver,omitempty" jsonschema:"push the outcome somewhere besides the inbox, as the HTTP API takes it: {\"webhook\": {\"url\": …}}, {\"command\": {\"argv\": […]}}, {\"email\": {\"to\": …}}; usually not needed, since the inbox reaches you"`
 	IdempotencyKey string            `json:"idempotency_key,omitempty" jsonschema:"a key that makes a retried call return the first answer instead of a second watch"`
 	Observe        *bool             `json:"observe,omitempty" jsonschema:"wait (up to 5s) for the first check and return it; default true"`
 	Stable         int               `json:"stable,omitempty" jsonschema:"require this many satisfied checks in a row before firing (for flappy endpoints)"`
@@ -101,14 +104,20 @@ func (s *server) create(ctx context.Context, req *mcp.CallToolRequest, in create
 	if len(in.Predicate) > 0 && !isObject(in.Predicate) {
 		return nil, createOut{}, argError("predicate", "predicate must be a JSON object")
 	}
+	if len(in.Deliver) > 0 && !isObject(in.Deliver) {
+		return nil, createOut{}, argError("deliver", "deliver must be a JSON object")
+	}
 	observe := in.Observe == nil || *in.Observe
 	w, err := s.svc.Register(ctx, vigil.RegisterRequest{
 		Kind: in.Kind, Predicate: in.Predicate, Recipient: r, Deadline: in.Deadline, Every: in.Every, Mode: in.Mode,
-		Note: in.Note, Labels: in.Labels, IdempotencyKey: in.IdempotencyKey, Observe: observe, Stable: in.Stable,
+		Note: in.Note, Labels: in.Labels, Deliver: in.Deliver, IdempotencyKey: in.IdempotencyKey, Observe: observe, Stable: in.Stable,
 		StableFor: in.StableFor, MaxPolls: in.MaxPolls, MaxErrors: in.MaxErrors, ChainDepth: s.chainDepth(req.Extra),
 	})
 	if err != nil {
 		return nil, createOut{}, s.asToolError(ctx, req.Params.Name, err)
+	}
+	if w.CompletionToken != "" && w.CompletionURL == "" && c.baseURL != "" {
+		w.CompletionURL = c.baseURL + httpapi.CompletionPath(w.CompletionToken)
 	}
 	return nil, createOut{Watch: watchOut(w), Hint: createHint(w)}, nil
 }
@@ -118,6 +127,13 @@ func createHint(w *vigil.Watch) string {
 	switch {
 	case w.AnsweredAtCreation || w.State.Terminal():
 		return fmt.Sprintf("Already settled at the first check: %s Nothing will be mailed: this result is the answer.", wording.Why(w))
+	case w.CompletionToken != "":
+		where := w.CompletionURL
+		if where == "" {
+			where = "the daemon's /v1/complete/" + w.CompletionToken
+		}
+		return fmt.Sprintf("Watching for a completion for %s. Whoever finishes the work POSTs {\"status\": \"success\"} (or \"failure\") to %s; "+
+			"this is the only time it is shown. END YOUR TURN now; the outcome will land in %s's inbox.", w.Recipient, where, w.Recipient)
 	case w.Standing:
 		return fmt.Sprintf("Watching %s for %s: each change will land in %s's inbox until you cancel it. END YOUR TURN now; do not poll.",
 			wording.Subject(w), w.Recipient, w.Recipient)
@@ -296,8 +312,7 @@ func (s *server) inbox(ctx context.Context, req *mcp.CallToolRequest, in inboxIn
 func (s *server) chainDepth(extra *mcp.RequestExtra) int {
 	d := s.opts.ChainDepth
 	if extra != nil && extra.Header != nil {
-		// The header of the HTTP API (httpapi.HeaderChainDepth).
-		if n, err := strconv.Atoi(extra.Header.Get("Vigil-Chain-Depth")); err == nil && n > d {
+		if n, err := strconv.Atoi(extra.Header.Get(httpapi.HeaderChainDepth)); err == nil && n > d {
 			d = n
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -15,6 +16,12 @@ import (
 
 // callerKey is where the caller is kept in the SDK's TokenInfo.Extra.
 const callerKey = "vigil.caller"
+
+// sessionIdle is how long an HTTP session may go without a request before
+// it is closed, so that clients that vanish without ending their session
+// do not hold memory for ever. A client that comes back after that starts
+// a new session, as the protocol has it do on 404.
+const sessionIdle = 24 * time.Hour
 
 // Handler serves the MCP server over streamable HTTP. Mount it behind
 // bearer authentication that puts the caller's vigil.Scope in the request
@@ -35,7 +42,8 @@ type Handler struct {
 func NewHandler(svc vigil.Service, opts *Options) *Handler {
 	s := newServer(svc, opts, true)
 	sh := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
-		Logger: s.log,
+		Logger:         s.log,
+		SessionTimeout: sessionIdle,
 		// Every request needs a bearer token, which a DNS-rebinding page
 		// cannot have; and a TLS proxy in front of a loopback listener
 		// forwards its own Host, which the SDK's check would refuse.

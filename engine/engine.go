@@ -118,6 +118,13 @@ func (e *Engine) view(w *vigil.Watch) *vigil.Watch {
 		c.Deliver = deliver.Redact(w.Deliver)
 		w = &c
 	}
+	// Nor are credentials in the predicate (a URL's password, an
+	// Authorization header): the probe reads the stored row, never this.
+	if r := vigil.RedactJSON(w.Predicate); len(r) > 0 && &r[0] != &w.Predicate[0] {
+		c := *w
+		c.Predicate = r
+		w = &c
+	}
 	if w.State != vigil.StatePending {
 		return w
 	}

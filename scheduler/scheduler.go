@@ -578,7 +578,7 @@ func (s *Scheduler) record(ctx context.Context, wt watcher.Watcher, e *entry, w 
 	case w.Standing && obs.Verdict == vigil.VerdictUnavailable:
 		return false
 	case w.Standing && obs.Verdict == vigil.VerdictSatisfied:
-		data, _ := json.Marshal(messageData{Kind: w.Kind, State: w.State, Note: w.Note, Labels: w.Labels, Predicate: w.Predicate, Observation: obs})
+		data, _ := json.Marshal(messageData{Kind: w.Kind, State: w.State, Note: w.Note, Labels: w.Labels, Predicate: vigil.RedactJSON(w.Predicate), Observation: obs})
 		typ, text := standingMessage(wt, w, obs)
 		p.Message = &vigil.Message{ID: s.cfg.NewIDFunc(), Recipient: w.Recipient, WatchID: w.ID, Type: typ,
 			Text: text, Data: data, CreatedAt: now}
@@ -712,7 +712,7 @@ type messageData struct {
 
 // OutcomeMessage builds the mailbox message for a settled watch.
 func OutcomeMessage(id string, w *vigil.Watch, out *vigil.Outcome, now time.Time) *vigil.Message {
-	data, _ := json.Marshal(messageData{Kind: w.Kind, State: out.State, Outcome: out, Note: w.Note, Labels: w.Labels, Predicate: w.Predicate})
+	data, _ := json.Marshal(messageData{Kind: w.Kind, State: out.State, Outcome: out, Note: w.Note, Labels: w.Labels, Predicate: vigil.RedactJSON(w.Predicate)})
 	return &vigil.Message{ID: id, Recipient: w.Recipient, WatchID: w.ID, Type: vigil.MessageTypeFor(out.State),
 		Text: out.Sentence, Data: data, CreatedAt: now}
 }

@@ -24,7 +24,8 @@ func Time(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC")
 // "the timer set for 2026-11-30 15:04:05 UTC".
 func Subject(w *vigil.Watch) string {
 	var p map[string]any
-	_ = json.Unmarshal(w.Predicate, &p)
+	// Credentials in the predicate never reach a sentence.
+	_ = json.Unmarshal(vigil.RedactJSON(w.Predicate), &p)
 	str := func(k string) string { s, _ := p[k].(string); return s }
 	switch w.Kind {
 	case vigil.KindTimer:

@@ -73,7 +73,8 @@ defaults unless given.`,
   vigil add file ./build/done.txt
   vigil add command --wait -- make test
   vigil add ci acme/api@main
-  vigil add ticket acme/api#41`
+  vigil add ticket acme/api#41
+  vigil add folder ./src --standing --pattern '*.go'`
 	fs := cmd.PersistentFlags()
 	f.clientFlags.bind(cmd, true)
 	fs.StringVar(&f.recipient, "for", "", "recipient whose mailbox gets the outcome (VIGIL_RECIPIENT; default your user name)")
@@ -107,6 +108,7 @@ defaults unless given.`,
 		newAddTokenCmd(e, f),
 		newAddCICmd(e, f),
 		newAddTicketCmd(e, f),
+		newAddFolderCmd(e, f),
 	)
 	return cmd
 }

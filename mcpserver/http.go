@@ -74,7 +74,8 @@ func (h *Handler) Server() *mcp.Server { return h.s.srv }
 
 // Close ends the waits in flight, stops the inbox listeners and closes
 // every session, so that an http.Server shutting down is not held up by
-// an MCP stream. Call it from http.Server.RegisterOnShutdown.
+// an MCP stream; it returns when their goroutines have. Call it from
+// http.Server.RegisterOnShutdown.
 func (h *Handler) Close() {
 	h.s.closeWaits()
 	h.s.subs.closeAll()
@@ -83,4 +84,5 @@ func (h *Handler) Close() {
 		wg.Go(func() { _ = ss.Close() })
 	}
 	wg.Wait()
+	h.s.subs.wait()
 }

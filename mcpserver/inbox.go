@@ -194,15 +194,20 @@ func (m *subscriptions) dropLocked(ss *mcp.ServerSession, uri string) {
 	}
 }
 
-// closeAll stops every listener and waits for them.
+// closeAll stops every listener. Its goroutines, and those waiting for
+// sessions to end, are waited for by wait.
 func (m *subscriptions) closeAll() {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	for uri, l := range m.listeners {
 		l.cancel()
 		delete(m.listeners, uri)
 	}
-	m.mu.Unlock()
 }
+
+// wait waits for the listeners and the session waiters to return: call it
+// after closeAll, once the sessions have ended.
+func (m *subscriptions) wait() { m.wg.Wait() }
 
 // listen follows a recipient's events until ctx ends, telling subscribers
 // of uri when a message lands. An event stream that ends (the daemon

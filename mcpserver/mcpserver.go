@@ -119,7 +119,6 @@ func New(svc vigil.Service, opts *Options) *mcp.Server {
 // waits in flight end at once, so Run returns promptly.
 func Run(ctx context.Context, svc vigil.Service, opts *Options, t mcp.Transport) error {
 	s := newServer(svc, opts, false)
-	defer s.subs.closeAll()
 	ss, err := s.srv.Connect(ctx, t, nil)
 	if err != nil {
 		return err
@@ -130,6 +129,8 @@ func Run(ctx context.Context, svc vigil.Service, opts *Options, t mcp.Transport)
 	})
 	defer stop()
 	err = ss.Wait()
+	s.subs.closeAll()
+	s.subs.wait()
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

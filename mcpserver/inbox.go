@@ -86,6 +86,7 @@ type subscriptions struct {
 	listeners map[string]*listener                   // by URI
 	sessions  map[*mcp.ServerSession]map[string]bool // the URIs each session subscribes to
 	waiting   map[*mcp.ServerSession]struct{}        // sessions with a goroutine waiting for their end
+	closed    bool
 	wg        sync.WaitGroup
 }
 
@@ -124,6 +125,9 @@ func (m *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.closed {
+		return errShuttingDown
+	}
 	l := m.listeners[uri]
 	if l == nil {
 		// The listener outlives this request; it acts within the
@@ -199,6 +203,7 @@ func (m *subscriptions) dropLocked(ss *mcp.ServerSession, uri string) {
 func (m *subscriptions) closeAll() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.closed = true
 	for uri, l := range m.listeners {
 		l.cancel()
 		delete(m.listeners, uri)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -42,7 +43,7 @@ type Handler struct {
 func NewHandler(svc vigil.Service, opts *Options) *Handler {
 	s := newServer(svc, opts, true)
 	sh := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
-		Logger:         s.log,
+		Logger:         slog.New(quietHandler{s.log.Handler()}),
 		SessionTimeout: sessionIdle,
 		// Every request needs a bearer token, which a DNS-rebinding page
 		// cannot have; and a TLS proxy in front of a loopback listener

@@ -162,7 +162,7 @@ func newServer(svc vigil.Service, opts *Options, overHTTP bool) *server {
 	s.subs = newSubscriptions(s)
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "vigil", Title: "vigil watch service", Version: s.opts.Version}, &mcp.ServerOptions{
 		Instructions:       instructions,
-		Logger:             s.log,
+		Logger:             slog.New(quietHandler{s.log.Handler()}),
 		SubscribeHandler:   s.subs.subscribe,
 		UnsubscribeHandler: s.subs.unsubscribe,
 		// No logging capability: the server has nothing to log to a client.

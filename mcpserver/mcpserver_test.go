@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -344,6 +345,23 @@ func TestInboxResourceRefusals(t *testing.T) {
 		}
 		if _, err := cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: bad}); err == nil {
 			t.Errorf("ReadResource(%s) = nil, want an error", bad)
+		}
+	}
+}
+
+// TestQuietLogs: the SDK's per-session chatter stays out of an Info log;
+// it is there at Debug.
+func TestQuietLogs(t *testing.T) {
+	t.Parallel()
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
+		var buf syncBuffer
+		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level}))
+		cs := connect(t, mcpserver.New(startEngine(t), &mcpserver.Options{Logger: log, DefaultRecipient: "a"}), nil)
+		callOK[listResult](t, cs, "watch_list", map[string]any{})
+		cs.Close()
+		got := strings.Contains(buf.String(), "session")
+		if want := level == slog.LevelDebug; got != want {
+			t.Errorf("at level %s, the log mentions sessions: %v, want %v:\n%s", level, got, want, buf.String())
 		}
 	}
 }

@@ -157,6 +157,9 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 	if err != nil {
 		return nil, asPredicateError(err)
 	}
+	if scoped && canon.Exec && !scope.Exec {
+		return nil, vigil.FieldErrorf(vigil.CodeNotFound, "predicate", "this %s predicate runs a program, and this token lacks the exec scope (vigil token create --exec)", r.Kind)
+	}
 	if err := wt.Admit(ctx, canon.Predicate); err != nil {
 		var ve *vigil.Error
 		if errors.As(err, &ve) {

@@ -53,6 +53,10 @@ type Canonical struct {
 	// completion secret). It is returned once to the registering caller and
 	// never stored: the predicate holds only what checks it.
 	Secret string
+	// Exec marks a predicate that runs a program although its kind does
+	// not (a folder watch's on_change reviewer): a scoped token needs the
+	// exec scope to register it, as for the exec kinds.
+	Exec bool
 }
 
 // Probe is the input of one probe.

@@ -216,7 +216,7 @@ func (w *Watcher) Canonicalize(_ context.Context, raw json.RawMessage, _ time.Ti
 	if err != nil {
 		return watcher.Canonical{}, err
 	}
-	c := watcher.Canonical{Predicate: b, Standing: s.Standing}
+	c := watcher.Canonical{Predicate: b, Standing: s.Standing, Exec: s.OnChange != nil}
 	if w.waker != nil {
 		c.Every = EventEvery
 	}

@@ -312,3 +312,32 @@ func (s *server) closeWaits() {
 func argError(field, format string, args ...any) error {
 	return &toolError{code: vigil.CodeInvalidRequest, msg: fmt.Sprintf(format, args...), field: field}
 }
+
+// quietHandler passes the SDK's log records on with Info demoted to Debug:
+// it logs every session connecting and every notification at Info, which
+// is too chatty for a daemon's log.
+type quietHandler struct{ slog.Handler }
+
+func demote(l slog.Level) slog.Level {
+	if l == slog.LevelInfo {
+		return slog.LevelDebug
+	}
+	return l
+}
+
+func (h quietHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.Handler.Enabled(ctx, demote(l))
+}
+
+func (h quietHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = demote(r.Level)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h quietHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return quietHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h quietHandler) WithGroup(name string) slog.Handler {
+	return quietHandler{h.Handler.WithGroup(name)}
+}

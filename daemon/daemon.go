@@ -192,7 +192,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 		ReadyFunc:        d.readyz,
 	})
 	// MCP for agents at /mcp, behind the same bearer tokens as the API.
-	mcpHandler := mcpserver.NewHandler(d.eng, &mcpserver.Options{
+	// The tools share the API's per-token registration rate limit.
+	mcpHandler := mcpserver.NewHandler(d.api.Limited(d.eng), &mcpserver.Options{
 		DefaultRecipient: cfg.DefaultRecipient,
 		Logger:           logger,
 		MaxWait:          min(mcpserver.DefaultMaxWait, cfg.Limits.MaxWait),

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"strconv"
@@ -82,16 +83,43 @@ func (l *limiter) sweep(now time.Time) {
 // rate_limited and Retry-After (whole seconds, at least 1). The admin is
 // not limited.
 func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request) error {
-	sc, scoped := vigil.ScopeFrom(r.Context())
+	secs, err := s.allowRegister(r.Context())
+	if err != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
+	return err
+}
+
+// allowRegister takes one registration from the caller's bucket, or says
+// how many whole seconds to wait.
+func (s *Server) allowRegister(ctx context.Context) (int, error) {
+	sc, scoped := vigil.ScopeFrom(ctx)
 	if !scoped {
-		return nil
+		return 0, nil
 	}
 	ok, retry := s.limits.allow(sc.TokenID, time.Now())
 	if ok {
-		return nil
+		return 0, nil
 	}
 	secs := max(1, int(math.Ceil(retry.Seconds())))
-	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	return vigil.Errorf(vigil.CodeRateLimited, "this token registers too fast: at most %g watches a second, %d at once; try again in %d s",
+	return secs, vigil.Errorf(vigil.CodeRateLimited, "this token registers too fast: at most %g watches a second, %d at once; try again in %d s",
 		s.limits.rate, int(s.limits.burst), secs)
+}
+
+// Limited returns svc with Register held to the same per-token rate, and
+// the same buckets, as POST /v1/watches: for surfaces mounted beside the
+// API (the MCP tools at /mcp), so that no surface is a way around the
+// limit. Past it, Register returns rate_limited, the wait in its sentence.
+func (s *Server) Limited(svc vigil.Service) vigil.Service { return limited{Service: svc, s: s} }
+
+type limited struct {
+	vigil.Service
+	s *Server
+}
+
+func (l limited) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.Watch, error) {
+	if _, err := l.s.allowRegister(ctx); err != nil {
+		return nil, err
+	}
+	return l.Service.Register(ctx, r)
 }

@@ -61,3 +61,27 @@ func TestTokenRoutesWithoutService(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitedService: a service wrapped with Limited shares the API's
+// buckets: registrations through it count, and past the burst it answers
+// rate_limited.
+func TestLimitedService(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	api := httpapi.New(httpapi.Options{Service: f, AdminToken: adminToken, RegisterRate: 0.5, RegisterBurst: 2})
+	t.Cleanup(api.Close)
+	svc := api.Limited(f)
+	ctx := vigil.WithScope(context.Background(), vigil.Scope{Recipients: []string{"r"}, TokenID: "tok_a"})
+	req := vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: []byte(`{"in":"1m"}`)}
+	for i := range 2 {
+		if _, err := svc.Register(ctx, req); err != nil {
+			t.Fatalf("registration %d within the burst: %v", i, err)
+		}
+	}
+	if _, err := svc.Register(ctx, req); vigil.ErrorCode(err) != vigil.CodeRateLimited {
+		t.Errorf("registration past the burst = %v, want rate_limited", err)
+	}
+	if _, err := svc.Register(context.Background(), req); err != nil {
+		t.Errorf("the admin = %v, want it not limited", err)
+	}
+}

@@ -100,8 +100,11 @@ func (h *httpEnv) connect(t *testing.T, token string, opts *mcp.ClientOptions) *
 // once per reader.
 func TestHTTPWaitAndInbox(t *testing.T) {
 	t.Parallel()
-	h := startHTTP(t, nil)
-	cs := h.connect(t, tokenA, nil)
+	h := startHTTP(t, &mcpserver.Options{ProgressEvery: 200 * time.Millisecond})
+	progress := make(chan *mcp.ProgressNotificationParams, 100)
+	cs := h.connect(t, tokenA, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+		progress <- req.Params
+	}})
 
 	later := callOK[watchResult](t, cs, "watch_create", map[string]any{"kind": "timer", "predicate": map[string]any{"in": "10m"}}).Watch
 	if later.Recipient != "A" {
@@ -134,9 +137,28 @@ func TestHTTPWaitAndInbox(t *testing.T) {
 	}
 
 	soon := callOK[watchResult](t, cs, "watch_create", map[string]any{"kind": "timer", "predicate": map[string]any{"in": "1s"}, "note": "check the deploy"}).Watch
-	settled := callOK[watchResult](t, cs, "watch_wait", map[string]any{"id": soon.ID})
+	params := &mcp.CallToolParams{Name: "watch_wait", Arguments: map[string]any{"id": soon.ID}}
+	params.SetProgressToken("wait-http")
+	res, err := cs.CallTool(t.Context(), params)
+	if err != nil || res.IsError {
+		t.Fatalf("watch_wait = %v, %+v", err, res)
+	}
+	var settled watchResult
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &settled); err != nil {
+		t.Fatal(err)
+	}
 	if !settled.Settled || settled.Watch.State != vigil.StateFired || settled.RetryAfter != 0 {
 		t.Fatalf("watch_wait on a timer due in 1s = settled %v, %s, retry_after %d; want fired", settled.Settled, settled.Watch.State, settled.RetryAfter)
+	}
+	// Progress reached the client over the call's stream while it waited.
+	select {
+	case p := <-progress:
+		if p.ProgressToken != "wait-http" {
+			t.Errorf("progress token = %v, want wait-http", p.ProgressToken)
+		}
+	case <-time.After(eventually):
+		t.Error("watch_wait over HTTP sent no progress notification, want some")
 	}
 
 	for _, reader := range []string{"agent", "panel"} {

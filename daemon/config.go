@@ -17,6 +17,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/forge"
+	"github.com/vigil-run/vigil/httpapi"
 	"github.com/vigil-run/vigil/scheduler"
 )
 
@@ -57,6 +58,11 @@ type Config struct {
 	// private addresses too (link-local and metadata addresses are always
 	// refused).
 	DenyPrivate bool
+	// RegisterRate and RegisterBurst bound each scoped token's
+	// registrations, on every surface: a token bucket of RegisterBurst
+	// refilled at RegisterRate a second. RegisterRate 0 means no limit.
+	RegisterRate  int
+	RegisterBurst int
 	// Limits are the engine's bounds; min_every, max_deadline, max_active
 	// and max_active_per_recipient are configurable keys.
 	Limits vigil.Limits
@@ -85,8 +91,11 @@ func defaultConfig(getenv func(string) string) Config {
 		DataDir:      DefaultDataDir(getenv),
 		ProbeWorkers: scheduler.DefaultWorkers,
 		Roots:        roots,
-		Limits:       vigil.DefaultLimits(),
-		Forges:       forge.DefaultSettings(),
+		// The limit's numbers live in httpapi; these are their defaults.
+		RegisterRate:  int(httpapi.DefaultRegisterRate),
+		RegisterBurst: httpapi.DefaultRegisterBurst,
+		Limits:        vigil.DefaultLimits(),
+		Forges:        forge.DefaultSettings(),
 	}
 }
 
@@ -166,6 +175,9 @@ func (c Config) Validate() error {
 	}
 	if c.ProbeWorkers < 1 || c.ProbeWorkers > 1024 {
 		return fmt.Errorf("probe_workers %d: must be from 1 to 1024", c.ProbeWorkers)
+	}
+	if c.RegisterRate < 0 || c.RegisterBurst < 1 {
+		return fmt.Errorf("register_rate %d, register_burst %d: the rate must be 0 (no limit) or more, the burst 1 or more", c.RegisterRate, c.RegisterBurst)
 	}
 	l := c.Limits
 	if l.MinEvery <= 0 {
@@ -332,6 +344,8 @@ func configKeys() []key {
 		durationKey("max_deadline", "longest deadline a watch may ask for", func(c *Config) *time.Duration { return &c.Limits.MaxDeadline }),
 		intKey("max_active", "most pending watches in all", func(c *Config) *int { return &c.Limits.MaxActive }),
 		intKey("max_active_per_recipient", "most pending watches per recipient", func(c *Config) *int { return &c.Limits.MaxActivePerRecipient }),
+		intKey("register_rate", "registrations a second each scoped token may make on average (0: no limit)", func(c *Config) *int { return &c.RegisterRate }),
+		intKey("register_burst", "registrations a scoped token may make at once", func(c *Config) *int { return &c.RegisterBurst }),
 		boolKey("deny_private", "refuse http and tcp probes to loopback and private addresses", func(c *Config) *bool { return &c.DenyPrivate }),
 		{
 			// VIGIL_RECIPIENT, as the CLI's --for default.

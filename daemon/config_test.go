@@ -53,6 +53,9 @@ func TestDefaultConfig(t *testing.T) {
 		ProbeWorkers: 8,
 		Limits:       vigil.DefaultLimits(),
 		Forges:       forge.DefaultSettings(),
+		// The per-token registration limit: 10 a second, bursts of 100.
+		RegisterRate:  10,
+		RegisterBurst: 100,
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("Load with no settings (-want +got):\n%s", diff)

@@ -187,6 +187,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 		AdminToken:       token,
 		AuthenticateFunc: tokens.Authenticate,
 		Tokens:           tokens,
+		RegisterRate:     registerRate(cfg.RegisterRate),
+		RegisterBurst:    cfg.RegisterBurst,
 		Logger:           logger,
 		MaxWait:          cfg.Limits.MaxWait,
 		ReadyFunc:        d.readyz,
@@ -363,4 +365,13 @@ func kindList(ks []vigil.Kind) string {
 		s[i] = string(k)
 	}
 	return strings.Join(s, ",")
+}
+
+// registerRate maps the register_rate key (0: no limit) to
+// httpapi.Options.RegisterRate (negative: no limit).
+func registerRate(n int) float64 {
+	if n <= 0 {
+		return -1
+	}
+	return float64(n)
 }

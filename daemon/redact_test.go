@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -60,14 +61,16 @@ func TestSecretsNeverLeak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	secrets := []string{d.Token(), tok.Secret, "pw-SECRET-1", "hdr-SECRET-2", "vgl_wrongSECRET3", "q-SECRET-4"}
+	whsec := "whsec_" + base64.StdEncoding.EncodeToString([]byte("webhook-SECRET-5-0123456789abcdef"))
+	secrets := []string{d.Token(), tok.Secret, "pw-SECRET-1", "hdr-SECRET-2", "vgl_wrongSECRET3", "q-SECRET-4", whsec, "hookpw-SECRET-6"}
 	sc, err := client.New(r.Addr(), tok.Secret, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(sc.CloseIdleConnections)
 	pred := json.RawMessage(`{"url":"http://bob:pw-SECRET-1@127.0.0.1:1/health?access_token=q-SECRET-4","headers":{"Authorization":"Bearer hdr-SECRET-2"},"timeout":"1s"}`)
-	w, err := sc.Register(ctx, vigil.RegisterRequest{Kind: vigil.KindHTTP, Recipient: "agent-s", Predicate: pred, Every: "1s", MaxErrors: 1})
+	w, err := sc.Register(ctx, vigil.RegisterRequest{Kind: vigil.KindHTTP, Recipient: "agent-s", Predicate: pred, Every: "1s", MaxErrors: 1,
+		Deliver: json.RawMessage(`{"webhook":{"url":"http://hook:hookpw-SECRET-6@127.0.0.1:1/in","secret":"` + whsec + `"}}`)})
 	if err != nil {
 		t.Fatalf("Register: %v", err)
 	}

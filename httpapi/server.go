@@ -82,6 +82,11 @@ type Options struct {
 	// Past it, POST /v1/watches answers 429 rate_limited with Retry-After.
 	RegisterRate  float64
 	RegisterBurst int
+	// Recheck is how often a running request (an event stream, a
+	// long-poll, an MCP session) re-checks its scoped token through
+	// AuthenticateFunc, and ends once it no longer authenticates (default
+	// DefaultRecheck).
+	Recheck time.Duration
 }
 
 // Server serves the API. Create it with New.
@@ -97,8 +102,11 @@ type Server struct {
 	heartbeat time.Duration
 	tokens    vigil.TokenService
 	limits    *limiter
-	mux       *http.ServeMux
-	routes    []route
+	// recheckEvery is how often a running scoped request re-checks its
+	// token (DefaultRecheck).
+	recheckEvery time.Duration
+	mux          *http.ServeMux
+	routes       []route
 
 	mu     sync.Mutex
 	closed bool
@@ -156,6 +164,10 @@ func New(opts Options) *Server {
 		opts.RegisterBurst = DefaultRegisterBurst
 	}
 	s.limits = newLimiter(opts.RegisterRate, opts.RegisterBurst)
+	s.recheckEvery = opts.Recheck
+	if s.recheckEvery <= 0 {
+		s.recheckEvery = DefaultRecheck
+	}
 	s.routes = s.table()
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.pattern, s.wrap(rt))
@@ -337,7 +349,11 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				return
 			}
 			if err == nil && ok {
-				next.ServeHTTP(w, r.WithContext(vigil.WithScope(r.Context(), scope)))
+				// A token revoked while the request runs (a stream, a
+				// long-poll) ends it within recheckEvery.
+				ctx, stop := s.recheck(vigil.WithScope(r.Context(), scope), token)
+				defer stop()
+				next.ServeHTTP(w, r.WithContext(ctx))
 				return
 			}
 		}
@@ -443,12 +459,17 @@ func (r *statusRecorder) WriteHeader(code int)        { r.status = code }
 
 // interrupted maps the error of a call that Close cut short to
 // errShuttingDown, so the caller hears 503 unavailable rather than an
-// internal error.
+// internal error, and one that its token's revocation cut short to
+// errRevoked (401).
 func interrupted(ctx context.Context, err error) error {
-	if err != nil && ctx.Err() != nil && context.Cause(ctx) == error(errShuttingDown) {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	// Close, or the token's revocation (see recheck), cut the call short.
+	if c := context.Cause(ctx); c == error(errShuttingDown) || c == error(errRevoked) {
 		var e *vigil.Error
 		if !errors.As(err, &e) {
-			return errShuttingDown
+			return c
 		}
 	}
 	return err

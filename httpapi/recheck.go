@@ -1,0 +1,53 @@
+package httpapi
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/vigil-run/vigil"
+)
+
+// DefaultRecheck is how often a request that outlives it (an event stream,
+// a long-poll, an MCP session) re-checks the scoped token it came with: a
+// token revoked or expired meanwhile ends it within this long.
+const DefaultRecheck = 2 * time.Second
+
+// errRevoked ends a request whose token stopped being valid while it ran.
+var errRevoked = &vigil.Error{Code: vigil.CodeUnauthorized, Message: "the token of this request was revoked or has expired"}
+
+// recheck returns ctx cancelled (cause errRevoked) once token no longer
+// authenticates, checked every s.recheck while the request runs, and the
+// function that stops checking. A timer, not a goroutine, waits between
+// checks, so short requests cost nothing.
+func (s *Server) recheck(ctx context.Context, token string) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	var (
+		mu      sync.Mutex
+		t       *time.Timer
+		stopped bool
+	)
+	var check func()
+	check = func() {
+		_, ok, err := s.auth(ctx, token)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case stopped:
+		case err == nil && !ok:
+			cancel(errRevoked)
+		default:
+			t = time.AfterFunc(s.recheckEvery, check)
+		}
+	}
+	mu.Lock()
+	t = time.AfterFunc(s.recheckEvery, check)
+	mu.Unlock()
+	return ctx, func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+		cancel(context.Canceled)
+	}
+}

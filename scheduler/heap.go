@@ -15,7 +15,12 @@ type entry struct {
 	deadline int64 // unix nanoseconds; 0 = none
 	every    time.Duration
 	index    int32 // position in the heap; -1 when not in it
-	flags    uint8
+	// flags change while the entry lives; read and write them under the
+	// scheduler's lock.
+	flags uint8
+	// class never changes after the entry is made, so a worker may read it
+	// without the lock.
+	class    uint8
 	prog     progress
 	observer *Observer
 }
@@ -46,8 +51,12 @@ func pack(p vigil.Progress) progress {
 const (
 	flagInflight uint8 = 1 << iota // popped and being probed
 	flagRemoved                    // cancelled or settled while in flight
-	flagInstant                    // answered by the clock alone: settled in batches
-	flagPrune                      // the retention entry, not a watch
+)
+
+// Classes of entry (entry.class).
+const (
+	classInstant uint8 = 1 << iota // answered by the clock alone: settled in batches
+	classPrune                     // the retention entry, not a watch
 )
 
 // entryHeap is a min-heap on due, ties broken by id for determinism.

@@ -241,7 +241,7 @@ func newEntry(id string, kind vigil.Kind, every time.Duration, deadline time.Tim
 		e.deadline = deadline.UnixNano()
 	}
 	if spec.Instant {
-		e.flags |= flagInstant
+		e.class |= classInstant
 	}
 	return e
 }
@@ -301,7 +301,7 @@ func (s *Scheduler) armPruneLocked(t time.Time) bool {
 	at := t.UnixNano()
 	switch {
 	case s.pruneE == nil:
-		s.pruneE = &entry{id: "\x00prune", flags: flagPrune, due: at, index: -1}
+		s.pruneE = &entry{id: "\x00prune", class: classPrune, due: at, index: -1}
 		heap.Push(&s.h, s.pruneE)
 	case s.pruneE.flags&flagInflight != 0:
 		// The running prune re-arms itself from what it finds.
@@ -330,7 +330,7 @@ func (s *Scheduler) popDueLocked(now time.Time) []job {
 	for len(s.h) > 0 && s.h[0].due <= cut {
 		e := heap.Pop(&s.h).(*entry)
 		e.flags |= flagInflight
-		if e.flags&flagInstant != 0 {
+		if e.class&classInstant != 0 {
 			batch = append(batch, e)
 			if len(batch) == s.cfg.BatchSize {
 				jobs = append(jobs, job{batch})
@@ -358,7 +358,7 @@ func (s *Scheduler) Tick(ctx context.Context, now time.Time) int {
 	g.SetLimit(s.cfg.Workers)
 	n := 0
 	for _, j := range jobs {
-		if j.entries[0].flags&flagPrune == 0 {
+		if j.entries[0].class&classPrune == 0 {
 			n += len(j.entries)
 		}
 		g.Go(func() error { s.runJob(ctx, j, now); return nil })
@@ -423,9 +423,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 
 func (s *Scheduler) runJob(ctx context.Context, j job, now time.Time) {
 	switch {
-	case j.entries[0].flags&flagPrune != 0:
+	case j.entries[0].class&classPrune != 0:
 		s.runPrune(ctx, j.entries[0], now)
-	case j.entries[0].flags&flagInstant != 0:
+	case j.entries[0].class&classInstant != 0:
 		s.runInstant(ctx, j.entries, now)
 	default:
 		s.runProbe(ctx, j.entries[0], now)
@@ -899,7 +899,7 @@ func (s *Scheduler) Prime(ctx context.Context) error {
 		}
 		overdue = overdue[n:]
 	}
-	pe := &entry{id: "\x00prune", flags: flagPrune | flagInflight, index: -1}
+	pe := &entry{id: "\x00prune", class: classPrune, flags: flagInflight, index: -1}
 	s.mu.Lock()
 	s.pruneE = pe
 	s.mu.Unlock()

@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"fmt"
 	"encoding/json"
 	"testing"
 	"testing/synctest"
@@ -136,4 +137,38 @@ func TestPokeMakesAWatchDueNow(t *testing.T) {
 		cancel()
 		<-done
 	})
+}
+
+// TestPokeDuringProbesIsRaceFree pokes watches while their probes run on
+// the real loop; run with -race.
+func TestPokeDuringProbesIsRaceFree(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	fake := watchertest.NeverSettles(vigil.KindHTTP)
+	s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(fake), Workers: 4})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := s.Prime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { done <- s.Run(ctx) }()
+	now := time.Now().UTC()
+	for i := range 8 {
+		w := newWatch(fmt.Sprintf("w%d", i), time.Hour, now)
+		create(t, st, w)
+		s.Add(w, nil)
+	}
+	for n := 0; fake.Total() < 200 && n < 100_000; n++ {
+		s.Poke(fmt.Sprintf("w%d", n%8))
+		if n%64 == 0 {
+			time.Sleep(time.Millisecond) // let probes run; not a schedule wait
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if fake.Total() < 16 {
+		t.Fatalf("only %d probes ran under pokes", fake.Total())
+	}
 }

@@ -247,10 +247,12 @@ func idle(ctx context.Context, n int, d time.Duration, syncMode string) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- r.eng.Run(runCtx) }()
+	stop := func() { cancel(); <-done }
 	if _, err := registerAll(ctx, r.eng, n, 32, func(i int) vigil.RegisterRequest {
 		return vigil.RegisterRequest{Kind: vigil.KindHTTP, Recipient: "r" + strconv.Itoa(i%1000), Every: "1h", Deadline: "6h",
 			Predicate: []byte(`{"n":` + strconv.Itoa(i) + `}`)}
 	}); err != nil {
+		stop()
 		return err
 	}
 	// Let every first probe finish and its observation commit.

@@ -91,6 +91,8 @@ func Outcome(w *vigil.Watch, o *vigil.Outcome) string {
 				return fmt.Sprintf("%s went off: %s", capital(subj), clip(w.Note, maxSummary))
 			}
 			return capital(subj) + " went off."
+		case w.Kind == vigil.KindFolder:
+			return fmt.Sprintf("%s changed%s.", capital(subj), detail(obs))
 		case w.Mode == vigil.ModeUnless:
 			return fmt.Sprintf("Attention: %s happened%s.", subj, detail(obs))
 		}

@@ -1,0 +1,578 @@
+// Command crash is the crash harness: it builds the real vigil binary,
+// starts `vigil serve` on a loopback port with a temporary data directory,
+// registers timer and http watches (some with webhooks to a local
+// receiver), SIGKILLs the daemon at random moments while they fire and
+// restarts it on the same data directory, then checks what SPEC §4 and §5
+// promise whatever crashes:
+//
+//   - every watch reaches exactly one terminal state, and none that should
+//     have fired is left pending;
+//   - every settled watch has exactly one message in its recipient's
+//     mailbox (read through the client with a fresh reader), a pending one
+//     none;
+//   - no webhook id is received twice unless the watch set retry_unknown,
+//     none is received that is not a mailbox message's id, and a receipt
+//     that says delivered was received.
+//
+// It prints the counts and exits 1 on any violation. See bench/README.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/client"
+	"github.com/vigil-run/vigil/daemon"
+)
+
+func main() {
+	n := flag.Int("n", 5000, "watches")
+	kills := flag.Int("kills", 10, "SIGKILLs while the watches fire")
+	spread := flag.Duration("spread", 10*time.Second, "the watches fall due across this long")
+	hooks := flag.Float64("webhooks", 0.3, "share of the watches with a webhook (half of them with retry_unknown)")
+	seed := flag.Uint64("seed", 0, "random seed (0: from the clock); printed so a run can be repeated")
+	keep := flag.Bool("keep", false, "keep the temporary directory (data dir, daemon log) even when all is well")
+	flag.Parse()
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano())
+	}
+	log.SetFlags(0)
+	log.SetPrefix("crash: ")
+	h := &harness{n: *n, kills: *kills, spread: *spread, hookShare: *hooks, seed: *seed,
+		rnd: rand.New(rand.NewPCG(*seed, 0x5eed))}
+	violations, err := h.run()
+	if h.dir != "" {
+		if err != nil || violations > 0 || *keep {
+			fmt.Fprintf(os.Stderr, "crash: kept %s (daemon log: %s)\n", h.dir, filepath.Join(h.dir, "daemon.log"))
+		} else {
+			os.RemoveAll(h.dir)
+		}
+	}
+	if err != nil {
+		log.Fatalf("%v (seed %d)", err, *seed)
+	}
+	if violations > 0 {
+		log.Fatalf("%d violation(s) (seed %d)", violations, *seed)
+	}
+}
+
+// harness holds one run.
+type harness struct {
+	n, kills  int
+	spread    time.Duration
+	hookShare float64
+	seed      uint64
+	rnd       *rand.Rand
+
+	dir, bin, dataDir, addr string
+	logf                    *os.File
+	proc                    *exec.Cmd
+	starts                  int
+
+	flips    []atomic.Int64 // per http watch index: unix nanos after which it answers done
+	hookMu   sync.Mutex
+	received map[string]int // webhook-id -> times received
+}
+
+// plan is what the harness registered for one watch.
+type plan struct {
+	id           string
+	kind         vigil.Kind
+	due          time.Time // when it should fire: the timer's at, or the http flip
+	webhook      bool
+	retryUnknown bool
+}
+
+func (h *harness) run() (int, error) {
+	var err error
+	if h.dir, err = os.MkdirTemp("", "vigil-crash-"); err != nil {
+		return 0, err
+	}
+	h.dataDir = filepath.Join(h.dir, "data")
+	h.bin = filepath.Join(h.dir, "vigil")
+	if h.logf, err = os.Create(filepath.Join(h.dir, "daemon.log")); err != nil {
+		return 0, err
+	}
+	defer h.logf.Close()
+	if err := h.build(); err != nil {
+		return 0, err
+	}
+	if h.addr, err = freeAddr(); err != nil {
+		return 0, err
+	}
+	defer h.stop()
+
+	// The http watches' endpoint: {"done":false} until the watch's flip
+	// time, then {"done":true}.
+	h.flips = make([]atomic.Int64, h.n)
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/w/"))
+		if err != nil || i < 0 || i >= len(h.flips) {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"done":%t}`, time.Now().UnixNano() >= h.flips[i].Load())
+	}))
+	defer target.Close()
+	// The webhook receiver records every webhook-id, then answers 200 after
+	// a short random pause, so some kills land mid-send.
+	h.received = map[string]int{}
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		id := r.Header.Get("webhook-id")
+		h.hookMu.Lock()
+		h.received[id]++
+		h.hookMu.Unlock()
+		time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer receiver.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := h.start(); err != nil {
+		return 0, err
+	}
+	c, err := h.ready(ctx)
+	if err != nil {
+		return 0, err
+	}
+
+	// Register: timers due across the spread, http watches whose endpoint
+	// flips to done across it, every one starting a moment from now.
+	t0 := time.Now().Add(2*time.Second + time.Duration(h.n)*100*time.Microsecond)
+	plans := make([]plan, h.n)
+	taken := map[string]bool{} // recipient and due instant: a timer's identity
+	for i := range plans {
+		p := &plans[i]
+		p.due = t0.Add(time.Duration(h.rnd.Int64N(int64(h.spread)))).Truncate(time.Millisecond)
+		for taken[recipient(i)+vigil.FormatTime(p.due)] {
+			p.due = p.due.Add(time.Millisecond)
+		}
+		taken[recipient(i)+vigil.FormatTime(p.due)] = true
+		p.kind = vigil.KindTimer
+		if h.rnd.IntN(5) < 2 {
+			p.kind = vigil.KindHTTP
+			h.flips[i].Store(p.due.UnixNano())
+		}
+		if h.rnd.Float64() < h.hookShare {
+			p.webhook, p.retryUnknown = true, h.rnd.IntN(2) == 0
+		}
+	}
+	regStart := time.Now()
+	if err := h.registerAll(ctx, c, plans, target.URL, receiver.URL); err != nil {
+		return 0, err
+	}
+	fmt.Printf("registered %d watches in %v (%d timers, %d http, %d with a webhook)\n", h.n,
+		time.Since(regStart).Round(time.Millisecond), count(plans, func(p plan) bool { return p.kind == vigil.KindTimer }),
+		count(plans, func(p plan) bool { return p.kind == vigil.KindHTTP }), count(plans, func(p plan) bool { return p.webhook }))
+
+	// Kill at random moments while they fire: each kill waits a random
+	// pause after the daemon is ready again, the pauses spread over the
+	// window from t0 to a little past the last due instant.
+	window := h.spread + 3*time.Second
+	sleepUntil(t0.Add(-500 * time.Millisecond))
+	for k := range h.kills {
+		pause := time.Duration(h.rnd.Int64N(int64(2*window/time.Duration(h.kills)) + 1))
+		time.Sleep(pause)
+		if err := h.kill(); err != nil {
+			return 0, err
+		}
+		if err := h.start(); err != nil {
+			return 0, err
+		}
+		if c, err = h.ready(ctx); err != nil {
+			return 0, fmt.Errorf("after kill %d: %w", k+1, err)
+		}
+	}
+	lastKill := time.Now()
+
+	// Wait until every watch has settled and every receipt has an end,
+	// bounded: a watch still pending a minute after it fell due (and after
+	// the last restart) is a violation, not a reason to wait on.
+	last := slices.MaxFunc(plans, func(a, b plan) int { return a.due.Compare(b.due) }).due
+	limit := last
+	if lastKill.After(limit) {
+		limit = lastKill
+	}
+	limit = limit.Add(60 * time.Second)
+	var watches map[string]*vigil.Watch
+	for {
+		if watches, err = listAll(ctx, c); err != nil {
+			return 0, err
+		}
+		if quiet(watches) || time.Now().After(limit) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return h.check(ctx, c, plans, watches)
+}
+
+// quiet reports whether every watch has settled and no receipt is still
+// sending or retrying.
+func quiet(ws map[string]*vigil.Watch) bool {
+	for _, w := range ws {
+		if w.State == vigil.StatePending {
+			return false
+		}
+		for _, r := range w.Receipts {
+			if r.Status == "sending" || r.Status == "retrying" {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (h *harness) check(ctx context.Context, c *client.Client, plans []plan, watches map[string]*vigil.Watch) (int, error) {
+	violations := 0
+	bad := func(format string, args ...any) {
+		violations++
+		if violations <= 20 {
+			fmt.Printf("VIOLATION: "+format+"\n", args...)
+		}
+	}
+	// Every recipient's mailbox, through a reader that has never read.
+	reader := fmt.Sprintf("crash-%d", time.Now().UnixNano())
+	msgs := map[string][]*vigil.Message{} // watch id -> its messages
+	msgIDs := map[string]string{}         // message id -> watch id
+	for r := range recipients(h.n) {
+		var after int64
+		for {
+			page, err := c.Messages(ctx, vigil.MessagesRequest{Recipient: r, Reader: reader, After: &after, Limit: 500})
+			if err != nil {
+				return 0, fmt.Errorf("messages of %s: %w", r, err)
+			}
+			if len(page.Messages) == 0 {
+				break
+			}
+			for _, m := range page.Messages {
+				msgs[m.WatchID] = append(msgs[m.WatchID], m)
+				msgIDs[m.ID] = m.WatchID
+				after = max(after, m.Seq)
+			}
+		}
+	}
+
+	var (
+		states                                     = map[vigil.State]int{}
+		lost, duplicated, stuck, notFired, phantom int
+		delivered, unknown, undeliverable, resent  int
+		maxLate                                    time.Duration
+	)
+	now := time.Now()
+	h.hookMu.Lock()
+	received := h.received
+	h.hookMu.Unlock()
+	for _, p := range plans {
+		w := watches[p.id]
+		if w == nil {
+			lost++
+			bad("watch %s (%s) is not listed", p.id, p.kind)
+			continue
+		}
+		states[w.State]++
+		ms := msgs[p.id]
+		switch {
+		case w.State == vigil.StatePending:
+			if now.After(w.Deadline) || now.After(p.due.Add(60*time.Second)) {
+				stuck++
+				bad("watch %s (%s, due %s, deadline %s) is still pending", p.id, p.kind, vigil.FormatTime(p.due), vigil.FormatTime(w.Deadline))
+			}
+			if len(ms) != 0 {
+				bad("pending watch %s has %d mailbox message(s)", p.id, len(ms))
+			}
+			continue
+		case !w.State.Terminal():
+			bad("watch %s is %s", p.id, w.State)
+			continue
+		case w.State != vigil.StateFired:
+			notFired++
+			bad("watch %s (%s, due %s) settled %s, want fired", p.id, p.kind, vigil.FormatTime(p.due), w.State)
+		}
+		if late := w.SettledAt.Sub(p.due); late > maxLate {
+			maxLate = late
+		}
+		if p.kind == vigil.KindTimer && w.SettledAt.Before(p.due) {
+			bad("timer %s fired at %s, before its instant %s", p.id, vigil.FormatTime(w.SettledAt), vigil.FormatTime(p.due))
+		}
+		switch len(ms) {
+		case 1:
+			if string(ms[0].Type) != string(w.State) {
+				bad("watch %s is %s but its message is %s", p.id, w.State, ms[0].Type)
+			}
+		case 0:
+			lost++
+			bad("settled watch %s (%s) has no mailbox message", p.id, w.State)
+			continue
+		default:
+			duplicated++
+			bad("settled watch %s has %d mailbox messages", p.id, len(ms))
+		}
+		if !p.webhook {
+			continue
+		}
+		id := ms[0].ID
+		got := received[id]
+		var rc *vigil.Receipt
+		for i := range w.Receipts {
+			if w.Receipts[i].Channel == "webhook" {
+				rc = &w.Receipts[i]
+			}
+		}
+		switch {
+		case rc == nil:
+			lost++
+			bad("watch %s settled but has no webhook receipt", p.id)
+		case rc.Status == "delivered":
+			delivered++
+			if got == 0 {
+				lost++
+				bad("watch %s: receipt delivered but webhook %s was never received", p.id, id)
+			}
+		case rc.Status == "unknown":
+			unknown++
+		case rc.Status == "undeliverable":
+			undeliverable++
+			bad("watch %s: webhook undeliverable (%s)", p.id, rc.Detail)
+		default:
+			bad("watch %s: webhook receipt still %s", p.id, rc.Status)
+		}
+		if got > 1 {
+			if p.retryUnknown {
+				resent++
+			} else {
+				duplicated++
+				bad("webhook %s of watch %s received %d times without retry_unknown (receipt %+v)", id, p.id, got, rc)
+			}
+		}
+	}
+	for id := range received {
+		if _, ok := msgIDs[id]; !ok {
+			phantom++
+			bad("webhook id %q received that is no mailbox message's id", id)
+		}
+	}
+	for id, wid := range msgIDs {
+		if _, ok := watches[wid]; !ok {
+			bad("message %s for a watch %q the harness did not register", id, wid)
+		}
+	}
+
+	fmt.Printf("%d watches, %d kills, lost %d, duplicated %d, stuck %d, not fired %d, phantom webhooks %d; states %v; webhooks: %d delivered, %d unknown, %d undeliverable, %d resent under retry_unknown; latest fire %v after its instant (seed %d)\n",
+		h.n, h.kills, lost, duplicated, stuck, notFired, phantom, states, delivered, unknown, undeliverable, resent,
+		maxLate.Round(time.Millisecond), h.seed)
+	if violations > 20 {
+		fmt.Printf("… and %d more violations\n", violations-20)
+	}
+	return violations, nil
+}
+
+func (h *harness) registerAll(ctx context.Context, c *client.Client, plans []plan, target, receiver string) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for range 32 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(plans) {
+					return
+				}
+				p := &plans[i]
+				req := vigil.RegisterRequest{Kind: p.kind, Recipient: recipient(i), Note: strconv.Itoa(i)}
+				switch p.kind {
+				case vigil.KindTimer:
+					req.Predicate = json.RawMessage(`{"at":"` + vigil.FormatTime(p.due) + `"}`)
+				case vigil.KindHTTP:
+					req.Predicate = json.RawMessage(fmt.Sprintf(`{"url":"%s/w/%d","done":{"path":"done","equals":true}}`, target, i))
+					req.Every, req.Deadline = "1s", "10m"
+				}
+				if p.webhook {
+					req.Deliver = json.RawMessage(fmt.Sprintf(`{"webhook":{"url":"%s/hook","retry_unknown":%t}}`, receiver, p.retryUnknown))
+				}
+				w, err := c.Register(ctx, req)
+				if err != nil {
+					errs <- fmt.Errorf("register %d: %w", i, err)
+					return
+				}
+				if w.Existing || w.AnsweredAtCreation {
+					errs <- fmt.Errorf("register %d: existing=%t answered_at_creation=%t", i, w.Existing, w.AnsweredAtCreation)
+					return
+				}
+				p.id = w.ID
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return errors.Join(slices.Collect(func(yield func(error) bool) {
+		for err := range errs {
+			if !yield(err) {
+				return
+			}
+		}
+	})...)
+}
+
+// recipient spreads the watches over recipients, well under the default
+// max_active_per_recipient.
+func recipient(i int) string { return "r" + strconv.Itoa(i%nRecipients) }
+
+const nRecipients = 100
+
+func recipients(n int) func(yield func(string) bool) {
+	return func(yield func(string) bool) {
+		for i := range min(n, nRecipients) {
+			if !yield(recipient(i)) {
+				return
+			}
+		}
+	}
+}
+
+func listAll(ctx context.Context, c *client.Client) (map[string]*vigil.Watch, error) {
+	out := map[string]*vigil.Watch{}
+	after := ""
+	for {
+		page, err := c.Watches(ctx, vigil.ListRequest{After: after, Limit: 1000})
+		if err != nil {
+			return nil, fmt.Errorf("list: %w", err)
+		}
+		for _, w := range page.Watches {
+			if out[w.ID] != nil {
+				return nil, fmt.Errorf("list: watch %s listed twice", w.ID)
+			}
+			out[w.ID] = w
+		}
+		if page.Next == "" {
+			return out, nil
+		}
+		after = page.Next
+	}
+}
+
+// build compiles the real vigil binary from the repository this bench
+// module replaces vigil with.
+func (h *harness) build() error {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/vigil-run/vigil").Output()
+	if err != nil {
+		return fmt.Errorf("go list: %w", err)
+	}
+	root := strings.TrimSpace(string(out))
+	cmd := exec.Command("go", "build", "-o", h.bin, "./cmd/vigil")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return nil
+}
+
+func (h *harness) start() error {
+	cmd := exec.Command(h.bin, "serve", "--listen", h.addr, "--data-dir", h.dataDir)
+	home := filepath.Join(h.dir, "home")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return err
+	}
+	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	h.starts++
+	fmt.Fprintf(h.logf, "--- start %d at %s\n", h.starts, vigil.FormatTime(time.Now()))
+	cmd.Stdout, cmd.Stderr = h.logf, h.logf
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	h.proc = cmd
+	return nil
+}
+
+func (h *harness) kill() error {
+	fmt.Fprintf(h.logf, "--- SIGKILL at %s\n", vigil.FormatTime(time.Now()))
+	if err := h.proc.Process.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	_ = h.proc.Wait()
+	h.proc = nil
+	return nil
+}
+
+func (h *harness) stop() {
+	if h.proc != nil {
+		_ = h.proc.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = h.proc.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = h.proc.Process.Kill()
+			<-done
+		}
+		h.proc = nil
+	}
+}
+
+// ready waits (at most 30 s) for /readyz and returns a client with the
+// admin token.
+func (h *harness) ready(ctx context.Context) (*client.Client, error) {
+	hc := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if resp, err := hc.Get("http://" + h.addr + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("the daemon (start %d) was not ready within 30 s", h.starts)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	tok, err := daemon.ReadToken(daemon.TokenPath(h.dataDir))
+	if err != nil {
+		return nil, err
+	}
+	return client.New(h.addr, tok, nil)
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func sleepUntil(t time.Time) { time.Sleep(time.Until(t)) }
+
+func count[T any](s []T, f func(T) bool) int {
+	n := 0
+	for _, v := range s {
+		if f(v) {
+			n++
+		}
+	}
+	return n
+}

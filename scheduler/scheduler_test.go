@@ -2,8 +2,8 @@ package scheduler_test
 
 import (
 	"context"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"

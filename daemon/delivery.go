@@ -19,6 +19,7 @@ import (
 	"github.com/vigil-run/vigil/deliver/command"
 	"github.com/vigil-run/vigil/deliver/email"
 	"github.com/vigil-run/vigil/deliver/webhook"
+	"github.com/vigil-run/vigil/watcher"
 )
 
 // WebhookSecretFile holds the daemon's own webhook signing secrets, one
@@ -260,7 +261,7 @@ func newDispatcher(cfg Config, store vigil.Store, log *slog.Logger) (*deliver.Di
 		return nil, deliver.Policy{}, err
 	}
 	chans := map[string]deliver.Channel{deliver.ChannelWebhook: wh}
-	policy := deliver.Policy{AllowExec: cfg.AllowExec, SMTP: cfg.Delivery.SMTP.Host != ""}
+	policy := deliver.Policy{AllowExec: cfg.AllowExec, SMTP: cfg.Delivery.SMTP.Host != "", Guard: watcher.Guard{DenyPrivate: cfg.DenyPrivate}}
 	if policy.AllowExec {
 		chans[deliver.ChannelCommand] = command.New(command.Config{})
 	}

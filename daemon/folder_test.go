@@ -36,7 +36,13 @@ func TestFolderWatchEndToEnd(t *testing.T) {
 	if wake, _ := w.LastObservation.Facts["wake"].(string); wake != "events" && !strings.HasPrefix(wake, "polling") {
 		t.Fatalf("wake = %q", wake)
 	}
-	if err := os.WriteFile(filepath.Join(root, "plan.md"), []byte("step one\nstep two\n"), 0o644); err != nil {
+	// Written whole and renamed into place: with settle 0 every change is
+	// reported, and a truncate-then-write would be two changes.
+	tmp := filepath.Join(t.TempDir(), "plan.md")
+	if err := os.WriteFile(tmp, []byte("step one\nstep two\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(root, "plan.md")); err != nil {
 		t.Fatal(err)
 	}
 	// An event (or, without inotify, the 10 s poll) wakes the watch.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/command"
 )
 
@@ -84,6 +85,11 @@ type Policy struct {
 	AllowExec bool
 	// SMTP is true when the daemon has an SMTP host (smtp.host).
 	SMTP bool
+	// Guard is the probe target policy: a webhook URL whose host is a
+	// literal address it refuses (a metadata address; a private one under
+	// deny_private) is refused at registration. Names are checked when
+	// the webhook dials.
+	Guard watcher.Guard
 }
 
 // ParseOptions decodes stored (canonical) options. Empty means none.
@@ -122,6 +128,11 @@ func (p Policy) Canonicalize(raw json.RawMessage, scopeExec bool) (json.RawMessa
 	if w := o.Webhook; w != nil {
 		if err := checkWebhook(w); err != nil {
 			return nil, err
+		}
+		if u, err := url.Parse(w.URL); err == nil {
+			if err := p.Guard.Admit(u.Hostname()); err != nil {
+				return nil, vigil.FieldErrorf(vigil.CodeWatchUnobservable, "deliver.webhook.url", "%s", vigil.ErrorMessage(err))
+			}
 		}
 	}
 	if c := o.Command; c != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/watcher"
 )
 
 func TestCanonicalize(t *testing.T) {
@@ -50,6 +51,8 @@ func TestCanonicalizeRefusals(t *testing.T) {
 		{"not an object", `[1]`, deliver.Policy{}, true, vigil.CodeInvalidRequest, "deliver"},
 		{"unknown field", `{"sms":{}}`, deliver.Policy{}, true, vigil.CodeInvalidRequest, "deliver"},
 		{"ftp url", `{"webhook":{"url":"ftp://example.com/x"}}`, deliver.Policy{}, true, vigil.CodeInvalidRequest, "deliver.webhook.url"},
+		{"metadata address", `{"webhook":{"url":"http://169.254.169.254/latest"}}`, deliver.Policy{}, true, vigil.CodeWatchUnobservable, "deliver.webhook.url"},
+		{"loopback under deny_private", `{"webhook":{"url":"http://127.0.0.1:9/x"}}`, deliver.Policy{Guard: watcher.Guard{DenyPrivate: true}}, true, vigil.CodeWatchUnobservable, "deliver.webhook.url"},
 		{"relative url", `{"webhook":{"url":"/hook"}}`, deliver.Policy{}, true, vigil.CodeInvalidRequest, "deliver.webhook.url"},
 		{"file url", `{"webhook":{"url":"file:///etc/passwd"}}`, deliver.Policy{}, true, vigil.CodeInvalidRequest, "deliver.webhook.url"},
 		{"no url", `{"webhook":{}}`, deliver.Policy{}, true, vigil.CodeInvalidRequest, "deliver.webhook.url"},

@@ -2,6 +2,7 @@ package vigil
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -19,11 +20,11 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	var days time.Duration
 	if i := strings.IndexByte(s, 'd'); i >= 0 {
-		n, err := strconv.ParseUint(s[:i], 10, 16)
-		if err != nil {
+		n, err := strconv.ParseUint(s[:i], 10, 64)
+		if err != nil || n > maxDays {
 			return 0, fmt.Errorf("invalid duration %q", s)
 		}
-		days = time.Duration(n) * 24 * time.Hour
+		days = time.Duration(n) * day
 		s = s[i+1:]
 		if s == "" {
 			return days, nil
@@ -36,8 +37,17 @@ func ParseDuration(s string) (time.Duration, error) {
 	if d < 0 {
 		return 0, fmt.Errorf("duration %q is negative", s)
 	}
+	if d > math.MaxInt64-days {
+		return 0, fmt.Errorf("duration %q is too long", s)
+	}
 	return days + d, nil
 }
+
+const (
+	day = 24 * time.Hour
+	// maxDays is the most whole days a time.Duration holds.
+	maxDays = uint64(math.MaxInt64 / int64(day))
+)
 
 // FormatDuration formats d compactly ("30s", "1h30m", "7d"), the inverse of
 // ParseDuration.
@@ -50,7 +60,6 @@ func FormatDuration(d time.Duration) string {
 		b.WriteByte('-')
 		d = -d
 	}
-	day := 24 * time.Hour
 	if d >= day {
 		fmt.Fprintf(&b, "%dd", d/day)
 		d %= day

@@ -21,9 +21,10 @@ const durability = "SQLite synchronous=FULL, WAL"
 // directory everything lives in, the daemons running, and the stores of
 // pending watches shared between scenarios.
 type env struct {
-	cfg  config
-	root string // temporary directory: the binary, data dirs, logs
-	bin  string
+	cfg    config
+	root   string // temporary directory: the binary, data dirs, logs
+	bin    string
+	source string // what the binary was built from
 
 	mu       sync.Mutex
 	live     map[*proc]struct{}
@@ -51,8 +52,10 @@ func (e *env) build() error {
 	if err != nil {
 		return fmt.Errorf("go list: %w", err)
 	}
+	src := strings.TrimSpace(string(out))
+	e.source = sourceState(src)
 	cmd := exec.Command("go", "build", "-o", e.bin, "./cmd/vigil")
-	cmd.Dir = strings.TrimSpace(string(out))
+	cmd.Dir = src
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return errors.Join(fmt.Errorf("go build: %w", err), errors.New(string(out)))
 	}
@@ -104,8 +107,23 @@ func (e *env) describe() string {
 	if f := strings.Fields(string(load)); len(f) > 0 {
 		l1 = f[0]
 	}
-	return fmt.Sprintf("%s; %d CPUs, Linux %s, %s; load average %s at the start; the daemon is `vigil serve` built from this repository; tmp %s",
-		durability, runtime.NumCPU(), strings.TrimSpace(string(kernel)), runtime.Version(), l1, e.root)
+	return fmt.Sprintf("%s; %d CPUs, Linux %s, %s; load average %s at the start; the daemon is `vigil serve` built from %s; tmp %s",
+		durability, runtime.NumCPU(), strings.TrimSpace(string(kernel)), runtime.Version(), l1, e.source, e.root)
+}
+
+// sourceState names the commit the binary was built from, and says so if
+// files outside bench/ differ from it (the binary has those changes).
+func sourceState(root string) string {
+	head, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return root + " (not a git checkout)"
+	}
+	s := "commit " + strings.TrimSpace(string(head))
+	out, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench").Output()
+	if err == nil && len(strings.TrimSpace(string(out))) > 0 {
+		s += fmt.Sprintf(" plus uncommitted changes to %d file(s) outside bench/", len(strings.Split(strings.TrimSpace(string(out)), "\n")))
+	}
+	return s
 }
 
 // fixture is a data directory holding n pending timers due in hours (and

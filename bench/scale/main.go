@@ -34,25 +34,27 @@ var allScenarios = []string{"memory", "restart", "probe", "scale"}
 
 // config is the command line.
 type config struct {
-	scenarios  []string
-	sizes      []int // nil: each scenario's default
-	runs       int
-	idle       time.Duration
-	settle     time.Duration
-	fill       string
-	conc       int
-	peers      []string
-	pgURL      string
-	redisAddr  string
-	redisDB    int
-	probeN     int
-	probeEvery time.Duration
-	probeFor   time.Duration
-	lead       time.Duration
-	stormWatch string
-	inproc     bool
-	dir        string
-	keep       bool
+	scenarios   []string
+	sizes       []int // nil: each scenario's default
+	runs        int
+	idle        time.Duration
+	settle      time.Duration
+	fill        string
+	conc        int
+	peers       []string
+	pgURL       string
+	redisAddr   string
+	redisDB     int
+	probeN      int
+	probeEvery  time.Duration
+	probeFor    time.Duration
+	probeSpread bool
+	probeWarmup time.Duration
+	lead        time.Duration
+	stormWatch  string
+	inproc      bool
+	dir         string
+	keep        bool
 }
 
 func main() {
@@ -71,6 +73,8 @@ func main() {
 	flag.IntVar(&c.probeN, "probe-n", 10_000, "probe: http watches")
 	flag.DurationVar(&c.probeEvery, "probe-every", 5*time.Second, "probe: the watches' interval")
 	flag.DurationVar(&c.probeFor, "probe-for", time.Minute, "probe: measurement window")
+	flag.BoolVar(&c.probeSpread, "probe-spread", true, "probe: pace the registrations over one interval so the probes are spread evenly (false: register as fast as possible, each interval starts with a burst)")
+	flag.DurationVar(&c.probeWarmup, "probe-warmup", 30*time.Second, "probe: after every watch has been probed once, how long before the window starts")
 	flag.DurationVar(&c.lead, "lead", 0, "scale storm: how far ahead of the instant the timers are made (0: from the size)")
 	flag.StringVar(&c.stormWatch, "storm-watch", "store", "scale storm: how the end is seen: store (the daemon's committed pending count, read from its database file every 10 ms) or api (GET /v1/watches?state=pending&limit=1 every 20 ms, as bench/peers does)")
 	flag.BoolVar(&c.inproc, "inproc", true, "memory and restart: also measure vigil's engine in this process on the same store")

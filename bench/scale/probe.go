@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,7 +79,15 @@ func probe(ctx context.Context, e *env) error {
 	}
 	progressf("probe: registering %d http watches every %v", n, every)
 	created := make([]int64, n)
+	// Spread: watch i registered at i/n of an interval, so the grid slots
+	// are spread evenly and the load is n/every probes a second all along;
+	// without it they are registered as fast as they go, and each interval
+	// starts with a burst of every watch's probe.
+	t0 := time.Now()
 	regTook, err := registerN(ctx, n, e.cfg.conc, func(ctx context.Context, i int) error {
+		if e.cfg.probeSpread {
+			time.Sleep(time.Until(t0.Add(time.Duration(int64(every) * int64(i) / int64(n)))))
+		}
 		w, err := c.Register(ctx, vigil.RegisterRequest{
 			Kind:      vigil.KindHTTP,
 			Recipient: "p" + strconv.Itoa(i%100),
@@ -117,7 +126,7 @@ func probe(ctx context.Context, e *env) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	time.Sleep(every)
+	time.Sleep(e.cfg.probeWarmup)
 
 	progressf("probe: measuring %v", window)
 	u0, err := readUsage(d.pid())
@@ -134,7 +143,7 @@ func probe(ctx context.Context, e *env) error {
 	}
 	self1, _ := readUsage(os.Getpid())
 
-	var late, jitter []time.Duration
+	var late, jitter, first, last []time.Duration
 	got := 0
 	for i := range logs {
 		logs[i].mu.Lock()
@@ -148,7 +157,14 @@ func probe(ctx context.Context, e *env) error {
 			}
 			got++
 			k := (a - created[i]) / int64(every)
-			late = append(late, time.Duration(a-created[i]-k*int64(every)))
+			l := time.Duration(a - created[i] - k*int64(every))
+			late = append(late, l)
+			switch {
+			case a < ws+int64(every):
+				first = append(first, l)
+			case a >= we-int64(every):
+				last = append(last, l)
+			}
 			if prev >= ws {
 				jitter = append(jitter, time.Duration(a-prev)-every)
 			}
@@ -167,19 +183,27 @@ func probe(ctx context.Context, e *env) error {
 	expected := float64(n) * w.Seconds() / every.Seconds()
 	t := &table{
 		title: fmt.Sprintf("probe: %s http watches, every %v, against a loopback server in this process — vigil serve, %s; window %v", count(int64(n)), every, durability, w.Round(time.Millisecond)),
-		head:  []string{"probes/s (at the server)", "expected/s", "CPU/probe (ticks)", "CPU/probe (schedstat)", "daemon CPU", "lateness p50", "p99", "max", "gap − every p99", "written in window", "daemon RSS", "this process CPU"},
+		head:  []string{"probes/s (at the server)", "expected/s", "CPU/probe (ticks)", "CPU/probe (schedstat)", "daemon CPU", "lateness p50", "p99", "max", "p50/p99 first interval", "p50/p99 last interval", "gap − every p99", "written in window", "daemon RSS", "this process CPU"},
 	}
 	t.add(fmt.Sprintf("%.0f", float64(probes)/w.Seconds()), fmt.Sprintf("%.0f", expected/w.Seconds()),
 		fmt.Sprintf("%.0f µs", float64(cpu)/float64(time.Microsecond)/float64(max(probes, 1))),
 		fmt.Sprintf("%.0f µs", float64(run)/float64(time.Microsecond)/float64(max(probes, 1))),
 		fmt.Sprintf("%.0f %% of a core", 100*cpu.Seconds()/w.Seconds()),
 		msec(quantile(late, 0.5)), msec(quantile(late, 0.99)), msec(quantile(late, 1)),
+		msec(quantile(first, 0.5))+" / "+msec(quantile(first, 0.99)), msec(quantile(last, 0.5))+" / "+msec(quantile(last, 0.99)),
 		msec(quantile(jitter, 0.99)),
 		count(u1.written-u0.written)+" B", mib(u1.rss),
 		fmt.Sprintf("%.0f %% of a core", 100*(self1.cpu-self0.cpu).Seconds()/w.Seconds()))
 	t.note("%d requests in the window for %s expected (%s watches × window / every); %s of %s watches still pending after it, %s probes counted by the daemon in all", got, count(int64(expected)), count(int64(n)), count(int64(pending)), count(int64(n)), count(int64(polls)))
-	t.note("registered over HTTP (admin token, recipients p0…p99, %d goroutines) in %v; the first probe of each is at its registration; measured from one interval after every watch had been probed once", e.cfg.conc, regTook.Round(time.Millisecond))
-	t.note("lateness: arrival at the server − (created_at + k × every), k the latest grid slot at or before the arrival; gap − every: between two requests for the same watch in the window")
+	lo, hi := slices.Min(created), slices.Max(created)
+	spread := "paced over one interval (-probe-spread), so the grid slots are spread evenly"
+	if !e.cfg.probeSpread {
+		spread = "as fast as they went (-probe-spread=false), so each interval starts with a burst"
+	}
+	t.note("registered over HTTP (admin token, recipients p0…p99, %d goroutines) in %v, %s: first probes (created_at) spread over %v; the first probe of each is at its registration; measured from one interval after every watch had been probed once",
+		e.cfg.conc, regTook.Round(time.Millisecond), spread, time.Duration(hi-lo).Round(time.Millisecond))
+	t.note("lateness: arrival at the server − (created_at + k × every), k the latest grid slot at or before the arrival (a slot the daemon fell a whole interval behind on is skipped, vigil.NextDue, and shows as fewer requests than expected); first/last interval: the requests of the window's first and last %v, equal when the daemon keeps up, growing when it falls behind, shrinking while it catches up; gap − every: between two requests for the same watch in the window", every)
+	t.note("warm-up before the window: every watch probed once, then %v (-probe-warmup)", e.cfg.probeWarmup)
 	t.note("CPU/probe: the daemon's utime+stime (/proc/PID/stat, 10 ms ticks) or its threads' run time (/proc/PID/task/*/schedstat) over the window, / requests counted at the server")
 	t.note("the daemon's defaults: probe_workers 8, deny_private false (loopback probes allowed); every probe is a new TCP connection (the http watcher disables keep-alives)")
 	t.note("this process serves the requests and shares the machine's %d cores with the daemon", runtime.NumCPU())

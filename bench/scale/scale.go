@@ -19,7 +19,7 @@ import (
 func scale(ctx context.Context, e *env, sizes []int) error {
 	it := &table{
 		title: fmt.Sprintf("scale idle: pending timers due in 2 h, nothing due — vigil serve, %s; window %v, from 5 s after /readyz", durability, e.cfg.idle),
-		head:  []string{"pending", "made by", "daemon CPU/min (ticks)", "daemon CPU/min (schedstat)", "client CPU/min (ticks)", "daemon+client CPU/min", "daemon bytes written", "daemon RSS"},
+		head:  []string{"pending", "made by", "daemon CPU/min (ticks)", "(schedstat)", "client CPU/min (ticks)", "(schedstat)", "daemon+client CPU/min (schedstat)", "daemon bytes written", "daemon RSS"},
 	}
 	st := &table{
 		title: fmt.Sprintf("scale storm: N timers due at one instant T — vigil serve, %s; each settlement committed with its mailbox message", durability),
@@ -89,8 +89,8 @@ func idle(ctx context.Context, e *env, n int, t *table) error {
 		perMin := func(d time.Duration) string {
 			return msec(time.Duration(float64(d) * float64(time.Minute) / float64(w)))
 		}
-		return []string{count(int64(n)), f.method, perMin(u1.cpu - u0.cpu), perMin(u1.run - u0.run), perMin(s1.cpu - s0.cpu),
-			perMin(u1.cpu - u0.cpu + s1.cpu - s0.cpu), count(u1.written-u0.written) + " B", mib(u1.rss)}, nil
+		return []string{count(int64(n)), f.method, perMin(u1.cpu - u0.cpu), perMin(u1.run - u0.run), perMin(s1.cpu - s0.cpu), perMin(s1.run - s0.run),
+			perMin(u1.run - u0.run + s1.run - s0.run), count(u1.written-u0.written) + " B", mib(u1.rss)}, nil
 	}()
 	_, serr := d.stop(time.Minute)
 	if err = errors.Join(err, serr); err != nil {

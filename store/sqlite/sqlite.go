@@ -9,10 +9,10 @@
 // is rolled back alone), commits once (one fsync for the whole batch), and
 // only then answers each caller. If the commit fails, every caller of the
 // batch gets the error. Reads use a separate pool of read-only connections,
-// which WAL lets run beside the writer. The writer never checkpoints: a
-// second goroutine copies the WAL back into the database file once enough
-// pages have piled up, so that work and its fsync stay out of the callers'
-// commits.
+// which WAL lets run beside the writer. Once enough pages have piled up in
+// the WAL, the writer copies them back into the database file between two
+// batches, after answering its callers, so that work and its fsync stay out
+// of every caller's commit and the WAL starts over instead of growing.
 //
 // The schema is a numbered list of embedded SQL migrations applied with
 // goose at Open, each in a transaction. A database whose schema is newer
@@ -105,8 +105,6 @@ type Store struct {
 	w       *writer
 	r       readStmts
 
-	checkpointDone chan struct{} // closed when the checkpointer returns
-
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -171,37 +169,15 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 		return nil, err
 	}
 
-	if s.w, err = newWriter(ctx, s.writeDB); err != nil {
+	checkpointFailed := func(err error) { s.log.Warn("checkpoint failed", "err", err) }
+	if s.w, err = newWriter(ctx, s.writeDB, checkpointFailed); err != nil {
 		s.r.close()
 		s.readDB.Close()
 		s.writeDB.Close()
 		return nil, err
 	}
-	s.checkpointDone = make(chan struct{})
 	go s.w.run()
-	go s.checkpoints()
 	return s, nil
-}
-
-// checkpoints copies the WAL back into the database file each time the
-// writer asks, until the writer stops. PASSIVE checkpoints never block the
-// writer or the readers; the writer starts the WAL over once one has
-// caught up.
-func (s *Store) checkpoints() {
-	defer close(s.checkpointDone)
-	for {
-		select {
-		case <-s.w.checkpoint:
-		case <-s.w.done:
-			return
-		}
-		var busy, frames, copied int
-		err := s.readDB.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
-		if err != nil {
-			// No caller to return this to; the next checkpoint retries.
-			s.log.Warn("checkpoint failed", "err", err)
-		}
-	}
 }
 
 // dsn returns the driver's data source name for path: WAL, the synchronous
@@ -282,7 +258,6 @@ func SchemaVersion() int64 {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.w.stop()
-		<-s.checkpointDone
 		s.r.close()
 		s.closeErr = errors.Join(s.readDB.Close(), s.writeDB.Close())
 		if s.closeErr != nil {

@@ -37,11 +37,13 @@ type writer struct {
 	quit chan struct{} // closed by stop
 	done chan struct{} // closed when run returns
 
-	// walPages counts the pages committed since the last checkpoint
-	// request; past checkpointPages, checkpoint is signalled. Only the
+	// walPages counts the pages committed since the last checkpoint; past
+	// checkpointPages the writer checkpoints between two batches. Only the
 	// writer goroutine touches walPages.
-	walPages   int
-	checkpoint chan struct{} // buffered(1)
+	walPages int
+	// checkpointFailed reports a failed checkpoint (there is no caller to
+	// return it to; the next one retries).
+	checkpointFailed func(error)
 }
 
 // wtx is what an op gets: the writer's prepared statements, used inside the
@@ -51,17 +53,17 @@ type wtx struct {
 	writeStmts
 }
 
-func newWriter(ctx context.Context, db *sql.DB) (*writer, error) {
+func newWriter(ctx context.Context, db *sql.DB, checkpointFailed func(error)) (*writer, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: writer connection: %w", err)
 	}
 	w := &writer{
-		conn:       conn,
-		wake:       make(chan struct{}, 1),
-		quit:       make(chan struct{}),
-		done:       make(chan struct{}),
-		checkpoint: make(chan struct{}, 1),
+		conn:             conn,
+		wake:             make(chan struct{}, 1),
+		quit:             make(chan struct{}),
+		done:             make(chan struct{}),
+		checkpointFailed: checkpointFailed,
 	}
 	w.tx.conn = conn
 	if err := prepareAll(ctx, conn, w.tx.writeStmts.defs()); err != nil {
@@ -111,6 +113,9 @@ func (w *writer) run() {
 				break
 			}
 			w.commit(batch)
+			if w.walPages >= checkpointPages {
+				w.checkpoint()
+			}
 		}
 		w.mu.Lock()
 		finished := w.closed && len(w.queue) == 0
@@ -219,11 +224,7 @@ func (w *writer) commit(batch []*op) {
 	w.committed()
 }
 
-// committed counts the pages the last commit wrote to the WAL and asks for
-// a checkpoint once enough have piled up. The writer connection never
-// checkpoints itself (wal_autocheckpoint=0): copying the WAL back into the
-// database, with its fsync, runs beside the writer instead of inside some
-// caller's commit.
+// committed counts the pages the last commit wrote to the WAL.
 func (w *writer) committed() {
 	_ = w.conn.Raw(func(dc any) error {
 		if st, ok := dc.(sqlite.DBStatus); ok {
@@ -233,12 +234,28 @@ func (w *writer) committed() {
 		}
 		return nil
 	})
-	if w.walPages >= checkpointPages {
-		w.walPages = 0
-		select {
-		case w.checkpoint <- struct{}{}:
-		default: // one is already asked for
-		}
+}
+
+// checkpoint copies the WAL back into the database file. It runs on the
+// writer goroutine between two batches, after the last batch's callers have
+// their answer, so no caller's commit waits for it (SQLite's own
+// wal_autocheckpoint, off on this connection, would run it inside the
+// COMMIT). Running it here rather than beside the writer matters: a
+// checkpoint only lets the WAL start over from its beginning if no commit
+// lands while it copies, and under a steady stream of commits one running
+// beside the writer never catches up. The WAL then grows without end, and
+// every commit appends to the file, whose fsync must also journal the new
+// size: on this project's reference disk that made each commit cost about
+// twice an fsync of rewritten pages (docs/BENCHMARKS.md).
+//
+// PASSIVE never waits for readers: a reader still on an old snapshot only
+// keeps the frames it needs, and the next checkpoint takes the rest.
+func (w *writer) checkpoint() {
+	w.walPages = 0
+	var busy, frames, copied int
+	err := w.conn.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
+	if err != nil && w.checkpointFailed != nil {
+		w.checkpointFailed(err)
 	}
 }
 

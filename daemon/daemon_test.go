@@ -49,7 +49,7 @@ type running struct {
 
 // start runs a daemon for cfg until the test ends (or stop is called) and
 // returns once it is primed.
-func start(t *testing.T, cfg daemon.Config) *running {
+func start(t testing.TB, cfg daemon.Config) *running {
 	t.Helper()
 	d, err := daemon.New(t.Context(), cfg, nil)
 	if err != nil {
@@ -83,7 +83,7 @@ func start(t *testing.T, cfg daemon.Config) *running {
 }
 
 // newClient returns a client of d with its admin token.
-func newClient(t *testing.T, d *running) *client.Client {
+func newClient(t testing.TB, d *running) *client.Client {
 	t.Helper()
 	c, err := client.New(d.Addr(), d.Token(), nil)
 	if err != nil {

@@ -26,11 +26,11 @@ type writeStmts struct {
 	begin, commitTx, rollbackTx    *sql.Stmt
 	savepoint, release, rollbackTo *sql.Stmt
 
-	watchInsert, watchByID, watchByIdentity, watchHead, watchesPending *sql.Stmt
-	watchSettle, watchCancel, watchObserve, watchDelete                *sql.Stmt
-	counts, pendingAdd, recipientClose                                 *sql.Stmt
-	ledgerGet, ledgerPut                                               *sql.Stmt
-	messageInsert, readerAck                                           *sql.Stmt
+	watchInsert, watchByID, watchIDByIdentity, watchHead, watchesPending *sql.Stmt
+	watchSettle, watchCancel, watchObserve, watchDelete                  *sql.Stmt
+	counts, pendingAdd, recipientClose                                   *sql.Stmt
+	ledgerGet, ledgerPut                                                 *sql.Stmt
+	messageInsert, readerAck                                             *sql.Stmt
 }
 
 type stmtDef struct {
@@ -49,7 +49,7 @@ func (s *writeStmts) defs() []stmtDef {
 
 		{&s.watchInsert, `INSERT INTO watches (` + watchColumns + `) VALUES (` + placeholders(27) + `)`},
 		{&s.watchByID, `SELECT ` + watchColumns + ` FROM watches WHERE id = ?`},
-		{&s.watchByIdentity, `SELECT ` + watchColumns + ` FROM watches WHERE identity = ? AND state = 'pending'`},
+		{&s.watchIDByIdentity, `SELECT id FROM watches WHERE identity = ? AND state = 'pending'`},
 		{&s.watchHead, `SELECT recipient, state FROM watches WHERE id = ?`},
 		{&s.watchesPending, `SELECT rowid, id, recipient FROM watches
 			WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'`},

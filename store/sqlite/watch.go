@@ -96,9 +96,16 @@ func createWatch(t *wtx, p vigil.WatchCreateParams, w *vigil.Watch, args []any) 
 		}
 	}
 
-	got, err := scanWatch(t.queryRow(t.watchByIdentity, identityArg(w.Identity)))
+	// The id alone first: most registrations find nothing, and scanning a
+	// whole row costs more than the query.
+	var existingID string
+	err := t.queryRow(t.watchIDByIdentity, identityArg(w.Identity)).Scan(&existingID)
 	switch {
 	case err == nil:
+		got, err := scanWatch(t.queryRow(t.watchByID, existingID))
+		if err != nil {
+			return nil, wrap("read pending watch by identity", err)
+		}
 		got.Existing = true
 		if key != "" {
 			if _, err := t.exec(t.ledgerPut, w.Recipient, key, p.RequestHash, got.ID, 1, created); err != nil {

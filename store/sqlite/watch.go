@@ -480,9 +480,19 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 				}
 			}
 		}
+		// A settled watch's recipient has its counters row (made with its
+		// first watch, never deleted): update in place, and the total once
+		// for the whole batch rather than once per recipient.
+		total := 0
 		for _, r := range slices.Sorted(maps.Keys(settled)) {
-			if err := addPending(t, r, -settled[r], 0); err != nil {
-				return err
+			if _, err := t.exec(t.pendingSettled, r, settled[r]); err != nil {
+				return wrap("count pending watches of "+r, err)
+			}
+			total += settled[r]
+		}
+		if total > 0 {
+			if _, err := t.exec(t.pendingTotal, -total); err != nil {
+				return wrap("count pending watches", err)
 			}
 		}
 		return nil

@@ -31,7 +31,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 		}
 		f.WatchID = v[0]
 	}
-	ctx, done := s.track(r.Context())
+	ctx, done := s.calls.Track(r.Context())
 	defer done()
 	ch, err := s.svc.Subscribe(ctx, f)
 	if err != nil {

@@ -44,7 +44,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	if mr.Wait > 0 {
 		var done func()
-		ctx, done = s.track(ctx)
+		ctx, done = s.calls.Track(ctx)
 		defer done()
 		noWriteDeadline(w)
 	}

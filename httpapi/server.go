@@ -22,10 +22,10 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/longcall"
 )
 
 // Defaults of Options; each lives here only.
@@ -108,10 +108,7 @@ type Server struct {
 	mux          *http.ServeMux
 	routes       []route
 
-	mu     sync.Mutex
-	closed bool
-	live   map[uint64]context.CancelCauseFunc
-	nextID uint64
+	calls longcall.Set // the long calls in flight
 }
 
 // route is one built-in endpoint: its ServeMux pattern, whether it needs a
@@ -139,7 +136,6 @@ func New(opts Options) *Server {
 		heartbeat: opts.Heartbeat,
 		tokens:    opts.Tokens,
 		mux:       http.NewServeMux(),
-		live:      make(map[uint64]context.CancelCauseFunc),
 	}
 	if opts.AdminToken != "" {
 		s.adminHash, s.hasAdmin = sha256.Sum256([]byte(opts.AdminToken)), true
@@ -224,38 +220,9 @@ func (s *Server) MountPublic(pattern string, h http.Handler) {
 // ends at once. Call it when the HTTP server shuts down, for example
 // through http.Server.RegisterOnShutdown(s.Close), so that Shutdown need not
 // wait for streams that never end by themselves.
-func (s *Server) Close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
-	for id, cancel := range s.live {
-		cancel(errShuttingDown)
-		delete(s.live, id)
-	}
-}
+func (s *Server) Close() { s.calls.Close(errShuttingDown) }
 
 var errShuttingDown = &vigil.Error{Code: vigil.CodeUnavailable, Message: "vigil is shutting down; try again shortly"}
-
-// track returns a context for a long-lived request that Close cancels, and
-// the function to call when the request is done.
-func (s *Server) track(parent context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(parent)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		cancel(errShuttingDown)
-		return ctx, func() {}
-	}
-	id := s.nextID
-	s.nextID++
-	s.live[id] = cancel
-	return ctx, func() {
-		s.mu.Lock()
-		delete(s.live, id)
-		s.mu.Unlock()
-		cancel(context.Canceled)
-	}
-}
 
 // serveHTTP is the outermost handler: request id, panic recovery, one
 // debug line per request, and JSON answers for unknown routes.

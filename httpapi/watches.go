@@ -145,7 +145,7 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ctx, done := s.track(r.Context())
+	ctx, done := s.calls.Track(r.Context())
 	defer done()
 	noWriteDeadline(w)
 	wt, err := s.svc.Wait(ctx, id, timeout)

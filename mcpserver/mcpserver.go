@@ -32,12 +32,12 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/longcall"
 )
 
 // Defaults of Options and of the tools; each lives here only.
@@ -100,10 +100,7 @@ type server struct {
 	subs *subscriptions
 
 	// Waits in flight, which closeWaits ends.
-	mu     sync.Mutex
-	closed bool
-	live   map[uint64]context.CancelCauseFunc
-	nextID uint64
+	calls longcall.Set // the long calls in flight
 }
 
 // New returns an MCP server whose tools and inbox resource act on svc.
@@ -138,7 +135,7 @@ func Run(ctx context.Context, svc vigil.Service, opts *Options, t mcp.Transport)
 }
 
 func newServer(svc vigil.Service, opts *Options, overHTTP bool) *server {
-	s := &server{svc: svc, now: time.Now, http: overHTTP, live: make(map[uint64]context.CancelCauseFunc)}
+	s := &server{svc: svc, now: time.Now, http: overHTTP}
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -276,37 +273,8 @@ func (s *server) asToolError(ctx context.Context, tool string, err error) error 
 // errShuttingDown ends the waits in flight when the server closes.
 var errShuttingDown = &vigil.Error{Code: vigil.CodeUnavailable, Message: "vigil is shutting down; call again shortly"}
 
-// track returns a context for a long call that closeWaits cancels, and
-// the function to call when the call is done.
-func (s *server) track(parent context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(parent)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		cancel(errShuttingDown)
-		return ctx, func() {}
-	}
-	id := s.nextID
-	s.nextID++
-	s.live[id] = cancel
-	return ctx, func() {
-		s.mu.Lock()
-		delete(s.live, id)
-		s.mu.Unlock()
-		cancel(context.Canceled)
-	}
-}
-
 // closeWaits ends every wait in flight, and any started later at once.
-func (s *server) closeWaits() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
-	for id, cancel := range s.live {
-		cancel(errShuttingDown)
-		delete(s.live, id)
-	}
-}
+func (s *server) closeWaits() { s.calls.Close(errShuttingDown) }
 
 // argError is a refusal of one argument before the service is called.
 func argError(field, format string, args ...any) error {

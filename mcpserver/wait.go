@@ -49,7 +49,7 @@ func (s *server) wait(ctx context.Context, req *mcp.CallToolRequest, in waitIn) 
 		return nil, waitOut{}, s.asToolError(ctx, req.Params.Name, err)
 	}
 	if w.State == vigil.StatePending && !w.Standing && window > 0 && !(dueOnly(w.Kind) && w.NextDue.After(start.Add(window))) {
-		wctx, done := s.track(ctx)
+		wctx, done := s.calls.Track(ctx)
 		defer done()
 		stop := s.progress(wctx, req, w, start, window)
 		w, err = s.svc.Wait(wctx, in.ID, window)

@@ -28,7 +28,7 @@ type watches struct {
 	regState []atomic.Uint32 // regNone, regOK, regFailed
 	regHash  []atomic.Uint64 // hash of the watch id the registration answered
 	regLatMs []int32         // registration round trip, ms
-	pacerMs  []int32         // how late the pacer handed the slot out, ms (the generator's own lag)
+	wakeMs   []int32         // how late the pacer woke for a slot it slept until, ms (the generator's own lag); -1: it did not sleep
 	lagMs    []int32         // how late a worker took the slot up, ms (includes waiting for a free worker)
 	recv     []atomic.Int32  // messages received for the watch
 	recvHash []atomic.Uint64 // hash of the message's watch id
@@ -46,7 +46,7 @@ const (
 func newWatches(n int) *watches {
 	return &watches{n: n,
 		due: make([]atomic.Int64, n), regState: make([]atomic.Uint32, n), regHash: make([]atomic.Uint64, n),
-		regLatMs: make([]int32, n), pacerMs: make([]int32, n), lagMs: make([]int32, n),
+		regLatMs: make([]int32, n), wakeMs: make([]int32, n), lagMs: make([]int32, n),
 		recv: make([]atomic.Int32, n), recvHash: make([]atomic.Uint64, n),
 		lateMs: make([]int32, n), delivMs: make([]int32, n), badType: make([]atomic.Int32, n),
 	}
@@ -146,12 +146,14 @@ pace:
 		if !slot.Before(end) {
 			break
 		}
+		g.w.wakeMs[i] = -1
 		if d := time.Until(slot); d > 0 {
 			select {
 			case <-ctx.Done():
 				break pace
 			case <-time.After(d):
 			}
+			g.w.wakeMs[i] = int32(min(time.Since(slot).Milliseconds(), math.MaxInt32))
 		}
 		r := i % g.readers
 		due := slot.Add(g.lead).UnixMilli()
@@ -161,7 +163,6 @@ pace:
 		lastDue[r] = due
 		g.w.due[i].Store(due)
 		g.lastDueMs.Store(max(g.lastDueMs.Load(), due))
-		g.w.pacerMs[i] = int32(min(time.Since(slot).Milliseconds(), math.MaxInt32))
 		select {
 		case jobs <- job{i: i, slot: slot}:
 		default:

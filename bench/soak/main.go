@@ -251,14 +251,22 @@ func (s *soak) run() (failed bool, err error) {
 	var afterG float64 = -1
 	var afterIn time.Duration
 	if idleG >= 0 {
+		// Until the count is back within the slack and has stopped
+		// falling (three reads in a row, 250 ms apart), at most 30 s.
 		t := time.Now()
+		var last []float64
 		for {
-			afterG = s.p.goroutines()
-			if afterG >= 0 && afterG <= idleG+float64(c.goroutineSlack) || time.Since(t) > 30*time.Second {
+			g := s.p.goroutines()
+			last = append(last, g)
+			if n := len(last); g >= 0 && g <= idleG+float64(c.goroutineSlack) && n >= 3 && last[n-3] <= g && last[n-2] <= g {
+				break
+			}
+			if time.Since(t) > 30*time.Second {
 				break
 			}
 			time.Sleep(250 * time.Millisecond)
 		}
+		afterG = last[len(last)-1]
 		afterIn = time.Since(t)
 		if afterG > idleG+float64(c.goroutineSlack) || afterG < 0 {
 			s.saveProfileTo(filepath.Join(s.p.dir, "goroutines-after.txt"), "/debug/pprof/goroutine?debug=1")
@@ -475,7 +483,8 @@ func (s *soak) report(in reportIn) {
 	target := c.rate * in.loadEnd.Sub(in.t0).Seconds()
 	fmt.Printf("load:        %d registered of %d sent (%.0f planned) in %v; %.1f/s after the warm-up (target %.0f/s)\n",
 		s.gen.ok.Load(), sent, target, in.loadEnd.Sub(in.t0).Round(time.Millisecond), regRate, c.rate)
-	fmt.Printf("pacer:       handed slots out late by %s (the generator's own lag)\n", quantilesOf(w.pacerMs, sentIdx))
+	fmt.Printf("pacer:       woke late for its slots by %s (the generator's own lag, over the slots it slept until)\n",
+		quantilesOf(w.wakeMs, func(i int) bool { return i < sent && w.wakeMs[i] >= 0 }))
 	fmt.Printf("pacer:       slots taken up by a worker late by %s; %d more than 100 ms late, %d more than 1 s; %v waiting for a free worker (all %d awaiting the daemon)\n",
 		quantilesOf(w.lagMs, sentIdx), late100, late1s, time.Duration(s.gen.blocked.Load()).Round(time.Millisecond), c.workers)
 	fmt.Printf("register:    round trip %s\n", quantilesOf(w.regLatMs, func(i int) bool { return i < sent && w.regState[i].Load() == regOK }))

@@ -54,6 +54,7 @@ type Config struct {
 type Engine struct {
 	store    vigil.Store
 	watchers *watcher.Registry
+	stoppers map[vigil.Kind]watcher.Stopper // the watchers that implement it
 	limits   vigil.Limits
 	now      func() time.Time
 	newID    func() string
@@ -87,12 +88,47 @@ func New(cfg Config) *Engine {
 		newID: cfg.NewIDFunc, log: log.With("component", "engine"), hub: newHub(),
 		deliver: cfg.DeliverPolicy,
 	}
+	e.stoppers = make(map[vigil.Kind]watcher.Stopper)
+	if cfg.Watchers != nil {
+		for _, k := range cfg.Watchers.Kinds() {
+			if s, ok := mustLookup(cfg.Watchers, k).(watcher.Stopper); ok {
+				e.stoppers[k] = s
+			}
+		}
+	}
 	e.sched = scheduler.New(scheduler.Config{
 		Store: cfg.Store, Watchers: cfg.Watchers, NowFunc: e.now, Workers: cfg.Workers, Limits: cfg.Limits,
-		Logger: log, JitterFunc: cfg.JitterFunc, EventFunc: e.hub.publish, NewIDFunc: cfg.NewIDFunc,
+		Logger: log, JitterFunc: cfg.JitterFunc, EventFunc: e.schedulerEvent, NewIDFunc: cfg.NewIDFunc,
 		DeliverFunc: cfg.DeliverFunc, CheckFunc: cfg.CheckFunc,
 	})
 	return e
+}
+
+func mustLookup(r *watcher.Registry, k vigil.Kind) watcher.Watcher {
+	w, _ := r.Lookup(k)
+	return w
+}
+
+// schedulerEvent publishes the scheduler's events; a watch the scheduler
+// cancelled (its token revoked) has what it started stopped first.
+func (e *Engine) schedulerEvent(ev vigil.Event) {
+	if ev.Type == vigil.EventWatchSettled && ev.State == vigil.StateCancelled {
+		e.stop("", ev.WatchID)
+	}
+	e.hub.publish(ev)
+}
+
+// stop ends what a cancelled watch's probes started and would outlive it
+// (see watcher.Stopper). kind "" tries every kind that can.
+func (e *Engine) stop(kind vigil.Kind, id string) {
+	for k, s := range e.stoppers {
+		if kind != "" && k != kind {
+			continue
+		}
+		if err := s.Stop(context.Background(), id); err != nil {
+			e.log.Warn("could not stop what the cancelled watch started", "watch_id", id, "kind", k, "err", err)
+		}
+	}
 }
 
 // Scheduler returns the engine's scheduler (tests drive its Tick).
@@ -274,6 +310,7 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*vigil.Watch, error) {
 	}
 	if won {
 		e.sched.Remove(id)
+		e.stop(w.Kind, id)
 		e.sched.ArmPrune(now.Add(min(e.limits.RetentionWatches, e.limits.RetentionMessages)))
 		e.hub.publish(vigil.Event{Type: vigil.EventWatchSettled, WatchID: id, Recipient: w.Recipient, State: vigil.StateCancelled, Text: out.Sentence, Done: true, At: now})
 		e.hub.publish(vigil.Event{Type: vigil.EventMessage, WatchID: id, Recipient: w.Recipient, State: vigil.StateCancelled, Text: out.Sentence, Seq: msg.Seq, At: now})
@@ -311,6 +348,7 @@ func (e *Engine) CloseRecipient(ctx context.Context, recipient string) (vigil.Cl
 	}
 	for _, id := range ids {
 		e.sched.Remove(id)
+		e.stop("", id)
 		e.hub.publish(vigil.Event{Type: vigil.EventWatchSettled, WatchID: id, Recipient: recipient, State: vigil.StateCancelled, Text: out.Sentence, Done: true, At: now})
 	}
 	if len(ids) > 0 {

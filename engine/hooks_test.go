@@ -64,3 +64,85 @@ func TestDeliverAndCheckHooks(t *testing.T) {
 		t.Fatalf("mailbox %+v: a revocation must be silent", p.Messages)
 	}
 }
+
+// stopper is a watcher that never settles and records the watches it was
+// asked to stop.
+type stopper struct {
+	watcher.Watcher
+	mu      sync.Mutex
+	stopped []string
+}
+
+func (s *stopper) Stop(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = append(s.stopped, id)
+	return nil
+}
+
+func (s *stopper) got() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.stopped...)
+}
+
+// TestCancelStopsWhatTheWatchStarted: a watcher that implements
+// watcher.Stopper hears of each of its watches cancelled by its caller, by
+// its recipient closing and by revocation — and of nothing else.
+func TestCancelStopsWhatTheWatchStarted(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: t0}
+	st := &stopper{Watcher: watchertest.NeverSettles(vigil.KindHTTP)}
+	e := engine.New(engine.Config{
+		Store: memstore.New(), Watchers: watcher.NewRegistry(timer.New(timer.Config{}), st), NowFunc: c.Now,
+		CheckFunc: func(ctx context.Context, w *vigil.Watch) error {
+			if w.Labels["token"] == "revoked" {
+				return &scheduler.StopError{Reason: "revoked", Sentence: "The token that made this watch was revoked."}
+			}
+			return nil
+		},
+	})
+	ctx := context.Background()
+	if err := e.Prime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg := func(recipient, kind, pred string, labels map[string]string) string {
+		t.Helper()
+		w, err := e.Register(ctx, vigil.RegisterRequest{Kind: vigil.Kind(kind), Recipient: recipient, Predicate: obj(pred), Labels: labels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.ID
+	}
+	cancelled := reg("a", "http", `{"n":1}`, nil)
+	closed := reg("b", "http", `{"n":2}`, nil)
+	revoked := reg("a", "http", `{"n":3}`, map[string]string{"token": "revoked"})
+	untouched := reg("a", "http", `{"n":4}`, nil)
+	timerCancelled := reg("a", "timer", `{"in":"1h"}`, nil)
+
+	if _, err := e.Cancel(ctx, cancelled); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Cancel(ctx, cancelled); err != nil { // settled already: nothing more to stop
+		t.Fatal(err)
+	}
+	if _, err := e.Cancel(ctx, timerCancelled); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.CloseRecipient(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	c.Set(t0.Add(time.Second))
+	e.Scheduler().Tick(ctx, t0.Add(time.Second))
+
+	want := map[string]bool{cancelled: true, closed: true, revoked: true}
+	got := st.got()
+	if len(got) != len(want) {
+		t.Fatalf("stopped %v, want exactly %v", got, want)
+	}
+	for _, id := range got {
+		if !want[id] {
+			t.Errorf("stopped %s, which was not cancelled (untouched %s, timer %s)", id, untouched, timerCancelled)
+		}
+	}
+}

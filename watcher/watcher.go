@@ -36,6 +36,15 @@ type Watcher interface {
 	Probe(ctx context.Context, p Probe) (vigil.Observation, error)
 }
 
+// Stopper is implemented by a watcher whose probes start something that
+// outlives them (a run's program). The engine calls Stop once a watch of its
+// kind is cancelled — by its caller, its recipient closing or its token's
+// revocation — since no final probe will come to end it. Stop must return
+// promptly and do nothing for a watch that started nothing.
+type Stopper interface {
+	Stop(ctx context.Context, watchID string) error
+}
+
 // Canonical is a validated predicate.
 type Canonical struct {
 	Predicate json.RawMessage

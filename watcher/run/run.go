@@ -70,6 +70,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -122,9 +123,17 @@ type Config struct {
 type Watcher struct {
 	cfg Config
 	log *slog.Logger
+
+	mu sync.Mutex
+	// starting holds the watches whose supervisor is being started, each
+	// true once Stop asked for it meanwhile: start ends it once it is up.
+	starting map[string]bool
 }
 
-var _ watcher.Watcher = (*Watcher)(nil)
+var (
+	_ watcher.Watcher = (*Watcher)(nil)
+	_ watcher.Stopper = (*Watcher)(nil)
+)
 
 // New returns a run watcher.
 func New(cfg Config) *Watcher {
@@ -141,7 +150,47 @@ func New(cfg Config) *Watcher {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Watcher{cfg: cfg, log: log.With("component", "run")}
+	return &Watcher{cfg: cfg, log: log.With("component", "run"), starting: make(map[string]bool)}
+}
+
+// Stop implements watcher.Stopper: a run watch that was cancelled (by its
+// caller, its recipient closing or its token's revocation) has its program
+// ended as at its deadline: the supervisor signals the process group with
+// SIGTERM, then SIGKILL after the grace, and records the end. A run that is
+// being started is ended as soon as it is up; one that never started or has
+// ended is left alone.
+func (w *Watcher) Stop(_ context.Context, id string) error {
+	if !validID(id) {
+		return nil
+	}
+	w.mu.Lock()
+	if _, ok := w.starting[id]; ok {
+		w.starting[id] = true
+		w.mu.Unlock()
+		return nil
+	}
+	w.mu.Unlock()
+	_, err := w.terminate(id)
+	return err
+}
+
+// terminate asks the supervisor of id's run, if it is still running, to
+// end its program, and returns the record of the run it found.
+func (w *Watcher) terminate(id string) (pidRecord, error) {
+	var pr pidRecord
+	rec, err := os.ReadFile(w.pidPath(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return pr, nil
+	}
+	if err != nil {
+		return pr, err
+	}
+	_ = json.Unmarshal(rec, &pr)
+	alive, err := locked(w.pidPath(id))
+	if err != nil || !alive || pr.Supervisor <= 0 {
+		return pr, err
+	}
+	return pr, terminate(pr.Supervisor)
 }
 
 type input struct {
@@ -275,9 +324,7 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	}
 	facts := map[string]any{"pid": pr.Pid}
 	if p.Final {
-		if pr.Supervisor > 0 {
-			_ = terminate(pr.Supervisor)
-		}
+		_, _ = w.terminate(p.WatchID)
 		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: fmt.Sprintf("still running at the deadline (pid %d); its process group was terminated", pr.Pid), Facts: facts}, nil
 	}
 	return vigil.Observation{Verdict: vigil.VerdictPending, Summary: fmt.Sprintf("running (pid %d)", pr.Pid), Facts: facts}, nil
@@ -364,6 +411,20 @@ func (w *Watcher) start(ctx context.Context, id string, c *canonical, depth int)
 	if err := os.MkdirAll(w.cfg.Dir, 0o700); err != nil {
 		return vigil.Observation{}, err
 	}
+	w.mu.Lock()
+	w.starting[id] = false
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		stop := w.starting[id]
+		delete(w.starting, id)
+		w.mu.Unlock()
+		if stop {
+			// Cancelled while it started: the supervisor has written its
+			// record and handles SIGTERM before it says it is ready.
+			_, _ = w.terminate(id)
+		}
+	}()
 	f, err := os.OpenFile(w.pidPath(id), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "starting"}, nil

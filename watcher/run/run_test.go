@@ -23,6 +23,15 @@ import (
 // with VIGIL_TEST_SUPERVISE=1 and a job on stdin.
 func TestMain(m *testing.M) {
 	if os.Getenv("VIGIL_TEST_SUPERVISE") == "1" {
+		// VIGIL_TEST_SUPERVISE_HOLD holds the supervisor until that file
+		// exists, to test what happens while a run starts.
+		if hold := os.Getenv("VIGIL_TEST_SUPERVISE_HOLD"); hold != "" {
+			for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+				if _, err := os.Stat(hold); err == nil {
+					break
+				}
+			}
+		}
 		os.Exit(run.Supervise(os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
@@ -204,6 +213,107 @@ func TestRunDeadlineKillsTheGroup(t *testing.T) {
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
 	if alive(pid) {
 		t.Fatalf("the background child %d outlived the deadline", pid)
+	}
+}
+
+// TestRunCancelKillsTheGroup: cancelling a run watch ends its program and
+// what it started, as its deadline would.
+func TestRunCancelKillsTheGroup(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bg := filepath.Join(t.TempDir(), "bg.pid")
+	d := startDaemon(t, memstore.New(), dir)
+	w := register(t, d, `{"shell":"sleep 60 & echo $! > `+bg+`; sleep 60"}`, "1h", 0)
+	bgPid := waitPid(t, bg)
+	got, err := d.eng.Cancel(context.Background(), w.ID)
+	if err != nil || got.State != vigil.StateCancelled {
+		t.Fatalf("Cancel = %v, %v; want cancelled", got, err)
+	}
+	s := waitStatus(t, dir, w.ID)
+	if !s.Terminated || s.Signal != "SIGTERM" {
+		t.Fatalf("status = %+v, want terminated by SIGTERM", s)
+	}
+	if alive(bgPid) {
+		t.Fatalf("the background child %d outlived the cancel", bgPid)
+	}
+}
+
+// TestStopWhileStarting: a Stop that arrives while the supervisor is being
+// started ends the run as soon as it is up, rather than missing it.
+func TestStopWhileStarting(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	hold := filepath.Join(t.TempDir(), "go")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := run.New(run.Config{AllowExec: true, Dir: dir, SupervisorArgv: []string{exe},
+		SupervisorEnv: []string{"VIGIL_TEST_SUPERVISE=1", "VIGIL_TEST_SUPERVISE_HOLD=" + hold}, KillGrace: 500 * time.Millisecond})
+	c, err := w.Canonicalize(t.Context(), json.RawMessage(`{"shell":"sleep 60"}`), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "01STOPWHILESTARTING"
+	probed := make(chan error, 1)
+	go func() {
+		_, err := w.Probe(context.Background(), watcher.Probe{WatchID: id, Kind: vigil.KindRun, Predicate: c.Predicate, Now: time.Now()})
+		probed <- err
+	}()
+	// The supervisor is held before it starts anything; the pid file
+	// exists from the start's first step.
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, id+".pid")); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the start never made its pid file")
+		}
+	}
+	if err := w.Stop(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hold, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-probed; err != nil {
+		t.Fatalf("Probe = %v", err)
+	}
+	if s := waitStatus(t, dir, id); !s.Terminated {
+		t.Fatalf("status = %+v, want the run terminated once it was up", s)
+	}
+}
+
+// waitPid waits for a program to write its pid into path.
+func waitPid(t *testing.T, path string) int {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if raw, err := os.ReadFile(path); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(raw))); err == nil && pid > 0 {
+				return pid
+			}
+		}
+		if time.Now().After(end) {
+			t.Fatalf("no pid in %s", path)
+		}
+	}
+}
+
+// waitStatus waits for the supervisor to record the end of id's run.
+func waitStatus(t *testing.T, dir, id string) run.Status {
+	t.Helper()
+	path := filepath.Join(dir, id+".json")
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(path); err == nil {
+			var s run.Status
+			if err := json.Unmarshal(b, &s); err != nil {
+				t.Fatalf("status %s: %v", b, err)
+			}
+			return s
+		}
+		if time.Now().After(end) {
+			t.Fatalf("no status file for %s", id)
+		}
 	}
 }
 

@@ -35,6 +35,7 @@ import (
 	"github.com/vigil-run/vigil/forge"
 	"github.com/vigil-run/vigil/httpapi"
 	"github.com/vigil-run/vigil/mcpserver"
+	"github.com/vigil-run/vigil/metrics"
 	"github.com/vigil-run/vigil/store/sqlite"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/ci"
@@ -76,6 +77,8 @@ type Daemon struct {
 	forges *forge.Set
 	// disp runs push deliveries after settlements commit.
 	disp *deliver.Dispatcher
+	// metrics is served at /metrics.
+	metrics *metrics.Metrics
 	// fs wakes folder and file watches on file system events.
 	fs *fsWake
 
@@ -161,7 +164,13 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 	// revocation here takes effect at once) and re-checked before every
 	// probe of the watches they made.
 	tokens := auth.New(auth.Config{Store: st, MaxNameBytes: cfg.Limits.MaxNameBytes})
-	disp, policy, err := newDispatcher(cfg, st, logger)
+	// Prometheus at /metrics; its gauges read the parts made below.
+	d.metrics = metrics.New(metrics.Gauges{
+		PendingWatches:   func() int { return d.eng.Scheduler().Len() },
+		LongCalls:        func() int { return d.api.LongCalls() },
+		DeliveriesQueued: func() int { return d.disp.Pending() },
+	})
+	disp, policy, err := newDispatcher(cfg, st, logger, d.metrics.Receipt)
 	if err != nil {
 		ln.Close()
 		st.Close()
@@ -175,6 +184,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 		Workers:   cfg.ProbeWorkers,
 		Logger:    logger,
 		CheckFunc: tokens.CheckWatch,
+		Metrics:   d.metrics,
 		// Push delivery: the dispatcher hears of each settlement after
 		// its commit; registrations may ask only for channels it has.
 		DeliverFunc:   disp.Deliver,
@@ -192,7 +202,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 		Logger:           logger,
 		MaxWait:          cfg.Limits.MaxWait,
 		ReadyFunc:        d.readyz,
+		ObserveFunc:      d.metrics.Request,
 	})
+	d.api.MountPublic("GET /metrics", d.metrics.Handler())
 	// MCP for agents at /mcp, behind the same bearer tokens as the API.
 	// The tools share the API's per-token registration rate limit.
 	mcpHandler := mcpserver.NewHandler(d.api.Limited(d.eng), &mcpserver.Options{

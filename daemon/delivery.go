@@ -251,7 +251,7 @@ func ensureWebhookSecrets(dataDir string, log *slog.Logger) ([]string, error) {
 // newDispatcher wires the push channels explicitly: webhook always (signed
 // with the daemon's secrets unless a watch gives its own), command when
 // exec is allowed, email when an SMTP host is set.
-func newDispatcher(cfg Config, store vigil.Store, log *slog.Logger) (*deliver.Dispatcher, deliver.Policy, error) {
+func newDispatcher(cfg Config, store vigil.Store, log *slog.Logger, receipt func(channel, status string)) (*deliver.Dispatcher, deliver.Policy, error) {
 	secrets, err := ensureWebhookSecrets(cfg.DataDir, log)
 	if err != nil {
 		return nil, deliver.Policy{}, err
@@ -275,6 +275,6 @@ func newDispatcher(cfg Config, store vigil.Store, log *slog.Logger) (*deliver.Di
 	}
 	d := deliver.New(deliver.Config{Store: store, Channels: chans, RecipientWebhooks: defaults,
 		RecipientSecrets: cfg.Delivery.WebhookSecrets, Logger: log,
-		ResumeWindow: cfg.Limits.RetentionWatches})
+		ResumeWindow: cfg.Limits.RetentionWatches, ReceiptFunc: receipt})
 	return d, policy, nil
 }

@@ -47,6 +47,9 @@ type Config struct {
 	// ResumeWindow bounds Resume's search for watches settled but never
 	// handed over (default DefaultResumeWindow).
 	ResumeWindow time.Duration
+	// ReceiptFunc, when set, hears of each receipt recorded after an
+	// attempt: its channel and status. For metrics; it must be cheap.
+	ReceiptFunc func(channel, status string)
 }
 
 // Dispatcher runs push deliveries after settlements commit: one loop over
@@ -401,6 +404,9 @@ func (d *Dispatcher) record(ctx context.Context, log *slog.Logger, j *job, rec v
 		}
 		d.finish(j)
 		return false
+	}
+	if d.cfg.ReceiptFunc != nil {
+		d.cfg.ReceiptFunc(rec.Channel, rec.Status)
 	}
 	return true
 }

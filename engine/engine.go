@@ -45,6 +45,8 @@ type Config struct {
 	// check before each probe (token revocation).
 	DeliverFunc func(w *vigil.Watch, m *vigil.Message)
 	CheckFunc   func(ctx context.Context, w *vigil.Watch) error
+	// Metrics is passed to the scheduler (see scheduler.Config.Metrics).
+	Metrics scheduler.Metrics
 	// DeliverPolicy says which push channels registrations may ask for
 	// (see deliver.Policy); the zero value allows webhooks only.
 	DeliverPolicy deliver.Policy
@@ -99,7 +101,7 @@ func New(cfg Config) *Engine {
 	e.sched = scheduler.New(scheduler.Config{
 		Store: cfg.Store, Watchers: cfg.Watchers, NowFunc: e.now, Workers: cfg.Workers, Limits: cfg.Limits,
 		Logger: log, JitterFunc: cfg.JitterFunc, EventFunc: e.schedulerEvent, NewIDFunc: cfg.NewIDFunc,
-		DeliverFunc: cfg.DeliverFunc, CheckFunc: cfg.CheckFunc,
+		DeliverFunc: cfg.DeliverFunc, CheckFunc: cfg.CheckFunc, Metrics: cfg.Metrics,
 	})
 	return e
 }

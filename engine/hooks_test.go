@@ -146,3 +146,56 @@ func TestCancelStopsWhatTheWatchStarted(t *testing.T) {
 		}
 	}
 }
+
+// recMetrics records what the scheduler reports.
+type recMetrics struct {
+	mu      sync.Mutex
+	probed  []string
+	settled []string
+}
+
+func (m *recMetrics) Probed(k vigil.Kind, v vigil.Verdict, late, _ time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.probed = append(m.probed, string(k)+" "+string(v)+" "+late.String())
+}
+
+func (m *recMetrics) Settled(k vigil.Kind, s vigil.State, late time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.settled = append(m.settled, string(k)+" "+string(s)+" "+late.String())
+}
+
+// TestMetricsHook: the scheduler reports each probe and each settlement
+// with how late after its due instant it ran.
+func TestMetricsHook(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: t0}
+	m := &recMetrics{}
+	e := engine.New(engine.Config{
+		Store: memstore.New(), Watchers: watcher.NewRegistry(timer.New(timer.Config{}), watchertest.NeverSettles(vigil.KindHTTP)),
+		NowFunc: c.Now, Metrics: m,
+	})
+	ctx := context.Background()
+	if err := e.Prime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Register(ctx, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: obj(`{"in":"1m"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Register(ctx, vigil.RegisterRequest{Kind: vigil.KindHTTP, Recipient: "r", Predicate: obj(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	late := t0.Add(time.Minute + 250*time.Millisecond)
+	c.Set(late)
+	e.Scheduler().Tick(ctx, late)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.settled) != 1 || m.settled[0] != "timer fired 250ms" {
+		t.Errorf("settled %q, want [timer fired 250ms]", m.settled)
+	}
+	// The http watch was due at its registration, t0.
+	if len(m.probed) != 1 || m.probed[0] != "http pending 1m0.25s" {
+		t.Errorf("probed %q, want [http pending 1m0.25s]", m.probed)
+	}
+}

@@ -87,6 +87,10 @@ type Options struct {
 	// AuthenticateFunc, and ends once it no longer authenticates (default
 	// DefaultRecheck).
 	Recheck time.Duration
+	// ObserveFunc, when set, hears of each request once it is answered:
+	// its route pattern ("POST /v1/watches"; "" for no route), status and
+	// duration. For metrics; it must be cheap.
+	ObserveFunc func(pattern string, status int, took time.Duration)
 }
 
 // Server serves the API. Create it with New.
@@ -98,6 +102,7 @@ type Server struct {
 	log       *slog.Logger
 	maxBody   int64
 	maxWait   time.Duration
+	observe   func(pattern string, status int, took time.Duration)
 	ready     func(ctx context.Context) error
 	heartbeat time.Duration
 	tokens    vigil.TokenService
@@ -132,6 +137,7 @@ func New(opts Options) *Server {
 		log:       opts.Logger,
 		maxBody:   opts.MaxBodyBytes,
 		maxWait:   opts.MaxWait,
+		observe:   opts.ObserveFunc,
 		ready:     opts.ReadyFunc,
 		heartbeat: opts.Heartbeat,
 		tokens:    opts.Tokens,
@@ -222,6 +228,9 @@ func (s *Server) MountPublic(pattern string, h http.Handler) {
 // wait for streams that never end by themselves.
 func (s *Server) Close() { s.calls.Close(errShuttingDown) }
 
+// LongCalls is how many long-polls and event streams are open.
+func (s *Server) LongCalls() int { return s.calls.Len() }
+
 var errShuttingDown = &vigil.Error{Code: vigil.CodeUnavailable, Message: "vigil is shutting down; try again shortly"}
 
 // serveHTTP is the outermost handler: request id, panic recovery, one
@@ -241,8 +250,16 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// Only the path: query values are filters, and headers (which
 		// carry the token) are never logged.
+		took := time.Since(start)
 		s.log.DebugContext(r.Context(), "request", "request_id", id, "method", r.Method,
-			"path", logPath(r), "pattern", r.Pattern, "status", rw.status, "duration", time.Since(start))
+			"path", logPath(r), "pattern", r.Pattern, "status", rw.status, "duration", took)
+		if s.observe != nil {
+			status := rw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			s.observe(r.Pattern, status, took)
+		}
 	}()
 	h, pattern := s.mux.Handler(r)
 	if pattern == "" {

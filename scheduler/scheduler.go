@@ -71,6 +71,20 @@ type Config struct {
 	// *StopError cancels the watch silently with the reason it names (a
 	// revoked token), and no probe runs.
 	CheckFunc func(ctx context.Context, w *vigil.Watch) error
+	// Metrics, when set, hears of each probe and each settlement, for
+	// monitoring.
+	Metrics Metrics
+}
+
+// Metrics hears what the scheduler does. Its methods run on the scheduler's
+// workers: they must be cheap and must not block.
+type Metrics interface {
+	// Probed: a probe of a watch of kind answered verdict. It started late
+	// after the watch was due and took took.
+	Probed(kind vigil.Kind, verdict vigil.Verdict, late, took time.Duration)
+	// Settled: a watch of kind settled as state, its settlement committed
+	// late after the instant it was due (a timer's: its own instant).
+	Settled(kind vigil.Kind, state vigil.State, late time.Duration)
 }
 
 // StopError cancels a watch silently before its probe: see Config.CheckFunc.
@@ -511,6 +525,9 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 		s.reschedule(e, time.Unix(0, e.due), e.prog)
 		return
 	}
+	if m := s.cfg.Metrics; m != nil {
+		m.Probed(w.Kind, obs.Verdict, now.Sub(time.Unix(0, e.due)), s.now().Sub(now))
+	}
 	if err != nil {
 		log.Error("probe routed to the wrong watcher", "err", err)
 		obs = vigil.Observation{Verdict: vigil.VerdictUnavailable, At: now, Reason: "internal error: " + err.Error()}
@@ -747,7 +764,11 @@ func (s *Scheduler) commit(ctx context.Context, ss []settlement, now time.Time) 
 		return nil
 	}
 	var anyWon bool
+	committed := s.now()
 	for i, st := range ss {
+		if won[i] && s.cfg.Metrics != nil {
+			s.cfg.Metrics.Settled(st.w.Kind, st.out.State, committed.Sub(time.Unix(0, st.e.due)))
+		}
 		s.drop(st.e)
 		if !won[i] {
 			st.e.observer.finish(nil)

@@ -511,3 +511,39 @@ func TestWALStartsOverUnderSteadyWrites(t *testing.T) {
 		t.Errorf("WAL is %d bytes after %d writes, want at most %d: it never started over", fi.Size(), writers*each, limit)
 	}
 }
+
+// TestListPendingUsesItsIndex: a list of pending watches reads them through
+// watches_pending_created, whatever else is in the table; walking
+// watches_created would read every settled row newer than the page.
+func TestListPendingUsesItsIndex(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
+	defer s.Close()
+	for _, p := range []vigil.WatchListParams{
+		{State: vigil.StatePending},
+		{State: vigil.StatePending, Kind: vigil.KindTimer, Limit: 10},
+		{State: vigil.StatePending, After: encodeCursor(benchAt, "01J")},
+	} {
+		q, args, _, err := listQuery(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := s.readDB.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		joined := strings.Join(plan, "; ")
+		if !strings.Contains(joined, "watches_pending_created") || strings.Contains(joined, "TEMP B-TREE") {
+			t.Errorf("list %+v: plan %q, want watches_pending_created with no sort", p, joined)
+		}
+	}
+}

@@ -211,47 +211,10 @@ func appendWatches(out []*vigil.Watch, rows *sql.Rows) ([]*vigil.Watch, error) {
 // WatchList returns one page of watches, newest first (created_at, then id,
 // descending). p.After is the opaque Next of the previous page.
 func (s *Store) WatchList(ctx context.Context, p vigil.WatchListParams) (vigil.WatchPage, error) {
-	var (
-		where []string
-		args  []any
-	)
-	if p.Recipient != "" {
-		where, args = append(where, "recipient = ?"), append(args, p.Recipient)
+	q, args, limit, err := listQuery(p)
+	if err != nil {
+		return vigil.WatchPage{}, err
 	}
-	if len(p.Recipients) > 0 {
-		where = append(where, "recipient IN ("+placeholders(len(p.Recipients))+")")
-		for _, r := range p.Recipients {
-			args = append(args, r)
-		}
-	}
-	if p.State != "" {
-		// "+state": walk watches_created in order rather than sort all
-		// the pending ones found through the identity index.
-		where, args = append(where, "+state = ?"), append(args, string(p.State))
-	}
-	if p.Kind != "" {
-		where, args = append(where, "kind = ?"), append(args, string(p.Kind))
-	}
-	for _, k := range slices.Sorted(maps.Keys(p.Labels)) {
-		// json_each rather than json_extract: a label key may hold any
-		// character, and a JSON path cannot quote every one.
-		where = append(where, "EXISTS (SELECT 1 FROM json_each(watches.labels) AS l WHERE l.key = ? AND l.type = 'text' AND l.value = ?)")
-		args = append(args, k, p.Labels[k])
-	}
-	if p.After != "" {
-		at, id, err := decodeCursor(p.After)
-		if err != nil {
-			return vigil.WatchPage{}, err
-		}
-		where, args = append(where, "(created_at, id) < (?, ?)"), append(args, at, id)
-	}
-	limit := pageLimit(p.Limit)
-	q := `SELECT ` + watchColumns + ` FROM watches`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY created_at DESC, id DESC LIMIT ?"
-	args = append(args, limit+1)
 	rows, err := s.readDB.QueryContext(ctx, q, args...)
 	if err != nil {
 		return vigil.WatchPage{}, wrap("list watches", err)
@@ -267,6 +230,55 @@ func (s *Store) WatchList(ctx context.Context, p vigil.WatchListParams) (vigil.W
 		page.Next = encodeCursor(last.CreatedAt, last.ID)
 	}
 	return page, nil
+}
+
+// listQuery builds WatchList's query: its SQL, its arguments and the page
+// size.
+func listQuery(p vigil.WatchListParams) (q string, args []any, limit int, err error) {
+	var where []string
+	if p.Recipient != "" {
+		where, args = append(where, "recipient = ?"), append(args, p.Recipient)
+	}
+	if len(p.Recipients) > 0 {
+		where = append(where, "recipient IN ("+placeholders(len(p.Recipients))+")")
+		for _, r := range p.Recipients {
+			args = append(args, r)
+		}
+	}
+	switch p.State {
+	case "":
+	case vigil.StatePending:
+		// The literal lets the planner use watches_pending_created, which
+		// holds only pending rows in the list's order (a bound value
+		// cannot match a partial index's condition).
+		where = append(where, "state = 'pending'")
+	default:
+		// "+state": walk watches_created in order; most rows are settled.
+		where, args = append(where, "+state = ?"), append(args, string(p.State))
+	}
+	if p.Kind != "" {
+		where, args = append(where, "kind = ?"), append(args, string(p.Kind))
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Labels)) {
+		// json_each rather than json_extract: a label key may hold any
+		// character, and a JSON path cannot quote every one.
+		where = append(where, "EXISTS (SELECT 1 FROM json_each(watches.labels) AS l WHERE l.key = ? AND l.type = 'text' AND l.value = ?)")
+		args = append(args, k, p.Labels[k])
+	}
+	if p.After != "" {
+		at, id, err := decodeCursor(p.After)
+		if err != nil {
+			return "", nil, 0, err
+		}
+		where, args = append(where, "(created_at, id) < (?, ?)"), append(args, at, id)
+	}
+	limit = pageLimit(p.Limit)
+	q = `SELECT ` + watchColumns + ` FROM watches`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_at DESC, id DESC LIMIT ?"
+	return q, append(args, limit+1), limit, nil
 }
 
 func pageLimit(n int) int {

@@ -30,7 +30,7 @@ import (
 	"time"
 )
 
-var allScenarios = []string{"memory", "restart", "probe", "scale"}
+var allScenarios = []string{"memory", "restart", "probe", "scale", "idle", "storm"}
 
 // config is the command line.
 type config struct {
@@ -59,7 +59,7 @@ type config struct {
 
 func main() {
 	var c config
-	scenario := flag.String("scenario", strings.Join(allScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", "))
+	scenario := flag.String("scenario", "memory,restart,probe,scale", "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", ")+" (scale is idle and storm)")
 	sizes := flag.String("sizes", "", "pending watches, comma-separated (e.g. 10000,100000); empty: each scenario's default (memory 100000,1000000; restart 1000000; scale 10000,100000,1000000)")
 	flag.IntVar(&c.runs, "runs", 3, "memory and restart: daemon starts per size (the median is printed with the range)")
 	flag.DurationVar(&c.idle, "idle", time.Minute, "scale: idle window per size")
@@ -159,6 +159,10 @@ func run(ctx context.Context, e *env) error {
 			err = probe(ctx, e)
 		case "scale":
 			err = scale(ctx, e, e.sizesOr(10_000, 100_000, 1_000_000))
+		case "idle":
+			err = scaleIdle(ctx, e, e.sizesOr(10_000, 100_000, 1_000_000))
+		case "storm":
+			err = scaleStorm(ctx, e, e.sizesOr(10_000, 100_000, 1_000_000))
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc, err)

@@ -17,23 +17,34 @@ import (
 // scale: at each size, the daemon idle with that many pending timers due
 // in hours, then a storm of that many timers due at one instant.
 func scale(ctx context.Context, e *env, sizes []int) error {
+	if err := scaleIdle(ctx, e, sizes); err != nil {
+		return err
+	}
+	return scaleStorm(ctx, e, sizes)
+}
+
+func scaleIdle(ctx context.Context, e *env, sizes []int) error {
 	it := &table{
 		title: fmt.Sprintf("scale idle: pending timers due in 2 h, nothing due — vigil serve, %s; window %v, from 5 s after /readyz", durability, e.cfg.idle),
 		head:  []string{"pending", "made by", "daemon CPU/min (ticks)", "(schedstat)", "client CPU/min (ticks)", "(schedstat)", "daemon+client CPU/min (schedstat)", "daemon bytes written", "daemon RSS"},
-	}
-	st := &table{
-		title: fmt.Sprintf("scale storm: N timers due at one instant T — vigil serve, %s; each settlement committed with its mailbox message", durability),
-		head:  []string{"N", "made by", "lead", "all settled after T", "settled_at − T p50", "p99", "max", "earliest", "fired", "messages", "settled/s", "daemon CPU in storm"},
 	}
 	for _, n := range sizes {
 		if err := idle(ctx, e, n, it); err != nil {
 			return err
 		}
 	}
-	it.note("CPU from /proc/PID/stat utime+stime in 10 ms ticks (0 = under 10 ms in the window), and the daemon's threads' run time from /proc/PID/task/*/schedstat (ns); per minute; the client is this process, which does nothing in the window")
+	it.note("CPU from /proc/PID/stat utime+stime in 10 ms ticks (0 = under 10 ms in the window), and the threads' run time from /proc/PID/task/*/schedstat (ns); per minute; the client is this process, which does nothing in the window")
 	it.note("bytes written: /proc/PID/io write_bytes of the daemon over the window")
-	it.note("the Go runtime forces a garbage collection every 2 minutes when none ran; a window of -idle 60s contains one about half the time, and at large sizes it is most of the idle CPU: use -idle 2m or more to include one for sure")
+	it.note("the Go runtime forces a garbage collection when none ran for 2 minutes, marking the whole heap; a window of -idle 60s starting 5 s after ready usually misses it (priming ran one): use -idle 2m or more to include one")
 	it.print()
+	return nil
+}
+
+func scaleStorm(ctx context.Context, e *env, sizes []int) error {
+	st := &table{
+		title: fmt.Sprintf("scale storm: N timers due at one instant T — vigil serve, %s; each settlement committed with its mailbox message", durability),
+		head:  []string{"N", "made by", "lead", "all settled after T", "settled_at − T p50", "p99", "max", "earliest", "fired", "messages", "settled/s", "daemon CPU in storm"},
+	}
 	for _, n := range sizes {
 		if err := storm(ctx, e, n, st); err != nil {
 			return err
@@ -109,7 +120,7 @@ func (e *env) stormLead(n int) time.Duration {
 	if e.fillMethod(n) == fillHTTP {
 		return 15*time.Second + time.Duration(n)*300*time.Microsecond
 	}
-	return 30*time.Second + time.Duration(n)*150*time.Microsecond
+	return 30*time.Second + time.Duration(n)*200*time.Microsecond
 }
 
 func storm(ctx context.Context, e *env, n int, t *table) error {

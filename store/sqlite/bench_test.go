@@ -190,3 +190,27 @@ func BenchmarkWatchListPending(b *testing.B) {
 	b.ReportMetric(float64((pages-freelist)*pageSize)/float64(b.N), "disk-B/watch")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 }
+
+// BenchmarkWatchGetMany reads watches by id as the scheduler does for each
+// batch of due timers: one at a time (a steady flow) and 512 at once (a
+// storm). An op is one batch.
+func BenchmarkWatchGetMany(b *testing.B) {
+	s := benchStore(b)
+	bulkInsert(b, s, 0, 10_000)
+	for _, n := range []int{1, 512} {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+			ids := make([]string, n)
+			i := 0
+			for b.Loop() {
+				for j := range ids {
+					ids[j] = benchWatch(int64(i % 10_000)).ID
+					i++
+				}
+				got, err := s.WatchGetMany(context.Background(), ids)
+				if err != nil || len(got) != n {
+					b.Fatalf("WatchGetMany = %d watches, %v; want %d", len(got), err, n)
+				}
+			}
+		})
+	}
+}

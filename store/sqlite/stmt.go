@@ -89,13 +89,15 @@ func (s *writeStmts) close() { closeAll(s.defs()) }
 
 // readStmts are prepared on the read pool (per connection, on first use).
 type readStmts struct {
-	watchByID, messagesAfter, readerCursor    *sql.Stmt
-	pendingScan, pendingByIndex, pendingCount *sql.Stmt
+	watchByID, watchesByIDs, messagesAfter, readerCursor *sql.Stmt
+	pendingScan, pendingByIndex, pendingCount            *sql.Stmt
 }
 
 func (s *readStmts) defs() []stmtDef {
 	return []stmtDef{
 		{&s.watchByID, `SELECT ` + watchColumns + ` FROM watches WHERE id = ?`},
+		// ids as one JSON array: one prepared statement for any number.
+		{&s.watchesByIDs, `SELECT ` + watchColumns + ` FROM watches WHERE id IN (SELECT value FROM json_each(?))`},
 		{&s.pendingScan, `SELECT id, kind, every_ms, deadline, start_at, created_at, polls, standing
 			FROM watches NOT INDEXED WHERE state = 'pending'`},
 		{&s.pendingByIndex, `SELECT id, kind, every_ms, deadline, start_at, created_at, polls, standing

@@ -10,8 +10,9 @@
 //     pending watches in the store;
 //   - probe: 10 000 http watches every 5 s against a server in this process:
 //     probes per second, CPU per probe, lateness against the watch's grid;
-//   - scale: idle cost (CPU, bytes written) and a storm (every timer due at
-//     one instant) at 10 000, 100 000 and 1 000 000 watches.
+//   - scale (or idle and storm alone): idle cost (CPU, bytes written) and a
+//     storm (every timer due at one instant) at 10 000, 100 000 and
+//     1 000 000 watches.
 //
 // It prints one table per scenario. See README.md in this directory.
 package main

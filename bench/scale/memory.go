@@ -145,8 +145,8 @@ func (d diskUse) breakdown(empty diskUse, n int) string {
 
 // inproc is vigil's engine primed in this process on a store.
 type inproc struct {
-	open, prime time.Duration
-	heap        int64 // Go heap held after Prime, after a GC, beyond what the open store held
+	open, list, prime time.Duration // list: WatchListPending alone, which Prime also calls
+	heap              int64         // Go heap held after Prime, after a GC, beyond what the open store held
 }
 
 // primeInProcess opens the store in dataDir (no daemon on it) as the daemon
@@ -168,6 +168,12 @@ func primeInProcess(ctx context.Context, dataDir string) (inproc, error) {
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	base = max(base, int64(ms.HeapAlloc))
+	t = time.Now()
+	if _, err := st.WatchListPending(ctx); err != nil {
+		return r, err
+	}
+	r.list = time.Since(t)
+	runtime.GC()
 	eng := engine.New(engine.Config{Store: st, Watchers: watcher.NewRegistry(timer.New(timer.Config{})), Limits: vigil.DefaultLimits()})
 	t = time.Now()
 	if err := eng.Prime(ctx); err != nil {

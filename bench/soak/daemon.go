@@ -32,8 +32,9 @@ type proc struct {
 	// when it serves one, else the sidecar of bench/soak/vigild; "" when
 	// neither is there (-plain on a daemon without /metrics).
 	metricsURL string
-	metricsOwn bool // metricsURL is the daemon's own /metrics
-	sidecar    string
+	metricsOwn bool   // metricsURL is the daemon's own /metrics
+	sidecar    string // the file the sidecar writes its address to
+	sidecarURL string // http://ADDR of the sidecar; "" with -plain
 	hc         *http.Client
 }
 
@@ -112,18 +113,21 @@ func (p *proc) ready(ctx context.Context) (string, error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// The daemon's own /metrics first (SPEC §7 lists it), else the sidecar.
-	if _, err := p.fetchMetrics("http://" + p.addr + "/metrics"); err == nil {
-		p.metricsURL, p.metricsOwn = "http://"+p.addr+"/metrics", true
-	} else if !p.plain {
+	if !p.plain {
 		b, err := os.ReadFile(p.sidecar)
 		if err != nil {
 			return "", fmt.Errorf("the sidecar wrote no address: %w", err)
 		}
-		p.metricsURL = "http://" + strings.TrimSpace(string(b)) + "/metrics"
-		if _, err := p.fetchMetrics(p.metricsURL); err != nil {
+		p.sidecarURL = "http://" + strings.TrimSpace(string(b))
+		if _, err := p.fetchMetrics(p.sidecarURL + "/metrics"); err != nil {
 			return "", fmt.Errorf("the sidecar's /metrics: %w", err)
 		}
+	}
+	// The daemon's own /metrics first (SPEC §7), else the sidecar's.
+	if _, err := p.fetchMetrics("http://" + p.addr + "/metrics"); err == nil {
+		p.metricsURL, p.metricsOwn = "http://"+p.addr+"/metrics", true
+	} else if p.sidecarURL != "" {
+		p.metricsURL = p.sidecarURL + "/metrics"
 	}
 	return daemon.ReadToken(daemon.TokenPath(p.dataDir))
 }
@@ -180,12 +184,11 @@ func (p *proc) goroutines() float64 {
 
 // fetch saves one of the sidecar's pprof pages to file.
 func (p *proc) fetch(path, file string) error {
-	if p.plain || p.metricsURL == "" || p.metricsOwn {
-		return errors.New("no pprof sidecar")
+	if p.sidecarURL == "" {
+		return errors.New("no pprof sidecar (-plain)")
 	}
-	base := strings.TrimSuffix(p.metricsURL, "/metrics")
 	hc := &http.Client{Timeout: 2 * time.Minute}
-	resp, err := hc.Get(base + path)
+	resp, err := hc.Get(p.sidecarURL + path)
 	if err != nil {
 		return err
 	}

@@ -1,19 +1,20 @@
 // Command soak runs the real vigil daemon under steady load for a long
 // time and checks that it does not drift: it builds and starts `vigil
-// serve` (bench/soak/vigild: cmd/vigil plus a metrics sidecar, because the
-// daemon serves no /metrics yet) on a loopback port with a temporary data
-// directory, keeps -readers long-poll readers on as many mailboxes, and
-// for -duration registers timer watches at -rate a second, each due -lead
-// later, spread over the readers' recipients, so that settlements run at
-// the same rate and every reader keeps receiving and re-polling.
+// serve` (bench/soak/vigild: cmd/vigil plus a sidecar listener for the
+// live heap and pprof) on a loopback port with a temporary data directory,
+// keeps -readers long-poll readers on as many mailboxes, and for -duration
+// registers timer watches at -rate a second, each due -lead later, spread
+// over the readers' recipients, so that settlements run at the same rate
+// and every reader keeps receiving and re-polling.
 //
-// It samples the daemon's RSS (/proc/PID/status), goroutines and live heap
-// every few seconds, fits least-squares slopes after a warm-up, and checks
-// at the end that every registered watch fired and its message reached its
-// reader exactly once, that no request failed, that the goroutines came
-// back to their idle level once the readers left, and (on runs long enough
-// for it to mean something) that RSS did not grow. It prints everything,
-// then exits 1 if a check failed. See README.md beside this file.
+// It samples the daemon's RSS (/proc/PID/status), goroutines (its
+// /metrics) and live heap every few seconds, fits least-squares slopes
+// after a warm-up, and checks at the end that every registered watch fired
+// and its message reached its reader exactly once, that no request failed,
+// that settlements kept up, that the goroutines came back to their idle
+// level once the readers left, and (on runs long enough for it to mean
+// something) that RSS did not grow. It prints everything, then exits 1 if
+// a check failed. See README.md beside this file.
 package main
 
 import (
@@ -171,7 +172,7 @@ func (s *soak) run() (failed bool, err error) {
 		return false, err
 	}
 
-	what := "bench/soak/vigild (cmd/vigil's code plus a metrics sidecar: goroutines and live heap)"
+	what := "bench/soak/vigild (cmd/vigil's code plus a sidecar listener: live heap, goroutines, pprof)"
 	if c.plain {
 		what = "the stock cmd/vigil"
 	}
@@ -180,9 +181,9 @@ func (s *soak) run() (failed bool, err error) {
 		c.readers, c.wait, c.rate, c.duration, c.lead, c.workers, rl.Cur, rl.Max)
 	switch {
 	case s.p.metricsOwn:
-		fmt.Printf("soak: goroutines from the daemon's own %s\n", s.p.metricsURL)
+		fmt.Printf("soak: goroutines, pending watches and open long-polls from the daemon's own %s\n", s.p.metricsURL)
 	case s.p.metricsURL != "":
-		fmt.Printf("soak: the daemon serves no /metrics (SPEC §7 lists one): goroutines and live heap from the sidecar %s\n", s.p.metricsURL)
+		fmt.Printf("soak: the daemon serves no /metrics (SPEC §7 lists one): goroutines from the sidecar %s\n", s.p.metricsURL)
 	default:
 		fmt.Printf("soak: the daemon serves no /metrics and -plain has no sidecar: goroutines are NOT checked\n")
 	}
@@ -320,7 +321,7 @@ func (s *soak) sample(ctx context.Context) {
 	tick := time.NewTicker(s.cfg.sampleEvery)
 	defer tick.Stop()
 	for {
-		x := sample{t: time.Now(), goroutines: -1, heapLive: -1, rss: -1}
+		x := sample{t: time.Now(), goroutines: -1, heapLive: -1, rss: -1, pending: -1, longCalls: -1}
 		if v, err := rss(s.p.pid()); err == nil {
 			x.rss = v
 		}
@@ -332,9 +333,17 @@ func (s *soak) sample(ctx context.Context) {
 		if s.p.metricsURL != "" {
 			if m, err := s.p.fetchMetrics(s.p.metricsURL); err == nil {
 				x.goroutines = m["go_goroutines"]
-				if h, ok := m["go_heap_live_bytes"]; ok {
-					x.heapLive = h
+				if v, ok := m["vigil_watches_pending"]; ok {
+					x.pending = v
 				}
+				if v, ok := m["vigil_long_calls"]; ok {
+					x.longCalls = v
+				}
+			}
+		}
+		if s.p.sidecarURL != "" {
+			if m, err := s.p.fetchMetrics(s.p.sidecarURL + "/metrics"); err == nil {
+				x.heapLive = m["go_heap_live_bytes"]
 			}
 		}
 		x.registered, x.received, x.polls = s.gen.ok.Load(), s.uniqueReceived(), s.rs.polls.Load()
@@ -363,14 +372,17 @@ func (s *soak) progressLines(ctx context.Context, t0 time.Time) {
 			continue
 		}
 		x := all[len(all)-1]
+		if !x.t.After(prev.t) {
+			continue // no new sample since the last line
+		}
 		rate := func(a, b int64) string {
 			if prev.t.IsZero() {
 				return "-"
 			}
 			return strconv.FormatFloat(float64(a-b)/x.t.Sub(prev.t).Seconds(), 'f', 0, 64)
 		}
-		fmt.Printf("soak: %6s  RSS %s, goroutines %s, heap %s, registered %d (%s/s), received %d (%s/s), polls %d, errors %d\n",
-			x.t.Sub(t0).Round(time.Second), mib(x.rss), fmtG(x.goroutines), mib(x.heapLive),
+		fmt.Printf("soak: %6s  RSS %s, goroutines %s, heap %s, pending %s, long-polls %s, registered %d (%s/s), received %d (%s/s), polls %d, errors %d\n",
+			x.t.Sub(t0).Round(time.Second), mib(x.rss), fmtG(x.goroutines), mib(x.heapLive), fmtG(x.pending), fmtG(x.longCalls),
 			x.registered, rate(x.registered, prev.registered), x.received, rate(x.received, prev.received), x.polls,
 			s.gen.errs.total()+s.rs.errs.total())
 		prev = x
@@ -600,6 +612,11 @@ func (s *soak) report(in reportIn) {
 	rssSlope := rssS.slope() / (1 << 20)
 	fmt.Printf("rss:         idle %s; window start %s, end %s, max %s (whole run max %s); slope %+.3f MiB/min\n",
 		mib(in.idleRSS), mib(rssS.first()), mib(rssS.last()), mib(rssS.max()), mib(allRSS.max()), rssSlope)
+	if pS := seriesOf(win, func(x sample) float64 { return x.pending }); len(pS.v) > 0 {
+		lS := seriesOf(win, func(x sample) float64 { return x.longCalls })
+		fmt.Printf("pending:     watches pending (vigil_watches_pending) window start %s, end %s, max %s, slope %+.1f/min; open long-polls (vigil_long_calls) start %s, end %s, max %s\n",
+			fmtG(pS.first()), fmtG(pS.last()), fmtG(pS.max()), pS.slope(), fmtG(lS.first()), fmtG(lS.last()), fmtG(lS.max()))
+	}
 	if len(hS.v) > 0 {
 		fmt.Printf("heap live:   window start %s, end %s, max %s; slope %+.3f MiB/min\n", mib(hS.first()), mib(hS.last()), mib(hS.max()), hS.slope()/(1<<20))
 	}

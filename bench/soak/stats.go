@@ -13,6 +13,8 @@ type sample struct {
 	rss        float64       // bytes
 	goroutines float64       // -1: not known
 	heapLive   float64       // bytes; -1: not known
+	pending    float64       // vigil_watches_pending; -1: not known
+	longCalls  float64       // vigil_long_calls; -1: not known
 	cpu        time.Duration // the daemon's
 	selfCPU    time.Duration // the soak's own
 	registered int64

@@ -1,8 +1,9 @@
 // Command vigild is the vigil daemon exactly as cmd/vigil builds it, plus
-// one thing the soak needs and vigil does not serve yet: the daemon's own
-// goroutine count and heap figures. When VIGIL_SOAK_METRICS_FILE names a
-// file, it listens on a second loopback port of its own, writes that
-// address to the file, and serves there, apart from the API:
+// what the soak needs beyond the daemon's own /metrics: the live heap and
+// the runtime's profiles (and the goroutine count, for a vigil that serves
+// no /metrics). When VIGIL_SOAK_METRICS_FILE names a file, it listens on a
+// second loopback port of its own, writes that address to the file, and
+// serves there, apart from the API:
 //
 //	/metrics         go_goroutines, go_heap_live_bytes, go_memory_total_bytes
 //	                 (Prometheus text format)

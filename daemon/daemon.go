@@ -335,7 +335,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		case <-engCtx.Done():
 			return nil
 		}
-		return d.fs.run(engCtx, d.store)
+		return d.fs.run(engCtx, d.eng.Scheduler().IDs(vigil.KindFolder))
 	})
 	g.Go(func() error {
 		<-gctx.Done()

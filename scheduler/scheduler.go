@@ -184,6 +184,21 @@ func (s *Scheduler) Len() int {
 	return len(s.byID)
 }
 
+// IDs returns the ids of the watches of kind the scheduler holds, in no
+// order: what a daemon needs at start to wake the watches of one kind,
+// without reading every pending row again.
+func (s *Scheduler) IDs(kind vigil.Kind) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for id, e := range s.byID {
+		if e.kind == kind {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 // Info returns what the scheduler knows of a pending watch: when it is next
 // due and how many probes it has had.
 func (s *Scheduler) Info(id string) (next time.Time, polls int, ok bool) {

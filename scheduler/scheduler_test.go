@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -170,5 +171,34 @@ func TestPokeDuringProbesIsRaceFree(t *testing.T) {
 	}
 	if fake.Total() < 16 {
 		t.Fatalf("only %d probes ran under pokes", fake.Total())
+	}
+}
+
+// TestIDsByKind: IDs lists the held watches of one kind, primed or added.
+func TestIDsByKind(t *testing.T) {
+	st := memstore.New()
+	now := time.Now()
+	primed := newWatch("h1", time.Minute, now)
+	create(t, st, primed)
+	s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(
+		watchertest.NeverSettles(vigil.KindHTTP), watchertest.NeverSettles(vigil.KindTCP))})
+	if err := s.Prime(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	added := newWatch("h2", time.Minute, now)
+	create(t, st, added)
+	s.Add(added, nil)
+	other := newWatch("t1", time.Minute, now)
+	other.Kind, other.Identity = vigil.KindTCP, "t1"
+	create(t, st, other)
+	s.Add(other, nil)
+
+	got := s.IDs(vigil.KindHTTP)
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"h1", "h2"}) {
+		t.Errorf("IDs(http) = %v, want [h1 h2]", got)
+	}
+	if got := s.IDs(vigil.KindFolder); len(got) != 0 {
+		t.Errorf("IDs(folder) = %v, want none", got)
 	}
 }

@@ -20,7 +20,10 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -350,13 +353,13 @@ type job struct {
 	entries []*entry
 }
 
-// popDueLocked takes every entry due at or before now off the heap and
-// groups them into jobs.
-func (s *Scheduler) popDueLocked(now time.Time) []job {
+// popDueLocked takes the entries due at or before now off the heap, until
+// it has made maxJobs jobs, and groups them into jobs.
+func (s *Scheduler) popDueLocked(now time.Time, maxJobs int) []job {
 	var jobs []job
 	var batch []*entry
 	cut := now.UnixNano()
-	for len(s.h) > 0 && s.h[0].due <= cut {
+	for len(s.h) > 0 && s.h[0].due <= cut && len(jobs) < maxJobs {
 		e := heap.Pop(&s.h).(*entry)
 		e.flags |= flagInflight
 		if e.class&classInstant != 0 {
@@ -381,7 +384,7 @@ func (s *Scheduler) popDueLocked(now time.Time) []job {
 func (s *Scheduler) Tick(ctx context.Context, now time.Time) int {
 	now = now.UTC()
 	s.mu.Lock()
-	jobs := s.popDueLocked(now)
+	jobs := s.popDueLocked(now, math.MaxInt)
 	s.mu.Unlock()
 	var g errgroup.Group
 	g.SetLimit(s.cfg.Workers)
@@ -418,16 +421,26 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	// ready holds popped jobs not yet taken by a worker. It is topped up to
+	// a few jobs per worker, not filled with everything due: a storm of a
+	// million due watches starts settling at once instead of after they
+	// have all been popped, and the heap keeps what cannot run yet.
 	var ready []job
+	maxReady := 2 * s.cfg.Workers
 	for {
 		now := s.now()
 		s.mu.Lock()
-		ready = append(ready, s.popDueLocked(now)...)
+		if len(ready) < maxReady {
+			ready = append(ready, s.popDueLocked(now, maxReady-len(ready))...)
+		}
 		next, ok := s.nextLocked()
 		s.mu.Unlock()
 
 		var timerC <-chan time.Time
-		if ok {
+		if len(ready) >= maxReady {
+			// Full: the next send wakes the loop to top it up.
+			timer.Stop()
+		} else if ok {
 			timer.Reset(next.Sub(now))
 			timerC = timer.C
 		} else {
@@ -669,6 +682,10 @@ func (s *Scheduler) stop(ctx context.Context, e *entry, w *vigil.Watch, err erro
 // runInstant settles a batch of watches answered by the clock alone, reading
 // their rows in one query and committing in one transaction.
 func (s *Scheduler) runInstant(ctx context.Context, es []*entry, now time.Time) {
+	// In id order: ids are made in time order, so the batch's rows and
+	// index entries are visited in the order they were written, page after
+	// page, rather than at random.
+	slices.SortFunc(es, func(a, b *entry) int { return strings.Compare(a.id, b.id) })
 	ids := make([]string, len(es))
 	for i, e := range es {
 		ids[i] = e.id

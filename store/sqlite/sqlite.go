@@ -10,9 +10,10 @@
 // only then answers each caller. If the commit fails, every caller of the
 // batch gets the error. Reads use a separate pool of read-only connections,
 // which WAL lets run beside the writer. Once enough pages have piled up in
-// the WAL, the writer copies them back into the database file between two
-// batches, after answering its callers, so that work and its fsync stay out
-// of every caller's commit and the WAL starts over instead of growing.
+// the WAL, a second goroutine copies them back into the database file, so
+// that work and its fsync stay out of the callers' commits; every few such
+// intervals the writer finishes the copy itself between two batches, so the
+// WAL starts over instead of growing while writes never pause.
 //
 // The schema is a numbered list of embedded SQL migrations applied with
 // goose at Open, each in a transaction. A database whose schema is newer
@@ -69,8 +70,11 @@ const (
 	// maxBatch bounds how many operations share one transaction.
 	maxBatch = 1024
 	// checkpointPages is how many pages the writer commits to the WAL
-	// between two checkpoints (SQLite's own default threshold).
+	// between two background checkpoints (SQLite's own default threshold).
 	checkpointPages = 1000
+	// restartPages is how many pages the writer commits between two
+	// checkpoints of its own, which let the WAL start over.
+	restartPages = 4 * checkpointPages
 	// walSizeLimit is the size the WAL file is truncated to after a
 	// checkpoint lets it start over.
 	walSizeLimit = 64 << 20
@@ -104,6 +108,8 @@ type Store struct {
 	readDB  *sql.DB // the read pool
 	w       *writer
 	r       readStmts
+
+	checkpointDone chan struct{} // closed when the checkpointer returns
 
 	closeOnce sync.Once
 	closeErr  error
@@ -176,8 +182,30 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 		s.writeDB.Close()
 		return nil, err
 	}
+	s.checkpointDone = make(chan struct{})
 	go s.w.run()
+	go s.checkpoints()
 	return s, nil
+}
+
+// checkpoints copies the WAL back into the database file each time the
+// writer asks, until the writer stops. PASSIVE checkpoints never block the
+// writer or the readers.
+func (s *Store) checkpoints() {
+	defer close(s.checkpointDone)
+	for {
+		select {
+		case <-s.w.checkpoint:
+		case <-s.w.done:
+			return
+		}
+		var busy, frames, copied int
+		err := s.readDB.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
+		if err != nil {
+			// No caller to return this to; the next checkpoint retries.
+			s.log.Warn("checkpoint failed", "err", err)
+		}
+	}
 }
 
 // dsn returns the driver's data source name for path: WAL, the synchronous
@@ -258,6 +286,7 @@ func SchemaVersion() int64 {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.w.stop()
+		<-s.checkpointDone
 		s.r.close()
 		s.closeErr = errors.Join(s.readDB.Close(), s.writeDB.Close())
 		if s.closeErr != nil {

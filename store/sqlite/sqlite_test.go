@@ -464,7 +464,7 @@ func TestIdentityEncoding(t *testing.T) {
 }
 
 // TestMain fails the package when a goroutine outlives the tests: Close
-// must stop the writer.
+// must stop the writer and the checkpointer.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
@@ -479,7 +479,7 @@ func TestWALStartsOverUnderSteadyWrites(t *testing.T) {
 	s := open(t, filepath.Join(dir, "vigil.db"), nil)
 	defer s.Close()
 	note := strings.Repeat("n", 3000) // about one page of WAL per watch
-	const writers, each = 16, 200     // 3 200 pages: three times checkpointPages
+	const writers, each = 16, 600     // 9 600 pages: more than twice restartPages
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	errs := make(chan error, writers)
@@ -505,8 +505,9 @@ func TestWALStartsOverUnderSteadyWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// One checkpoint interval of frames, plus the batch that crossed it.
-	limit := int64(2 * checkpointPages * (4096 + 24))
+	// The writer's own checkpoint interval of frames, plus the batch that
+	// crossed it.
+	limit := int64((restartPages + checkpointPages) * (4096 + 24))
 	if fi.Size() > limit {
 		t.Errorf("WAL is %d bytes after %d writes, want at most %d: it never started over", fi.Size(), writers*each, limit)
 	}

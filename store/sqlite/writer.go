@@ -37,10 +37,13 @@ type writer struct {
 	quit chan struct{} // closed by stop
 	done chan struct{} // closed when run returns
 
-	// walPages counts the pages committed since the last checkpoint; past
-	// checkpointPages the writer checkpoints between two batches. Only the
-	// writer goroutine touches walPages.
-	walPages int
+	// walPages counts the pages committed since the last request to the
+	// background checkpointer; past checkpointPages, checkpoint is
+	// signalled. sinceOwn counts them since the writer last checkpointed
+	// itself; past restartPages it does (see finishCheckpoint). Only the
+	// writer goroutine touches them.
+	walPages, sinceOwn int
+	checkpoint         chan struct{} // buffered(1)
 	// checkpointFailed reports a failed checkpoint (there is no caller to
 	// return it to; the next one retries).
 	checkpointFailed func(error)
@@ -63,6 +66,7 @@ func newWriter(ctx context.Context, db *sql.DB, checkpointFailed func(error)) (*
 		wake:             make(chan struct{}, 1),
 		quit:             make(chan struct{}),
 		done:             make(chan struct{}),
+		checkpoint:       make(chan struct{}, 1),
 		checkpointFailed: checkpointFailed,
 	}
 	w.tx.conn = conn
@@ -113,8 +117,8 @@ func (w *writer) run() {
 				break
 			}
 			w.commit(batch)
-			if w.walPages >= checkpointPages {
-				w.checkpoint()
+			if w.sinceOwn >= restartPages {
+				w.finishCheckpoint()
 			}
 		}
 		w.mu.Lock()
@@ -224,34 +228,45 @@ func (w *writer) commit(batch []*op) {
 	w.committed()
 }
 
-// committed counts the pages the last commit wrote to the WAL.
+// committed counts the pages the last commit wrote to the WAL and asks the
+// background checkpointer to copy them back into the database once enough
+// have piled up. The writer connection never checkpoints inside a commit
+// (wal_autocheckpoint=0): that copy, with its fsync, runs beside the writer
+// on another connection, in parallel with the next commits.
 func (w *writer) committed() {
 	_ = w.conn.Raw(func(dc any) error {
 		if st, ok := dc.(sqlite.DBStatus); ok {
 			if n, _, err := st.Status(sqlite.DBStatusCacheWrite, true); err == nil {
 				w.walPages += n
+				w.sinceOwn += n
 			}
 		}
 		return nil
 	})
+	if w.walPages >= checkpointPages {
+		w.walPages = 0
+		select {
+		case w.checkpoint <- struct{}{}:
+		default: // one is already asked for
+		}
+	}
 }
 
-// checkpoint copies the WAL back into the database file. It runs on the
-// writer goroutine between two batches, after the last batch's callers have
-// their answer, so no caller's commit waits for it (SQLite's own
-// wal_autocheckpoint, off on this connection, would run it inside the
-// COMMIT). Running it here rather than beside the writer matters: a
-// checkpoint only lets the WAL start over from its beginning if no commit
-// lands while it copies, and under a steady stream of commits one running
-// beside the writer never catches up. The WAL then grows without end, and
-// every commit appends to the file, whose fsync must also journal the new
-// size: on this project's reference disk that made each commit cost about
-// twice an fsync of rewritten pages (docs/BENCHMARKS.md).
+// finishCheckpoint checkpoints on the writer goroutine, between two
+// batches, after the last batch's callers have their answer. The WAL only
+// starts over from its beginning after a checkpoint that copied every
+// frame with no commit landing meanwhile, and under a steady stream of
+// commits the background checkpointer never catches up: the WAL then
+// grows without end, and every commit appends to the file, whose fsync
+// must also journal the new size (on this project's reference disk, about
+// twice the cost of an fsync of rewritten pages). So every restartPages
+// the writer finishes the copy itself: the background checkpoints have
+// done most of it, and the next commit starts the WAL over.
 //
 // PASSIVE never waits for readers: a reader still on an old snapshot only
 // keeps the frames it needs, and the next checkpoint takes the rest.
-func (w *writer) checkpoint() {
-	w.walPages = 0
+func (w *writer) finishCheckpoint() {
+	w.sinceOwn = 0
 	var busy, frames, copied int
 	err := w.conn.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
 	if err != nil && w.checkpointFailed != nil {

@@ -33,6 +33,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/url"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -75,6 +76,11 @@ const (
 	// restartPages is how many pages the writer commits between two
 	// checkpoints of its own, which let the WAL start over.
 	restartPages = 4 * checkpointPages
+	// walPrealloc is the size the WAL file is extended to, with zeros, at
+	// Open: a little more than the frames the WAL holds between two of the
+	// writer's checkpoints, so that commits rewrite the file's blocks
+	// rather than append to it (see preallocateWAL).
+	walPrealloc = 24 << 20
 	// walSizeLimit is the size the WAL file is truncated to after a
 	// checkpoint lets it start over.
 	walSizeLimit = 64 << 20
@@ -161,6 +167,11 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 		return nil, err
 	}
 
+	if err := preallocateWAL(path+"-wal", walPrealloc); err != nil {
+		s.writeDB.Close()
+		return nil, err
+	}
+
 	if s.readDB, err = sql.Open("sqlite", dsn(path, o.Synchronous, true)); err != nil {
 		s.writeDB.Close()
 		return nil, fmt.Errorf("sqlite: open %s for reading: %w", path, err)
@@ -206,6 +217,51 @@ func (s *Store) checkpoints() {
 			s.log.Warn("checkpoint failed", "err", err)
 		}
 	}
+}
+
+// preallocateWAL extends the WAL file at path with zeros up to size, and
+// syncs it, if it is smaller.
+//
+// A commit's fsync of a WAL file that grew must also journal the file's new
+// size, and measured about twice one that rewrote blocks in place on this
+// project's reference disk (a one-row commit: 1 700 – 2 000 a second
+// against 3 700 with the WAL preallocated; BenchmarkCommitFloor). SQLite
+// writes its WAL from the start again after each checkpoint, so once the
+// file is as large as the frames written between two restarts, every
+// commit rewrites. Zeros past the last frame are safe: SQLite reads frames
+// only while their salt and checksum match the header's, exactly as it
+// ignores the stale frames a restarted WAL leaves behind. Only bytes past
+// the file's current end are written, never a frame. SQLite deletes the
+// WAL when the last connection closes; Open extends the new one again.
+func preallocateWAL(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // SQLite made none: nothing to extend
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: preallocate WAL: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("sqlite: preallocate WAL: %w", err)
+	}
+	if fi.Size() >= size {
+		return nil
+	}
+	// Written zeros, not fallocate: blocks allocated but never written
+	// are converted (a metadata change) on their first write.
+	zero := make([]byte, 1<<20)
+	for off := fi.Size(); off < size; off += int64(len(zero)) {
+		n := min(int64(len(zero)), size-off)
+		if _, err := f.WriteAt(zero[:n], off); err != nil {
+			return fmt.Errorf("sqlite: preallocate WAL: %w", err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sqlite: preallocate WAL: %w", err)
+	}
+	return nil
 }
 
 // dsn returns the driver's data source name for path: WAL, the synchronous

@@ -203,7 +203,9 @@ func (w *Watcher) parse(raw json.RawMessage) (*spec, error) {
 
 // wildcard reports whether a cron field starts with a star (or "?"), as
 // cron tells fixed-time jobs from ones that follow the clock.
-func wildcard(field string) bool { return strings.HasPrefix(field, "*") || strings.HasPrefix(field, "?") }
+func wildcard(field string) bool {
+	return strings.HasPrefix(field, "*") || strings.HasPrefix(field, "?")
+}
 
 // parseCron parses a 5-field expression; a refusal names the cron field at
 // fault, or says that the expression never fires. The schedule is read in

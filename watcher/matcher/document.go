@@ -2,7 +2,6 @@ package matcher
 
 import (
 	"bytes"
-	"slices"
 
 	"github.com/tidwall/gjson"
 )
@@ -29,30 +28,33 @@ func document(doc []byte) ([]byte, bool) {
 }
 
 // hasDuplicateKeys reports whether some object of doc, a valid JSON
-// document, names a key twice. It walks the text without recursion.
+// document, names a key twice. It walks the text without recursion, and
+// keeps each object's keys as slices of doc (unescaped only when they
+// hold an escape), reusing its frames from object to object.
 func hasDuplicateKeys(doc []byte) bool {
-	var stack []*keySet // nil for an array
-	key := false        // the next string is a key of the top object
+	var stack []keySet
+	key := false // the next string is a key of the top object
 	for i := 0; i < len(doc); i++ {
 		switch doc[i] {
-		case '{':
-			stack = append(stack, &keySet{})
-			key = true
-		case '[':
-			stack = append(stack, nil)
-			key = false
+		case '{', '[':
+			if len(stack) < cap(stack) {
+				stack = stack[:len(stack)+1]
+				stack[len(stack)-1].reset(doc[i] == '{')
+			} else {
+				stack = append(stack, keySet{object: doc[i] == '{'})
+			}
+			key = doc[i] == '{'
 		case '}', ']':
 			stack = stack[:len(stack)-1]
 			key = false
 		case ',':
-			key = len(stack) > 0 && stack[len(stack)-1] != nil
+			key = len(stack) > 0 && stack[len(stack)-1].object
 		case '"':
 			end := stringEnd(doc, i)
 			if key {
-				raw := doc[i+1 : end]
-				k := string(raw)
-				if bytes.IndexByte(raw, '\\') >= 0 {
-					k = gjson.ParseBytes(doc[i : end+1]).Str
+				k := doc[i+1 : end]
+				if bytes.IndexByte(k, '\\') >= 0 {
+					k = []byte(gjson.ParseBytes(doc[i : end+1]).Str)
 				}
 				if stack[len(stack)-1].add(k) {
 					return true
@@ -79,32 +81,39 @@ func stringEnd(doc []byte, start int) int {
 	return len(doc) - 1
 }
 
-// keySet is the keys one object has named so far.
+// keySet is the keys one object has named so far (object false: an
+// array's frame, which names none).
 type keySet struct {
-	keys []string
-	seen map[string]struct{}
+	object bool
+	keys   [][]byte
+	seen   map[string]struct{}
+}
+
+func (s *keySet) reset(object bool) {
+	s.object, s.keys, s.seen = object, s.keys[:0], nil
 }
 
 // add records k and reports whether it was there already. Small objects
 // are searched in a slice; larger ones get a map.
-func (s *keySet) add(k string) bool {
+func (s *keySet) add(k []byte) bool {
 	if s.seen != nil {
-		if _, dup := s.seen[k]; dup {
+		if _, dup := s.seen[string(k)]; dup {
 			return true
 		}
-		s.seen[k] = struct{}{}
+		s.seen[string(k)] = struct{}{}
 		return false
 	}
-	if slices.Contains(s.keys, k) {
-		return true
+	for _, o := range s.keys {
+		if bytes.Equal(o, k) {
+			return true
+		}
 	}
 	s.keys = append(s.keys, k)
 	if len(s.keys) > 16 {
 		s.seen = make(map[string]struct{}, 2*len(s.keys))
-		for _, k := range s.keys {
-			s.seen[k] = struct{}{}
+		for _, o := range s.keys {
+			s.seen[string(o)] = struct{}{}
 		}
-		s.keys = nil
 	}
 	return false
 }

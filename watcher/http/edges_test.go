@@ -50,6 +50,9 @@ func edgeServer(t *testing.T) *httptest.Server {
 		w.Header().Set("Content-Encoding", enc)
 		w.Write(buf.Bytes())
 	})
+	mux.HandleFunc("/empty-gzip", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+	})
 	mux.HandleFunc("/bom", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 		io.WriteString(w, "\ufeff"+`{"state":"done"}`)
@@ -141,7 +144,11 @@ func TestUserAcceptEncoding(t *testing.T) {
 			t.Errorf("Probe(Accept-Encoding %s) = %+v, want the decoded body to match", enc, got)
 		}
 	}
-	pred := canon(t, w, `{"url":"`+srv.URL+`/encoded/br","headers":{"Accept-Encoding":"br"},"done":{"path":"state","equals":"done"}}`)
+	pred := canon(t, w, `{"url":"`+srv.URL+`/empty-gzip","headers":{"Accept-Encoding":"gzip"},"done":{"path":"state","equals":"done"}}`)
+	if got := probe(t, w, pred); got.Verdict != vigil.VerdictPending || got.Summary != "HTTP 200; the body is not JSON" {
+		t.Errorf("Probe(an empty body labelled gzip) = %+v, want pending: an empty body is not JSON", got)
+	}
+	pred = canon(t, w, `{"url":"`+srv.URL+`/encoded/br","headers":{"Accept-Encoding":"br"},"done":{"path":"state","equals":"done"}}`)
 	got := probe(t, w, pred)
 	if got.Verdict != vigil.VerdictUnavailable || !strings.Contains(got.Reason, "br") || !strings.Contains(got.Reason, "Accept-Encoding") {
 		t.Errorf("Probe(Accept-Encoding br) = %+v, want unavailable naming the encoding and the header", got)

@@ -682,6 +682,9 @@ func decodeBody(resp *http.Response) (io.Reader, error) {
 			return nil, fmt.Errorf("the body is encoded as %s, which vigil cannot read: leave %s out of the Accept-Encoding header",
 				watcher.Clip(codings[i], 32), watcher.Clip(codings[i], 32))
 		}
+		if errors.Is(err, io.EOF) {
+			return strings.NewReader(""), nil // an empty body, whatever it is labelled
+		}
 		if err != nil {
 			return nil, fmt.Errorf("the body is not valid %s: %w", codings[i], err)
 		}

@@ -294,7 +294,7 @@ type matcherFlags struct {
 
 func (m *matcherFlags) bind(cmd *cobra.Command, name, what string) {
 	m.name = name
-	cmd.Flags().StringVar(&m.path, name+"-path", "", "GJSON path in the JSON "+what+" that decides "+name+" (with --"+name+"-equals; alone: the path exists)")
+	cmd.Flags().StringVar(&m.path, name+"-path", "", "GJSON path in the JSON "+what+" that decides "+name+" (with --"+name+"-equals; alone: the value there is truthy: true, a non-zero number, a non-empty string, array or object)")
 	cmd.Flags().StringVar(&m.equals, name+"-equals", "", "value at --"+name+"-path, as JSON (3, true, \"3\") or else a string")
 }
 
@@ -311,7 +311,8 @@ func (m *matcherFlags) apply(cmd *cobra.Command, p map[string]any) error {
 	if hasEq {
 		mt["equals"] = jsonValue(m.equals)
 	} else {
-		mt["exists"] = true
+		// A path alone asks for a truthy value: {"done": false} is not done.
+		mt["truthy"] = true
 	}
 	p[m.name] = mt
 	return nil

@@ -11,10 +11,11 @@ import (
 
 func newAddFolderCmd(e *env, f *addFlags) *cobra.Command {
 	var (
-		patterns                          []string
-		settle, onChange, onChangeTimeout string
-		standing                          bool
-		maxFileBytes, maxFiles, maxChars  int
+		patterns                         []string
+		settle, maxWait, onChange        string
+		onChangeTimeout                  string
+		standing                         bool
+		maxFileBytes, maxFiles, maxChars int
 	)
 	cmd := &cobra.Command{
 		Use:   "folder PATH [-- REVIEWER ARGV...]",
@@ -61,6 +62,9 @@ be started with --allow-exec. The path must lie inside the daemon's roots.`,
 			if settle != "" {
 				p["settle"] = settle
 			}
+			if maxWait != "" {
+				p["max_wait"] = maxWait
+			}
 			if standing {
 				p["standing"] = true
 			}
@@ -92,6 +96,7 @@ be started with --allow-exec. The path must lie inside the daemon's roots.`,
 	fl := cmd.Flags()
 	fl.StringArrayVar(&patterns, "pattern", nil, `globs of the files to watch, "**" crossing folders; a glob without "/" matches names at any depth (repeatable, or comma-separated)`)
 	fl.StringVar(&settle, "settle", "", "how long the folder must be still before a report (default 20s; 0 reports every change)")
+	fl.StringVar(&maxWait, "max-wait", "", "report a burst that never goes quiet after this long anyway (default 5× settle, at least 1m)")
 	fl.BoolVar(&standing, "standing", false, "report every burst until cancelled, instead of firing on the first")
 	fl.StringVar(&onChange, "on-change", "", "reviewer as a /bin/sh command line: gets each report on stdin, its output goes into the message")
 	fl.StringVar(&onChangeTimeout, "on-change-timeout", "", "how long one review may take (default 5m)")

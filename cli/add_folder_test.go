@@ -44,6 +44,8 @@ func TestAddFolderRequests(t *testing.T) {
 			`{"path":` + quoteJSON(rel) + `,"pattern":["*.md","*.go,*.mod"],"settle":"0"}`},
 		{[]string{"add", "folder", "/src", "--standing", "--settle", "30s", "--max-files", "100", "--", "llm", "-s", "review this"},
 			`{"max_files":100,"on_change":{"argv":["llm","-s","review this"]},"path":"/src","settle":"30s","standing":true}`},
+		{[]string{"add", "folder", "/src", "--settle", "30s", "--max-wait", "5m"},
+			`{"max_wait":"5m","path":"/src","settle":"30s"}`},
 		{[]string{"add", "folder", "/src", "--standing", "--on-change", "wc -l", "--on-change-timeout", "1m"},
 			`{"on_change":{"shell":"wc -l","timeout":"1m"},"path":"/src","standing":true}`},
 	} {

@@ -218,7 +218,7 @@ func TestAddRequests(t *testing.T) {
 			vigil.RegisterRequest{Kind: "timer", Predicate: json.RawMessage(`{"at":"2030-01-02T03:04:05Z"}`), Recipient: "me", Note: "n", Labels: map[string]string{"a": "b", "c": "d"}}},
 		{[]string{"add", "http", "https://x.test/h", "--method", "post", "--status", "200,2xx", "--header", "X-A: 1", "--done-path", "a.b", "--done-equals", "3", "--fail-path", "err", "--deadline", "2h", "--every", "30s", "--mode", "unless", "--observe", "--idempotency-key", "k1"},
 			vigil.RegisterRequest{Kind: "http", Recipient: "agent-7", Deadline: "2h", Every: "30s", Mode: "unless", Observe: true, IdempotencyKey: "k1",
-				Predicate: json.RawMessage(`{"done":{"equals":3,"path":"a.b"},"fail":{"exists":true,"path":"err"},"headers":{"X-A":"1"},"method":"post","status":[200,"2xx"],"url":"https://x.test/h"}`)}},
+				Predicate: json.RawMessage(`{"done":{"equals":3,"path":"a.b"},"fail":{"path":"err","truthy":true},"headers":{"X-A":"1"},"method":"post","status":[200,"2xx"],"url":"https://x.test/h"}`)}},
 		{[]string{"add", "http", "https://x.test/h", "--done-path", "s", "--done-equals", "Ready"},
 			vigil.RegisterRequest{Kind: "http", Recipient: "agent-7", Predicate: json.RawMessage(`{"done":{"equals":"Ready","path":"s"},"url":"https://x.test/h"}`)}},
 		{[]string{"add", "tcp", "db:5432", "--timeout", "1s"}, vigil.RegisterRequest{Kind: "tcp", Recipient: "agent-7", Predicate: json.RawMessage(`{"address":"db:5432","timeout":"1s"}`)}},

@@ -31,7 +31,7 @@ Kinds and their predicates:
 - command: {"argv": ["make", "check"], "cwd": "/abs/dir"} — done when it exits 0 (needs a daemon that allows exec)
 - ci: {"provider": "github", "repo": "owner/name", "sha": "<commit or branch>"} — every check on the commit passed, or one failed
 - token: {} — the result holds a completion URL; whoever finishes the work (a script, a person, another agent) POSTs {"status": "success"} or {"status": "failure"} to it
-Matchers: {"path": "a.b", "equals"|"not_equals"|"contains"|"matches"|"exists"|"truthy"|"gt"|"gte"|"lt"|"lte": value}.`
+Matchers: {"path": "a.b", "equals"|"not_equals"|"contains"|"matches"|"exists"|"truthy"|"gt"|"gte"|"lt"|"lte": value}; a path alone, {"path": "a.b"}, asks for a truthy value (not false, null, 0, "", [] or {}).`
 
 	descList = `List the caller's watches — by default the ones still pending, i.e. what you are waiting for in the background. Each watch shows its id, subject, state, next check and deadline. Use it to see what is outstanding, not to poll for an outcome: outcomes arrive in the inbox.`
 

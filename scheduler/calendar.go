@@ -86,11 +86,11 @@ func (s *Scheduler) primeCalendar(ctx context.Context, rows []vigil.ScheduleEntr
 				continue
 			}
 			next, due, _ := calendarDue(wt, w.Predicate, w.CreatedAt, now)
-			if !due {
+			if !due && w.Deadline.IsZero() {
 				s.log.Warn("a pending watch is never due again", "watch_id", w.ID, "kind", w.Kind)
 				continue
 			}
-			if !w.Deadline.IsZero() && next.After(w.Deadline) {
+			if !w.Deadline.IsZero() && (!due || next.After(w.Deadline)) {
 				next = w.Deadline
 			}
 			spec, _ := vigil.SpecOf(w.Kind)

@@ -161,3 +161,94 @@ func TestPokeInFlight(t *testing.T) {
 		t.Fatalf("then due %v, want its interval", next)
 	}
 }
+
+// endingCalendar is a calendar watcher whose watches are due at fixed
+// instants, then never again; its probes answer pending.
+type endingCalendar struct {
+	*watchertest.Fake
+	mu    sync.Mutex
+	fires []time.Time // the instants still ahead
+}
+
+func (f *endingCalendar) NextDue(_ json.RawMessage, _, now time.Time) (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, at := range f.fires {
+		if at.After(now) {
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// TestCalendarWithoutANextInstantKeepsItsDeadline: a calendar that is
+// never due again (a schedule with no next fire) never leaves a watch
+// that carries a deadline without a next instant: it is due at its
+// deadline, at registration, after a restart and after its last fire,
+// and the deadline settles it.
+func TestCalendarWithoutANextInstantKeepsItsDeadline(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	deadline := t0.Add(time.Hour)
+	c := &fakeClock{t: t0}
+	ctx := context.Background()
+	newWatcher := func(fires ...time.Time) *endingCalendar {
+		f := &endingCalendar{fires: fires}
+		f.Fake = watchertest.Func(vigil.KindSchedule, func(context.Context, watcher.Probe) (vigil.Observation, error) {
+			return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "ran"}, nil
+		})
+		return f
+	}
+	watch := func(id string) *vigil.Watch {
+		return &vigil.Watch{ID: id, Kind: vigil.KindSchedule, Predicate: json.RawMessage(`{}`), Recipient: "r", State: vigil.StatePending,
+			Mode: vigil.ModeUntil, Deadline: deadline, CreatedAt: t0, Identity: id}
+	}
+
+	// Never due at all: at registration, and after a restart.
+	st := memstore.New()
+	never := newWatcher()
+	s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(never), NowFunc: c.Now})
+	if err := s.Prime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := watch("never")
+	create(t, st, w)
+	s.Add(w, nil)
+	if next, _, ok := s.Info("never"); !ok || !next.Equal(deadline) {
+		t.Fatalf("a watch never due on its calendar is due %v (%v), want at its deadline", next, ok)
+	}
+	s2 := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(never), NowFunc: c.Now})
+	if err := s2.Prime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if next, _, ok := s2.Info("never"); !ok || !next.Equal(deadline) {
+		t.Fatalf("after a restart it is due %v (%v), want at its deadline", next, ok)
+	}
+
+	// Due once, then never again: after that fire it waits for its deadline.
+	st = memstore.New()
+	once := newWatcher(t0.Add(time.Minute))
+	s = scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(once), NowFunc: c.Now})
+	if err := s.Prime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w = watch("once")
+	create(t, st, w)
+	s.Add(w, nil)
+	c.Set(t0.Add(time.Minute))
+	if n := s.Tick(ctx, c.Now()); n != 1 {
+		t.Fatalf("the one fire probed %d watches, want 1", n)
+	}
+	if next, _, ok := s.Info("once"); !ok || !next.Equal(deadline) {
+		t.Fatalf("after its last fire the watch is due %v (%v), want at its deadline", next, ok)
+	}
+	c.Set(deadline)
+	s.Tick(ctx, c.Now())
+	got, err := st.WatchGet(ctx, "once")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != vigil.StateExpired {
+		t.Fatalf("at its deadline the watch is %s, want expired", got.State)
+	}
+}

@@ -241,6 +241,10 @@ func (s *Scheduler) Add(w *vigil.Watch, o *Observer) {
 	if wt, found := s.cfg.Watchers.Lookup(w.Kind); found {
 		if next, due2, cal := calendarDue(wt, w.Predicate, w.CreatedAt, now); cal {
 			due, ok = next, due2
+			if !w.Deadline.IsZero() && (!ok || due.After(w.Deadline)) {
+				// A deadline is always delivered, whatever the calendar says.
+				due, ok = w.Deadline, true
+			}
 		}
 	}
 	if !ok {
@@ -627,11 +631,11 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 	if next, due, cal := calendarDue(wt, w.Predicate, w.CreatedAt, laterOf(now, s.now())); cal {
 		// A calendar counts from when the probe ended: fires that came due
 		// while it ran are skipped, never queued.
-		if !due {
+		if !due && e.deadline == 0 {
 			s.drop(e)
 			return
 		}
-		if e.deadline != 0 && next.UnixNano() > e.deadline {
+		if e.deadline != 0 && (!due || next.UnixNano() > e.deadline) {
 			next = time.Unix(0, e.deadline)
 		}
 		s.reschedule(e, next, pack(prog))

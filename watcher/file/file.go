@@ -21,6 +21,13 @@
 // exists must, for contains and matches, be a regular file. Errors other
 // than "does not exist" (permission denied, say) are unavailable.
 //
+// A symbolic link is present as soon as the link exists, whatever it
+// points to (exists is decided with lstat): a dangling link satisfies
+// exists:true and keeps exists:false pending. contains and matches read
+// the file the link points to; a link to nothing has nothing to read and
+// stays pending. The file is opened without blocking and checked again
+// once open, so a file swapped for a named pipe is never waited on.
+//
 // With Config.Roots set, a path must resolve inside one of the roots: the
 // path itself after symlinks, or, while it does not exist yet, its deepest
 // existing parent. Admit refuses other paths as unobservable, and every
@@ -251,7 +258,8 @@ func (w *Watcher) probe(_ context.Context, p watcher.Probe) (vigil.Observation, 
 	w.wake(p, target)
 
 	facts := map[string]any{"path": s.Path}
-	info, err := os.Stat(target)
+	// A link is present even when it points nowhere: lstat, not stat.
+	info, err := os.Lstat(target)
 	exists := err == nil
 	switch {
 	case err == nil:
@@ -272,11 +280,28 @@ func (w *Watcher) probe(_ context.Context, p watcher.Probe) (vigil.Observation, 
 	if !s.content() {
 		return obs(vigil.VerdictSatisfied, s.Path+" exists", facts), nil
 	}
-	if !info.Mode().IsRegular() {
-		facts["regular"] = false
-		return obs(vigil.VerdictPending, fmt.Sprintf("%s exists but is not a regular file, so it cannot %s", s.Path, s.describe(true)), facts), nil
+	if info.Mode()&fs.ModeSymlink != 0 {
+		// Content is read through the link.
+		info, err = os.Stat(target)
+		switch {
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.ELOOP):
+			facts["regular"] = false
+			return obs(vigil.VerdictPending, fmt.Sprintf("%s is a symbolic link to nothing, so it cannot %s", s.Path, s.describe(true)), facts), nil
+		case err != nil:
+			return vigil.Observation{}, fmt.Errorf("checking %s: %w", s.Path, unwrapPath(err))
+		}
 	}
-	data, tail, err := readTail(target, info.Size(), s.MaxBytes)
+	notRegular := func() vigil.Observation {
+		facts["regular"] = false
+		return obs(vigil.VerdictPending, fmt.Sprintf("%s exists but is not a regular file, so it cannot %s", s.Path, s.describe(true)), facts)
+	}
+	if !info.Mode().IsRegular() {
+		return notRegular(), nil
+	}
+	data, tail, err := readTail(target, s.MaxBytes)
+	if errors.Is(err, errNotRegular) {
+		return notRegular(), nil // swapped since the stat
+	}
 	if err != nil {
 		return vigil.Observation{}, fmt.Errorf("reading %s: %w", s.Path, unwrapPath(err))
 	}
@@ -312,15 +337,27 @@ func obs(v vigil.Verdict, summary string, facts map[string]any) vigil.Observatio
 	return vigil.Observation{Verdict: v, Summary: summary, Facts: facts}
 }
 
+// errNotRegular says the file opened is not a regular file.
+var errNotRegular = errors.New("not a regular file")
+
 // readTail reads the whole file if it holds at most limit bytes, else its
-// last limit bytes; tail reports the second case.
-func readTail(path string, size, limit int64) (data []byte, tail bool, err error) {
-	f, err := os.Open(path)
+// last limit bytes; tail reports the second case. The open never waits
+// (on a named pipe swapped in since the caller's stat, say), and the file
+// opened must be a regular one, else errNotRegular.
+func readTail(path string, limit int64) (data []byte, tail bool, err error) {
+	f, err := os.OpenFile(path, openFlags, 0)
 	if err != nil {
 		return nil, false, err
 	}
 	defer f.Close()
-	if size > limit {
+	info, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, false, errNotRegular
+	}
+	if size := info.Size(); size > limit {
 		if _, err := f.Seek(size-limit, io.SeekStart); err != nil {
 			return nil, false, err
 		}

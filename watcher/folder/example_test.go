@@ -19,6 +19,6 @@ func ExampleWatcher_Canonicalize() {
 	fmt.Println(string(c.Predicate))
 	fmt.Println("standing:", c.Standing)
 	// Output:
-	// {"max_file_bytes":1048576,"max_files":2000,"path":"/src/app","pattern":["*.go","docs/**/*.{md,txt}"],"report_max_chars":24000,"settle":"20s","standing":true}
+	// {"max_file_bytes":1048576,"max_files":2000,"max_wait":"1m40s","path":"/src/app","pattern":["*.go","docs/**/*.{md,txt}"],"report_max_chars":24000,"settle":"20s","standing":true}
 	// standing: true
 }

@@ -16,19 +16,26 @@
 // its path from the folder ("docs/**/*.md"); none means every file.
 // Version control folders (.git, .hg, .svn, .jj, .bzr) are left out.
 // settle (default 20s, 0 to report every change) is how long the folder
-// must stay still before a burst of changes is reported. standing makes
+// must stay still before a burst of changes is reported; max_wait
+// (default five times settle, at least 1m) bounds how long a burst that
+// never goes quiet waits: it is reported anyway, and the window starts
+// again. standing makes
 // the watch report each burst until it is cancelled; without it the first
 // settled burst fires the watch. max_file_bytes (1 MiB) bounds the files
 // whose content is read: larger ones are tracked by size and modification
 // time alone. max_files (2 000) bounds the files tracked (the first ones
-// in path order). report_max_chars (24 000) bounds a report. on_change
+// in path order); a look reads at most max(10 × max_files, 10 000)
+// directory entries, so a huge directory is not read whole, and stops
+// where a bound is reached: past it, only what is known to have changed
+// is reported, never a file that is still there as removed.
+// report_max_chars (24 000) bounds a report. on_change
 // names a reviewer: argv (a list), a shell line (a string), or an object
 // {argv | shell, cwd, env, timeout (default 5m, at most 10m)}; it runs in
 // the folder (unless cwd says otherwise) with the report on stdin, and
 // what it prints goes into the message. The canonical form fills every
 // default, sorts the globs and spells on_change as an object:
 //
-//	{"max_file_bytes": 1048576, "max_files": 2000, "path": "/src/app", "pattern": ["*.go"], "report_max_chars": 24000, "settle": "20s", "standing": true}
+//	{"max_file_bytes": 1048576, "max_files": 2000, "max_wait": "1m40s", "path": "/src/app", "pattern": ["*.go"], "report_max_chars": 24000, "settle": "20s", "standing": true}
 //
 // # Baseline
 //
@@ -50,6 +57,7 @@
 // folder as it is now. While that is younger than settle it answers
 // pending with the baseline's facts unchanged (so the baseline does not
 // move) and asks the notifier to wake the watch when the window closes.
+// A burst that goes on for max_wait is reported then, still or not.
 // Once the folder has been still for settle, the probe answers satisfied:
 // its facts are the new baseline and the report. The scheduler writes a
 // standing watch's report as a "changed" message in the same transaction
@@ -99,6 +107,7 @@ import (
 const (
 	DefaultSettle         = 20 * time.Second
 	MaxSettle             = time.Hour
+	MaxMaxWait            = 24 * time.Hour
 	DefaultMaxFileBytes   = 1 << 20
 	MaxMaxFileBytes       = 16 << 20
 	DefaultMaxFiles       = 2000
@@ -169,6 +178,8 @@ type Watcher struct {
 	blobs     blobs
 	maxKept   int64
 	runner    command.Runner
+	// readFileFunc reads one file (readFile; a test may fail it).
+	readFileFunc func(path string, limit int64) ([]byte, entry, error)
 
 	mu    sync.Mutex
 	state map[string]*state
@@ -181,9 +192,11 @@ type state struct {
 	pred string
 	spec *spec
 	// burst is the digest of the folder as the watch last saw it changed,
-	// and since is when it first saw it so.
+	// and since is when it first saw it so; first is when the burst's
+	// first change was seen, which max_wait counts from.
 	burst string
 	since time.Time
+	first time.Time
 	// gc is the baseline digest whose unneeded blobs were last removed.
 	gc string
 }
@@ -200,6 +213,8 @@ func New(cfg Config) *Watcher {
 		maxKept:   cfg.MaxKeptBytes,
 		runner:    command.Runner{KillGrace: cfg.KillGrace},
 		state:     make(map[string]*state),
+
+		readFileFunc: readFile,
 	}
 	if w.maxKept <= 0 {
 		w.maxKept = DefaultMaxKeptBytes
@@ -322,9 +337,9 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 		w.blobs.gc(p.WatchID, keepSet(base.files, keepMax))
 		st.gc = base.digest
 	}
-	changes, other := diffSnapshots(base.files, snap.files)
+	changes, other := diffSnapshots(base, snap)
 	if len(changes) == 0 {
-		st.burst, st.since = "", time.Time{}
+		st.burst, st.since, st.first = "", time.Time{}, time.Time{}
 		if other || wake != base.wake || !sameNotes(base.facts, snap) {
 			// Only times or the way the watch is woken changed: the
 			// baseline moves silently, keeping the last report.
@@ -336,7 +351,16 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	if st.burst != digest {
 		st.burst, st.since = digest, p.Now
 	}
-	if due := st.since.Add(s.settle); p.Now.Before(due) {
+	if st.first.IsZero() {
+		st.first = p.Now
+	}
+	// The window closes when the folder has been still for settle, or,
+	// for a burst that never goes quiet, max_wait after its first change.
+	due := st.since.Add(s.settle)
+	if capped := st.first.Add(s.maxWait); capped.Before(due) {
+		due = capped
+	}
+	if p.Now.Before(due) {
 		// Still settling: keep the baseline, look again when the window
 		// closes (or sooner, on the next change).
 		if w.waker != nil {
@@ -365,7 +389,7 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 		rep["review"] = review
 		summary += reviewNote(review)
 	}
-	st.burst, st.since = "", time.Time{}
+	st.burst, st.since, st.first = "", time.Time{}, time.Time{}
 	facts := snapFacts(s, snap, wake, rep)
 	if !s.Standing {
 		// A one-shot watch fires with this answer: nothing more to watch.
@@ -445,6 +469,7 @@ func snapFacts(s *spec, snap *snapshot, wake string, rep any) map[string]any {
 	}
 	if snap.truncated {
 		facts["truncated"] = true
+		facts["frontier"] = snap.frontier
 	}
 	if len(snap.notFollowed) > 0 {
 		facts["not_followed"] = clipNames(snap.notFollowed)
@@ -463,6 +488,7 @@ func sameNotes(facts map[string]any, snap *snapshot) bool {
 		exists = v
 	}
 	truncated, _ := facts["truncated"].(bool)
+	frontier, _ := facts["frontier"].(string)
 	var nf []string
 	switch v := facts["not_followed"].(type) {
 	case []string:
@@ -482,7 +508,7 @@ func sameNotes(facts map[string]any, snap *snapshot) bool {
 			return false
 		}
 	}
-	return exists == snap.exists && truncated == snap.truncated
+	return exists == snap.exists && truncated == snap.truncated && frontier == snap.frontier
 }
 
 func clipNames(names []string) []string {
@@ -512,7 +538,11 @@ func pendingSummary(s *spec, facts map[string]any) string {
 		fmt.Fprintf(&b, "%d files watched", n)
 	}
 	if t, _ := facts["truncated"].(bool); t {
-		fmt.Fprintf(&b, " (the first %d: max_files)", s.MaxFiles)
+		if frontier, ok := facts["frontier"].(string); ok {
+			fmt.Fprintf(&b, " (%s)", truncationNote(s, frontier))
+		} else { // facts from an older build
+			fmt.Fprintf(&b, " (the first %d: max_files)", s.MaxFiles)
+		}
 	}
 	wake, _ := facts["wake"].(string)
 	if wake == "events" {

@@ -20,6 +20,7 @@ type input struct {
 	Path           string          `json:"path"`
 	Pattern        json.RawMessage `json:"pattern,omitempty"`
 	Settle         json.RawMessage `json:"settle,omitempty"`
+	MaxWait        json.RawMessage `json:"max_wait,omitempty"`
 	Standing       bool            `json:"standing,omitempty"`
 	MaxFileBytes   *int64          `json:"max_file_bytes,omitempty"`
 	MaxFiles       *int            `json:"max_files,omitempty"`
@@ -31,6 +32,7 @@ type canonical struct {
 	Path           string    `json:"path"`
 	Pattern        []string  `json:"pattern,omitempty"`
 	Settle         string    `json:"settle"`
+	MaxWait        string    `json:"max_wait"`
 	Standing       bool      `json:"standing,omitempty"`
 	MaxFileBytes   int64     `json:"max_file_bytes"`
 	MaxFiles       int       `json:"max_files"`
@@ -55,6 +57,7 @@ type reviewerInput struct {
 type spec struct {
 	canonical
 	settle        time.Duration
+	maxWait       time.Duration
 	reviewTimeout time.Duration
 }
 
@@ -83,6 +86,10 @@ func parse(raw json.RawMessage) (*spec, error) {
 		return nil, err
 	}
 	s.Settle = vigil.FormatDuration(s.settle)
+	if s.maxWait, err = parseMaxWait(in.MaxWait, s.settle); err != nil {
+		return nil, err
+	}
+	s.MaxWait = vigil.FormatDuration(s.maxWait)
 	s.Standing = in.Standing
 	s.MaxFileBytes = DefaultMaxFileBytes
 	if in.MaxFileBytes != nil {
@@ -183,34 +190,64 @@ func splitGlobs(s string) []string {
 // parseSettle reads settle: a duration string ("20s", "0") or a number of
 // seconds; absent means DefaultSettle, zero reports every change.
 func parseSettle(raw json.RawMessage) (time.Duration, error) {
+	d, ok, err := parseDuration(raw, "settle", "must be a duration like 20s, or 0")
+	if err != nil || !ok {
+		return DefaultSettle, err
+	}
+	if d > MaxSettle {
+		return 0, watcher.InvalidPredicate("settle", "must be at most %s", vigil.FormatDuration(MaxSettle))
+	}
+	return d, nil
+}
+
+// parseMaxWait reads max_wait, the longest a burst that never goes quiet
+// waits before it is reported anyway: a duration like settle, at least
+// settle and at most MaxMaxWait; absent means DefaultMaxWait(settle).
+func parseMaxWait(raw json.RawMessage, settle time.Duration) (time.Duration, error) {
+	d, ok, err := parseDuration(raw, "max_wait", "must be a duration like 2m")
+	if err != nil || !ok {
+		return DefaultMaxWait(settle), err
+	}
+	switch {
+	case d < settle || d == 0:
+		return 0, watcher.InvalidPredicate("max_wait", "must be more than 0 and at least settle (%s): it bounds how long a burst that never goes quiet waits", vigil.FormatDuration(settle))
+	case d > MaxMaxWait:
+		return 0, watcher.InvalidPredicate("max_wait", "must be at most %s", vigil.FormatDuration(MaxMaxWait))
+	}
+	return d, nil
+}
+
+// DefaultMaxWait is max_wait's default for a settle window: five times
+// settle, and at least a minute.
+func DefaultMaxWait(settle time.Duration) time.Duration { return max(5*settle, time.Minute) }
+
+// parseDuration reads a duration string ("20s", "0") or a number of
+// seconds, to the millisecond; ok is false when raw is absent or null.
+func parseDuration(raw json.RawMessage, field, refusal string) (d time.Duration, ok bool, err error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return DefaultSettle, nil
+		return 0, false, nil
 	}
-	var d time.Duration
 	if raw[0] == '"' {
 		var str string
 		if err := json.Unmarshal(raw, &str); err != nil {
-			return 0, watcher.InvalidPredicate("settle", "must be a duration like 20s, or 0")
+			return 0, false, watcher.InvalidPredicate(field, "%s", refusal)
 		}
 		if strings.TrimSpace(str) == "0" {
 			str = "0s"
 		}
 		var err error
 		if d, err = vigil.ParseDuration(str); err != nil {
-			return 0, watcher.InvalidPredicate("settle", "must be a duration like 20s, or 0")
+			return 0, false, watcher.InvalidPredicate(field, "%s", refusal)
 		}
 	} else {
 		var secs float64
-		if err := json.Unmarshal(raw, &secs); err != nil || secs < 0 {
-			return 0, watcher.InvalidPredicate("settle", "must be a duration like 20s, or 0")
+		if err := json.Unmarshal(raw, &secs); err != nil || secs < 0 || secs > float64(365*24*time.Hour/time.Second) {
+			return 0, false, watcher.InvalidPredicate(field, "%s", refusal)
 		}
 		d = time.Duration(secs * float64(time.Second))
 	}
-	if d > MaxSettle {
-		return 0, watcher.InvalidPredicate("settle", "must be at most %s", vigil.FormatDuration(MaxSettle))
-	}
-	return d.Truncate(time.Millisecond), nil
+	return d.Truncate(time.Millisecond), true, nil
 }
 
 // parseReviewer reads on_change: a list of strings (argv), a string (a

@@ -54,7 +54,7 @@ func (w *Watcher) writeReport(id string, s *spec, snap *snapshot, changes []chan
 	var head strings.Builder
 	head.WriteString(r.line + "\n")
 	if snap.truncated {
-		fmt.Fprintf(&head, "(only the first %d files are watched: max_files)\n", s.MaxFiles)
+		fmt.Fprintf(&head, "(%s)\n", truncationNote(s, snap.frontier))
 	}
 	if len(snap.notFollowed) > 0 {
 		fmt.Fprintf(&head, "(not followed, as they point outside the allowed roots: %s)\n", nameList(snap.notFollowed, 200))
@@ -163,6 +163,16 @@ func (w *Watcher) newContent(id string, snap *snapshot, rel string, keep map[str
 		_ = w.blobs.put(id, e.hash, data)
 	}
 	return data, true
+}
+
+// truncationNote says where a look stopped and why: what lies from
+// frontier on is not watched.
+func truncationNote(s *spec, frontier string) string {
+	if frontier == "" {
+		return fmt.Sprintf("the folder holds more than the %d entries a look reads: nothing in it is watched", visitLimit(s.MaxFiles))
+	}
+	return fmt.Sprintf("files from %s on are not watched: a look tracks at most %d files (max_files) and reads at most %d entries",
+		frontier, s.MaxFiles, visitLimit(s.MaxFiles))
 }
 
 // nameList joins names, clipped to about max bytes with a count of the rest.

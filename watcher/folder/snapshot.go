@@ -61,11 +61,12 @@ func parseEntry(s string) (entry, bool) {
 }
 
 // sameContent reports whether a and b hold the same content as far as
-// the folder watcher can tell: equal hashes, or for a file tracked by
-// size alone, equal size and mtime.
+// the folder watcher can tell: equal hashes, or when either is tracked by
+// size alone, equal size and mtime (a file that became readable again,
+// unchanged, is not an edit).
 func sameContent(a, b entry) bool {
 	if a.kind == kindSize || b.kind == kindSize {
-		return a.kind == b.kind && a.size == b.size && a.mtime == b.mtime
+		return a.size == b.size && a.mtime == b.mtime
 	}
 	return a.kind == b.kind && a.hash == b.hash
 }
@@ -104,8 +105,11 @@ type snapshot struct {
 	dirs []string
 	// content holds what was read this look, by relative name, for the
 	// files read while the memory budget lasted.
-	content     map[string][]byte
+	content map[string][]byte
+	// truncated: the walk stopped at frontier (max_files, or its bound of
+	// entries), so files from frontier on are not known.
 	truncated   bool
+	frontier    string
 	notFollowed []string
 }
 
@@ -164,38 +168,26 @@ func (w *Watcher) look(ctx context.Context, s *spec, resolved string, prev map[s
 		snap.single = true
 		if info.Mode().IsRegular() {
 			name := filepath.Base(resolved)
-			snap.files[name] = w.entryFor(s, resolved, info, prev[name], name, snap, &budget)
-			snap.real[name] = resolved
+			e, err := w.entryFor(s, resolved, info, prev[name], name, snap, &budget)
+			switch {
+			case errors.Is(err, errGone):
+			case err != nil:
+				return nil, err
+			default:
+				snap.files[name] = e
+				snap.real[name] = resolved
+			}
 		}
 		return snap, nil
 	}
 	snap.dirs = append(snap.dirs, resolved)
 	visited := 0
-	limit := visitLimit(s.MaxFiles)
-	err = filepath.WalkDir(resolved, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == resolved {
-				return err
-			}
-			// A subfolder that went away or cannot be read: what it held
-			// is not seen this time.
-			if d != nil && d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if p == resolved {
-			return nil
-		}
+	wk := &walker{root: resolved, budget: visitLimit(s.MaxFiles)}
+	err = wk.walk(func(rel, p string, d fs.DirEntry) error {
 		visited++
 		if visited%256 == 0 && ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if visited > limit {
-			snap.truncated = true
-			return filepath.SkipAll
-		}
-		rel := filepath.ToSlash(p[len(resolved)+1:])
 		switch t := d.Type(); {
 		case t.IsDir():
 			if skipDir(d.Name()) {
@@ -235,40 +227,67 @@ func (w *Watcher) look(ctx context.Context, s *spec, resolved string, prev map[s
 	if err != nil {
 		return nil, err
 	}
+	if wk.stopped {
+		snap.truncated, snap.frontier = true, wk.stoppedAt
+	}
 	return snap, nil
 }
 
-// visitLimit bounds the entries one walk looks at.
-func visitLimit(maxFiles int) int { return max(50*maxFiles, 10_000) }
+// visitLimit bounds the entries one walk reads, directories included:
+// a directory larger than what is left is not read whole, and the walk
+// stops at it.
+func visitLimit(maxFiles int) int { return max(10*maxFiles, 10_000) }
 
+// track adds one file to the snapshot; past max_files the walk stops at
+// it.
 func (w *Watcher) track(s *spec, snap *snapshot, rel, real string, fi fs.FileInfo, prev map[string]entry, budget *int64) error {
 	if len(snap.files) >= s.MaxFiles {
-		snap.truncated = true
-		return filepath.SkipAll
+		return errStop
 	}
-	snap.files[rel] = w.entryFor(s, real, fi, prev[rel], rel, snap, budget)
+	e, err := w.entryFor(s, real, fi, prev[rel], rel, snap, budget)
+	switch {
+	case errors.Is(err, errGone):
+		return nil // went away (or was swapped for a non-file) since the walk saw it
+	case err != nil:
+		return err
+	}
+	snap.files[rel] = e
 	snap.real[rel] = real
 	return nil
 }
 
+// errGone says a file went away, or stopped being a regular file,
+// between the walk and its read: it is left out of this look.
+var errGone = errors.New("the file went away")
+
 // entryFor returns the entry of one file: the baseline's when size and
 // mtime are unchanged, else one made by reading the file (remembering
-// what was read while the budget lasts).
-func (w *Watcher) entryFor(s *spec, path string, fi fs.FileInfo, prev entry, rel string, snap *snapshot, budget *int64) entry {
+// what was read while the budget lasts). A file that cannot be read for
+// good (permission denied) is tracked by size and mtime; one that went
+// away is errGone; any other read error (an I/O error, no descriptor
+// left) is returned, so the look fails and is tried again instead of
+// reporting an edit that nobody made.
+func (w *Watcher) entryFor(s *spec, path string, fi fs.FileInfo, prev entry, rel string, snap *snapshot, budget *int64) (entry, error) {
 	e := entry{size: fi.Size(), mtime: fi.ModTime().UnixNano(), kind: kindSize}
 	if prev.kind != 0 && prev.size == e.size && prev.mtime == e.mtime && (prev.kind == kindSize) == (e.size > s.MaxFileBytes) {
-		return prev
+		return prev, nil
 	}
 	if e.size > s.MaxFileBytes {
-		return e
+		return e, nil
 	}
-	data, fe, err := readFile(path, s.MaxFileBytes)
-	if err != nil {
-		return e
+	data, fe, err := w.readFileFunc(path, s.MaxFileBytes)
+	switch {
+	case err == nil:
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.ELOOP), errors.Is(err, errNotRegular):
+		return entry{}, errGone
+	case errors.Is(err, fs.ErrPermission):
+		return e, nil
+	default:
+		return entry{}, fmt.Errorf("reading %s: %w", rel, unwrapPath(err))
 	}
 	e = fe
 	if int64(len(data)) > s.MaxFileBytes {
-		return e
+		return e, nil
 	}
 	e.hash = hashOf(data)
 	e.kind = kindBinary
@@ -279,8 +298,20 @@ func (w *Watcher) entryFor(s *spec, path string, fi fs.FileInfo, prev entry, rel
 			snap.content[rel] = data
 		}
 	}
-	return e
+	return e, nil
 }
+
+// unwrapPath drops the "open /path:" prefix of a *fs.PathError.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// errNotRegular says the file opened is not a regular file.
+var errNotRegular = errors.New("not a regular file")
 
 // readFile reads a regular file, at most limit+1 bytes, and returns the
 // entry its open handle describes. It never blocks on a pipe swapped in
@@ -296,7 +327,7 @@ func readFile(path string, limit int64) ([]byte, entry, error) {
 		return nil, entry{}, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, entry{}, fmt.Errorf("%s is not a regular file", path)
+		return nil, entry{}, fmt.Errorf("%s: %w", path, errNotRegular)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
@@ -311,6 +342,9 @@ type baseline struct {
 	digest string
 	wake   string
 	facts  map[string]any
+	// truncated and frontier: the look stopped at frontier (see snapshot).
+	truncated bool
+	frontier  string
 }
 
 // decodeBaseline reads the snapshot out of an observation's facts; false
@@ -349,7 +383,8 @@ func decodeBaseline(facts map[string]any) (*baseline, bool) {
 		if json.Unmarshal(data, &files) != nil {
 			return nil, false
 		}
-		b, ok := decodeBaseline(map[string]any{"files": files, "digest": facts["digest"], "wake": facts["wake"]})
+		b, ok := decodeBaseline(map[string]any{"files": files, "digest": facts["digest"], "wake": facts["wake"],
+			"truncated": facts["truncated"], "frontier": facts["frontier"]})
 		if ok {
 			b.facts = facts
 		}
@@ -359,6 +394,19 @@ func decodeBaseline(facts map[string]any) (*baseline, bool) {
 	b.wake, _ = facts["wake"].(string)
 	if b.digest == "" {
 		b.digest = digestOf(b.files)
+	}
+	b.truncated, _ = facts["truncated"].(bool)
+	if b.truncated {
+		var ok bool
+		if b.frontier, ok = facts["frontier"].(string); !ok {
+			// A baseline from before the frontier was recorded: it held
+			// the first files in walk order, so it covers up to its last.
+			for k := range b.files {
+				if walkCompare(k, b.frontier) > 0 {
+					b.frontier = k
+				}
+			}
+		}
 	}
 	return b, true
 }
@@ -371,11 +419,18 @@ type change struct {
 }
 
 // diffSnapshots lists the content changes from base to cur, in path
-// order, and reports whether anything else (an mtime) differs.
-func diffSnapshots(base, cur map[string]entry) (changes []change, other bool) {
-	for rel, e := range cur {
-		o, ok := base[rel]
+// order, and reports whether anything else (an mtime) differs. Past a
+// bound (max_files, or the walk's bound of entries) only what is known is
+// a change: a file missing from a look that stopped before it may still
+// be there, so it is not "removed", and a file that a look that stopped
+// before it could not have seen is not "added"; such a file just enters
+// or leaves the tracked set (other).
+func diffSnapshots(base *baseline, cur *snapshot) (changes []change, other bool) {
+	for rel, e := range cur.files {
+		o, ok := base.files[rel]
 		switch {
+		case !ok && !covered(rel, base.truncated, base.frontier):
+			other = true
 		case !ok:
 			changes = append(changes, change{rel: rel, op: "added", cur: e})
 		case !sameContent(o, e):
@@ -384,8 +439,12 @@ func diffSnapshots(base, cur map[string]entry) (changes []change, other bool) {
 			other = true
 		}
 	}
-	for rel, o := range base {
-		if _, ok := cur[rel]; !ok {
+	for rel, o := range base.files {
+		if _, ok := cur.files[rel]; !ok {
+			if !covered(rel, cur.truncated, cur.frontier) {
+				other = true
+				continue
+			}
 			changes = append(changes, change{rel: rel, op: "removed", old: o})
 		}
 	}

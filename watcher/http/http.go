@@ -12,7 +12,8 @@
 //	  "status":    ["2xx", 304],                codes (100–599) and classes ("2xx")
 //	  "done":      {"path": "state", "equals": "live"},   a matcher or a list
 //	  "fail":      [{"path": "state", "equals": "failed"}],
-//	  "max_bytes": 1048576                      at most 16 MiB
+//	  "max_bytes": 1048576,                     at most 16 MiB
+//	  "follow_redirects": false                 default true
 //	}
 //
 // The canonical form has one spelling for each question: the URL with its
@@ -23,20 +24,36 @@
 // dropped, codes as numbers and classes as strings; matcher lists sorted
 // (see package matcher); body, headers, done and fail omitted when empty;
 // max_bytes present only with done or fail, since the body is read only
-// to match it.
+// to match it; follow_redirects present only when false.
 //
-// A probe sends one request (following at most MaxRedirects redirects)
-// and answers, in order:
+// A probe sends one request (following at most MaxRedirects redirects,
+// unless follow_redirects is false: then the first answer is judged, a
+// 3xx like any other status) and answers, in order:
 //
 //   - a transport error or a timeout: unavailable;
 //   - a status not accepted: unavailable for a 5xx ("HTTP 503"), pending
 //     otherwise;
 //   - a body larger than max_bytes (read only with done or fail):
-//     unavailable, saying so;
+//     unavailable, saying so; a body in a Content-Encoding vigil cannot
+//     read (one the predicate's Accept-Encoding asked for): unavailable,
+//     saying so;
 //   - fail given and matching: failed (fail is checked only on an accepted
 //     status, so an error page never ends a watch);
 //   - done matching, or no done: satisfied;
 //   - otherwise pending.
+//
+// While redirects are followed, a 301, 302, 303, 307 or 308 is never the
+// answer judged, so registration refuses those codes and the "3xx" class
+// in status unless follow_redirects is false (300, 304 and 305 are not
+// followed and may be listed).
+//
+// The body is matched as the server says it sent it: gzip or deflate is
+// decoded (the transport does it unless the predicate set Accept-Encoding
+// itself), and one UTF-8 byte order mark before the JSON is dropped.
+//
+// A redirect to another host name gets none of the headers the predicate
+// set, nor a Referer (the URL's query may hold a secret): a key meant for
+// one host is never sent to another. The scheme and port may change.
 //
 // Connections never reach link-local or cloud metadata addresses; with
 // Config.DenyPrivate, nor loopback or private ones. The check runs on the
@@ -47,6 +64,10 @@
 package httpwatch
 
 import (
+	"bufio"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"encoding/json"
 	"errors"
@@ -113,19 +134,49 @@ func New(cfg Config) *Watcher {
 		DisableKeepAlives:      true,
 		MaxResponseHeaderBytes: maxResponseHeaders,
 	}
-	client := &http.Client{
-		Transport: tr,
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) > MaxRedirects {
-				return errTooManyRedirects
-			}
-			return nil
-		},
-	}
+	client := &http.Client{Transport: tr, CheckRedirect: checkRedirect}
 	return &Watcher{client: client, guard: guard}
 }
 
 var errTooManyRedirects = fmt.Errorf("more than %d redirects", MaxRedirects)
+
+// redirectPolicy is what one probe's predicate says about redirects; it
+// travels in the request's context to checkRedirect.
+type redirectPolicy struct {
+	noFollow bool
+	headers  []string // the header names the predicate set
+}
+
+type policyKey struct{}
+
+// checkRedirect stops after MaxRedirects, follows nothing when the
+// predicate says so, and strips the predicate's headers (and the
+// Referer) from a request to another host name than the first one: the
+// client copies the first request's headers to every hop, and drops only
+// Authorization and Cookie itself.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	pol, _ := req.Context().Value(policyKey{}).(*redirectPolicy)
+	if pol != nil && pol.noFollow {
+		return http.ErrUseLastResponse
+	}
+	if len(via) > MaxRedirects {
+		return errTooManyRedirects
+	}
+	first := strings.ToLower(via[0].URL.Hostname())
+	away := !strings.EqualFold(req.URL.Hostname(), first)
+	for _, r := range via[1:] {
+		away = away || !strings.EqualFold(r.URL.Hostname(), first)
+	}
+	if away {
+		req.Header.Del("Referer")
+		if pol != nil {
+			for _, h := range pol.headers {
+				req.Header.Del(h)
+			}
+		}
+	}
+	return nil
+}
 
 // input is the predicate as a caller may spell it.
 type input struct {
@@ -138,6 +189,7 @@ type input struct {
 	Done     json.RawMessage   `json:"done,omitempty"`
 	Fail     json.RawMessage   `json:"fail,omitempty"`
 	MaxBytes *int64            `json:"max_bytes,omitempty"`
+	Follow   *bool             `json:"follow_redirects,omitempty"`
 }
 
 // canonical is the predicate's one spelling.
@@ -151,6 +203,7 @@ type canonical struct {
 	Done     []matcher.Matcher `json:"done,omitempty"`
 	Fail     []matcher.Matcher `json:"fail,omitempty"`
 	MaxBytes int64             `json:"max_bytes,omitempty"`
+	Follow   *bool             `json:"follow_redirects,omitempty"`
 }
 
 // spec is a parsed predicate, ready to probe.
@@ -164,6 +217,7 @@ type spec struct {
 	done     []matcher.Matcher
 	fail     []matcher.Matcher
 	maxBytes int64
+	noFollow bool
 }
 
 func (s *spec) canonical() canonical {
@@ -171,6 +225,9 @@ func (s *spec) canonical() canonical {
 		Timeout: vigil.FormatDuration(s.timeout), Status: s.status.canonical(), Done: s.done, Fail: s.fail}
 	if len(s.done)+len(s.fail) > 0 {
 		c.MaxBytes = s.maxBytes
+	}
+	if s.noFollow {
+		c.Follow = new(bool)
 	}
 	return c
 }
@@ -182,6 +239,9 @@ func (*Watcher) Kind() vigil.Kind { return vigil.KindHTTP }
 func (*Watcher) Canonicalize(_ context.Context, raw json.RawMessage, _ time.Time) (watcher.Canonical, error) {
 	s, err := parse(raw)
 	if err != nil {
+		return watcher.Canonical{}, err
+	}
+	if err := s.checkRedirectStatus(); err != nil {
 		return watcher.Canonical{}, err
 	}
 	b, err := watcher.Encode(s.canonical())
@@ -248,7 +308,33 @@ func parse(raw json.RawMessage) (*spec, error) {
 	if (len(s.done) > 0 || len(s.fail) > 0) && s.method == http.MethodHead {
 		return nil, watcher.InvalidPredicate("method", "HEAD has no body for done or fail to match: use GET")
 	}
+	s.noFollow = in.Follow != nil && !*in.Follow
 	return s, nil
+}
+
+// followedCodes are the statuses the client follows when the answer
+// names a Location: while redirects are followed, they are never judged.
+func followedCodes() []int {
+	return []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect}
+}
+
+// checkRedirectStatus refuses, at registration, a status that can never
+// be seen while redirects are followed. Stored predicates are not held to
+// it: a watch registered before keeps probing as it did.
+func (s *spec) checkRedirectStatus() error {
+	if s.noFollow {
+		return nil
+	}
+	const field = "status"
+	if slices.Contains(s.status.classes, 3) {
+		return watcher.InvalidPredicate(field, "\"3xx\" is never seen while redirects are followed: set follow_redirects to false to match a redirect itself")
+	}
+	for _, c := range s.status.codes {
+		if slices.Contains(followedCodes(), c) {
+			return watcher.InvalidPredicate(field, "%d is a redirect, which is followed, so it is never seen: set follow_redirects to false to match the redirect itself", c)
+		}
+	}
+	return nil
 }
 
 // CanonicalURL validates an http or https URL and returns its one
@@ -472,6 +558,11 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	pol := &redirectPolicy{noFollow: s.noFollow}
+	for k := range s.headers {
+		pol.headers = append(pol.headers, k)
+	}
+	ctx = context.WithValue(ctx, policyKey{}, pol)
 
 	var body io.Reader
 	if s.body != "" {
@@ -508,7 +599,12 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 		return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: head, Facts: facts}, nil
 	}
 
-	doc, err := io.ReadAll(io.LimitReader(resp.Body, s.maxBytes+1))
+	decoded, err := decodeBody(resp)
+	if err != nil {
+		reason := fmt.Sprintf("%s: %s", head, err)
+		return vigil.Observation{Verdict: vigil.VerdictUnavailable, Summary: reason, Reason: reason, Facts: facts}, nil
+	}
+	doc, err := io.ReadAll(io.LimitReader(decoded, s.maxBytes+1))
 	if err != nil {
 		return vigil.Observation{}, fmt.Errorf("%s: reading the body: %w", head, err)
 	}
@@ -552,6 +648,64 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 }
 
 const maxSummary = 512
+
+// maxEncodings bounds the content codings one body may be wrapped in.
+const maxEncodings = 4
+
+// decodeBody returns the body as the server says it encoded it, decoded:
+// the transport decodes gzip itself only when it asked for it, so a body
+// the predicate's own Accept-Encoding asked for arrives as sent. The
+// codings are undone last first; max_bytes bounds what is read of the
+// result, so a small bomb cannot grow past it.
+func decodeBody(resp *http.Response) (io.Reader, error) {
+	var codings []string
+	for _, v := range resp.Header.Values("Content-Encoding") {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
+				codings = append(codings, c)
+			}
+		}
+	}
+	if len(codings) > maxEncodings {
+		return nil, fmt.Errorf("the body is encoded %d times over (Content-Encoding: %s); at most %d are read",
+			len(codings), watcher.Clip(strings.Join(codings, ", "), 64), maxEncodings)
+	}
+	var r io.Reader = resp.Body
+	for i := len(codings) - 1; i >= 0; i-- {
+		var err error
+		switch codings[i] {
+		case "gzip", "x-gzip":
+			r, err = gzip.NewReader(r)
+		case "deflate":
+			r, err = newDeflateReader(r)
+		default:
+			return nil, fmt.Errorf("the body is encoded as %s, which vigil cannot read: leave %s out of the Accept-Encoding header",
+				watcher.Clip(codings[i], 32), watcher.Clip(codings[i], 32))
+		}
+		if errors.Is(err, io.EOF) {
+			return strings.NewReader(""), nil // an empty body, whatever it is labelled
+		}
+		if err != nil {
+			return nil, fmt.Errorf("the body is not valid %s: %w", codings[i], err)
+		}
+	}
+	return r, nil
+}
+
+// newDeflateReader reads HTTP's "deflate": zlib-wrapped, as the standard
+// says, or raw deflate, as some servers send it.
+func newDeflateReader(r io.Reader) (io.Reader, error) {
+	br := bufio.NewReader(r)
+	head, err := br.Peek(2)
+	if err != nil {
+		return nil, err
+	}
+	// A zlib header: compression method 8, and the two bytes a multiple of 31.
+	if head[0]&0x0f == 8 && (uint16(head[0])<<8|uint16(head[1]))%31 == 0 {
+		return zlib.NewReader(br)
+	}
+	return flate.NewReader(br), nil
+}
 
 // transportError turns a failed request into an error for an unavailable
 // observation: permanent for a refused address, and never quoting the URL,

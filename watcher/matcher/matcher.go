@@ -1,11 +1,17 @@
 // Package matcher holds the declarative matchers that the http and command
 // watchers apply to a JSON document (a response body, a command's stdout).
 //
-// A matcher is a JSON object with a GJSON "path" and exactly one operator:
+// A matcher is a JSON object with a GJSON "path" and at most one operator:
 //
 //	{"path": "status.phase", "equals": "Ready"}
 //	{"path": "items.#", "gte": 3}
 //	{"path": "error", "exists": false}
+//	{"path": "done"}
+//
+// A path with no operator asks that the value there be truthy: true, a
+// non-zero number, a non-empty string, array or object (so {"done": false}
+// does not match it). Whether a path is merely present is asked with
+// exists, explicitly.
 //
 // The operators:
 //
@@ -19,13 +25,23 @@
 //   - truthy: true or false; false, null, 0, "", [] and {} are falsy.
 //   - gt, gte, lt, lte: a number, compared with a number value.
 //
+// Numbers compare as float64, except that an integer beyond 2^53 on
+// either side is compared exactly, digit by digit: float64 would make
+// 12345678901234567891 equal 12345678901234567890.
+//
 // Nothing is evaluated: there is no expression language. A matcher on a
 // path that is missing does not match (so the watch stays pending), except
 // {"exists": false}, which matches exactly then. A document that is not
 // JSON matches nothing. A list of matchers matches when all of them do.
 //
+// The document is read as JSON.parse, jq and encoding/json read it: one
+// UTF-8 byte order mark before it is dropped, and when an object names a
+// key twice, the last member counts (for a path and for an equals on the
+// whole object alike).
+//
 // The canonical form of a matcher is its object with the operator value
-// normalised (numbers in shortest form, objects with sorted keys); a list is
+// normalised (numbers in shortest form, integers beyond 2^53 with every
+// digit, objects with sorted keys); a list is
 // sorted and duplicates dropped, since order does not change its meaning.
 package matcher
 
@@ -33,6 +49,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"regexp"
 	"slices"
@@ -92,7 +109,7 @@ type Matcher struct {
 
 	value json.RawMessage // the operator's value, normalised
 	str   string          // contains
-	num   float64         // gt, gte, lt, lte
+	num   string          // gt, gte, lt, lte: the number in canonical form
 	flag  bool            // exists, truthy
 	re    *regexp.Regexp  // matches
 }
@@ -130,7 +147,8 @@ func Parse(raw json.RawMessage, field string) (Matcher, error) {
 		return Matcher{}, err
 	}
 	if m.Op == "" {
-		return Matcher{}, watcher.InvalidPredicate(field, "needs one operator: %s", opList())
+		// A path alone asks for a truthy value, not a present one.
+		m.Op, opRaw = Truthy, json.RawMessage("true")
 	}
 	if err := m.setValue(opRaw, watcher.JoinField(field, string(m.Op))); err != nil {
 		return Matcher{}, err
@@ -268,7 +286,11 @@ func (m *Matcher) setValue(raw json.RawMessage, field string) error {
 		if err := json.Unmarshal(raw, &f); err != nil || f == nil || math.IsInf(*f, 0) || math.IsNaN(*f) {
 			return watcher.InvalidPredicate(field, "must be a number")
 		}
-		m.num = *f
+		num, ok := canonicalNumber(string(bytes.TrimSpace(raw)))
+		if !ok {
+			return watcher.InvalidPredicate(field, "must be a number")
+		}
+		m.num = num
 	}
 	b, err := json.Marshal(m.opValue())
 	if err != nil {
@@ -295,16 +317,26 @@ func (m *Matcher) opValue() any {
 	case Exists, Truthy:
 		return m.flag
 	case GT, GTE, LT, LTE:
-		return m.num
+		return json.RawMessage(m.num)
 	}
 	return m.value
 }
 
 // normalise re-encodes a JSON value in one spelling: numbers as float64 in
-// shortest form, object keys sorted, no insignificant space.
+// shortest form (integers beyond 2^53 with every digit), object keys
+// sorted, the last of duplicate keys kept, no insignificant space.
 func normalise(raw []byte) (json.RawMessage, bool) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
 	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
+	if err := d.Decode(&v); err != nil {
+		return nil, false
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, false
+	}
+	v, ok := canonicalNumbers(v)
+	if !ok {
 		return nil, false
 	}
 	b, err := json.Marshal(v)
@@ -312,6 +344,31 @@ func normalise(raw []byte) (json.RawMessage, bool) {
 		return nil, false
 	}
 	return b, true
+}
+
+// canonicalNumbers rewrites every number of v (decoded with UseNumber)
+// in its canonical spelling; false when one is out of float64's range.
+func canonicalNumbers(v any) (any, bool) {
+	switch x := v.(type) {
+	case json.Number:
+		s, ok := canonicalNumber(string(x))
+		return json.Number(s), ok
+	case []any:
+		for i, e := range x {
+			var ok bool
+			if x[i], ok = canonicalNumbers(e); !ok {
+				return nil, false
+			}
+		}
+	case map[string]any:
+		for k, e := range x {
+			var ok bool
+			if x[k], ok = canonicalNumbers(e); !ok {
+				return nil, false
+			}
+		}
+	}
+	return v, true
 }
 
 // MarshalJSON returns the matcher's canonical JSON.
@@ -344,7 +401,8 @@ type Result struct {
 // Match applies m to the JSON document doc. A document that is not valid
 // JSON matches nothing.
 func (m Matcher) Match(doc []byte) Result {
-	if !gjson.ValidBytes(doc) {
+	doc, ok := document(doc)
+	if !ok {
 		return Result{Path: m.Path}
 	}
 	return m.match(gjson.GetBytes(doc, m.Path))
@@ -376,7 +434,8 @@ func (m Matcher) match(r gjson.Result) Result {
 		res.Matched = truthy(r) == m.flag
 	default: // gt, gte, lt, lte
 		if r.Type == gjson.Number {
-			res.Matched = compare(m.Op, r.Num, m.num)
+			c, ok := compareNumbers(r.Raw, m.num)
+			res.Matched = ok && compare(m.Op, c)
 		}
 	}
 	return res
@@ -412,16 +471,18 @@ func truthy(r gjson.Result) bool {
 	return false // false, null
 }
 
-func compare(op Op, x, y float64) bool {
+// compare reports whether a comparison that came out c (-1, 0, 1)
+// satisfies op.
+func compare(op Op, c int) bool {
 	switch op {
 	case GT:
-		return x > y
+		return c > 0
 	case GTE:
-		return x >= y
+		return c >= 0
 	case LT:
-		return x < y
+		return c < 0
 	default:
-		return x <= y
+		return c <= 0
 	}
 }
 
@@ -438,7 +499,8 @@ type Evaluation struct {
 
 // Evaluate applies every matcher of ms to the JSON document doc.
 func Evaluate(ms []Matcher, doc []byte) Evaluation {
-	ev := Evaluation{JSON: gjson.ValidBytes(doc), Matched: len(ms) > 0}
+	doc, isJSON := document(doc)
+	ev := Evaluation{JSON: isJSON, Matched: len(ms) > 0}
 	for _, m := range ms {
 		var r Result
 		if ev.JSON {

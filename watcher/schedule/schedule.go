@@ -15,7 +15,19 @@
 // and the program as a command predicate spells it (exactly one of argv
 // or shell, optional cwd and env; see package command), with timeout, how
 // long one run may take (60s by default, at most 10m). A cron expression
-// that does not parse is refused naming the cron field at fault.
+// that does not parse is refused naming the cron field at fault, and one
+// that no calendar day satisfies ("0 0 30 2 *") is refused: it would never
+// fire.
+//
+// Daylight saving time is handled as crontab(5) users expect. A job at a
+// fixed time (neither its minute nor its hour field starts with "*") runs
+// once a day: on the day whose hour repeats, the first time round only;
+// on the day that skips its time, at the first instant after the gap
+// (02:30 in New York on the spring-forward day runs at 03:00; several
+// fixed times in the gap run once). A job whose minute or hour is a
+// wildcard follows the clock: an hourly job runs every real hour, twice
+// at 01:00 when the clock falls back, not at all at 02:00 when it springs
+// forward.
 //
 // Each fire runs the program once, bounded like a command probe (its own
 // process group, terminated at the timeout, the last 64 KiB of output
@@ -110,7 +122,8 @@ type canonical struct {
 type spec struct {
 	canonical
 	every   time.Duration
-	sched   cron.Schedule
+	sched   *cron.SpecSchedule // read in UTC: wall-clock times
+	fixed   bool               // neither minute nor hour is a wildcard
 	loc     *time.Location
 	timeout time.Duration
 }
@@ -168,7 +181,9 @@ func (w *Watcher) parse(raw json.RawMessage) (*spec, error) {
 		if s.sched, err = parseCron(in.Cron); err != nil {
 			return nil, err
 		}
-		s.Cron = strings.Join(strings.Fields(in.Cron), " ")
+		fields := strings.Fields(in.Cron)
+		s.Cron = strings.Join(fields, " ")
+		s.fixed = !wildcard(fields[0]) && !wildcard(fields[1])
 		s.loc = time.Local
 		if in.TZ != "" {
 			if s.loc, err = time.LoadLocation(in.TZ); err != nil || in.TZ == "Local" || len(in.TZ) > 64 {
@@ -186,9 +201,17 @@ func (w *Watcher) parse(raw json.RawMessage) (*spec, error) {
 	return s, nil
 }
 
+// wildcard reports whether a cron field starts with a star (or "?"), as
+// cron tells fixed-time jobs from ones that follow the clock.
+func wildcard(field string) bool {
+	return strings.HasPrefix(field, "*") || strings.HasPrefix(field, "?")
+}
+
 // parseCron parses a 5-field expression; a refusal names the cron field at
-// fault.
-func parseCron(expr string) (cron.Schedule, error) {
+// fault, or says that the expression never fires. The schedule is read in
+// UTC, which has no daylight saving: it gives wall-clock times, which
+// spec.next maps onto the zone.
+func parseCron(expr string) (*cron.SpecSchedule, error) {
 	fields := strings.Fields(expr)
 	if len(fields) != 5 {
 		return nil, watcher.InvalidPredicate("cron", "must have 5 fields (minute hour day-of-month month day-of-week), not %d", len(fields))
@@ -200,11 +223,46 @@ func parseCron(expr string) (cron.Schedule, error) {
 			return nil, watcher.InvalidPredicate("cron", "field %d (%s) %q does not parse: %v", i+1, cronFields[i], watcher.Clip(f, 40), err)
 		}
 	}
-	sched, err := cronParser.Parse(strings.Join(fields, " "))
+	parsed, err := cronParser.Parse(strings.Join(fields, " "))
 	if err != nil {
 		return nil, watcher.InvalidPredicate("cron", "does not parse: %v", err)
 	}
-	return sched, nil
+	sched, ok := parsed.(*cron.SpecSchedule)
+	if !ok {
+		return nil, watcher.InvalidPredicate("cron", "must have 5 fields (minute hour day-of-month month day-of-week)")
+	}
+	wall := *sched
+	wall.Location = time.UTC
+	if neverFires(&wall) {
+		return nil, watcher.InvalidPredicate("cron", "this schedule never fires: no month has the day it names")
+	}
+	return &wall, nil
+}
+
+// starBit marks a cron field given as "*" (robfig/cron's own mark).
+const starBit = 1 << 63
+
+// neverFires reports whether no calendar day satisfies the schedule. With
+// both day fields restricted a day matches either (so any weekday fires);
+// with either a star they must both match, and a day-of-week that is a
+// star leaves only day-of-month, which may name no day of any month given
+// (the 30th of February).
+func neverFires(s *cron.SpecSchedule) bool {
+	if s.Dow&starBit == 0 || s.Dom&starBit != 0 {
+		return false // some weekday of every month, or every day of it
+	}
+	daysIn := [13]int{0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
+	for m := 1; m <= 12; m++ {
+		if s.Month&(1<<uint(m)) == 0 {
+			continue
+		}
+		for d := 1; d <= daysIn[m]; d++ {
+			if s.Dom&(1<<uint(d)) != 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // NextDue implements scheduler.NextDuer: the first fire strictly after now.
@@ -220,11 +278,71 @@ func (w *Watcher) NextDue(predicate json.RawMessage, anchor, now time.Time) (tim
 		n := now.Sub(anchor)/s.every + 1
 		return anchor.Add(n * s.every).UTC(), true
 	}
-	next := s.sched.Next(now.In(s.loc))
-	if next.IsZero() {
-		return time.Time{}, false
+	return s.next(now)
+}
+
+// maxSegments bounds the zone periods (between two offset changes) one
+// search crosses: a rare calendar (the 29th of February) crosses a few
+// years of them.
+const maxSegments = 64
+
+// next returns the first fire of a cron schedule strictly after now. The
+// schedule gives wall-clock times; within one period of the zone (one UTC
+// offset) they map onto instants one to one, and at an offset change:
+//
+//   - the clock springs forward over a gap: a fixed-time job due in the
+//     gap runs at its end, the change itself; a wildcard job skips it;
+//   - the clock falls back over a repeat: a wildcard job runs again at the
+//     repeated times; a fixed-time job, which ran the first time round,
+//     does not.
+func (s *spec) next(now time.Time) (time.Time, bool) {
+	t := now.In(s.loc)
+	_, off := t.Zone()
+	low := wallOf(t, off) // wall times after low are due
+	if start, _ := t.ZoneBounds(); s.fixed && !start.IsZero() {
+		// Asked inside a repeated hour: its times were due the first time round.
+		if _, before := start.Add(-time.Nanosecond).Zone(); before > off {
+			low = later(low, wallOf(start, before).Add(-time.Second))
+		}
 	}
-	return next.UTC(), true
+	for range maxSegments {
+		_, end := t.ZoneBounds()
+		cand := s.sched.Next(low)
+		if cand.IsZero() {
+			return time.Time{}, false
+		}
+		at := cand.Add(-time.Duration(off) * time.Second)
+		if end.IsZero() || at.Before(end) {
+			return at.UTC(), true
+		}
+		// The period ends before the candidate: cross the change at end.
+		_, after := end.Zone()
+		if s.fixed && after > off {
+			gapFrom, gapTo := wallOf(end, off), wallOf(end, after)
+			if c := s.sched.Next(gapFrom.Add(-time.Second)); !c.IsZero() && c.Before(gapTo) {
+				return end.UTC(), true
+			}
+		}
+		low = wallOf(end, after).Add(-time.Second)
+		if s.fixed && after < off {
+			low = later(low, wallOf(end, off).Add(-time.Second))
+		}
+		t, off = end, after
+	}
+	return time.Time{}, false
+}
+
+// wallOf returns the wall-clock time of t at offset off (seconds east of
+// UTC), spelled as a UTC time.
+func wallOf(t time.Time, off int) time.Time {
+	return t.UTC().Add(time.Duration(off) * time.Second)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // Admit refuses every schedule watch unless exec is allowed.

@@ -98,9 +98,9 @@ func TestProbe(t *testing.T) {
 			vigil.Observation{Verdict: vigil.VerdictUnavailable, Reason: "cwd /nonexistent/dir is not a directory that can be entered"}},
 		{"killed by a signal", `{"shell":"kill -KILL $$"}`,
 			vigil.Observation{Verdict: vigil.VerdictUnavailable, Summary: "killed by signal SIGKILL", Reason: "killed by signal SIGKILL", Facts: map[string]any{}}},
-		{"a timeout", `{"shell":"echo started; sleep 1000","timeout":"100ms"}`,
-			vigil.Observation{Verdict: vigil.VerdictUnavailable, Summary: "timed out after 100ms; its process group was terminated",
-				Reason: "timed out after 100ms; its process group was terminated", Facts: map[string]any{"stdout": "started\n"}}},
+		{"a timeout", `{"shell":"echo started; sleep 1000","timeout":"2s"}`,
+			vigil.Observation{Verdict: vigil.VerdictUnavailable, Summary: "timed out after 2s; its process group was terminated",
+				Reason: "timed out after 2s; its process group was terminated", Facts: map[string]any{"stdout": "started\n"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

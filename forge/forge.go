@@ -317,7 +317,7 @@ func (c *Client) Provider() Provider { return c.provider }
 type api interface {
 	authorize(req *http.Request)
 	resolve(rq request, repo, ref string) (string, error)
-	checks(rq request, repo, sha string) ([]Check, error)
+	checks(rq request, repo, sha string) (Report, error)
 	ticket(rq request, repo string, number int64, typ, self string) (*Ticket, error)
 	self(rq request) (string, error)
 }

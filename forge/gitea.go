@@ -1,6 +1,7 @@
 package forge
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -49,21 +50,35 @@ type giteaCombinedStatus struct {
 	TotalCount int `json:"total_count"`
 }
 
+// giteaLimit is the page size asked of Gitea: its default
+// MAX_RESPONSE_ITEMS, the most it gives by default.
+const giteaLimit = 50
+
 // checks reads the combined status: the latest status of each context.
-// Gitea's states are pending, success, error, failure, warning and
-// skipped; warning and skipped pass (Gitea does not block a merge on
-// them), error and failure fail.
-func (g giteaAPI) checks(rq request, repo, sha string) ([]Check, error) {
-	var out []Check
-	q := url.Values{"limit": {"50"}}
-	truncated, err := g.c.pages(rq, g.c.endpoint(q, repoPath(repo, "commits", sha, "status")...), func(body []byte) error {
+// Gitea pages it with page and limit, newest context first, and counts
+// it in X-Total-Count with no Link header (its total_count field is the
+// page's length), so it is read page after page until that count. An
+// empty body (what Gitea before 1.17 sent for no statuses) is no
+// statuses. Gitea's states are pending, success, error, failure,
+// warning and skipped; warning and skipped pass (Gitea does not block a
+// merge on them), error and failure fail.
+func (g giteaAPI) checks(rq request, repo, sha string) (Report, error) {
+	var rep Report
+	pageURL := func(page int) string {
+		q := url.Values{"limit": {strconv.Itoa(giteaLimit)}, "page": {strconv.Itoa(page)}}
+		return g.c.endpoint(q, repoPath(repo, "commits", sha, "status")...)
+	}
+	truncated, err := g.c.pagesByCount(rq, pageURL, giteaLimit, func(body []byte) (int, error) {
+		if len(bytes.TrimSpace(body)) == 0 {
+			return 0, nil
+		}
 		var page giteaCombinedStatus
 		if err := json.Unmarshal(body, &page); err != nil {
-			return g.c.badJSON(err)
+			return 0, g.c.badJSON(err)
 		}
 		for _, s := range page.Statuses {
-			ch := Check{Name: s.Context, Source: "status", ID: s.ID, URL: s.TargetURL, Result: s.Status,
-				Started: parseTime(s.CreatedAt), Updated: parseTime(s.UpdatedAt)}
+			ch := Check{Name: s.Context, Key: "status\x00" + s.Context, Source: SourceStatus, ID: s.ID, URL: s.TargetURL,
+				Result: s.Status, Started: parseTime(s.CreatedAt), Updated: parseTime(s.UpdatedAt)}
 			switch s.Status {
 			case "success", "warning", "skipped":
 				ch.State = StatePassed
@@ -72,17 +87,17 @@ func (g giteaAPI) checks(rq request, repo, sha string) ([]Check, error) {
 			default: // error, failure
 				ch.State = StateFailed
 			}
-			out = append(out, ch)
+			rep.Checks = append(rep.Checks, ch)
 		}
-		return nil
+		return len(page.Statuses), nil
 	})
 	if err != nil {
-		return nil, err
+		return rep, err
 	}
 	if truncated {
-		return nil, g.c.tooMany()
+		return rep, g.c.tooMany()
 	}
-	return out, nil
+	return rep, nil
 }
 
 type giteaIssue struct {

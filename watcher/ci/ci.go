@@ -269,12 +269,12 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	if !ok {
 		return vigil.Observation{}, watcher.Permanent(errors.New(forge.Unconfigured("ci", s.provider)))
 	}
-	checks, err := c.Checks(ctx, s.repo, s.sha, p.Now, w.freshness)
+	report, err := c.Checks(ctx, s.repo, s.sha, p.Now, w.freshness)
 	if err != nil {
 		if forge.IsPermanent(err) {
 			return vigil.Observation{}, watcher.Permanent(err)
 		}
 		return vigil.Observation{}, err
 	}
-	return Judge(checks, s.checks, s.stall, p.Now), nil
+	return Judge(report, s.checks, s.stall, p.Now), nil
 }

@@ -239,3 +239,30 @@ func TestCIBranchIdentity(t *testing.T) {
 		t.Fatalf("watch on the first commit: %s %+v", got.State, got.Outcome)
 	}
 }
+
+// TestCIUnknownCommitThroughTheEngine: a commit GitHub does not know yet
+// keeps a ci watch pending, and "why" says so, until 10 minutes after
+// its registration; then the watch errors, saying the commit never
+// arrived.
+func TestCIUnknownCommitThroughTheEngine(t *testing.T) {
+	t.Parallel()
+	gh := forgetest.New(t, forge.GitHub)
+	gh.SetRef("acme/api", "main", "9999999999999999999999999999999999999999")
+	v := newEnv(t, envOpts{watchers: forgeWatchers(t, gh, "")})
+	w := v.register(vigil.RegisterRequest{Kind: vigil.KindCI, Predicate: obj(`{"repo":"acme/api","sha":"` + forgeSHA + `"}`)})
+	v.tickEach(30*time.Second, t0.Add(9*time.Minute))
+	why, err := v.eng.Why(v.ctx, w.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why.Watch.State != vigil.StatePending || !strings.Contains(why.Sentence, "GitHub does not know commit 3f2a1b0 in acme/api yet") ||
+		!strings.Contains(why.Sentence, "waiting for it to be pushed, until 2026-11-30 12:10:00 UTC") {
+		t.Fatalf("why at +9m = %s %q, want pending, saying it waits for the push", why.Watch.State, why.Sentence)
+	}
+	v.tickEach(30*time.Second, t0.Add(11*time.Minute))
+	got := v.get(w.ID)
+	if got.State != vigil.StateErrored || got.Outcome == nil || !strings.Contains(got.Outcome.Sentence, "commit 3f2a1b0 never arrived in acme/api") ||
+		!strings.Contains(got.Outcome.Sentence, "10m after the watch was registered") {
+		t.Fatalf("at +11m: %s %+v, want errored, saying the commit never arrived", got.State, got.Outcome)
+	}
+}

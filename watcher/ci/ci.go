@@ -70,6 +70,9 @@ const (
 	MaxChecks      = 50
 	MaxCheckName   = 200
 	ResolveTimeout = 10 * time.Second
+	// UnknownCommitBound is how long a commit GitHub does not know keeps
+	// a watch pending after it was registered: time for a push to land.
+	UnknownCommitBound = 10 * time.Minute
 	// maxListed bounds the names a summary lists per state.
 	maxListed = 3
 	// maxFailedListed bounds the failed checks a summary names with URLs.
@@ -271,10 +274,48 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	}
 	report, err := c.Checks(ctx, s.repo, s.sha, p.Now, w.freshness)
 	if err != nil {
+		if forge.IsNoCommit(err) {
+			return unknownCommit(s, p)
+		}
 		if forge.IsPermanent(err) {
 			return vigil.Observation{}, watcher.Permanent(err)
 		}
 		return vigil.Observation{}, err
 	}
 	return Judge(report, s.checks, s.stall, p.Now), nil
+}
+
+// unknownCommit answers a probe of a commit GitHub does not know (422
+// "No commit found for SHA"): an agent registers the SHA while it is
+// still pushing it, so the watch stays pending, saying why, for
+// UnknownCommitBound after it was registered (or, when the probe does
+// not carry that time, after the first probe that found no commit, kept
+// in the facts); then the commit never arrived, and the watch errors
+// with a sentence saying so.
+func unknownCommit(s *spec, p watcher.Probe) (vigil.Observation, error) {
+	since := p.Created
+	if since.IsZero() && p.Last != nil {
+		if v, ok := p.Last.Facts["commit_unknown_since"].(string); ok {
+			if t, err := vigil.ParseTime(v); err == nil {
+				since = t
+			}
+		}
+	}
+	if since.IsZero() || since.After(p.Now) {
+		since = p.Now
+	}
+	short := s.sha[:7]
+	if p.Now.Sub(since) >= UnknownCommitBound {
+		from := "the watch was registered"
+		if p.Created.IsZero() {
+			from = "vigil first asked"
+		}
+		return vigil.Observation{}, watcher.Permanent(fmt.Errorf(
+			"commit %s never arrived in %s: %s after %s, %s still answers \"No commit found for SHA\"; push the commit to %s (a commit only in a fork or another repository is not in it), or check the SHA",
+			short, s.repo, vigil.FormatDuration(UnknownCommitBound), from, s.provider, s.repo))
+	}
+	return vigil.Observation{Verdict: vigil.VerdictPending,
+		Summary: fmt.Sprintf("GitHub does not know commit %s in %s yet (\"No commit found for SHA\"): waiting for it to be pushed, until %s",
+			short, s.repo, wordTime(since.Add(UnknownCommitBound))),
+		Facts: map[string]any{"commit_unknown_since": vigil.FormatTime(since)}}, nil
 }

@@ -1,6 +1,7 @@
 package ci_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,6 +10,8 @@ import (
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/forge"
 	"github.com/vigil-run/vigil/forge/forgetest"
+	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/ci"
 )
 
 // ghCase is a GitHub commit as the forge shows it, and the verdict and
@@ -261,6 +264,125 @@ func TestGitLabManual(t *testing.T) {
 			}
 			if fmt.Sprint(got.Facts["manual"]) != "1" {
 				t.Errorf("facts manual = %v, want 1", got.Facts["manual"])
+			}
+		})
+	}
+}
+
+// TestUnknownCommit: a commit GitHub does not know yet (422 "No commit
+// found for SHA") keeps the watch pending, saying so, for
+// UnknownCommitBound after the watch was registered; then it errors with
+// a sentence that says the commit never arrived. A commit that arrives
+// in time is judged as any other.
+func TestUnknownCommit(t *testing.T) {
+	t.Parallel()
+	srv := forgetest.New(t, forge.GitHub)
+	srv.SetRef("acme/api", "main", newSHA) // the repository exists; sha is not in it
+	w := setup(t, srv, "")
+	pr := canon(t, w, pred("acme/api"))
+	at := func(now time.Time, last *vigil.Observation) vigil.Observation {
+		t.Helper()
+		obs, err := watcher.Run(context.Background(), w, watcher.Probe{WatchID: "w", Kind: vigil.KindCI, Predicate: pr, Now: now, Created: t0, Last: last})
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs.At = time.Time{}
+		return obs
+	}
+	first := at(t0, nil)
+	want := `GitHub does not know commit 3f2a1b0 in acme/api yet ("No commit found for SHA"): waiting for it to be pushed, until 2026-11-30 12:10:00 UTC`
+	if first.Verdict != vigil.VerdictPending || first.Summary != want {
+		t.Fatalf("first probe = %s %q %q, want pending %q", first.Verdict, first.Summary, first.Reason, want)
+	}
+	if obs := at(t0.Add(9*time.Minute+59*time.Second), &first); !obs.Same(&first) {
+		t.Fatalf("within the bound: %+v, want the same pending", obs)
+	}
+	end := at(t0.Add(ci.UnknownCommitBound), &first)
+	if end.Verdict != vigil.VerdictUnavailable || !end.Permanent ||
+		!strings.Contains(end.Reason, "commit 3f2a1b0 never arrived in acme/api") || !strings.Contains(end.Reason, "10m after the watch was registered") {
+		t.Fatalf("at the bound: %+v, want a permanent error saying the commit never arrived", end)
+	}
+
+}
+
+// TestUnknownCommitArrives: a commit pushed within the bound is judged
+// as any other.
+func TestUnknownCommitArrives(t *testing.T) {
+	t.Parallel()
+	srv := forgetest.New(t, forge.GitHub)
+	srv.SetRef("acme/api", "main", newSHA)
+	w := setup(t, srv, "")
+	pr := canon(t, w, pred("acme/api"))
+	first := probe(t, w, pr, t0)
+	if first.Verdict != vigil.VerdictPending {
+		t.Fatalf("before the push: %+v, want pending", first)
+	}
+	srv.SetRuns("acme/api", sha, run(1, "build", "completed", "success"))
+	obs, err := watcher.Run(context.Background(), w, watcher.Probe{WatchID: "w", Kind: vigil.KindCI, Predicate: pr, Now: t0.Add(5 * time.Minute), Created: t0, Last: &first})
+	if err != nil || obs.Verdict != vigil.VerdictSatisfied || obs.Summary != "the one check passed" {
+		t.Fatalf("after the push: %+v, %v, want satisfied", obs, err)
+	}
+}
+
+// TestUnknownCommitWithoutCreated: a probe that carries no registration
+// time counts the bound from the first probe that found no commit, kept
+// in the observation's facts.
+func TestUnknownCommitWithoutCreated(t *testing.T) {
+	t.Parallel()
+	srv := forgetest.New(t, forge.GitHub)
+	srv.SetRef("acme/api", "main", newSHA)
+	w := setup(t, srv, "")
+	pr := canon(t, w, pred("acme/api"))
+	first := probe(t, w, pr, t0.Add(time.Minute))
+	if first.Verdict != vigil.VerdictPending || first.Facts["commit_unknown_since"] != "2026-11-30T12:01:00.000Z" {
+		t.Fatalf("first probe = %+v", first)
+	}
+	obs, err := watcher.Run(context.Background(), w, watcher.Probe{WatchID: "w", Kind: vigil.KindCI, Predicate: pr, Now: t0.Add(11 * time.Minute), Last: &first})
+	if err != nil || !obs.Permanent || !strings.Contains(obs.Reason, "never arrived") {
+		t.Fatalf("10m after the first probe: %+v, %v, want the permanent error", obs, err)
+	}
+}
+
+// TestRequiredCheckNeverAppears: a check named in "checks" that has not
+// appeared once every other check has finished fails the watch after
+// MissingGrace, naming the checks that exist; a name copied from
+// GitHub's web page is explained.
+func TestRequiredCheckNeverAppears(t *testing.T) {
+	t.Parallel()
+	done := t0.Add(-20 * time.Minute) // when the last check finished
+	runs := []forgetest.Run{
+		{ID: 1, Name: "build", Status: "completed", Conclusion: "success", Started: done.Add(-5 * time.Minute), Completed: done},
+		{ID: 2, Name: "lint", Status: "completed", Conclusion: "success", Started: done.Add(-5 * time.Minute), Completed: done.Add(-time.Minute)},
+	}
+	for _, tc := range []struct {
+		name    string
+		checks  string
+		now     time.Time
+		runs    []forgetest.Run
+		verdict vigil.Verdict
+		summary string
+	}{
+		{name: "within the grace period", checks: `["build","e2e"]`, now: done.Add(ci.MissingGrace - time.Second), runs: runs,
+			verdict: vigil.VerdictPending,
+			summary: "2 required checks: 1 passed, 1 not yet appeared (e2e); every other check has finished: failing at 2026-11-30 11:50:00 UTC unless e2e appears"},
+		{name: "past the grace period", checks: `["build","e2e"]`, now: done.Add(ci.MissingGrace), runs: runs,
+			verdict: vigil.VerdictFailed,
+			summary: "required check e2e never appeared, 10m after every other check finished; the checks of this commit are: build, lint"},
+		{name: "a check still running holds it", checks: `["build","e2e"]`, now: t0,
+			runs:    append([]forgetest.Run{{ID: 3, Name: "slow", Status: "in_progress", Started: t0.Add(-5 * time.Minute)}}, runs...),
+			verdict: vigil.VerdictPending, summary: "2 required checks: 1 passed, 1 not yet appeared (e2e)"},
+		{name: "a name copied from the web page", checks: `["CI / build (push)"]`, now: t0, runs: runs,
+			verdict: vigil.VerdictFailed,
+			summary: `required check CI / build (push) never appeared, 10m after every other check finished; the checks of this commit are: build, lint; "CI / build (push)" is how GitHub's web page shows the check "build": name it "build" (a check run is named by its job alone)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := forgetest.New(t, forge.GitHub)
+			srv.SetRuns("acme/api", sha, tc.runs...)
+			w := setup(t, srv, "")
+			got := probe(t, w, canon(t, w, `{"repo":"acme/api","sha":"`+sha+`","checks":`+tc.checks+`}`), tc.now)
+			if got.Verdict != tc.verdict || got.Summary != tc.summary {
+				t.Errorf("Probe = %s %q\nwant    %s %q", got.Verdict, got.Summary, tc.verdict, tc.summary)
 			}
 		})
 	}

@@ -124,11 +124,65 @@ type Ticket struct {
 	Draft bool
 	// BodySHA256 is the hex SHA-256 of the description.
 	BodySHA256 string
-	// Comments counts the comments not written by the token's own login
-	// (every comment when no token is configured, or its login cannot be
-	// read). GitLab system notes are never counted.
+	// Comments counts the comments written by people: not by the token's
+	// own login (when it is known) nor, unless TicketQuery.Bots, by a bot.
+	// GitLab system notes are never counted.
 	Comments int
-	URL      string
+	// Reviews counts a pull request's reviews by people, as Comments
+	// does (a pending review, and on Gitea a review request, is none);
+	// ReviewComments the comments on lines of the diff they hold; and
+	// LatestReview says the newest, "changes requested by ada". Zero on
+	// GitLab, whose notes hold its review comments.
+	Reviews        int
+	ReviewComments int
+	LatestReview   string
+	URL            string
+}
+
+// TicketQuery names a ticket to read and what counts about it.
+type TicketQuery struct {
+	Repo   string
+	Number int64
+	// Type is TypeIssue or TypeMergeRequest on GitLab and "" elsewhere.
+	Type string
+	// Bots counts the comments and reviews of bots too.
+	Bots bool
+}
+
+// author is who wrote a comment or a review.
+type author struct {
+	login string
+	bot   bool
+}
+
+// counter decides which comments and reviews count: not the token's own
+// (self, when known), and not a bot's unless bots.
+type counter struct {
+	self string
+	bots bool
+}
+
+func (k counter) skip(a author) bool {
+	return k.self != "" && strings.EqualFold(a.login, k.self) || !k.bots && a.bot
+}
+
+// all reports whether every comment counts, so that a forge's own count
+// of them is the answer and they need not be read.
+func (k counter) all() bool { return k.self == "" && k.bots }
+
+// reviewWords says a review state in words: GitHub's and Gitea's.
+func reviewWords(state string) string {
+	switch state {
+	case "APPROVED":
+		return "approved"
+	case "CHANGES_REQUESTED", "REQUEST_CHANGES":
+		return "changes requested"
+	case "COMMENTED", "COMMENT":
+		return "commented"
+	case "DISMISSED":
+		return "dismissed"
+	}
+	return strings.ToLower(state)
 }
 
 func bodyDigest(s string) string {
@@ -233,32 +287,29 @@ func (c *Client) Checks(ctx context.Context, repo, sha string, now time.Time, ma
 	return r, nil
 }
 
-// Ticket returns an issue, pull request or merge request. typ is
-// TypeIssue or TypeMergeRequest on GitLab and "" elsewhere.
-func (c *Client) Ticket(ctx context.Context, repo string, number int64, typ string, now time.Time, maxAge time.Duration) (*Ticket, error) {
+// Ticket returns an issue, pull request or merge request, with the
+// comments and reviews of people counted (see Ticket).
+func (c *Client) Ticket(ctx context.Context, q TicketQuery, now time.Time, maxAge time.Duration) (*Ticket, error) {
 	rq := request{ctx: ctx, now: now, maxAge: maxAge}
-	what := fmt.Sprintf("%s#%d", repo, number)
-	if typ == TypeMergeRequest {
-		what = fmt.Sprintf("%s!%d", repo, number)
+	what := fmt.Sprintf("%s#%d", q.Repo, q.Number)
+	if q.Type == TypeMergeRequest {
+		what = fmt.Sprintf("%s!%d", q.Repo, q.Number)
 	}
 	self, err := c.login(rq)
 	if err != nil {
-		return nil, c.describe(err, "the token's own user", repo)
+		return nil, c.describe(err, "the token's own user", q.Repo)
 	}
-	t, err := c.api.ticket(rq, repo, number, typ, self)
+	t, err := c.api.ticket(rq, q, counter{self: self, bots: q.Bots})
 	if err != nil {
-		return nil, c.describe(err, what, repo)
+		return nil, c.describe(err, what, q.Repo)
 	}
 	return t, nil
 }
 
-// login returns the login of the configured token, read once: "" without
-// a token, or when the forge will not say (a GitHub App token cannot read
-// /user).
+// login returns the login vigil's own comments are written as: the
+// configured one, else the token's, read once; "" without a token, or
+// when the forge will not say.
 func (c *Client) login(rq request) (string, error) {
-	if c.token == "" {
-		return "", nil
-	}
 	c.mu.Lock()
 	if c.self != nil {
 		s := *c.self
@@ -266,6 +317,9 @@ func (c *Client) login(rq request) (string, error) {
 		return s, nil
 	}
 	c.mu.Unlock()
+	if c.token == "" {
+		return "", nil
+	}
 	s, err := c.api.self(rq)
 	var fe *Error
 	if errors.As(err, &fe) && (fe.Kind == KindForbidden || fe.Kind == KindNotFound) {

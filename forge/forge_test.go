@@ -272,7 +272,7 @@ func TestTokenNeverInErrors(t *testing.T) {
 				})
 				now := t0.Add(time.Duration(i) * time.Hour) // past any block
 				_, err1 := c.Checks(context.Background(), "acme/api", sha, now, fresh)
-				_, err2 := c.Ticket(context.Background(), "acme/api", 7, ticketType(p), now, fresh)
+				_, err2 := c.Ticket(context.Background(), forge.TicketQuery{Repo: "acme/api", Number: 7, Type: ticketType(p)}, now, fresh)
 				_, err3 := c.ResolveRef(context.Background(), "acme/api", "main", now)
 				for _, err := range []error{err1, err2, err3} {
 					if err == nil {
@@ -476,7 +476,7 @@ func TestTickets(t *testing.T) {
 		srv.Token, srv.Login = "tok", "vigil-bot"
 		srv.SetTicket("acme/api", 7, tc.set)
 		c := client(t, srv, "tok")
-		got, err := c.Ticket(context.Background(), "acme/api", 7, tc.typ, t0, fresh)
+		got, err := c.Ticket(context.Background(), forge.TicketQuery{Repo: "acme/api", Number: 7, Type: tc.typ}, t0, fresh)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.p, err)
 		}
@@ -489,7 +489,7 @@ func TestTickets(t *testing.T) {
 			t.Errorf("%s: body digest %q, want the SHA-256 of the body", tc.p, got.BodySHA256)
 		}
 		// The login is read once.
-		if _, err := c.Ticket(context.Background(), "acme/api", 7, tc.typ, t0.Add(time.Hour), fresh); err != nil {
+		if _, err := c.Ticket(context.Background(), forge.TicketQuery{Repo: "acme/api", Number: 7, Type: tc.typ}, t0.Add(time.Hour), fresh); err != nil {
 			t.Fatal(err)
 		}
 		if n := srv.Hits("/user"); n != 1 {
@@ -582,5 +582,62 @@ func TestMerge(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Merge (-want +got):\n%s", diff)
+	}
+}
+
+// TestOwnLogin: the login vigil's comments are written as is the one
+// configured (forges.PROVIDER.login), without asking the forge; else the
+// token's, from /user; else, for a GitHub App installation token whose
+// /user answers 403, its bot user from GraphQL's viewer.
+func TestOwnLogin(t *testing.T) {
+	t.Parallel()
+	ticket := forgetest.Ticket{Title: "A", State: "open", Comments: []string{"ada", "vigil-agent[bot]", "vigil-bot"}}
+	for _, tc := range []struct {
+		name       string
+		app, login string
+		want       int
+		user, gql  int
+	}{
+		{name: "a user token", want: 1, user: 1}, // vigil-agent[bot] is a bot
+		{name: "an App installation token", app: "vigil-agent", want: 2, user: 1, gql: 1},
+		{name: "configured", login: "vigil-agent[bot]", want: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := forgetest.New(t, forge.GitHub)
+			srv.Token, srv.Login, srv.App = "tok", "vigil-bot", tc.app
+			srv.SetTicket("acme/api", 7, ticket)
+			e := srv.Endpoint("tok")
+			e.Login = tc.login
+			set, err := forge.New(forge.Settings{GitHub: e}, forge.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(set.CloseIdleConnections)
+			c, _ := set.Client(forge.GitHub)
+			got, err := c.Ticket(context.Background(), forge.TicketQuery{Repo: "acme/api", Number: 7}, t0, fresh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Comments != tc.want || srv.Hits("/user") != tc.user || srv.Hits("/graphql") != tc.gql {
+				t.Fatalf("comments %d, /user read %d times, GraphQL %d; want %d, %d, %d", got.Comments, srv.Hits("/user"), srv.Hits("/graphql"), tc.want, tc.user, tc.gql)
+			}
+		})
+	}
+	for base, want := range map[string]string{
+		"https://api.github.com":         "https://api.github.com/graphql",
+		"https://ghe.example.com/api/v3": "https://ghe.example.com/api/graphql",
+	} {
+		set, err := forge.New(forge.Settings{GitHub: forge.Endpoint{URL: base}}, forge.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := set.Client(forge.GitHub)
+		if got := forge.GraphQLURL(c); got != want {
+			t.Errorf("GraphQL URL of %s = %s, want %s", base, got, want)
+		}
+	}
+	if err := (forge.Settings{GitHub: forge.Endpoint{URL: forge.DefaultGitHubURL, Login: "my app"}}).Validate(); err == nil || !strings.Contains(err.Error(), "forges.github.login") {
+		t.Errorf("a login with a space: %v, want an error naming forges.github.login", err)
 	}
 }

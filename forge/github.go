@@ -471,17 +471,37 @@ type githubIssue struct {
 	} `json:"pull_request"`
 }
 
-type userComment struct {
-	User struct {
-		Login string `json:"login"`
-	} `json:"user"`
+// githubUser is the author of a comment or review: a user of type
+// "Bot" is a GitHub App's bot user (dependabot[bot]).
+type githubUser struct {
+	Login string `json:"login"`
+	Type  string `json:"type"`
+}
+
+// githubComment is a comment: an issue's, or a review comment on a line
+// of a pull request's diff. performed_via_github_app is set when a
+// GitHub App wrote it on a user's behalf.
+type githubComment struct {
+	User                  githubUser `json:"user"`
+	PerformedViaGitHubApp *githubApp `json:"performed_via_github_app"`
+}
+
+func (c githubComment) author() author {
+	return author{login: c.User.Login, bot: c.User.Type == "Bot" || c.PerformedViaGitHubApp != nil}
+}
+
+type githubReview struct {
+	User  githubUser `json:"user"`
+	State string     `json:"state"`
 }
 
 // ticket reads an issue or pull request through the issues API, which
-// serves both (a pull request carries "pull_request" and "draft").
-func (g githubAPI) ticket(rq request, repo string, number int64, _ string, self string) (*Ticket, error) {
-	n := strconv.FormatInt(number, 10)
-	resp, err := g.c.reader.get(rq, g.c.endpoint(nil, repoPath(repo, "issues", n)...), acceptJSON)
+// serves both (a pull request carries "pull_request" and "draft"), with
+// its comments, and for a pull request its reviews and review comments
+// (the issues API counts neither).
+func (g githubAPI) ticket(rq request, tq TicketQuery, k counter) (*Ticket, error) {
+	n := strconv.FormatInt(tq.Number, 10)
+	resp, err := g.c.reader.get(rq, g.c.endpoint(nil, repoPath(tq.Repo, "issues", n)...), acceptJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -502,38 +522,60 @@ func (g githubAPI) ticket(rq request, repo string, number int64, _ string, self 
 		}
 		t.Draft = is.Draft != nil && *is.Draft
 	}
-	if self == "" || is.Comments == 0 {
+	q := url.Values{"per_page": {"100"}}
+	comments := func(body []byte) ([]author, error) {
+		var cs []githubComment
+		if err := json.Unmarshal(body, &cs); err != nil {
+			return nil, err
+		}
+		as := make([]author, len(cs))
+		for i, c := range cs {
+			as[i] = c.author()
+		}
+		return as, nil
+	}
+	if is.Comments > 0 && !k.all() {
+		if t.Comments, err = countOthers(g.c, rq, g.c.endpoint(q, repoPath(tq.Repo, "issues", n, "comments")...), k, is.Comments, comments); err != nil {
+			return nil, err
+		}
+	}
+	if t.Kind != "pull_request" {
 		return t, nil
 	}
-	q := url.Values{"per_page": {"100"}}
-	t.Comments, err = countOthers(g.c, rq, g.c.endpoint(q, repoPath(repo, "issues", n, "comments")...), self, is.Comments,
-		func(body []byte) ([]string, error) {
-			var cs []userComment
-			if err := json.Unmarshal(body, &cs); err != nil {
-				return nil, err
+	_, err = g.c.pages(rq, g.c.endpoint(q, repoPath(tq.Repo, "pulls", n, "reviews")...), func(body []byte) error {
+		var rs []githubReview
+		if err := json.Unmarshal(body, &rs); err != nil {
+			return g.c.badJSON(err)
+		}
+		for _, r := range rs {
+			if r.State == "PENDING" || k.skip(author{login: r.User.Login, bot: r.User.Type == "Bot"}) {
+				continue
 			}
-			logins := make([]string, len(cs))
-			for i, c := range cs {
-				logins[i] = c.User.Login
-			}
-			return logins, nil
-		})
+			t.Reviews++
+			t.LatestReview = reviewWords(r.State) + " by " + r.User.Login
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.ReviewComments, err = countOthers(g.c, rq, g.c.endpoint(q, repoPath(tq.Repo, "pulls", n, "comments")...), k, 0, comments)
 	return t, err
 }
 
-// countOthers counts the comments of a listing not written by self. authors
-// reads one page's comment authors. Past MaxPages the count is the total
-// the forge gave less the comments by self seen so far.
-func countOthers(c *Client, rq request, first, self string, total int, authors func([]byte) ([]string, error)) (int, error) {
-	others, mine := 0, 0
+// countOthers counts the comments of a listing that k does not skip.
+// authors reads one page's comment authors. Past MaxPages the count is
+// the total the forge gave less the comments skipped so far.
+func countOthers(c *Client, rq request, first string, k counter, total int, authors func([]byte) ([]author, error)) (int, error) {
+	others, skipped := 0, 0
 	truncated, err := c.pages(rq, first, func(body []byte) error {
-		logins, err := authors(body)
+		as, err := authors(body)
 		if err != nil {
 			return c.badJSON(err)
 		}
-		for _, l := range logins {
-			if strings.EqualFold(l, self) {
-				mine++
+		for _, a := range as {
+			if k.skip(a) {
+				skipped++
 			} else {
 				others++
 			}
@@ -544,13 +586,49 @@ func countOthers(c *Client, rq request, first, self string, total int, authors f
 		return 0, err
 	}
 	if truncated {
-		return max(total-mine, others), nil
+		return max(total-skipped, others), nil
 	}
 	return others, nil
 }
 
+// self reads the token's login from /user. A GitHub App installation
+// token may not read /user (403, "Resource not accessible by
+// integration"): its login is its app's bot user, "SLUG[bot]", which
+// GraphQL's viewer names.
 func (g githubAPI) self(rq request) (string, error) {
-	return readLogin(g.c, rq, g.c.endpoint(nil, "user"), "login")
+	login, err := readLogin(g.c, rq, g.c.endpoint(nil, "user"), "login")
+	var fe *Error
+	if !errors.As(err, &fe) || fe.Kind != KindForbidden {
+		return login, err
+	}
+	resp, err := g.c.reader.post(rq, g.graphqlURL(), []byte(`{"query":"query { viewer { login } }"}`))
+	if err != nil {
+		return "", err
+	}
+	var out struct {
+		Data struct {
+			Viewer struct {
+				Login string `json:"login"`
+			} `json:"viewer"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(resp.Body, &out); err != nil {
+		return "", g.c.badJSON(err)
+	}
+	return out.Data.Viewer.Login, nil
+}
+
+// graphqlURL is GitHub's GraphQL endpoint: api.github.com/graphql, or on
+// GitHub Enterprise Server HOST/api/graphql beside HOST/api/v3.
+func (g githubAPI) graphqlURL() string {
+	u := *g.c.base
+	if p, ok := strings.CutSuffix(u.Path, "/api/v3"); ok {
+		u.Path = p + "/api/graphql"
+	} else {
+		u.Path += "/graphql"
+	}
+	u.RawPath = ""
+	return u.String()
 }
 
 // readLogin reads the login field of a /user answer.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -209,20 +210,27 @@ type gitlabNote struct {
 	System bool `json:"system"`
 	Author struct {
 		Username string `json:"username"`
+		Bot      bool   `json:"bot"`
 	} `json:"author"`
 }
 
+// gitlabBot matches the users GitLab makes for project and group access
+// tokens (project_42_bot_3f2a…, group_7_bot1) and service accounts: the
+// bots a note's author object, which carries no "bot" field, can be
+// told by.
+var gitlabBot = regexp.MustCompile(`^(?:(?:project|group)_\d+_bot(?:_?[0-9a-z]+)?|service_account_.+)$`)
+
 // ticket reads an issue or a merge request. GitLab's state "opened" is
 // spelled "open", as on the other forges. Its user_notes_count already
-// leaves system notes out; with a token, the notes are read to leave out
-// the token's own too.
-func (g gitlabAPI) ticket(rq request, repo string, number int64, typ string, self string) (*Ticket, error) {
-	n := strconv.FormatInt(number, 10)
+// leaves system notes out; the notes are read to leave out the token's
+// own and the bots' too.
+func (g gitlabAPI) ticket(rq request, tq TicketQuery, k counter) (*Ticket, error) {
+	n := strconv.FormatInt(tq.Number, 10)
 	coll := "issues"
-	if typ == TypeMergeRequest {
+	if tq.Type == TypeMergeRequest {
 		coll = "merge_requests"
 	}
-	resp, err := g.c.reader.get(rq, g.c.endpoint(nil, projectPath(repo, coll, n)...), acceptJSON)
+	resp, err := g.c.reader.get(rq, g.c.endpoint(nil, projectPath(tq.Repo, coll, n)...), acceptJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -232,26 +240,27 @@ func (g gitlabAPI) ticket(rq request, repo string, number int64, typ string, sel
 	}
 	t := &Ticket{Kind: TypeIssue, Title: is.Title, State: is.State, URL: is.WebURL, Comments: is.UserNotesCount,
 		BodySHA256: bodyDigest(is.Description)}
-	if typ == TypeMergeRequest {
+	if tq.Type == TypeMergeRequest {
 		t.Kind, t.Draft = TypeMergeRequest, is.Draft
 	}
 	if t.State == "opened" {
 		t.State = "open"
 	}
-	if self == "" || is.UserNotesCount == 0 {
+	if is.UserNotesCount == 0 || k.all() {
 		return t, nil
 	}
 	q := url.Values{"per_page": {"100"}}
-	t.Comments, err = countOthers(g.c, rq, g.c.endpoint(q, projectPath(repo, coll, n, "notes")...), self, is.UserNotesCount,
-		func(body []byte) ([]string, error) {
+	t.Comments, err = countOthers(g.c, rq, g.c.endpoint(q, projectPath(tq.Repo, coll, n, "notes")...), k, is.UserNotesCount,
+		func(body []byte) ([]author, error) {
 			var notes []gitlabNote
 			if err := json.Unmarshal(body, &notes); err != nil {
 				return nil, err
 			}
-			var authors []string
+			var authors []author
 			for _, note := range notes {
 				if !note.System {
-					authors = append(authors, note.Author.Username)
+					u := note.Author.Username
+					authors = append(authors, author{login: u, bot: note.Author.Bot || gitlabBot.MatchString(strings.ToLower(u))})
 				}
 			}
 			return authors, nil

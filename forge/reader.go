@@ -307,6 +307,59 @@ func (r *Reader) fetch(rq request, key, rawURL, accept string) (*Response, error
 	return nil, r.hold(rq, key, r.statusError(resp.StatusCode, body))
 }
 
+// post sends a JSON query to rawURL past the cache (GitHub's GraphQL,
+// asked once per token) and returns the answer. A rate limit answered
+// blocks the provider as a read's does, and one in force answers
+// without a request.
+func (r *Reader) post(rq request, rawURL string, query []byte) (*Response, error) {
+	r.mu.Lock()
+	if rq.now.Before(r.until) {
+		err := r.blockErr
+		r.mu.Unlock()
+		return nil, err
+	}
+	r.mu.Unlock()
+	req, err := http.NewRequestWithContext(rq.ctx, http.MethodPost, rawURL, bytes.NewReader(query))
+	if err != nil {
+		return nil, &Error{Provider: r.provider, Kind: KindUnavailable, Detail: "cannot build the request"}
+	}
+	req.Header.Set("Accept", acceptJSON)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", userAgent)
+	r.authorize(req)
+	resp, err := r.client.Do(req)
+	if err != nil {
+		if rq.ctx.Err() != nil {
+			return nil, rq.ctx.Err()
+		}
+		return nil, &Error{Provider: r.provider, Kind: KindUnavailable, Detail: r.redact(transportDetail(err))}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody+1))
+	switch {
+	case err != nil && rq.ctx.Err() != nil:
+		return nil, rq.ctx.Err()
+	case err != nil:
+		return nil, &Error{Provider: r.provider, Kind: KindUnavailable, Status: resp.StatusCode,
+			Detail: fmt.Sprintf("HTTP %d, then the body broke off: %s", resp.StatusCode, r.redact(transportDetail(err)))}
+	case len(body) > MaxBody:
+		return nil, &Error{Provider: r.provider, Kind: KindUnavailable, Status: resp.StatusCode,
+			Detail: fmt.Sprintf("the response is larger than %d MiB", MaxBody>>20)}
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return &Response{Body: body, Total: -1}, nil
+	}
+	if until, limited := rateLimit(resp, body, rq.now); limited {
+		fe := &Error{Provider: r.provider, Kind: KindRateLimited, Status: resp.StatusCode, Until: until, Detail: r.redact(apiMessage(body))}
+		r.mu.Lock()
+		if until.After(r.until) {
+			r.until, r.blockErr = until, fe
+		}
+		r.mu.Unlock()
+		return nil, fe
+	}
+	return nil, r.statusError(resp.StatusCode, body)
+}
+
 // hold records a failed read so that callers within the window get it
 // too, and returns it.
 func (r *Reader) hold(rq request, key string, fe *Error) error {

@@ -13,9 +13,13 @@
 //     RateLimit-Remaining) 0, or with Retry-After, makes every read of
 //     that provider unavailable until the reset, without a request — the
 //     limit belongs to the token, and the token is the provider's;
+//   - listings read in full: by Link rel="next" on GitHub and GitLab, by
+//     page number until X-Total-Count on Gitea (which sends no Link), and
+//     never judged in part;
 //   - permanent answers (a repository that is not there, a token the forge
 //     rejects) as errors marked Permanent, with a sentence that says what
-//     to fix.
+//     to fix; GitHub's "No commit found for SHA" is not one (a commit may
+//     still be on its way) and IsNoCommit tells it.
 //
 // The time of every cache and rate-limit decision is passed in (the
 // probe's Now): the package never reads the clock for them.

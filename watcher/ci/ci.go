@@ -19,23 +19,40 @@
 // (provider, repo, sha), with checks sorted and deduplicated and stall
 // always present.
 //
-// The checks of the commit are GitHub's check runs AND combined commit
-// statuses, Gitea's combined status, GitLab's pipelines (see package
-// forge), one per name. A probe answers:
+// The checks of the commit are (see package forge): GitHub's check runs,
+// one per app, workflow (and event) and name, its commit statuses apart
+// from them, and its check suites where no run stands for them; Gitea's
+// combined status; GitLab's pipelines, one per ref, source and name, and
+// its child pipelines. A probe answers:
 //
 //   - no check at all: pending, "no checks have appeared yet" (the window
 //     right after a push legitimately has none; it is never success);
-//   - any deciding check queued or running: pending;
+//   - a commit GitHub does not know (422 "No commit found for SHA"):
+//     pending, saying so, until UnknownCommitBound after the watch was
+//     registered; then errored: the commit never arrived;
+//   - any deciding check queued or running (a GitHub check suite still to
+//     run included): pending;
 //   - every deciding check finished, any of them failed, cancelled, timed
 //     out or waiting for an action: failed, naming each failed check and
-//     its URL;
+//     its URL; a GitLab pipeline blocked on a manual job fails too, said
+//     apart as waiting for a manual job, never as a test failure;
 //   - every deciding check finished and passed (success, neutral,
 //     skipped), and every named check has appeared: satisfied;
-//   - a named check that has not appeared keeps the watch pending.
+//   - a named check that has not appeared keeps the watch pending; once
+//     every other check has finished, for MissingGrace, then it fails,
+//     naming the checks that do exist (and on GitHub explaining a name
+//     copied from the web page, "CI / build (push)", where a check run is
+//     named "build").
+//
+// Two checks of one name (two workflows with a job "test", a check run
+// and a commit status) are both shown with where they come from:
+// "test [CI]". Queued GitHub check suites that are not waited for (their
+// app has added no check run to the commit) are named in the summary and
+// in the facts (ignored_suites).
 //
 // Without "checks" every check decides; with it only the named ones do
-// (as a forge's required checks do), and the others are counted in the
-// facts but never fail or hold the watch.
+// (as a forge's required checks do), every check of a named name, and
+// the others are counted in the facts but never fail or hold the watch.
 //
 // A deciding check queued or running with no update for longer than
 // stall (default 30 min) is a ghost: it is named in the observation's

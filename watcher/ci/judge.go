@@ -278,7 +278,7 @@ func uiNameHint(r forge.Report, missing []string) string {
 					clipName(m), clipName(job), clipName(job))
 			}
 		}
-		return fmt.Sprintf("; %q looks as GitHub's web page shows a check (workflow / job (event)): a check run is named by its job alone, like %q",
+		return fmt.Sprintf("; %q is written as GitHub's web page shows a check (workflow / job (event)): a check run is named by its job alone, like %q",
 			clipName(m), clipName(job))
 	}
 	return ""

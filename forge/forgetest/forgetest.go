@@ -3,11 +3,19 @@
 // forge makes, with the response shapes of the real APIs (the full
 // documents in testdata/, filled in with the state a test sets).
 //
-// A test sets refs, checks and tickets, moves them as the world would
-// (a push, a finished build, an edited title), counts the requests each
-// path received and may answer any request itself (a rate limit, an
-// outage) through Intercept. Responses carry an ETag, and a request whose
-// If-None-Match matches is answered 304, as the real forges do.
+// A test sets refs, checks (GitHub check runs, check suites, workflow
+// runs and commit statuses; Gitea statuses; GitLab pipelines) and tickets
+// (with comments and reviews), moves them as the world would (a push, a
+// finished build, an edited title), counts the requests each path
+// received and may answer any request itself (a rate limit, an outage)
+// through Intercept. Responses carry an ETag, and a request whose
+// If-None-Match matches is answered 304, as the real forges do. Listings
+// page as each forge's do: GitHub and GitLab with page, per_page and a
+// Link header; Gitea with page and limit (at most 50), X-Total-Count and
+// no Link header. A commit GitHub does not know is 422 "No commit found
+// for SHA"; GitLab lists child pipelines only for source=parent_pipeline;
+// a GitHub App installation token (Server.App) cannot read /user, and
+// GraphQL's viewer names its bot.
 package forgetest
 
 import (
@@ -673,7 +681,10 @@ func (s *Server) github(r *http.Request, segs []string) (int, any) {
 				}
 				m := template("github/review.json")
 				m["id"], m["state"], m["user"] = id, rv.State, githubUser(m["user"].(map[string]any), rv.User)
-				m["submitted_at"] = nullable(map[bool]string{true: "", false: "2026-11-30T11:00:00Z"}[rv.State == "PENDING"])
+				m["submitted_at"] = "2026-11-30T11:00:00Z"
+				if rv.State == "PENDING" {
+					m["submitted_at"] = nil
+				}
 				items = append(items, m)
 				continue
 			}

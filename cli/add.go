@@ -663,14 +663,16 @@ func newAddTicketCmd(e *env, f *addFlags) *cobra.Command {
 	var (
 		repo, provider, typ string
 		number              int64
+		bots                bool
 	)
 	cmd := &cobra.Command{
 		Use:   "ticket OWNER/NAME#NUMBER | GROUP/NAME!NUMBER",
 		Short: "Watch an issue or pull request: one message per change (standing)",
 		Long: `Watch an issue, pull request or merge request until cancelled. The first
 check records it silently; after that, each change a person makes to the
-title, the state, draft, the description or the comments (other than those
-written with the daemon's own token) is one "changed" message in the mailbox.
+title, the state, draft, the description, the comments or a pull request's
+reviews (other than those written with the daemon's own token, or by bots
+unless --bots) is one "changed" message in the mailbox.
 GitHub and Gitea number issues and pull requests together: OWNER/NAME#N names
 either. On GitLab OWNER/NAME#N is an issue and OWNER/NAME!N a merge request
 (! implies --provider gitlab).`,
@@ -720,6 +722,9 @@ either. On GitLab OWNER/NAME#N is an issue and OWNER/NAME!N a merge request
 			if typ != "" {
 				p["type"] = typ
 			}
+			if bots {
+				p["bots"] = true
+			}
 			return f.register(cmd, e, vigil.KindTicket, p)
 		},
 	}
@@ -727,5 +732,6 @@ either. On GitLab OWNER/NAME#N is an issue and OWNER/NAME!N a merge request
 	cmd.Flags().Int64Var(&number, "number", 0, "issue, pull request or merge request number")
 	cmd.Flags().StringVar(&provider, "provider", "", "github (default), gitea or gitlab")
 	cmd.Flags().StringVar(&typ, "type", "", "GitLab only: issue (default) or merge_request")
+	cmd.Flags().BoolVar(&bots, "bots", false, "count the comments and reviews of bots too")
 	return cmd
 }

@@ -49,6 +49,7 @@ func TestAddForgeRequests(t *testing.T) {
 		{[]string{"add", "ticket", "group/project!12"}, vigil.KindTicket, `{"number":12,"provider":"gitlab","repo":"group/project","type":"merge_request"}`},
 		{[]string{"add", "ticket", "--repo", "acme/api", "--number", "7", "--provider", "gitea"}, vigil.KindTicket, `{"number":7,"provider":"gitea","repo":"acme/api"}`},
 		{[]string{"add", "ticket", "acme/api#-3"}, vigil.KindTicket, `{"number":-3,"repo":"acme/api"}`}, // the daemon refuses it
+		{[]string{"add", "ticket", "acme/api#41", "--bots"}, vigil.KindTicket, `{"bots":true,"number":41,"repo":"acme/api"}`},
 	} {
 		r := runCLI(t, env, tc.args...)
 		if r.code != 0 {

@@ -359,9 +359,11 @@ func configKeys() []key {
 	return append(keys, deliveryKeys()...)
 }
 
-// forgeKeys are forges.PROVIDER.url and forges.PROVIDER.token for each
-// provider, with the flags --PROVIDER-url and --PROVIDER-token and the
-// environment twins VIGIL_PROVIDER_URL and VIGIL_PROVIDER_TOKEN (SPEC §10).
+// forgeKeys are forges.PROVIDER.url, forges.PROVIDER.token and
+// forges.PROVIDER.login for each provider, with the flags --PROVIDER-url,
+// --PROVIDER-token and --PROVIDER-login and the environment twins
+// VIGIL_PROVIDER_URL, VIGIL_PROVIDER_TOKEN and VIGIL_PROVIDER_LOGIN
+// (SPEC §10).
 func forgeKeys() []key {
 	endpoint := func(c *Config, p forge.Provider) *forge.Endpoint {
 		switch p {
@@ -397,6 +399,12 @@ func forgeKeys() []key {
 					}
 					return ""
 				},
+			},
+			key{
+				name: "forges." + string(p) + ".login", flagName: string(p) + "-login", envName: "VIGIL_" + up + "_LOGIN",
+				usage: "the login the " + string(p) + " token comments as (a GitHub App's is SLUG[bot]); empty reads it from the forge", typ: "string",
+				set:  func(c *Config, s string) error { endpoint(c, p).Login = strings.TrimSpace(s); return nil },
+				show: func(c Config) string { return endpoint(&c, p).Login },
 			},
 		)
 	}

@@ -39,6 +39,7 @@ func TestForgeSettingsLoad(t *testing.T) {
 		"HOME":               "/h",
 		"VIGIL_CONFIG":       file,
 		"VIGIL_GITHUB_TOKEN": "gh-env",
+		"VIGIL_GITHUB_LOGIN": "vigil-agent[bot]",
 		"VIGIL_GITEA_TOKEN":  " gitea-env\n",
 	}
 	c, err := daemon.Load(parseFlags(t, "--gitlab-url", "https://gitlab.example.com"), fakeEnv(env))
@@ -46,9 +47,9 @@ func TestForgeSettingsLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := forge.Settings{
-		GitHub: forge.Endpoint{URL: "https://ghe.example.com/api/v3", Token: "gh-env"}, // file, then env
-		Gitea:  forge.Endpoint{URL: "https://gitea.example.com", Token: "gitea-env"},   // env over file, trimmed
-		GitLab: forge.Endpoint{URL: "https://gitlab.example.com", Token: "gl-file"},    // flag; file
+		GitHub: forge.Endpoint{URL: "https://ghe.example.com/api/v3", Token: "gh-env", Login: "vigil-agent[bot]"}, // file, then env
+		Gitea:  forge.Endpoint{URL: "https://gitea.example.com", Token: "gitea-env"},                              // env over file, trimmed
+		GitLab: forge.Endpoint{URL: "https://gitlab.example.com", Token: "gl-file"},                               // flag; file
 	}
 	if diff := cmp.Diff(want, c.Forges); diff != "" {
 		t.Errorf("Load forges (-want +got):\n%s", diff)
@@ -92,9 +93,10 @@ func TestForgeValidateAndKeys(t *testing.T) {
 	}
 	for _, p := range []string{"github", "gitea", "gitlab"} {
 		up := strings.ToUpper(p)
-		u, tok := keys["forges."+p+".url"], keys["forges."+p+".token"]
-		if u.Env != "VIGIL_"+up+"_URL" || u.Flag != p+"-url" || tok.Env != "VIGIL_"+up+"_TOKEN" || tok.Flag != p+"-token" {
-			t.Errorf("keys of %s: %+v %+v", p, u, tok)
+		u, tok, login := keys["forges."+p+".url"], keys["forges."+p+".token"], keys["forges."+p+".login"]
+		if u.Env != "VIGIL_"+up+"_URL" || u.Flag != p+"-url" || tok.Env != "VIGIL_"+up+"_TOKEN" || tok.Flag != p+"-token" ||
+			login.Env != "VIGIL_"+up+"_LOGIN" || login.Flag != p+"-login" {
+			t.Errorf("keys of %s: %+v %+v %+v", p, u, tok, login)
 		}
 	}
 	if keys["forges.github.url"].Default != forge.DefaultGitHubURL || keys["forges.gitea.url"].Default != "" {

@@ -239,3 +239,70 @@ func TestCIBranchIdentity(t *testing.T) {
 		t.Fatalf("watch on the first commit: %s %+v", got.State, got.Outcome)
 	}
 }
+
+// TestCIUnknownCommitThroughTheEngine: a commit GitHub does not know yet
+// keeps a ci watch pending, and "why" says so, until 10 minutes after
+// its registration; then the watch errors, saying the commit never
+// arrived.
+func TestCIUnknownCommitThroughTheEngine(t *testing.T) {
+	t.Parallel()
+	gh := forgetest.New(t, forge.GitHub)
+	gh.SetRef("acme/api", "main", "9999999999999999999999999999999999999999")
+	v := newEnv(t, envOpts{watchers: forgeWatchers(t, gh, "")})
+	w := v.register(vigil.RegisterRequest{Kind: vigil.KindCI, Predicate: obj(`{"repo":"acme/api","sha":"` + forgeSHA + `"}`)})
+	v.tickEach(30*time.Second, t0.Add(9*time.Minute))
+	why, err := v.eng.Why(v.ctx, w.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why.Watch.State != vigil.StatePending || !strings.Contains(why.Sentence, "GitHub does not know commit 3f2a1b0 in acme/api yet") ||
+		!strings.Contains(why.Sentence, "waiting for it to be pushed, until 2026-11-30 12:10:00 UTC") {
+		t.Fatalf("why at +9m = %s %q, want pending, saying it waits for the push", why.Watch.State, why.Sentence)
+	}
+	v.tickEach(30*time.Second, t0.Add(11*time.Minute))
+	got := v.get(w.ID)
+	if got.State != vigil.StateErrored || got.Outcome == nil || !strings.Contains(got.Outcome.Sentence, "commit 3f2a1b0 never arrived in acme/api") ||
+		!strings.Contains(got.Outcome.Sentence, "10m after the watch was registered") {
+		t.Fatalf("at +11m: %s %+v, want errored, saying the commit never arrived", got.State, got.Outcome)
+	}
+}
+
+// TestCIWhySaysWhatItWaitsFor: "why" of a pending ci watch names what the
+// watch waits for: a suite still to run, a check that has not appeared
+// (and when it will stop waiting), and the suites it does not wait for.
+func TestCIWhySaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
+	done := t0.Add(-time.Minute)
+	build := forgetest.Run{ID: 1, Name: "build", Status: "completed", Conclusion: "success", Started: done.Add(-5 * time.Minute), Completed: done}
+	for _, tc := range []struct {
+		name   string
+		suites []forgetest.Suite
+		checks string
+		want   string
+	}{
+		{name: "a queued workflow", suites: []forgetest.Suite{{ID: 30, Status: "queued", Created: done, Updated: done}},
+			want: "has not settled; last seen: 2 checks: 1 passed, 1 queued (GitHub Actions suite 30); next check at"},
+		{name: "a required check not yet there", checks: `,"checks":["build","CI / e2e (push)"]`,
+			want: `has not settled; last seen: 2 required checks: 1 passed, 1 not yet appeared (CI / e2e (push)); every other check has finished: failing at 2026-11-30 12:09:00 UTC unless CI / e2e (push) appears; "CI / e2e (push)" is written as GitHub's web page shows a check`},
+		{name: "an app's suite not waited for", suites: []forgetest.Suite{{ID: 40, App: "codecov", Status: "queued", Created: done, Updated: done}},
+			checks: `,"checks":["build","e2e"]`,
+			want:   "not yet appeared (e2e); every other check has finished: failing at 2026-11-30 12:09:00 UTC unless e2e appears; not waiting for codecov"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			gh := forgetest.New(t, forge.GitHub)
+			gh.SetRuns("acme/api", forgeSHA, build)
+			gh.SetSuites("acme/api", forgeSHA, tc.suites...)
+			v := newEnv(t, envOpts{watchers: forgeWatchers(t, gh, "")})
+			w := v.register(vigil.RegisterRequest{Kind: vigil.KindCI, Predicate: obj(`{"repo":"acme/api","sha":"` + forgeSHA + `"` + tc.checks + `}`)})
+			v.tick(t0)
+			why, err := v.eng.Why(v.ctx, w.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if why.Watch.State != vigil.StatePending || !strings.Contains(why.Sentence, tc.want) {
+				t.Fatalf("why = %s %q\nwant it to contain %q", why.Watch.State, why.Sentence, tc.want)
+			}
+		})
+	}
+}

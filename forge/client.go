@@ -16,54 +16,101 @@ import (
 type State string
 
 // The states of a check. Queued and Running are not finished; Passed
-// covers success, neutral and skipped; Failed covers every other finish.
+// covers success, neutral and skipped; Manual is a check blocked on a
+// job only a person starts (GitLab's manual), which will not go on by
+// itself; Failed covers every other finish.
 const (
 	StateQueued  State = "queued"
 	StateRunning State = "running"
 	StatePassed  State = "passed"
 	StateFailed  State = "failed"
+	StateManual  State = "manual"
 )
 
-// Done reports whether the check has finished.
-func (s State) Done() bool { return s == StatePassed || s == StateFailed }
+// Done reports whether the check has finished, or will not go on by
+// itself.
+func (s State) Done() bool { return s == StatePassed || s == StateFailed || s == StateManual }
 
-// Check is one check of a commit: a GitHub check run or commit status, a
-// Gitea commit status, a GitLab pipeline.
+// The sources of a check.
+const (
+	SourceCheckRun   = "check_run"   // a GitHub check run
+	SourceCheckSuite = "check_suite" // a GitHub check suite with no run to stand for it
+	SourceStatus     = "status"      // a commit status (GitHub, Gitea)
+	SourcePipeline   = "pipeline"    // a GitLab pipeline
+)
+
+// Check is one check of a commit: a GitHub check run, check suite or
+// commit status, a Gitea commit status, a GitLab pipeline.
 type Check struct {
-	Name  string
+	Name string
+	// Group says where the check comes from, for when its name alone
+	// does not tell it from another: the workflow or app of a GitHub
+	// check run, "commit status", a GitLab pipeline's source and ref.
+	Group string
+	// Key identifies the check: of several checks with one key only the
+	// newest counts (see Merge). Checks of one name under different
+	// keys are different checks, each of which must pass.
+	Key   string
 	State State
 	// Result is the forge's own word: "in_progress", "success",
 	// "timed_out", "pending", "canceled", …
 	Result string
 	URL    string
-	// Started orders checks of one name: the newest counts.
+	// Started orders checks of one key: the newest counts.
 	Started time.Time
-	// Updated is the check's last sign of life, for stall detection; zero
-	// when the forge gives none.
+	// Updated is the check's last sign of life, for stall detection and
+	// for when it finished; zero when the forge gives none.
 	Updated time.Time
-	// Source is "check_run", "status" or "pipeline".
+	// Source is one of SourceCheckRun, SourceCheckSuite, SourceStatus
+	// and SourcePipeline.
 	Source string
-	// ID breaks ties between checks of one name started at once.
+	// ID breaks ties between checks of one key started at once.
 	ID int64
 }
 
-// Merge keeps one check per name, the newest (by Started, then ID), and
-// returns them sorted by name. GitHub's check runs and commit statuses of
-// one name, and a re-run of a check, are one check.
+// Merge keeps one check per Key (per Name when the key is empty), the
+// newest (by Started, then ID), and returns them sorted by name, group
+// and key. A re-run of a check, or a newer run of the same workflow,
+// replaces the older; two workflows with a job of one name, or a check
+// run and a commit status of one name, stay two checks.
 func Merge(cs []Check) []Check {
-	byName := make(map[string]Check, len(cs))
+	byKey := make(map[string]Check, len(cs))
 	for _, c := range cs {
-		old, ok := byName[c.Name]
+		k := c.Key
+		if k == "" {
+			k = c.Name
+		}
+		old, ok := byKey[k]
 		if !ok || c.Started.After(old.Started) || c.Started.Equal(old.Started) && c.ID >= old.ID {
-			byName[c.Name] = c
+			byKey[k] = c
 		}
 	}
-	out := make([]Check, 0, len(byName))
-	for _, c := range byName {
+	out := make([]Check, 0, len(byKey))
+	for _, c := range byKey {
 		out = append(out, c)
 	}
-	slices.SortFunc(out, func(a, b Check) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b Check) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Group, b.Group); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
 	return out
+}
+
+// Report is what a forge shows about the CI of one commit.
+type Report struct {
+	Provider Provider
+	// Checks are the commit's checks, merged (see Merge).
+	Checks []Check
+	// Ignored names the apps (by slug) whose queued GitHub check suites
+	// are not waited for: they hold no check run, and the app has added
+	// no check run to this commit, as an app does that opens a suite on
+	// every push and never runs in it.
+	Ignored []string
 }
 
 // Ticket is what a person can change about an issue, pull request or
@@ -77,11 +124,65 @@ type Ticket struct {
 	Draft bool
 	// BodySHA256 is the hex SHA-256 of the description.
 	BodySHA256 string
-	// Comments counts the comments not written by the token's own login
-	// (every comment when no token is configured, or its login cannot be
-	// read). GitLab system notes are never counted.
+	// Comments counts the comments written by people: not by the token's
+	// own login (when it is known) nor, unless TicketQuery.Bots, by a bot.
+	// GitLab system notes are never counted.
 	Comments int
-	URL      string
+	// Reviews counts a pull request's reviews by people, as Comments
+	// does (a pending review, and on Gitea a review request, is none);
+	// ReviewComments the comments on lines of the diff they hold; and
+	// LatestReview says the newest, "changes requested by ada". Zero on
+	// GitLab, whose notes hold its review comments.
+	Reviews        int
+	ReviewComments int
+	LatestReview   string
+	URL            string
+}
+
+// TicketQuery names a ticket to read and what counts about it.
+type TicketQuery struct {
+	Repo   string
+	Number int64
+	// Type is TypeIssue or TypeMergeRequest on GitLab and "" elsewhere.
+	Type string
+	// Bots counts the comments and reviews of bots too.
+	Bots bool
+}
+
+// author is who wrote a comment or a review.
+type author struct {
+	login string
+	bot   bool
+}
+
+// counter decides which comments and reviews count: not the token's own
+// (self, when known), and not a bot's unless bots.
+type counter struct {
+	self string
+	bots bool
+}
+
+func (k counter) skip(a author) bool {
+	return k.self != "" && strings.EqualFold(a.login, k.self) || !k.bots && a.bot
+}
+
+// all reports whether every comment counts, so that a forge's own count
+// of them is the answer and they need not be read.
+func (k counter) all() bool { return k.self == "" && k.bots }
+
+// reviewWords says a review state in words: GitHub's and Gitea's.
+func reviewWords(state string) string {
+	switch state {
+	case "APPROVED":
+		return "approved"
+	case "CHANGES_REQUESTED", "REQUEST_CHANGES":
+		return "changes requested"
+	case "COMMENTED", "COMMENT":
+		return "commented"
+	case "DISMISSED":
+		return "dismissed"
+	}
+	return strings.ToLower(state)
 }
 
 func bodyDigest(s string) string {
@@ -168,43 +269,47 @@ func (c *Client) ResolveRef(ctx context.Context, repo, ref string, now time.Time
 	return sha, nil
 }
 
-// Checks returns the checks of commit sha in repo, one per name (see
-// Merge). now is the caller's time and maxAge how old a cached read may
-// be. Zero checks is a valid answer: nothing has reported yet.
-func (c *Client) Checks(ctx context.Context, repo, sha string, now time.Time, maxAge time.Duration) ([]Check, error) {
-	cs, err := c.api.checks(request{ctx: ctx, now: now, maxAge: maxAge}, repo, sha)
+// Checks returns what the forge shows of the CI of commit sha in repo:
+// its checks, one per key (see Merge), and on GitHub the check suites
+// it does not wait for. now is the caller's time and maxAge how old a
+// cached read may be. Zero checks is a valid answer: nothing has
+// reported yet. A commit GitHub does not know (yet) is an error for
+// which IsNoCommit holds.
+func (c *Client) Checks(ctx context.Context, repo, sha string, now time.Time, maxAge time.Duration) (Report, error) {
+	r, err := c.api.checks(request{ctx: ctx, now: now, maxAge: maxAge}, repo, sha)
 	if err != nil {
-		return nil, c.describe(err, fmt.Sprintf("the checks of %s@%s", repo, short(sha)), repo)
+		return Report{}, c.describe(err, fmt.Sprintf("the checks of %s@%s", repo, short(sha)), repo)
 	}
-	return Merge(cs), nil
+	r.Provider = c.provider
+	r.Checks = Merge(r.Checks)
+	slices.Sort(r.Ignored)
+	r.Ignored = slices.Compact(r.Ignored)
+	return r, nil
 }
 
-// Ticket returns an issue, pull request or merge request. typ is
-// TypeIssue or TypeMergeRequest on GitLab and "" elsewhere.
-func (c *Client) Ticket(ctx context.Context, repo string, number int64, typ string, now time.Time, maxAge time.Duration) (*Ticket, error) {
+// Ticket returns an issue, pull request or merge request, with the
+// comments and reviews of people counted (see Ticket).
+func (c *Client) Ticket(ctx context.Context, q TicketQuery, now time.Time, maxAge time.Duration) (*Ticket, error) {
 	rq := request{ctx: ctx, now: now, maxAge: maxAge}
-	what := fmt.Sprintf("%s#%d", repo, number)
-	if typ == TypeMergeRequest {
-		what = fmt.Sprintf("%s!%d", repo, number)
+	what := fmt.Sprintf("%s#%d", q.Repo, q.Number)
+	if q.Type == TypeMergeRequest {
+		what = fmt.Sprintf("%s!%d", q.Repo, q.Number)
 	}
 	self, err := c.login(rq)
 	if err != nil {
-		return nil, c.describe(err, "the token's own user", repo)
+		return nil, c.describe(err, "the token's own user", q.Repo)
 	}
-	t, err := c.api.ticket(rq, repo, number, typ, self)
+	t, err := c.api.ticket(rq, q, counter{self: self, bots: q.Bots})
 	if err != nil {
-		return nil, c.describe(err, what, repo)
+		return nil, c.describe(err, what, q.Repo)
 	}
 	return t, nil
 }
 
-// login returns the login of the configured token, read once: "" without
-// a token, or when the forge will not say (a GitHub App token cannot read
-// /user).
+// login returns the login vigil's own comments are written as: the
+// configured one, else the token's, read once; "" without a token, or
+// when the forge will not say.
 func (c *Client) login(rq request) (string, error) {
-	if c.token == "" {
-		return "", nil
-	}
 	c.mu.Lock()
 	if c.self != nil {
 		s := *c.self
@@ -212,6 +317,9 @@ func (c *Client) login(rq request) (string, error) {
 		return s, nil
 	}
 	c.mu.Unlock()
+	if c.token == "" {
+		return "", nil
+	}
 	s, err := c.api.self(rq)
 	var fe *Error
 	if errors.As(err, &fe) && (fe.Kind == KindForbidden || fe.Kind == KindNotFound) {
@@ -251,6 +359,8 @@ func (c *Client) describe(err error, what, repo string) error {
 		}
 	case KindForbidden:
 		out.msg = fmt.Sprintf("%s refused to show %s (HTTP 403%s): give the token in %s read access to %s", p, what, detail, TokenSetting(p), repo)
+	case KindNoCommit:
+		out.msg = fmt.Sprintf("%s: %s: no such commit in %s (HTTP %d%s)", p, what, repo, fe.Status, detail)
 	case KindRateLimited:
 		out.msg = fmt.Sprintf("%s rate limit reached; reads resume at %s", p, formatTime(fe.Until))
 	default:
@@ -281,6 +391,36 @@ func (c *Client) pages(rq request, first string, each func(body []byte) error) (
 			return false, nil
 		}
 		u = resp.Next
+	}
+	return true, nil
+}
+
+// pagesByCount reads a listing that pages by number (page and limit) and
+// counts in X-Total-Count without a Link header, as Gitea does: each
+// reads one page's body and returns how many items it held. It stops at
+// an empty page, once X-Total-Count items are read, or, without that
+// header, at a page shorter than limit; it reports truncated when
+// MaxPages did not reach the end.
+func (c *Client) pagesByCount(rq request, pageURL func(page int) string, limit int, each func(body []byte) (int, error)) (truncated bool, err error) {
+	seen := 0
+	for page := 1; page <= MaxPages; page++ {
+		resp, err := c.reader.get(rq, pageURL(page), acceptJSON)
+		if err != nil {
+			return false, err
+		}
+		n, err := each(resp.Body)
+		if err != nil {
+			return false, err
+		}
+		seen += n
+		switch {
+		case n == 0:
+			return false, nil
+		case resp.Total >= 0 && seen >= resp.Total:
+			return false, nil
+		case resp.Total < 0 && n < limit:
+			return false, nil
+		}
 	}
 	return true, nil
 }

@@ -3,3 +3,7 @@ package forge
 // SetMissHook makes c's Reader call fn on every cache miss, just before
 // the read joins or starts the shared request. Set it before c is used.
 func SetMissHook(c *Client, fn func(key string)) { c.reader.missHook = fn }
+
+// GraphQLURL returns the GraphQL endpoint c asks for a GitHub App
+// token's login.
+func GraphQLURL(c *Client) string { return githubAPI{c}.graphqlURL() }

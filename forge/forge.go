@@ -13,9 +13,13 @@
 //     RateLimit-Remaining) 0, or with Retry-After, makes every read of
 //     that provider unavailable until the reset, without a request — the
 //     limit belongs to the token, and the token is the provider's;
+//   - listings read in full: by Link rel="next" on GitHub and GitLab, by
+//     page number until X-Total-Count on Gitea (which sends no Link), and
+//     never judged in part;
 //   - permanent answers (a repository that is not there, a token the forge
 //     rejects) as errors marked Permanent, with a sentence that says what
-//     to fix.
+//     to fix; GitHub's "No commit found for SHA" is not one (a commit may
+//     still be on its way) and IsNoCommit tells it.
 //
 // The time of every cache and rate-limit decision is passed in (the
 // probe's Now): the package never reads the clock for them.
@@ -71,11 +75,17 @@ const (
 	DefaultGitLabURL = "https://gitlab.com/api/v4"
 )
 
-// Endpoint is one provider's daemon configuration: the API base URL and
-// an optional token. An empty URL leaves the provider unconfigured.
+// Endpoint is one provider's daemon configuration: the API base URL, an
+// optional token, and optionally the login the token writes as. An empty
+// URL leaves the provider unconfigured.
 type Endpoint struct {
 	URL   string
 	Token string
+	// Login is the user the token comments as ("my-app[bot]" for a
+	// GitHub App). Empty reads it from the forge, once: /user, or on
+	// GitHub for an App installation token (whose /user answers 403),
+	// GraphQL's viewer.
+	Login string
 }
 
 // String shows the endpoint with its token redacted, so a configuration
@@ -84,6 +94,9 @@ func (e Endpoint) String() string {
 	tok := "none"
 	if e.Token != "" {
 		tok = "[redacted]"
+	}
+	if e.Login != "" {
+		return fmt.Sprintf("{url: %s, token: %s, login: %s}", RedactURL(e.URL), tok, e.Login)
 	}
 	return fmt.Sprintf("{url: %s, token: %s}", RedactURL(e.URL), tok)
 }
@@ -118,6 +131,16 @@ func (s Settings) Endpoint(p Provider) Endpoint {
 	return Endpoint{}
 }
 
+// maxLogin bounds a configured login.
+const maxLogin = 255
+
+// LoginSetting names the configuration key and environment variable that
+// set the login of provider p's token: "forges.github.login
+// (VIGIL_GITHUB_LOGIN)".
+func LoginSetting(p Provider) string {
+	return fmt.Sprintf("forges.%s.login (VIGIL_%s_LOGIN)", p, strings.ToUpper(string(p)))
+}
+
 // URLSetting names the configuration key and environment variable that
 // set provider p's URL: "forges.gitea.url (VIGIL_GITEA_URL)".
 func URLSetting(p Provider) string {
@@ -142,6 +165,9 @@ func (s Settings) Validate() error {
 		}
 		if strings.ContainsAny(e.Token, " \t\r\n") {
 			return fmt.Errorf("forges.%s.token: holds white space; give the token alone", p)
+		}
+		if l := e.Login; l != "" && (len(l) > maxLogin || strings.ContainsFunc(l, func(r rune) bool { return r <= ' ' || r == 0x7f })) {
+			return fmt.Errorf("forges.%s.login: must be a login of at most %d bytes without white space, like my-app[bot]", p, maxLogin)
 		}
 	}
 	return nil
@@ -257,6 +283,10 @@ func New(s Settings, o Options) (*Set, error) {
 		}
 		base, _ := apiBase(p, e.URL)
 		c := &Client{provider: p, base: base, token: e.Token}
+		if e.Login != "" {
+			l := e.Login
+			c.self = &l
+		}
 		c.reader = newReader(p, hc, c.authorize, c.redact)
 		switch p {
 		case GitHub:
@@ -317,8 +347,8 @@ func (c *Client) Provider() Provider { return c.provider }
 type api interface {
 	authorize(req *http.Request)
 	resolve(rq request, repo, ref string) (string, error)
-	checks(rq request, repo, sha string) ([]Check, error)
-	ticket(rq request, repo string, number int64, typ, self string) (*Ticket, error)
+	checks(rq request, repo, sha string) (Report, error)
+	ticket(rq request, q TicketQuery, k counter) (*Ticket, error)
 	self(rq request) (string, error)
 }
 

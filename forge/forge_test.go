@@ -53,11 +53,11 @@ func TestSharedReadsAndETag(t *testing.T) {
 	ctx := context.Background()
 	read := func(now time.Time) []forge.Check {
 		t.Helper()
-		cs, err := c.Checks(ctx, "acme/api", sha, now, fresh)
+		r, err := c.Checks(ctx, "acme/api", sha, now, fresh)
 		if err != nil {
 			t.Fatalf("Checks at %v: %v", now, err)
 		}
-		return cs
+		return r.Checks
 	}
 	first := read(t0)
 	read(t0.Add(10 * time.Second)) // within the window: from the cache
@@ -272,7 +272,7 @@ func TestTokenNeverInErrors(t *testing.T) {
 				})
 				now := t0.Add(time.Duration(i) * time.Hour) // past any block
 				_, err1 := c.Checks(context.Background(), "acme/api", sha, now, fresh)
-				_, err2 := c.Ticket(context.Background(), "acme/api", 7, ticketType(p), now, fresh)
+				_, err2 := c.Ticket(context.Background(), forge.TicketQuery{Repo: "acme/api", Number: 7, Type: ticketType(p)}, now, fresh)
 				_, err3 := c.ResolveRef(context.Background(), "acme/api", "main", now)
 				for _, err := range []error{err1, err2, err3} {
 					if err == nil {
@@ -302,11 +302,11 @@ func TestPagination(t *testing.T) {
 		runs = append(runs, forgetest.Run{ID: int64(i + 1), Name: fmt.Sprintf("job-%03d", i), Status: "completed", Conclusion: "success", Started: t0})
 	}
 	srv.SetRuns("acme/api", sha, runs...)
-	cs, err := client(t, srv, "").Checks(context.Background(), "acme/api", sha, t0, fresh)
+	r, err := client(t, srv, "").Checks(context.Background(), "acme/api", sha, t0, fresh)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cs) != 150 || srv.Hits(checksPath("acme/api", sha)) != 2 {
+	if cs := r.Checks; len(cs) != 150 || srv.Hits(checksPath("acme/api", sha)) != 2 {
 		t.Fatalf("got %d checks in %d requests, want 150 in 2 pages", len(cs), srv.Hits(checksPath("acme/api", sha)))
 	}
 
@@ -328,7 +328,10 @@ func TestPagination(t *testing.T) {
 	}
 }
 
-func TestGitHubChecksMerge(t *testing.T) {
+// TestGitHubChecksKeys: a re-run replaces its run; a check run and a
+// commit status of one name are two checks, both counted, as GitHub
+// requires both.
+func TestGitHubChecksKeys(t *testing.T) {
 	t.Parallel()
 	srv := forgetest.New(t, forge.GitHub)
 	srv.SetRuns("acme/api", sha,
@@ -341,26 +344,79 @@ func TestGitHubChecksMerge(t *testing.T) {
 		forgetest.Status{ID: 9, Context: "ci/jenkins", State: "success", TargetURL: "https://ci.example.com/9", Created: t0, Updated: t0},
 		forgetest.Status{ID: 10, Context: "lint", State: "success", Created: t0, Updated: t0}, // newer than the check run of that name
 	)
-	cs, err := client(t, srv, "").Checks(context.Background(), "acme/api", sha, t0, fresh)
+	r, err := client(t, srv, "").Checks(context.Background(), "acme/api", sha, t0, fresh)
 	if err != nil {
 		t.Fatal(err)
 	}
-	type row struct{ Name, State, Result, Source string }
+	type row struct{ Name, Group, State, Result, Source string }
 	var got []row
-	for _, c := range cs {
-		got = append(got, row{c.Name, string(c.State), c.Result, c.Source})
+	for _, c := range r.Checks {
+		got = append(got, row{c.Name, c.Group, string(c.State), c.Result, c.Source})
 	}
 	want := []row{
-		{"build", "running", "in_progress", "check_run"},
-		{"ci/jenkins", "passed", "success", "status"},
-		{"docs", "queued", "queued", "check_run"},
-		{"lint", "passed", "success", "status"},
+		{"build", "GitHub Actions", "running", "in_progress", "check_run"},
+		{"ci/jenkins", "commit status", "passed", "success", "status"},
+		{"docs", "GitHub Actions", "queued", "queued", "check_run"},
+		{"lint", "GitHub Actions", "failed", "timed_out", "check_run"},
+		{"lint", "commit status", "passed", "success", "status"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("checks (-want +got):\n%s", diff)
 	}
-	if cs[1].URL != "https://ci.example.com/9" || !strings.HasPrefix(cs[0].URL, "https://github.com/acme/api/runs/") {
-		t.Fatalf("URLs: %q, %q", cs[0].URL, cs[1].URL)
+	if r.Checks[1].URL != "https://ci.example.com/9" || !strings.HasPrefix(r.Checks[0].URL, "https://github.com/acme/api/runs/") {
+		t.Fatalf("URLs: %q, %q", r.Checks[0].URL, r.Checks[1].URL)
+	}
+	if r.Provider != forge.GitHub || len(r.Ignored) != 0 {
+		t.Fatalf("report: provider %s, ignored %v", r.Provider, r.Ignored)
+	}
+}
+
+// TestGiteaPaging: Gitea's combined status is read page by page (page
+// and limit 50) until X-Total-Count, as Gitea sends no Link header; a
+// commit with no statuses (an empty document, no X-Total-Count) is one
+// request.
+func TestGiteaPaging(t *testing.T) {
+	t.Parallel()
+	srv := forgetest.New(t, forge.Gitea)
+	var sts []forgetest.Status
+	for i := range 120 {
+		sts = append(sts, forgetest.Status{ID: int64(i + 1), Context: fmt.Sprintf("ci / job-%03d (push)", i), State: "success", Created: t0, Updated: t0})
+	}
+	srv.SetStatuses("acme/api", sha, sts...)
+	srv.SetStatuses("acme/api", otherSH)
+	c := client(t, srv, "")
+	var mu sync.Mutex
+	var queries []string
+	srv.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		queries = append(queries, r.URL.RawQuery)
+		return false
+	})
+	r, err := c.Checks(context.Background(), "acme/api", sha, t0, fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := "/repos/acme/api/commits/" + sha + "/status"
+	if len(r.Checks) != 120 || srv.Hits(path) != 3 {
+		t.Fatalf("got %d checks in %d requests, want 120 in 3 pages", len(r.Checks), srv.Hits(path))
+	}
+	mu.Lock()
+	if diff := cmp.Diff([]string{"limit=50&page=1", "limit=50&page=2", "limit=50&page=3"}, queries); diff != "" {
+		t.Fatalf("queries (-want +got):\n%s", diff)
+	}
+	mu.Unlock()
+	r, err = c.Checks(context.Background(), "acme/api", otherSH, t0, fresh)
+	if err != nil || len(r.Checks) != 0 || srv.Hits("/repos/acme/api/commits/"+otherSH+"/status") != 1 {
+		t.Fatalf("no statuses: %v, %v in %d requests, want none in 1", r.Checks, err, srv.Hits("/repos/acme/api/commits/"+otherSH+"/status"))
+	}
+	// A Gitea older than 1.17 answers an empty body for no statuses.
+	srv.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		w.WriteHeader(http.StatusOK)
+		return true
+	})
+	if r, err := c.Checks(context.Background(), "acme/api", otherSH, t0.Add(time.Hour), fresh); err != nil || len(r.Checks) != 0 {
+		t.Fatalf("an empty body: %v, %v, want no checks", r.Checks, err)
 	}
 }
 
@@ -420,7 +476,7 @@ func TestTickets(t *testing.T) {
 		srv.Token, srv.Login = "tok", "vigil-bot"
 		srv.SetTicket("acme/api", 7, tc.set)
 		c := client(t, srv, "tok")
-		got, err := c.Ticket(context.Background(), "acme/api", 7, tc.typ, t0, fresh)
+		got, err := c.Ticket(context.Background(), forge.TicketQuery{Repo: "acme/api", Number: 7, Type: tc.typ}, t0, fresh)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.p, err)
 		}
@@ -433,7 +489,7 @@ func TestTickets(t *testing.T) {
 			t.Errorf("%s: body digest %q, want the SHA-256 of the body", tc.p, got.BodySHA256)
 		}
 		// The login is read once.
-		if _, err := c.Ticket(context.Background(), "acme/api", 7, tc.typ, t0.Add(time.Hour), fresh); err != nil {
+		if _, err := c.Ticket(context.Background(), forge.TicketQuery{Repo: "acme/api", Number: 7, Type: tc.typ}, t0.Add(time.Hour), fresh); err != nil {
 			t.Fatal(err)
 		}
 		if n := srv.Hits("/user"); n != 1 {
@@ -513,16 +569,75 @@ func TestParseRepoAndRef(t *testing.T) {
 func TestMerge(t *testing.T) {
 	t.Parallel()
 	got := forge.Merge([]forge.Check{
-		{Name: "b", State: forge.StateFailed, Started: t0, ID: 1},
-		{Name: "a", State: forge.StatePassed, Started: t0, ID: 1},
-		{Name: "b", State: forge.StateRunning, Started: t0.Add(time.Minute), ID: 0},
-		{Name: "a", State: forge.StateFailed, Started: t0, ID: 2},
+		{Name: "b", Key: "kb", State: forge.StateFailed, Started: t0, ID: 1},
+		{Name: "a", Key: "ka", State: forge.StatePassed, Started: t0, ID: 1},
+		{Name: "b", Key: "kb", State: forge.StateRunning, Started: t0.Add(time.Minute), ID: 0},
+		{Name: "a", Key: "ka", State: forge.StateFailed, Started: t0, ID: 2},
+		{Name: "a", Group: "Lint", Key: "ka2", State: forge.StatePassed, Started: t0.Add(time.Hour), ID: 3},
 	})
 	want := []forge.Check{
-		{Name: "a", State: forge.StateFailed, Started: t0, ID: 2},
-		{Name: "b", State: forge.StateRunning, Started: t0.Add(time.Minute), ID: 0},
+		{Name: "a", Key: "ka", State: forge.StateFailed, Started: t0, ID: 2},
+		{Name: "a", Group: "Lint", Key: "ka2", State: forge.StatePassed, Started: t0.Add(time.Hour), ID: 3},
+		{Name: "b", Key: "kb", State: forge.StateRunning, Started: t0.Add(time.Minute), ID: 0},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Merge (-want +got):\n%s", diff)
+	}
+}
+
+// TestOwnLogin: the login vigil's comments are written as is the one
+// configured (forges.PROVIDER.login), without asking the forge; else the
+// token's, from /user; else, for a GitHub App installation token whose
+// /user answers 403, its bot user from GraphQL's viewer.
+func TestOwnLogin(t *testing.T) {
+	t.Parallel()
+	ticket := forgetest.Ticket{Title: "A", State: "open", Comments: []string{"ada", "vigil-agent[bot]", "vigil-bot"}}
+	for _, tc := range []struct {
+		name       string
+		app, login string
+		want       int
+		user, gql  int
+	}{
+		{name: "a user token", want: 1, user: 1}, // vigil-agent[bot] is a bot
+		{name: "an App installation token", app: "vigil-agent", want: 2, user: 1, gql: 1},
+		{name: "configured", login: "vigil-agent[bot]", want: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := forgetest.New(t, forge.GitHub)
+			srv.Token, srv.Login, srv.App = "tok", "vigil-bot", tc.app
+			srv.SetTicket("acme/api", 7, ticket)
+			e := srv.Endpoint("tok")
+			e.Login = tc.login
+			set, err := forge.New(forge.Settings{GitHub: e}, forge.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(set.CloseIdleConnections)
+			c, _ := set.Client(forge.GitHub)
+			got, err := c.Ticket(context.Background(), forge.TicketQuery{Repo: "acme/api", Number: 7}, t0, fresh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Comments != tc.want || srv.Hits("/user") != tc.user || srv.Hits("/graphql") != tc.gql {
+				t.Fatalf("comments %d, /user read %d times, GraphQL %d; want %d, %d, %d", got.Comments, srv.Hits("/user"), srv.Hits("/graphql"), tc.want, tc.user, tc.gql)
+			}
+		})
+	}
+	for base, want := range map[string]string{
+		"https://api.github.com":         "https://api.github.com/graphql",
+		"https://ghe.example.com/api/v3": "https://ghe.example.com/api/graphql",
+	} {
+		set, err := forge.New(forge.Settings{GitHub: forge.Endpoint{URL: base}}, forge.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := set.Client(forge.GitHub)
+		if got := forge.GraphQLURL(c); got != want {
+			t.Errorf("GraphQL URL of %s = %s, want %s", base, got, want)
+		}
+	}
+	if err := (forge.Settings{GitHub: forge.Endpoint{URL: forge.DefaultGitHubURL, Login: "my app"}}).Validate(); err == nil || !strings.Contains(err.Error(), "forges.github.login") {
+		t.Errorf("a login with a space: %v, want an error naming forges.github.login", err)
 	}
 }

@@ -2,9 +2,13 @@ package forge
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
+	"strings"
 )
 
 // gitlabAPI reads the GitLab REST API (v4): the pipelines of a commit,
@@ -53,48 +57,143 @@ type gitlabPipeline struct {
 	UpdatedAt string `json:"updated_at"`
 }
 
-// checks reads the pipelines of the commit. Each pipeline is a check
-// named by its name (workflow:name) or "pipeline"; of several with one
-// name, the newest counts (a retried or re-run pipeline supersedes the
-// old one). success and skipped pass; failed, canceled and manual (a
-// pipeline blocked on a manual job, which nothing will start by itself)
-// fail; running runs; created, waiting_for_resource, preparing, pending
-// and scheduled are queued.
-func (g gitlabAPI) checks(rq request, repo, sha string) ([]Check, error) {
-	var out []Check
-	q := url.Values{"sha": {sha}, "per_page": {"100"}}
-	truncated, err := g.c.pages(rq, g.c.endpoint(q, projectPath(repo, "pipelines")...), func(body []byte) error {
-		var page []gitlabPipeline
-		if err := json.Unmarshal(body, &page); err != nil {
-			return g.c.badJSON(err)
+// checks reads the pipelines of the commit, its child pipelines among
+// them (GitLab lists those only when asked with source=parent_pipeline).
+//
+// Each pipeline is a check named by its name (workflow:name) or
+// "pipeline", keyed by its ref, source and name: only a newer pipeline of
+// the same key replaces an older one (a retried pipeline, a new push of
+// the same commit), so a failed tag, schedule, API or trigger pipeline is
+// never hidden by a later pipeline of another kind. A job retried inside
+// a pipeline stays in that pipeline. Two cases are keyed apart:
+//
+//   - a merge request pipeline (refs/merge-requests/N/head) shares the
+//     key of the push pipelines of the merge request's source branch, so
+//     the newest of them counts, as GitLab's own merge request widget
+//     shows the newest (its head pipeline);
+//   - a child pipeline is a check of its own, keyed by its id: without
+//     strategy: depend its parent passes as soon as it is created, and
+//     vigil waits for it anyway.
+//
+// success and skipped pass; failed, canceled and canceling fail; manual
+// (blocked on a manual job only a person starts) is StateManual;
+// running runs; created, waiting_for_resource, preparing, pending and
+// scheduled are queued.
+func (g gitlabAPI) checks(rq request, repo, sha string) (Report, error) {
+	var rep Report
+	var ps []gitlabPipeline
+	seen := make(map[int64]bool)
+	for _, source := range []string{"", "parent_pipeline"} {
+		q := url.Values{"sha": {sha}, "per_page": {"100"}}
+		if source != "" {
+			q.Set("source", source)
 		}
-		for _, p := range page {
-			ch := Check{Name: p.Name, Source: "pipeline", ID: p.ID, URL: p.WebURL, Result: p.Status,
-				Started: parseTime(p.CreatedAt), Updated: parseTime(p.UpdatedAt)}
-			if ch.Name == "" {
-				ch.Name = "pipeline"
+		truncated, err := g.c.pages(rq, g.c.endpoint(q, projectPath(repo, "pipelines")...), func(body []byte) error {
+			var page []gitlabPipeline
+			if err := json.Unmarshal(body, &page); err != nil {
+				return g.c.badJSON(err)
 			}
-			switch p.Status {
-			case "success", "skipped":
-				ch.State = StatePassed
-			case "failed", "canceled", "canceling", "manual":
-				ch.State = StateFailed
-			case "running":
-				ch.State = StateRunning
-			default: // created, waiting_for_resource, preparing, pending, scheduled
-				ch.State = StateQueued
+			for _, p := range page {
+				if !seen[p.ID] {
+					seen[p.ID] = true
+					ps = append(ps, p)
+				}
 			}
-			out = append(out, ch)
+			return nil
+		})
+		if err != nil {
+			return rep, err
 		}
-		return nil
-	})
+		if truncated {
+			return rep, g.c.tooMany()
+		}
+	}
+	branches := make(map[string]string) // merge request iid → its source branch
+	for _, p := range ps {
+		if iid, ok := mergeRequestRef(p.Ref); ok && p.Source == "merge_request_event" {
+			if _, done := branches[iid]; done {
+				continue
+			}
+			b, err := g.sourceBranch(rq, repo, iid)
+			if err != nil {
+				return rep, err
+			}
+			branches[iid] = b
+		}
+	}
+	for _, p := range ps {
+		ch := Check{Name: p.Name, Source: SourcePipeline, ID: p.ID, URL: p.WebURL, Result: p.Status,
+			Started: parseTime(p.CreatedAt), Updated: parseTime(p.UpdatedAt)}
+		if ch.Name == "" {
+			ch.Name = "pipeline"
+		}
+		iid, isMR := mergeRequestRef(p.Ref)
+		switch {
+		case p.Source == "parent_pipeline":
+			ch.Group = fmt.Sprintf("child pipeline #%d", p.ID)
+			ch.Key = fmt.Sprintf("pipeline\x00child\x00%d", p.ID)
+		case p.Source == "merge_request_event" && isMR:
+			ch.Group = "merge request !" + iid
+			ch.Key = "pipeline\x00mr\x00" + iid + "\x00" + ch.Name
+			if b := branches[iid]; b != "" {
+				ch.Key = "pipeline\x00branch\x00" + b + "\x00" + ch.Name
+			}
+		case p.Source == "push":
+			ch.Group = "push on " + p.Ref
+			ch.Key = "pipeline\x00branch\x00" + p.Ref + "\x00" + ch.Name
+		default:
+			ch.Group = p.Source + " on " + p.Ref
+			ch.Key = "pipeline\x00" + p.Source + "\x00" + p.Ref + "\x00" + ch.Name
+		}
+		switch p.Status {
+		case "success", "skipped":
+			ch.State = StatePassed
+		case "failed", "canceled", "canceling":
+			ch.State = StateFailed
+		case "manual":
+			ch.State = StateManual
+		case "running":
+			ch.State = StateRunning
+		default: // created, waiting_for_resource, preparing, pending, scheduled
+			ch.State = StateQueued
+		}
+		rep.Checks = append(rep.Checks, ch)
+	}
+	return rep, nil
+}
+
+// mergeRequestRef reads the iid of a merge request pipeline's ref,
+// refs/merge-requests/IID/head (or /merge, /train).
+func mergeRequestRef(ref string) (string, bool) {
+	rest, ok := strings.CutPrefix(ref, "refs/merge-requests/")
+	if !ok {
+		return "", false
+	}
+	iid, _, _ := strings.Cut(rest, "/")
+	if _, err := strconv.ParseInt(iid, 10, 64); err != nil {
+		return "", false
+	}
+	return iid, true
+}
+
+// sourceBranch reads the source branch of merge request iid; "" when the
+// token may not read it (its pipelines then stay a check of their own).
+func (g gitlabAPI) sourceBranch(rq request, repo, iid string) (string, error) {
+	resp, err := g.c.reader.get(rq, g.c.endpoint(nil, projectPath(repo, "merge_requests", iid)...), acceptJSON)
+	var fe *Error
+	if errors.As(err, &fe) && (fe.Kind == KindForbidden || fe.Kind == KindNotFound) {
+		return "", nil
+	}
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	if truncated {
-		return nil, g.c.tooMany()
+	var mr struct {
+		SourceBranch string `json:"source_branch"`
 	}
-	return out, nil
+	if err := json.Unmarshal(resp.Body, &mr); err != nil {
+		return "", g.c.badJSON(err)
+	}
+	return mr.SourceBranch, nil
 }
 
 type gitlabTicket struct {
@@ -111,20 +210,27 @@ type gitlabNote struct {
 	System bool `json:"system"`
 	Author struct {
 		Username string `json:"username"`
+		Bot      bool   `json:"bot"`
 	} `json:"author"`
 }
 
+// gitlabBot matches the users GitLab makes for project and group access
+// tokens (project_42_bot_3f2a…, group_7_bot1) and service accounts: the
+// bots a note's author object, which carries no "bot" field, can be
+// told by.
+var gitlabBot = regexp.MustCompile(`^(?:(?:project|group)_\d+_bot(?:_?[0-9a-z]+)?|service_account_.+)$`)
+
 // ticket reads an issue or a merge request. GitLab's state "opened" is
 // spelled "open", as on the other forges. Its user_notes_count already
-// leaves system notes out; with a token, the notes are read to leave out
-// the token's own too.
-func (g gitlabAPI) ticket(rq request, repo string, number int64, typ string, self string) (*Ticket, error) {
-	n := strconv.FormatInt(number, 10)
+// leaves system notes out; the notes are read to leave out the token's
+// own and the bots' too.
+func (g gitlabAPI) ticket(rq request, tq TicketQuery, k counter) (*Ticket, error) {
+	n := strconv.FormatInt(tq.Number, 10)
 	coll := "issues"
-	if typ == TypeMergeRequest {
+	if tq.Type == TypeMergeRequest {
 		coll = "merge_requests"
 	}
-	resp, err := g.c.reader.get(rq, g.c.endpoint(nil, projectPath(repo, coll, n)...), acceptJSON)
+	resp, err := g.c.reader.get(rq, g.c.endpoint(nil, projectPath(tq.Repo, coll, n)...), acceptJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -134,26 +240,27 @@ func (g gitlabAPI) ticket(rq request, repo string, number int64, typ string, sel
 	}
 	t := &Ticket{Kind: TypeIssue, Title: is.Title, State: is.State, URL: is.WebURL, Comments: is.UserNotesCount,
 		BodySHA256: bodyDigest(is.Description)}
-	if typ == TypeMergeRequest {
+	if tq.Type == TypeMergeRequest {
 		t.Kind, t.Draft = TypeMergeRequest, is.Draft
 	}
 	if t.State == "opened" {
 		t.State = "open"
 	}
-	if self == "" || is.UserNotesCount == 0 {
+	if is.UserNotesCount == 0 || k.all() {
 		return t, nil
 	}
 	q := url.Values{"per_page": {"100"}}
-	t.Comments, err = countOthers(g.c, rq, g.c.endpoint(q, projectPath(repo, coll, n, "notes")...), self, is.UserNotesCount,
-		func(body []byte) ([]string, error) {
+	t.Comments, err = countOthers(g.c, rq, g.c.endpoint(q, projectPath(tq.Repo, coll, n, "notes")...), k, is.UserNotesCount,
+		func(body []byte) ([]author, error) {
 			var notes []gitlabNote
 			if err := json.Unmarshal(body, &notes); err != nil {
 				return nil, err
 			}
-			var authors []string
+			var authors []author
 			for _, note := range notes {
 				if !note.System {
-					authors = append(authors, note.Author.Username)
+					u := note.Author.Username
+					authors = append(authors, author{login: u, bot: note.Author.Bot || gitlabBot.MatchString(strings.ToLower(u))})
 				}
 			}
 			return authors, nil

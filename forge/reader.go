@@ -44,12 +44,16 @@ const (
 	KindUnavailable ErrorKind = iota
 	// KindRateLimited: the token's rate limit is spent until Until.
 	KindRateLimited
-	// KindNotFound: 404, 410 or 422 (GitHub's "no commit found").
+	// KindNotFound: 404, 410 or 422.
 	KindNotFound
 	// KindUnauthorized: 401, the token is missing or rejected.
 	KindUnauthorized
 	// KindForbidden: 403 that is not a rate limit.
 	KindForbidden
+	// KindNoCommit: GitHub's 422 "No commit found for SHA": the commit
+	// is not in the repository, or not yet (it is still being pushed).
+	// Transient; IsNotFound holds for it too.
+	KindNoCommit
 )
 
 // Error is a failed forge read. Its message is a sentence that names the
@@ -91,10 +95,18 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &fe) && fe.Permanent()
 }
 
-// IsNotFound reports whether err is a forge's "not found".
+// IsNotFound reports whether err is a forge's "not found", a commit
+// GitHub does not know included.
 func IsNotFound(err error) bool {
 	var fe *Error
-	return errors.As(err, &fe) && fe.Kind == KindNotFound
+	return errors.As(err, &fe) && (fe.Kind == KindNotFound || fe.Kind == KindNoCommit)
+}
+
+// IsNoCommit reports whether err is GitHub's "No commit found for SHA":
+// the commit is not in the repository, or is not there yet.
+func IsNoCommit(err error) bool {
+	var fe *Error
+	return errors.As(err, &fe) && fe.Kind == KindNoCommit
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
@@ -124,12 +136,13 @@ type Reader struct {
 }
 
 type entry struct {
-	at   time.Time // when it was fetched or revalidated
-	used time.Time
-	body []byte
-	next string
-	etag string
-	err  *Error // a held failure
+	at    time.Time // when it was fetched or revalidated
+	used  time.Time
+	body  []byte
+	next  string
+	total int
+	etag  string
+	err   *Error // a held failure
 }
 
 // Response is one page a read returned.
@@ -137,6 +150,9 @@ type Response struct {
 	Body []byte
 	// Next is the URL of the next page (Link rel="next"), if any.
 	Next string
+	// Total is the X-Total-Count header (Gitea's count of a whole
+	// listing), -1 without one.
+	Total int
 }
 
 // request is what every read carries: the caller's context, the time the
@@ -190,7 +206,7 @@ func (e *entry) result() (*Response, error) {
 	if e.err != nil {
 		return nil, e.err
 	}
-	return &Response{Body: e.body, Next: e.next}, nil
+	return &Response{Body: e.body, Next: e.next, Total: e.total}, nil
 }
 
 func (r *Reader) sweepLocked(now time.Time) {
@@ -267,14 +283,17 @@ func (r *Reader) fetch(rq request, key, rawURL, accept string) (*Response, error
 		if n := nextLink(resp.Header); n != "" {
 			cached.next = n
 		}
+		if n := totalCount(resp.Header); n >= 0 {
+			cached.total = n
+		}
 		r.cache[key] = cached
-		return &Response{Body: cached.body, Next: cached.next}, nil
+		return &Response{Body: cached.body, Next: cached.next, Total: cached.total}, nil
 	case code >= 200 && code < 300:
-		e := &entry{at: rq.now, used: rq.now, body: body, next: nextLink(resp.Header), etag: resp.Header.Get("ETag")}
+		e := &entry{at: rq.now, used: rq.now, body: body, next: nextLink(resp.Header), total: totalCount(resp.Header), etag: resp.Header.Get("ETag")}
 		r.mu.Lock()
 		r.cache[key] = e
 		r.mu.Unlock()
-		return &Response{Body: e.body, Next: e.next}, nil
+		return &Response{Body: e.body, Next: e.next, Total: e.total}, nil
 	}
 	if until, limited := rateLimit(resp, body, rq.now); limited {
 		fe := &Error{Provider: r.provider, Kind: KindRateLimited, Status: resp.StatusCode, Until: until, Detail: r.redact(apiMessage(body))}
@@ -286,6 +305,59 @@ func (r *Reader) fetch(rq request, key, rawURL, accept string) (*Response, error
 		return nil, fe
 	}
 	return nil, r.hold(rq, key, r.statusError(resp.StatusCode, body))
+}
+
+// post sends a JSON query to rawURL past the cache (GitHub's GraphQL,
+// asked once per token) and returns the answer. A rate limit answered
+// blocks the provider as a read's does, and one in force answers
+// without a request.
+func (r *Reader) post(rq request, rawURL string, query []byte) (*Response, error) {
+	r.mu.Lock()
+	if rq.now.Before(r.until) {
+		err := r.blockErr
+		r.mu.Unlock()
+		return nil, err
+	}
+	r.mu.Unlock()
+	req, err := http.NewRequestWithContext(rq.ctx, http.MethodPost, rawURL, bytes.NewReader(query))
+	if err != nil {
+		return nil, &Error{Provider: r.provider, Kind: KindUnavailable, Detail: "cannot build the request"}
+	}
+	req.Header.Set("Accept", acceptJSON)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", userAgent)
+	r.authorize(req)
+	resp, err := r.client.Do(req)
+	if err != nil {
+		if rq.ctx.Err() != nil {
+			return nil, rq.ctx.Err()
+		}
+		return nil, &Error{Provider: r.provider, Kind: KindUnavailable, Detail: r.redact(transportDetail(err))}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody+1))
+	switch {
+	case err != nil && rq.ctx.Err() != nil:
+		return nil, rq.ctx.Err()
+	case err != nil:
+		return nil, &Error{Provider: r.provider, Kind: KindUnavailable, Status: resp.StatusCode,
+			Detail: fmt.Sprintf("HTTP %d, then the body broke off: %s", resp.StatusCode, r.redact(transportDetail(err)))}
+	case len(body) > MaxBody:
+		return nil, &Error{Provider: r.provider, Kind: KindUnavailable, Status: resp.StatusCode,
+			Detail: fmt.Sprintf("the response is larger than %d MiB", MaxBody>>20)}
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return &Response{Body: body, Total: -1}, nil
+	}
+	if until, limited := rateLimit(resp, body, rq.now); limited {
+		fe := &Error{Provider: r.provider, Kind: KindRateLimited, Status: resp.StatusCode, Until: until, Detail: r.redact(apiMessage(body))}
+		r.mu.Lock()
+		if until.After(r.until) {
+			r.until, r.blockErr = until, fe
+		}
+		r.mu.Unlock()
+		return nil, fe
+	}
+	return nil, r.statusError(resp.StatusCode, body)
 }
 
 // hold records a failed read so that callers within the window get it
@@ -304,6 +376,8 @@ func (r *Reader) statusError(code int, body []byte) *Error {
 		fe.Kind = KindUnauthorized
 	case code == http.StatusForbidden:
 		fe.Kind = KindForbidden
+	case code == http.StatusUnprocessableEntity && strings.HasPrefix(fe.Detail, "No commit found"):
+		fe.Kind = KindNoCommit
 	case code == http.StatusNotFound || code == http.StatusGone || code == http.StatusUnprocessableEntity:
 		fe.Kind = KindNotFound
 	default:
@@ -385,6 +459,19 @@ func nextLink(h http.Header) string {
 		}
 	}
 	return ""
+}
+
+// totalCount reads X-Total-Count, -1 when absent or not a count.
+func totalCount(h http.Header) int {
+	v := strings.TrimSpace(h.Get("X-Total-Count"))
+	if v == "" {
+		return -1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
 }
 
 // apiMessage returns the forge's own explanation from an error body:

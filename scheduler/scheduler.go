@@ -589,8 +589,8 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 	}
 	final := e.deadline != 0 && now.UnixNano() >= e.deadline
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProbeTimeout)
-	obs, err := watcher.Run(pctx, wt, watcher.Probe{WatchID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Now: now, Last: w.LastObservation,
-		ChainDepth: w.ChainDepth, Final: final})
+	obs, err := watcher.Run(pctx, wt, watcher.Probe{WatchID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Now: now, Created: w.CreatedAt,
+		Last: w.LastObservation, ChainDepth: w.ChainDepth, Final: final})
 	cancel()
 	if ctx.Err() != nil {
 		// Shutting down: the probe was cut short, its answer means nothing.

@@ -74,6 +74,10 @@ type Probe struct {
 	Kind      vigil.Kind
 	Predicate json.RawMessage
 	Now       time.Time
+	// Created is when the watch was registered; zero when the caller
+	// does not know. A watcher that gives a condition time to begin (a
+	// commit still being pushed) counts from it.
+	Created time.Time
 	// Last is the last recorded observation, nil before the first. A
 	// standing watcher compares against it: with no Last it answers pending
 	// (the silent baseline); a change answers satisfied, with a Summary

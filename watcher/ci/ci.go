@@ -19,23 +19,40 @@
 // (provider, repo, sha), with checks sorted and deduplicated and stall
 // always present.
 //
-// The checks of the commit are GitHub's check runs AND combined commit
-// statuses, Gitea's combined status, GitLab's pipelines (see package
-// forge), one per name. A probe answers:
+// The checks of the commit are (see package forge): GitHub's check runs,
+// one per app, workflow (and event) and name, its commit statuses apart
+// from them, and its check suites where no run stands for them; Gitea's
+// combined status; GitLab's pipelines, one per ref, source and name, and
+// its child pipelines. A probe answers:
 //
 //   - no check at all: pending, "no checks have appeared yet" (the window
 //     right after a push legitimately has none; it is never success);
-//   - any deciding check queued or running: pending;
+//   - a commit GitHub does not know (422 "No commit found for SHA"):
+//     pending, saying so, until UnknownCommitBound after the watch was
+//     registered; then errored: the commit never arrived;
+//   - any deciding check queued or running (a GitHub check suite still to
+//     run included): pending;
 //   - every deciding check finished, any of them failed, cancelled, timed
 //     out or waiting for an action: failed, naming each failed check and
-//     its URL;
+//     its URL; a GitLab pipeline blocked on a manual job fails too, said
+//     apart as waiting for a manual job, never as a test failure;
 //   - every deciding check finished and passed (success, neutral,
 //     skipped), and every named check has appeared: satisfied;
-//   - a named check that has not appeared keeps the watch pending.
+//   - a named check that has not appeared keeps the watch pending; once
+//     every other check has finished, for MissingGrace, then it fails,
+//     naming the checks that do exist (and on GitHub explaining a name
+//     copied from the web page, "CI / build (push)", where a check run is
+//     named "build").
+//
+// Two checks of one name (two workflows with a job "test", a check run
+// and a commit status) are both shown with where they come from:
+// "test [CI]". Queued GitHub check suites that are not waited for (their
+// app has added no check run to the commit) are named in the summary and
+// in the facts (ignored_suites).
 //
 // Without "checks" every check decides; with it only the named ones do
-// (as a forge's required checks do), and the others are counted in the
-// facts but never fail or hold the watch.
+// (as a forge's required checks do), every check of a named name, and
+// the others are counted in the facts but never fail or hold the watch.
 //
 // A deciding check queued or running with no update for longer than
 // stall (default 30 min) is a ghost: it is named in the observation's
@@ -70,6 +87,9 @@ const (
 	MaxChecks      = 50
 	MaxCheckName   = 200
 	ResolveTimeout = 10 * time.Second
+	// UnknownCommitBound is how long a commit GitHub does not know keeps
+	// a watch pending after it was registered: time for a push to land.
+	UnknownCommitBound = 10 * time.Minute
 	// maxListed bounds the names a summary lists per state.
 	maxListed = 3
 	// maxFailedListed bounds the failed checks a summary names with URLs.
@@ -269,12 +289,50 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	if !ok {
 		return vigil.Observation{}, watcher.Permanent(errors.New(forge.Unconfigured("ci", s.provider)))
 	}
-	checks, err := c.Checks(ctx, s.repo, s.sha, p.Now, w.freshness)
+	report, err := c.Checks(ctx, s.repo, s.sha, p.Now, w.freshness)
 	if err != nil {
+		if forge.IsNoCommit(err) {
+			return unknownCommit(s, p)
+		}
 		if forge.IsPermanent(err) {
 			return vigil.Observation{}, watcher.Permanent(err)
 		}
 		return vigil.Observation{}, err
 	}
-	return Judge(checks, s.checks, s.stall, p.Now), nil
+	return Judge(report, s.checks, s.stall, p.Now), nil
+}
+
+// unknownCommit answers a probe of a commit GitHub does not know (422
+// "No commit found for SHA"): an agent registers the SHA while it is
+// still pushing it, so the watch stays pending, saying why, for
+// UnknownCommitBound after it was registered (or, when the probe does
+// not carry that time, after the first probe that found no commit, kept
+// in the facts); then the commit never arrived, and the watch errors
+// with a sentence saying so.
+func unknownCommit(s *spec, p watcher.Probe) (vigil.Observation, error) {
+	since := p.Created
+	if since.IsZero() && p.Last != nil {
+		if v, ok := p.Last.Facts["commit_unknown_since"].(string); ok {
+			if t, err := vigil.ParseTime(v); err == nil {
+				since = t
+			}
+		}
+	}
+	if since.IsZero() || since.After(p.Now) {
+		since = p.Now
+	}
+	short := s.sha[:7]
+	if p.Now.Sub(since) >= UnknownCommitBound {
+		from := "the watch was registered"
+		if p.Created.IsZero() {
+			from = "vigil first asked"
+		}
+		return vigil.Observation{}, watcher.Permanent(fmt.Errorf(
+			"commit %s never arrived in %s: %s after %s, %s still answers \"No commit found for SHA\"; push the commit to %s (a commit only in a fork or another repository is not in it), or check the SHA",
+			short, s.repo, vigil.FormatDuration(UnknownCommitBound), from, s.provider, s.repo))
+	}
+	return vigil.Observation{Verdict: vigil.VerdictPending,
+		Summary: fmt.Sprintf("GitHub does not know commit %s in %s yet (\"No commit found for SHA\"): waiting for it to be pushed, until %s",
+			short, s.repo, wordTime(since.Add(UnknownCommitBound))),
+		Facts: map[string]any{"commit_unknown_since": vigil.FormatTime(since)}}, nil
 }

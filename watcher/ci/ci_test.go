@@ -121,7 +121,7 @@ func TestGitHubVerdicts(t *testing.T) {
 			want:     vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "the one check passed"}},
 		{name: "a required check that never appeared keeps it pending", checks: `["build","e2e"]`,
 			runs: []forgetest.Run{run(1, "build", "completed", "success"), run(2, "lint", "completed", "failure")},
-			want: vigil.Observation{Verdict: vigil.VerdictPending, Summary: "2 required checks: 1 passed, 1 not yet appeared (e2e)",
+			want: vigil.Observation{Verdict: vigil.VerdictPending, Summary: "2 required checks: 1 passed, 1 not yet appeared (e2e); every other check has finished: failing at 2026-11-30 12:09:00 UTC unless e2e appears",
 				Facts: map[string]any{"checks": 2, "passed": 1, "failed": 0, "running": 0, "queued": 0, "missing": []string{"e2e"},
 					"required": []string{"build", "e2e"}, "other_checks": 1}}},
 		{name: "only required checks decide", checks: `["build"]`,

@@ -8,21 +8,30 @@
 //	  "provider": "github",         github (default), gitea or gitlab
 //	  "repo":     "acme/api",       owner/name (GitLab: group/…/name)
 //	  "number":   7,                the issue or pull request number (1 or more)
-//	  "type":     "merge_request"   GitLab only: issue (default) or merge_request
+//	  "type":     "merge_request",  GitLab only: issue (default) or merge_request
+//	  "bots":     true              optional: count comments and reviews by bots too
 //	}
 //
 // GitHub and Gitea number issues and pull requests together, so the
 // number alone names either; GitLab numbers them apart, so its canonical
 // form always carries type. Identity is provider, repo and number (and
-// type on GitLab).
+// type on GitLab, and bots when true).
 //
 // A probe compares only what a person changes: the title, the state
-// (open, closed, merged, locked), draft, a SHA-256 digest of the body, and
-// the count of comments not written by vigil's own credentials (the
-// configured token's login, read once from the forge's /user; without a
-// token every comment counts). Assignees, labels, reactions and updated-at
-// are ignored. The facts of every observation are exactly these
-// (title, state, draft, body_sha256, human_comments) plus type and url.
+// (open, closed, merged, locked), draft, a SHA-256 digest of the body,
+// the count of comments written by people, and on a pull request the
+// count of its reviews and review comments by people and which review
+// is the newest. A comment or review by people is one not written by
+// vigil's own credentials (the login of forges.PROVIDER.login, or the
+// configured token's, read once from the forge: /user, or for a GitHub
+// App installation token GraphQL's viewer, the app's "SLUG[bot]"; without
+// a token every comment counts) nor by a bot (GitHub: a user of type Bot,
+// or a comment performed via a GitHub App; GitLab: the users of access
+// tokens and service accounts; Gitea: its Actions user), unless the
+// predicate says "bots": true. Assignees, labels, reactions and
+// updated-at are ignored. The facts of every observation are exactly
+// these (title, state, draft, body_sha256, human_comments, reviews,
+// review_comments, latest_review) plus type and url.
 //
 // With no last observation (watcher.Probe.Last) the probe answers pending
 // with the facts: the silent baseline. Afterwards it answers satisfied,
@@ -91,9 +100,11 @@ type input struct {
 	Repo     string `json:"repo"`
 	Number   *int64 `json:"number"`
 	Type     string `json:"type,omitempty"`
+	Bots     bool   `json:"bots,omitempty"`
 }
 
 type canonical struct {
+	Bots     bool   `json:"bots,omitempty"`
 	Number   int64  `json:"number"`
 	Provider string `json:"provider"`
 	Repo     string `json:"repo"`
@@ -112,7 +123,7 @@ func parse(raw json.RawMessage) (*canonical, forge.Provider, error) {
 	if err != nil {
 		return nil, "", watcher.InvalidPredicate("provider", "%s, not %q", err, watcher.Clip(in.Provider, 40))
 	}
-	c := &canonical{Provider: string(p)}
+	c := &canonical{Provider: string(p), Bots: in.Bots}
 	if in.Repo == "" {
 		return nil, "", watcher.InvalidPredicate("repo", "is required, as owner/name")
 	}
@@ -179,7 +190,7 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	if !ok {
 		return vigil.Observation{}, watcher.Permanent(errors.New(forge.Unconfigured("ticket", prov)))
 	}
-	t, err := client.Ticket(ctx, c.Repo, c.Number, c.Type, p.Now, w.freshness)
+	t, err := client.Ticket(ctx, forge.TicketQuery{Repo: c.Repo, Number: c.Number, Type: c.Type, Bots: c.Bots}, p.Now, w.freshness)
 	if err != nil {
 		if forge.IsPermanent(err) {
 			return vigil.Observation{}, watcher.Permanent(err)
@@ -208,21 +219,32 @@ type compared struct {
 	draft        bool
 	body         string
 	comments     int
+	// reviews, reviewComments and latestReview are unknown (false) in
+	// an observation made before vigil read reviews: they are then not
+	// compared.
+	reviewsKnown   bool
+	reviews        int
+	reviewComments int
+	latestReview   string
 }
 
 func factsOf(t *forge.Ticket) compared {
-	return compared{title: watcher.Clip(t.Title, maxTitleFact), state: t.State, draft: t.Draft, body: t.BodySHA256, comments: t.Comments}
+	return compared{title: watcher.Clip(t.Title, maxTitleFact), state: t.State, draft: t.Draft, body: t.BodySHA256, comments: t.Comments,
+		reviewsKnown: true, reviews: t.Reviews, reviewComments: t.ReviewComments, latestReview: watcher.Clip(t.LatestReview, maxTitleFact)}
 }
 
 func (c compared) facts(t *forge.Ticket) map[string]any {
 	return map[string]any{
 		"title": c.title, "state": c.state, "draft": c.draft, "body_sha256": c.body, "human_comments": c.comments,
+		"reviews": c.reviews, "review_comments": c.reviewComments, "latest_review": c.latestReview,
 		"type": t.Kind, "url": t.URL,
 	}
 }
 
 // readFacts reads the compared facts of a stored observation (numbers
-// come back from JSON as float64); ok is false when any is missing.
+// come back from JSON as float64); ok is false when any is missing. The
+// review facts may be missing (an observation from before they were
+// read): they are then unknown.
 func readFacts(m map[string]any) (compared, bool) {
 	var c compared
 	var ok1, ok2, ok3, ok4 bool
@@ -232,6 +254,12 @@ func readFacts(m map[string]any) (compared, bool) {
 	c.body, ok4 = m["body_sha256"].(string)
 	n, ok5 := number(m["human_comments"])
 	c.comments = n
+	r, ok6 := number(m["reviews"])
+	rc, ok7 := number(m["review_comments"])
+	lr, ok8 := m["latest_review"].(string)
+	if ok6 && ok7 && ok8 {
+		c.reviewsKnown, c.reviews, c.reviewComments, c.latestReview = true, r, rc, lr
+	}
 	return c, ok1 && ok2 && ok3 && ok4 && ok5
 }
 
@@ -269,15 +297,37 @@ func diff(a, b compared) []string {
 	if a.body != b.body {
 		out = append(out, "description edited")
 	}
-	switch d := b.comments - a.comments; {
+	out = appendCount(out, b.comments-a.comments, "comment")
+	if !a.reviewsKnown || !b.reviewsKnown {
+		return out
+	}
+	switch d := b.reviews - a.reviews; {
+	case d > 0 && b.latestReview != "":
+		s := fmt.Sprintf("1 new review (%s)", watcher.Clip(b.latestReview, maxTitleSummary))
+		if d > 1 {
+			s = fmt.Sprintf("%d new reviews (the newest: %s)", d, watcher.Clip(b.latestReview, maxTitleSummary))
+		}
+		out = append(out, s)
+	case d == 0 && a.latestReview != b.latestReview:
+		out = append(out, fmt.Sprintf("latest review: %s → %s", watcher.Clip(a.latestReview, maxTitleSummary), watcher.Clip(b.latestReview, maxTitleSummary)))
+	default:
+		out = appendCount(out, d, "review")
+	}
+	return appendCount(out, b.reviewComments-a.reviewComments, "review comment")
+}
+
+// appendCount says a change of a count: "1 new comment", "3 reviews
+// removed".
+func appendCount(out []string, d int, noun string) []string {
+	switch {
 	case d == 1:
-		out = append(out, "1 new comment")
+		out = append(out, "1 new "+noun)
 	case d > 1:
-		out = append(out, fmt.Sprintf("%d new comments", d))
+		out = append(out, fmt.Sprintf("%d new %ss", d, noun))
 	case d == -1:
-		out = append(out, "1 comment removed")
+		out = append(out, "1 "+noun+" removed")
 	case d < -1:
-		out = append(out, fmt.Sprintf("%d comments removed", -d))
+		out = append(out, fmt.Sprintf("%d %ss removed", -d, noun))
 	}
 	return out
 }
@@ -293,6 +343,12 @@ func describe(t *forge.Ticket, c compared) string {
 	comments := fmt.Sprintf("%d comments", c.comments)
 	if c.comments == 1 {
 		comments = "1 comment"
+	}
+	switch {
+	case c.reviews == 1:
+		comments += ", 1 review (" + watcher.Clip(c.latestReview, maxTitleSummary) + ")"
+	case c.reviews > 1:
+		comments += fmt.Sprintf(", %d reviews (the newest: %s)", c.reviews, watcher.Clip(c.latestReview, maxTitleSummary))
 	}
 	return watcher.Clip(fmt.Sprintf("%s: %q, %s", s, watcher.Clip(c.title, maxTitleSummary), comments), maxSummary)
 }

@@ -240,7 +240,8 @@ func TestFactsSurviveTheStore(t *testing.T) {
 	s := &stream{t: t, w: w, pred: canon(t, w, `{"repo":"acme/api","number":7}`), now: t0}
 	base := s.probe()
 	want := map[string]any{"title": "A", "state": "open", "draft": false, "human_comments": 2, "type": "issue",
-		"url": "https://github.com/acme/api/issues/7", "body_sha256": base.Facts["body_sha256"]}
+		"url": "https://github.com/acme/api/issues/7", "body_sha256": base.Facts["body_sha256"],
+		"reviews": 0, "review_comments": 0, "latest_review": ""}
 	if diff := cmp.Diff(want, base.Facts); diff != "" {
 		t.Fatalf("facts (-want +got):\n%s", diff)
 	}

@@ -60,6 +60,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"Close", testClose},
 		{"Receipts", testReceipts},
 		{"ReceiptsResume", testReceiptsResume},
+		{"ReceiptsResumePartial", testReceiptsResumePartial},
 		{"Tokens", testTokens},
 		{"TokenConflict", testTokenConflict},
 	}

@@ -115,6 +115,13 @@ type Config struct {
 	PokeFunc func(id string)
 	// Retention is how long status files are kept (default DefaultRetention).
 	Retention time.Duration
+	// PendingFunc reports whether a watch is still pending; the daemon
+	// reads the store. A first probe asks it once the start is registered
+	// (so that Stop finds it) and before anything is made, so that a watch
+	// cancelled after the scheduler read it as pending never starts its
+	// program: a cancel committed before the question is answered here,
+	// one committed after it finds the start registered. Nil asks nobody.
+	PendingFunc func(ctx context.Context, id string) (bool, error)
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -425,6 +432,15 @@ func (w *Watcher) start(ctx context.Context, id string, c *canonical, depth int)
 			_, _ = w.terminate(id)
 		}
 	}()
+	if w.cfg.PendingFunc != nil {
+		pending, err := w.cfg.PendingFunc(ctx, id)
+		if err != nil {
+			return vigil.Observation{}, fmt.Errorf("checking the watch is still pending: %w", err)
+		}
+		if !pending {
+			return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "not started: the watch is no longer pending"}, nil
+		}
+	}
 	f, err := os.OpenFile(w.pidPath(id), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "starting"}, nil

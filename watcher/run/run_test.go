@@ -39,12 +39,23 @@ func TestMain(m *testing.M) {
 
 func newWatcher(t *testing.T, dir string, poke func(string)) *run.Watcher {
 	t.Helper()
+	return run.New(testConfig(t, dir, poke, nil))
+}
+
+// testConfig is the run watcher's configuration with this test binary as
+// the supervisor; st, when set, answers PendingFunc as the daemon's store.
+func testConfig(t *testing.T, dir string, poke func(string), st vigil.Store) run.Config {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return run.New(run.Config{AllowExec: true, Dir: dir, SupervisorArgv: []string{exe}, SupervisorEnv: []string{"VIGIL_TEST_SUPERVISE=1"},
-		KillGrace: 500 * time.Millisecond, PokeFunc: poke})
+	c := run.Config{AllowExec: true, Dir: dir, SupervisorArgv: []string{exe}, SupervisorEnv: []string{"VIGIL_TEST_SUPERVISE=1"},
+		KillGrace: 500 * time.Millisecond, PokeFunc: poke}
+	if st != nil {
+		c.PendingFunc = pendingIn(st)
+	}
+	return c
 }
 
 // daemon is an engine on the real clock with the run watcher and its
@@ -58,7 +69,7 @@ type daemon struct {
 func startDaemon(t *testing.T, st vigil.Store, dir string) *daemon {
 	t.Helper()
 	d := &daemon{done: make(chan struct{})}
-	w := newWatcher(t, dir, func(id string) { d.eng.Poke(id) })
+	w := run.New(testConfig(t, dir, func(id string) { d.eng.Poke(id) }, st))
 	d.eng = engine.New(engine.Config{Store: st, Watchers: watcher.NewRegistry(w)})
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel

@@ -26,15 +26,27 @@ func TestMain(m *testing.M) {
 		// VIGIL_TEST_SUPERVISE_HOLD holds the supervisor until that file
 		// exists, to test what happens while a run starts.
 		if hold := os.Getenv("VIGIL_TEST_SUPERVISE_HOLD"); hold != "" {
-			for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-				if _, err := os.Stat(hold); err == nil {
-					break
-				}
-			}
+			waitFile(hold)
+		}
+		// VIGIL_TEST_SUPERVISE_HOLD2 holds the second stage only, once it
+		// has made the file VIGIL_TEST_SUPERVISE_UP, to test what happens
+		// when the daemon gives up on a start whose second stage is up.
+		if hold := os.Getenv("VIGIL_TEST_SUPERVISE_HOLD2"); hold != "" && os.Getenv(run.EnvStage) == "2" {
+			_ = os.WriteFile(os.Getenv("VIGIL_TEST_SUPERVISE_UP"), nil, 0o600)
+			waitFile(hold)
 		}
 		os.Exit(run.Supervise(os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
+}
+
+// waitFile waits (at most 20 s) for path to exist.
+func waitFile(path string) {
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+	}
 }
 
 func newWatcher(t *testing.T, dir string, poke func(string)) *run.Watcher {

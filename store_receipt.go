@@ -38,8 +38,11 @@ type ReceiptStore interface {
 	// ReceiptsResume runs once at start-up, before anything is sent: it
 	// turns every "sending" receipt into "unknown" (at p.Now) and returns
 	// those, the "retrying" receipts, and the outcome messages of watches
-	// settled since p.SettledSince that have no receipt at all (settled,
-	// but the daemon stopped before it could write one).
+	// settled since p.SettledSince that may still owe a channel a first
+	// attempt: a channel their Deliver names (among p.Channels), or one of
+	// p.DefaultChannels, that has no receipt (settled, but the daemon
+	// stopped before that channel's job was taken, whatever became of the
+	// watch's other channels).
 	ReceiptsResume(ctx context.Context, p ReceiptsResumeParams) (ReceiptsResumeResult, error)
 }
 
@@ -63,11 +66,18 @@ type ReceiptUpsertParams struct {
 // ReceiptsResumeParams are the arguments of Store.ReceiptsResume.
 type ReceiptsResumeParams struct {
 	Now time.Time
-	// SettledSince bounds the search for settled watches with no receipt.
+	// SettledSince bounds the search for settled watches that still owe a
+	// channel.
 	SettledSince time.Time
-	// AnyDeliver includes watches whose Deliver is empty (a recipient
-	// default may apply to them); otherwise only watches with a Deliver.
-	AnyDeliver bool
+	// Channels are the push channels by the names a Deliver uses for them
+	// as its top-level keys ("webhook", "command", "email"): a settled
+	// watch whose Deliver names one of them that has no receipt is
+	// undispatched, whatever receipts its other channels have.
+	Channels []string
+	// DefaultChannels are channels any watch may owe whatever its Deliver
+	// names (a recipient's default webhook): a settled watch with no
+	// receipt on one of them is undispatched too.
+	DefaultChannels []string
 }
 
 // ReceiptsResumeResult is what ReceiptsResume found.
@@ -76,14 +86,17 @@ type ReceiptsResumeResult struct {
 	Unknown []ReceiptRecord
 	// Retrying are due again at their NextAt.
 	Retrying []ReceiptRecord
-	// Undispatched are settled watches with an outcome message and no
-	// receipt.
+	// Undispatched are settled watches with an outcome message that may
+	// owe a channel its first attempt, by watch id.
 	Undispatched []Undispatched
 }
 
-// Undispatched names a settled watch whose outcome was never handed to a
-// push channel.
+// Undispatched names a settled watch whose outcome may not have been
+// handed to every push channel it asks for.
 type Undispatched struct {
 	WatchID   string
 	MessageID string
+	// Receipted are the channels that have a receipt, in order: they
+	// were handed over and are not dispatched again.
+	Receipted []string
 }

@@ -67,6 +67,10 @@ type Service struct {
 	mu      sync.Mutex
 	byHash  map[string]cached
 	byID    map[string]cached
+	// gen counts forgets: a lookup caches what it read only if no forget
+	// ran since it began, so a row read before a revocation committed is
+	// never cached after the revocation dropped the old one.
+	gen uint64
 }
 
 type cached struct {
@@ -205,22 +209,27 @@ func (s *Service) RevokeToken(ctx context.Context, id string) (*vigil.Token, err
 	return t, nil
 }
 
-// forget drops t from the cache.
+// forget drops t from the cache, and keeps a lookup already reading from
+// caching what it read.
 func (s *Service) forget(t *vigil.Token) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.gen++
 	delete(s.byHash, t.Hash)
 	delete(s.byID, t.ID)
 }
 
 // lookup returns the token under key from the cache, or reads it with get
 // and caches it. A token the store does not hold is not cached, so a
-// stream of made-up tokens cannot fill the cache.
+// stream of made-up tokens cannot fill the cache; nor is a row read while
+// a revocation ran (see gen).
 func (s *Service) lookup(ctx context.Context, m map[string]cached, key string, get func(context.Context, string) (*vigil.Token, error)) (*vigil.Token, error) {
 	now := time.Now()
+	var gen uint64
 	if s.ttl > 0 {
 		s.mu.Lock()
 		c, ok := m[key]
+		gen = s.gen
 		s.mu.Unlock()
 		if ok && now.Sub(c.at) < s.ttl {
 			return c.tok, nil
@@ -232,10 +241,12 @@ func (s *Service) lookup(ctx context.Context, m map[string]cached, key string, g
 	}
 	if s.ttl > 0 {
 		s.mu.Lock()
-		if len(m) >= maxCached {
-			clear(m)
+		if s.gen == gen {
+			if len(m) >= maxCached {
+				clear(m)
+			}
+			m[key] = cached{tok: t, at: now}
 		}
-		m[key] = cached{tok: t, at: now}
 		s.mu.Unlock()
 	}
 	return t, nil

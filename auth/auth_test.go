@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,5 +113,94 @@ func TestAdminOnlyAndValidation(t *testing.T) {
 	}
 	if _, err := s.RevokeToken(ctx, "tok_nope"); !errors.Is(err, vigil.ErrNotFound) {
 		t.Errorf("RevokeToken(unknown) = %v, want not_found", err)
+	}
+}
+
+// pausingStore holds the next token read, after it has read the row, until
+// released: a lookup that read the row before a revocation committed.
+type pausingStore struct {
+	vigil.TokenStore
+	mu      sync.Mutex
+	read    chan struct{} // closed once the held read has its row
+	release chan struct{}
+}
+
+func (s *pausingStore) hold() (read, release chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.read, s.release = make(chan struct{}), make(chan struct{})
+	return s.read, s.release
+}
+
+func (s *pausingStore) pause() {
+	s.mu.Lock()
+	read, release := s.read, s.release
+	s.read, s.release = nil, nil
+	s.mu.Unlock()
+	if read != nil {
+		close(read)
+		<-release
+	}
+}
+
+func (s *pausingStore) TokenGet(ctx context.Context, id string) (*vigil.Token, error) {
+	t, err := s.TokenStore.TokenGet(ctx, id)
+	s.pause()
+	return t, err
+}
+
+func (s *pausingStore) TokenGetByHash(ctx context.Context, hash string) (*vigil.Token, error) {
+	t, err := s.TokenStore.TokenGetByHash(ctx, hash)
+	s.pause()
+	return t, err
+}
+
+// TestRevokeDuringLookup: a lookup that read the token before a
+// revocation committed, and finishes after it, does not leave the stale
+// row in the cache: the next request is refused and the next probe of the
+// token's watch is stopped, at once.
+func TestRevokeDuringLookup(t *testing.T) {
+	t.Parallel()
+	for _, path := range []string{"Authenticate", "CheckWatch"} {
+		t.Run(path, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			st := &pausingStore{TokenStore: memstore.New()}
+			s := auth.New(auth.Config{Store: st, CacheTTL: time.Hour})
+			tok, err := s.CreateToken(ctx, vigil.TokenCreateRequest{Recipients: []string{"a"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &vigil.Watch{ID: "w1", TokenID: tok.ID}
+			lookup := func() bool {
+				if path == "Authenticate" {
+					_, ok, err := s.Authenticate(ctx, tok.Secret)
+					if err != nil {
+						t.Errorf("Authenticate error = %v", err)
+					}
+					return ok
+				}
+				err := s.CheckWatch(ctx, w)
+				var se *scheduler.StopError
+				if err != nil && !errors.As(err, &se) {
+					t.Errorf("CheckWatch error = %v", err)
+				}
+				return err == nil
+			}
+			read, release := st.hold()
+			done := make(chan bool)
+			go func() { done <- lookup() }()
+			<-read
+			if _, err := s.RevokeToken(ctx, tok.ID); err != nil {
+				t.Fatal(err)
+			}
+			close(release)
+			if !<-done {
+				t.Fatalf("%s that read the token before the revocation refused it; want it to answer from what it read", path)
+			}
+			if lookup() {
+				t.Errorf("%s after the revocation allowed the token: a stale row was cached", path)
+			}
+		})
 	}
 }

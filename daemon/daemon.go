@@ -149,7 +149,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 	// A run that ends pokes its watch; the engine exists only below.
 	var poke func(id string)
 	runs := run.New(run.Config{AllowExec: cfg.AllowExec, Dir: filepath.Join(cfg.DataDir, "run"), Logger: logger,
-		PokeFunc: func(id string) { poke(id) }})
+		PokeFunc: func(id string) { poke(id) }, PendingFunc: pendingIn(st)})
 	reg.Register(runs)
 	reg.Register(schedule.New(schedule.Config{AllowExec: cfg.AllowExec, MinEvery: cfg.Limits.MinEvery}))
 	reg.Register(tokenwatch.New(tokenwatch.Config{}))
@@ -386,4 +386,19 @@ func registerRate(n int) float64 {
 		return -1
 	}
 	return float64(n)
+}
+
+// pendingIn reports from st whether a watch is still pending: a watch that
+// is gone is not.
+func pendingIn(st vigil.Store) func(context.Context, string) (bool, error) {
+	return func(ctx context.Context, id string) (bool, error) {
+		w, err := st.WatchGet(ctx, id)
+		if errors.Is(err, vigil.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return w.State == vigil.StatePending, nil
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -154,7 +155,9 @@ func (d *Dispatcher) Deliver(w *vigil.Watch, m *vigil.Message) {
 	d.enqueue(w, m.ID)
 }
 
-func (d *Dispatcher) enqueue(w *vigil.Watch, messageID string) {
+// enqueue queues a job for each channel w's outcome goes to, but those in
+// skip (channels that already have a receipt).
+func (d *Dispatcher) enqueue(w *vigil.Watch, messageID string, skip ...string) {
 	o, err := d.Options(w)
 	if err != nil {
 		d.log.Error("unreadable delivery options", "watch_id", w.ID, "err", err)
@@ -163,6 +166,9 @@ func (d *Dispatcher) enqueue(w *vigil.Watch, messageID string) {
 	now := d.now().UnixNano()
 	d.mu.Lock()
 	for _, ch := range channels(o, w.State) {
+		if slices.Contains(skip, ch) {
+			continue
+		}
 		d.pushLocked(&job{watchID: w.ID, channel: ch, messageID: messageID, due: now, w: w})
 	}
 	d.mu.Unlock()
@@ -179,13 +185,18 @@ func (d *Dispatcher) pushLocked(j *job) {
 
 // Resume picks up what a previous run left: receipts left "sending" are
 // now "unknown" (resent only with retry_unknown), "retrying" ones are due
-// at their next rung, and settled watches that never reached a channel
-// are delivered now. Call it once, before the scheduler settles anything.
+// at their next rung, and each channel a settled watch asks for that has
+// no receipt (never taken by a worker: the daemon stopped while it was
+// queued, whatever became of the watch's other channels) is delivered
+// now. Call it once, before the scheduler settles anything.
 func (d *Dispatcher) Resume(ctx context.Context) error {
 	now := d.now()
-	res, err := d.cfg.Store.ReceiptsResume(ctx, vigil.ReceiptsResumeParams{
-		Now: now, SettledSince: now.Add(-d.cfg.ResumeWindow), AnyDeliver: len(d.cfg.RecipientWebhooks) > 0,
-	})
+	p := vigil.ReceiptsResumeParams{Now: now, SettledSince: now.Add(-d.cfg.ResumeWindow),
+		Channels: []string{ChannelWebhook, ChannelCommand, ChannelEmail}}
+	if len(d.cfg.RecipientWebhooks) > 0 {
+		p.DefaultChannels = []string{ChannelWebhook}
+	}
+	res, err := d.cfg.Store.ReceiptsResume(ctx, p)
 	if err != nil {
 		return fmt.Errorf("deliver: resume: %w", err)
 	}
@@ -221,7 +232,7 @@ func (d *Dispatcher) Resume(ctx context.Context) error {
 	d.mu.Unlock()
 	for _, u := range res.Undispatched {
 		if w := byID[u.WatchID]; w != nil {
-			d.enqueue(w, u.MessageID)
+			d.enqueue(w, u.MessageID, u.Receipted...)
 		}
 	}
 	d.signal()
@@ -275,7 +286,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			case work <- j:
 			case <-ctx.Done():
 				// Not started: forget them; Resume finds them again
-				// (no receipt, or a retrying one).
+				// (no receipt on that channel, or a retrying one).
 				d.mu.Lock()
 				for _, k := range due[i:] {
 					delete(d.active, k.key())

@@ -1,9 +1,11 @@
 package deliver_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -361,5 +363,89 @@ func TestResumeRetryUnknown(t *testing.T) {
 			t.Errorf("receipt = %+v, want delivered on attempt 2", rc)
 		}
 		r2.stop()
+	})
+}
+
+// fakeChannel is a push channel that counts its sends and, while blocked,
+// holds each one until its context ends (a slow SMTP server).
+type fakeChannel struct {
+	mu      sync.Mutex
+	sends   int
+	blocked bool
+}
+
+func (c *fakeChannel) Send(ctx context.Context, _ *deliver.Delivery) (bool, error) {
+	c.mu.Lock()
+	c.sends++
+	blocked := c.blocked
+	c.mu.Unlock()
+	if blocked {
+		<-ctx.Done()
+		return false, ctx.Err()
+	}
+	return false, nil
+}
+
+func (c *fakeChannel) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sends
+}
+
+// TestResumeSecondChannel: a watch with a webhook and an email, on one
+// worker that both block: the daemon stops while the first channel is in
+// flight and the second still queued (no receipt yet). At the next start
+// the first is unknown and not resent, and the second, never attempted, is
+// sent then: no channel is lost.
+func TestResumeSecondChannel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		rv := &receiver{answer: func(n int) (int, bool, bool) { return http.StatusOK, n == 1, false }}
+		mail := &fakeChannel{blocked: true}
+		dispatcher := func() *deliver.Dispatcher {
+			wh, err := webhook.New(webhook.Config{Client: &http.Client{Transport: rv}, Secrets: []string{testSecret}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return deliver.New(deliver.Config{Store: st, Workers: 1,
+				Channels: map[string]deliver.Channel{deliver.ChannelWebhook: wh, deliver.ChannelEmail: mail}})
+		}
+		w, m := settled(t, st, "w1", `{"webhook":{"url":"https://hooks.example/in"},"email":{"to":"ops@example.com"}}`, vigil.StateFired)
+		first := &rig{st: st, rv: rv, d: dispatcher()}
+		startRun(t, first)
+		first.d.Deliver(w, m)
+		synctest.Wait()
+		got, _ := st.WatchGet(t.Context(), "w1")
+		if len(got.Receipts) != 1 || got.Receipts[0].Status != vigil.ReceiptSending {
+			t.Fatalf("receipts while one worker holds the first channel = %+v, want one sending", got.Receipts)
+		}
+		inFlight := got.Receipts[0].Channel
+		first.stop()
+
+		mail.mu.Lock()
+		mail.blocked = false
+		mail.mu.Unlock()
+		second := &rig{st: st, rv: rv, d: dispatcher()}
+		if err := second.d.Resume(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		startRun(t, second)
+		synctest.Wait()
+		for _, ch := range []string{deliver.ChannelWebhook, deliver.ChannelEmail} {
+			want := vigil.ReceiptDelivered
+			if ch == inFlight {
+				want = vigil.ReceiptUnknown
+			}
+			if rc := second.receipt(t, "w1", ch); rc.Status != want || rc.Attempts != 1 {
+				t.Errorf("%s receipt after the restart = %+v, want %s after 1 attempt", ch, rc, want)
+			}
+		}
+		if hooks, mails := len(rv.requests()), mail.count(); hooks != 1 || mails != 1 {
+			t.Errorf("sent %d webhooks and %d emails, want 1 and 1", hooks, mails)
+		}
+		if n := second.d.Pending(); n != 0 {
+			t.Errorf("Pending() = %d after the restart, want 0", n)
+		}
+		second.stop()
 	})
 }

@@ -43,8 +43,8 @@ func (s *Scheduler) Answer(ctx context.Context, w *vigil.Watch, obs vigil.Observ
 		return false, nil
 	}
 	out := &vigil.Outcome{State: d.State, Reason: d.Reason, Held: d.Held, Attention: d.Attention, Observation: &obs}
-	won := s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: prog.Polls}}, now)
-	if won == nil {
+	won, err := s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: prog.Polls}}, now)
+	if err != nil {
 		return false, errNotSettled
 	}
 	if won[0] && !mine {

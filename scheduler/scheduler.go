@@ -19,6 +19,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -811,8 +812,9 @@ func OutcomeMessage(id string, w *vigil.Watch, out *vigil.Outcome, now time.Time
 }
 
 // commit persists settlements in one transaction, then tells the world.
-// It reports which settlements won, or nil when the store failed.
-func (s *Scheduler) commit(ctx context.Context, ss []settlement, now time.Time) []bool {
+// It reports which settlements won, or the store's error (each entry is
+// then rescheduled, unless it was removed).
+func (s *Scheduler) commit(ctx context.Context, ss []settlement, now time.Time) ([]bool, error) {
 	ps := make([]vigil.WatchSettleParams, len(ss))
 	msgs := make([]*vigil.Message, len(ss))
 	for i := range ss {
@@ -837,7 +839,7 @@ func (s *Scheduler) commit(ctx context.Context, ss []settlement, now time.Time) 
 			st.e.observer.finish(nil)
 			s.reschedule(st.e, now.Add(max(st.e.every, time.Second)), st.e.prog)
 		}
-		return nil
+		return nil, err
 	}
 	var anyWon bool
 	committed := s.now()
@@ -867,7 +869,7 @@ func (s *Scheduler) commit(ctx context.Context, ss []settlement, now time.Time) 
 	if anyWon {
 		s.ArmPrune(now.Add(min(s.cfg.Limits.RetentionWatches, s.cfg.Limits.RetentionMessages)))
 	}
-	return won
+	return won, nil
 }
 
 // runPrune deletes what is past retention and re-arms at the next instant
@@ -927,8 +929,10 @@ func addIf(t time.Time, d time.Duration) time.Time {
 // Prime loads every pending watch from the store and arms it: each probing
 // watch at a random point inside its own interval (so a restart does not
 // probe everything at once), each instant watch at its instant. Watches whose
-// deadline passed while the daemon was down are expired and mailed at once.
-// Rows of kinds this build has no watcher for are left untouched.
+// deadline passed while the daemon was down are expired and mailed at once;
+// if the store cannot settle them, Prime fails (the daemon does not become
+// ready) and nothing of them is scheduled. Rows of kinds this build has no
+// watcher for are left untouched.
 func (s *Scheduler) Prime(ctx context.Context) error {
 	now := s.now()
 	rows, err := s.cfg.Store.WatchListPending(ctx)
@@ -990,6 +994,13 @@ func (s *Scheduler) Prime(ctx context.Context) error {
 	heap.Init(&s.h)
 	s.mu.Unlock()
 
+	// The retention entry exists, in flight, before the overdue watches
+	// settle: the prune their settlement arms finds it running (it re-arms
+	// from what it finds) instead of making a second one.
+	pe := &entry{id: "\x00prune", class: classPrune, flags: flagInflight, index: -1}
+	s.mu.Lock()
+	s.pruneE = pe
+	s.mu.Unlock()
 	for len(overdue) > 0 {
 		n := min(len(overdue), s.cfg.BatchSize)
 		if err := s.expireOverdue(ctx, overdue[:n], now); err != nil {
@@ -997,10 +1008,6 @@ func (s *Scheduler) Prime(ctx context.Context) error {
 		}
 		overdue = overdue[n:]
 	}
-	pe := &entry{id: "\x00prune", class: classPrune, flags: flagInflight, index: -1}
-	s.mu.Lock()
-	s.pruneE = pe
-	s.mu.Unlock()
 	s.runPrune(ctx, pe, now)
 	s.signal()
 	return nil
@@ -1017,8 +1024,15 @@ func (s *Scheduler) expireOverdue(ctx context.Context, ids []string, now time.Ti
 			continue
 		}
 		out := &vigil.Outcome{State: vigil.StateExpired, Reason: "down_past_deadline", Observation: w.LastObservation}
-		ss = append(ss, settlement{e: &entry{id: w.ID, index: -1}, w: w, out: out, polls: w.Polls})
+		// A stand-in that is never put on the heap, even when the store
+		// fails: the watch is not held here, and a failed expiry fails Prime.
+		ss = append(ss, settlement{e: &entry{id: w.ID, index: -1, flags: flagInflight | flagRemoved}, w: w, out: out, polls: w.Polls})
 	}
-	s.commit(ctx, ss, now)
+	if len(ss) == 0 {
+		return nil
+	}
+	if _, err := s.commit(ctx, ss, now); err != nil {
+		return fmt.Errorf("scheduler: expiring the watches past their deadline: %w", err)
+	}
 	return nil
 }

@@ -12,7 +12,10 @@
 //     none;
 //   - no webhook id is received twice unless the watch set retry_unknown,
 //     none is received that is not a mailbox message's id, and a receipt
-//     that says delivered was received.
+//     that says delivered was received;
+//   - with -channels 2 (a webhook and a delivery command per watch, on a
+//     busy delivery pool), every channel of every settled watch has a
+//     receipt: none is lost across a kill, and no command runs twice.
 //
 // It prints the counts and exits 1 on any violation. See bench/README.md.
 package main
@@ -49,16 +52,21 @@ func main() {
 	n := flag.Int("n", 5000, "watches")
 	kills := flag.Int("kills", 10, "SIGKILLs while the watches fire")
 	spread := flag.Duration("spread", 10*time.Second, "the watches fall due across this long")
-	hooks := flag.Float64("webhooks", 0.3, "share of the watches with a webhook (half of them with retry_unknown)")
+	hooks := flag.Float64("webhooks", 0.3, "share of the watches with push delivery: a webhook (half of them with retry_unknown)")
+	channels := flag.Int("channels", 1, "push channels per watch with push delivery: 1, a webhook; 2, a webhook and a delivery command, "+
+		"each taking up to 200 ms, so the daemon's delivery workers are busy and channels wait in their queue when it is killed")
 	seed := flag.Uint64("seed", 0, "random seed (0: from the clock); printed so a run can be repeated")
 	keep := flag.Bool("keep", false, "keep the temporary directory (data dir, daemon log) even when all is well")
 	flag.Parse()
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
 	}
+	if *channels != 1 && *channels != 2 {
+		log.Fatalf("-channels %d: must be 1 or 2", *channels)
+	}
 	log.SetFlags(0)
 	log.SetPrefix("crash: ")
-	h := &harness{n: *n, kills: *kills, spread: *spread, hookShare: *hooks, seed: *seed,
+	h := &harness{n: *n, kills: *kills, spread: *spread, hookShare: *hooks, seed: *seed, command: *channels == 2,
 		rnd: rand.New(rand.NewPCG(*seed, 0x5eed))}
 	violations, err := h.run()
 	if h.dir != "" {
@@ -83,8 +91,12 @@ type harness struct {
 	hookShare float64
 	seed      uint64
 	rnd       *rand.Rand
+	// command gives every watch with a webhook a delivery command too,
+	// and makes both slow (-channels 2).
+	command bool
 
 	dir, bin, dataDir, addr string
+	ranDir                  string // one file per message id the delivery command ran for, a line per run
 	logf                    *os.File
 	proc                    *exec.Cmd
 	starts                  int
@@ -101,6 +113,7 @@ type plan struct {
 	due          time.Time // when it should fire: the timer's at, or the http flip
 	webhook      bool
 	retryUnknown bool
+	command      bool // a delivery command too
 }
 
 func (h *harness) run() (int, error) {
@@ -111,6 +124,10 @@ func (h *harness) run() (int, error) {
 	h.dataDir = filepath.Join(h.dir, "data")
 	h.bin = filepath.Join(h.dir, "vigil")
 	if h.logf, err = os.Create(filepath.Join(h.dir, "daemon.log")); err != nil {
+		return 0, err
+	}
+	h.ranDir = filepath.Join(h.dir, "ran")
+	if err := os.MkdirAll(h.ranDir, 0o700); err != nil {
 		return 0, err
 	}
 	defer h.logf.Close()
@@ -144,7 +161,11 @@ func (h *harness) run() (int, error) {
 		h.hookMu.Lock()
 		h.received[id]++
 		h.hookMu.Unlock()
-		time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
+		pause := 30
+		if h.command {
+			pause = 200 // a busy pool: the channels queue behind the slow ones
+		}
+		time.Sleep(time.Duration(rand.IntN(pause)) * time.Millisecond)
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer receiver.Close()
@@ -177,16 +198,17 @@ func (h *harness) run() (int, error) {
 			h.flips[i].Store(p.due.UnixNano())
 		}
 		if h.rnd.Float64() < h.hookShare {
-			p.webhook, p.retryUnknown = true, h.rnd.IntN(2) == 0
+			p.webhook, p.retryUnknown, p.command = true, h.rnd.IntN(2) == 0, h.command
 		}
 	}
 	regStart := time.Now()
 	if err := h.registerAll(ctx, c, plans, target.URL, receiver.URL); err != nil {
 		return 0, err
 	}
-	fmt.Printf("registered %d watches in %v (%d timers, %d http, %d with a webhook)\n", h.n,
+	fmt.Printf("registered %d watches in %v (%d timers, %d http, %d with a webhook, %d with a delivery command)\n", h.n,
 		time.Since(regStart).Round(time.Millisecond), count(plans, func(p plan) bool { return p.kind == vigil.KindTimer }),
-		count(plans, func(p plan) bool { return p.kind == vigil.KindHTTP }), count(plans, func(p plan) bool { return p.webhook }))
+		count(plans, func(p plan) bool { return p.kind == vigil.KindHTTP }), count(plans, func(p plan) bool { return p.webhook }),
+		count(plans, func(p plan) bool { return p.command }))
 
 	// Kill at random moments while they fire: each kill waits a random
 	// pause after the daemon is ready again, the pauses spread over the
@@ -222,7 +244,7 @@ func (h *harness) run() (int, error) {
 		if watches, err = listAll(ctx, c); err != nil {
 			return 0, err
 		}
-		if quiet(watches) || time.Now().After(limit) {
+		if quiet(watches, plans) || time.Now().After(limit) {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -230,9 +252,9 @@ func (h *harness) run() (int, error) {
 	return h.check(ctx, c, plans, watches)
 }
 
-// quiet reports whether every watch has settled and no receipt is still
-// sending or retrying.
-func quiet(ws map[string]*vigil.Watch) bool {
+// quiet reports whether every watch has settled, every channel it pushes
+// to has a receipt, and no receipt is still sending or retrying.
+func quiet(ws map[string]*vigil.Watch, plans []plan) bool {
 	for _, w := range ws {
 		if w.State == vigil.StatePending {
 			return false
@@ -243,7 +265,40 @@ func quiet(ws map[string]*vigil.Watch) bool {
 			}
 		}
 	}
+	for _, p := range plans {
+		w := ws[p.id]
+		if w == nil {
+			continue
+		}
+		for _, ch := range p.channels() {
+			if receipt(w, ch) == nil {
+				return false
+			}
+		}
+	}
 	return true
+}
+
+// channels are the push channels p's watch delivers to.
+func (p plan) channels() []string {
+	var out []string
+	if p.webhook {
+		out = append(out, "webhook")
+	}
+	if p.command {
+		out = append(out, "command")
+	}
+	return out
+}
+
+// receipt returns w's receipt of channel, or nil.
+func receipt(w *vigil.Watch, channel string) *vigil.Receipt {
+	for i := range w.Receipts {
+		if w.Receipts[i].Channel == channel {
+			return &w.Receipts[i]
+		}
+	}
+	return nil
 }
 
 func (h *harness) check(ctx context.Context, c *client.Client, plans []plan, watches map[string]*vigil.Watch) (int, error) {
@@ -280,6 +335,8 @@ func (h *harness) check(ctx context.Context, c *client.Client, plans []plan, wat
 		states                                     = map[vigil.State]int{}
 		lost, duplicated, stuck, notFired, phantom int
 		delivered, unknown, undeliverable, resent  int
+		channels, channelsLost                     int
+		cmdDelivered, cmdUnknown                   int
 		maxLate                                    time.Duration
 	)
 	now := time.Now()
@@ -331,17 +388,43 @@ func (h *harness) check(ctx context.Context, c *client.Client, plans []plan, wat
 			duplicated++
 			bad("settled watch %s has %d mailbox messages", p.id, len(ms))
 		}
+		id := ms[0].ID
+		for _, ch := range p.channels() {
+			channels++
+			if receipt(w, ch) == nil {
+				channelsLost++
+			}
+		}
+		if p.command {
+			runs, err := h.commandRuns(id)
+			if err != nil {
+				return 0, err
+			}
+			switch rc := receipt(w, "command"); {
+			case rc == nil:
+				lost++
+				bad("watch %s settled but has no command receipt", p.id)
+			case rc.Status == "delivered":
+				cmdDelivered++
+				if runs == 0 {
+					lost++
+					bad("watch %s: command receipt delivered but the command never ran for %s", p.id, id)
+				}
+			case rc.Status == "unknown":
+				cmdUnknown++
+			default:
+				bad("watch %s: command receipt %s (%s)", p.id, rc.Status, rc.Detail)
+			}
+			if runs > 1 {
+				duplicated++
+				bad("the delivery command of watch %s ran %d times for %s", p.id, runs, id)
+			}
+		}
 		if !p.webhook {
 			continue
 		}
-		id := ms[0].ID
 		got := received[id]
-		var rc *vigil.Receipt
-		for i := range w.Receipts {
-			if w.Receipts[i].Channel == "webhook" {
-				rc = &w.Receipts[i]
-			}
-		}
+		rc := receipt(w, "webhook")
 		switch {
 		case rc == nil:
 			lost++
@@ -384,6 +467,8 @@ func (h *harness) check(ctx context.Context, c *client.Client, plans []plan, wat
 	fmt.Printf("%d watches, %d kills, lost %d, duplicated %d, stuck %d, not fired %d, phantom webhooks %d; states %v; webhooks: %d delivered, %d unknown, %d undeliverable, %d resent under retry_unknown; latest fire %v after its instant (seed %d)\n",
 		h.n, h.kills, lost, duplicated, stuck, notFired, phantom, states, delivered, unknown, undeliverable, resent,
 		maxLate.Round(time.Millisecond), h.seed)
+	fmt.Printf("push channels: %d of settled watches, %d lost (no receipt); delivery commands: %d delivered, %d unknown\n",
+		channels, channelsLost, cmdDelivered, cmdUnknown)
 	if violations > 20 {
 		fmt.Printf("… and %d more violations\n", violations-20)
 	}
@@ -412,6 +497,13 @@ func (h *harness) registerAll(ctx context.Context, c *client.Client, plans []pla
 				}
 				if p.webhook {
 					req.Deliver = json.RawMessage(fmt.Sprintf(`{"webhook":{"url":"%s/hook","retry_unknown":%t}}`, receiver, p.retryUnknown))
+				}
+				if p.command {
+					// It records each run under the message id, after a
+					// pause that keeps the delivery workers busy.
+					shell := `cat >/dev/null; sleep 0.2; echo ran >> ` + filepath.Join(h.ranDir, "$VIGIL_MESSAGE_ID")
+					cmd, _ := json.Marshal(map[string]string{"shell": shell})
+					req.Deliver = json.RawMessage(fmt.Sprintf(`{"webhook":{"url":"%s/hook","retry_unknown":%t},"command":%s}`, receiver, p.retryUnknown, cmd))
 				}
 				w, err := c.Register(ctx, req)
 				if err != nil {
@@ -490,8 +582,24 @@ func (h *harness) build() error {
 	return nil
 }
 
+// commandRuns counts the runs of the delivery command for a message id.
+func (h *harness) commandRuns(messageID string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(h.ranDir, messageID))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return strings.Count(string(b), "ran\n"), nil
+}
+
 func (h *harness) start() error {
-	cmd := exec.Command(h.bin, "serve", "--listen", h.addr, "--data-dir", h.dataDir)
+	args := []string{"serve", "--listen", h.addr, "--data-dir", h.dataDir}
+	if h.command {
+		args = append(args, "--allow-exec") // delivery commands
+	}
+	cmd := exec.Command(h.bin, args...)
 	home := filepath.Join(h.dir, "home")
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return err

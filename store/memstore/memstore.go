@@ -326,11 +326,16 @@ func (s *Store) WatchSettle(_ context.Context, ps []vigil.WatchSettleParams) ([]
 		if !p.State.Terminal() {
 			return nil, vigil.Errorf(vigil.CodeInvalidRequest, "cannot settle watch %q to %q: not a terminal state", p.ID, p.State)
 		}
+		// An outcome message that cannot be written fails the whole batch,
+		// before anything is changed, as a transaction would roll back.
+		if w, ok := s.watches[p.ID]; ok && w.State == vigil.StatePending && p.Message != nil && s.outcome[p.ID] {
+			return nil, vigil.Errorf(vigil.CodeConflict, "watch %q already has its outcome message", p.ID)
+		}
 	}
 	won := make([]bool, len(ps))
 	for i, p := range ps {
 		w, ok := s.watches[p.ID]
-		if !ok || w.State != vigil.StatePending || (p.Message != nil && s.outcome[p.ID]) {
+		if !ok || w.State != vigil.StatePending {
 			continue
 		}
 		s.settleLocked(w, p.State, p.Outcome, p.SettledAt)

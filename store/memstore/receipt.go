@@ -2,8 +2,10 @@ package memstore
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/vigil-run/vigil"
@@ -96,14 +98,44 @@ func (s *Store) ReceiptsResume(_ context.Context, p vigil.ReceiptsResumeParams) 
 			continue
 		}
 		w, ok := s.watches[m.WatchID]
-		if !ok || w.SettledAt.IsZero() || w.SettledAt.Before(p.SettledSince) || w.AnsweredAtCreation || len(s.rcpt[w.ID]) > 0 {
+		if !ok || w.SettledAt.IsZero() || w.SettledAt.Before(p.SettledSince) || w.AnsweredAtCreation || !owes(w, s.rcpt[w.ID], p) {
 			continue
 		}
-		if !p.AnyDeliver && len(w.Deliver) == 0 {
-			continue
+		u := vigil.Undispatched{WatchID: w.ID, MessageID: m.ID}
+		for ch := range s.rcpt[w.ID] {
+			u.Receipted = append(u.Receipted, ch)
 		}
-		res.Undispatched = append(res.Undispatched, vigil.Undispatched{WatchID: w.ID, MessageID: m.ID})
+		slices.Sort(u.Receipted)
+		res.Undispatched = append(res.Undispatched, u)
 	}
+	slices.SortFunc(res.Undispatched, func(a, b vigil.Undispatched) int { return strings.Compare(a.WatchID, b.WatchID) })
 	res.Undispatched = slices.Clip(res.Undispatched)
 	return res, nil
+}
+
+// owes reports whether w may owe a channel its first attempt: one its
+// Deliver names among p.Channels, or one of p.DefaultChannels, with no
+// receipt. A Deliver that is not a JSON object names nothing.
+func owes(w *vigil.Watch, byCh map[string]vigil.ReceiptRecord, p vigil.ReceiptsResumeParams) bool {
+	for _, c := range p.DefaultChannels {
+		if _, ok := byCh[c]; !ok {
+			return true
+		}
+	}
+	if len(w.Deliver) == 0 {
+		return false
+	}
+	var named map[string]json.RawMessage
+	if json.Unmarshal(w.Deliver, &named) != nil {
+		return false
+	}
+	for _, c := range p.Channels {
+		if _, ok := named[c]; !ok {
+			continue
+		}
+		if _, ok := byCh[c]; !ok {
+			return true
+		}
+	}
+	return false
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/vigil-run/vigil"
@@ -114,32 +116,73 @@ func (s *Store) ReceiptsResume(ctx context.Context, p vigil.ReceiptsResumeParams
 				}
 			}
 		}
-		q := `SELECT w.id, m.id FROM watches AS w
-			JOIN messages AS m ON m.watch_id = w.id
-				AND (m.type = 'fired' OR m.type = 'failed' OR m.type = 'expired' OR m.type = 'errored')
-			WHERE w.settled_at IS NOT NULL AND w.settled_at >= ? AND w.answered_at_creation = 0
-				AND NOT EXISTS (SELECT 1 FROM receipts AS r WHERE r.watch_id = w.id)`
-		if !p.AnyDeliver {
-			q += ` AND w.deliver IS NOT NULL`
-		}
-		rows, err := t.conn.QueryContext(bg, q, p.SettledSince.UnixMilli())
-		if err != nil {
-			return wrap("resume receipts", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var u vigil.Undispatched
-			if err := rows.Scan(&u.WatchID, &u.MessageID); err != nil {
-				return wrap("resume receipts", err)
-			}
-			res.Undispatched = append(res.Undispatched, u)
-		}
-		if err := rows.Err(); err != nil {
-			return wrap("resume receipts", err)
+		if res.Undispatched, err = undispatched(t, p); err != nil {
+			return err
 		}
 		return nil
 	})
 	return res, err
+}
+
+// undispatched finds the settled watches that may owe a channel its first
+// attempt: a channel their deliver names among p.Channels, or one of
+// p.DefaultChannels, with no receipt. A deliver that is not valid JSON
+// names nothing.
+func undispatched(t *wtx, p vigil.ReceiptsResumeParams) ([]vigil.Undispatched, error) {
+	var owed []string
+	args := []any{p.SettledSince.UnixMilli()}
+	if len(p.Channels) > 0 {
+		owed = append(owed, `(w.deliver IS NOT NULL AND EXISTS (
+			SELECT 1 FROM json_each(CASE WHEN json_valid(w.deliver) THEN w.deliver END) AS j
+			WHERE j.key IN (?`+strings.Repeat(", ?", len(p.Channels)-1)+`)
+				AND NOT EXISTS (SELECT 1 FROM receipts AS r WHERE r.watch_id = w.id AND r.channel = j.key)))`)
+		for _, c := range p.Channels {
+			args = append(args, c)
+		}
+	}
+	for _, c := range p.DefaultChannels {
+		owed = append(owed, `NOT EXISTS (SELECT 1 FROM receipts AS r WHERE r.watch_id = w.id AND r.channel = ?)`)
+		args = append(args, c)
+	}
+	if len(owed) == 0 {
+		return nil, nil
+	}
+	q := `SELECT w.id, m.id, (SELECT json_group_array(channel) FROM (
+			SELECT r.channel FROM receipts AS r WHERE r.watch_id = w.id ORDER BY r.channel))
+		FROM watches AS w
+		JOIN messages AS m ON m.watch_id = w.id
+			AND (m.type = 'fired' OR m.type = 'failed' OR m.type = 'expired' OR m.type = 'errored')
+		WHERE w.settled_at IS NOT NULL AND w.settled_at >= ? AND w.answered_at_creation = 0
+			AND (` + strings.Join(owed, " OR ") + `)`
+	rows, err := t.conn.QueryContext(context.Background(), q, args...)
+	if err != nil {
+		return nil, wrap("resume receipts", err)
+	}
+	defer rows.Close()
+	var out []vigil.Undispatched
+	for rows.Next() {
+		var (
+			u    vigil.Undispatched
+			have string
+		)
+		if err := rows.Scan(&u.WatchID, &u.MessageID, &have); err != nil {
+			return nil, wrap("resume receipts", err)
+		}
+		if err := json.Unmarshal([]byte(have), &u.Receipted); err != nil {
+			return nil, fmt.Errorf("sqlite: resume receipts: %w", err)
+		}
+		if len(u.Receipted) == 0 {
+			u.Receipted = nil
+		}
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("resume receipts", err)
+	}
+	// Sorted here, not by the query: an ORDER BY w.id would walk every
+	// watch by its primary key instead of the settled ones by watches_settled.
+	slices.SortFunc(out, func(a, b vigil.Undispatched) int { return strings.Compare(a.WatchID, b.WatchID) })
+	return out, nil
 }
 
 func openReceipts(t *wtx, status string) ([]vigil.ReceiptRecord, error) {

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -9,6 +10,9 @@ import (
 
 	"github.com/vigil-run/vigil"
 )
+
+// channels are the push channels a Deliver may name.
+var channels = []string{"webhook", "command", "email"}
 
 func upsert(t *testing.T, s vigil.Store, r vigil.ReceiptRecord) {
 	t.Helper()
@@ -65,7 +69,7 @@ func testReceipts(t *testing.T, newStore NewStoreFunc) {
 	if err := s.WatchDelete(t.Context(), "w1"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.ReceiptsResume(t.Context(), vigil.ReceiptsResumeParams{Now: at, AnyDeliver: true})
+	res, err := s.ReceiptsResume(t.Context(), vigil.ReceiptsResumeParams{Now: at, Channels: channels, DefaultChannels: []string{"webhook"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +105,7 @@ func testReceiptsResume(t *testing.T, newStore NewStoreFunc) {
 
 	s = reopen()
 	now := at.Add(time.Hour)
-	res, err := s.ReceiptsResume(t.Context(), vigil.ReceiptsResumeParams{Now: now, SettledSince: base.Add(time.Second)})
+	res, err := s.ReceiptsResume(t.Context(), vigil.ReceiptsResumeParams{Now: now, SettledSince: base.Add(time.Second), Channels: channels})
 	if err != nil {
 		t.Fatalf("ReceiptsResume error = %v", err)
 	}
@@ -121,7 +125,8 @@ func testReceiptsResume(t *testing.T, newStore NewStoreFunc) {
 		t.Errorf("a-sending receipts after resume = %+v, want one unknown", got)
 	}
 	// Unknown is final: a second start finds nothing more to do for it.
-	res, err = s.ReceiptsResume(t.Context(), vigil.ReceiptsResumeParams{Now: now, SettledSince: base.Add(time.Second), AnyDeliver: true})
+	res, err = s.ReceiptsResume(t.Context(), vigil.ReceiptsResumeParams{Now: now, SettledSince: base.Add(time.Second), Channels: channels,
+		DefaultChannels: []string{"webhook"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +134,80 @@ func testReceiptsResume(t *testing.T, newStore NewStoreFunc) {
 		t.Errorf("second ReceiptsResume = %+v, want no unknown and the one retrying", res)
 	}
 	if diff := gocmp.Diff([]string{"c-orphan", "e-plain"}, sorted(ids(res.Undispatched, func(u vigil.Undispatched) string { return u.WatchID }))); diff != "" {
-		t.Errorf("Undispatched with AnyDeliver (-want +got):\n%s", diff)
+		t.Errorf("Undispatched with a default channel (-want +got):\n%s", diff)
+	}
+}
+
+// testReceiptsResumePartial: a settled watch whose Deliver names several
+// channels, some of which have a receipt and some not (the daemon stopped
+// while one channel's job was in flight and another's still queued), is
+// found at start-up with the channels that have one, so the others get
+// their first attempt; a watch with a receipt on every channel it names
+// is not, nor are keys of Deliver that are no channel.
+func testReceiptsResumePartial(t *testing.T, newStore NewStoreFunc) {
+	s, reopen := newStore(t)
+	const (
+		hook    = `"webhook":{"url":"https://hooks.example/x"}`
+		command = `"command":{"argv":["true"]}`
+		email   = `"email":{"to":"ops@example.com"}`
+	)
+	at := base.Add(time.Minute)
+	mk := func(id string, n int, deliver string) {
+		w := httpWatch(id, "r", n, base)
+		w.Deliver = json.RawMessage("{" + deliver + "}")
+		create(t, s, w)
+		settleAll(t, s, settle(w, vigil.StateFired, "m-"+id, at))
+	}
+	rec := func(id, channel, status string) {
+		upsert(t, s, vigil.ReceiptRecord{WatchID: id, MessageID: "m-" + id, Receipt: vigil.Receipt{Channel: channel, Status: status, Attempts: 1, UpdatedAt: at}})
+	}
+	mk("a-two", 1, hook+","+email)
+	rec("a-two", "webhook", vigil.ReceiptSending)
+	mk("b-three", 2, hook+","+command+","+email)
+	rec("b-three", "webhook", vigil.ReceiptDelivered)
+	rec("b-three", "command", vigil.ReceiptUndeliverable)
+	mk("c-all", 3, hook+","+email)
+	rec("c-all", "webhook", vigil.ReceiptDelivered)
+	rec("c-all", "email", vigil.ReceiptUnknown)
+	mk("d-progress", 4, hook+`,"progress":true`)
+	rec("d-progress", "webhook", vigil.ReceiptRetrying)
+	mk("e-email", 5, email)
+	rec("e-email", "email", vigil.ReceiptDelivered)
+
+	s = reopen()
+	now := at.Add(time.Hour)
+	res, err := s.ReceiptsResume(t.Context(), vigil.ReceiptsResumeParams{Now: now, SettledSince: base, Channels: channels})
+	if err != nil {
+		t.Fatalf("ReceiptsResume error = %v", err)
+	}
+	want := []vigil.Undispatched{
+		{WatchID: "a-two", MessageID: "m-a-two", Receipted: []string{"webhook"}},
+		{WatchID: "b-three", MessageID: "m-b-three", Receipted: []string{"command", "webhook"}},
+	}
+	if diff := gocmp.Diff(want, res.Undispatched, opts); diff != "" {
+		t.Errorf("Undispatched (-want +got):\n%s", diff)
+	}
+	if got := ids(res.Unknown, func(r vigil.ReceiptRecord) string { return r.WatchID + "/" + r.Channel }); !slices.Equal(got, []string{"a-two/webhook"}) {
+		t.Errorf("Unknown = %v, want [a-two/webhook]", got)
+	}
+	// A default channel (a recipient's default webhook) is owed by every
+	// watch, whatever its Deliver names.
+	res, err = s.ReceiptsResume(t.Context(), vigil.ReceiptsResumeParams{Now: now, SettledSince: base, Channels: channels, DefaultChannels: []string{"webhook"}})
+	if err != nil {
+		t.Fatalf("ReceiptsResume error = %v", err)
+	}
+	want = append(want, vigil.Undispatched{WatchID: "e-email", MessageID: "m-e-email", Receipted: []string{"email"}})
+	if diff := gocmp.Diff(want, res.Undispatched, opts); diff != "" {
+		t.Errorf("Undispatched with a default webhook (-want +got):\n%s", diff)
+	}
+	// Once each channel has its receipt, nothing is owed.
+	rec("a-two", "email", vigil.ReceiptDelivered)
+	rec("b-three", "email", vigil.ReceiptDelivered)
+	res, err = s.ReceiptsResume(t.Context(), vigil.ReceiptsResumeParams{Now: now, SettledSince: base, Channels: channels})
+	if err != nil {
+		t.Fatalf("ReceiptsResume error = %v", err)
+	}
+	if len(res.Undispatched) != 0 {
+		t.Errorf("Undispatched after every channel has a receipt = %+v, want none", res.Undispatched)
 	}
 }

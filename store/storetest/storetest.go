@@ -40,7 +40,9 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"CapPerRecipientConcurrent", testCapPerRecipient},
 		{"CapGlobalConcurrent", testCapGlobal},
 		{"CapsFreedBySettleCancelClose", testCapsFreed},
+		{"CapsFreedByOneBatch", testCapsFreedByOneBatch},
 		{"SettleCAS", testSettleCAS},
+		{"SettleRollsBack", testSettleRollsBack},
 		{"CancelBeforeSettle", testCancelBeforeSettle},
 		{"CancelScoped", testCancelScoped},
 		{"SettleCancelRace", testSettleCancelRace},
@@ -60,6 +62,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"Close", testClose},
 		{"Receipts", testReceipts},
 		{"ReceiptsResume", testReceiptsResume},
+		{"ReceiptsResumePartial", testReceiptsResumePartial},
 		{"Tokens", testTokens},
 		{"TokenConflict", testTokenConflict},
 	}
@@ -1308,4 +1311,98 @@ func testClose(t *testing.T, newStore NewStoreFunc) {
 	if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: httpWatch("w2", "r", 2, base)}); err == nil {
 		t.Errorf("WatchCreate after Close: no error")
 	}
+}
+
+// testSettleRollsBack: a settlement whose outcome message cannot be
+// written (the watch already has one, which the mailbox refuses to
+// repeat) fails whole: an error, every watch of the batch still pending
+// (those before it too), no message written, and the caps still counting
+// them, before and after a reopen.
+func testSettleRollsBack(t *testing.T, newStore NewStoreFunc) {
+	s, reopen := newStore(t)
+	ctx := t.Context()
+	caps := func(w *vigil.Watch) vigil.WatchCreateParams {
+		return vigil.WatchCreateParams{Watch: w, MaxActive: 3, MaxActivePerRecipient: 2}
+	}
+	var ws []*vigil.Watch
+	for i, r := range []string{"a", "a", "b"} {
+		w, err := s.WatchCreate(ctx, caps(httpWatch(fmt.Sprintf("w%d", i+1), r, i+1, base)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	if _, err := s.MessageCreate(ctx, message("stray", "a", "w2", vigil.MessageFired, base)); err != nil {
+		t.Fatalf("MessageCreate of an outcome message for a pending watch error = %v", err)
+	}
+	at := base.Add(time.Minute)
+	_, err := s.WatchSettle(ctx, []vigil.WatchSettleParams{
+		settle(ws[0], vigil.StateFired, "m1", at), settle(ws[2], vigil.StateFailed, "m3", at), settle(ws[1], vigil.StateFired, "m2", at),
+	})
+	wantCode(t, "WatchSettle with an outcome message that cannot be written", err, vigil.CodeConflict)
+	check := func(s vigil.Store, when string) {
+		t.Helper()
+		for _, w := range ws {
+			if got := get(t, s, w.ID); got.State != vigil.StatePending || !got.SettledAt.IsZero() || got.Outcome != nil {
+				t.Errorf("%s: %s = %s (settled at %v, outcome %+v), want pending as before", when, w.ID, got.State, got.SettledAt, got.Outcome)
+			}
+		}
+		var msgs []string
+		for _, r := range []string{"a", "b"} {
+			msgs = append(msgs, messageIDs(mailbox(t, s, r))...)
+		}
+		if diff := gocmp.Diff([]string{"stray"}, msgs); diff != "" {
+			t.Errorf("%s: mailbox (-want +got):\n%s", when, diff)
+		}
+		_, err := s.WatchCreate(ctx, caps(httpWatch("a3", "a", 10, base)))
+		wantCode(t, when+": WatchCreate past the per-recipient cap", err, vigil.CodeQuotaExceeded)
+		_, err = s.WatchCreate(ctx, caps(httpWatch("c1", "c", 11, base)))
+		wantCode(t, when+": WatchCreate past the global cap", err, vigil.CodeQuotaExceeded)
+	}
+	check(s, "after the failed settle")
+	check(reopen(), "after reopen")
+}
+
+// testCapsFreedByOneBatch: one settle call with several watches of one
+// recipient frees a slot for each, for every recipient in it (the
+// scheduler settles timers in batches of hundreds), and the counts
+// survive a reopen.
+func testCapsFreedByOneBatch(t *testing.T, newStore NewStoreFunc) {
+	s, reopen := newStore(t)
+	ctx := t.Context()
+	caps := func(w *vigil.Watch) vigil.WatchCreateParams {
+		return vigil.WatchCreateParams{Watch: w, MaxActive: 4, MaxActivePerRecipient: 2}
+	}
+	mustCreate := func(s vigil.Store, w *vigil.Watch) *vigil.Watch {
+		t.Helper()
+		got, err := s.WatchCreate(ctx, caps(w))
+		if err != nil {
+			t.Fatalf("WatchCreate(%s) error = %v", w.ID, err)
+		}
+		return got
+	}
+	refused := func(s vigil.Store, w *vigil.Watch) {
+		t.Helper()
+		_, err := s.WatchCreate(ctx, caps(w))
+		wantCode(t, "WatchCreate("+w.ID+")", err, vigil.CodeQuotaExceeded)
+	}
+	a1, a2 := mustCreate(s, httpWatch("a1", "a", 1, base)), mustCreate(s, httpWatch("a2", "a", 2, base))
+	b1, b2 := mustCreate(s, httpWatch("b1", "b", 3, base)), mustCreate(s, httpWatch("b2", "b", 4, base))
+	refused(s, httpWatch("a3", "a", 5, base))
+	refused(s, httpWatch("c1", "c", 6, base))
+	at := base.Add(time.Minute)
+	for i, won := range settleAll(t, s, settle(a1, vigil.StateFired, "m-a1", at), settle(b1, vigil.StateFired, "m-b1", at),
+		settle(a2, vigil.StateExpired, "m-a2", at), settle(b2, vigil.StateFailed, "m-b2", at)) {
+		if !won {
+			t.Fatalf("settlement %d of the batch lost", i)
+		}
+	}
+	s = reopen()
+	for i, w := range []*vigil.Watch{httpWatch("a3", "a", 5, base), httpWatch("a4", "a", 7, base), httpWatch("b3", "b", 8, base), httpWatch("b4", "b", 9, base)} {
+		if _, err := s.WatchCreate(ctx, caps(w)); err != nil {
+			t.Fatalf("registration %d (%s) after one batch settled every watch: %v, want it made", i+1, w.ID, err)
+		}
+	}
+	refused(s, httpWatch("a5", "a", 10, base))
+	refused(s, httpWatch("c1", "c", 6, base))
 }

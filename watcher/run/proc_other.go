@@ -14,3 +14,4 @@ func newSession(*exec.Cmd) error  { return errNoUnix }
 func lock(*os.File) error         { return errNoUnix }
 func locked(string) (bool, error) { return false, errNoUnix }
 func terminate(int) error         { return errNoUnix }
+func closeOnExec(*os.File)        {}

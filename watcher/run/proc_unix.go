@@ -42,3 +42,6 @@ func locked(path string) (bool, error) {
 
 // terminate asks a supervisor to end its program.
 func terminate(pid int) error { return syscall.Kill(pid, syscall.SIGTERM) }
+
+// closeOnExec keeps f from the programs this process starts.
+func closeOnExec(f *os.File) { syscall.CloseOnExec(int(f.Fd())) }

@@ -21,9 +21,10 @@
 // its output, and when it exits writes a status file atomically (a
 // temporary file, fsync, rename) in the run directory, <data_dir>/run:
 //
-//	<watch id>.pid   made by the daemon before the start (so a run starts at
-//	                 most once); the supervisor holds an flock on it for its
-//	                 whole life and writes its pid and the program's into it
+//	<watch id>.pid   made and locked (flock) by the daemon before the start,
+//	                 so a run starts at most once; the supervisor inherits
+//	                 it, the lock with it, holds it for its whole life and
+//	                 writes its pid and the program's into it
 //	<watch id>.json  the status: exit code or signal, start and end, the tail
 //
 // A probe reads these and nothing else: the status file answers; a held
@@ -115,6 +116,13 @@ type Config struct {
 	PokeFunc func(id string)
 	// Retention is how long status files are kept (default DefaultRetention).
 	Retention time.Duration
+	// PendingFunc reports whether a watch is still pending; the daemon
+	// reads the store. A first probe asks it once the start is registered
+	// (so that Stop finds it) and before anything is made, so that a watch
+	// cancelled after the scheduler read it as pending never starts its
+	// program: a cancel committed before the question is answered here,
+	// one committed after it finds the start registered. Nil asks nobody.
+	PendingFunc func(ctx context.Context, id string) (bool, error)
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -312,6 +320,15 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	if err != nil {
 		return vigil.Observation{}, err
 	}
+	if alive && pr.Pid == 0 {
+		// A supervisor holds the run but has not started the program yet
+		// (a start the daemon gave up on while its second stage was up).
+		if p.Final {
+			_, _ = w.terminate(p.WatchID)
+			return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "still starting at the deadline; its supervisor was terminated"}, nil
+		}
+		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "starting"}, nil
+	}
 	if !alive {
 		// The supervisor may have written its status just before exiting.
 		if st, ok, err := w.readStatus(p.WatchID); err != nil || ok {
@@ -391,6 +408,11 @@ type job struct {
 	Env     []string `json:"env"`
 	Tail    int      `json:"tail"`
 	GraceMS int64    `json:"grace_ms"`
+	// Locked says the pid file comes open and locked: fd 3 of the first
+	// stage, which hands it on as fd 4 of the second (fd 3 is its report).
+	// Without it (a daemon from before) the second stage opens the file by
+	// its path and locks it itself.
+	Locked bool `json:"locked,omitempty"`
 }
 
 // start makes the pid file (at most one start per watch, ever) and starts
@@ -425,20 +447,39 @@ func (w *Watcher) start(ctx context.Context, id string, c *canonical, depth int)
 			_, _ = w.terminate(id)
 		}
 	}()
-	f, err := os.OpenFile(w.pidPath(id), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if w.cfg.PendingFunc != nil {
+		pending, err := w.cfg.PendingFunc(ctx, id)
+		if err != nil {
+			return vigil.Observation{}, fmt.Errorf("checking the watch is still pending: %w", err)
+		}
+		if !pending {
+			return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "not started: the watch is no longer pending"}, nil
+		}
+	}
+	f, err := os.OpenFile(w.pidPath(id), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "starting"}, nil
 	}
 	if err != nil {
 		return vigil.Observation{}, err
 	}
-	f.Close()
+	// The lock is taken now, before anything starts, and handed down: both
+	// stages of the supervisor inherit this open file, and the lock with
+	// it, so the run is held without a gap from here until the supervisor
+	// ends, and judging it by the lock (below, and in every probe) never
+	// mistakes a second stage that is up for nobody.
+	if err := lock(f); err != nil {
+		f.Close()
+		os.Remove(w.pidPath(id))
+		return vigil.Observation{}, err
+	}
 	b, _ := json.Marshal(job{WatchID: id, Dir: w.cfg.Dir, Path: path, Argv: argv, Cwd: prog.Cwd, Env: penv, Tail: max(c.Tail, 1),
-		GraceMS: w.cfg.KillGrace.Milliseconds()})
+		GraceMS: w.cfg.KillGrace.Milliseconds(), Locked: true})
 	sargv := w.cfg.SupervisorArgv
 	if len(sargv) == 0 {
 		exe, err := os.Executable()
 		if err != nil {
+			f.Close()
 			os.Remove(w.pidPath(id))
 			return vigil.Observation{}, watcher.Permanent(fmt.Errorf("finding the vigil executable for the supervisor: %w", err))
 		}
@@ -452,8 +493,13 @@ func (w *Watcher) start(ctx context.Context, id string, c *canonical, depth int)
 	cmd.Stdin = bytes.NewReader(b)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cmd.ExtraFiles = []*os.File{f}
 	cmd.WaitDelay = time.Second
-	if err := cmd.Run(); err != nil {
+	err = cmd.Run()
+	// The first stage has exited: from here the lock is held only by a
+	// second stage, if one was started.
+	f.Close()
+	if err != nil {
 		// Nobody supervises: let a later probe try again.
 		if alive, lerr := locked(w.pidPath(id)); lerr == nil && !alive {
 			if _, ok, _ := w.readStatus(id); !ok {

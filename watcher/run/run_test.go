@@ -26,25 +26,48 @@ func TestMain(m *testing.M) {
 		// VIGIL_TEST_SUPERVISE_HOLD holds the supervisor until that file
 		// exists, to test what happens while a run starts.
 		if hold := os.Getenv("VIGIL_TEST_SUPERVISE_HOLD"); hold != "" {
-			for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-				if _, err := os.Stat(hold); err == nil {
-					break
-				}
-			}
+			waitFile(hold)
+		}
+		// VIGIL_TEST_SUPERVISE_HOLD2 holds the second stage only, once it
+		// has made the file VIGIL_TEST_SUPERVISE_UP, to test what happens
+		// when the daemon gives up on a start whose second stage is up.
+		if hold := os.Getenv("VIGIL_TEST_SUPERVISE_HOLD2"); hold != "" && os.Getenv(run.EnvStage) == "2" {
+			_ = os.WriteFile(os.Getenv("VIGIL_TEST_SUPERVISE_UP"), nil, 0o600)
+			waitFile(hold)
 		}
 		os.Exit(run.Supervise(os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
 
+// waitFile waits (at most 20 s) for path to exist.
+func waitFile(path string) {
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+	}
+}
+
 func newWatcher(t *testing.T, dir string, poke func(string)) *run.Watcher {
+	t.Helper()
+	return run.New(testConfig(t, dir, poke, nil))
+}
+
+// testConfig is the run watcher's configuration with this test binary as
+// the supervisor; st, when set, answers PendingFunc as the daemon's store.
+func testConfig(t *testing.T, dir string, poke func(string), st vigil.Store) run.Config {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return run.New(run.Config{AllowExec: true, Dir: dir, SupervisorArgv: []string{exe}, SupervisorEnv: []string{"VIGIL_TEST_SUPERVISE=1"},
-		KillGrace: 500 * time.Millisecond, PokeFunc: poke})
+	c := run.Config{AllowExec: true, Dir: dir, SupervisorArgv: []string{exe}, SupervisorEnv: []string{"VIGIL_TEST_SUPERVISE=1"},
+		KillGrace: 500 * time.Millisecond, PokeFunc: poke}
+	if st != nil {
+		c.PendingFunc = pendingIn(st)
+	}
+	return c
 }
 
 // daemon is an engine on the real clock with the run watcher and its
@@ -58,7 +81,7 @@ type daemon struct {
 func startDaemon(t *testing.T, st vigil.Store, dir string) *daemon {
 	t.Helper()
 	d := &daemon{done: make(chan struct{})}
-	w := newWatcher(t, dir, func(id string) { d.eng.Poke(id) })
+	w := run.New(testConfig(t, dir, func(id string) { d.eng.Poke(id) }, st))
 	d.eng = engine.New(engine.Config{Store: st, Watchers: watcher.NewRegistry(w)})
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel

@@ -25,11 +25,13 @@ const maxJob = 8 << 20
 // run watcher starts with a job on stdin. It returns the process's exit
 // code.
 //
-// It runs in two stages. The first, started by the daemon, starts the
-// second in a new session (so that it survives the daemon), hands it the
-// job, waits until it reports that it holds the lock on the pid file and
-// has started the program, prints "ready PID" and exits, so the daemon
-// never keeps a child of its own. The second starts the program in its
+// It runs in two stages. The first, started by the daemon with the pid
+// file open and locked as its fd 3, starts the second in a new session (so
+// that it survives the daemon), hands it the job and the pid file (its fd
+// 4; the lock goes with it, so the run is held without a gap from the
+// daemon's start to the end of the second stage), waits until it reports
+// that it has started the program, prints "ready PID" and exits, so the
+// daemon never keeps a child of its own. The second starts the program in its
 // own process group, keeps the end of its output, ends the group on
 // SIGTERM (SIGTERM, then SIGKILL after the job's grace), and when the
 // program has exited writes the status file atomically and exits.
@@ -47,7 +49,12 @@ func Supervise(stdin io.Reader, stdout, stderr io.Writer) int {
 	if os.Getenv(EnvStage) == "2" {
 		return supervise(j)
 	}
-	pid, err := detach(b)
+	var pidFile *os.File
+	if j.Locked {
+		pidFile = os.NewFile(3, filepath.Join(j.Dir, j.WatchID+".pid"))
+		closeOnExec(pidFile)
+	}
+	pid, err := detach(b, pidFile)
 	if err != nil {
 		fmt.Fprintf(stderr, "vigil supervise: %v\n", err)
 		return 1
@@ -57,8 +64,9 @@ func Supervise(stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 // detach starts the second stage in its own session and waits for its
-// report on a pipe (its fd 3).
-func detach(jobJSON []byte) (int, error) {
+// report on a pipe (its fd 3). pidFile, when set, is the locked pid file,
+// handed on as the second stage's fd 4.
+func detach(jobJSON []byte, pidFile *os.File) (int, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return 0, err
@@ -73,6 +81,9 @@ func detach(jobJSON []byte) (int, error) {
 	cmd.Dir = "/"
 	cmd.Stdin = bytes.NewReader(jobJSON)
 	cmd.ExtraFiles = []*os.File{wr}
+	if pidFile != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, pidFile)
+	}
 	if err := newSession(cmd); err != nil {
 		wr.Close()
 		return 0, err
@@ -117,16 +128,34 @@ func supervise(j job) int {
 	}
 	defer say("error: the supervisor ended early")
 	pidPath := filepath.Join(j.Dir, j.WatchID+".pid")
-	f, err := os.OpenFile(pidPath, os.O_RDWR, 0)
-	if err != nil {
-		say("error: " + err.Error())
-		return 1
+	var f *os.File
+	if j.Locked {
+		// Inherited, locked, from the daemon through the first stage. The
+		// program must not inherit it: the lock would outlive us.
+		f = os.NewFile(4, pidPath)
+		closeOnExec(f)
+	} else {
+		var err error
+		if f, err = os.OpenFile(pidPath, os.O_RDWR, 0); err != nil {
+			say("error: " + err.Error())
+			return 1
+		}
 	}
 	defer f.Close()
+	// Inherited, the lock is already this file's: taking it again is a
+	// check that it is.
 	if err := lock(f); err != nil {
-		say("error: another supervisor holds " + pidPath)
+		say("error: cannot lock " + pidPath + ": " + err.Error())
 		return 1
 	}
+	// Signals are handled from here: a SIGTERM before the program starts
+	// ends it as soon as it is up. The record names this supervisor at
+	// once, so a daemon can reach it before the program starts.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	early, _ := json.Marshal(pidRecord{Supervisor: os.Getpid()})
+	_, _ = f.WriteAt(early, 0)
 	tail := command.NewTail(j.Tail)
 	cmd := exec.Command(j.Path)
 	cmd.Args = j.Argv
@@ -158,9 +187,6 @@ func supervise(j job) int {
 	rec, _ := json.Marshal(pidRecord{Supervisor: os.Getpid(), Pid: pid, StartedAt: st.StartedAt})
 	_, _ = f.WriteAt(rec, 0)
 	_ = f.Sync()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	say(fmt.Sprintf("ready %d", pid))
 
 	waited := make(chan error, 1)

@@ -1,0 +1,94 @@
+package run_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/store/memstore"
+	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/run"
+)
+
+// TestHandOverAfterTheDaemonGaveUp: the daemon gives up on a start (its
+// first stage is killed, as by the start timeout or a shutdown) after the
+// second stage was started, in its own session, but before it reported.
+// The second stage holds the run: the pid file stays, the next probe
+// finds the run starting rather than starting it again, and the program
+// runs once.
+func TestHandOverAfterTheDaemonGaveUp(t *testing.T) {
+	t.Parallel()
+	dir, tmp := t.TempDir(), t.TempDir()
+	up, hold, count := filepath.Join(tmp, "up"), filepath.Join(tmp, "go"), filepath.Join(tmp, "count")
+	c := testConfig(t, dir, nil, nil)
+	c.SupervisorEnv = append(c.SupervisorEnv, "VIGIL_TEST_SUPERVISE_HOLD2="+hold, "VIGIL_TEST_SUPERVISE_UP="+up)
+	w := run.New(c)
+	t.Cleanup(func() { _ = os.WriteFile(hold, nil, 0o600) }) // never leave the second stage held
+	canon, err := w.Canonicalize(t.Context(), json.RawMessage(`{"shell":"echo ran >> `+count+`"}`), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "01HANDOVER"
+	probe := func(ctx context.Context) (vigil.Observation, error) {
+		return w.Probe(ctx, watcher.Probe{WatchID: id, Kind: vigil.KindRun, Predicate: canon.Predicate, Now: time.Now()})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := make(chan error, 1)
+	go func() {
+		_, err := probe(ctx)
+		first <- err
+	}()
+	waitFile(up)
+	if _, err := os.Stat(up); err != nil {
+		t.Fatal("the second stage never came up")
+	}
+	cancel() // the daemon gives up: its first stage is killed
+	if err := <-first; err == nil {
+		t.Fatal("the start the daemon gave up on reported no error")
+	}
+	if _, err := os.Stat(filepath.Join(dir, id+".pid")); err != nil {
+		t.Fatalf("the pid file of a run whose second stage is up was removed (%v): the next probe would start it again", err)
+	}
+	obs, err := probe(context.Background())
+	if err != nil || obs.Verdict != vigil.VerdictPending || !strings.HasPrefix(obs.Summary, "starting") {
+		t.Fatalf("the next probe = %+v, %v; want pending, starting", obs, err)
+	}
+	if err := os.WriteFile(hold, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s := waitStatus(t, dir, id); s.ExitCode == nil || *s.ExitCode != 0 {
+		t.Fatalf("status = %+v, want exit 0", s)
+	}
+	if b, _ := os.ReadFile(count); string(b) != "ran\n" {
+		t.Errorf("the program's runs wrote %q, want one run", b)
+	}
+	if obs, err := probe(context.Background()); err != nil || obs.Verdict != vigil.VerdictSatisfied {
+		t.Errorf("the probe after the run = %+v, %v; want satisfied", obs, err)
+	}
+}
+
+// TestProgramDoesNotHoldThePidFile: the program does not inherit the
+// supervisor's locked pid file, so the lock, which says a supervisor is
+// alive, goes with the supervisor even if the program outlives it.
+func TestProgramDoesNotHoldThePidFile(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("no /proc to list a process's open files")
+	}
+	d := startDaemon(t, memstore.New(), t.TempDir())
+	w := register(t, d, `{"shell":"for f in /proc/$$/fd/*; do readlink $f; done; true"}`, "", 0)
+	got := wait(t, d, w.ID, 10*time.Second)
+	if got.State != vigil.StateFired {
+		t.Fatalf("watch = %s %+v, want fired", got.State, got.LastObservation)
+	}
+	tail, _ := got.Outcome.Observation.Facts["tail"].(string)
+	if strings.Contains(tail, ".pid") {
+		t.Errorf("the program holds the pid file; its open files:\n%s", tail)
+	}
+}

@@ -593,12 +593,12 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 		s.reschedule(e, time.Unix(0, e.due), e.prog)
 		return
 	}
-	if m := s.cfg.Metrics; m != nil {
-		m.Probed(w.Kind, obs.Verdict, now.Sub(time.Unix(0, e.due)), s.now().Sub(now))
-	}
 	if err != nil {
 		log.Error("probe routed to the wrong watcher", "err", err)
-		obs = vigil.Observation{Verdict: vigil.VerdictUnavailable, At: now, Reason: "internal error: " + err.Error()}
+		obs = wrongKind(err, now)
+	}
+	if m := s.cfg.Metrics; m != nil {
+		m.Probed(w.Kind, obs.Verdict, now.Sub(time.Unix(0, e.due)), s.now().Sub(now))
 	}
 	prog := e.prog.unpack().Advance(obs.Verdict, now)
 	d := vigil.Decide(w, &obs, prog, now, final)
@@ -648,6 +648,13 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 	}
 	next := vigil.NextDue(time.Unix(0, e.due), now, every, prog.Consecutive, s.cfg.Limits.BackoffCap, deadline)
 	s.reschedule(e, next, pack(prog))
+}
+
+// wrongKind is the observation of a probe routed to the wrong watcher
+// (watcher.ErrWrongKind): a bug that no later probe will fix, so it is
+// permanent and the watch settles errored at once, saying why.
+func wrongKind(err error, now time.Time) vigil.Observation {
+	return vigil.Observation{Verdict: vigil.VerdictUnavailable, At: now, Reason: "internal error: " + err.Error(), Permanent: true}
 }
 
 // record writes what an unsettled observation changed, and reports true if
@@ -766,7 +773,7 @@ func (s *Scheduler) runInstant(ctx context.Context, es []*entry, now time.Time) 
 		obs, err := watcher.Run(ctx, wt, watcher.Probe{WatchID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Now: now})
 		if err != nil {
 			s.log.Error("probe routed to the wrong watcher", "watch_id", w.ID, "err", err)
-			obs = vigil.Observation{Verdict: vigil.VerdictUnavailable, At: now, Reason: "internal error: " + err.Error()}
+			obs = wrongKind(err, now)
 		}
 		prog := e.prog.unpack().Advance(obs.Verdict, now)
 		final := e.deadline != 0 && now.UnixNano() >= e.deadline

@@ -107,6 +107,9 @@ type ScheduleEntry struct {
 	CreatedAt time.Time
 	Polls     int
 	Standing  bool
+	// Errors and ConsecutiveErrors are the watch's error counts as stored
+	// (see Watch.Errors): max_errors counts on across a restart.
+	Errors, ConsecutiveErrors int
 }
 
 // WatchObserveParams are the arguments of Store.WatchObserve.
@@ -114,6 +117,11 @@ type WatchObserveParams struct {
 	ID          string
 	Observation *Observation
 	Polls       int
+	// Errors, ConsecutiveErrors and CheckedAt are the watch's counts and
+	// the time of this probe (see Watch); a zero CheckedAt keeps the
+	// stored one.
+	Errors, ConsecutiveErrors int
+	CheckedAt                 time.Time
 	// Message, when set, is appended in the same transaction: a standing
 	// watch's change is recorded with its new baseline, so a crash can
 	// neither lose nor repeat it. The store sets its Seq.
@@ -127,6 +135,10 @@ type WatchSettleParams struct {
 	Outcome   *Outcome
 	SettledAt time.Time
 	Polls     int
+	// Errors, ConsecutiveErrors and CheckedAt are recorded as for
+	// WatchObserve; a zero CheckedAt keeps the stored one.
+	Errors, ConsecutiveErrors int
+	CheckedAt                 time.Time
 	// AnsweredAtCreation: the caller already holds the answer; Message is nil.
 	AnsweredAtCreation bool
 	// Message is the outcome message; nil settles silently. The store sets
@@ -143,6 +155,12 @@ type WatchCancelParams struct {
 	SettledAt  time.Time
 	// Message is the neutral line; nil cancels silently.
 	Message *Message
+	// CheckedAt, when set, is when the watch was last probed, and Polls,
+	// Errors and ConsecutiveErrors are its live counts: the cancellation
+	// records them, so the watch shows what its probes did. A zero
+	// CheckedAt keeps what is stored.
+	CheckedAt                        time.Time
+	Polls, Errors, ConsecutiveErrors int
 }
 
 // RecipientCloseParams closes a recipient.

@@ -165,6 +165,16 @@ type Watch struct {
 	NextDue   time.Time
 	SettledAt time.Time
 	Polls     int
+	// Errors counts the probes that could not tell (verdict unavailable);
+	// ConsecutiveErrors those since the last probe that could, which
+	// MaxErrors bounds.
+	Errors            int
+	ConsecutiveErrors int
+	// CheckedAt is when the latest probe was made; LastObservation.At is
+	// when what it says was first seen. While a watch is pending, Polls,
+	// the error counts and CheckedAt are the scheduler's live figures on
+	// every surface; the store holds them as of its last write.
+	CheckedAt time.Time
 	// LastObservation is the latest observation that differed from the one
 	// before it.
 	LastObservation *Observation

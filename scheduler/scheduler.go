@@ -214,6 +214,28 @@ func (s *Scheduler) Info(id string) (next time.Time, polls int, ok bool) {
 	return time.Unix(0, e.due).UTC(), int(e.prog.polls), true
 }
 
+// Live is what the scheduler knows of a pending watch between writes: when
+// it is next due, what its probes counted and when the latest was made
+// (zero before its first probe since the start).
+type Live struct {
+	NextDue                          time.Time
+	Polls, Errors, ConsecutiveErrors int
+	CheckedAt                        time.Time
+}
+
+// Live returns what the scheduler knows of a pending watch, and false when
+// it does not hold it.
+func (s *Scheduler) Live(id string) (Live, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.byID[id]
+	if !ok {
+		return Live{}, false
+	}
+	p := e.prog.unpack()
+	return Live{NextDue: time.Unix(0, e.due).UTC(), Polls: p.Polls, Errors: p.Errors, ConsecutiveErrors: p.Consecutive, CheckedAt: p.At}, true
+}
+
 // firstDue says when a watch is first due, and false when it never is (a
 // kind that is not probed and has no deadline).
 func firstDue(spec vigil.KindSpec, every time.Duration, start, deadline, now time.Time) (time.Time, bool) {
@@ -252,6 +274,7 @@ func (s *Scheduler) Add(w *vigil.Watch, o *Observer) {
 	e := newEntry(w.ID, s.internKind(w.Kind), w.Every, w.Deadline, spec)
 	e.due = due.UnixNano()
 	e.prog.polls = clamp32(w.Polls)
+	e.prog.errors, e.prog.consecutive = clamp32(w.Errors), clamp32(w.ConsecutiveErrors)
 	e.observer = o
 	s.mu.Lock()
 	if _, dup := s.byID[w.ID]; dup {
@@ -601,6 +624,7 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 		m.Probed(w.Kind, obs.Verdict, now.Sub(time.Unix(0, e.due)), s.now().Sub(now))
 	}
 	prog := e.prog.unpack().Advance(obs.Verdict, now)
+	w.Errors, w.ConsecutiveErrors, w.CheckedAt = prog.Errors, prog.Consecutive, now
 	d := vigil.Decide(w, &obs, prog, now, final)
 	if d.Settle {
 		out := &vigil.Outcome{State: d.State, Reason: d.Reason, Held: d.Held, Attention: d.Attention, Observation: &obs}
@@ -665,7 +689,7 @@ func wrongKind(err error, now time.Time) vigil.Observation {
 // baseline; its unavailable answers are never written, so the baseline is
 // always the last real observation.
 func (s *Scheduler) record(ctx context.Context, wt watcher.Watcher, e *entry, w *vigil.Watch, obs *vigil.Observation, polls int, now time.Time) (gone bool) {
-	p := vigil.WatchObserveParams{ID: w.ID, Observation: obs, Polls: polls}
+	p := vigil.WatchObserveParams{ID: w.ID, Observation: obs, Polls: polls, Errors: w.Errors, ConsecutiveErrors: w.ConsecutiveErrors, CheckedAt: w.CheckedAt}
 	switch {
 	case w.Standing && obs.Verdict == vigil.VerdictUnavailable:
 		return false
@@ -710,7 +734,9 @@ func (s *Scheduler) stop(ctx context.Context, e *entry, w *vigil.Watch, err erro
 		return
 	}
 	out := &vigil.Outcome{State: vigil.StateCancelled, Reason: se.Reason, Sentence: se.Sentence, Observation: w.LastObservation}
-	_, won, cerr := s.cfg.Store.WatchCancel(ctx, vigil.WatchCancelParams{ID: w.ID, Outcome: out, SettledAt: now})
+	p := e.prog.unpack()
+	_, won, cerr := s.cfg.Store.WatchCancel(ctx, vigil.WatchCancelParams{ID: w.ID, Outcome: out, SettledAt: now,
+		CheckedAt: p.At, Polls: p.Polls, Errors: p.Errors, ConsecutiveErrors: p.Consecutive})
 	if cerr != nil {
 		if ctx.Err() == nil {
 			s.log.Error("cancelling watch", "watch_id", w.ID, "err", cerr)
@@ -776,6 +802,7 @@ func (s *Scheduler) runInstant(ctx context.Context, es []*entry, now time.Time) 
 			obs = wrongKind(err, now)
 		}
 		prog := e.prog.unpack().Advance(obs.Verdict, now)
+		w.Errors, w.ConsecutiveErrors, w.CheckedAt = prog.Errors, prog.Consecutive, now
 		final := e.deadline != 0 && now.UnixNano() >= e.deadline
 		d := vigil.Decide(w, &obs, prog, now, final)
 		if !d.Settle {
@@ -824,7 +851,8 @@ func (s *Scheduler) commit(ctx context.Context, ss []settlement, now time.Time) 
 		// A registration still waiting for this first observation gets the
 		// answer itself: nothing is mailed (answered at creation).
 		st.quiet = st.e.observer.claim()
-		p := vigil.WatchSettleParams{ID: st.w.ID, State: st.out.State, Outcome: st.out, SettledAt: now, Polls: st.polls, AnsweredAtCreation: st.quiet}
+		p := vigil.WatchSettleParams{ID: st.w.ID, State: st.out.State, Outcome: st.out, SettledAt: now, Polls: st.polls,
+			Errors: st.w.Errors, ConsecutiveErrors: st.w.ConsecutiveErrors, CheckedAt: st.w.CheckedAt, AnsweredAtCreation: st.quiet}
 		if !st.quiet {
 			msgs[i] = OutcomeMessage(s.cfg.NewIDFunc(), st.w, st.out, now)
 			p.Message = msgs[i]
@@ -971,6 +999,7 @@ func (s *Scheduler) Prime(ctx context.Context) error {
 		e := newEntry(ids.add(r.ID), wt.Kind(), r.Every, r.Deadline, spec)
 		e.due = due.UnixNano()
 		e.prog.polls = clamp32(r.Polls)
+		e.prog.errors, e.prog.consecutive = clamp32(r.Errors), clamp32(r.ConsecutiveErrors)
 		entries = append(entries, e)
 	}
 	for k, n := range unknown {

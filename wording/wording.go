@@ -116,7 +116,7 @@ func Outcome(w *vigil.Watch, o *vigil.Outcome) string {
 		case "max_polls":
 			return fmt.Sprintf("%s stopped after %d probes without an answer (max_polls)%s.", capital(subj), w.MaxPolls, lastSeen(obs))
 		case "max_errors":
-			return fmt.Sprintf("%s stopped after %d probes that could not tell (max_errors)%s.", capital(subj), w.MaxErrors, lastReason(obs))
+			return fmt.Sprintf("%s stopped after %d checks in a row that could not tell (max_errors)%s.", capital(subj), w.MaxErrors, lastReason(obs))
 		}
 		return fmt.Sprintf("%s cannot be watched%s.", capital(subj), lastReason(obs))
 	case vigil.StateCancelled:
@@ -159,6 +159,9 @@ func Why(w *vigil.Watch) string {
 	default:
 		fmt.Fprintf(&b, "%s has not settled%s", capital(Subject(w)), lastSeen(obs))
 	}
+	if w.Errors > 0 {
+		b.WriteString("; " + errorCounts(w))
+	}
 	if !w.NextDue.IsZero() && w.Kind != vigil.KindTimer {
 		fmt.Fprintf(&b, "; next check at %s", Time(w.NextDue))
 	}
@@ -167,6 +170,26 @@ func Why(w *vigil.Watch) string {
 	}
 	b.WriteString(".")
 	return b.String()
+}
+
+// errorCounts says how many checks of w could not tell, in all and in a
+// row: "4 of 5 checks could not tell, the last 2 in a row (max_errors 3)".
+func errorCounts(w *vigil.Watch) string {
+	s := fmt.Sprintf("%d of %d checks could not tell", w.Errors, max(w.Polls, w.Errors))
+	switch {
+	case w.ConsecutiveErrors == 0:
+		s += ", none since the last that could"
+	case w.ConsecutiveErrors == 1:
+		s += ", the last one"
+	case w.ConsecutiveErrors == w.Errors:
+		s += ", all in a row"
+	default:
+		s += fmt.Sprintf(", the last %d in a row", w.ConsecutiveErrors)
+	}
+	if w.MaxErrors > 0 {
+		s += fmt.Sprintf(" (max_errors %d)", w.MaxErrors)
+	}
+	return s
 }
 
 func detail(o *vigil.Observation) string {

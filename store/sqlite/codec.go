@@ -200,6 +200,7 @@ func (e encodedWatch) args(w *vigil.Watch) []any {
 		nullStr(w.Note), e.labels, rawText(w.Deliver), nullInt(w.Stable), durMS(w.StableFor),
 		nullInt(w.MaxPolls), nullInt(w.MaxErrors), nullInt(w.ChainDepth), nullStr(w.TokenID),
 		b2i(w.AnsweredAtCreation), e.lastObs, e.outcome, e.receipts,
+		nullInt(w.Errors), nullInt(w.ConsecutiveErrors), ms(w.CheckedAt),
 	}
 }
 
@@ -209,6 +210,7 @@ func (e encodedWatch) args(w *vigil.Watch) []any {
 func (e encodedWatch) stored(w *vigil.Watch) (*vigil.Watch, error) {
 	c := *w
 	c.CreatedAt, c.Deadline, c.StartAt, c.SettledAt = truncTime(c.CreatedAt), truncTime(c.Deadline), truncTime(c.StartAt), truncTime(c.SettledAt)
+	c.CheckedAt = truncTime(c.CheckedAt)
 	c.NextDue = time.Time{}
 	c.Every, c.StableFor = c.Every.Truncate(time.Millisecond), c.StableFor.Truncate(time.Millisecond)
 	c.Existing, c.Replayed = false, false
@@ -256,12 +258,14 @@ func scanWatch(sc scanner) (*vigil.Watch, error) {
 		created                                           int64
 		every, deadline, startAt, settledAt, stableFor    sql.NullInt64
 		stable, maxPolls, maxErrors, chain                sql.NullInt64
+		errs, consecutive, checked                        sql.NullInt64
 		standing, answered                                bool
 		identity                                          any
 	)
 	err := sc.Scan(&w.ID, &w.Recipient, &kind, &state, &identity, &created, &pred, &mode, &every,
 		&deadline, &startAt, &settledAt, &w.Polls, &standing, &note, &labels, &deliver, &stable, &stableFor,
-		&maxPolls, &maxErrors, &chain, &token, &answered, &lastObs, &outcome, &receipts)
+		&maxPolls, &maxErrors, &chain, &token, &answered, &lastObs, &outcome, &receipts,
+		&errs, &consecutive, &checked)
 	if err != nil {
 		return nil, err
 	}
@@ -273,6 +277,7 @@ func scanWatch(sc scanner) (*vigil.Watch, error) {
 	w.Standing, w.AnsweredAtCreation = standing, answered
 	w.Note, w.TokenID = note.String, token.String
 	w.Stable, w.MaxPolls, w.MaxErrors, w.ChainDepth = int(stable.Int64), int(maxPolls.Int64), int(maxErrors.Int64), int(chain.Int64)
+	w.Errors, w.ConsecutiveErrors, w.CheckedAt = int(errs.Int64), int(consecutive.Int64), msTime(checked)
 	if pred != nil {
 		w.Predicate = pred
 	}

@@ -337,11 +337,12 @@ func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, er
 		kinds                    = map[string]vigil.Kind{}
 		kind                     sql.RawBytes
 		every, deadline, startAt sql.NullInt64
+		errs, consecutive        sql.NullInt64
 		created                  int64
 	)
 	for rows.Next() {
 		var e vigil.ScheduleEntry
-		if err := rows.Scan(&e.ID, &kind, &every, &deadline, &startAt, &created, &e.Polls, &e.Standing); err != nil {
+		if err := rows.Scan(&e.ID, &kind, &every, &deadline, &startAt, &created, &e.Polls, &e.Standing, &errs, &consecutive); err != nil {
 			return nil, wrap("list pending watches", err)
 		}
 		// Kinds are few: share one string per kind.
@@ -353,6 +354,7 @@ func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, er
 		e.Kind = k
 		e.Every, e.Deadline, e.StartAt = msDur(every), msTime(deadline), msTime(startAt)
 		e.CreatedAt = time.UnixMilli(created).UTC()
+		e.Errors, e.ConsecutiveErrors = int(errs.Int64), int(consecutive.Int64)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
@@ -383,7 +385,7 @@ func (s *Store) WatchObserve(ctx context.Context, p vigil.WatchObserveParams) (b
 	var won bool
 	var seq int64
 	err := s.w.do(ctx, func(t *wtx) error {
-		res, err := t.exec(t.watchObserve, obs, p.Polls, p.ID)
+		res, err := t.exec(t.watchObserve, obs, p.Polls, nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt), p.ID)
 		if err != nil {
 			return wrap("observe watch "+p.ID, err)
 		}
@@ -479,7 +481,7 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 			}
 			delete(pending, p.ID)
 			res, err := t.exec(t.watchSettle, string(p.State), enc[i].outcome, p.SettledAt.UnixMilli(), p.Polls,
-				enc[i].lastObs, b2i(p.AnsweredAtCreation), row.rowid)
+				enc[i].lastObs, b2i(p.AnsweredAtCreation), nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt), row.rowid)
 			if err != nil {
 				return wrap("settle watch "+p.ID, err)
 			}
@@ -610,7 +612,8 @@ func (s *Store) WatchCancel(ctx context.Context, p vigil.WatchCancelParams) (*vi
 			return wrap("cancel watch "+p.ID, err)
 		}
 		if vigil.State(state) == vigil.StatePending {
-			res, err := t.exec(t.watchCancel, outcome, p.SettledAt.UnixMilli(), p.ID)
+			res, err := t.exec(t.watchCancel, outcome, p.SettledAt.UnixMilli(), p.ID, ms(p.CheckedAt),
+				p.Polls, nullInt(p.Errors), nullInt(p.ConsecutiveErrors))
 			if err != nil {
 				return wrap("cancel watch "+p.ID, err)
 			}

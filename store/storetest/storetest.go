@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"AnsweredAtCreation", testAnsweredAtCreation},
 		{"Observe", testObserve},
 		{"ObserveWithMessage", testObserveWithMessage},
+		{"Counts", testCounts},
 		{"GetMany", testGetMany},
 		{"Mailbox", testMailbox},
 		{"MailboxReadersSeeEachMessageOnce", testMailboxReaders},

@@ -51,7 +51,8 @@ const (
 	// StateErrored: a permanent error, or max_polls / max_errors reached.
 	StateErrored State = "errored"
 	// StateUnwatchable: no watcher for this kind in this build. Shown for
-	// rows written by a newer build; never written by this one.
+	// rows written by a newer build; never written by this one. Such a
+	// row expires at its deadline (reason "no_watcher").
 	StateUnwatchable State = "unwatchable"
 )
 
@@ -130,7 +131,9 @@ type Outcome struct {
 	Held bool `json:"held,omitempty"`
 	// Reason is a short machine word for why it settled: "satisfied",
 	// "failed", "deadline", "permanent", "max_polls", "max_errors",
-	// "cancelled", "recipient_closed", "revoked", "down_past_deadline".
+	// "cancelled", "recipient_closed", "revoked", "down_past_deadline",
+	// "no_watcher" (expired at its deadline: no watcher for its kind ran
+	// in this build).
 	Reason      string       `json:"reason"`
 	Observation *Observation `json:"observation,omitempty"`
 }

@@ -52,3 +52,63 @@ func TestWrongKindSettlesErrored(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownKindExpiresAtDeadline: a row of a kind this build has no
+// watcher for is left untouched while its deadline is ahead, and expires
+// when it passes, saying no watcher for its kind ran: a deadline is always
+// delivered. One without a deadline stays untouched; one whose deadline
+// passed while vigil was down expires at the start.
+func TestUnknownKindExpiresAtDeadline(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	ctx := context.Background()
+	holo := func(id string, deadline time.Time) *vigil.Watch {
+		w := newWatch(id, time.Minute, r0.Add(-time.Hour))
+		w.Kind, w.Deadline = "hologram", deadline
+		create(t, st, w)
+		return w
+	}
+	holo("ahead", r0.Add(time.Hour))
+	holo("standing", time.Time{})
+	holo("overdue", r0.Add(-time.Minute))
+	now := r0
+	s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(watchertest.NeverSettles(vigil.KindHTTP)),
+		NowFunc: func() time.Time { return now }})
+	if err := s.Prime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	state := func(id string) *vigil.Watch {
+		t.Helper()
+		w, err := st.WatchGet(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	s.Tick(ctx, now)
+	if w := state("overdue"); w.State != vigil.StateExpired || w.Outcome.Reason != "no_watcher" || !strings.Contains(w.Outcome.Sentence, `no watcher for kind "hologram"`) {
+		t.Errorf("a row of an unknown kind past its deadline at start: %s %+v; want expired saying no watcher ran", w.State, w.Outcome)
+	}
+	now = r0.Add(30 * time.Minute)
+	s.Tick(ctx, now)
+	if w := state("ahead"); w.State != vigil.StatePending || w.LastObservation != nil || w.Polls != 0 {
+		t.Fatalf("before its deadline: %s, %d polls, %+v; want untouched", w.State, w.Polls, w.LastObservation)
+	}
+	if next, ok := s.NextDue(); !ok || !next.Equal(r0.Add(time.Hour)) {
+		t.Errorf("next due %v, %v; want the unknown kind's deadline, %v", next, ok, r0.Add(time.Hour))
+	}
+	now = r0.Add(time.Hour)
+	s.Tick(ctx, now)
+	w := state("ahead")
+	if w.State != vigil.StateExpired || w.Outcome.Reason != "no_watcher" || !strings.Contains(w.Outcome.Sentence, `no watcher for kind "hologram" ran in this build`) {
+		t.Fatalf("at its deadline: %s %+v; want expired saying no watcher ran", w.State, w.Outcome)
+	}
+	if w := state("standing"); w.State != vigil.StatePending {
+		t.Errorf("a row of an unknown kind without a deadline: %s; want untouched", w.State)
+	}
+	zero := int64(0)
+	page, _ := st.MessagesRead(ctx, vigil.MessagesReadParams{Recipient: "r", After: &zero})
+	if len(page.Messages) != 2 {
+		t.Errorf("%d messages; want one per expired watch (2)", len(page.Messages))
+	}
+}

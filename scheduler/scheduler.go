@@ -90,6 +90,10 @@ type Metrics interface {
 	Settled(kind vigil.Kind, state vigil.State, late time.Duration)
 }
 
+// ReasonNoWatcher is the outcome reason of a watch of a kind this build
+// has no watcher for, expired at its deadline.
+const ReasonNoWatcher = "no_watcher"
+
 // StopError cancels a watch silently before its probe: see Config.CheckFunc.
 type StopError struct {
 	// Reason is the outcome's machine word ("revoked").
@@ -594,9 +598,16 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 		e.observer.finish(w)
 		return
 	}
+	final := e.deadline != 0 && now.UnixNano() >= e.deadline
 	wt, ok := s.cfg.Watchers.Lookup(w.Kind)
-	if !ok {
-		s.drop(e)
+	if !ok && !final {
+		// No watcher for its kind in this build: untouched until its
+		// deadline, if it has one.
+		if e.deadline == 0 {
+			s.drop(e)
+		} else {
+			s.reschedule(e, time.Unix(0, e.deadline), e.prog)
+		}
 		e.observer.finish(w)
 		return
 	}
@@ -606,7 +617,13 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 			return
 		}
 	}
-	final := e.deadline != 0 && now.UnixNano() >= e.deadline
+	if !ok {
+		// Its deadline passed and no watcher ever looked: it expires,
+		// saying so, as every deadline is delivered.
+		out := &vigil.Outcome{State: vigil.StateExpired, Reason: ReasonNoWatcher, Observation: w.LastObservation}
+		s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: w.Polls}}, now)
+		return
+	}
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProbeTimeout)
 	obs, err := watcher.Run(pctx, wt, watcher.Probe{WatchID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Now: now, Last: w.LastObservation,
 		ChainDepth: w.ChainDepth, Final: final})
@@ -959,7 +976,9 @@ func addIf(t time.Time, d time.Duration) time.Time {
 // watch at a random point inside its own interval (so a restart does not
 // probe everything at once), each instant watch at its instant. Watches whose
 // deadline passed while the daemon was down are expired and mailed at once.
-// Rows of kinds this build has no watcher for are left untouched.
+// Rows of kinds this build has no watcher for are left untouched until
+// their deadline, when they expire with reason ReasonNoWatcher; those
+// without a deadline are left untouched.
 func (s *Scheduler) Prime(ctx context.Context) error {
 	now := s.now()
 	rows, err := s.cfg.Store.WatchListPending(ctx)
@@ -975,6 +994,14 @@ func (s *Scheduler) Prime(ctx context.Context) error {
 		wt, ok := s.cfg.Watchers.Lookup(r.Kind)
 		if !ok {
 			unknown[r.Kind]++
+			if !r.Deadline.IsZero() {
+				// Armed at its deadline only, when it expires (at once
+				// if that passed already).
+				e := newEntry(ids.add(r.ID), r.Kind, r.Every, r.Deadline, vigil.KindSpec{})
+				e.due = r.Deadline.UnixNano()
+				e.prog.polls = clamp32(r.Polls)
+				entries = append(entries, e)
+			}
 			continue
 		}
 		spec, _ := vigil.SpecOf(r.Kind)
@@ -1003,7 +1030,7 @@ func (s *Scheduler) Prime(ctx context.Context) error {
 		entries = append(entries, e)
 	}
 	for k, n := range unknown {
-		s.log.Warn("pending watches of a kind this build cannot watch are left untouched", "kind", k, "count", n)
+		s.log.Warn("pending watches of a kind this build cannot watch are left untouched until their deadline, when they expire", "kind", k, "count", n)
 	}
 	cal, err := s.primeCalendar(ctx, calendar, now)
 	if err != nil {

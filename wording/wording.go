@@ -100,6 +100,9 @@ func Outcome(w *vigil.Watch, o *vigil.Outcome) string {
 	case vigil.StateFailed:
 		return fmt.Sprintf("%s failed%s.", capital(subj), detail(obs))
 	case vigil.StateExpired:
+		if o.Reason == "no_watcher" {
+			return fmt.Sprintf("%s expired at its deadline, %s: no watcher for kind %q ran in this build of vigil, so it was never checked.", capital(subj), Time(w.Deadline), w.Kind)
+		}
 		if o.Reason == "down_past_deadline" {
 			return fmt.Sprintf("%s expired: its deadline, %s, passed while vigil was not running.", capital(subj), Time(w.Deadline))
 		}
@@ -137,6 +140,9 @@ func Changed(w *vigil.Watch, obs *vigil.Observation) string {
 // Why says in one sentence why a watch has not settled yet, or how it did.
 func Why(w *vigil.Watch) string {
 	if w.State == vigil.StateUnwatchable {
+		if !w.Deadline.IsZero() {
+			return fmt.Sprintf("This build of vigil has no watcher for kind %q; the watch is left untouched for a build that has one, and expires at its deadline, %s, if none runs before.", w.Kind, Time(w.Deadline))
+		}
 		return fmt.Sprintf("This build of vigil has no watcher for kind %q; the watch is left untouched for a build that has one.", w.Kind)
 	}
 	if w.State.Terminal() {

@@ -153,6 +153,7 @@ type watchJSON struct {
 	Existing           bool              `json:"existing,omitempty"`
 	CompletionToken    string            `json:"completion_token,omitempty"`
 	CompletionURL      string            `json:"completion_url,omitempty"`
+	Unreadable         string            `json:"unreadable,omitempty"`
 }
 
 // MarshalJSON implements json.Marshaler: the watch as returned by every
@@ -166,7 +167,7 @@ func (w Watch) MarshalJSON() ([]byte, error) {
 		LastObservation: w.LastObservation, Outcome: w.Outcome, Receipts: w.Receipts, Note: w.Note, Labels: w.Labels,
 		Stable: w.Stable, StableFor: formatDuration(w.StableFor), MaxPolls: w.MaxPolls, MaxErrors: w.MaxErrors,
 		Standing: w.Standing, Deliver: w.Deliver, AnsweredAtCreation: w.AnsweredAtCreation, Existing: w.Existing,
-		CompletionToken: w.CompletionToken, CompletionURL: w.CompletionURL,
+		CompletionToken: w.CompletionToken, CompletionURL: w.CompletionURL, Unreadable: w.Unreadable,
 	}
 	if w.State == StatePending {
 		j.NextDue = FormatTime(w.NextDue)
@@ -185,7 +186,7 @@ func (w *Watch) UnmarshalJSON(b []byte) error {
 		Polls: j.Polls, Errors: j.Errors, ConsecutiveErrors: j.ConsecutiveErrors, LastObservation: j.LastObservation, Outcome: j.Outcome, Receipts: j.Receipts, Note: j.Note,
 		Labels: j.Labels, Stable: j.Stable, MaxPolls: j.MaxPolls, MaxErrors: j.MaxErrors, Standing: j.Standing,
 		Deliver: j.Deliver, AnsweredAtCreation: j.AnsweredAtCreation, Existing: j.Existing,
-		CompletionToken: j.CompletionToken, CompletionURL: j.CompletionURL,
+		CompletionToken: j.CompletionToken, CompletionURL: j.CompletionURL, Unreadable: j.Unreadable,
 	}
 	var err error
 	for _, f := range []struct {

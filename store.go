@@ -110,6 +110,9 @@ type ScheduleEntry struct {
 	// Errors and ConsecutiveErrors are the watch's error counts as stored
 	// (see Watch.Errors): max_errors counts on across a restart.
 	Errors, ConsecutiveErrors int
+	// Unreadable says why a column of the row could not be read (see
+	// Watch.Unreadable); the fields it would fill are zero.
+	Unreadable string
 }
 
 // WatchObserveParams are the arguments of Store.WatchObserve.

@@ -209,6 +209,11 @@ type Watch struct {
 	// CompletionURL is where to POST the completion, when the surface
 	// that answered the registration knows its own address (the HTTP API).
 	CompletionURL string
+	// Unreadable says why the stored row could not be read in full (a
+	// column that does not decode, named with what is wrong); the other
+	// fields hold what could be read. Such a watch is listed like any
+	// other, and its next probe settles it errored, once.
+	Unreadable string
 }
 
 // MessageType is the type of a mailbox message.

@@ -172,7 +172,7 @@ func (f *addFlags) register(cmd *cobra.Command, e *env, kind vigil.Kind, pred ma
 		if !f.json && !f.quiet {
 			printAdded(e.stdout, w)
 		} else if f.quiet {
-			fmt.Fprintln(e.stdout, w.ID)
+			fmt.Fprintln(e.stdout, term(w.ID))
 		}
 		return waitAndReport(cmd, e, c, w, 0, f.json)
 	}
@@ -180,7 +180,7 @@ func (f *addFlags) register(cmd *cobra.Command, e *env, kind vigil.Kind, pred ma
 	case f.json:
 		return writeJSON(e.stdout, w)
 	case f.quiet:
-		fmt.Fprintln(e.stdout, w.ID)
+		fmt.Fprintln(e.stdout, term(w.ID))
 	default:
 		printAdded(e.stdout, w)
 	}
@@ -231,29 +231,31 @@ func (f *addFlags) deliverOptions() (json.RawMessage, error) {
 
 // printAdded writes what a registration did, in a sentence or two.
 func printAdded(out interface{ Write([]byte) (int, error) }, w *vigil.Watch) {
-	subj := wording.Subject(w)
+	// Escaped for the terminal: the subject, the sentence and the
+	// observation hold what a caller or a probed target wrote.
+	subj, id, state, recipient := oneLine(wording.Subject(w)), term(w.ID), term(string(w.State)), term(w.Recipient)
 	switch {
 	case w.Replayed:
-		fmt.Fprintf(out, "Already registered with this idempotency key: %s, %s (%s).\n", w.ID, subj, w.State)
+		fmt.Fprintf(out, "Already registered with this idempotency key: %s, %s (%s).\n", id, subj, state)
 	case w.Existing:
-		fmt.Fprintf(out, "Already watching %s for %s: %s (%s).\n", subj, w.Recipient, w.ID, w.State)
+		fmt.Fprintf(out, "Already watching %s for %s: %s (%s).\n", subj, recipient, id, state)
 	case w.State.Terminal():
-		fmt.Fprintf(out, "%s\n", outcomeSentence(w))
+		fmt.Fprintf(out, "%s\n", oneLine(outcomeSentence(w)))
 		if w.AnsweredAtCreation {
-			fmt.Fprintf(out, "Answered at once, so nothing was mailed (%s, %s).\n", w.ID, w.State)
+			fmt.Fprintf(out, "Answered at once, so nothing was mailed (%s, %s).\n", id, state)
 		}
 		return
 	default:
 		var tail []string
-		tail = append(tail, "for "+w.Recipient)
+		tail = append(tail, "for "+recipient)
 		if !w.Deadline.IsZero() {
 			tail = append(tail, "deadline "+wording.Time(w.Deadline))
 		}
-		fmt.Fprintf(out, "Watching %s as %s (%s).\n", subj, w.ID, strings.Join(tail, ", "))
+		fmt.Fprintf(out, "Watching %s as %s (%s).\n", subj, id, strings.Join(tail, ", "))
 		printCompletion(out, w)
 	}
 	if o := w.LastObservation; o != nil && w.State == vigil.StatePending {
-		fmt.Fprintf(out, "First check: %s\n", observationText(o))
+		fmt.Fprintf(out, "First check: %s\n", oneLine(observationText(o)))
 	}
 }
 

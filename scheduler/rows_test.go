@@ -112,3 +112,103 @@ func TestUnknownKindExpiresAtDeadline(t *testing.T) {
 		t.Errorf("%d messages; want one per expired watch (2)", len(page.Messages))
 	}
 }
+
+// unreadableStore reads the rows named in bad as a store reads a row
+// with a column that does not decode: what could be read, and why not
+// the rest.
+type unreadableStore struct {
+	vigil.Store
+	bad map[string]string // id -> reason
+}
+
+func (s unreadableStore) mark(w *vigil.Watch) *vigil.Watch {
+	if r, ok := s.bad[w.ID]; ok {
+		w.Unreadable, w.Labels = r, nil
+	}
+	return w
+}
+
+func (s unreadableStore) WatchGet(ctx context.Context, id string) (*vigil.Watch, error) {
+	w, err := s.Store.WatchGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.mark(w), nil
+}
+
+func (s unreadableStore) WatchGetMany(ctx context.Context, ids []string) ([]*vigil.Watch, error) {
+	ws, err := s.Store.WatchGetMany(ctx, ids)
+	for _, w := range ws {
+		s.mark(w)
+	}
+	return ws, err
+}
+
+func (s unreadableStore) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, error) {
+	es, err := s.Store.WatchListPending(ctx)
+	for i := range es {
+		if r, ok := s.bad[es[i].ID]; ok && strings.Contains(r, "deadline") {
+			es[i].Unreadable, es[i].Deadline, es[i].Every = r, time.Time{}, 0
+		}
+	}
+	return es, err
+}
+
+// TestUnreadableRowSettlesErroredOnce: a row that cannot be read is never
+// probed: its first turn settles it errored with the reason, once, and
+// nothing is scheduled for it after. One whose schedule columns cannot be
+// read is armed at once; the others run as usual.
+func TestUnreadableRowSettlesErroredOnce(t *testing.T) {
+	t.Parallel()
+	mem := memstore.New()
+	st := unreadableStore{Store: mem, bad: map[string]string{
+		"probed":  "labels: invalid character 'b' looking for beginning of value",
+		"timer":   "labels: invalid character 'b' looking for beginning of value",
+		"primed":  "deadline: holds text, not a whole number",
+		"healthy": "",
+	}}
+	delete(st.bad, "healthy")
+	ctx := context.Background()
+	for _, id := range []string{"probed", "primed", "healthy"} {
+		create(t, mem, newWatch(id, time.Minute, r0))
+	}
+	tw := newWatch("timer", 0, r0)
+	tw.Kind, tw.StartAt = vigil.KindTimer, r0.Add(time.Minute)
+	create(t, mem, tw)
+	fake := watchertest.NeverSettles(vigil.KindHTTP)
+	timerFake := watchertest.NeverSettles(vigil.KindTimer)
+	s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(fake, timerFake), NowFunc: func() time.Time { return r0 },
+		JitterFunc: func(time.Duration) time.Duration { return 0 }})
+	if err := s.Prime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if next, ok := s.NextDue(); !ok || next.After(r0) {
+		t.Fatalf("next due %v; want the unreadable row armed at once", next)
+	}
+	for _, at := range []time.Time{r0, r0.Add(time.Minute), r0.Add(2 * time.Minute), r0.Add(3 * time.Minute)} {
+		s.Tick(ctx, at)
+	}
+	for _, id := range []string{"probed", "timer", "primed"} {
+		w, err := mem.WatchGet(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.State != vigil.StateErrored || w.Outcome.Reason != "unreadable" || !strings.Contains(w.Outcome.Sentence, st.bad[id]) {
+			t.Errorf("%s: %s %+v; want errored, reason unreadable, saying why", id, w.State, w.Outcome)
+		}
+		if _, _, ok := s.Info(id); ok {
+			t.Errorf("%s is still scheduled after it settled", id)
+		}
+		if n := fake.Probes(id) + timerFake.Probes(id); n != 0 {
+			t.Errorf("%s was probed %d times; an unreadable row is never probed", id, n)
+		}
+	}
+	if w, _ := mem.WatchGet(ctx, "healthy"); w.State != vigil.StatePending || fake.Probes("healthy") < 3 {
+		t.Errorf("the healthy watch beside them: %s after %d probes; want pending and probed", w.State, fake.Probes("healthy"))
+	}
+	zero := int64(0)
+	page, _ := mem.MessagesRead(ctx, vigil.MessagesReadParams{Recipient: "r", After: &zero})
+	if len(page.Messages) != 3 {
+		t.Errorf("%d messages; want one errored message per unreadable row (3)", len(page.Messages))
+	}
+}

@@ -600,7 +600,7 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 	}
 	final := e.deadline != 0 && now.UnixNano() >= e.deadline
 	wt, ok := s.cfg.Watchers.Lookup(w.Kind)
-	if !ok && !final {
+	if !ok && !final && w.Unreadable == "" {
 		// No watcher for its kind in this build: untouched until its
 		// deadline, if it has one.
 		if e.deadline == 0 {
@@ -616,6 +616,10 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 			s.stop(ctx, e, w, err, now)
 			return
 		}
+	}
+	if w.Unreadable != "" {
+		s.commit(ctx, []settlement{{e: e, w: w, out: unreadable(w, now), polls: w.Polls}}, now)
+		return
 	}
 	if !ok {
 		// Its deadline passed and no watcher ever looked: it expires,
@@ -689,6 +693,19 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 	}
 	next := vigil.NextDue(time.Unix(0, e.due), now, every, prog.Consecutive, s.cfg.Limits.BackoffCap, deadline)
 	s.reschedule(e, next, pack(prog))
+}
+
+// ReasonUnreadable is the outcome reason of a watch whose stored row
+// cannot be read (vigil.Watch.Unreadable).
+const ReasonUnreadable = "unreadable"
+
+// unreadable is the outcome of a watch whose stored row cannot be read in
+// full: it is never probed (what it asks may be what cannot be read), and
+// settles errored at once, saying why, instead of failing every turn.
+func unreadable(w *vigil.Watch, now time.Time) *vigil.Outcome {
+	obs := &vigil.Observation{Verdict: vigil.VerdictUnavailable, At: now, Permanent: true,
+		Reason: "its stored row cannot be read: " + w.Unreadable}
+	return &vigil.Outcome{State: vigil.StateErrored, Reason: ReasonUnreadable, Attention: true, Observation: obs}
 }
 
 // wrongKind is the observation of a probe routed to the wrong watcher
@@ -812,6 +829,10 @@ func (s *Scheduler) runInstant(ctx context.Context, es []*entry, now time.Time) 
 				s.stop(ctx, e, w, err, now)
 				continue
 			}
+		}
+		if w.Unreadable != "" {
+			settle = append(settle, settlement{e: e, w: w, out: unreadable(w, now), polls: w.Polls})
+			continue
 		}
 		obs, err := watcher.Run(ctx, wt, watcher.Probe{WatchID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Now: now})
 		if err != nil {
@@ -991,6 +1012,15 @@ func (s *Scheduler) Prime(ctx context.Context) error {
 	var ids idArena
 	var calendar []vigil.ScheduleEntry
 	for _, r := range rows {
+		if r.Unreadable != "" {
+			// Its schedule cannot be read: its turn comes at once, and
+			// settles it errored (see runProbe).
+			s.log.Warn("a pending watch cannot be read; it settles errored", "watch_id", r.ID, "reason", r.Unreadable)
+			e := newEntry(ids.add(r.ID), r.Kind, 0, time.Time{}, vigil.KindSpec{})
+			e.due = now.UnixNano()
+			entries = append(entries, e)
+			continue
+		}
 		wt, ok := s.cfg.Watchers.Lookup(r.Kind)
 		if !ok {
 			unknown[r.Kind]++

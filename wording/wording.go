@@ -166,7 +166,7 @@ func Why(w *vigil.Watch) string {
 		fmt.Fprintf(&b, "%s has not settled%s", capital(Subject(w)), lastSeen(obs))
 	}
 	if w.Errors > 0 {
-		b.WriteString("; " + errorCounts(w))
+		b.WriteString("; " + Errors(w))
 	}
 	if !w.NextDue.IsZero() && w.Kind != vigil.KindTimer {
 		fmt.Fprintf(&b, "; next check at %s", Time(w.NextDue))
@@ -178,9 +178,9 @@ func Why(w *vigil.Watch) string {
 	return b.String()
 }
 
-// errorCounts says how many checks of w could not tell, in all and in a
-// row: "4 of 5 checks could not tell, the last 2 in a row (max_errors 3)".
-func errorCounts(w *vigil.Watch) string {
+// Errors says how many checks of w could not tell, in all and in a row:
+// "4 of 5 checks could not tell, the last 2 in a row (max_errors 3)".
+func Errors(w *vigil.Watch) string {
 	s := fmt.Sprintf("%d of %d checks could not tell", w.Errors, max(w.Polls, w.Errors))
 	switch {
 	case w.ConsecutiveErrors == 0:

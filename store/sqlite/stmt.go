@@ -14,6 +14,9 @@ const watchColumns = `id, recipient, kind, state, identity, created_at, predicat
 	max_polls, max_errors, chain_depth, token_id, answered_at_creation, last_observation, outcome, receipts,
 	errors, consecutive_errors, checked_at`
 
+// watchColumnCount is how many watchColumns there are.
+const watchColumnCount = 30
+
 // pendingColumns are what WatchListPending reads of a pending watch.
 const pendingColumns = `id, kind, every_ms, deadline, start_at, created_at, polls, standing, errors, consecutive_errors`
 
@@ -51,7 +54,7 @@ func (s *writeStmts) defs() []stmtDef {
 		{&s.release, `RELEASE op`},
 		{&s.rollbackTo, `ROLLBACK TO op`},
 
-		{&s.watchInsert, `INSERT INTO watches (` + watchColumns + `) VALUES (` + placeholders(30) + `)`},
+		{&s.watchInsert, `INSERT INTO watches (` + watchColumns + `) VALUES (` + placeholders(watchColumnCount) + `)`},
 		{&s.watchByID, `SELECT ` + watchColumns + ` FROM watches WHERE id = ?`},
 		{&s.watchIDByIdentity, `SELECT id FROM watches WHERE identity = ? AND state = 'pending'`},
 		{&s.watchHead, `SELECT recipient, state FROM watches WHERE id = ?`},

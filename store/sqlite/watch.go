@@ -333,28 +333,40 @@ func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, er
 	}
 	defer rows.Close()
 	var (
-		out                      = make([]vigil.ScheduleEntry, 0, pending)
-		kinds                    = map[string]vigil.Kind{}
-		kind                     sql.RawBytes
-		every, deadline, startAt sql.NullInt64
-		errs, consecutive        sql.NullInt64
-		created                  int64
+		out   = make([]vigil.ScheduleEntry, 0, pending)
+		kinds = map[string]vigil.Kind{}
+		c     [10]any
+		dst   = make([]any, len(c))
 	)
+	for i := range c {
+		dst[i] = &c[i]
+	}
 	for rows.Next() {
-		var e vigil.ScheduleEntry
-		if err := rows.Scan(&e.ID, &kind, &every, &deadline, &startAt, &created, &e.Polls, &e.Standing, &errs, &consecutive); err != nil {
+		if err := rows.Scan(dst...); err != nil {
 			return nil, wrap("list pending watches", err)
 		}
+		// A column that does not decode leaves its field zero and names
+		// itself in Unreadable: the scheduler settles such a row errored
+		// rather than fail the start.
+		var (
+			e vigil.ScheduleEntry
+			d rowDecoder
+		)
+		e.ID = d.id(c[0])
+		kind := d.text("kind", c[1], false)
 		// Kinds are few: share one string per kind.
-		k, ok := kinds[string(kind)]
+		k, ok := kinds[kind]
 		if !ok {
 			k = vigil.Kind(kind)
-			kinds[string(kind)] = k
+			kinds[kind] = k
 		}
 		e.Kind = k
-		e.Every, e.Deadline, e.StartAt = msDur(every), msTime(deadline), msTime(startAt)
-		e.CreatedAt = time.UnixMilli(created).UTC()
-		e.Errors, e.ConsecutiveErrors = int(errs.Int64), int(consecutive.Int64)
+		e.Every = d.duration("every_ms", c[2])
+		e.Deadline, e.StartAt = d.time("deadline", c[3], true), d.time("start_at", c[4], true)
+		e.CreatedAt = d.time("created_at", c[5], false)
+		e.Polls, e.Standing = int(d.integer("polls", c[6], false)), d.boolean("standing", c[7])
+		e.Errors, e.ConsecutiveErrors = int(d.integer("errors", c[8], true)), int(d.integer("consecutive_errors", c[9], true))
+		e.Unreadable = d.reason()
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {

@@ -151,6 +151,7 @@ type watchJSON struct {
 	Deliver            json.RawMessage   `json:"deliver,omitempty"`
 	AnsweredAtCreation bool              `json:"answered_at_creation,omitempty"`
 	Existing           bool              `json:"existing,omitempty"`
+	AskedDeadline      string            `json:"asked_deadline,omitempty"`
 	CompletionToken    string            `json:"completion_token,omitempty"`
 	CompletionURL      string            `json:"completion_url,omitempty"`
 	Unreadable         string            `json:"unreadable,omitempty"`
@@ -167,6 +168,7 @@ func (w Watch) MarshalJSON() ([]byte, error) {
 		LastObservation: w.LastObservation, Outcome: w.Outcome, Receipts: w.Receipts, Note: w.Note, Labels: w.Labels,
 		Stable: w.Stable, StableFor: formatDuration(w.StableFor), MaxPolls: w.MaxPolls, MaxErrors: w.MaxErrors,
 		Standing: w.Standing, Deliver: w.Deliver, AnsweredAtCreation: w.AnsweredAtCreation, Existing: w.Existing,
+		AskedDeadline: FormatTime(w.AskedDeadline),
 		CompletionToken: w.CompletionToken, CompletionURL: w.CompletionURL, Unreadable: w.Unreadable,
 	}
 	if w.State == StatePending {
@@ -192,7 +194,7 @@ func (w *Watch) UnmarshalJSON(b []byte) error {
 	for _, f := range []struct {
 		dst *time.Time
 		src string
-	}{{&out.Deadline, j.Deadline}, {&out.StartAt, j.StartAt}, {&out.CreatedAt, j.CreatedAt}, {&out.NextDue, j.NextDue}, {&out.SettledAt, j.SettledAt}, {&out.CheckedAt, j.CheckedAt}} {
+	}{{&out.Deadline, j.Deadline}, {&out.StartAt, j.StartAt}, {&out.CreatedAt, j.CreatedAt}, {&out.NextDue, j.NextDue}, {&out.SettledAt, j.SettledAt}, {&out.CheckedAt, j.CheckedAt}, {&out.AskedDeadline, j.AskedDeadline}} {
 		if *f.dst, err = ParseTime(f.src); err != nil {
 			return err
 		}

@@ -198,6 +198,10 @@ type Watch struct {
 	AnsweredAtCreation bool
 	// Existing is set on a registration that matched a pending watch.
 	Existing bool
+	// AskedDeadline is set on such a registration when it asked for a
+	// deadline other than the one the pending watch keeps: what it asked
+	// for, so the answer can say it was not taken.
+	AskedDeadline time.Time
 	// Replayed is set on a registration answered from the idempotency ledger.
 	Replayed bool
 	// Identity is the hash of (recipient, kind, mode, canonical predicate).

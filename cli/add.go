@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -55,10 +56,17 @@ any kind the daemon knows can be given with its predicate as JSON:
 --predicate is accepted by every kind; the arguments and flags of a kind set
 fields on top of it. --deadline and --every are left to the daemon's per-kind
 defaults unless given.`,
-		Args: cobra.MaximumNArgs(1),
+		// Any number: a mistyped kind with its arguments is told it is
+		// unknown, not that it has too many of them.
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageErr(errors.New("name a kind: vigil add timer|http|tcp|file|command|ci|ticket|KIND --predicate JSON"))
+			}
+			if len(args) > 1 {
+				// No kind of this vigil takes arguments this way: the
+				// kinds that do have their own commands.
+				return usageErr(unknownKind(cmd, args[0]))
 			}
 			p, err := f.basePredicate()
 			if err != nil {
@@ -111,6 +119,32 @@ defaults unless given.`,
 		newAddFolderCmd(e, f),
 	)
 	return cmd
+}
+
+// unknownKind says kind is not one add knows, suggesting the nearest and
+// listing the kinds (its subcommands: one per kind).
+func unknownKind(cmd *cobra.Command, kind string) error {
+	var kinds []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			kinds = append(kinds, c.Name())
+		}
+	}
+	msg := fmt.Sprintf("unknown kind %q", clip(kind, 40))
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	if s := cmd.SuggestionsFor(kind); len(s) > 0 {
+		msg += " (did you mean " + strings.Join(s, " or ") + "?)"
+	}
+	return fmt.Errorf("%s; the kinds are: %s (a kind without its own arguments: vigil add KIND --predicate JSON)", msg, strings.Join(kinds, ", "))
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }
 
 // basePredicate parses --predicate, or returns an empty object.
@@ -237,6 +271,9 @@ func printAdded(out interface{ Write([]byte) (int, error) }, w *vigil.Watch) {
 	switch {
 	case w.Replayed:
 		fmt.Fprintf(out, "Already registered with this idempotency key: %s, %s (%s).\n", id, subj, state)
+	case w.Existing && !w.AskedDeadline.IsZero():
+		fmt.Fprintf(out, "Already watching %s for %s: %s (%s); it keeps its deadline, %s, not the %s asked for (cancel it and add again to change it).\n",
+			subj, recipient, id, state, deadlineText(w.Deadline), wording.Time(w.AskedDeadline))
 	case w.Existing:
 		fmt.Fprintf(out, "Already watching %s for %s: %s (%s).\n", subj, recipient, id, state)
 	case w.State.Terminal():
@@ -257,6 +294,14 @@ func printAdded(out interface{ Write([]byte) (int, error) }, w *vigil.Watch) {
 	if o := w.LastObservation; o != nil && w.State == vigil.StatePending {
 		fmt.Fprintf(out, "First check: %s\n", oneLine(observationText(o)))
 	}
+}
+
+// deadlineText is a deadline in a sentence; none for a zero one.
+func deadlineText(t time.Time) string {
+	if t.IsZero() {
+		return "none"
+	}
+	return wording.Time(t)
 }
 
 // parseLabels reads key=value labels.

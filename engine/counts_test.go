@@ -127,3 +127,24 @@ func TestErrorCountsSurviveRestart(t *testing.T) {
 		t.Fatalf("the third error in a row, after a restart: %s %+v; want errored (max_errors)", got.State, got.Outcome)
 	}
 }
+
+// TestDedupHitSaysDeadlineDiffers: registering what is already pending
+// returns that watch; when the deadline asked for differs from the one it
+// keeps, the answer carries the one asked for, so every surface can say
+// so. Without a deadline asked for, or with the same one, it carries none.
+func TestDedupHitSaysDeadlineDiffers(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t, envOpts{watchers: []watcher.Watcher{watchertest.NeverSettles(vigil.KindHTTP)}})
+	first := v.register(vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{"u":1}`), Deadline: "1h"})
+	again := v.register(vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{"u":1}`), Deadline: "2h"})
+	if !again.Existing || again.ID != first.ID || !again.Deadline.Equal(t0.Add(time.Hour)) || !again.AskedDeadline.Equal(t0.Add(2*time.Hour)) {
+		t.Fatalf("dedup hit with another deadline: existing %v, deadline %v, asked %v; want the first watch, its deadline, and the one asked for",
+			again.Existing, again.Deadline, again.AskedDeadline)
+	}
+	for _, d := range []string{"", "1h"} {
+		same := v.register(vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{"u":1}`), Deadline: d})
+		if !same.Existing || !same.AskedDeadline.IsZero() {
+			t.Errorf("dedup hit with deadline %q: existing %v, asked %v; want no asked deadline", d, same.Existing, same.AskedDeadline)
+		}
+	}
+}

@@ -141,6 +141,10 @@ func createHint(w *vigil.Watch) string {
 	var b strings.Builder
 	if w.Existing {
 		fmt.Fprintf(&b, "This was already being watched for %s (watch %s); nothing new was registered. ", w.Recipient, w.ID)
+		if !w.AskedDeadline.IsZero() {
+			fmt.Fprintf(&b, "It keeps its own deadline, %s, not the %s you asked for; cancel it and register again to change it. ",
+				vigil.FormatTime(w.Deadline), vigil.FormatTime(w.AskedDeadline))
+		}
 	}
 	fmt.Fprintf(&b, "%s END YOUR TURN now and tell the user what you are waiting for; do not poll. "+
 		"The outcome will land in %s's inbox, shown to you at the start of a later turn (or read it with inbox_read).",

@@ -168,7 +168,7 @@ func (w Watch) MarshalJSON() ([]byte, error) {
 		LastObservation: w.LastObservation, Outcome: w.Outcome, Receipts: w.Receipts, Note: w.Note, Labels: w.Labels,
 		Stable: w.Stable, StableFor: formatDuration(w.StableFor), MaxPolls: w.MaxPolls, MaxErrors: w.MaxErrors,
 		Standing: w.Standing, Deliver: w.Deliver, AnsweredAtCreation: w.AnsweredAtCreation, Existing: w.Existing,
-		AskedDeadline: FormatTime(w.AskedDeadline),
+		AskedDeadline:   FormatTime(w.AskedDeadline),
 		CompletionToken: w.CompletionToken, CompletionURL: w.CompletionURL, Unreadable: w.Unreadable,
 	}
 	if w.State == StatePending {

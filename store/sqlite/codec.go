@@ -118,7 +118,6 @@ func durMS(d time.Duration) any {
 	return d.Milliseconds()
 }
 
-
 // nullInt encodes zero as NULL, to keep rows small.
 func nullInt(n int) any {
 	if n == 0 {

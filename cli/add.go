@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/deliver"
 	"github.com/vigil-run/vigil/wording"
 )
 
@@ -100,7 +101,7 @@ defaults unless given.`,
 	fs.StringVar(&f.webhook, "webhook", "", "also POST the outcome, signed, to this http(s) URL")
 	fs.BoolVar(&f.retryUnknown, "retry-unknown", false, "resend the webhook after a timeout that may have landed (receivers must deduplicate on webhook-id)")
 	fs.StringVar(&f.onDone, "on-done", "", "run this /bin/sh command line when the watch fires, the outcome JSON on stdin (needs --allow-exec on the daemon)")
-	fs.StringVar(&f.onFail, "on-fail", "", "run this /bin/sh command line when the watch fails or errors")
+	fs.StringVar(&f.onFail, "on-fail", "", "run this /bin/sh command line when the watch fails, errors or expires (may go with --on-done)")
 	fs.StringVar(&f.email, "email", "", "also email a fired or failed outcome to this address (needs smtp.host on the daemon)")
 	fs.BoolVar(&f.progress, "progress", false, "publish a progress event after each check (vigil wait shows it)")
 	fs.StringVar(&f.deliverJSON, "deliver", "", "delivery options as a JSON object (the flags above go on top)")
@@ -239,13 +240,18 @@ func (f *addFlags) deliverOptions() (json.RawMessage, error) {
 	} else if f.retryUnknown {
 		return nil, usageErr(errors.New("--retry-unknown goes with --webhook"))
 	}
-	switch {
-	case f.onDone != "" && f.onFail != "":
-		return nil, usageErr(errors.New("give --on-done or --on-fail, not both (use --deliver for a command that runs on any outcome)"))
-	case f.onDone != "":
-		o["command"] = map[string]any{"shell": f.onDone, "on": "done"}
-	case f.onFail != "":
-		o["command"] = map[string]any{"shell": f.onFail, "on": "fail"}
+	var cmds []map[string]any
+	if f.onDone != "" {
+		cmds = append(cmds, map[string]any{"shell": f.onDone, "on": deliver.OnDone})
+	}
+	if f.onFail != "" {
+		cmds = append(cmds, map[string]any{"shell": f.onFail, "on": deliver.OnFail})
+	}
+	switch len(cmds) {
+	case 1:
+		o["command"] = cmds[0]
+	case 2:
+		o["command"] = cmds
 	}
 	if f.email != "" {
 		o["email"] = map[string]any{"to": f.email}

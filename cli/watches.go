@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/watcher/command"
 	"github.com/vigil-run/vigil/wording"
 )
 
@@ -208,6 +210,11 @@ func printWatch(out io.Writer, w *vigil.Watch) {
 	}
 	if len(w.Deliver) > 0 {
 		row("Deliver", string(w.Deliver))
+		if o, err := deliver.ParseOptions(w.Deliver); err == nil {
+			for _, c := range o.Command {
+				row("Command", commandLine(c.Program)+" (runs when the watch "+c.RunsFor()+")")
+			}
+		}
 	}
 	for _, r := range w.Receipts {
 		row("Receipt", receiptText(r))
@@ -216,6 +223,15 @@ func printWatch(out io.Writer, w *vigil.Watch) {
 		row("Answered", "at creation (nothing was mailed)")
 	}
 	tw.Flush()
+}
+
+// commandLine is a delivery command as a person reads it: its shell line,
+// or its argv joined.
+func commandLine(p command.Program) string {
+	if p.Shell != "" {
+		return p.Shell
+	}
+	return strings.Join(p.Argv, " ")
 }
 
 // receiptText is one push receipt in a line: "webhook undeliverable after

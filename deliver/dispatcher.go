@@ -129,13 +129,14 @@ func (d *Dispatcher) Options(w *vigil.Watch) (Options, error) {
 }
 
 // channels lists the channels an outcome goes to: a webhook for every
-// outcome, a command as its "on" says, an email for fired and failed only.
+// outcome, the command whose "on" names the outcome's class, an email for
+// fired and failed only.
 func channels(o Options, s vigil.State) []string {
 	var out []string
 	if o.Webhook != nil {
 		out = append(out, ChannelWebhook)
 	}
-	if o.Command != nil && o.Command.Runs(s) {
+	if o.Command.For(s) != nil {
 		out = append(out, ChannelCommand)
 	}
 	if o.Email != nil && (s == vigil.StateFired || s == vigil.StateFailed) {

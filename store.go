@@ -2,6 +2,7 @@ package vigil
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -39,6 +40,10 @@ type Store interface {
 	// WatchDelete removes a settled watch and its receipts; its mailbox
 	// messages stay. ErrConflict if it is still pending.
 	WatchDelete(ctx context.Context, id string) error
+	// WatchDeliverSet replaces a watch's delivery options, whatever its
+	// state (a one-click unsubscribe turns its email off). ErrNotFound if
+	// there is no such watch.
+	WatchDeliverSet(ctx context.Context, p WatchDeliverSetParams) error
 	// RecipientClose cancels every pending watch of a recipient silently and
 	// returns their ids.
 	RecipientClose(ctx context.Context, p RecipientCloseParams) ([]string, error)
@@ -164,6 +169,13 @@ type WatchCancelParams struct {
 	// CheckedAt keeps what is stored.
 	CheckedAt                        time.Time
 	Polls, Errors, ConsecutiveErrors int
+}
+
+// WatchDeliverSetParams are the arguments of Store.WatchDeliverSet.
+type WatchDeliverSetParams struct {
+	ID string
+	// Deliver is the new canonical delivery options; empty means none.
+	Deliver json.RawMessage
 }
 
 // RecipientCloseParams closes a recipient.

@@ -50,6 +50,11 @@ type Config struct {
 	// ReceiptFunc, when set, hears of each receipt recorded after an
 	// attempt: its channel and status. For metrics; it must be cheap.
 	ReceiptFunc func(channel, status string)
+	// AccessFunc, when set, is asked before each email attempt whether
+	// the watch's maker may still reach its recipient (a scoped token not
+	// revoked): a Denied error records the email undeliverable and sends
+	// nothing; any other error is retried.
+	AccessFunc func(ctx context.Context, w *vigil.Watch) error
 }
 
 // Dispatcher runs push deliveries after settlements commit: one loop over
@@ -326,10 +331,28 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 		}
 		j.w = w
 	}
+	var refused string
+	if j.channel == ChannelEmail {
+		fresh, why, err := d.recheckEmail(ctx, j)
+		switch {
+		case errors.Is(err, vigil.ErrNotFound):
+			d.finish(j)
+			return
+		case err != nil:
+			if ctx.Err() == nil {
+				log.Error("checking the watch before mailing", "err", err)
+			}
+			d.retryLater(j, storeRetry)
+			return
+		}
+		w, refused = fresh, why
+	}
 	rec := vigil.ReceiptRecord{WatchID: j.watchID, MessageID: j.messageID, Receipt: vigil.Receipt{Channel: j.channel, Attempts: j.attempts + 1}}
 	o, err := d.Options(w)
 	ch := d.cfg.Channels[j.channel]
 	switch {
+	case refused != "":
+		rec.Status, rec.Detail = vigil.ReceiptUndeliverable, refused
 	case err != nil:
 		rec.Status, rec.Detail = vigil.ReceiptUndeliverable, "the delivery options cannot be read"
 	case ch == nil:

@@ -359,6 +359,24 @@ func (s *Store) WatchSettle(_ context.Context, ps []vigil.WatchSettleParams) ([]
 	return won, nil
 }
 
+// WatchDeliverSet implements vigil.Store.
+func (s *Store) WatchDeliverSet(_ context.Context, p vigil.WatchDeliverSetParams) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return err
+	}
+	w, ok := s.watches[p.ID]
+	if !ok {
+		return notFound()
+	}
+	w.Deliver = nil
+	if len(p.Deliver) > 0 {
+		w.Deliver = slices.Clone(p.Deliver)
+	}
+	return nil
+}
+
 // WatchCancel implements vigil.Store.
 func (s *Store) WatchCancel(_ context.Context, p vigil.WatchCancelParams) (*vigil.Watch, bool, error) {
 	s.mu.Lock()

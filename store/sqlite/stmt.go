@@ -34,7 +34,7 @@ type writeStmts struct {
 	savepoint, release, rollbackTo *sql.Stmt
 
 	watchInsert, watchByID, watchIDByIdentity, watchHead, watchesPending *sql.Stmt
-	watchSettle, watchCancel, watchObserve, watchDelete                  *sql.Stmt
+	watchSettle, watchCancel, watchObserve, watchDelete, watchDeliverSet *sql.Stmt
 	counts, pendingAdd, pendingSettled, pendingTotal, recipientClose     *sql.Stmt
 	ledgerGet, ledgerPut                                                 *sql.Stmt
 	messageInsert, readerAck                                             *sql.Stmt
@@ -74,6 +74,7 @@ func (s *writeStmts) defs() []stmtDef {
 			errors = ?, consecutive_errors = ?, checked_at = coalesce(?, checked_at)
 			WHERE id = ? AND state = 'pending'`},
 		{&s.watchDelete, `DELETE FROM watches WHERE id = ?`},
+		{&s.watchDeliverSet, `UPDATE watches SET deliver = ? WHERE id = ?`},
 
 		{&s.counts, `SELECT (SELECT pending FROM counters WHERE recipient = ''),
 			coalesce((SELECT pending FROM counters WHERE recipient = ?), 0)`},

@@ -683,6 +683,27 @@ func (s *Store) WatchDelete(ctx context.Context, id string) error {
 	})
 }
 
+// WatchDeliverSet replaces a watch's delivery options, whatever its state;
+// not_found if there is no such watch.
+func (s *Store) WatchDeliverSet(ctx context.Context, p vigil.WatchDeliverSetParams) error {
+	if len(p.Deliver) > 0 && !json.Valid(p.Deliver) {
+		return vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: the delivery options are not JSON", p.ID)
+	}
+	return s.w.do(ctx, func(t *wtx) error {
+		res, err := t.exec(t.watchDeliverSet, rawText(p.Deliver), p.ID)
+		if err != nil {
+			return wrap("set delivery options of watch "+p.ID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			if err != nil {
+				return wrap("set delivery options of watch "+p.ID, err)
+			}
+			return notFound(p.ID)
+		}
+		return nil
+	})
+}
+
 // RecipientClose cancels every pending watch of p.Recipient silently (no
 // messages) and returns their ids.
 func (s *Store) RecipientClose(ctx context.Context, p vigil.RecipientCloseParams) ([]string, error) {

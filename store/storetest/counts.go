@@ -77,3 +77,28 @@ func testCounts(t *testing.T, newStore NewStoreFunc) {
 		t.Errorf("WatchGet of the cancelled watch after reopen (-want +got):\n%s", diff)
 	}
 }
+
+// testDeliverSet: a watch's delivery options can be replaced, pending or
+// settled, durably; a missing watch is not_found.
+func testDeliverSet(t *testing.T, newStore NewStoreFunc) {
+	s, reopen := newStore(t)
+	ctx := t.Context()
+	w := httpWatch("w1", "r", 1, base)
+	w.Deliver = []byte(`{"email":{"to":"ops@example.com"},"webhook":{"url":"https://hooks.example/x"}}`)
+	create(t, s, w)
+	settleAll(t, s, settle(w, vigil.StateFired, "m1", base.Add(time.Minute)))
+	if err := s.WatchDeliverSet(ctx, vigil.WatchDeliverSetParams{ID: "w1", Deliver: []byte(`{"webhook":{"url":"https://hooks.example/x"}}`)}); err != nil {
+		t.Fatalf("WatchDeliverSet = %v", err)
+	}
+	s = reopen()
+	if got := get(t, s, "w1"); string(got.Deliver) != `{"webhook":{"url":"https://hooks.example/x"}}` || got.State != vigil.StateFired {
+		t.Errorf("after WatchDeliverSet: deliver %s, state %s; want the new options on the settled watch", got.Deliver, got.State)
+	}
+	if err := s.WatchDeliverSet(ctx, vigil.WatchDeliverSetParams{ID: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, s, "w1"); len(got.Deliver) != 0 {
+		t.Errorf("after clearing: deliver %s, want none", got.Deliver)
+	}
+	wantCode(t, "WatchDeliverSet(missing)", s.WatchDeliverSet(ctx, vigil.WatchDeliverSetParams{ID: "missing"}), vigil.CodeNotFound)
+}

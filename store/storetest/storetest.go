@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"Observe", testObserve},
 		{"ObserveWithMessage", testObserveWithMessage},
 		{"Counts", testCounts},
+		{"DeliverSet", testDeliverSet},
 		{"GetMany", testGetMany},
 		{"Mailbox", testMailbox},
 		{"MailboxReadersSeeEachMessageOnce", testMailboxReaders},

@@ -48,3 +48,25 @@ func TestAddedExistingWithAnotherDeadline(t *testing.T) {
 		t.Errorf("printAdded = %q; a dedup hit with the deadline asked for says nothing of it", b.String())
 	}
 }
+
+// TestShowLiveLastCheck: show gives the time of the latest check, which
+// the daemon reports live, not the time the observation was first made,
+// and the error counts.
+func TestShowLiveLastCheck(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	w := &vigil.Watch{ID: "W1", Kind: vigil.KindHTTP, Recipient: "alice", State: vigil.StatePending, Polls: 9, Errors: 4, ConsecutiveErrors: 2, MaxErrors: 3,
+		CheckedAt: t0.Add(5 * time.Minute), LastObservation: &vigil.Observation{Verdict: vigil.VerdictUnavailable, At: t0, Reason: "connection refused"}}
+	var b bytes.Buffer
+	printWatch(&b, w)
+	got := b.String()
+	for _, want := range []string{
+		"Last check:  2026-11-30 12:05:00 UTC  unavailable: connection refused (the same since 2026-11-30 12:00:00 UTC)",
+		"Polls:       9",
+		"Errors:      4 of 9 checks could not tell, the last 2 in a row (max_errors 3)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("show =\n%s\nwant a line %q", got, want)
+		}
+	}
+}

@@ -135,6 +135,9 @@ type watchJSON struct {
 	NextDue            string            `json:"next_due,omitempty"`
 	SettledAt          string            `json:"settled_at,omitempty"`
 	Polls              int               `json:"polls"`
+	Errors             int               `json:"errors,omitempty"`
+	ConsecutiveErrors  int               `json:"consecutive_errors,omitempty"`
+	CheckedAt          string            `json:"checked_at,omitempty"`
 	LastObservation    *Observation      `json:"last_observation,omitempty"`
 	Outcome            *Outcome          `json:"outcome,omitempty"`
 	Receipts           []Receipt         `json:"receipts,omitempty"`
@@ -148,8 +151,10 @@ type watchJSON struct {
 	Deliver            json.RawMessage   `json:"deliver,omitempty"`
 	AnsweredAtCreation bool              `json:"answered_at_creation,omitempty"`
 	Existing           bool              `json:"existing,omitempty"`
+	AskedDeadline      string            `json:"asked_deadline,omitempty"`
 	CompletionToken    string            `json:"completion_token,omitempty"`
 	CompletionURL      string            `json:"completion_url,omitempty"`
+	Unreadable         string            `json:"unreadable,omitempty"`
 }
 
 // MarshalJSON implements json.Marshaler: the watch as returned by every
@@ -159,10 +164,12 @@ func (w Watch) MarshalJSON() ([]byte, error) {
 		ID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Recipient: w.Recipient, State: w.State, Mode: w.Mode,
 		Every: formatDuration(w.Every), Deadline: FormatTime(w.Deadline), StartAt: FormatTime(w.StartAt),
 		CreatedAt: FormatTime(w.CreatedAt), SettledAt: FormatTime(w.SettledAt), Polls: w.Polls,
+		Errors: w.Errors, ConsecutiveErrors: w.ConsecutiveErrors, CheckedAt: FormatTime(w.CheckedAt),
 		LastObservation: w.LastObservation, Outcome: w.Outcome, Receipts: w.Receipts, Note: w.Note, Labels: w.Labels,
 		Stable: w.Stable, StableFor: formatDuration(w.StableFor), MaxPolls: w.MaxPolls, MaxErrors: w.MaxErrors,
 		Standing: w.Standing, Deliver: w.Deliver, AnsweredAtCreation: w.AnsweredAtCreation, Existing: w.Existing,
-		CompletionToken: w.CompletionToken, CompletionURL: w.CompletionURL,
+		AskedDeadline:   FormatTime(w.AskedDeadline),
+		CompletionToken: w.CompletionToken, CompletionURL: w.CompletionURL, Unreadable: w.Unreadable,
 	}
 	if w.State == StatePending {
 		j.NextDue = FormatTime(w.NextDue)
@@ -178,16 +185,16 @@ func (w *Watch) UnmarshalJSON(b []byte) error {
 	}
 	out := Watch{
 		ID: j.ID, Kind: j.Kind, Predicate: j.Predicate, Recipient: j.Recipient, State: j.State, Mode: j.Mode,
-		Polls: j.Polls, LastObservation: j.LastObservation, Outcome: j.Outcome, Receipts: j.Receipts, Note: j.Note,
+		Polls: j.Polls, Errors: j.Errors, ConsecutiveErrors: j.ConsecutiveErrors, LastObservation: j.LastObservation, Outcome: j.Outcome, Receipts: j.Receipts, Note: j.Note,
 		Labels: j.Labels, Stable: j.Stable, MaxPolls: j.MaxPolls, MaxErrors: j.MaxErrors, Standing: j.Standing,
 		Deliver: j.Deliver, AnsweredAtCreation: j.AnsweredAtCreation, Existing: j.Existing,
-		CompletionToken: j.CompletionToken, CompletionURL: j.CompletionURL,
+		CompletionToken: j.CompletionToken, CompletionURL: j.CompletionURL, Unreadable: j.Unreadable,
 	}
 	var err error
 	for _, f := range []struct {
 		dst *time.Time
 		src string
-	}{{&out.Deadline, j.Deadline}, {&out.StartAt, j.StartAt}, {&out.CreatedAt, j.CreatedAt}, {&out.NextDue, j.NextDue}, {&out.SettledAt, j.SettledAt}} {
+	}{{&out.Deadline, j.Deadline}, {&out.StartAt, j.StartAt}, {&out.CreatedAt, j.CreatedAt}, {&out.NextDue, j.NextDue}, {&out.SettledAt, j.SettledAt}, {&out.CheckedAt, j.CheckedAt}, {&out.AskedDeadline, j.AskedDeadline}} {
 		if *f.dst, err = ParseTime(f.src); err != nil {
 			return err
 		}

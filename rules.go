@@ -15,6 +15,8 @@ type Progress struct {
 	Streak int
 	// Since is when the current satisfied streak began.
 	Since time.Time
+	// At is when the latest probe was made.
+	At time.Time
 }
 
 // Decision is what one observation does to a watch.
@@ -29,6 +31,7 @@ type Decision struct {
 // Advance returns p updated with one more observation made at now.
 func (p Progress) Advance(v Verdict, now time.Time) Progress {
 	p.Polls++
+	p.At = now
 	switch v {
 	case VerdictSatisfied:
 		if p.Streak == 0 {
@@ -77,7 +80,9 @@ func Decide(w *Watch, obs *Observation, p Progress, now time.Time, final bool) D
 		if obs.Permanent {
 			return Decision{Settle: true, State: StateErrored, Reason: "permanent", Attention: true}
 		}
-		if w.MaxErrors > 0 && p.Errors >= w.MaxErrors {
+		// max_errors bounds the errors in a row: any answer that could
+		// tell starts the count again.
+		if w.MaxErrors > 0 && p.Consecutive >= w.MaxErrors {
 			return Decision{Settle: true, State: StateErrored, Reason: "max_errors", Attention: true}
 		}
 	}

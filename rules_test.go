@@ -34,7 +34,10 @@ func TestDecide(t *testing.T) {
 		{"unless unavailable at deadline expires", unless, obs(vigil.VerdictUnavailable), vigil.Progress{Polls: 1, Errors: 1}, true, vigil.Decision{Settle: true, State: vigil.StateExpired, Reason: "deadline"}},
 		{"unless failed holds", unless, obs(vigil.VerdictFailed), vigil.Progress{Polls: 1}, false, vigil.Decision{Settle: true, State: vigil.StateFired, Reason: "failed", Held: true}},
 		{"permanent errors", until, &vigil.Observation{Verdict: vigil.VerdictUnavailable, Permanent: true}, vigil.Progress{Polls: 1, Errors: 1}, false, vigil.Decision{Settle: true, State: vigil.StateErrored, Reason: "permanent", Attention: true}},
-		{"max errors", &vigil.Watch{MaxErrors: 2}, obs(vigil.VerdictUnavailable), vigil.Progress{Polls: 2, Errors: 2}, false, vigil.Decision{Settle: true, State: vigil.StateErrored, Reason: "max_errors", Attention: true}},
+		{"max errors", &vigil.Watch{MaxErrors: 2}, obs(vigil.VerdictUnavailable), vigil.Progress{Polls: 2, Errors: 2, Consecutive: 2}, false, vigil.Decision{Settle: true, State: vigil.StateErrored, Reason: "max_errors", Attention: true}},
+		// max_errors bounds errors in a row: a good answer in between
+		// started the count again (a flaky endpoint is not a dead one).
+		{"max errors counts consecutive ones", &vigil.Watch{MaxErrors: 2}, obs(vigil.VerdictUnavailable), vigil.Progress{Polls: 5, Errors: 4, Consecutive: 1}, false, vigil.Decision{}},
 		{"max polls", &vigil.Watch{MaxPolls: 2}, obs(vigil.VerdictPending), vigil.Progress{Polls: 2}, false, vigil.Decision{Settle: true, State: vigil.StateErrored, Reason: "max_polls", Attention: true}},
 		{"stable not yet", &vigil.Watch{Stable: 2}, obs(vigil.VerdictSatisfied), one, false, vigil.Decision{}},
 		{"stable reached", &vigil.Watch{Stable: 2}, obs(vigil.VerdictSatisfied), vigil.Progress{Polls: 2, Streak: 2, Since: t0.Add(-time.Minute)}, false, vigil.Decision{Settle: true, State: vigil.StateFired, Reason: "satisfied"}},
@@ -48,6 +51,19 @@ func TestDecide(t *testing.T) {
 				t.Errorf("Decide = %+v, want %+v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestAdvanceCountsErrors: every unavailable answer counts in Errors and
+// Consecutive; any other answer resets Consecutive only.
+func TestAdvanceCountsErrors(t *testing.T) {
+	t.Parallel()
+	var p vigil.Progress
+	for _, v := range []vigil.Verdict{vigil.VerdictUnavailable, vigil.VerdictUnavailable, vigil.VerdictPending, vigil.VerdictUnavailable} {
+		p = p.Advance(v, t0)
+	}
+	if p.Polls != 4 || p.Errors != 3 || p.Consecutive != 1 {
+		t.Errorf("after 2 errors, a pending answer and an error: %+v, want 4 polls, 3 errors, 1 consecutive", p)
 	}
 }
 

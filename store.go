@@ -2,6 +2,7 @@ package vigil
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -39,6 +40,10 @@ type Store interface {
 	// WatchDelete removes a settled watch and its receipts; its mailbox
 	// messages stay. ErrConflict if it is still pending.
 	WatchDelete(ctx context.Context, id string) error
+	// WatchDeliverSet replaces a watch's delivery options, whatever its
+	// state (a one-click unsubscribe turns its email off). ErrNotFound if
+	// there is no such watch.
+	WatchDeliverSet(ctx context.Context, p WatchDeliverSetParams) error
 	// RecipientClose cancels every pending watch of a recipient silently and
 	// returns their ids.
 	RecipientClose(ctx context.Context, p RecipientCloseParams) ([]string, error)
@@ -107,6 +112,12 @@ type ScheduleEntry struct {
 	CreatedAt time.Time
 	Polls     int
 	Standing  bool
+	// Errors and ConsecutiveErrors are the watch's error counts as stored
+	// (see Watch.Errors): max_errors counts on across a restart.
+	Errors, ConsecutiveErrors int
+	// Unreadable says why a column of the row could not be read (see
+	// Watch.Unreadable); the fields it would fill are zero.
+	Unreadable string
 }
 
 // WatchObserveParams are the arguments of Store.WatchObserve.
@@ -114,6 +125,11 @@ type WatchObserveParams struct {
 	ID          string
 	Observation *Observation
 	Polls       int
+	// Errors, ConsecutiveErrors and CheckedAt are the watch's counts and
+	// the time of this probe (see Watch); a zero CheckedAt keeps the
+	// stored one.
+	Errors, ConsecutiveErrors int
+	CheckedAt                 time.Time
 	// Message, when set, is appended in the same transaction: a standing
 	// watch's change is recorded with its new baseline, so a crash can
 	// neither lose nor repeat it. The store sets its Seq.
@@ -127,6 +143,10 @@ type WatchSettleParams struct {
 	Outcome   *Outcome
 	SettledAt time.Time
 	Polls     int
+	// Errors, ConsecutiveErrors and CheckedAt are recorded as for
+	// WatchObserve; a zero CheckedAt keeps the stored one.
+	Errors, ConsecutiveErrors int
+	CheckedAt                 time.Time
 	// AnsweredAtCreation: the caller already holds the answer; Message is nil.
 	AnsweredAtCreation bool
 	// Message is the outcome message; nil settles silently. The store sets
@@ -143,6 +163,19 @@ type WatchCancelParams struct {
 	SettledAt  time.Time
 	// Message is the neutral line; nil cancels silently.
 	Message *Message
+	// CheckedAt, when set, is when the watch was last probed, and Polls,
+	// Errors and ConsecutiveErrors are its live counts: the cancellation
+	// records them, so the watch shows what its probes did. A zero
+	// CheckedAt keeps what is stored.
+	CheckedAt                        time.Time
+	Polls, Errors, ConsecutiveErrors int
+}
+
+// WatchDeliverSetParams are the arguments of Store.WatchDeliverSet.
+type WatchDeliverSetParams struct {
+	ID string
+	// Deliver is the new canonical delivery options; empty means none.
+	Deliver json.RawMessage
 }
 
 // RecipientCloseParams closes a recipient.

@@ -51,7 +51,8 @@ const (
 	// StateErrored: a permanent error, or max_polls / max_errors reached.
 	StateErrored State = "errored"
 	// StateUnwatchable: no watcher for this kind in this build. Shown for
-	// rows written by a newer build; never written by this one.
+	// rows written by a newer build; never written by this one. Such a
+	// row expires at its deadline (reason "no_watcher").
 	StateUnwatchable State = "unwatchable"
 )
 
@@ -130,7 +131,9 @@ type Outcome struct {
 	Held bool `json:"held,omitempty"`
 	// Reason is a short machine word for why it settled: "satisfied",
 	// "failed", "deadline", "permanent", "max_polls", "max_errors",
-	// "cancelled", "recipient_closed", "revoked", "down_past_deadline".
+	// "cancelled", "recipient_closed", "revoked", "down_past_deadline",
+	// "no_watcher" (expired at its deadline: no watcher for its kind ran
+	// in this build).
 	Reason      string       `json:"reason"`
 	Observation *Observation `json:"observation,omitempty"`
 }
@@ -165,6 +168,16 @@ type Watch struct {
 	NextDue   time.Time
 	SettledAt time.Time
 	Polls     int
+	// Errors counts the probes that could not tell (verdict unavailable);
+	// ConsecutiveErrors those since the last probe that could, which
+	// MaxErrors bounds.
+	Errors            int
+	ConsecutiveErrors int
+	// CheckedAt is when the latest probe was made; LastObservation.At is
+	// when what it says was first seen. While a watch is pending, Polls,
+	// the error counts and CheckedAt are the scheduler's live figures on
+	// every surface; the store holds them as of its last write.
+	CheckedAt time.Time
 	// LastObservation is the latest observation that differed from the one
 	// before it.
 	LastObservation *Observation
@@ -185,6 +198,10 @@ type Watch struct {
 	AnsweredAtCreation bool
 	// Existing is set on a registration that matched a pending watch.
 	Existing bool
+	// AskedDeadline is set on such a registration when it asked for a
+	// deadline other than the one the pending watch keeps: what it asked
+	// for, so the answer can say it was not taken.
+	AskedDeadline time.Time
 	// Replayed is set on a registration answered from the idempotency ledger.
 	Replayed bool
 	// Identity is the hash of (recipient, kind, mode, canonical predicate).
@@ -196,6 +213,11 @@ type Watch struct {
 	// CompletionURL is where to POST the completion, when the surface
 	// that answered the registration knows its own address (the HTTP API).
 	CompletionURL string
+	// Unreadable says why the stored row could not be read in full (a
+	// column that does not decode, named with what is wrong); the other
+	// fields hold what could be read. Such a watch is listed like any
+	// other, and its next probe settles it errored, once.
+	Unreadable string
 }
 
 // MessageType is the type of a mailbox message.

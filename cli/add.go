@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/deliver"
 	"github.com/vigil-run/vigil/wording"
 )
 
@@ -55,10 +57,17 @@ any kind the daemon knows can be given with its predicate as JSON:
 --predicate is accepted by every kind; the arguments and flags of a kind set
 fields on top of it. --deadline and --every are left to the daemon's per-kind
 defaults unless given.`,
-		Args: cobra.MaximumNArgs(1),
+		// Any number: a mistyped kind with its arguments is told it is
+		// unknown, not that it has too many of them.
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageErr(errors.New("name a kind: vigil add timer|http|tcp|file|command|ci|ticket|KIND --predicate JSON"))
+			}
+			if len(args) > 1 {
+				// No kind of this vigil takes arguments this way: the
+				// kinds that do have their own commands.
+				return usageErr(unknownKind(cmd, args[0]))
 			}
 			p, err := f.basePredicate()
 			if err != nil {
@@ -92,7 +101,7 @@ defaults unless given.`,
 	fs.StringVar(&f.webhook, "webhook", "", "also POST the outcome, signed, to this http(s) URL")
 	fs.BoolVar(&f.retryUnknown, "retry-unknown", false, "resend the webhook after a timeout that may have landed (receivers must deduplicate on webhook-id)")
 	fs.StringVar(&f.onDone, "on-done", "", "run this /bin/sh command line when the watch fires, the outcome JSON on stdin (needs --allow-exec on the daemon)")
-	fs.StringVar(&f.onFail, "on-fail", "", "run this /bin/sh command line when the watch fails or errors")
+	fs.StringVar(&f.onFail, "on-fail", "", "run this /bin/sh command line when the watch fails, errors or expires (may go with --on-done)")
 	fs.StringVar(&f.email, "email", "", "also email a fired or failed outcome to this address (needs smtp.host on the daemon)")
 	fs.BoolVar(&f.progress, "progress", false, "publish a progress event after each check (vigil wait shows it)")
 	fs.StringVar(&f.deliverJSON, "deliver", "", "delivery options as a JSON object (the flags above go on top)")
@@ -111,6 +120,32 @@ defaults unless given.`,
 		newAddFolderCmd(e, f),
 	)
 	return cmd
+}
+
+// unknownKind says kind is not one add knows, suggesting the nearest and
+// listing the kinds (its subcommands: one per kind).
+func unknownKind(cmd *cobra.Command, kind string) error {
+	var kinds []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			kinds = append(kinds, c.Name())
+		}
+	}
+	msg := fmt.Sprintf("unknown kind %q", clip(kind, 40))
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	if s := cmd.SuggestionsFor(kind); len(s) > 0 {
+		msg += " (did you mean " + strings.Join(s, " or ") + "?)"
+	}
+	return fmt.Errorf("%s; the kinds are: %s (a kind without its own arguments: vigil add KIND --predicate JSON)", msg, strings.Join(kinds, ", "))
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }
 
 // basePredicate parses --predicate, or returns an empty object.
@@ -172,7 +207,7 @@ func (f *addFlags) register(cmd *cobra.Command, e *env, kind vigil.Kind, pred ma
 		if !f.json && !f.quiet {
 			printAdded(e.stdout, w)
 		} else if f.quiet {
-			fmt.Fprintln(e.stdout, w.ID)
+			fmt.Fprintln(e.stdout, term(w.ID))
 		}
 		return waitAndReport(cmd, e, c, w, 0, f.json)
 	}
@@ -180,7 +215,7 @@ func (f *addFlags) register(cmd *cobra.Command, e *env, kind vigil.Kind, pred ma
 	case f.json:
 		return writeJSON(e.stdout, w)
 	case f.quiet:
-		fmt.Fprintln(e.stdout, w.ID)
+		fmt.Fprintln(e.stdout, term(w.ID))
 	default:
 		printAdded(e.stdout, w)
 	}
@@ -205,13 +240,18 @@ func (f *addFlags) deliverOptions() (json.RawMessage, error) {
 	} else if f.retryUnknown {
 		return nil, usageErr(errors.New("--retry-unknown goes with --webhook"))
 	}
-	switch {
-	case f.onDone != "" && f.onFail != "":
-		return nil, usageErr(errors.New("give --on-done or --on-fail, not both (use --deliver for a command that runs on any outcome)"))
-	case f.onDone != "":
-		o["command"] = map[string]any{"shell": f.onDone, "on": "done"}
-	case f.onFail != "":
-		o["command"] = map[string]any{"shell": f.onFail, "on": "fail"}
+	var cmds []map[string]any
+	if f.onDone != "" {
+		cmds = append(cmds, map[string]any{"shell": f.onDone, "on": deliver.OnDone})
+	}
+	if f.onFail != "" {
+		cmds = append(cmds, map[string]any{"shell": f.onFail, "on": deliver.OnFail})
+	}
+	switch len(cmds) {
+	case 1:
+		o["command"] = cmds[0]
+	case 2:
+		o["command"] = cmds
 	}
 	if f.email != "" {
 		o["email"] = map[string]any{"to": f.email}
@@ -231,30 +271,43 @@ func (f *addFlags) deliverOptions() (json.RawMessage, error) {
 
 // printAdded writes what a registration did, in a sentence or two.
 func printAdded(out interface{ Write([]byte) (int, error) }, w *vigil.Watch) {
-	subj := wording.Subject(w)
+	// Escaped for the terminal: the subject, the sentence and the
+	// observation hold what a caller or a probed target wrote.
+	subj, id, state, recipient := oneLine(wording.Subject(w)), term(w.ID), term(string(w.State)), term(w.Recipient)
 	switch {
 	case w.Replayed:
-		fmt.Fprintf(out, "Already registered with this idempotency key: %s, %s (%s).\n", w.ID, subj, w.State)
+		fmt.Fprintf(out, "Already registered with this idempotency key: %s, %s (%s).\n", id, subj, state)
+	case w.Existing && !w.AskedDeadline.IsZero():
+		fmt.Fprintf(out, "Already watching %s for %s: %s (%s); it keeps its deadline, %s, not the %s asked for (cancel it and add again to change it).\n",
+			subj, recipient, id, state, deadlineText(w.Deadline), wording.Time(w.AskedDeadline))
 	case w.Existing:
-		fmt.Fprintf(out, "Already watching %s for %s: %s (%s).\n", subj, w.Recipient, w.ID, w.State)
+		fmt.Fprintf(out, "Already watching %s for %s: %s (%s).\n", subj, recipient, id, state)
 	case w.State.Terminal():
-		fmt.Fprintf(out, "%s\n", outcomeSentence(w))
+		fmt.Fprintf(out, "%s\n", oneLine(outcomeSentence(w)))
 		if w.AnsweredAtCreation {
-			fmt.Fprintf(out, "Answered at once, so nothing was mailed (%s, %s).\n", w.ID, w.State)
+			fmt.Fprintf(out, "Answered at once, so nothing was mailed (%s, %s).\n", id, state)
 		}
 		return
 	default:
 		var tail []string
-		tail = append(tail, "for "+w.Recipient)
+		tail = append(tail, "for "+recipient)
 		if !w.Deadline.IsZero() {
 			tail = append(tail, "deadline "+wording.Time(w.Deadline))
 		}
-		fmt.Fprintf(out, "Watching %s as %s (%s).\n", subj, w.ID, strings.Join(tail, ", "))
+		fmt.Fprintf(out, "Watching %s as %s (%s).\n", subj, id, strings.Join(tail, ", "))
 		printCompletion(out, w)
 	}
 	if o := w.LastObservation; o != nil && w.State == vigil.StatePending {
-		fmt.Fprintf(out, "First check: %s\n", observationText(o))
+		fmt.Fprintf(out, "First check: %s\n", oneLine(observationText(o)))
 	}
+}
+
+// deadlineText is a deadline in a sentence; none for a zero one.
+func deadlineText(t time.Time) string {
+	if t.IsZero() {
+		return "none"
+	}
+	return wording.Time(t)
 }
 
 // parseLabels reads key=value labels.

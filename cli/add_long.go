@@ -189,6 +189,7 @@ func printCompletion(out io.Writer, w *vigil.Watch) {
 	if w.CompletionURL == "" {
 		return
 	}
-	fmt.Fprintf(out, "Completion URL (shown only now; it is a secret): %s\n", w.CompletionURL)
-	fmt.Fprintf(out, "Complete it with:\n  curl -fsS -X POST -H 'Content-Type: application/json' -d '{\"status\":\"success\"}' '%s'\n", w.CompletionURL)
+	u := term(w.CompletionURL)
+	fmt.Fprintf(out, "Completion URL (shown only now; it is a secret): %s\n", u)
+	fmt.Fprintf(out, "Complete it with:\n  curl -fsS -X POST -H 'Content-Type: application/json' -d '{\"status\":\"success\"}' '%s'\n", u)
 }

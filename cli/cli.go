@@ -10,6 +10,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,7 +51,8 @@ func (e *ExitError) Error() string {
 	if e.Err == nil {
 		return fmt.Sprintf("exit status %d", e.Code)
 	}
-	return describe(e.Err)
+	// A refusal may quote what the caller sent: escaped for the terminal.
+	return term(describe(e.Err))
 }
 
 // Unwrap returns the cause.
@@ -265,10 +267,16 @@ func quiet(cmd *cobra.Command, code int) error {
 	return &ExitError{Code: code}
 }
 
-// writeJSON writes v as indented JSON.
+// writeJSON writes v as indented JSON, with control characters spelled
+// as JSON escapes (termJSON): the same value, safe on a terminal.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(termJSON(b.Bytes()))
+	return err
 }

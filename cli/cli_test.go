@@ -169,6 +169,7 @@ func TestErrors(t *testing.T) {
 		{"add", "timer"},
 		{"add", "http", "ftp://example.com/"},
 		{"add", "kettle"},
+		{"add", "timr", "5s"},
 		{"add", "file", "/etc"},
 		{"add", "timer", "1m", "--label", "oops"},
 		{"ls", "--state", "asleep"},

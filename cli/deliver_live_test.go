@@ -105,3 +105,53 @@ func TestOnDone(t *testing.T) {
 		t.Errorf("stdin of the command = %s (%v), want the fired outcome of %s", b, err, id)
 	}
 }
+
+// TestOnDoneAndOnFail: a watch takes both commands; show says which
+// outcomes each runs for; when it expires, its on-fail command runs (a
+// timeout is a failure to whoever waits) and its on-done command does not.
+func TestOnDoneAndOnFail(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	done, fail := filepath.Join(d.root, "done"), filepath.Join(d.root, "fail")
+	r := d.vigil(t, "add", "file", filepath.Join(d.root, "never"), "--every", "1s", "--deadline", "2s", "--for", "cmds",
+		"--on-done", "echo done > "+done, "--on-fail", "echo fail > "+fail, "-q")
+	if r.code != 0 {
+		t.Fatalf("add --on-done --on-fail: %d %s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	show := d.vigil(t, "show", id).stdout
+	for _, want := range []string{"echo done > " + done + " (runs when the watch fired)", "echo fail > " + fail + " (runs when the watch failed, errored or expired)"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("show =\n%s\nwant it to say %q", show, want)
+		}
+	}
+	if r := d.vigil(t, "wait", id); r.code != ExitExpired {
+		t.Fatalf("wait: exit %d (%s), want expired", r.code, r.stdout)
+	}
+	c, err := client.New(d.Addr(), d.Token(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	for {
+		w, err := c.Watch(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(w.Receipts) == 1 && w.Receipts[0].Status == vigil.ReceiptDelivered {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("receipts %+v after 15s, want the command delivered", w.Receipts)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if b, err := os.ReadFile(fail); err != nil || string(b) != "fail\n" {
+		t.Errorf("the on-fail command wrote %q (%v); want it run on expiry", b, err)
+	}
+	if _, err := os.Stat(done); err == nil {
+		t.Errorf("the on-done command ran for an expiry")
+	}
+}

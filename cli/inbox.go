@@ -65,7 +65,7 @@ read (unless --no-ack). Each named reader sees each message once.`,
 				return writeJSON(e.stdout, page)
 			}
 			if len(page.Messages) == 0 {
-				fmt.Fprintf(e.stdout, "No new messages for %s.\n", r)
+				fmt.Fprintf(e.stdout, "No new messages for %s.\n", term(r))
 				return nil
 			}
 			printMessages(e.stdout, page.Messages)
@@ -87,7 +87,7 @@ func printMessages(out io.Writer, ms []*vigil.Message) {
 	tw := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tTYPE\tAT\tWATCH\tTEXT")
 	for _, m := range ms {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", m.Seq, m.Type, timeOrEmpty(m.CreatedAt), firstNonEmpty(m.WatchID, "-"), oneLine(m.Text))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", m.Seq, term(string(m.Type)), timeOrEmpty(m.CreatedAt), term(firstNonEmpty(m.WatchID, "-")), oneLine(m.Text))
 	}
 	tw.Flush()
 }
@@ -140,11 +140,11 @@ func noticeBlock(recipient string, ms []*vigil.Message) string {
 	if len(ms) == 1 {
 		noun = "message"
 	}
-	fmt.Fprintf(&b, "%d new %s for %s from vigil (watches you registered):\n", len(ms), noun, recipient)
+	fmt.Fprintf(&b, "%d new %s for %s from vigil (watches you registered):\n", len(ms), noun, term(recipient))
 	for _, m := range ms {
-		fmt.Fprintf(&b, "- [%s] %s", m.Type, oneLine(m.Text))
+		fmt.Fprintf(&b, "- [%s] %s", term(string(m.Type)), oneLine(m.Text))
 		if m.WatchID != "" {
-			fmt.Fprintf(&b, " (watch %s)", m.WatchID)
+			fmt.Fprintf(&b, " (watch %s)", term(m.WatchID))
 		}
 		b.WriteString("\n")
 	}

@@ -42,8 +42,6 @@ func systemdUnit(p unitParams) string {
 	return `[Unit]
 Description=vigil watch service
 Documentation=https://github.com/vigil-run/vigil
-After=network-online.target
-Wants=network-online.target
 
 [Service]
 Type=simple
@@ -156,6 +154,12 @@ func newServiceCmd(e *env) *cobra.Command {
 		}
 		if abs, err := filepath.Abs(bin); err == nil {
 			bin = abs
+		}
+		if err := checkBinary(bin); err != nil {
+			if !dryRun {
+				return serviceTarget{}, usageErr(err)
+			}
+			fmt.Fprintln(e.stderr, "vigil: warning:", err.Error())
 		}
 		switch goos {
 		case "linux":
@@ -271,6 +275,23 @@ a launchd agent (~/Library/LaunchAgents/run.vigil.plist) on macOS, that runs
 	}
 	cmd.AddCommand(install, uninstall)
 	return cmd
+}
+
+// checkBinary refuses what the unit could not run: a path that does not
+// exist, a directory, a file without an execute bit.
+func checkBinary(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("the binary %s does not exist; pass --binary with the path of the vigil executable", path)
+	case err != nil:
+		return fmt.Errorf("the binary %s cannot be read: %v", path, err)
+	case fi.IsDir():
+		return fmt.Errorf("the binary %s is a directory, not the vigil executable; pass --binary with the executable's path", path)
+	case fi.Mode()&0o111 == 0:
+		return fmt.Errorf("the binary %s is not executable (chmod +x it, or pass --binary with the vigil executable)", path)
+	}
+	return nil
 }
 
 func joinArgvs(argvs [][]string) string {

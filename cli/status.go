@@ -30,7 +30,7 @@ func newStatusCmd(e *env) *cobra.Command {
 				return err
 			}
 			counts := map[vigil.State]int{}
-			total, more := 0, false
+			total, unreadable, more := 0, 0, false
 			q := vigil.ListRequest{Limit: 1000}
 			for i := 0; ; i++ {
 				if i == statusMaxPages {
@@ -44,6 +44,9 @@ func newStatusCmd(e *env) *cobra.Command {
 				for _, w := range page.Watches {
 					counts[w.State]++
 					total++
+					if w.Unreadable != "" {
+						unreadable++
+					}
 				}
 				if page.Next == "" || len(page.Watches) == 0 {
 					break
@@ -53,17 +56,21 @@ func newStatusCmd(e *env) *cobra.Command {
 			addr := firstNonEmpty(cf.addr, e.getenv("VIGIL_ADDR"), daemon.DefaultListen)
 			if asJSON {
 				return writeJSON(e.stdout, struct {
-					Addr      string              `json:"addr"`
-					Reachable bool                `json:"reachable"`
-					Version   string              `json:"cli_version"`
-					Watches   map[vigil.State]int `json:"watches"`
-					Total     int                 `json:"total"`
-					More      bool                `json:"more,omitempty"`
-				}{addr, true, version(), counts, total, more})
+					Addr       string              `json:"addr"`
+					Reachable  bool                `json:"reachable"`
+					Version    string              `json:"cli_version"`
+					Watches    map[vigil.State]int `json:"watches"`
+					Total      int                 `json:"total"`
+					More       bool                `json:"more,omitempty"`
+					Unreadable int                 `json:"unreadable,omitempty"`
+				}{addr, true, version(), counts, total, more, unreadable})
 			}
 			fmt.Fprintf(e.stdout, "vigil daemon at %s: reachable\n", addr)
 			fmt.Fprintf(e.stdout, "cli version: %s\n", version())
 			fmt.Fprintf(e.stdout, "watches: %s\n", countLine(counts, total, more))
+			if unreadable > 0 {
+				fmt.Fprintf(e.stdout, "unreadable: %d (their stored rows cannot be read in full; vigil ls shows which and why)\n", unreadable)
+			}
 			return nil
 		},
 	}
@@ -94,7 +101,7 @@ func countLine(counts map[vigil.State]int, total int, more bool) string {
 	})
 	parts := make([]string, len(states))
 	for i, s := range states {
-		parts[i] = fmt.Sprintf("%d %s", counts[vigil.State(s)], s)
+		parts[i] = fmt.Sprintf("%d %s", counts[vigil.State(s)], term(s))
 	}
 	return fmt.Sprintf("%d%s (%s)", total, plus, strings.Join(parts, ", "))
 }

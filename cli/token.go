@@ -115,7 +115,7 @@ func newTokenListCmd(e *env) *cobra.Command {
 					}
 					ks = strings.Join(s, ",")
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\t%s\n", t.ID, strings.Join(t.Recipients, ","), ks, t.Exec,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\t%s\n", term(t.ID), term(strings.Join(t.Recipients, ",")), term(ks), t.Exec,
 					vigil.FormatTime(t.CreatedAt), dash(vigil.FormatTime(t.ExpiresAt)), dash(vigil.FormatTime(t.RevokedAt)))
 			}
 			return tw.Flush()

@@ -146,9 +146,9 @@ func exitFor(s vigil.State) int {
 // resultLine is the one line wait prints: the state and its sentence.
 func resultLine(w *vigil.Watch) string {
 	if w.State.Terminal() {
-		return string(w.State) + ": " + oneLine(outcomeSentence(w))
+		return term(string(w.State)) + ": " + oneLine(outcomeSentence(w))
 	}
-	return string(w.State) + ": " + oneLine(wording.Why(w))
+	return term(string(w.State)) + ": " + oneLine(wording.Why(w))
 }
 
 // startLive shows a one-line status of w, updated in place from the event

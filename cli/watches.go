@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/watcher/command"
 	"github.com/vigil-run/vigil/wording"
 )
 
@@ -90,7 +92,11 @@ func printWatchTable(out io.Writer, ws []*vigil.Watch) {
 	tw := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKIND\tSTATE\tRECIPIENT\tNEXT/SETTLED\tSUBJECT")
 	for _, w := range ws {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.Kind, stateCell(w), w.Recipient, nextOrSettled(w), oneLine(wording.Subject(w)))
+		subject := oneLine(wording.Subject(w))
+		if w.Unreadable != "" {
+			subject = "cannot be read: " + oneLine(w.Unreadable)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", term(w.ID), term(string(w.Kind)), stateCell(w), term(w.Recipient), nextOrSettled(w), subject)
 	}
 	tw.Flush()
 }
@@ -99,12 +105,15 @@ func printWatchTable(out io.Writer, ws []*vigil.Watch) {
 // delivered ("fired, webhook undeliverable").
 func stateCell(w *vigil.Watch) string {
 	s := string(w.State)
+	if w.Unreadable != "" {
+		s += ", unreadable"
+	}
 	for _, r := range w.Receipts {
 		if r.Status != vigil.ReceiptDelivered {
 			s += ", " + r.Channel + " " + r.Status
 		}
 	}
-	return s
+	return term(s)
 }
 
 func nextOrSettled(w *vigil.Watch) string {
@@ -117,8 +126,8 @@ func nextOrSettled(w *vigil.Watch) string {
 	return "-"
 }
 
-// oneLine flattens s for a table cell.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// oneLine flattens s for a table cell, escaped for a terminal (term).
+func oneLine(s string) string { return term(strings.Join(strings.Fields(s), " ")) }
 
 func newShowCmd(e *env) *cobra.Command {
 	var (
@@ -154,15 +163,18 @@ func newShowCmd(e *env) *cobra.Command {
 // printWatch writes one watch, a field a line.
 func printWatch(out io.Writer, w *vigil.Watch) {
 	tw := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+	// Every value is escaped for the terminal: most hold what a caller
+	// wrote.
 	row := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+			fmt.Fprintf(tw, "%s:\t%s\n", k, term(v))
 		}
 	}
 	row("ID", w.ID)
 	row("Kind", string(w.Kind))
 	row("Subject", oneLine(wording.Subject(w)))
 	row("State", string(w.State))
+	row("Unreadable", oneLine(w.Unreadable))
 	row("Recipient", w.Recipient)
 	row("Mode", string(w.Mode))
 	row("Predicate", string(w.Predicate))
@@ -179,10 +191,17 @@ func printWatch(out io.Writer, w *vigil.Watch) {
 	}
 	row("Settled", timeOrEmpty(w.SettledAt))
 	row("Polls", strconv.Itoa(w.Polls))
+	if w.Errors > 0 {
+		row("Errors", wording.Errors(w))
+	}
 	row("Note", oneLine(w.Note))
 	row("Labels", formatLabels(w.Labels))
 	if o := w.LastObservation; o != nil {
-		row("Last check", timeOrEmpty(o.At)+"  "+oneLine(observationText(o)))
+		text := observationText(o)
+		if at := lastCheck(w); at.After(o.At) {
+			text += " (the same since " + wording.Time(o.At) + ")"
+		}
+		row("Last check", timeOrEmpty(lastCheck(w))+"  "+oneLine(text))
 	}
 	if w.Outcome != nil {
 		row("Outcome", oneLine(w.Outcome.Sentence))
@@ -191,6 +210,11 @@ func printWatch(out io.Writer, w *vigil.Watch) {
 	}
 	if len(w.Deliver) > 0 {
 		row("Deliver", string(w.Deliver))
+		if o, err := deliver.ParseOptions(w.Deliver); err == nil {
+			for _, c := range o.Command {
+				row("Command", commandLine(c.Program)+" (runs when the watch "+c.RunsFor()+")")
+			}
+		}
 	}
 	for _, r := range w.Receipts {
 		row("Receipt", receiptText(r))
@@ -199,6 +223,15 @@ func printWatch(out io.Writer, w *vigil.Watch) {
 		row("Answered", "at creation (nothing was mailed)")
 	}
 	tw.Flush()
+}
+
+// commandLine is a delivery command as a person reads it: its shell line,
+// or its argv joined.
+func commandLine(p command.Program) string {
+	if p.Shell != "" {
+		return p.Shell
+	}
+	return strings.Join(p.Argv, " ")
 }
 
 // receiptText is one push receipt in a line: "webhook undeliverable after
@@ -218,6 +251,15 @@ func receiptText(r vigil.Receipt) string {
 		s += " (" + wording.Time(r.UpdatedAt) + ")"
 	}
 	return s
+}
+
+// lastCheck is when w was last probed: the live time the daemon reports,
+// or, for a watch stored before it was kept, its last observation's.
+func lastCheck(w *vigil.Watch) time.Time {
+	if o := w.LastObservation; o != nil && o.At.After(w.CheckedAt) {
+		return o.At
+	}
+	return w.CheckedAt
 }
 
 func timeOrEmpty(t time.Time) string {
@@ -264,12 +306,16 @@ func newWhyCmd(e *env) *cobra.Command {
 			if asJSON {
 				return writeJSON(e.stdout, why)
 			}
-			fmt.Fprintln(e.stdout, why.Sentence)
+			fmt.Fprintln(e.stdout, oneLine(why.Sentence))
 			if w := why.Watch; w != nil {
 				if o := w.LastObservation; o != nil {
-					fmt.Fprintf(e.stdout, "Last check, %s: %s\n", timeOrEmpty(o.At), oneLine(observationText(o)))
+					fmt.Fprintf(e.stdout, "Last check, %s: %s\n", timeOrEmpty(lastCheck(w)), oneLine(observationText(o)))
 				} else if w.Kind != vigil.KindTimer {
 					fmt.Fprintln(e.stdout, "No check has been made yet.")
+				}
+				// A pending watch's sentence says it already.
+				if w.Errors > 0 && w.State != vigil.StatePending {
+					fmt.Fprintf(e.stdout, "Errors: %s.\n", oneLine(wording.Errors(w)))
 				}
 			}
 			return nil
@@ -307,9 +353,9 @@ func newCancelCmd(e *env) *cobra.Command {
 				return writeJSON(e.stdout, w)
 			}
 			if !before.State.Terminal() && w.State == vigil.StateCancelled {
-				fmt.Fprintf(e.stdout, "Cancelled %s: %s\n", w.ID, outcomeSentence(w))
+				fmt.Fprintf(e.stdout, "Cancelled %s: %s\n", term(w.ID), oneLine(outcomeSentence(w)))
 			} else {
-				fmt.Fprintf(e.stdout, "%s had already settled (%s): %s\n", w.ID, w.State, outcomeSentence(w))
+				fmt.Fprintf(e.stdout, "%s had already settled (%s): %s\n", term(w.ID), term(string(w.State)), oneLine(outcomeSentence(w)))
 			}
 			return nil
 		},
@@ -334,7 +380,7 @@ func newRmCmd(e *env) *cobra.Command {
 			if err := c.Delete(cmd.Context(), args[0]); err != nil {
 				return callErr(cmd, err)
 			}
-			fmt.Fprintf(e.stdout, "Removed %s.\n", args[0])
+			fmt.Fprintf(e.stdout, "Removed %s.\n", term(args[0]))
 			return nil
 		},
 	}

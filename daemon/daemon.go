@@ -31,6 +31,7 @@ import (
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/auth"
 	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/deliver/email"
 	"github.com/vigil-run/vigil/engine"
 	"github.com/vigil-run/vigil/forge"
 	"github.com/vigil-run/vigil/httpapi"
@@ -81,6 +82,8 @@ type Daemon struct {
 	metrics *metrics.Metrics
 	// fs wakes folder and file watches on file system events.
 	fs *fsWake
+	// links signs and checks the unsubscribe links of delivery mails.
+	links *email.Links
 
 	ready     atomic.Bool
 	primed    chan struct{}
@@ -170,7 +173,14 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 		LongCalls:        func() int { return d.api.LongCalls() },
 		DeliveriesQueued: func() int { return d.disp.Pending() },
 	})
-	disp, policy, err := newDispatcher(cfg, st, logger, d.metrics.Receipt)
+	linkKey, err := ensureLinkKey(cfg.DataDir, logger)
+	if err != nil {
+		ln.Close()
+		st.Close()
+		return nil, err
+	}
+	d.links = newLinks(cfg.Delivery.PublicURL, ln.Addr().String(), linkKey)
+	disp, policy, err := newDispatcher(cfg, st, logger, d.metrics.Receipt, d.links, emailAccess(tokens))
 	if err != nil {
 		ln.Close()
 		st.Close()
@@ -203,6 +213,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 		MaxWait:          cfg.Limits.MaxWait,
 		ReadyFunc:        d.readyz,
 		ObserveFunc:      d.metrics.Request,
+		UnsubscribeFunc:  d.unsubscribe,
 	})
 	d.api.MountPublic("GET /metrics", d.metrics.Handler())
 	// MCP for agents at /mcp, behind the same bearer tokens as the API.

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/mail"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -62,6 +64,11 @@ type DeliveryConfig struct {
 	// "RECIPIENT=whsec_…,…"): they sign the recipient's webhooks that give
 	// no secret of their own, instead of the daemon's.
 	WebhookSecrets map[string]string
+	// PublicURL is the base URL people and mail providers reach this
+	// daemon at (public_url): the one-click unsubscribe links of delivery
+	// mails start with it. Empty means http:// and the listen address,
+	// which only works on this machine.
+	PublicURL string
 }
 
 // Validate names the first delivery setting that cannot work; it never
@@ -74,6 +81,12 @@ func (c DeliveryConfig) Validate() error {
 	if s.From != "" {
 		if a, err := mail.ParseAddress(s.From); err != nil || a.Name != "" {
 			return fmt.Errorf("smtp.from %q: must be one plain email address", s.From)
+		}
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return errors.New("public_url: must be an absolute http:// or https:// URL with no credentials, query or fragment, like https://vigil.example.com")
 		}
 	}
 	if s.Host == "" && (s.User != "" || s.Password != "" || s.From != "") {
@@ -140,6 +153,10 @@ func deliveryKeys() []key {
 				return nil
 			},
 			show: func(c Config) string { return strconv.FormatBool(!c.Delivery.SMTP.NoStartTLS) }},
+		{name: "public_url", flagName: "public-url", envName: "VIGIL_PUBLIC_URL", typ: "url",
+			usage: "base URL people and mail providers reach this daemon at, for the unsubscribe links of delivery emails (default http://LISTEN)",
+			set:   func(c *Config, s string) error { c.Delivery.PublicURL = strings.TrimSpace(s); return nil },
+			show:  func(c Config) string { return c.Delivery.PublicURL }},
 		{name: "webhooks", usage: "default webhooks by recipient, RECIPIENT=URL separated by commas", typ: "list",
 			set: func(c *Config, s string) error { return setWebhooks(c, strings.Split(s, ",")) },
 			list: func(c *Config, v []string) error {
@@ -248,10 +265,59 @@ func ensureWebhookSecrets(dataDir string, log *slog.Logger) ([]string, error) {
 	return out, nil
 }
 
+// LinkKeyFile holds the key that signs the one-click unsubscribe links of
+// delivery mails (mode 0600), written on the first start. Only the daemon
+// holds it: a webhook receiver, which holds the webhook secret, cannot
+// make a link. Replacing it makes the links in mails already sent stop
+// working.
+const LinkKeyFile = "link.key"
+
+// ensureLinkKey returns the link key in <dataDir>/link.key, writing a new
+// random one (mode 0600) on the first start.
+func ensureLinkKey(dataDir string, log *slog.Logger) ([]byte, error) {
+	path := filepath.Join(dataDir, LinkKeyFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, fmt.Errorf("link key: %w", err)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			return ensureLinkKey(dataDir, log)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("link key: %w", err)
+		}
+		_, werr := f.WriteString(base64.StdEncoding.EncodeToString(key) + "\n")
+		if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
+			return nil, fmt.Errorf("link key: %w", err)
+		}
+		log.Info("wrote the key of email unsubscribe links", "path", path)
+		return key, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("link key: %w", err)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(key) < 16 {
+		return nil, fmt.Errorf("link key %s is not the base64 of at least 16 bytes; delete it and restart vigil to make a new one (links in mails already sent stop working)", path)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(path, 0o600); err != nil {
+			return nil, fmt.Errorf("link key %s is readable by others and could not be made private: %w", path, err)
+		}
+		log.Warn("the link key file was readable by others; made it private (0600)", "path", path)
+	}
+	return key, nil
+}
+
 // newDispatcher wires the push channels explicitly: webhook always (signed
 // with the daemon's secrets unless a watch gives its own), command when
-// exec is allowed, email when an SMTP host is set.
-func newDispatcher(cfg Config, store vigil.Store, log *slog.Logger, receipt func(channel, status string)) (*deliver.Dispatcher, deliver.Policy, error) {
+// exec is allowed, email when an SMTP host is set (each mail with its
+// signed unsubscribe link, and access re-checked before it leaves).
+func newDispatcher(cfg Config, store vigil.Store, log *slog.Logger, receipt func(channel, status string),
+	links *email.Links, access func(ctx context.Context, w *vigil.Watch) error) (*deliver.Dispatcher, deliver.Policy, error) {
 	secrets, err := ensureWebhookSecrets(cfg.DataDir, log)
 	if err != nil {
 		return nil, deliver.Policy{}, err
@@ -267,7 +333,7 @@ func newDispatcher(cfg Config, store vigil.Store, log *slog.Logger, receipt func
 	}
 	if s := cfg.Delivery.SMTP; policy.SMTP {
 		chans[deliver.ChannelEmail] = email.New(email.Config{Host: s.Host, Port: s.port(), Username: s.User, Password: s.Password,
-			From: s.From, StartTLS: !s.NoStartTLS})
+			From: s.From, StartTLS: !s.NoStartTLS, Links: links})
 	}
 	defaults := make(map[string]deliver.WebhookOptions, len(cfg.Delivery.Webhooks))
 	for r, u := range cfg.Delivery.Webhooks {
@@ -275,6 +341,6 @@ func newDispatcher(cfg Config, store vigil.Store, log *slog.Logger, receipt func
 	}
 	d := deliver.New(deliver.Config{Store: store, Channels: chans, RecipientWebhooks: defaults,
 		RecipientSecrets: cfg.Delivery.WebhookSecrets, Logger: log,
-		ResumeWindow: cfg.Limits.RetentionWatches, ReceiptFunc: receipt})
+		ResumeWindow: cfg.Limits.RetentionWatches, ReceiptFunc: receipt, AccessFunc: access})
 	return d, policy, nil
 }

@@ -16,7 +16,8 @@ func TestDeliverySettings(t *testing.T) {
 	env := map[string]string{"HOME": "/home/ada",
 		"VIGIL_SMTP_HOST": "mail.example.com", "VIGIL_SMTP_PORT": "2525", "VIGIL_SMTP_USER": "vigil",
 		"VIGIL_SMTP_PASSWORD": "pw-s3cret", "VIGIL_SMTP_FROM": "vigil@example.com", "VIGIL_SMTP_STARTTLS": "false",
-		"VIGIL_WEBHOOKS": "agent-7=https://hooks.example/a, ops=https://hooks.example/o", "VIGIL_WEBHOOK_SECRETS": "agent-7=" + secret}
+		"VIGIL_WEBHOOKS": "agent-7=https://hooks.example/a, ops=https://hooks.example/o", "VIGIL_WEBHOOK_SECRETS": "agent-7=" + secret,
+		"VIGIL_PUBLIC_URL": "https://vigil.example.com"}
 	c, err := daemon.Load(nil, fakeEnv(env))
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +29,7 @@ func TestDeliverySettings(t *testing.T) {
 	if s.Host != "mail.example.com" || s.Port != 2525 || s.User != "vigil" || s.Password != "pw-s3cret" || s.From != "vigil@example.com" || !s.NoStartTLS {
 		t.Errorf("SMTP = %+v", s)
 	}
-	if c.Delivery.Webhooks["ops"] != "https://hooks.example/o" || c.Delivery.WebhookSecrets["agent-7"] != secret {
+	if c.Delivery.Webhooks["ops"] != "https://hooks.example/o" || c.Delivery.WebhookSecrets["agent-7"] != secret || c.Delivery.PublicURL != "https://vigil.example.com" {
 		t.Errorf("Delivery = %+v", c.Delivery)
 	}
 	for _, tc := range []struct{ key, value, want string }{
@@ -37,6 +38,8 @@ func TestDeliverySettings(t *testing.T) {
 		{"VIGIL_WEBHOOKS", "agent-7=ftp://x", "webhooks"},
 		{"VIGIL_SMTP_PORT", "70000", "smtp.port"},
 		{"VIGIL_SMTP_FROM", "Vigil <v@example.com>", "smtp.from"},
+		{"VIGIL_PUBLIC_URL", "vigil.example.com", "public_url"},
+		{"VIGIL_PUBLIC_URL", "https://u:p@vigil.example.com", "public_url"},
 	} {
 		bad := map[string]string{"HOME": "/home/ada", "VIGIL_SMTP_HOST": "mail.example.com", "VIGIL_SMTP_PASSWORD": "pw-s3cret", tc.key: tc.value}
 		c, err := daemon.Load(nil, fakeEnv(bad))

@@ -51,6 +51,11 @@ type Config struct {
 	// ReceiptFunc, when set, hears of each receipt recorded after an
 	// attempt: its channel and status. For metrics; it must be cheap.
 	ReceiptFunc func(channel, status string)
+	// AccessFunc, when set, is asked before each email attempt whether
+	// the watch's maker may still reach its recipient (a scoped token not
+	// revoked): a Denied error records the email undeliverable and sends
+	// nothing; any other error is retried.
+	AccessFunc func(ctx context.Context, w *vigil.Watch) error
 }
 
 // Dispatcher runs push deliveries after settlements commit: one loop over
@@ -130,13 +135,14 @@ func (d *Dispatcher) Options(w *vigil.Watch) (Options, error) {
 }
 
 // channels lists the channels an outcome goes to: a webhook for every
-// outcome, a command as its "on" says, an email for fired and failed only.
+// outcome, the command whose "on" names the outcome's class, an email for
+// fired and failed only.
 func channels(o Options, s vigil.State) []string {
 	var out []string
 	if o.Webhook != nil {
 		out = append(out, ChannelWebhook)
 	}
-	if o.Command != nil && o.Command.Runs(s) {
+	if o.Command.For(s) != nil {
 		out = append(out, ChannelCommand)
 	}
 	if o.Email != nil && (s == vigil.StateFired || s == vigil.StateFailed) {
@@ -336,10 +342,28 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 		}
 		j.w = w
 	}
+	var refused string
+	if j.channel == ChannelEmail {
+		fresh, why, err := d.recheckEmail(ctx, j)
+		switch {
+		case errors.Is(err, vigil.ErrNotFound):
+			d.finish(j)
+			return
+		case err != nil:
+			if ctx.Err() == nil {
+				log.Error("checking the watch before mailing", "err", err)
+			}
+			d.retryLater(j, storeRetry)
+			return
+		}
+		w, refused = fresh, why
+	}
 	rec := vigil.ReceiptRecord{WatchID: j.watchID, MessageID: j.messageID, Receipt: vigil.Receipt{Channel: j.channel, Attempts: j.attempts + 1}}
 	o, err := d.Options(w)
 	ch := d.cfg.Channels[j.channel]
 	switch {
+	case refused != "":
+		rec.Status, rec.Detail = vigil.ReceiptUndeliverable, refused
 	case err != nil:
 		rec.Status, rec.Detail = vigil.ReceiptUndeliverable, "the delivery options cannot be read"
 	case ch == nil:

@@ -37,19 +37,24 @@ const (
 const (
 	OnAny  = "any"  // every outcome: fired, failed, errored, expired
 	OnDone = "done" // the watch fired
-	OnFail = "fail" // the watch failed or errored
+	OnFail = "fail" // the watch failed, errored or expired
 )
+
+// MaxCommands is how many delivery commands a watch may carry: one for
+// each outcome class (OnDone and OnFail).
+const MaxCommands = 2
 
 // Options are a watch's delivery options (the "deliver" field of a
 // registration), in their canonical form:
 //
 //	{"webhook": {"url", "secret"?, "retry_unknown"?},
-//	 "command": {"argv" | "shell", "cwd"?, "env"?, "on"?, "timeout"?},
+//	 "command": {"argv" | "shell", "cwd"?, "env"?, "on"?, "timeout"?}
+//	            | [ {…, "on": "done"}, {…, "on": "fail"} ],
 //	 "email": {"to"},
 //	 "progress": bool}
 type Options struct {
 	Webhook  *WebhookOptions `json:"webhook,omitempty"`
-	Command  *CommandOptions `json:"command,omitempty"`
+	Command  Commands        `json:"command,omitempty"`
 	Email    *EmailOptions   `json:"email,omitempty"`
 	Progress bool            `json:"progress,omitempty"`
 }
@@ -71,6 +76,64 @@ type CommandOptions struct {
 	On string `json:"on,omitempty"`
 	// Timeout bounds the run (default DefaultCommandTimeout).
 	Timeout string `json:"timeout,omitempty"`
+}
+
+// Commands are a watch's delivery commands: one, or two whose outcome
+// classes do not overlap (an on-done and an on-fail command), so that at
+// most one runs for any outcome and its receipt is the command receipt.
+// In JSON one is an object and two an array.
+type Commands []CommandOptions
+
+// For returns the command that runs for an outcome state, or nil.
+func (cs Commands) For(s vigil.State) *CommandOptions {
+	for i := range cs {
+		if cs[i].Runs(s) {
+			return &cs[i]
+		}
+	}
+	return nil
+}
+
+// MarshalJSON writes one command as an object, more as an array.
+func (cs Commands) MarshalJSON() ([]byte, error) {
+	if len(cs) == 1 {
+		return json.Marshal(cs[0])
+	}
+	return json.Marshal([]CommandOptions(cs))
+}
+
+// UnmarshalJSON reads an object (one command) or an array of them.
+func (cs *Commands) UnmarshalJSON(b []byte) error {
+	t := bytes.TrimSpace(b)
+	if len(t) > 0 && t[0] == '[' {
+		var list []CommandOptions
+		if err := strictDecode(t, &list); err != nil {
+			return err
+		}
+		if list == nil {
+			list = []CommandOptions{}
+		}
+		*cs = list
+		return nil
+	}
+	if string(t) == "null" {
+		*cs = nil
+		return nil
+	}
+	var one CommandOptions
+	if err := strictDecode(t, &one); err != nil {
+		return err
+	}
+	*cs = Commands{one}
+	return nil
+}
+
+// strictDecode decodes b into v, refusing unknown fields as ParseOptions
+// does (a custom decoder does not inherit the caller's setting).
+func strictDecode(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }
 
 // EmailOptions mail fired and failed outcomes to an address.
@@ -135,8 +198,8 @@ func (p Policy) Canonicalize(raw json.RawMessage, scopeExec bool) (json.RawMessa
 			}
 		}
 	}
-	if c := o.Command; c != nil {
-		if err := p.checkCommand(c, scopeExec); err != nil {
+	if o.Command != nil {
+		if err := p.checkCommands(o.Command, scopeExec); err != nil {
 			return nil, err
 		}
 	}
@@ -214,6 +277,31 @@ func SecretKey(secret string) ([]byte, error) {
 	return key, nil
 }
 
+// checkCommands checks each command, and that at most one runs for any
+// outcome.
+func (p Policy) checkCommands(cs Commands, scopeExec bool) error {
+	if len(cs) == 0 || len(cs) > MaxCommands {
+		return invalid("deliver.command", "must be one command, or an array of an on-done and an on-fail command")
+	}
+	for i := range cs {
+		if err := p.checkCommand(&cs[i], scopeExec); err != nil {
+			return err
+		}
+	}
+	for _, s := range []vigil.State{vigil.StateFired, vigil.StateFailed, vigil.StateErrored, vigil.StateExpired} {
+		n := 0
+		for i := range cs {
+			if cs[i].Runs(s) {
+				n++
+			}
+		}
+		if n > 1 {
+			return invalid("deliver.command", "has two commands for a %s outcome: give at most one with \"on\": %q and one with \"on\": %q", s, OnDone, OnFail)
+		}
+	}
+	return nil
+}
+
 func (p Policy) checkCommand(c *CommandOptions, scopeExec bool) error {
 	if err := c.Program.Check("deliver.command"); err != nil {
 		var ve *vigil.Error
@@ -257,15 +345,30 @@ func (c *CommandOptions) CommandTimeout() time.Duration {
 	return DefaultCommandTimeout
 }
 
-// Runs reports whether the command runs for an outcome state.
+// Runs reports whether the command runs for an outcome state: OnDone for
+// fired, OnFail for failed, errored and expired (to whoever waits on a
+// long task, a timeout is a failure), OnAny for all four. A cancellation
+// is never pushed.
 func (c *CommandOptions) Runs(s vigil.State) bool {
 	switch c.On {
 	case OnDone:
 		return s == vigil.StateFired
 	case OnFail:
-		return s == vigil.StateFailed || s == vigil.StateErrored
+		return s == vigil.StateFailed || s == vigil.StateErrored || s == vigil.StateExpired
 	}
-	return true
+	return s != vigil.StateCancelled
+}
+
+// RunsFor names the outcome states the command runs for, for a person:
+// "fired", "failed, errored or expired".
+func (c *CommandOptions) RunsFor() string {
+	switch c.On {
+	case OnDone:
+		return "fired"
+	case OnFail:
+		return "failed, errored or expired"
+	}
+	return "fired, failed, errored or expired"
 }
 
 // Redact returns delivery options as they may be shown: webhook secrets
@@ -285,7 +388,7 @@ func Redact(raw json.RawMessage) json.RawMessage {
 		}
 		w.URL = RedactURL(w.URL)
 	}
-	if c := o.Command; c != nil && len(c.Env) > 0 {
+	for _, c := range o.Command {
 		for k := range c.Env {
 			c.Env[k] = "…redacted"
 		}

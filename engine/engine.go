@@ -170,11 +170,23 @@ func (e *Engine) view(w *vigil.Watch) *vigil.Watch {
 		w.State = vigil.StateUnwatchable
 		return w
 	}
-	if next, polls, ok := e.sched.Info(w.ID); ok {
-		w.NextDue = next
-		w.Polls = max(w.Polls, polls)
+	if l, ok := e.sched.Live(w.ID); ok {
+		live(w, l)
 	}
 	return w
+}
+
+// live overlays the scheduler's figures of a pending watch on its row: the
+// store holds them as of its last write, which an unchanged observation
+// does not make.
+func live(w *vigil.Watch, l scheduler.Live) {
+	w.NextDue = l.NextDue
+	w.Polls = max(w.Polls, l.Polls)
+	w.Errors = max(w.Errors, l.Errors)
+	if l.CheckedAt.After(w.CheckedAt) {
+		w.CheckedAt = l.CheckedAt
+		w.ConsecutiveErrors = l.ConsecutiveErrors
+	}
 }
 
 // scopeCheck hides another recipient's watch as not found.
@@ -303,7 +315,13 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*vigil.Watch, error) {
 	out := &vigil.Outcome{State: vigil.StateCancelled, Reason: "cancelled", Observation: w.LastObservation}
 	out.Sentence = wording.Outcome(w, out)
 	msg := scheduler.OutcomeMessage(e.newID(), w, out, now)
-	after, won, err := e.store.WatchCancel(ctx, vigil.WatchCancelParams{ID: id, Recipients: []string{w.Recipient}, Outcome: out, SettledAt: now, Message: msg})
+	p := vigil.WatchCancelParams{ID: id, Recipients: []string{w.Recipient}, Outcome: out, SettledAt: now, Message: msg}
+	// What the probes counted since the last write is kept with the
+	// cancellation (w is the view: the live figures).
+	if l, ok := e.sched.Live(id); ok && !l.CheckedAt.IsZero() {
+		p.CheckedAt, p.Polls, p.Errors, p.ConsecutiveErrors = w.CheckedAt, w.Polls, w.Errors, w.ConsecutiveErrors
+	}
+	after, won, err := e.store.WatchCancel(ctx, p)
 	if errors.Is(err, vigil.ErrNotFound) {
 		return nil, notFound(id)
 	}

@@ -39,6 +39,11 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 	if r.IdempotencyKey != "" && !got.Replayed {
 		e.sched.ArmPrune(now.Add(e.limits.IdempotencyTTL))
 	}
+	if got.Existing && r.Deadline != "" && !got.Replayed && !w.Deadline.Equal(got.Deadline) {
+		// The pending watch keeps its deadline: say the one asked for
+		// was not taken.
+		got.AskedDeadline = w.Deadline
+	}
 	if got.Existing || got.Replayed {
 		return e.view(got), nil
 	}

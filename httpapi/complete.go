@@ -49,6 +49,9 @@ func logPath(r *http.Request) string {
 	if strings.HasPrefix(r.URL.Path, completePrefix) {
 		return completePrefix + "{token}"
 	}
+	if isUnsubscribe(r.URL.Path) {
+		return UnsubscribePrefix + "{id}/{sig}"
+	}
 	return r.URL.Path
 }
 

@@ -91,6 +91,12 @@ type Options struct {
 	// its route pattern ("POST /v1/watches"; "" for no route), status and
 	// duration. For metrics; it must be cheap.
 	ObserveFunc func(pattern string, status int, took time.Duration)
+	// UnsubscribeFunc serves the one-click unsubscribe links of delivery
+	// mails (GET and POST /v1/unsubscribe/{id}/{sig}, no bearer token): it
+	// checks that sig is the daemon's signature of watch id (a not_found
+	// error when it is not) and, when apply is set, turns email off for
+	// that watch. Nil answers not_found.
+	UnsubscribeFunc func(ctx context.Context, id, sig string, apply bool) error
 }
 
 // Server serves the API. Create it with New.
@@ -106,6 +112,7 @@ type Server struct {
 	ready     func(ctx context.Context) error
 	heartbeat time.Duration
 	tokens    vigil.TokenService
+	unsub     func(ctx context.Context, id, sig string, apply bool) error
 	limits    *limiter
 	// recheckEvery is how often a running scoped request re-checks its
 	// token (DefaultRecheck).
@@ -122,6 +129,8 @@ type Server struct {
 type route struct {
 	pattern string
 	public  bool
+	// form: the route reads its own (form) body, not a JSON one.
+	form    bool
 	query   []string
 	handler handlerFunc
 }
@@ -141,6 +150,7 @@ func New(opts Options) *Server {
 		ready:     opts.ReadyFunc,
 		heartbeat: opts.Heartbeat,
 		tokens:    opts.Tokens,
+		unsub:     opts.UnsubscribeFunc,
 		mux:       http.NewServeMux(),
 	}
 	if opts.AdminToken != "" {
@@ -195,6 +205,8 @@ func (s *Server) table() []route {
 		{pattern: "GET /v1/tokens", query: []string{"all"}, handler: s.listTokens},
 		{pattern: "POST /v1/tokens/{id}/revoke", handler: s.revokeToken},
 		{pattern: "POST /v1/complete/{token}", public: true, handler: s.complete},
+		{pattern: "GET /v1/unsubscribe/{id}/{sig}", public: true, handler: s.unsubscribe},
+		{pattern: "POST /v1/unsubscribe/{id}/{sig}", public: true, form: true, handler: s.unsubscribe},
 		{pattern: "GET /healthz", public: true, handler: s.healthz},
 		{pattern: "GET /readyz", public: true, handler: s.readyz},
 		{pattern: "GET /openapi.json", public: true, handler: s.openapi},
@@ -289,7 +301,7 @@ func (s *Server) wrap(rt route) http.Handler {
 	}
 	h := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		err := checkQuery(r, allowed)
-		if err == nil {
+		if err == nil && !rt.form {
 			err = s.checkBody(w, r)
 		}
 		if err == nil {

@@ -78,7 +78,7 @@ type createIn struct {
 	Mode           vigil.Mode        `json:"mode,omitempty" jsonschema:"until (default): tell me when it holds; unless: tell me if it happens before the deadline"`
 	Note           string            `json:"note,omitempty" jsonschema:"a note to your future self, carried into the outcome message: what to do when it settles"`
 	Labels         map[string]string `json:"labels,omitempty" jsonschema:"labels to find the watch by"`
-	Deliver        json.RawMessage   `json:"deliver,omitempty" jsonschema:"push the outcome somewhere besides the inbox, as the HTTP API takes it: {\"webhook\": {\"url\": …}}, {\"command\": {\"argv\": […]}}, {\"email\": {\"to\": …}}; usually not needed, since the inbox reaches you"`
+	Deliver        json.RawMessage   `json:"deliver,omitempty" jsonschema:"push the outcome somewhere besides the inbox, as the HTTP API takes it: {\"webhook\": {\"url\": …}}, {\"command\": {\"argv\": […], \"on\": \"done\"|\"fail\"|\"any\"}} (or an array of an on-done and an on-fail command; fail includes expiry), {\"email\": {\"to\": …}}; usually not needed, since the inbox reaches you"`
 	IdempotencyKey string            `json:"idempotency_key,omitempty" jsonschema:"a key that makes a retried call return the first answer instead of a second watch"`
 	Observe        *bool             `json:"observe,omitempty" jsonschema:"wait (up to 5s) for the first check and return it; default true"`
 	Stable         int               `json:"stable,omitempty" jsonschema:"require this many satisfied checks in a row before firing (for flappy endpoints)"`
@@ -141,6 +141,10 @@ func createHint(w *vigil.Watch) string {
 	var b strings.Builder
 	if w.Existing {
 		fmt.Fprintf(&b, "This was already being watched for %s (watch %s); nothing new was registered. ", w.Recipient, w.ID)
+		if !w.AskedDeadline.IsZero() {
+			fmt.Fprintf(&b, "It keeps its own deadline, %s, not the %s you asked for; cancel it and register again to change it. ",
+				vigil.FormatTime(w.Deadline), vigil.FormatTime(w.AskedDeadline))
+		}
 	}
 	fmt.Fprintf(&b, "%s END YOUR TURN now and tell the user what you are waiting for; do not poll. "+
 		"The outcome will land in %s's inbox, shown to you at the start of a later turn (or read it with inbox_read).",

@@ -38,6 +38,9 @@ func (s *Scheduler) Answer(ctx context.Context, w *vigil.Watch, obs vigil.Observ
 	s.mu.Unlock()
 	prog := e.prog.unpack().Advance(obs.Verdict, now)
 	d := vigil.Decide(w, &obs, prog, now, false)
+	if d.Settle {
+		w.Errors, w.ConsecutiveErrors, w.CheckedAt = prog.Errors, prog.Consecutive, now
+	}
 	if !d.Settle {
 		s.reschedule(e, time.Unix(0, e.due), e.prog)
 		return false, nil

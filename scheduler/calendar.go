@@ -97,6 +97,7 @@ func (s *Scheduler) primeCalendar(ctx context.Context, rows []vigil.ScheduleEntr
 			e := newEntry(w.ID, w.Kind, w.Every, w.Deadline, spec)
 			e.due = next.UnixNano()
 			e.prog.polls = clamp32(w.Polls)
+			e.prog.errors, e.prog.consecutive = clamp32(w.Errors), clamp32(w.ConsecutiveErrors)
 			out = append(out, e)
 		}
 	}

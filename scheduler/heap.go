@@ -29,23 +29,32 @@ type entry struct {
 // well under 512 B each.
 type progress struct {
 	polls, errors, consecutive, streak int32
-	since                              int64
+	since, at                          int64
 }
 
 func (p progress) unpack() vigil.Progress {
-	var since time.Time
-	if p.since != 0 {
-		since = time.Unix(0, p.since).UTC()
-	}
-	return vigil.Progress{Polls: int(p.polls), Errors: int(p.errors), Consecutive: int(p.consecutive), Streak: int(p.streak), Since: since}
+	return vigil.Progress{Polls: int(p.polls), Errors: int(p.errors), Consecutive: int(p.consecutive), Streak: int(p.streak),
+		Since: unixTime(p.since), At: unixTime(p.at)}
 }
 
 func pack(p vigil.Progress) progress {
-	var since int64
-	if !p.Since.IsZero() {
-		since = p.Since.UnixNano()
+	return progress{clamp32(p.Polls), clamp32(p.Errors), clamp32(p.Consecutive), clamp32(p.Streak), unixNano(p.Since), unixNano(p.At)}
+}
+
+// unixTime and unixNano convert between a time and unix nanoseconds, the
+// zero time being 0.
+func unixTime(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
 	}
-	return progress{clamp32(p.Polls), clamp32(p.Errors), clamp32(p.Consecutive), clamp32(p.Streak), since}
+	return time.Unix(0, n).UTC()
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }
 
 const (

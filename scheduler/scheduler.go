@@ -91,6 +91,10 @@ type Metrics interface {
 	Settled(kind vigil.Kind, state vigil.State, late time.Duration)
 }
 
+// ReasonNoWatcher is the outcome reason of a watch of a kind this build
+// has no watcher for, expired at its deadline.
+const ReasonNoWatcher = "no_watcher"
+
 // StopError cancels a watch silently before its probe: see Config.CheckFunc.
 type StopError struct {
 	// Reason is the outcome's machine word ("revoked").
@@ -215,6 +219,28 @@ func (s *Scheduler) Info(id string) (next time.Time, polls int, ok bool) {
 	return time.Unix(0, e.due).UTC(), int(e.prog.polls), true
 }
 
+// Live is what the scheduler knows of a pending watch between writes: when
+// it is next due, what its probes counted and when the latest was made
+// (zero before its first probe since the start).
+type Live struct {
+	NextDue                          time.Time
+	Polls, Errors, ConsecutiveErrors int
+	CheckedAt                        time.Time
+}
+
+// Live returns what the scheduler knows of a pending watch, and false when
+// it does not hold it.
+func (s *Scheduler) Live(id string) (Live, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.byID[id]
+	if !ok {
+		return Live{}, false
+	}
+	p := e.prog.unpack()
+	return Live{NextDue: time.Unix(0, e.due).UTC(), Polls: p.Polls, Errors: p.Errors, ConsecutiveErrors: p.Consecutive, CheckedAt: p.At}, true
+}
+
 // firstDue says when a watch is first due, and false when it never is (a
 // kind that is not probed and has no deadline).
 func firstDue(spec vigil.KindSpec, every time.Duration, start, deadline, now time.Time) (time.Time, bool) {
@@ -257,6 +283,7 @@ func (s *Scheduler) Add(w *vigil.Watch, o *Observer) {
 	e := newEntry(w.ID, s.internKind(w.Kind), w.Every, w.Deadline, spec)
 	e.due = due.UnixNano()
 	e.prog.polls = clamp32(w.Polls)
+	e.prog.errors, e.prog.consecutive = clamp32(w.Errors), clamp32(w.ConsecutiveErrors)
 	e.observer = o
 	s.mu.Lock()
 	if _, dup := s.byID[w.ID]; dup {
@@ -576,9 +603,16 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 		e.observer.finish(w)
 		return
 	}
+	final := e.deadline != 0 && now.UnixNano() >= e.deadline
 	wt, ok := s.cfg.Watchers.Lookup(w.Kind)
-	if !ok {
-		s.drop(e)
+	if !ok && !final && w.Unreadable == "" {
+		// No watcher for its kind in this build: untouched until its
+		// deadline, if it has one.
+		if e.deadline == 0 {
+			s.drop(e)
+		} else {
+			s.reschedule(e, time.Unix(0, e.deadline), e.prog)
+		}
 		e.observer.finish(w)
 		return
 	}
@@ -588,7 +622,17 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 			return
 		}
 	}
-	final := e.deadline != 0 && now.UnixNano() >= e.deadline
+	if w.Unreadable != "" {
+		s.commit(ctx, []settlement{{e: e, w: w, out: unreadable(w, now), polls: w.Polls}}, now)
+		return
+	}
+	if !ok {
+		// Its deadline passed and no watcher ever looked: it expires,
+		// saying so, as every deadline is delivered.
+		out := &vigil.Outcome{State: vigil.StateExpired, Reason: ReasonNoWatcher, Observation: w.LastObservation}
+		s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: w.Polls}}, now)
+		return
+	}
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProbeTimeout)
 	obs, err := watcher.Run(pctx, wt, watcher.Probe{WatchID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Now: now, Created: w.CreatedAt,
 		Last: w.LastObservation, ChainDepth: w.ChainDepth, Final: final})
@@ -598,14 +642,15 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 		s.reschedule(e, time.Unix(0, e.due), e.prog)
 		return
 	}
+	if err != nil {
+		log.Error("probe routed to the wrong watcher", "err", err)
+		obs = wrongKind(err, now)
+	}
 	if m := s.cfg.Metrics; m != nil {
 		m.Probed(w.Kind, obs.Verdict, now.Sub(time.Unix(0, e.due)), s.now().Sub(now))
 	}
-	if err != nil {
-		log.Error("probe routed to the wrong watcher", "err", err)
-		obs = vigil.Observation{Verdict: vigil.VerdictUnavailable, At: now, Reason: "internal error: " + err.Error()}
-	}
 	prog := e.prog.unpack().Advance(obs.Verdict, now)
+	w.Errors, w.ConsecutiveErrors, w.CheckedAt = prog.Errors, prog.Consecutive, now
 	d := vigil.Decide(w, &obs, prog, now, final)
 	if d.Settle {
 		out := &vigil.Outcome{State: d.State, Reason: d.Reason, Held: d.Held, Attention: d.Attention, Observation: &obs}
@@ -655,6 +700,26 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 	s.reschedule(e, next, pack(prog))
 }
 
+// ReasonUnreadable is the outcome reason of a watch whose stored row
+// cannot be read (vigil.Watch.Unreadable).
+const ReasonUnreadable = "unreadable"
+
+// unreadable is the outcome of a watch whose stored row cannot be read in
+// full: it is never probed (what it asks may be what cannot be read), and
+// settles errored at once, saying why, instead of failing every turn.
+func unreadable(w *vigil.Watch, now time.Time) *vigil.Outcome {
+	obs := &vigil.Observation{Verdict: vigil.VerdictUnavailable, At: now, Permanent: true,
+		Reason: "its stored row cannot be read: " + w.Unreadable}
+	return &vigil.Outcome{State: vigil.StateErrored, Reason: ReasonUnreadable, Attention: true, Observation: obs}
+}
+
+// wrongKind is the observation of a probe routed to the wrong watcher
+// (watcher.ErrWrongKind): a bug that no later probe will fix, so it is
+// permanent and the watch settles errored at once, saying why.
+func wrongKind(err error, now time.Time) vigil.Observation {
+	return vigil.Observation{Verdict: vigil.VerdictUnavailable, At: now, Reason: "internal error: " + err.Error(), Permanent: true}
+}
+
 // record writes what an unsettled observation changed, and reports true if
 // the watch turned out to be settled already (it was dropped). A pending
 // watch writes only when its observation differs from the last one. A
@@ -663,7 +728,7 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 // baseline; its unavailable answers are never written, so the baseline is
 // always the last real observation.
 func (s *Scheduler) record(ctx context.Context, wt watcher.Watcher, e *entry, w *vigil.Watch, obs *vigil.Observation, polls int, now time.Time) (gone bool) {
-	p := vigil.WatchObserveParams{ID: w.ID, Observation: obs, Polls: polls}
+	p := vigil.WatchObserveParams{ID: w.ID, Observation: obs, Polls: polls, Errors: w.Errors, ConsecutiveErrors: w.ConsecutiveErrors, CheckedAt: w.CheckedAt}
 	switch {
 	case w.Standing && obs.Verdict == vigil.VerdictUnavailable:
 		return false
@@ -708,7 +773,9 @@ func (s *Scheduler) stop(ctx context.Context, e *entry, w *vigil.Watch, err erro
 		return
 	}
 	out := &vigil.Outcome{State: vigil.StateCancelled, Reason: se.Reason, Sentence: se.Sentence, Observation: w.LastObservation}
-	_, won, cerr := s.cfg.Store.WatchCancel(ctx, vigil.WatchCancelParams{ID: w.ID, Outcome: out, SettledAt: now})
+	p := e.prog.unpack()
+	_, won, cerr := s.cfg.Store.WatchCancel(ctx, vigil.WatchCancelParams{ID: w.ID, Outcome: out, SettledAt: now,
+		CheckedAt: p.At, Polls: p.Polls, Errors: p.Errors, ConsecutiveErrors: p.Consecutive})
 	if cerr != nil {
 		if ctx.Err() == nil {
 			s.log.Error("cancelling watch", "watch_id", w.ID, "err", cerr)
@@ -768,12 +835,17 @@ func (s *Scheduler) runInstant(ctx context.Context, es []*entry, now time.Time) 
 				continue
 			}
 		}
+		if w.Unreadable != "" {
+			settle = append(settle, settlement{e: e, w: w, out: unreadable(w, now), polls: w.Polls})
+			continue
+		}
 		obs, err := watcher.Run(ctx, wt, watcher.Probe{WatchID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Now: now})
 		if err != nil {
 			s.log.Error("probe routed to the wrong watcher", "watch_id", w.ID, "err", err)
-			obs = vigil.Observation{Verdict: vigil.VerdictUnavailable, At: now, Reason: "internal error: " + err.Error()}
+			obs = wrongKind(err, now)
 		}
 		prog := e.prog.unpack().Advance(obs.Verdict, now)
+		w.Errors, w.ConsecutiveErrors, w.CheckedAt = prog.Errors, prog.Consecutive, now
 		final := e.deadline != 0 && now.UnixNano() >= e.deadline
 		d := vigil.Decide(w, &obs, prog, now, final)
 		if !d.Settle {
@@ -823,7 +895,8 @@ func (s *Scheduler) commit(ctx context.Context, ss []settlement, now time.Time) 
 		// A registration still waiting for this first observation gets the
 		// answer itself: nothing is mailed (answered at creation).
 		st.quiet = st.e.observer.claim()
-		p := vigil.WatchSettleParams{ID: st.w.ID, State: st.out.State, Outcome: st.out, SettledAt: now, Polls: st.polls, AnsweredAtCreation: st.quiet}
+		p := vigil.WatchSettleParams{ID: st.w.ID, State: st.out.State, Outcome: st.out, SettledAt: now, Polls: st.polls,
+			Errors: st.w.Errors, ConsecutiveErrors: st.w.ConsecutiveErrors, CheckedAt: st.w.CheckedAt, AnsweredAtCreation: st.quiet}
 		if !st.quiet {
 			msgs[i] = OutcomeMessage(s.cfg.NewIDFunc(), st.w, st.out, now)
 			p.Message = msgs[i]
@@ -932,7 +1005,8 @@ func addIf(t time.Time, d time.Duration) time.Time {
 // deadline passed while the daemon was down are expired and mailed at once;
 // if the store cannot settle them, Prime fails (the daemon does not become
 // ready) and nothing of them is scheduled. Rows of kinds this build has no
-// watcher for are left untouched.
+// watcher for are left untouched until their deadline, when they expire
+// with reason ReasonNoWatcher; those without a deadline are left untouched.
 func (s *Scheduler) Prime(ctx context.Context) error {
 	now := s.now()
 	rows, err := s.cfg.Store.WatchListPending(ctx)
@@ -945,9 +1019,26 @@ func (s *Scheduler) Prime(ctx context.Context) error {
 	var ids idArena
 	var calendar []vigil.ScheduleEntry
 	for _, r := range rows {
+		if r.Unreadable != "" {
+			// Its schedule cannot be read: its turn comes at once, and
+			// settles it errored (see runProbe).
+			s.log.Warn("a pending watch cannot be read; it settles errored", "watch_id", r.ID, "reason", r.Unreadable)
+			e := newEntry(ids.add(r.ID), r.Kind, 0, time.Time{}, vigil.KindSpec{})
+			e.due = now.UnixNano()
+			entries = append(entries, e)
+			continue
+		}
 		wt, ok := s.cfg.Watchers.Lookup(r.Kind)
 		if !ok {
 			unknown[r.Kind]++
+			if !r.Deadline.IsZero() {
+				// Armed at its deadline only, when it expires (at once
+				// if that passed already).
+				e := newEntry(ids.add(r.ID), r.Kind, r.Every, r.Deadline, vigil.KindSpec{})
+				e.due = r.Deadline.UnixNano()
+				e.prog.polls = clamp32(r.Polls)
+				entries = append(entries, e)
+			}
 			continue
 		}
 		spec, _ := vigil.SpecOf(r.Kind)
@@ -972,10 +1063,11 @@ func (s *Scheduler) Prime(ctx context.Context) error {
 		e := newEntry(ids.add(r.ID), wt.Kind(), r.Every, r.Deadline, spec)
 		e.due = due.UnixNano()
 		e.prog.polls = clamp32(r.Polls)
+		e.prog.errors, e.prog.consecutive = clamp32(r.Errors), clamp32(r.ConsecutiveErrors)
 		entries = append(entries, e)
 	}
 	for k, n := range unknown {
-		s.log.Warn("pending watches of a kind this build cannot watch are left untouched", "kind", k, "count", n)
+		s.log.Warn("pending watches of a kind this build cannot watch are left untouched until their deadline, when they expire", "kind", k, "count", n)
 	}
 	cal, err := s.primeCalendar(ctx, calendar, now)
 	if err != nil {

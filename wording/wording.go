@@ -100,6 +100,9 @@ func Outcome(w *vigil.Watch, o *vigil.Outcome) string {
 	case vigil.StateFailed:
 		return fmt.Sprintf("%s failed%s.", capital(subj), detail(obs))
 	case vigil.StateExpired:
+		if o.Reason == "no_watcher" {
+			return fmt.Sprintf("%s expired at its deadline, %s: no watcher for kind %q ran in this build of vigil, so it was never checked.", capital(subj), Time(w.Deadline), w.Kind)
+		}
 		if o.Reason == "down_past_deadline" {
 			return fmt.Sprintf("%s expired: its deadline, %s, passed while vigil was not running.", capital(subj), Time(w.Deadline))
 		}
@@ -116,7 +119,7 @@ func Outcome(w *vigil.Watch, o *vigil.Outcome) string {
 		case "max_polls":
 			return fmt.Sprintf("%s stopped after %d probes without an answer (max_polls)%s.", capital(subj), w.MaxPolls, lastSeen(obs))
 		case "max_errors":
-			return fmt.Sprintf("%s stopped after %d probes that could not tell (max_errors)%s.", capital(subj), w.MaxErrors, lastReason(obs))
+			return fmt.Sprintf("%s stopped after %d checks in a row that could not tell (max_errors)%s.", capital(subj), w.MaxErrors, lastReason(obs))
 		}
 		return fmt.Sprintf("%s cannot be watched%s.", capital(subj), lastReason(obs))
 	case vigil.StateCancelled:
@@ -137,6 +140,9 @@ func Changed(w *vigil.Watch, obs *vigil.Observation) string {
 // Why says in one sentence why a watch has not settled yet, or how it did.
 func Why(w *vigil.Watch) string {
 	if w.State == vigil.StateUnwatchable {
+		if !w.Deadline.IsZero() {
+			return fmt.Sprintf("This build of vigil has no watcher for kind %q; the watch is left untouched for a build that has one, and expires at its deadline, %s, if none runs before.", w.Kind, Time(w.Deadline))
+		}
 		return fmt.Sprintf("This build of vigil has no watcher for kind %q; the watch is left untouched for a build that has one.", w.Kind)
 	}
 	if w.State.Terminal() {
@@ -159,6 +165,9 @@ func Why(w *vigil.Watch) string {
 	default:
 		fmt.Fprintf(&b, "%s has not settled%s", capital(Subject(w)), lastSeen(obs))
 	}
+	if w.Errors > 0 {
+		b.WriteString("; " + Errors(w))
+	}
 	if !w.NextDue.IsZero() && w.Kind != vigil.KindTimer {
 		fmt.Fprintf(&b, "; next check at %s", Time(w.NextDue))
 	}
@@ -167,6 +176,26 @@ func Why(w *vigil.Watch) string {
 	}
 	b.WriteString(".")
 	return b.String()
+}
+
+// Errors says how many checks of w could not tell, in all and in a row:
+// "4 of 5 checks could not tell, the last 2 in a row (max_errors 3)".
+func Errors(w *vigil.Watch) string {
+	s := fmt.Sprintf("%d of %d checks could not tell", w.Errors, max(w.Polls, w.Errors))
+	switch {
+	case w.ConsecutiveErrors == 0:
+		s += ", none since the last that could"
+	case w.ConsecutiveErrors == 1:
+		s += ", the last one"
+	case w.ConsecutiveErrors == w.Errors:
+		s += ", all in a row"
+	default:
+		s += fmt.Sprintf(", the last %d in a row", w.ConsecutiveErrors)
+	}
+	if w.MaxErrors > 0 {
+		s += fmt.Sprintf(" (max_errors %d)", w.MaxErrors)
+	}
+	return s
 }
 
 func detail(o *vigil.Observation) string {

@@ -51,7 +51,7 @@ func TestOutcomeSentences(t *testing.T) {
 		{"errored max_polls", httpWatch(vigil.ModeUntil), vigil.Outcome{State: vigil.StateErrored, Reason: "max_polls", Observation: pending},
 			`GET https://api.example/health stopped after 5 probes without an answer (max_polls); last seen: HTTP 503.`},
 		{"errored max_errors", httpWatch(vigil.ModeUntil), vigil.Outcome{State: vigil.StateErrored, Reason: "max_errors", Observation: unavailable},
-			`GET https://api.example/health stopped after 3 probes that could not tell (max_errors): dial tcp: connection refused.`},
+			`GET https://api.example/health stopped after 3 checks in a row that could not tell (max_errors): dial tcp: connection refused.`},
 		{"folder fired", &vigil.Watch{Kind: vigil.KindFolder, Predicate: json.RawMessage(`{"path":"/srv/docs"}`)}, vigil.Outcome{State: vigil.StateFired, Reason: "satisfied", Observation: &vigil.Observation{Summary: "1 added, 2 edited"}},
 			`The folder /srv/docs changed: 1 added, 2 edited.`},
 		{"cancelled", httpWatch(vigil.ModeUntil), vigil.Outcome{State: vigil.StateCancelled, Reason: "cancelled"},

@@ -38,9 +38,9 @@ func New(cfg Config) *Channel { return &Channel{cfg: cfg} }
 
 // Send implements deliver.Channel: one run of the program.
 func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
-	o := d.Options.Command
+	o := d.Options.Command.For(d.Watch.State)
 	if o == nil {
-		return false, errors.New("no command in the delivery options")
+		return false, errors.New("no command in the delivery options runs for a " + string(d.Watch.State) + " outcome")
 	}
 	p := o.Program
 	p.Env = maps.Clone(p.Env)

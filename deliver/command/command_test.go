@@ -73,3 +73,24 @@ func TestExitStatusIsTheReceipt(t *testing.T) {
 		t.Errorf("missing program: Send = %v, %v; want a rejection", retry, err)
 	}
 }
+
+// TestOnDoneAndOnFail: with both commands, the outcome runs the one its
+// class names: fired the done command, an expiry the fail command.
+func TestOnDoneAndOnFail(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	opts, _ := json.Marshal(map[string]any{"command": []map[string]any{
+		{"shell": "echo done >> " + filepath.Join(dir, "log"), "on": "done"},
+		{"shell": "echo fail >> " + filepath.Join(dir, "log"), "on": "fail"},
+	}})
+	ch := command.New(command.Config{})
+	for _, s := range []vigil.State{vigil.StateFired, vigil.StateExpired} {
+		if retry, err := ch.Send(t.Context(), delivery(t, string(opts), s)); err != nil || retry {
+			t.Fatalf("Send(%s) = %v, %v", s, retry, err)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "log"))
+	if string(b) != "done\nfail\n" {
+		t.Errorf("ran %q; want the done command, then the fail command", b)
+	}
+}

@@ -47,6 +47,9 @@ type Config struct {
 	TLSConfig *tls.Config
 	// Timeout bounds one attempt (default DefaultTimeout).
 	Timeout time.Duration
+	// Links makes each mail's one-click unsubscribe link
+	// (List-Unsubscribe); nil sends mails without one.
+	Links *Links
 }
 
 // Channel is the email deliver.Channel.
@@ -123,7 +126,7 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 	if err != nil {
 		return retryable(err), smtpError("DATA", err)
 	}
-	if _, err := wc.Write(Message(c.cfg.From, o.To, d)); err != nil {
+	if _, err := wc.Write(Message(c.cfg.From, o.To, c.cfg.Links.URL(d.Watch.ID), d)); err != nil {
 		return false, deliver.Unknown(smtpError("message text", err))
 	}
 	if err := wc.Close(); err != nil {
@@ -156,7 +159,9 @@ func smtpError(step string, err error) error {
 
 // Message returns the mail for a delivery: the sentence as the subject,
 // the observation (summary, facts), the note and the ids as the body.
-func Message(from, to string, d *deliver.Delivery) []byte {
+// With an unsubscribe link, the mail carries it as a one-click
+// List-Unsubscribe (RFC 8058) and in its last line.
+func Message(from, to, unsubscribe string, d *deliver.Delivery) []byte {
 	w := d.Watch
 	subject := ""
 	var obs *vigil.Observation
@@ -176,6 +181,10 @@ func Message(from, to string, d *deliver.Delivery) []byte {
 	h("Content-Transfer-Encoding", "8bit")
 	h("X-Vigil-Watch-Id", w.ID)
 	h("X-Vigil-State", string(w.State))
+	if unsubscribe != "" {
+		h("List-Unsubscribe", "<"+unsubscribe+">")
+		h("List-Unsubscribe-Post", "List-Unsubscribe=One-Click")
+	}
 	b.WriteString("\r\n")
 	var body strings.Builder
 	body.WriteString(subject + "\n\n")
@@ -195,6 +204,9 @@ func Message(from, to string, d *deliver.Delivery) []byte {
 		body.WriteString("\nNote: " + w.Note + "\n")
 	}
 	fmt.Fprintf(&body, "\nWatch %s (%s), recipient %s, settled %s.\n", w.ID, w.Kind, w.Recipient, vigil.FormatTime(w.SettledAt))
+	if unsubscribe != "" {
+		fmt.Fprintf(&body, "To get no more email about this watch: %s\n", unsubscribe)
+	}
 	// The DATA writer of net/smtp escapes lines that start with a dot.
 	for _, line := range strings.Split(body.String(), "\n") {
 		b.WriteString(line + "\r\n")

@@ -257,7 +257,8 @@ func (s *Store) WatchListPending(_ context.Context) ([]vigil.ScheduleEntry, erro
 	for _, id := range s.pending {
 		w := s.watches[id]
 		out = append(out, vigil.ScheduleEntry{ID: w.ID, Kind: w.Kind, Every: w.Every, Deadline: w.Deadline,
-			StartAt: w.StartAt, CreatedAt: w.CreatedAt, Polls: w.Polls, Standing: w.Standing})
+			StartAt: w.StartAt, CreatedAt: w.CreatedAt, Polls: w.Polls, Standing: w.Standing,
+			Errors: w.Errors, ConsecutiveErrors: w.ConsecutiveErrors})
 	}
 	return out, nil
 }
@@ -275,6 +276,7 @@ func (s *Store) WatchObserve(_ context.Context, p vigil.WatchObserveParams) (boo
 	}
 	w.LastObservation = msObs(cloneObs(p.Observation))
 	w.Polls = p.Polls
+	setCounts(w, p.Errors, p.ConsecutiveErrors, p.CheckedAt)
 	if p.Message != nil {
 		s.appendLocked(p.Message)
 	}
@@ -290,6 +292,15 @@ func (s *Store) settleLocked(w *vigil.Watch, state vigil.State, out *vigil.Outco
 		c := *out
 		c.Observation = msObs(cloneObs(out.Observation))
 		w.Outcome = &c
+	}
+}
+
+// setCounts records a watch's error counts and, when set, the time of its
+// latest probe.
+func setCounts(w *vigil.Watch, errs, consecutive int, checked time.Time) {
+	w.Errors, w.ConsecutiveErrors = errs, consecutive
+	if !checked.IsZero() {
+		w.CheckedAt = ms(checked)
 	}
 }
 
@@ -340,6 +351,7 @@ func (s *Store) WatchSettle(_ context.Context, ps []vigil.WatchSettleParams) ([]
 		}
 		s.settleLocked(w, p.State, p.Outcome, p.SettledAt)
 		w.Polls = p.Polls
+		setCounts(w, p.Errors, p.ConsecutiveErrors, p.CheckedAt)
 		w.AnsweredAtCreation = p.AnsweredAtCreation
 		if p.Outcome != nil && p.Outcome.Observation != nil {
 			w.LastObservation = msObs(cloneObs(p.Outcome.Observation))
@@ -350,6 +362,24 @@ func (s *Store) WatchSettle(_ context.Context, ps []vigil.WatchSettleParams) ([]
 		won[i] = true
 	}
 	return won, nil
+}
+
+// WatchDeliverSet implements vigil.Store.
+func (s *Store) WatchDeliverSet(_ context.Context, p vigil.WatchDeliverSetParams) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return err
+	}
+	w, ok := s.watches[p.ID]
+	if !ok {
+		return notFound()
+	}
+	w.Deliver = nil
+	if len(p.Deliver) > 0 {
+		w.Deliver = slices.Clone(p.Deliver)
+	}
+	return nil
 }
 
 // WatchCancel implements vigil.Store.
@@ -367,6 +397,10 @@ func (s *Store) WatchCancel(_ context.Context, p vigil.WatchCancelParams) (*vigi
 		return clone(w), false, nil
 	}
 	s.settleLocked(w, vigil.StateCancelled, p.Outcome, p.SettledAt)
+	if !p.CheckedAt.IsZero() {
+		w.Polls = p.Polls
+		setCounts(w, p.Errors, p.ConsecutiveErrors, p.CheckedAt)
+	}
 	if p.Message != nil && !s.outcome[p.ID] {
 		s.appendLocked(p.Message)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/vigil-run/vigil"
@@ -117,10 +118,6 @@ func durMS(d time.Duration) any {
 	return d.Milliseconds()
 }
 
-func msDur(v sql.NullInt64) time.Duration {
-	return time.Duration(v.Int64) * time.Millisecond
-}
-
 // nullInt encodes zero as NULL, to keep rows small.
 func nullInt(n int) any {
 	if n == 0 {
@@ -200,6 +197,7 @@ func (e encodedWatch) args(w *vigil.Watch) []any {
 		nullStr(w.Note), e.labels, rawText(w.Deliver), nullInt(w.Stable), durMS(w.StableFor),
 		nullInt(w.MaxPolls), nullInt(w.MaxErrors), nullInt(w.ChainDepth), nullStr(w.TokenID),
 		b2i(w.AnsweredAtCreation), e.lastObs, e.outcome, e.receipts,
+		nullInt(w.Errors), nullInt(w.ConsecutiveErrors), ms(w.CheckedAt),
 	}
 }
 
@@ -209,6 +207,7 @@ func (e encodedWatch) args(w *vigil.Watch) []any {
 func (e encodedWatch) stored(w *vigil.Watch) (*vigil.Watch, error) {
 	c := *w
 	c.CreatedAt, c.Deadline, c.StartAt, c.SettledAt = truncTime(c.CreatedAt), truncTime(c.Deadline), truncTime(c.StartAt), truncTime(c.SettledAt)
+	c.CheckedAt = truncTime(c.CheckedAt)
 	c.NextDue = time.Time{}
 	c.Every, c.StableFor = c.Every.Truncate(time.Millisecond), c.StableFor.Truncate(time.Millisecond)
 	c.Existing, c.Replayed = false, false
@@ -246,57 +245,221 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
-// scanWatch reads watchColumns.
+// scanWatch reads watchColumns. A column that does not decode (labels
+// that are not JSON, a time stored as text) does not fail the read: the
+// watch comes back with what could be read and Unreadable naming each
+// column at fault, so one bad row never breaks a list for everyone.
 func scanWatch(sc scanner) (*vigil.Watch, error) {
-	var (
-		w                                                 vigil.Watch
-		kind, state                                       string
-		mode, note, token                                 sql.NullString
-		pred, labels, deliver, lastObs, outcome, receipts []byte
-		created                                           int64
-		every, deadline, startAt, settledAt, stableFor    sql.NullInt64
-		stable, maxPolls, maxErrors, chain                sql.NullInt64
-		standing, answered                                bool
-		identity                                          any
-	)
-	err := sc.Scan(&w.ID, &w.Recipient, &kind, &state, &identity, &created, &pred, &mode, &every,
-		&deadline, &startAt, &settledAt, &w.Polls, &standing, &note, &labels, &deliver, &stable, &stableFor,
-		&maxPolls, &maxErrors, &chain, &token, &answered, &lastObs, &outcome, &receipts)
-	if err != nil {
+	var c [watchColumnCount]any
+	dst := make([]any, len(c))
+	for i := range c {
+		dst[i] = &c[i]
+	}
+	if err := sc.Scan(dst...); err != nil {
 		return nil, err
 	}
-	w.Kind, w.State, w.Mode = vigil.Kind(kind), vigil.State(state), vigil.Mode(mode.String)
-	w.Identity = identityString(identity)
-	w.CreatedAt = time.UnixMilli(created).UTC()
-	w.Deadline, w.StartAt, w.SettledAt = msTime(deadline), msTime(startAt), msTime(settledAt)
-	w.Every, w.StableFor = msDur(every), msDur(stableFor)
-	w.Standing, w.AnsweredAtCreation = standing, answered
-	w.Note, w.TokenID = note.String, token.String
-	w.Stable, w.MaxPolls, w.MaxErrors, w.ChainDepth = int(stable.Int64), int(maxPolls.Int64), int(maxErrors.Int64), int(chain.Int64)
-	if pred != nil {
-		w.Predicate = pred
+	var (
+		w vigil.Watch
+		d rowDecoder
+	)
+	w.ID = d.id(c[0])
+	w.Recipient = d.text("recipient", c[1], false)
+	w.Kind = vigil.Kind(d.text("kind", c[2], false))
+	w.State = vigil.State(d.text("state", c[3], false))
+	if w.State != "" && !w.State.Valid() {
+		d.fail("state", "%q is not a state", clipText(string(w.State)))
 	}
-	if deliver != nil {
-		w.Deliver = deliver
-	}
-	for _, f := range []struct {
-		src  []byte
-		dst  any
-		name string
-	}{
-		{labels, &w.Labels, "labels"},
-		{receipts, &w.Receipts, "receipts"},
-		{lastObs, &w.LastObservation, "last_observation"},
-		{outcome, &w.Outcome, "outcome"},
-	} {
-		if f.src == nil {
-			continue
-		}
-		if err := json.Unmarshal(f.src, f.dst); err != nil {
-			return nil, fmt.Errorf("watch %s: decode %s: %w", w.ID, f.name, err)
-		}
-	}
+	w.Identity = identityString(c[4])
+	w.CreatedAt = d.time("created_at", c[5], false)
+	w.Predicate = d.rawJSON("predicate", c[6])
+	w.Mode = vigil.Mode(d.text("mode", c[7], true))
+	w.Every = d.duration("every_ms", c[8])
+	w.Deadline = d.time("deadline", c[9], true)
+	w.StartAt = d.time("start_at", c[10], true)
+	w.SettledAt = d.time("settled_at", c[11], true)
+	w.Polls = int(d.integer("polls", c[12], false))
+	w.Standing = d.boolean("standing", c[13])
+	w.Note = d.text("note", c[14], true)
+	w.Labels = decodeColumn[map[string]string](&d, "labels", c[15])
+	w.Deliver = d.rawJSON("deliver", c[16])
+	w.Stable = int(d.integer("stable", c[17], true))
+	w.StableFor = d.duration("stable_for_ms", c[18])
+	w.MaxPolls = int(d.integer("max_polls", c[19], true))
+	w.MaxErrors = int(d.integer("max_errors", c[20], true))
+	w.ChainDepth = int(d.integer("chain_depth", c[21], true))
+	w.TokenID = d.text("token_id", c[22], true)
+	w.AnsweredAtCreation = d.boolean("answered_at_creation", c[23])
+	w.LastObservation = decodeColumn[*vigil.Observation](&d, "last_observation", c[24])
+	w.Outcome = decodeColumn[*vigil.Outcome](&d, "outcome", c[25])
+	w.Receipts = decodeColumn[[]vigil.Receipt](&d, "receipts", c[26])
+	w.Errors = int(d.integer("errors", c[27], true))
+	w.ConsecutiveErrors = int(d.integer("consecutive_errors", c[28], true))
+	w.CheckedAt = d.time("checked_at", c[29], true)
+	w.Unreadable = d.reason()
 	return &w, nil
+}
+
+// rowDecoder decodes the columns of one row as the driver gave them
+// (int64, float64, string, []byte or nil), noting each that does not
+// decode instead of failing: see scanWatch.
+type rowDecoder struct{ bad []string }
+
+func (d *rowDecoder) fail(col, format string, args ...any) {
+	d.bad = append(d.bad, col+": "+fmt.Sprintf(format, args...))
+}
+
+// reason is what was wrong with the row, "" when nothing was.
+func (d *rowDecoder) reason() string { return strings.Join(d.bad, "; ") }
+
+// id reads the id, whatever it was stored as: a row is listed by it.
+func (d *rowDecoder) id(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	case nil:
+		d.fail("id", "missing")
+		return ""
+	}
+	d.fail("id", "holds %s, not text", sqlType(v))
+	return fmt.Sprint(v)
+}
+
+func (d *rowDecoder) text(col string, v any, null bool) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	case nil:
+		if !null {
+			d.fail(col, "missing")
+		}
+		return ""
+	}
+	d.fail(col, "holds %s, not text", sqlType(v))
+	return ""
+}
+
+func (d *rowDecoder) integer(col string, v any, null bool) int64 {
+	n, _ := d.integerOK(col, v, null)
+	return n
+}
+
+// integerOK is integer, reporting false for NULL and for what is not one.
+func (d *rowDecoder) integerOK(col string, v any, null bool) (int64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return x, true
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+			return int64(x), true
+		}
+	case nil:
+		if !null {
+			d.fail(col, "missing")
+		}
+		return 0, false
+	}
+	d.fail(col, "holds %s, not a whole number", sqlType(v))
+	return 0, false
+}
+
+// time reads unix milliseconds; NULL (or what is not a number) is the
+// zero time.
+func (d *rowDecoder) time(col string, v any, null bool) time.Time {
+	n, ok := d.integerOK(col, v, null)
+	if !ok {
+		return time.Time{}
+	}
+	return time.UnixMilli(n).UTC()
+}
+
+func (d *rowDecoder) duration(col string, v any) time.Duration {
+	return time.Duration(d.integer(col, v, true)) * time.Millisecond
+}
+
+func (d *rowDecoder) boolean(col string, v any) bool {
+	switch d.integer(col, v, false) {
+	case 0:
+		return false
+	case 1:
+		return true
+	}
+	d.fail(col, "holds %v, not 0 or 1", v)
+	return false
+}
+
+func bytesOf(v any) ([]byte, bool) {
+	switch x := v.(type) {
+	case string:
+		return []byte(x), true
+	case []byte:
+		return x, true
+	}
+	return nil, false
+}
+
+// rawJSON reads a JSON text kept as it is; one that is not valid JSON is
+// dropped (it could not be shown).
+func (d *rowDecoder) rawJSON(col string, v any) json.RawMessage {
+	if v == nil {
+		return nil
+	}
+	b, ok := bytesOf(v)
+	if !ok {
+		d.fail(col, "holds %s, not JSON text", sqlType(v))
+		return nil
+	}
+	if !json.Valid(b) {
+		d.fail(col, "not valid JSON")
+		return nil
+	}
+	return b
+}
+
+// decodeColumn decodes a JSON column; NULL, and a column that does not
+// decode (noted in d), are the zero value: half a value is worse than
+// none.
+func decodeColumn[T any](d *rowDecoder, col string, v any) T {
+	var out T
+	if v == nil {
+		return out
+	}
+	b, ok := bytesOf(v)
+	if !ok {
+		d.fail(col, "holds %s, not JSON text", sqlType(v))
+		return out
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		d.fail(col, "%s", strings.TrimPrefix(err.Error(), "json: "))
+		var zero T
+		return zero
+	}
+	return out
+}
+
+// sqlType names what the driver gave for a column.
+func sqlType(v any) string {
+	switch v.(type) {
+	case int64:
+		return "an integer"
+	case float64:
+		return "a real number"
+	case string:
+		return "text"
+	case []byte:
+		return "a blob"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+func clipText(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
 }
 
 func scanMessage(sc scanner) (*vigil.Message, error) {

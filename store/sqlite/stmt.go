@@ -11,7 +11,14 @@ import (
 // watchArgs use.
 const watchColumns = `id, recipient, kind, state, identity, created_at, predicate, mode, every_ms,
 	deadline, start_at, settled_at, polls, standing, note, labels, deliver, stable, stable_for_ms,
-	max_polls, max_errors, chain_depth, token_id, answered_at_creation, last_observation, outcome, receipts`
+	max_polls, max_errors, chain_depth, token_id, answered_at_creation, last_observation, outcome, receipts,
+	errors, consecutive_errors, checked_at`
+
+// watchColumnCount is how many watchColumns there are.
+const watchColumnCount = 30
+
+// pendingColumns are what WatchListPending reads of a pending watch.
+const pendingColumns = `id, kind, every_ms, deadline, start_at, created_at, polls, standing, errors, consecutive_errors`
 
 const messageColumns = `seq, id, recipient, watch_id, type, text, data, created_at`
 
@@ -27,7 +34,7 @@ type writeStmts struct {
 	savepoint, release, rollbackTo *sql.Stmt
 
 	watchInsert, watchByID, watchIDByIdentity, watchHead, watchesPending *sql.Stmt
-	watchSettle, watchCancel, watchObserve, watchDelete                  *sql.Stmt
+	watchSettle, watchCancel, watchObserve, watchDelete, watchDeliverSet *sql.Stmt
 	counts, pendingAdd, pendingSettled, pendingTotal, recipientClose     *sql.Stmt
 	ledgerGet, ledgerPut                                                 *sql.Stmt
 	messageInsert, readerAck                                             *sql.Stmt
@@ -47,20 +54,27 @@ func (s *writeStmts) defs() []stmtDef {
 		{&s.release, `RELEASE op`},
 		{&s.rollbackTo, `ROLLBACK TO op`},
 
-		{&s.watchInsert, `INSERT INTO watches (` + watchColumns + `) VALUES (` + placeholders(27) + `)`},
+		{&s.watchInsert, `INSERT INTO watches (` + watchColumns + `) VALUES (` + placeholders(watchColumnCount) + `)`},
 		{&s.watchByID, `SELECT ` + watchColumns + ` FROM watches WHERE id = ?`},
 		{&s.watchIDByIdentity, `SELECT id FROM watches WHERE identity = ? AND state = 'pending'`},
 		{&s.watchHead, `SELECT recipient, state FROM watches WHERE id = ?`},
 		{&s.watchesPending, `SELECT rowid, id, recipient FROM watches
 			WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'`},
 		{&s.watchSettle, `UPDATE watches SET state = ?, outcome = ?, settled_at = ?, polls = ?,
-			last_observation = coalesce(?, last_observation), answered_at_creation = ?
+			last_observation = coalesce(?, last_observation), answered_at_creation = ?,
+			errors = ?, consecutive_errors = ?, checked_at = coalesce(?, checked_at)
 			WHERE rowid = ? AND state = 'pending'`},
-		{&s.watchCancel, `UPDATE watches SET state = 'cancelled', outcome = ?, settled_at = ?
-			WHERE id = ? AND state = 'pending'`},
-		{&s.watchObserve, `UPDATE watches SET last_observation = ?, polls = ?
+		// ?4 (checked_at) is NULL when the caller has no live counts:
+		// then the stored ones stay.
+		{&s.watchCancel, `UPDATE watches SET state = 'cancelled', outcome = ?1, settled_at = ?2,
+			polls = iif(?4 IS NULL, polls, ?5), errors = iif(?4 IS NULL, errors, ?6),
+			consecutive_errors = iif(?4 IS NULL, consecutive_errors, ?7), checked_at = coalesce(?4, checked_at)
+			WHERE id = ?3 AND state = 'pending'`},
+		{&s.watchObserve, `UPDATE watches SET last_observation = ?, polls = ?,
+			errors = ?, consecutive_errors = ?, checked_at = coalesce(?, checked_at)
 			WHERE id = ? AND state = 'pending'`},
 		{&s.watchDelete, `DELETE FROM watches WHERE id = ?`},
+		{&s.watchDeliverSet, `UPDATE watches SET deliver = ? WHERE id = ?`},
 
 		{&s.counts, `SELECT (SELECT pending FROM counters WHERE recipient = ''),
 			coalesce((SELECT pending FROM counters WHERE recipient = ?), 0)`},
@@ -98,10 +112,8 @@ func (s *readStmts) defs() []stmtDef {
 		{&s.watchByID, `SELECT ` + watchColumns + ` FROM watches WHERE id = ?`},
 		// ids as one JSON array: one prepared statement for any number.
 		{&s.watchesByIDs, `SELECT ` + watchColumns + ` FROM watches WHERE id IN (SELECT value FROM json_each(?))`},
-		{&s.pendingScan, `SELECT id, kind, every_ms, deadline, start_at, created_at, polls, standing
-			FROM watches NOT INDEXED WHERE state = 'pending'`},
-		{&s.pendingByIndex, `SELECT id, kind, every_ms, deadline, start_at, created_at, polls, standing
-			FROM watches INDEXED BY watches_identity_pending WHERE state = 'pending'`},
+		{&s.pendingScan, `SELECT ` + pendingColumns + ` FROM watches NOT INDEXED WHERE state = 'pending'`},
+		{&s.pendingByIndex, `SELECT ` + pendingColumns + ` FROM watches INDEXED BY watches_identity_pending WHERE state = 'pending'`},
 		{&s.pendingCount, `SELECT (SELECT pending FROM counters WHERE recipient = ''),
 			coalesce((SELECT max(rowid) FROM watches), 0)`},
 		{&s.messagesAfter, `SELECT ` + messageColumns + ` FROM messages

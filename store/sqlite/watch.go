@@ -333,26 +333,40 @@ func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, er
 	}
 	defer rows.Close()
 	var (
-		out                      = make([]vigil.ScheduleEntry, 0, pending)
-		kinds                    = map[string]vigil.Kind{}
-		kind                     sql.RawBytes
-		every, deadline, startAt sql.NullInt64
-		created                  int64
+		out   = make([]vigil.ScheduleEntry, 0, pending)
+		kinds = map[string]vigil.Kind{}
+		c     [10]any
+		dst   = make([]any, len(c))
 	)
+	for i := range c {
+		dst[i] = &c[i]
+	}
 	for rows.Next() {
-		var e vigil.ScheduleEntry
-		if err := rows.Scan(&e.ID, &kind, &every, &deadline, &startAt, &created, &e.Polls, &e.Standing); err != nil {
+		if err := rows.Scan(dst...); err != nil {
 			return nil, wrap("list pending watches", err)
 		}
+		// A column that does not decode leaves its field zero and names
+		// itself in Unreadable: the scheduler settles such a row errored
+		// rather than fail the start.
+		var (
+			e vigil.ScheduleEntry
+			d rowDecoder
+		)
+		e.ID = d.id(c[0])
+		kind := d.text("kind", c[1], false)
 		// Kinds are few: share one string per kind.
-		k, ok := kinds[string(kind)]
+		k, ok := kinds[kind]
 		if !ok {
 			k = vigil.Kind(kind)
-			kinds[string(kind)] = k
+			kinds[kind] = k
 		}
 		e.Kind = k
-		e.Every, e.Deadline, e.StartAt = msDur(every), msTime(deadline), msTime(startAt)
-		e.CreatedAt = time.UnixMilli(created).UTC()
+		e.Every = d.duration("every_ms", c[2])
+		e.Deadline, e.StartAt = d.time("deadline", c[3], true), d.time("start_at", c[4], true)
+		e.CreatedAt = d.time("created_at", c[5], false)
+		e.Polls, e.Standing = int(d.integer("polls", c[6], false)), d.boolean("standing", c[7])
+		e.Errors, e.ConsecutiveErrors = int(d.integer("errors", c[8], true)), int(d.integer("consecutive_errors", c[9], true))
+		e.Unreadable = d.reason()
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
@@ -383,7 +397,7 @@ func (s *Store) WatchObserve(ctx context.Context, p vigil.WatchObserveParams) (b
 	var won bool
 	var seq int64
 	err := s.w.do(ctx, func(t *wtx) error {
-		res, err := t.exec(t.watchObserve, obs, p.Polls, p.ID)
+		res, err := t.exec(t.watchObserve, obs, p.Polls, nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt), p.ID)
 		if err != nil {
 			return wrap("observe watch "+p.ID, err)
 		}
@@ -479,7 +493,7 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 			}
 			delete(pending, p.ID)
 			res, err := t.exec(t.watchSettle, string(p.State), enc[i].outcome, p.SettledAt.UnixMilli(), p.Polls,
-				enc[i].lastObs, b2i(p.AnsweredAtCreation), row.rowid)
+				enc[i].lastObs, b2i(p.AnsweredAtCreation), nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt), row.rowid)
 			if err != nil {
 				return wrap("settle watch "+p.ID, err)
 			}
@@ -610,7 +624,8 @@ func (s *Store) WatchCancel(ctx context.Context, p vigil.WatchCancelParams) (*vi
 			return wrap("cancel watch "+p.ID, err)
 		}
 		if vigil.State(state) == vigil.StatePending {
-			res, err := t.exec(t.watchCancel, outcome, p.SettledAt.UnixMilli(), p.ID)
+			res, err := t.exec(t.watchCancel, outcome, p.SettledAt.UnixMilli(), p.ID, ms(p.CheckedAt),
+				p.Polls, nullInt(p.Errors), nullInt(p.ConsecutiveErrors))
 			if err != nil {
 				return wrap("cancel watch "+p.ID, err)
 			}
@@ -663,6 +678,27 @@ func (s *Store) WatchDelete(ctx context.Context, id string) error {
 		}
 		if _, err := t.exec(t.watchDelete, id); err != nil {
 			return wrap("delete watch "+id, err)
+		}
+		return nil
+	})
+}
+
+// WatchDeliverSet replaces a watch's delivery options, whatever its state;
+// not_found if there is no such watch.
+func (s *Store) WatchDeliverSet(ctx context.Context, p vigil.WatchDeliverSetParams) error {
+	if len(p.Deliver) > 0 && !json.Valid(p.Deliver) {
+		return vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: the delivery options are not JSON", p.ID)
+	}
+	return s.w.do(ctx, func(t *wtx) error {
+		res, err := t.exec(t.watchDeliverSet, rawText(p.Deliver), p.ID)
+		if err != nil {
+			return wrap("set delivery options of watch "+p.ID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			if err != nil {
+				return wrap("set delivery options of watch "+p.ID, err)
+			}
+			return notFound(p.ID)
 		}
 		return nil
 	})

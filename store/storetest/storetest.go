@@ -50,6 +50,8 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"AnsweredAtCreation", testAnsweredAtCreation},
 		{"Observe", testObserve},
 		{"ObserveWithMessage", testObserveWithMessage},
+		{"Counts", testCounts},
+		{"DeliverSet", testDeliverSet},
 		{"GetMany", testGetMany},
 		{"Mailbox", testMailbox},
 		{"MailboxReadersSeeEachMessageOnce", testMailboxReaders},

@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// term makes caller-supplied text safe to print on a terminal: every C0
+// control character (tab and newline included), DEL, every C1 control
+// character (U+0080–U+009F) and every byte that is not UTF-8 is written
+// as a visible escape (\x1b, \u009b, \xff), so a note or a label can
+// neither move the cursor, set the window title, clear the screen nor
+// start an 8-bit control sequence. Everything else is left as it is. It
+// is the one escaping helper of the CLI: every string that comes from the
+// daemon or from a caller passes through it (or through oneLine, which
+// uses it) before it is printed. The API keeps the text as given.
+func term(s string) string {
+	i := 0
+	for i < len(s) {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 || c == 0x7f {
+				break
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || r >= 0x80 && r <= 0x9f {
+			break
+		}
+		i += size
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	b.WriteString(s[:i])
+	for i < len(s) {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '\t':
+				b.WriteString(`\t`)
+			case c == '\n':
+				b.WriteString(`\n`)
+			case c == '\r':
+				b.WriteString(`\r`)
+			case c < 0x20 || c == 0x7f:
+				fmt.Fprintf(&b, `\x%02x`, c)
+			default:
+				b.WriteByte(c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		case r >= 0x80 && r <= 0x9f:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// termJSON spells the C1 control characters and DEL that encoding/json
+// leaves raw as \u escapes: the same JSON value, safe on a terminal (C0
+// characters are escaped by the encoder already).
+func termJSON(b []byte) []byte {
+	if !bytes.ContainsFunc(b, func(r rune) bool { return r == 0x7f || r >= 0x80 && r <= 0x9f }) {
+		return b
+	}
+	var out bytes.Buffer
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		if r == 0x7f || r >= 0x80 && r <= 0x9f {
+			fmt.Fprintf(&out, `\u%04x`, r)
+		} else {
+			out.Write(b[:size])
+		}
+		b = b[size:]
+	}
+	return out.Bytes()
+}

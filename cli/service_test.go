@@ -1,0 +1,54 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestServiceInstallChecksBinary: install refuses a binary that does not
+// exist, is a directory or is not executable, naming it, and writes no
+// unit; an executable one is written into the unit.
+func TestServiceInstallChecksBinary(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "vigil")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, binary, want string
+	}{
+		{"missing", filepath.Join(dir, "nope"), "does not exist"},
+		{"directory", dir, "is a directory"},
+		{"not executable", plain, "is not executable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := t.TempDir()
+			r := runCLI(t, map[string]string{"HOME": home}, "service", "install", "--no-start", "--os", "linux", "--binary", tc.binary)
+			if r.code != ExitUsage || !strings.Contains(r.stderr, tc.binary) || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("install --binary %s: exit %d, stderr %q; want %d naming it and saying it %s", tc.binary, r.code, r.stderr, ExitUsage, tc.want)
+			}
+			if _, err := os.Stat(filepath.Join(home, ".config", "systemd", "user", systemdUnitName)); err == nil {
+				t.Errorf("a unit was written for a bad binary")
+			}
+		})
+	}
+	home := t.TempDir()
+	r := runCLI(t, map[string]string{"HOME": home}, "service", "install", "--no-start", "--os", "linux", "--binary", exe)
+	if r.code != 0 {
+		t.Fatalf("install --binary %s: exit %d: %s", exe, r.code, r.stderr)
+	}
+	unit, err := os.ReadFile(filepath.Join(home, ".config", "systemd", "user", systemdUnitName))
+	if err != nil || !strings.Contains(string(unit), "ExecStart="+exe+" serve") {
+		t.Errorf("unit %q (%v); want it to run %s", unit, err, exe)
+	}
+	if strings.Contains(string(unit), "network-online.target") {
+		t.Errorf("the user unit names network-online.target, which a user unit cannot see:\n%s", unit)
+	}
+}

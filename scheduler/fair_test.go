@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/store/memstore"
+	"github.com/vigil-run/vigil/store/sqlite"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/watchertest"
 )
@@ -203,4 +205,64 @@ func btoi(b bool) int {
 func probed(sp *slowProbes, id string) bool {
 	_, ok := sp.probedAt(id)
 	return ok
+}
+
+// BenchmarkFairDueProbe measures the bound of the probe pool's fairness on
+// a real SQLite store: alice has n probes due, each of which hangs, and
+// bob one probe due at the same instant, after hers in the heap. Alice's
+// probes take half the 8 workers and hang; the other half read the rest of
+// her rows, park them, and reach bob's. An op is one start of the loop
+// until bob's probe starts; ms-to-bob is that wait, µs-per-parked its
+// share per probe of alice's parked ahead of bob's.
+func BenchmarkFairDueProbe(b *testing.B) {
+	for _, n := range []int{0, 1000} {
+		b.Run(fmt.Sprintf("ahead=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			st, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "vigil.db"), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			now := time.Now().UTC()
+			for i := range n + 1 {
+				id, r := fmt.Sprintf("alice-%05d", i), "alice"
+				if i == n {
+					id, r = "bob", "bob"
+				}
+				w := newWatch(id, time.Hour, now)
+				w.Recipient = r
+				create(b, st, w)
+			}
+			bobStarted := make(chan struct{}, 1)
+			fake := watchertest.Func(vigil.KindHTTP, func(ctx context.Context, p watcher.Probe) (vigil.Observation, error) {
+				if p.WatchID == "bob" {
+					bobStarted <- struct{}{}
+					return vigil.Observation{Verdict: vigil.VerdictPending}, nil
+				}
+				<-ctx.Done()
+				return vigil.Observation{}, ctx.Err()
+			})
+			var waited time.Duration
+			for b.Loop() {
+				s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(fake),
+					JitterFunc: func(time.Duration) time.Duration { return 0 }})
+				if err := s.Prime(ctx); err != nil {
+					b.Fatal(err)
+				}
+				runCtx, cancel := context.WithCancel(ctx)
+				done := make(chan error)
+				start := time.Now()
+				go func() { done <- s.Run(runCtx) }()
+				<-bobStarted
+				waited += time.Since(start)
+				cancel()
+				<-done
+			}
+			per := waited / time.Duration(b.N)
+			b.ReportMetric(float64(per)/1e6, "ms-to-bob")
+			if ahead := n - scheduler.DefaultWorkers/2; ahead > 0 {
+				b.ReportMetric(float64(per)/1e3/float64(ahead), "µs-per-parked")
+			}
+		})
+	}
 }

@@ -98,6 +98,9 @@ type job struct {
 	w                           *vigil.Watch
 	// recipient and dest place it in the fair queue; empty until known.
 	recipient, dest string
+	// opts are w's delivery options when already read (shared by the
+	// jobs of one settlement; never written).
+	opts *Options
 }
 
 // unresolved is the recipient and destination of a job whose watch is not
@@ -231,7 +234,7 @@ func (d *Dispatcher) enqueue(w *vigil.Watch, messageID string) {
 	chs := channels(o, w.State)
 	jobs := make([]*job, len(chs))
 	for i, ch := range chs {
-		jobs[i] = &job{watchID: w.ID, channel: ch, messageID: messageID, due: now, w: w}
+		jobs[i] = &job{watchID: w.ID, channel: ch, messageID: messageID, due: now, w: w, opts: &o}
 		jobs[i].place(o)
 	}
 	d.mu.Lock()
@@ -435,7 +438,13 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 		return
 	}
 	rec := vigil.ReceiptRecord{WatchID: j.watchID, MessageID: j.messageID, Receipt: vigil.Receipt{Channel: j.channel, Attempts: j.attempts + 1}}
-	o, err := d.Options(w)
+	var o Options
+	var err error
+	if j.opts != nil {
+		o = *j.opts
+	} else {
+		o, err = d.Options(w)
+	}
 	ch := d.cfg.Channels[j.channel]
 	switch {
 	case err != nil:

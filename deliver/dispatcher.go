@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"net"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,7 +19,13 @@ import (
 
 // Defaults of a Dispatcher.
 const (
-	DefaultWorkers = 4
+	DefaultWorkers = 16
+	// DefaultPerRecipient is how many of one recipient's deliveries are
+	// in flight at most; DefaultPerDestination, how many to one
+	// destination (a webhook's scheme, host and port; a recipient's
+	// commands; the SMTP relay).
+	DefaultPerRecipient   = 4
+	DefaultPerDestination = 4
 	// DefaultResumeWindow is how far back Resume looks for settled watches
 	// never handed to a channel (the watch retention).
 	DefaultResumeWindow = 7 * 24 * time.Hour
@@ -45,6 +54,11 @@ type Config struct {
 	Logger  *slog.Logger
 	// Workers is how many deliveries run at once (default DefaultWorkers).
 	Workers int
+	// PerRecipient bounds one recipient's deliveries in flight, and
+	// PerDestination those to one destination (defaults
+	// DefaultPerRecipient, DefaultPerDestination): a slow endpoint holds
+	// at most that many workers, whoever it belongs to.
+	PerRecipient, PerDestination int
 	// ResumeWindow bounds Resume's search for watches settled but never
 	// handed over (default DefaultResumeWindow).
 	ResumeWindow time.Duration
@@ -59,11 +73,15 @@ type Config struct {
 }
 
 // Dispatcher runs push deliveries after settlements commit: one loop over
-// a min-heap of due attempts (new deliveries are due at once, retries at
-// their rung of the ladder) and a fixed pool of workers, never a goroutine
-// or timer per delivery. Hand work to it with Deliver (the scheduler's
-// DeliverFunc), which never blocks; call Resume once at start-up before
-// the scheduler settles anything; Run until ctx is done.
+// a min-heap of attempts not yet due (new deliveries are due at once,
+// retries at their rung of the ladder) and a fixed pool of workers, never
+// a goroutine or timer per delivery. Due attempts wait in per-recipient
+// queues that the workers serve in turn, with at most PerRecipient of one
+// recipient's and PerDestination to one destination in flight, so that a
+// slow or hanging endpoint delays only the deliveries that go to it. Hand
+// work to it with Deliver (the scheduler's DeliverFunc), which never
+// blocks; call Resume once at start-up before the scheduler settles
+// anything; Run until ctx is done.
 type Dispatcher struct {
 	cfg Config
 	log *slog.Logger
@@ -72,6 +90,10 @@ type Dispatcher struct {
 	h      jobHeap
 	active map[string]bool // watch id + "/" + channel: queued or in flight
 	wake   chan struct{}
+	// due holds the attempts that are due, until a worker takes them.
+	due fairQueue
+	// idle counts the workers free to take an attempt.
+	idle int
 }
 
 // job is one delivery waiting for its next attempt.
@@ -80,6 +102,47 @@ type job struct {
 	attempts                    int   // made so far
 	due                         int64 // unix nanoseconds
 	w                           *vigil.Watch
+	// recipient and dest place it in the fair queue; empty until known.
+	recipient, dest string
+	// opts are w's delivery options when already read (shared by the
+	// jobs of one settlement; never written).
+	opts *Options
+}
+
+// unresolved is the recipient and destination of a job whose watch is not
+// read yet (a retry found by Resume): its first turn reads the watch and
+// queues it again in its place.
+const unresolved = "\x00unresolved"
+
+// place sets j's recipient and destination from its watch and options.
+func (j *job) place(o Options) {
+	j.recipient, j.dest = j.w.Recipient, destinationOf(j.channel, o, j.w.Recipient)
+}
+
+// destinationOf names where a delivery goes, for the per-destination
+// bound: a webhook's scheme, host and port; a command's recipient (it runs
+// on this host, at its recipient's cost); the one SMTP relay.
+func destinationOf(channel string, o Options, recipient string) string {
+	switch {
+	case channel == ChannelWebhook && o.Webhook != nil:
+		u, err := url.Parse(o.Webhook.URL)
+		if err != nil {
+			return "webhook " + o.Webhook.URL
+		}
+		port := u.Port()
+		switch {
+		case port != "":
+		case u.Scheme == "https":
+			port = "443"
+		case u.Scheme == "http":
+			port = "80"
+		}
+		return "webhook " + u.Scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+	case channel == ChannelCommand:
+		return "command " + recipient
+	default:
+		return channel
+	}
 }
 
 func (j *job) key() string { return j.watchID + "/" + j.channel }
@@ -95,11 +158,18 @@ func New(cfg Config) *Dispatcher {
 	if cfg.ResumeWindow <= 0 {
 		cfg.ResumeWindow = DefaultResumeWindow
 	}
+	if cfg.PerRecipient <= 0 {
+		cfg.PerRecipient = DefaultPerRecipient
+	}
+	if cfg.PerDestination <= 0 {
+		cfg.PerDestination = DefaultPerDestination
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Dispatcher{cfg: cfg, log: log.With("component", "deliver"), active: map[string]bool{}, wake: make(chan struct{}, 1)}
+	return &Dispatcher{cfg: cfg, log: log.With("component", "deliver"), active: map[string]bool{}, wake: make(chan struct{}, 1),
+		due: newFairQueue(cfg.PerRecipient, cfg.PerDestination)}
 }
 
 func (d *Dispatcher) now() time.Time { return d.cfg.NowFunc().UTC() }
@@ -170,12 +240,18 @@ func (d *Dispatcher) enqueue(w *vigil.Watch, messageID string, skip ...string) {
 		return
 	}
 	now := d.now().UnixNano()
+	chs := channels(o, w.State)
+	jobs := make([]*job, len(chs))
+	for i, ch := range chs {
+		jobs[i] = &job{watchID: w.ID, channel: ch, messageID: messageID, due: now, w: w, opts: &o}
+		jobs[i].place(o)
+	}
 	d.mu.Lock()
-	for _, ch := range channels(o, w.State) {
-		if slices.Contains(skip, ch) {
+	for _, j := range jobs {
+		if slices.Contains(skip, j.channel) {
 			continue
 		}
-		d.pushLocked(&job{watchID: w.ID, channel: ch, messageID: messageID, due: now, w: w})
+		d.pushLocked(j)
 	}
 	d.mu.Unlock()
 	d.signal()
@@ -256,18 +332,33 @@ func (d *Dispatcher) Pending() int {
 // (each bounded by its channel's timeout) and returns nil. An attempt cut
 // short by ctx leaves its receipt "sending", read back as "unknown".
 func (d *Dispatcher) Run(ctx context.Context) error {
-	work := make(chan *job)
+	work := make(chan grant)
 	var wg sync.WaitGroup
 	for range d.cfg.Workers {
 		wg.Go(func() {
-			for j := range work {
-				d.attempt(ctx, j)
+			for g := range work {
+				d.attempt(ctx, g.j)
+				d.mu.Lock()
+				d.due.done(g)
+				d.idle++
+				d.mu.Unlock()
+				d.signal()
 			}
 		})
 	}
+	d.mu.Lock()
+	d.idle = d.cfg.Workers
+	d.mu.Unlock()
 	defer func() {
 		close(work)
 		wg.Wait()
+		// Due but not started: forget them; Resume finds them again (no
+		// receipt, or a retrying one).
+		d.mu.Lock()
+		for _, j := range d.due.drain() {
+			delete(d.active, j.key())
+		}
+		d.mu.Unlock()
 	}()
 	var timer *time.Timer
 	defer func() {
@@ -278,31 +369,34 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	for {
 		d.mu.Lock()
 		now := d.now().UnixNano()
-		var due []*job
 		for len(d.h) > 0 && d.h[0].due <= now {
-			due = append(due, heap.Pop(&d.h).(*job))
+			d.queueLocked(heap.Pop(&d.h).(*job))
+		}
+		var g grant
+		var start bool
+		if d.idle > 0 {
+			if g, start = d.due.pop(); start {
+				d.idle--
+			}
 		}
 		next, ok := int64(0), len(d.h) > 0
 		if ok {
 			next = d.h[0].due
 		}
 		d.mu.Unlock()
-		for i, j := range due {
+		if start {
 			select {
-			case work <- j:
+			case work <- g:
+				continue
 			case <-ctx.Done():
 				// Not started: forget them; Resume finds them again
 				// (no receipt on that channel, or a retrying one).
 				d.mu.Lock()
-				for _, k := range due[i:] {
-					delete(d.active, k.key())
-				}
+				d.due.done(g)
+				delete(d.active, g.j.key())
 				d.mu.Unlock()
 				return nil
 			}
-		}
-		if len(due) > 0 {
-			continue
 		}
 		var tc <-chan time.Time
 		if ok {
@@ -323,6 +417,20 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 }
 
+// queueLocked moves a job that came due into the fair queue.
+func (d *Dispatcher) queueLocked(j *job) {
+	if j.recipient == "" {
+		if j.w == nil {
+			j.recipient, j.dest = unresolved, unresolved
+		} else {
+			// Queued by Resume with its watch: place it now.
+			o, _ := d.Options(j.w)
+			j.place(o)
+		}
+	}
+	d.due.push(j, j.recipient, j.dest)
+}
+
 // attempt makes one attempt of j and records its receipt before and after.
 func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 	log := d.log.With("watch_id", j.watchID, "channel", j.channel)
@@ -341,6 +449,12 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 			return
 		}
 		j.w = w
+		// Now that its recipient and destination are known, it waits for
+		// its turn in their queues.
+		o, _ := d.Options(w)
+		j.place(o)
+		d.retryLater(j, 0)
+		return
 	}
 	var refused string
 	if j.channel == ChannelEmail {
@@ -359,7 +473,13 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 		w, refused = fresh, why
 	}
 	rec := vigil.ReceiptRecord{WatchID: j.watchID, MessageID: j.messageID, Receipt: vigil.Receipt{Channel: j.channel, Attempts: j.attempts + 1}}
-	o, err := d.Options(w)
+	var o Options
+	var err error
+	if j.opts != nil {
+		o = *j.opts
+	} else {
+		o, err = d.Options(w)
+	}
 	ch := d.cfg.Channels[j.channel]
 	switch {
 	case refused != "":

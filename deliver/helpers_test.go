@@ -76,10 +76,16 @@ func (rv *receiver) requests() []received {
 
 // settled stores a watch with the delivery options and settles it in
 // state, returning it as the scheduler hands it to DeliverFunc.
-func settled(t *testing.T, st vigil.Store, id, deliverJSON string, state vigil.State) (*vigil.Watch, *vigil.Message) {
+func settled(t testing.TB, st vigil.Store, id, deliverJSON string, state vigil.State) (*vigil.Watch, *vigil.Message) {
+	t.Helper()
+	return settledFor(t, st, id, "agent-7", deliverJSON, state)
+}
+
+// settledFor is settled for a watch of recipient.
+func settledFor(t testing.TB, st vigil.Store, id, recipient, deliverJSON string, state vigil.State) (*vigil.Watch, *vigil.Message) {
 	t.Helper()
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	w := &vigil.Watch{ID: id, Kind: vigil.KindHTTP, Predicate: json.RawMessage(`{"url":"https://example.com/` + id + `"}`), Recipient: "agent-7",
+	w := &vigil.Watch{ID: id, Kind: vigil.KindHTTP, Predicate: json.RawMessage(`{"url":"https://example.com/` + id + `"}`), Recipient: recipient,
 		State: vigil.StatePending, Mode: vigil.ModeUntil, Every: 10 * time.Second, Deadline: now.Add(time.Hour), CreatedAt: now,
 		Note: "merge PR 41 when green", Labels: map[string]string{"task": "T-19"}}
 	if deliverJSON != "" {

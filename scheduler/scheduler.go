@@ -46,7 +46,8 @@ type Config struct {
 	Watchers *watcher.Registry
 	// NowFunc is the clock; nil means time.Now.
 	NowFunc func() time.Time
-	// Workers is the size of the probe pool (default DefaultWorkers).
+	// Workers is the size of the probe pool (default DefaultWorkers). Run
+	// gives one recipient's probes at most half of it.
 	Workers int
 	// Limits supplies the backoff cap and the retention periods; the zero
 	// value means vigil.DefaultLimits().
@@ -115,7 +116,17 @@ type Scheduler struct {
 	// pruneE is the one retention entry, when armed.
 	pruneE *entry
 	wake   chan struct{}
+	// busy counts Run's probes in flight by recipient, and parked holds
+	// the due probes waiting for their recipient's turn (see runFair).
+	// Both hold only recipients with a probe running.
+	busy   map[string]int
+	parked map[string][]*entry
 }
+
+// perRecipient is how many probes of one recipient Run runs at once: half
+// the workers (at least one), so one recipient's slow probes always leave
+// the other half to everyone else.
+func (s *Scheduler) perRecipient() int { return max(1, s.cfg.Workers/2) }
 
 // New returns a scheduler; call Prime before Tick or Run.
 func New(cfg Config) *Scheduler {
@@ -465,7 +476,7 @@ func (s *Scheduler) Tick(ctx context.Context, now time.Time) int {
 		if j.entries[0].class&classPrune == 0 {
 			n += len(j.entries)
 		}
-		g.Go(func() error { s.runJob(ctx, j, now); return nil })
+		g.Go(func() error { s.runJob(ctx, j, now, false); return nil })
 	}
 	_ = g.Wait()
 	return n
@@ -480,7 +491,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	for range s.cfg.Workers {
 		wg.Go(func() {
 			for j := range jobs {
-				s.runJob(ctx, j, s.now())
+				s.runJob(ctx, j, s.now(), true)
 				s.signal()
 			}
 		})
@@ -488,6 +499,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	defer func() {
 		close(jobs)
 		wg.Wait()
+		s.unpark()
 	}()
 
 	timer := time.NewTimer(time.Hour)
@@ -535,15 +547,107 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 }
 
-func (s *Scheduler) runJob(ctx context.Context, j job, now time.Time) {
+// runJob runs one job; fair (Run's workers) makes a probe take its turn
+// among its recipient's (see runFair).
+func (s *Scheduler) runJob(ctx context.Context, j job, now time.Time, fair bool) {
 	switch {
 	case j.entries[0].class&classPrune != 0:
 		s.runPrune(ctx, j.entries[0], now)
 	case j.entries[0].class&classInstant != 0:
 		s.runInstant(ctx, j.entries, now)
+	case fair:
+		s.runFair(ctx, j.entries[0], now)
 	default:
-		s.runProbe(ctx, j.entries[0], now)
+		s.runProbe(ctx, j.entries[0], now, false, "")
 	}
+}
+
+// runFair runs a probe in its recipient's turn. A recipient has at most
+// perRecipient probes running; a probe of one that has them all running
+// is parked (it has read its row, nothing more) and the worker moves on.
+// So a recipient whose probes are slow (a command may run for minutes)
+// holds at most half the workers, and the other half serve everyone
+// else's due probes, delayed only by the reading of the rows due before
+// them. The worker
+// that ends one of a recipient's probes runs its next parked probe,
+// oldest first, in the slot it holds. Instant batches (timers) are not
+// probes: they never wait here.
+func (s *Scheduler) runFair(ctx context.Context, e *entry, now time.Time) {
+	held := ""
+	for {
+		held = s.runProbe(ctx, e, now, true, held)
+		if held == "" {
+			return
+		}
+		if e = s.nextTurn(held, ctx.Err() == nil); e == nil {
+			return
+		}
+		now = s.now()
+	}
+}
+
+// takeTurn claims a probe slot of recipient for e, or parks e.
+func (s *Scheduler) takeTurn(recipient string, e *entry) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy == nil {
+		s.busy, s.parked = map[string]int{}, map[string][]*entry{}
+	}
+	if s.busy[recipient] < s.perRecipient() {
+		s.busy[recipient]++
+		return true
+	}
+	s.parked[recipient] = append(s.parked[recipient], e)
+	return false
+}
+
+// nextTurn hands recipient's slot, after one of its probes ended, to its
+// oldest parked probe; with none (or more false: shutting down) it frees
+// the slot and returns nil.
+func (s *Scheduler) nextTurn(recipient string, more bool) *entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.parked[recipient]
+	for more && len(q) > 0 {
+		e := q[0]
+		q[0] = nil
+		q = q[1:]
+		if e.flags&flagRemoved != 0 {
+			e.flags &^= flagInflight
+			continue
+		}
+		// The probe it waited for is about to run: a poke meanwhile is
+		// answered by it.
+		e.flags &^= flagPoked
+		s.parked[recipient] = q
+		return e
+	}
+	if len(q) == 0 {
+		delete(s.parked, recipient)
+	} else {
+		s.parked[recipient] = q
+	}
+	if s.busy[recipient]--; s.busy[recipient] <= 0 {
+		delete(s.busy, recipient)
+	}
+	return nil
+}
+
+// unpark puts the probes still parked when Run stops back on the heap,
+// due as they were.
+func (s *Scheduler) unpark() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for r, q := range s.parked {
+		for _, e := range q {
+			e.flags &^= flagInflight | flagPoked
+			if e.flags&flagRemoved == 0 {
+				heap.Push(&s.h, e)
+			}
+		}
+		delete(s.parked, r)
+	}
+	clear(s.busy)
 }
 
 // reschedule puts e back on the heap at next with its new progress, unless
@@ -583,7 +687,12 @@ type settlement struct {
 	quiet bool
 }
 
-func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
+// runProbe probes e's watch and acts on the answer. With fair, it first
+// takes a turn of the watch's recipient unless it holds one already
+// (held): it returns the recipient whose turn it holds, "" when it holds
+// none (it was parked).
+func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time, fair bool, held string) (holds string) {
+	holds = held
 	log := s.log.With("watch_id", e.id)
 	w, err := s.cfg.Store.WatchGet(ctx, e.id)
 	if errors.Is(err, vigil.ErrNotFound) {
@@ -604,6 +713,12 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 		return
 	}
 	final := e.deadline != 0 && now.UnixNano() >= e.deadline
+	if fair && holds == "" {
+		if !s.takeTurn(w.Recipient, e) {
+			return ""
+		}
+		holds = w.Recipient
+	}
 	wt, ok := s.cfg.Watchers.Lookup(w.Kind)
 	if !ok && !final && w.Unreadable == "" {
 		// No watcher for its kind in this build: untouched until its
@@ -698,6 +813,7 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time) {
 	}
 	next := vigil.NextDue(time.Unix(0, e.due), now, every, prog.Consecutive, s.cfg.Limits.BackoffCap, deadline)
 	s.reschedule(e, next, pack(prog))
+	return
 }
 
 // ReasonUnreadable is the outcome reason of a watch whose stored row

@@ -23,7 +23,7 @@ func newWatch(id string, every time.Duration, now time.Time) *vigil.Watch {
 		Mode: vigil.ModeUntil, Every: every, Deadline: now.Add(time.Hour), CreatedAt: now, Identity: id}
 }
 
-func create(t *testing.T, st vigil.Store, w *vigil.Watch) {
+func create(t testing.TB, st vigil.Store, w *vigil.Watch) {
 	t.Helper()
 	if _, err := st.WatchCreate(context.Background(), vigil.WatchCreateParams{Watch: w}); err != nil {
 		t.Fatal(err)

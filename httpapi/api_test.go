@@ -598,12 +598,41 @@ func TestNoRoute(t *testing.T) {
 	e := newEnv(t)
 	for _, r := range []request{
 		{method: "GET", path: "/v1/nothing"},
-		{method: "PUT", path: "/v1/watches/w1"},
-		{method: "GET", path: "/v1/watches/w1/cancel"},
+		{method: "GET", path: "/v1/watches/w1/nothing"},
 	} {
 		resp, b := e.do(t, r)
 		if resp.StatusCode != http.StatusNotFound || decodeError(t, b).Code != vigil.CodeNotFound {
 			t.Errorf("%s %s = %d %s, want 404 not_found", r.method, r.path, resp.StatusCode, b)
+		}
+	}
+}
+
+// TestWrongMethod asks known paths with methods they do not serve: 405
+// method_not_allowed with an Allow header naming those they do.
+func TestWrongMethod(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, tt := range []struct {
+		req   request
+		allow string
+	}{
+		{request{method: "PUT", path: "/v1/watches", body: `{}`}, "GET, HEAD, POST"},
+		{request{method: "PUT", path: "/v1/watches/w1"}, "DELETE, GET, HEAD"},
+		{request{method: "GET", path: "/v1/watches/w1/cancel"}, "POST"},
+		{request{method: "DELETE", path: "/healthz"}, "GET, HEAD"},
+	} {
+		resp, b := e.do(t, tt.req)
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("%s %s = %d %s, want 405", tt.req.method, tt.req.path, resp.StatusCode, b)
+			continue
+		}
+		if got := resp.Header.Get("Allow"); got != tt.allow {
+			t.Errorf("%s %s: Allow = %q, want %q", tt.req.method, tt.req.path, got, tt.allow)
+		}
+		want := apiError{Code: vigil.CodeMethodNotAllowed,
+			Message: fmt.Sprintf("%s is not served at %s; it answers %s", tt.req.method, tt.req.path, tt.allow)}
+		if diff := cmp.Diff(want, decodeError(t, b)); diff != "" {
+			t.Errorf("%s %s (-want +got):\n%s", tt.req.method, tt.req.path, diff)
 		}
 	}
 }

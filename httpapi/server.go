@@ -263,21 +263,23 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	h, pattern := s.mux.Handler(r)
 	if pattern == "" {
-		s.fail(rw, r, s.noRoute(h, r))
+		s.fail(rw, r, s.noRoute(rw, h, r))
 		return
 	}
 	s.mux.ServeHTTP(rw, r)
 }
 
-// noRoute turns ServeMux's plain-text 404 or 405 into a not_found error.
-func (s *Server) noRoute(h http.Handler, r *http.Request) error {
+// noRoute turns ServeMux's plain-text 404 into not_found, and its 405
+// into method_not_allowed with the Allow header it computed.
+func (s *Server) noRoute(w http.ResponseWriter, h http.Handler, r *http.Request) error {
 	probe := &statusRecorder{header: make(http.Header)}
 	h.ServeHTTP(probe, r)
-	if probe.status == http.StatusMethodNotAllowed {
-		return vigil.Errorf(vigil.CodeNotFound, "%s is not served at %s (allowed: %s)",
-			r.Method, r.URL.Path, probe.header.Get("Allow"))
+	if allow := probe.header.Get("Allow"); probe.status == http.StatusMethodNotAllowed && allow != "" {
+		w.Header().Set("Allow", allow)
+		return vigil.Errorf(vigil.CodeMethodNotAllowed, "%s is not served at %s; it answers %s",
+			clip(r.Method), r.URL.Path, allow)
 	}
-	return vigil.Errorf(vigil.CodeNotFound, "no such route: %s %s", r.Method, r.URL.Path)
+	return vigil.Errorf(vigil.CodeNotFound, "no such route: %s %s", clip(r.Method), r.URL.Path)
 }
 
 // wrap turns a route into an http.Handler: authentication, query and body

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -207,7 +206,7 @@ func TestTenantEventStream(t *testing.T) {
 }
 
 // TestExecPolicy: a command watch needs the daemon's exec setting (else
-// 422 watch_unobservable) and the token's exec scope (else 404 not_found
+// 422 watch_unobservable) and the token's exec scope (else 403 forbidden
 // naming the scope); with both, the child sees only the allowed
 // environment.
 func TestExecPolicy(t *testing.T) {
@@ -228,8 +227,8 @@ func TestExecPolicy(t *testing.T) {
 
 	d := start(t, testConfig(t.TempDir(), t.TempDir()))
 	_, err := register(d, false)
-	if !errors.Is(err, vigil.ErrNotFound) || !strings.Contains(vigil.ErrorMessage(err), "exec scope") {
-		t.Errorf("command without the exec scope = %v, want not_found naming the exec scope", err)
+	if vigil.ErrorCode(err) != vigil.CodeForbidden || !strings.Contains(vigil.ErrorMessage(err), "exec scope") {
+		t.Errorf("command without the exec scope = %v, want forbidden naming the exec scope", err)
 	}
 	w, err := register(d, true)
 	if err != nil {

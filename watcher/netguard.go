@@ -156,11 +156,8 @@ func (g Guard) Admit(host string) error {
 		return nil
 	}
 	name := strings.TrimSuffix(host, ".")
-	ip, ok := looseIPv4(name)
-	if dotted, err := netip.ParseAddr(name); !ok && err == nil && dotted.Is4() {
-		ip, ok = dotted, true // a dotted address with a trailing dot
-	}
-	if ok {
+	// A trailing dot ("169.254.169.254.") is another spelling too.
+	if ip, ok := looseIPv4(name); ok {
 		if err := g.Check(ip); err != nil {
 			return Unobservable("host %q is %s in another spelling: %s", host, ip, err.Error())
 		}

@@ -203,6 +203,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 		MaxWait:          cfg.Limits.MaxWait,
 		ReadyFunc:        d.readyz,
 		ObserveFunc:      d.metrics.Request,
+		// Against DNS rebinding: the Host must be this address, a
+		// loopback name or one the operator allows.
+		ListenAddr:   ln.Addr().String(),
+		AllowedHosts: cfg.AllowedHosts,
 	})
 	d.api.MountPublic("GET /metrics", d.metrics.Handler())
 	// MCP for agents at /mcp, behind the same bearer tokens as the API.

@@ -80,6 +80,10 @@ func (e *env) do(t *testing.T, r request) (*http.Response, []byte) {
 	}
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	for k, v := range r.header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		if v == "" {
 			req.Header.Del(k)
 		} else {

@@ -87,6 +87,16 @@ type Options struct {
 	// AuthenticateFunc, and ends once it no longer authenticates (default
 	// DefaultRecheck).
 	Recheck time.Duration
+	// ListenAddr is the address the server listens on (host:port). A
+	// request's Host header may name its host, besides localhost,
+	// 127.0.0.1 and [::1]; when it is every interface ("0.0.0.0:7474",
+	// ":7474"), a Host may name any IP address.
+	ListenAddr string
+	// AllowedHosts are more host names a request's Host header may name
+	// (the operator's allowed_hosts: the daemon's DNS name, a reverse
+	// proxy's); an Origin on one of them is trusted too. Any other Host
+	// is refused, 403 forbidden, on every route, against DNS rebinding.
+	AllowedHosts []string
 	// ObserveFunc, when set, hears of each request once it is answered:
 	// its route pattern ("POST /v1/watches"; "" for no route), status and
 	// duration. For metrics; it must be cheap.
@@ -107,6 +117,7 @@ type Server struct {
 	heartbeat time.Duration
 	tokens    vigil.TokenService
 	limits    *limiter
+	hosts     hosts
 	// recheckEvery is how often a running scoped request re-checks its
 	// token (DefaultRecheck).
 	recheckEvery time.Duration
@@ -141,6 +152,7 @@ func New(opts Options) *Server {
 		ready:     opts.ReadyFunc,
 		heartbeat: opts.Heartbeat,
 		tokens:    opts.Tokens,
+		hosts:     newHosts(opts.ListenAddr, opts.AllowedHosts),
 		mux:       http.NewServeMux(),
 	}
 	if opts.AdminToken != "" {
@@ -210,10 +222,11 @@ func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
 // Mount serves h at pattern (a ServeMux pattern such as "/mcp") behind the
 // same bearer authentication as the API, with the caller's scope in the
-// request context. Call it before serving; like ServeMux.Handle it panics
-// on a pattern that conflicts with one already registered.
+// request context, refusing a request from another origin whatever its
+// method. Call it before serving; like ServeMux.Handle it panics on a
+// pattern that conflicts with one already registered.
 func (s *Server) Mount(pattern string, h http.Handler) {
-	s.mux.Handle(pattern, s.authenticate(h))
+	s.mux.Handle(pattern, s.sameOrigin(s.authenticate(h)))
 }
 
 // MountPublic serves h at pattern with no authentication: for /metrics or
@@ -261,6 +274,18 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			s.observe(r.Pattern, status, took)
 		}
 	}()
+	// Against DNS rebinding: a foreign Host on any route, a foreign
+	// Origin on any request that changes something.
+	if err := s.checkHost(r); err != nil {
+		s.fail(rw, r, err)
+		return
+	}
+	if !safeMethod(r.Method) {
+		if err := s.checkOrigin(r); err != nil {
+			s.fail(rw, r, err)
+			return
+		}
+	}
 	h, pattern := s.mux.Handler(r)
 	if pattern == "" {
 		s.fail(rw, r, s.noRoute(rw, h, r))

@@ -45,9 +45,10 @@ func NewHandler(svc vigil.Service, opts *Options) *Handler {
 	sh := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
 		Logger:         slog.New(quietHandler{s.log.Handler()}),
 		SessionTimeout: sessionIdle,
-		// Every request needs a bearer token, which a DNS-rebinding page
-		// cannot have; and a TLS proxy in front of a loopback listener
-		// forwards its own Host, which the SDK's check would refuse.
+		// httpapi.Server.Mount guards the Host and Origin of every
+		// request against DNS rebinding, with the operator's
+		// allowed_hosts (a TLS proxy in front of a loopback listener
+		// forwards its own Host); the SDK's own check knows no such list.
 		DisableLocalhostProtection: true,
 	})
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {

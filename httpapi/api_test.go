@@ -752,7 +752,9 @@ func TestEvents(t *testing.T) {
 	}
 }
 
-// TestEventFraming reads the raw stream: event, id, data, and heartbeats.
+// TestEventFraming reads the raw stream: the retry delay first, then each
+// event with its type and data; a message event carries its mailbox seq as
+// its id, the others (not durable) none; heartbeats are comments.
 func TestEventFraming(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(o *httpapi.Options) { o.Heartbeat = 20 * time.Millisecond })
@@ -769,23 +771,74 @@ func TestEventFraming(t *testing.T) {
 		t.Fatalf("Content-Type = %q", ct)
 	}
 	e.fake.publish(vigil.Event{Type: vigil.EventWatchSettled, WatchID: "w1", State: vigil.StateFired, Done: true})
+	e.fake.publish(vigil.Event{Type: vigil.EventMessage, WatchID: "w1", State: vigil.StateFired, Text: "fired", Seq: 41})
 	e.fake.publish(vigil.Event{Type: vigil.EventWatchObserved, WatchID: "w1"})
 	var got strings.Builder
 	buf := make([]byte, 4096)
-	for !strings.Contains(got.String(), "id: 2\n") || !strings.Contains(got.String(), ": heartbeat\n\n") {
+	for !strings.Contains(got.String(), "event: watch.observed\n") || !strings.Contains(got.String(), ": heartbeat\n\n") {
 		n, err := resp.Body.Read(buf)
 		got.Write(buf[:n])
 		if err != nil {
 			t.Fatalf("stream ended early: %v; read %q", err, got.String())
 		}
 	}
+	if !strings.HasPrefix(got.String(), "retry: 2000\n") {
+		t.Errorf("stream %q does not begin with the retry delay", got.String())
+	}
 	for _, want := range []string{
-		"event: watch.settled\nid: 1\ndata: {\"type\":\"watch.settled\",\"watch_id\":\"w1\",\"state\":\"fired\",\"done\":true}\n\n",
-		"event: watch.observed\nid: 2\ndata: {\"type\":\"watch.observed\",\"watch_id\":\"w1\"}\n\n",
+		"\n\nevent: watch.settled\ndata: {\"type\":\"watch.settled\",\"watch_id\":\"w1\",\"state\":\"fired\",\"done\":true}\n\n",
+		"\n\nevent: message.created\nid: 41\ndata: {\"type\":\"message.created\",\"watch_id\":\"w1\",\"state\":\"fired\",\"text\":\"fired\",\"seq\":41}\n\n",
+		"\n\nevent: watch.observed\ndata: {\"type\":\"watch.observed\",\"watch_id\":\"w1\"}\n\n",
 	} {
 		if !strings.Contains(got.String(), want) {
 			t.Errorf("stream %q lacks %q", got.String(), want)
 		}
+	}
+}
+
+// TestEventsResume: Last-Event-ID resumes the stream after that mailbox
+// seq; one that is not a seq is refused; the Go client sends it.
+func TestEventsResume(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	open := func(lastID string) (*http.Response, []byte) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", e.ts.URL+"/v1/events?recipient=agent-7", nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		req.Header.Set("Last-Event-ID", lastID)
+		resp, err := e.ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			return resp, b
+		}
+		return resp, nil
+	}
+	if resp, b := open("41"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("Last-Event-ID 41 = %d %s", resp.StatusCode, b)
+	}
+	if f := e.fake.snapshot().filter; f.After == nil || *f.After != 41 || f.Recipient != "agent-7" {
+		t.Errorf("the service's filter = %+v, want recipient agent-7 after 41", f)
+	}
+	for _, bad := range []string{"x", "-1", "1.5", "99999999999999999999"} {
+		resp, b := open(bad)
+		if resp.StatusCode != 422 || decodeError(t, b).Field != "Last-Event-ID" {
+			t.Errorf("Last-Event-ID %q = %d %s, want 422 naming Last-Event-ID", bad, resp.StatusCode, b)
+		}
+	}
+	after := int64(7)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := e.c.Subscribe(ctx, vigil.EventFilter{Recipient: "agent-7", After: &after}); err != nil {
+		t.Fatal(err)
+	}
+	if f := e.fake.snapshot().filter; f.After == nil || *f.After != 7 {
+		t.Errorf("the service's filter through the client = %+v, want after 7", f)
 	}
 }
 

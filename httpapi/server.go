@@ -229,8 +229,8 @@ func (s *Server) Mount(pattern string, h http.Handler) {
 	s.mux.Handle(pattern, s.sameOrigin(s.authenticate(h)))
 }
 
-// MountPublic serves h at pattern with no authentication: for /metrics or
-// the web panel's static files. Call it before serving.
+// MountPublic serves h at pattern with no authentication: for /metrics.
+// Call it before serving.
 func (s *Server) MountPublic(pattern string, h http.Handler) {
 	s.mux.Handle(pattern, h)
 }

@@ -9,7 +9,11 @@ import (
 // format: append only.
 type Code string
 
-// The error codes of SPEC §3, plus the transport-level ones.
+// The error codes of SPEC §3, plus the transport-level ones. forbidden
+// refuses what the caller's token may not do (a scope it lacks) and a
+// request from a foreign Host or Origin; not_found stays for what the
+// caller may not see. method_not_allowed answers a known path asked with a
+// method it does not serve.
 const (
 	CodeInvalidRequest      Code = "invalid_request"
 	CodeUnknownKind         Code = "unknown_kind"
@@ -20,7 +24,9 @@ const (
 	CodeQuotaExceeded       Code = "quota_exceeded"
 	CodeChainTooDeep        Code = "chain_too_deep"
 	CodeUnauthorized        Code = "unauthorized"
+	CodeForbidden           Code = "forbidden"
 	CodeNotFound            Code = "not_found"
+	CodeMethodNotAllowed    Code = "method_not_allowed"
 	CodeIdempotencyConflict Code = "idempotency_conflict"
 	CodeConflict            Code = "conflict"
 	CodePayloadTooLarge     Code = "payload_too_large"

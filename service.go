@@ -129,6 +129,12 @@ type CloseResult struct {
 type EventFilter struct {
 	Recipient string
 	WatchID   string
+	// After, when set, resumes a stream: it first carries, as
+	// message.created events, the messages the filter selects whose seq
+	// is after *After (what was settled while the subscriber was away),
+	// then goes on live, and every message event comes once, in seq
+	// order. The event stream sets it from Last-Event-ID.
+	After *int64
 }
 
 // Event types on the event stream.
@@ -153,6 +159,17 @@ type Event struct {
 	// Seq is the message's seq on message.created.
 	Seq int64     `json:"seq,omitempty"`
 	At  time.Time `json:"-"`
+}
+
+// MessageEvent is the message.created event that announces m: the event
+// the event stream sends again for m when a subscriber resumes.
+func MessageEvent(m *Message) Event {
+	state := StatePending // a change or a note of a pending watch
+	switch m.Type {
+	case MessageFired, MessageFailed, MessageExpired, MessageErrored, MessageCancelled:
+		state = State(m.Type)
+	}
+	return Event{Type: EventMessage, WatchID: m.WatchID, Recipient: m.Recipient, State: state, Text: m.Text, Seq: m.Seq, At: m.CreatedAt}
 }
 
 // Scope is what the caller may do. No scope in a context means the admin.

@@ -192,6 +192,10 @@ type MessagesReadParams struct {
 	Reader string
 	// After, when non-nil, overrides the reader's cursor.
 	After *int64
+	// AllRecipients reads every recipient's messages in one seq order,
+	// after After (or from the start): to resume the admin's event
+	// stream. Recipient and Reader are then ignored.
+	AllRecipients bool
 	// Limit bounds the page (default 100, max 1000).
 	Limit int
 }

@@ -265,7 +265,8 @@ func (c *Client) responseError(resp *http.Response) error {
 // generic lists, for each status, the code to assume when a response
 // carries no vigil error body; httpapi.StatusOf is the table.
 var generic = []vigil.Code{
-	vigil.CodeInvalidRequest, vigil.CodeUnauthorized, vigil.CodeNotFound, vigil.CodeConflict,
+	vigil.CodeInvalidRequest, vigil.CodeUnauthorized, vigil.CodeForbidden, vigil.CodeNotFound,
+	vigil.CodeMethodNotAllowed, vigil.CodeConflict,
 	vigil.CodePayloadTooLarge, vigil.CodeUnsupportedMedia, vigil.CodeRateLimited,
 	vigil.CodeUnavailable, vigil.CodeInternal,
 }

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,8 +28,10 @@ const (
 // Subscribe implements vigil.Service: GET /v1/events. It returns once the
 // daemon has accepted the stream (an error if it refuses, or does not
 // answer within the request timeout); the channel then carries each event
-// and is closed when ctx ends or the stream drops. Events do not resume
-// after a drop: subscribe again, and read the mailbox for what matters.
+// and is closed when ctx ends or the stream drops. To resume after a drop,
+// subscribe again with f.After set to the Seq of the last message event
+// received (sent as Last-Event-ID): the messages settled meanwhile come
+// first, once.
 func (c *Client) Subscribe(ctx context.Context, f vigil.EventFilter) (<-chan vigil.Event, error) {
 	v := url.Values{}
 	set(v, "recipient", f.Recipient)
@@ -42,6 +45,9 @@ func (c *Client) Subscribe(ctx context.Context, f vigil.EventFilter) (<-chan vig
 		return nil, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
+	if f.After != nil {
+		req.Header.Set(httpapi.HeaderLastEventID, strconv.FormatInt(*f.After, 10))
+	}
 	// Only the wait for the response is bounded; the stream is not.
 	timer := time.AfterFunc(requestTimeout, cancel)
 	resp, err := c.hc.Do(req)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -42,6 +43,11 @@ const EnvConfig = "VIGIL_CONFIG"
 type Config struct {
 	// Listen is the host:port the HTTP API listens on.
 	Listen string
+	// AllowedHosts are host names (or addresses), besides the listen
+	// address and the loopback names, that a request's Host header may
+	// name: the daemon's DNS name, a reverse proxy's. Any other Host is
+	// refused, against DNS rebinding; an Origin on one of them is trusted.
+	AllowedHosts []string
 	// DataDir holds the database, the admin token and other state.
 	DataDir string
 	// Store selects the store: "" (or "sqlite") for the SQLite file
@@ -148,6 +154,11 @@ func (c Config) Validate() error {
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return fmt.Errorf("listen %q: the port must be a number from 0 to 65535", c.Listen)
 	}
+	for _, h := range c.AllowedHosts {
+		if !validHostName(h) {
+			return fmt.Errorf("allowed_hosts: %q is not a host name or an IP address (give the name alone: no scheme, port, path or wildcard)", h)
+		}
+	}
 	if c.DataDir == "" {
 		return errors.New("data_dir is not set and there is no home directory to default to; set --data-dir or VIGIL_DATA_DIR")
 	}
@@ -205,6 +216,28 @@ func (c Config) Validate() error {
 		return err
 	}
 	return nil
+}
+
+// validHostName reports whether s is a DNS host name or an IP address,
+// and nothing more.
+func validHostName(s string) bool {
+	if _, err := netip.ParseAddr(strings.Trim(s, "[]")); err == nil {
+		return true
+	}
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(s, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // redactURL drops credentials from a URL-like string before it is shown.
@@ -314,6 +347,19 @@ func stringKey(name, usage string, path bool, field func(c *Config) *string) key
 func configKeys() []key {
 	keys := []key{
 		stringKey("listen", "host:port to listen on", false, func(c *Config) *string { return &c.Listen }),
+		{
+			name: "allowed_hosts", typ: "list",
+			usage: "host names, separated by commas, that requests may name in Host besides the listen address and localhost (against DNS rebinding)",
+			set: func(c *Config, s string) error {
+				c.AllowedHosts = hostList(strings.Split(s, ","))
+				return nil
+			},
+			list: func(c *Config, v []string) error {
+				c.AllowedHosts = hostList(v)
+				return nil
+			},
+			show: func(c Config) string { return strings.Join(c.AllowedHosts, ",") },
+		},
 		stringKey("data_dir", "directory for the database and the admin token", true, func(c *Config) *string { return &c.DataDir }),
 		stringKey("store", `store: empty for SQLite in the data dir, or sqlite:PATH ("postgres://" is not in this build yet)`, false, func(c *Config) *string { return &c.Store }),
 		boolKey("allow_exec", "allow watches that run commands (kind command)", func(c *Config) *bool { return &c.AllowExec }),
@@ -357,6 +403,21 @@ func configKeys() []key {
 	}
 	keys = append(keys, forgeKeys()...)
 	return append(keys, deliveryKeys()...)
+}
+
+// hostList trims and lower-cases host names, dropping empty ones and an
+// IPv6 address's brackets.
+func hostList(v []string) []string {
+	var out []string
+	for _, h := range v {
+		if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
+			if ip, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
+				h = ip.String()
+			}
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // forgeKeys are forges.PROVIDER.url, forges.PROVIDER.token and

@@ -136,6 +136,42 @@ func TestLoadPrecedence(t *testing.T) {
 	}
 }
 
+// TestLoadAllowedHosts reads allowed_hosts from a file (an array or a
+// comma-separated string), the environment and the flag, lower-cased.
+func TestLoadAllowedHosts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		env   map[string]string
+		flags []string
+		want  []string
+	}{
+		{"default", nil, nil, nil},
+		{"file array", map[string]string{"VIGIL_CONFIG": writeFile(t, `{"allowed_hosts": ["vigil.example.com", "Proxy.Example"]}`)}, nil,
+			[]string{"vigil.example.com", "proxy.example"}},
+		{"file string", map[string]string{"VIGIL_CONFIG": writeFile(t, `{"allowed_hosts": "a.example, b.example"}`)}, nil,
+			[]string{"a.example", "b.example"}},
+		{"env over file", map[string]string{"VIGIL_CONFIG": writeFile(t, `{"allowed_hosts": ["a.example"]}`), "VIGIL_ALLOWED_HOSTS": "c.example,,10.0.0.5"}, nil,
+			[]string{"c.example", "10.0.0.5"}},
+		{"flag over env", map[string]string{"VIGIL_ALLOWED_HOSTS": "c.example"}, []string{"--allowed-hosts", "d.example,[2001:db8::1]"},
+			[]string{"d.example", "2001:db8::1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"HOME": "/h"}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			c, err := daemon.Load(parseFlags(t, tc.flags...), fakeEnv(env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, c.AllowedHosts); diff != "" {
+				t.Errorf("AllowedHosts (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestLoadErrors(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -193,6 +229,12 @@ func TestValidate(t *testing.T) {
 		{"max_deadline below min_every", func(c *daemon.Config) { c.Limits.MaxDeadline = time.Millisecond }, "max_deadline"},
 		{"no max_active", func(c *daemon.Config) { c.Limits.MaxActive = 0 }, "max_active"},
 		{"per recipient over total", func(c *daemon.Config) { c.Limits.MaxActivePerRecipient = c.Limits.MaxActive + 1 }, "max_active_per_recipient"},
+		{"allowed hosts", func(c *daemon.Config) {
+			c.AllowedHosts = []string{"vigil.example.com", "10.0.0.5", "2001:db8::1", "box"}
+		}, ""},
+		{"allowed host with a port", func(c *daemon.Config) { c.AllowedHosts = []string{"vigil.example.com:7474"} }, "allowed_hosts"},
+		{"allowed host as a URL", func(c *daemon.Config) { c.AllowedHosts = []string{"https://vigil.example.com"} }, "allowed_hosts"},
+		{"allowed host with a wildcard", func(c *daemon.Config) { c.AllowedHosts = []string{"*.example.com"} }, "allowed_hosts"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()

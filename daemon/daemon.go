@@ -19,8 +19,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -214,6 +216,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 		ReadyFunc:        d.readyz,
 		ObserveFunc:      d.metrics.Request,
 		UnsubscribeFunc:  d.unsubscribe,
+		// Against DNS rebinding: the Host must be this address, a
+		// loopback name or one the operator allows.
+		ListenAddr:   ln.Addr().String(),
+		AllowedHosts: allowedHosts(cfg),
 	})
 	d.api.MountPublic("GET /metrics", d.metrics.Handler())
 	// MCP for agents at /mcp, behind the same bearer tokens as the API.
@@ -412,4 +418,15 @@ func pendingIn(st vigil.Store) func(context.Context, string) (bool, error) {
 		}
 		return w.State == vigil.StatePending, nil
 	}
+}
+
+// allowedHosts are the host names a request's Host may name besides the
+// listen address and loopback: allowed_hosts, and public_url's host, which
+// the links vigil sends out (email unsubscribe) point at.
+func allowedHosts(cfg Config) []string {
+	hs := slices.Clone(cfg.AllowedHosts)
+	if u, err := url.Parse(cfg.Delivery.PublicURL); err == nil && u.Hostname() != "" {
+		hs = append(hs, strings.ToLower(u.Hostname()))
+	}
+	return hs
 }

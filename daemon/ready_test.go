@@ -26,7 +26,7 @@ func TestNotReadyUntilPrimed(t *testing.T) {
 		{"/readyz", http.StatusServiceUnavailable},
 		{"/v1/watches", http.StatusServiceUnavailable},
 	} {
-		req := httptest.NewRequest(http.MethodGet, tc.path, nil)
+		req := httptest.NewRequest(http.MethodGet, "http://localhost"+tc.path, nil)
 		req.Header.Set("Authorization", "Bearer "+d.Token())
 		rec := httptest.NewRecorder()
 		d.srv.Handler.ServeHTTP(rec, req)

@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -207,7 +207,7 @@ func TestTenantEventStream(t *testing.T) {
 }
 
 // TestExecPolicy: a command watch needs the daemon's exec setting (else
-// 422 watch_unobservable) and the token's exec scope (else 404 not_found
+// 422 watch_unobservable) and the token's exec scope (else 403 forbidden
 // naming the scope); with both, the child sees only the allowed
 // environment.
 func TestExecPolicy(t *testing.T) {
@@ -228,8 +228,8 @@ func TestExecPolicy(t *testing.T) {
 
 	d := start(t, testConfig(t.TempDir(), t.TempDir()))
 	_, err := register(d, false)
-	if !errors.Is(err, vigil.ErrNotFound) || !strings.Contains(vigil.ErrorMessage(err), "exec scope") {
-		t.Errorf("command without the exec scope = %v, want not_found naming the exec scope", err)
+	if vigil.ErrorCode(err) != vigil.CodeForbidden || !strings.Contains(vigil.ErrorMessage(err), "exec scope") {
+		t.Errorf("command without the exec scope = %v, want forbidden naming the exec scope", err)
 	}
 	w, err := register(d, true)
 	if err != nil {
@@ -253,5 +253,67 @@ func TestExecPolicy(t *testing.T) {
 	}
 	if strings.Contains(string(env), "leak-me") {
 		t.Error("the child saw the daemon's environment")
+	}
+}
+
+// TestHostAndOriginGuard: the daemon answers on its listen address,
+// loopback names and allowed_hosts only, on every route, and refuses a
+// cross-origin request to /mcp and to every state-changing route, as 403
+// forbidden (issue #17: /mcp answered a Host and Origin of
+// evil.example.com).
+func TestHostAndOriginGuard(t *testing.T) {
+	cfg := testConfig(t.TempDir(), t.TempDir())
+	cfg.AllowedHosts = []string{"vigil.test"}
+	cfg.Delivery.PublicURL = "https://public.vigil.test/base"
+	d := start(t, cfg)
+	_, port, _ := net.SplitHostPort(d.Addr())
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	send := func(method, path, host, origin, body string) int {
+		t.Helper()
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, _ := http.NewRequestWithContext(t.Context(), method, d.URL()+path, rd)
+		req.Host = host
+		req.Header.Set("Authorization", "Bearer "+d.Token())
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode == http.StatusForbidden && !strings.Contains(string(b), `"forbidden"`) {
+			t.Errorf("%s %s = 403 %s, want the forbidden error shape", method, path, b)
+		}
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		method, path, host, origin, body string
+		want                             int
+	}{
+		{"POST", "/mcp", "evil.example.com:" + port, "http://evil.example.com:" + port, initialize, 403},
+		{"POST", "/mcp", "localhost:" + port, "http://localhost:" + port, initialize, 200},
+		{"POST", "/mcp", "127.0.0.1:" + port, "http://evil.example.com", initialize, 403},
+		{"GET", "/mcp", "127.0.0.1:" + port, "http://evil.example.com", "", 403},
+		{"POST", "/mcp", "vigil.test:" + port, "https://vigil.test", initialize, 200},
+		// public_url's host is allowed: the links vigil mails point there.
+		{"GET", "/healthz", "public.vigil.test", "", "", 200},
+		{"GET", "/healthz", "evil.example.com", "", "", 403},
+		{"GET", "/metrics", "evil.example.com", "", "", 403},
+		{"GET", "/v1/watches", "evil.example.com", "", "", 403},
+		{"GET", "/v1/watches", "[::1]:" + port, "", "", 200},
+		{"GET", "/v1/watches", "vigil.test", "http://evil.example.com", "", 200},
+		{"POST", "/v1/watches", "127.0.0.1:" + port, "http://evil.example.com", `{"kind":"timer","recipient":"r","predicate":{"in":"1h"}}`, 403},
+		{"POST", "/v1/watches", "127.0.0.1:" + port, "http://127.0.0.1:" + port, `{"kind":"timer","recipient":"r","predicate":{"in":"1h"}}`, 201},
+	} {
+		if got := send(tc.method, tc.path, tc.host, tc.origin, tc.body); got != tc.want {
+			t.Errorf("%s %s Host %q Origin %q = %d, want %d", tc.method, tc.path, tc.host, tc.origin, got, tc.want)
+		}
 	}
 }

@@ -332,7 +332,7 @@ func (p Policy) checkCommand(c *CommandOptions, scopeExec bool) error {
 			"command delivery runs a program, and this daemon does not allow that: start it with --allow-exec (VIGIL_ALLOW_EXEC=1)")
 	}
 	if !scopeExec {
-		return vigil.FieldErrorf(vigil.CodeUnauthorized, "deliver.command", "this token does not carry the exec scope that command delivery needs")
+		return vigil.FieldErrorf(vigil.CodeForbidden, "deliver.command", "this token does not carry the exec scope that command delivery needs")
 	}
 	return nil
 }

@@ -65,7 +65,7 @@ func TestCanonicalizeRefusals(t *testing.T) {
 		{"bad on", `{"command":{"argv":["x"],"on":"sometimes"}}`, deliver.Policy{AllowExec: true}, true, vigil.CodeInvalidRequest, "deliver.command.on"},
 		{"timeout too long", `{"command":{"argv":["x"],"timeout":"1h"}}`, deliver.Policy{AllowExec: true}, true, vigil.CodeInvalidRequest, "deliver.command.timeout"},
 		{"exec off", `{"command":{"argv":["x"]}}`, deliver.Policy{}, true, vigil.CodeWatchUnobservable, "deliver.command"},
-		{"no exec scope", `{"command":{"argv":["x"]}}`, deliver.Policy{AllowExec: true}, false, vigil.CodeUnauthorized, "deliver.command"},
+		{"no exec scope", `{"command":{"argv":["x"]}}`, deliver.Policy{AllowExec: true}, false, vigil.CodeForbidden, "deliver.command"},
 		{"bad address", `{"email":{"to":"not an address"}}`, deliver.Policy{SMTP: true}, true, vigil.CodeInvalidRequest, "deliver.email.to"},
 		{"named address", `{"email":{"to":"Ops <ops@example.com>"}}`, deliver.Policy{SMTP: true}, true, vigil.CodeInvalidRequest, "deliver.email.to"},
 		{"no smtp", `{"email":{"to":"ops@example.com"}}`, deliver.Policy{}, true, vigil.CodeWatchUnobservable, "deliver.email"},

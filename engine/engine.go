@@ -454,22 +454,36 @@ func (e *Engine) Ack(ctx context.Context, r vigil.AckRequest) error {
 	return e.store.MessagesAck(ctx, vigil.MessagesAckParams(r))
 }
 
-// Subscribe implements vigil.Service.
+// Subscribe implements vigil.Service. A stream resumed with f.After
+// takes its message events from the mailbox (see resume).
 func (e *Engine) Subscribe(ctx context.Context, f vigil.EventFilter) (<-chan vigil.Event, error) {
+	if f.After != nil && *f.After < 0 {
+		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "after", "a stream resumes after a message seq, a whole number of 0 or more, not %d", *f.After)
+	}
 	var allowed func(vigil.Event) bool
-	if s, ok := vigil.ScopeFrom(ctx); ok && len(s.Recipients) > 0 {
-		if f.Recipient != "" && !s.Allows(f.Recipient) {
+	scope, scoped := vigil.ScopeFrom(ctx)
+	if scoped && len(scope.Recipients) > 0 {
+		if f.Recipient != "" && !scope.Allows(f.Recipient) {
 			return nil, vigil.Errorf(vigil.CodeNotFound, "no recipient %q", f.Recipient)
 		}
-		if f.WatchID != "" {
-			// Another recipient's watch is not found, as on every route.
-			if _, err := e.get(ctx, f.WatchID); err != nil {
-				return nil, err
-			}
-		}
-		allowed = func(ev vigil.Event) bool { return s.Allows(ev.Recipient) }
+		allowed = func(ev vigil.Event) bool { return scope.Allows(ev.Recipient) }
 	}
-	return e.hub.stream(ctx, f, allowed), nil
+	var recipient string // whose mailbox a resumed stream reads; "" for all
+	if f.WatchID != "" && (allowed != nil || f.After != nil) {
+		// Another recipient's watch is not found, as on every route.
+		w, err := e.get(ctx, f.WatchID)
+		if err != nil {
+			return nil, err
+		}
+		recipient = w.Recipient
+	}
+	if f.After == nil {
+		return e.hub.stream(ctx, f, allowed), nil
+	}
+	if f.Recipient != "" {
+		recipient = f.Recipient
+	}
+	return e.resume(ctx, f, allowed, recipient), nil
 }
 
 // requestHash identifies a registration for the idempotency ledger: the

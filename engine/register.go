@@ -163,7 +163,7 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 		return nil, asPredicateError(err)
 	}
 	if scoped && canon.Exec && !scope.Exec {
-		return nil, vigil.FieldErrorf(vigil.CodeNotFound, "predicate", "this %s predicate runs a program, and this token lacks the exec scope (vigil token create --exec)", r.Kind)
+		return nil, vigil.FieldErrorf(vigil.CodeForbidden, "predicate", "this %s predicate runs a program, and this token lacks the exec scope (vigil token create --exec)", r.Kind)
 	}
 	if err := wt.Admit(ctx, canon.Predicate); err != nil {
 		var ve *vigil.Error
@@ -266,13 +266,13 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 }
 
 // scopeKindError refuses a kind the caller's token does not carry, as
-// not_found (the token's scope, like its recipients, is not a thing to
-// probe), with a sentence naming what is missing.
+// forbidden (a permission the token lacks; not_found is for what the
+// caller may not see), with a sentence naming what is missing.
 func scopeKindError(s vigil.Scope, k vigil.Kind) error {
 	if spec, ok := vigil.SpecOf(k); ok && spec.Exec && !s.Exec {
-		return vigil.FieldErrorf(vigil.CodeNotFound, "kind", "%s watches run commands, and this token lacks the exec scope (vigil token create --exec)", k)
+		return vigil.FieldErrorf(vigil.CodeForbidden, "kind", "%s watches run commands, and this token lacks the exec scope (vigil token create --exec)", k)
 	}
-	return vigil.FieldErrorf(vigil.CodeNotFound, "kind", "this token cannot register %s watches (its kinds: %v)", k, s.Kinds)
+	return vigil.FieldErrorf(vigil.CodeForbidden, "kind", "this token cannot register %s watches (its kinds: %v)", k, s.Kinds)
 }
 
 // parseDeadline reads a duration from now or an RFC 3339 instant.

@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -40,8 +39,8 @@ func TestScopeExecPredicate(t *testing.T) {
 		_, err := e.Register(vigil.WithScope(ctx, s), vigil.RegisterRequest{Kind: vigil.KindFolder, Recipient: "a", Predicate: json.RawMessage(pred)})
 		return err
 	}
-	if err := reg(false, `{"review":true}`); !errors.Is(err, vigil.ErrNotFound) || !strings.Contains(vigil.ErrorMessage(err), "exec scope") {
-		t.Errorf("reviewer without the exec scope = %v, want not_found naming the exec scope", err)
+	if err := reg(false, `{"review":true}`); vigil.ErrorCode(err) != vigil.CodeForbidden || !strings.Contains(vigil.ErrorMessage(err), "exec scope") {
+		t.Errorf("reviewer without the exec scope = %v, want forbidden naming the exec scope", err)
 	}
 	if err := reg(false, `{"plain":true}`); err != nil {
 		t.Errorf("folder without a reviewer, no exec scope = %v, want it allowed", err)

@@ -88,7 +88,8 @@ func TestRevokeWhilePending(t *testing.T) {
 
 // TestScopeKindsAndExec: a scoped token registers only its kinds, and
 // kinds that run commands only with the exec scope; the refusal is
-// not_found with a sentence naming what is missing.
+// forbidden (a permission, not something hidden) with a sentence naming
+// what is missing. Another recipient stays not_found.
 func TestScopeKindsAndExec(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -103,8 +104,8 @@ func TestScopeKindsAndExec(t *testing.T) {
 		return err
 	}
 	noExec := vigil.Scope{Recipients: []string{"a"}, TokenID: "t1"}
-	if err := reg(noExec, vigil.KindCommand, "a"); !errors.Is(err, vigil.ErrNotFound) || vigil.ErrorMessage(err) == "" {
-		t.Errorf("command without exec scope = %v, want not_found naming the exec scope", err)
+	if err := reg(noExec, vigil.KindCommand, "a"); vigil.ErrorCode(err) != vigil.CodeForbidden || vigil.ErrorMessage(err) == "" {
+		t.Errorf("command without exec scope = %v, want forbidden naming the exec scope", err)
 	} else if want := "exec scope"; !strings.Contains(vigil.ErrorMessage(err), want) {
 		t.Errorf("message %q does not name %q", vigil.ErrorMessage(err), want)
 	}
@@ -112,8 +113,8 @@ func TestScopeKindsAndExec(t *testing.T) {
 		t.Errorf("command with exec scope = %v, want it allowed", err)
 	}
 	timersOnly := vigil.Scope{Recipients: []string{"a"}, Kinds: []vigil.Kind{vigil.KindTimer}, TokenID: "t3"}
-	if err := reg(timersOnly, vigil.KindHTTP, "a"); !errors.Is(err, vigil.ErrNotFound) {
-		t.Errorf("http with a timer-only token = %v, want not_found", err)
+	if err := reg(timersOnly, vigil.KindHTTP, "a"); vigil.ErrorCode(err) != vigil.CodeForbidden || !strings.Contains(vigil.ErrorMessage(err), "timer") {
+		t.Errorf("http with a timer-only token = %v, want forbidden naming its kinds", err)
 	}
 	if err := reg(timersOnly, vigil.KindTimer, "a"); err != nil {
 		t.Errorf("timer with a timer-only token = %v", err)

@@ -80,6 +80,10 @@ func (e *env) do(t *testing.T, r request) (*http.Response, []byte) {
 	}
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	for k, v := range r.header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		if v == "" {
 			req.Header.Del(k)
 		} else {
@@ -471,6 +475,13 @@ func TestBodies(t *testing.T) {
 			apiError{Code: vigil.CodeInvalidRequest, Field: "seq", Message: "seq must be a non-negative whole number: the last message seq read"}},
 		{"ack with recipient", request{method: "POST", path: "/v1/recipients/agent-7/ack", body: `{"reader":"hook","seq":1,"recipient":"x"}`}, 422,
 			apiError{Code: vigil.CodeInvalidRequest, Field: "recipient", Message: `unknown field "recipient"`}},
+		{"duplicate key", request{method: "POST", path: "/v1/watches", body: `{"kind":"timer","recipient":"r","kind":"http"}`}, 422,
+			apiError{Code: vigil.CodeInvalidRequest, Field: "kind", Message: `key "kind" is given twice; give each key once`}},
+		{"duplicate nested key", request{method: "POST", path: "/v1/watches", body: `{"kind":"http","recipient":"r","predicate":{"url":"http://a.example","headers":{"A":"1"},"url":"http://b.example"}}`}, 422,
+			apiError{Code: vigil.CodeInvalidRequest, Field: "predicate.url", Message: `key "predicate.url" is given twice; give each key once`}},
+		{"duplicate key in an array", request{method: "POST", path: "/v1/watches", body: `{"kind":"http","recipient":"r","predicate":{"x":[1,{"a":1,"b":{"a":2},"a":3}]}}`}, 422,
+			apiError{Code: vigil.CodeInvalidRequest, Field: "predicate.x[1].a", Message: `key "predicate.x[1].a" is given twice; give each key once`}},
+		{"the same key in sibling objects is fine", request{method: "POST", path: "/v1/watches", body: `{"kind":"http","recipient":"r","predicate":{"a":{"k":1},"b":{"k":2},"c":[{"k":1},{"k":2}]}}`}, 201, apiError{}},
 		{"charset parameter is fine", request{method: "POST", path: "/v1/recipients/agent-7/ack", body: `{"reader":"hook","seq":1}`,
 			header: map[string]string{"Content-Type": "application/json; charset=utf-8"}}, 204, apiError{}},
 	}
@@ -481,7 +492,7 @@ func TestBodies(t *testing.T) {
 			if resp.StatusCode != tt.wantStatus {
 				t.Fatalf("status = %d, want %d (body %s)", resp.StatusCode, tt.wantStatus, b)
 			}
-			if tt.wantStatus == 204 {
+			if tt.wantStatus < 300 {
 				return
 			}
 			if diff := cmp.Diff(tt.want, decodeError(t, b)); diff != "" {
@@ -598,12 +609,41 @@ func TestNoRoute(t *testing.T) {
 	e := newEnv(t)
 	for _, r := range []request{
 		{method: "GET", path: "/v1/nothing"},
-		{method: "PUT", path: "/v1/watches/w1"},
-		{method: "GET", path: "/v1/watches/w1/cancel"},
+		{method: "GET", path: "/v1/watches/w1/nothing"},
 	} {
 		resp, b := e.do(t, r)
 		if resp.StatusCode != http.StatusNotFound || decodeError(t, b).Code != vigil.CodeNotFound {
 			t.Errorf("%s %s = %d %s, want 404 not_found", r.method, r.path, resp.StatusCode, b)
+		}
+	}
+}
+
+// TestWrongMethod asks known paths with methods they do not serve: 405
+// method_not_allowed with an Allow header naming those they do.
+func TestWrongMethod(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, tt := range []struct {
+		req   request
+		allow string
+	}{
+		{request{method: "PUT", path: "/v1/watches", body: `{}`}, "GET, HEAD, POST"},
+		{request{method: "PUT", path: "/v1/watches/w1"}, "DELETE, GET, HEAD"},
+		{request{method: "GET", path: "/v1/watches/w1/cancel"}, "POST"},
+		{request{method: "DELETE", path: "/healthz"}, "GET, HEAD"},
+	} {
+		resp, b := e.do(t, tt.req)
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("%s %s = %d %s, want 405", tt.req.method, tt.req.path, resp.StatusCode, b)
+			continue
+		}
+		if got := resp.Header.Get("Allow"); got != tt.allow {
+			t.Errorf("%s %s: Allow = %q, want %q", tt.req.method, tt.req.path, got, tt.allow)
+		}
+		want := apiError{Code: vigil.CodeMethodNotAllowed,
+			Message: fmt.Sprintf("%s is not served at %s; it answers %s", tt.req.method, tt.req.path, tt.allow)}
+		if diff := cmp.Diff(want, decodeError(t, b)); diff != "" {
+			t.Errorf("%s %s (-want +got):\n%s", tt.req.method, tt.req.path, diff)
 		}
 	}
 }
@@ -712,7 +752,9 @@ func TestEvents(t *testing.T) {
 	}
 }
 
-// TestEventFraming reads the raw stream: event, id, data, and heartbeats.
+// TestEventFraming reads the raw stream: the retry delay first, then each
+// event with its type and data; a message event carries its mailbox seq as
+// its id, the others (not durable) none; heartbeats are comments.
 func TestEventFraming(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(o *httpapi.Options) { o.Heartbeat = 20 * time.Millisecond })
@@ -729,23 +771,74 @@ func TestEventFraming(t *testing.T) {
 		t.Fatalf("Content-Type = %q", ct)
 	}
 	e.fake.publish(vigil.Event{Type: vigil.EventWatchSettled, WatchID: "w1", State: vigil.StateFired, Done: true})
+	e.fake.publish(vigil.Event{Type: vigil.EventMessage, WatchID: "w1", State: vigil.StateFired, Text: "fired", Seq: 41})
 	e.fake.publish(vigil.Event{Type: vigil.EventWatchObserved, WatchID: "w1"})
 	var got strings.Builder
 	buf := make([]byte, 4096)
-	for !strings.Contains(got.String(), "id: 2\n") || !strings.Contains(got.String(), ": heartbeat\n\n") {
+	for !strings.Contains(got.String(), "event: watch.observed\n") || !strings.Contains(got.String(), ": heartbeat\n\n") {
 		n, err := resp.Body.Read(buf)
 		got.Write(buf[:n])
 		if err != nil {
 			t.Fatalf("stream ended early: %v; read %q", err, got.String())
 		}
 	}
+	if !strings.HasPrefix(got.String(), "retry: 2000\n") {
+		t.Errorf("stream %q does not begin with the retry delay", got.String())
+	}
 	for _, want := range []string{
-		"event: watch.settled\nid: 1\ndata: {\"type\":\"watch.settled\",\"watch_id\":\"w1\",\"state\":\"fired\",\"done\":true}\n\n",
-		"event: watch.observed\nid: 2\ndata: {\"type\":\"watch.observed\",\"watch_id\":\"w1\"}\n\n",
+		"\n\nevent: watch.settled\ndata: {\"type\":\"watch.settled\",\"watch_id\":\"w1\",\"state\":\"fired\",\"done\":true}\n\n",
+		"\n\nevent: message.created\nid: 41\ndata: {\"type\":\"message.created\",\"watch_id\":\"w1\",\"state\":\"fired\",\"text\":\"fired\",\"seq\":41}\n\n",
+		"\n\nevent: watch.observed\ndata: {\"type\":\"watch.observed\",\"watch_id\":\"w1\"}\n\n",
 	} {
 		if !strings.Contains(got.String(), want) {
 			t.Errorf("stream %q lacks %q", got.String(), want)
 		}
+	}
+}
+
+// TestEventsResume: Last-Event-ID resumes the stream after that mailbox
+// seq; one that is not a seq is refused; the Go client sends it.
+func TestEventsResume(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	open := func(lastID string) (*http.Response, []byte) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", e.ts.URL+"/v1/events?recipient=agent-7", nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		req.Header.Set("Last-Event-ID", lastID)
+		resp, err := e.ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			return resp, b
+		}
+		return resp, nil
+	}
+	if resp, b := open("41"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("Last-Event-ID 41 = %d %s", resp.StatusCode, b)
+	}
+	if f := e.fake.snapshot().filter; f.After == nil || *f.After != 41 || f.Recipient != "agent-7" {
+		t.Errorf("the service's filter = %+v, want recipient agent-7 after 41", f)
+	}
+	for _, bad := range []string{"x", "-1", "1.5", "99999999999999999999"} {
+		resp, b := open(bad)
+		if resp.StatusCode != 422 || decodeError(t, b).Field != "Last-Event-ID" {
+			t.Errorf("Last-Event-ID %q = %d %s, want 422 naming Last-Event-ID", bad, resp.StatusCode, b)
+		}
+	}
+	after := int64(7)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := e.c.Subscribe(ctx, vigil.EventFilter{Recipient: "agent-7", After: &after}); err != nil {
+		t.Fatal(err)
+	}
+	if f := e.fake.snapshot().filter; f.After == nil || *f.After != 7 {
+		t.Errorf("the service's filter through the client = %+v, want after 7", f)
 	}
 }
 

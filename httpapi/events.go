@@ -4,21 +4,40 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vigil-run/vigil"
 )
 
+// HeaderLastEventID is the header an event stream client sends on
+// reconnecting: the id of the last event it received.
+const HeaderLastEventID = "Last-Event-ID"
+
+// retryMillis is how long a client waits before reconnecting to a dropped
+// event stream, sent as the stream's "retry:" field.
+const retryMillis = 2000
+
 // events serves GET /v1/events: Server-Sent Events, one per vigil.Event,
-// with a comment line every Heartbeat while the client stays. Each event
-// carries "event: <type>", "id: <n>" (its position in this stream, from 1)
-// and "data: <the event as JSON>". The stream ends when the client goes,
-// when the service closes its channel, or when Close is called. Streams do
-// not resume: the mailbox is the durable record.
+// with a comment line every Heartbeat while the client stays. The stream
+// begins with "retry: 2000"; each event carries "event: <type>" and
+// "data: <the event as JSON>", and a message event (durable: it is in the
+// mailbox) also "id: <its mailbox seq>". A client that reconnects with
+// Last-Event-ID gets the messages its filter selects that came after that
+// seq first, then the live events; the other events are not durable, carry
+// no id and are not sent again. The stream ends when the client goes, when
+// the service closes its channel, or when Close is called.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	var f vigil.EventFilter
+	if v := r.Header.Get(HeaderLastEventID); v != "" {
+		seq, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || seq < 0 || strings.HasPrefix(v, "+") {
+			return invalid(HeaderLastEventID, "Last-Event-ID must be the id of a message event, its mailbox seq (a whole number of 0 or more), not %q", clip(v))
+		}
+		f.After = &seq
+	}
 	if v, ok := q["recipient"]; ok {
 		if err := checkName("recipient", v[0]); err != nil {
 			return err
@@ -45,8 +64,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	// A first comment gets the header to the client at once.
-	if _, err := fmt.Fprint(w, ": vigil event stream\n\n"); err != nil {
+	// The reconnection delay and a first comment get the header to the
+	// client at once.
+	if _, err := fmt.Fprintf(w, "retry: %d\n: vigil event stream\n\n", retryMillis); err != nil {
 		return nil
 	}
 	if err := rc.Flush(); err != nil {
@@ -56,7 +76,6 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	// The ticker lives only while this client is connected.
 	tick := time.NewTicker(s.heartbeat)
 	defer tick.Stop()
-	var n int64
 	for {
 		var frame string
 		select {
@@ -70,8 +89,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 			if err != nil {
 				return err // logged by fail; the stream just ends
 			}
-			n++
-			frame = fmt.Sprintf("event: %s\nid: %d\ndata: %s\n\n", oneLine(ev.Type), n, data)
+			id := ""
+			if ev.Type == vigil.EventMessage && ev.Seq > 0 {
+				id = "id: " + strconv.FormatInt(ev.Seq, 10) + "\n"
+			}
+			frame = fmt.Sprintf("event: %s\n%sdata: %s\n\n", oneLine(ev.Type), id, data)
 		case <-tick.C:
 			frame = ": heartbeat\n\n"
 		}

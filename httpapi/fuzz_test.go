@@ -23,7 +23,7 @@ func FuzzMessagesCursor(f *testing.F) {
 	f.Cleanup(api.Close)
 	f.Fuzz(func(t *testing.T, after, reader, ack string) {
 		q := url.Values{"after": {after}, "reader": {reader}, "ack": {ack}}
-		req := httptest.NewRequest("GET", "/v1/recipients/r/messages?"+q.Encode(), nil)
+		req := httptest.NewRequest("GET", "http://localhost/v1/recipients/r/messages?"+q.Encode(), nil)
 		req.Header.Set("Authorization", "Bearer "+adminToken)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)

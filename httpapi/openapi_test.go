@@ -1,10 +1,15 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
+	"flag"
+	"fmt"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -147,7 +152,9 @@ func TestStatusOf(t *testing.T) {
 		{vigil.CodeQuotaExceeded, 429},
 		{vigil.CodeChainTooDeep, 422},
 		{vigil.CodeUnauthorized, 401},
+		{vigil.CodeForbidden, 403},
 		{vigil.CodeNotFound, 404},
+		{vigil.CodeMethodNotAllowed, 405},
 		{vigil.CodeIdempotencyConflict, 409},
 		{vigil.CodeConflict, 409},
 		{vigil.CodePayloadTooLarge, 413},
@@ -175,4 +182,164 @@ func TestSeconds(t *testing.T) {
 			t.Errorf("seconds(%v) = %q, want %q", d, got, want)
 		}
 	}
+}
+
+// errorCodePath is where the document describes the error codes: the code
+// property of the Error schema.
+var errorCodePath = []string{"components", "schemas", "Error", "properties", "error", "properties", "code"}
+
+// TestOpenAPIErrorStatuses checks that the document gives every code the
+// status the table answers with, both in the machine-readable x-status
+// map and in the sentence a reader sees. go test -update rewrites that
+// part of openapi.json from the table.
+func TestOpenAPIErrorStatuses(t *testing.T) {
+	t.Parallel()
+	want := errorCodeSchema()
+	if f := flag.Lookup("update"); f != nil && f.Value.String() == "true" {
+		doc, err := replaceJSONValue(openAPI, errorCodePath, want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile("openapi.json", doc, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	var doc struct {
+		Comps struct {
+			Schemas map[string]struct {
+				Properties map[string]struct {
+					Properties map[string]struct {
+						Enum        []vigil.Code       `json:"enum"`
+						Status      map[vigil.Code]int `json:"x-status"`
+						Description string             `json:"description"`
+					} `json:"properties"`
+				} `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+		Paths map[string]map[string]struct {
+			Responses map[string]json.RawMessage `json:"responses"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(openAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	got := doc.Comps.Schemas["Error"].Properties["error"].Properties["code"]
+	statuses := map[int]bool{}
+	for _, code := range Codes() {
+		statuses[StatusOf(code)] = true
+		if got.Status[code] != StatusOf(code) {
+			t.Errorf("openapi.json x-status of %s = %d, the server answers %d", code, got.Status[code], StatusOf(code))
+		}
+	}
+	for code := range got.Status {
+		if !known(code) {
+			t.Errorf("openapi.json x-status lists %s, which the server never answers", code)
+		}
+	}
+	if got.Description != statusSentence() {
+		t.Errorf("openapi.json code description = %q, want %q (go test -update rewrites it)", got.Description, statusSentence())
+	}
+	// An operation that lists an error status must list one a code has.
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			for st, resp := range op.Responses {
+				n, err := strconv.Atoi(st)
+				if err != nil || n < 400 || !strings.Contains(string(resp), "#/components/responses/Error") {
+					continue
+				}
+				if !statuses[n] {
+					t.Errorf("%s %s documents error status %d, which no code has", strings.ToUpper(method), path, n)
+				}
+			}
+		}
+	}
+}
+
+// errorCodeSchema is the code property of the Error schema, from the
+// table: the codes, their statuses, and a sentence with both.
+func errorCodeSchema() json.RawMessage {
+	var b strings.Builder
+	b.WriteString(`{"type":"string","enum":[`)
+	for i, c := range Codes() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%q", c)
+	}
+	b.WriteString(`],"x-status":{`)
+	for i, c := range Codes() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%q:%d", c, StatusOf(c))
+	}
+	desc, _ := json.Marshal(statusSentence())
+	fmt.Fprintf(&b, `},"description":%s}`, desc)
+	return json.RawMessage(b.String())
+}
+
+// statusSentence says which status each code is answered with, codes
+// grouped by status in table order.
+func statusSentence() string {
+	var order []int
+	byStatus := map[int][]string{}
+	for _, c := range Codes() {
+		st := StatusOf(c)
+		if byStatus[st] == nil {
+			order = append(order, st)
+		}
+		byStatus[st] = append(byStatus[st], string(c))
+	}
+	parts := make([]string, len(order))
+	for i, st := range order {
+		parts[i] = fmt.Sprintf("%s %d", strings.Join(byStatus[st], ", "), st)
+	}
+	return "Stable machine code. HTTP status by code (also in x-status): " + strings.Join(parts, "; ") + "."
+}
+
+// replaceJSONValue returns doc with the value at path (object keys)
+// replaced by v, indented like its surroundings; the rest of doc is left
+// byte for byte.
+func replaceJSONValue(doc []byte, path []string, v json.RawMessage) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	var walk func(depth int) (start, end int, err error)
+	walk = func(depth int) (int, int, error) {
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+			return 0, 0, fmt.Errorf("openapi.json: %s is not an object", strings.Join(path[:depth], "."))
+		}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return 0, 0, err
+			}
+			if tok == path[depth] {
+				if depth == len(path)-1 {
+					var raw json.RawMessage
+					if err := dec.Decode(&raw); err != nil {
+						return 0, 0, err
+					}
+					end := int(dec.InputOffset())
+					return end - len(raw), end, nil
+				}
+				return walk(depth + 1)
+			}
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return 0, 0, err
+			}
+		}
+		return 0, 0, fmt.Errorf("openapi.json has no %s", strings.Join(path[:depth+1], "."))
+	}
+	start, end, err := walk(0)
+	if err != nil {
+		return nil, err
+	}
+	lineStart := bytes.LastIndexByte(doc[:start], '\n') + 1
+	indent := doc[lineStart : lineStart+len(doc[lineStart:start])-len(bytes.TrimLeft(doc[lineStart:start], " "))]
+	var out bytes.Buffer
+	if err := json.Indent(&out, v, string(indent), "  "); err != nil {
+		return nil, err
+	}
+	return slices.Concat(doc[:start], out.Bytes(), doc[end:]), nil
 }

@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -64,13 +66,22 @@ func tooLarge(n int64) error {
 }
 
 // decodeBody decodes one JSON value from r's body into v, refusing unknown
-// fields (naming them), a wrong type (naming the field), and anything after
-// the value.
+// fields (naming them), a key given twice in any object (naming it), a
+// wrong type (naming the field), and anything after the value.
 func decodeBody(r *http.Request, v any) error {
 	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
 		return invalid("", "the request body is empty; send a JSON object")
 	}
-	dec := json.NewDecoder(r.Body)
+	// The body is bounded (checkBody), so it is read whole: the duplicate
+	// check and the decoding each need all of it.
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return decodeError(err)
+	}
+	if err := duplicateKey(b); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)
@@ -84,6 +95,80 @@ func decodeBody(r *http.Request, v any) error {
 		return invalid("", "the request body holds more than one JSON value")
 	}
 	return nil
+}
+
+// duplicateKey refuses a JSON text in which an object, at any depth, gives
+// a key twice: encoding/json would keep the last silently, so what the
+// caller meant is not known. The key is named by its path
+// ("predicate.headers.Accept", "x[1].a"). A text that does not parse is
+// left to the decoder, whose messages say where.
+func duplicateKey(b []byte) error {
+	type frame struct {
+		path   string
+		keys   map[string]bool // nil for an array
+		index  int             // the next element's index, in an array
+		keyNow bool            // in an object, the next token is a key
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var stack []*frame
+	// elem returns the path of the value about to be read in the top frame.
+	var key string
+	elem := func() string {
+		if len(stack) == 0 {
+			return ""
+		}
+		f := stack[len(stack)-1]
+		if f.keys == nil {
+			p := fmt.Sprintf("%s[%d]", f.path, f.index)
+			f.index++
+			return p
+		}
+		if f.path == "" {
+			return key
+		}
+		return f.path + "." + key
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // the end, or a syntax error the decoder will name
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch {
+		case tok == json.Delim('}'), tok == json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		case top != nil && top.keys != nil && top.keyNow:
+			key, _ = tok.(string)
+			if top.keys[key] {
+				p := key
+				if top.path != "" {
+					p = top.path + "." + key
+				}
+				return invalid(clip(p), "key %q is given twice; give each key once", clip(p))
+			}
+			top.keys[key] = true
+			top.keyNow = false
+			continue
+		case tok == json.Delim('{'):
+			stack = append(stack, &frame{path: elem(), keys: map[string]bool{}, keyNow: true})
+			continue
+		case tok == json.Delim('['):
+			stack = append(stack, &frame{path: elem()})
+			continue
+		case top != nil && top.keys == nil:
+			top.index++ // a scalar element of an array
+		}
+		if len(stack) == 0 {
+			return nil // one whole value read
+		}
+		if f := stack[len(stack)-1]; f.keys != nil {
+			f.keyNow = true // a member's value ended
+		}
+	}
 }
 
 // decodeError turns a json or body-size error into a request error.

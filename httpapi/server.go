@@ -87,6 +87,16 @@ type Options struct {
 	// AuthenticateFunc, and ends once it no longer authenticates (default
 	// DefaultRecheck).
 	Recheck time.Duration
+	// ListenAddr is the address the server listens on (host:port). A
+	// request's Host header may name its host, besides localhost,
+	// 127.0.0.1 and [::1]; when it is every interface ("0.0.0.0:7474",
+	// ":7474"), a Host may name any IP address.
+	ListenAddr string
+	// AllowedHosts are more host names a request's Host header may name
+	// (the operator's allowed_hosts: the daemon's DNS name, a reverse
+	// proxy's); an Origin on one of them is trusted too. Any other Host
+	// is refused, 403 forbidden, on every route, against DNS rebinding.
+	AllowedHosts []string
 	// ObserveFunc, when set, hears of each request once it is answered:
 	// its route pattern ("POST /v1/watches"; "" for no route), status and
 	// duration. For metrics; it must be cheap.
@@ -114,6 +124,7 @@ type Server struct {
 	tokens    vigil.TokenService
 	unsub     func(ctx context.Context, id, sig string, apply bool) error
 	limits    *limiter
+	hosts     hosts
 	// recheckEvery is how often a running scoped request re-checks its
 	// token (DefaultRecheck).
 	recheckEvery time.Duration
@@ -151,6 +162,7 @@ func New(opts Options) *Server {
 		heartbeat: opts.Heartbeat,
 		tokens:    opts.Tokens,
 		unsub:     opts.UnsubscribeFunc,
+		hosts:     newHosts(opts.ListenAddr, opts.AllowedHosts),
 		mux:       http.NewServeMux(),
 	}
 	if opts.AdminToken != "" {
@@ -222,14 +234,15 @@ func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
 // Mount serves h at pattern (a ServeMux pattern such as "/mcp") behind the
 // same bearer authentication as the API, with the caller's scope in the
-// request context. Call it before serving; like ServeMux.Handle it panics
-// on a pattern that conflicts with one already registered.
+// request context, refusing a request from another origin whatever its
+// method. Call it before serving; like ServeMux.Handle it panics on a
+// pattern that conflicts with one already registered.
 func (s *Server) Mount(pattern string, h http.Handler) {
-	s.mux.Handle(pattern, s.authenticate(h))
+	s.mux.Handle(pattern, s.sameOrigin(s.authenticate(h)))
 }
 
-// MountPublic serves h at pattern with no authentication: for /metrics or
-// the web panel's static files. Call it before serving.
+// MountPublic serves h at pattern with no authentication: for /metrics.
+// Call it before serving.
 func (s *Server) MountPublic(pattern string, h http.Handler) {
 	s.mux.Handle(pattern, h)
 }
@@ -273,23 +286,37 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			s.observe(r.Pattern, status, took)
 		}
 	}()
+	// Against DNS rebinding: a foreign Host on any route, a foreign
+	// Origin on any request that changes something.
+	if err := s.checkHost(r); err != nil {
+		s.fail(rw, r, err)
+		return
+	}
+	if !safeMethod(r.Method) {
+		if err := s.checkOrigin(r); err != nil {
+			s.fail(rw, r, err)
+			return
+		}
+	}
 	h, pattern := s.mux.Handler(r)
 	if pattern == "" {
-		s.fail(rw, r, s.noRoute(h, r))
+		s.fail(rw, r, s.noRoute(rw, h, r))
 		return
 	}
 	s.mux.ServeHTTP(rw, r)
 }
 
-// noRoute turns ServeMux's plain-text 404 or 405 into a not_found error.
-func (s *Server) noRoute(h http.Handler, r *http.Request) error {
+// noRoute turns ServeMux's plain-text 404 into not_found, and its 405
+// into method_not_allowed with the Allow header it computed.
+func (s *Server) noRoute(w http.ResponseWriter, h http.Handler, r *http.Request) error {
 	probe := &statusRecorder{header: make(http.Header)}
 	h.ServeHTTP(probe, r)
-	if probe.status == http.StatusMethodNotAllowed {
-		return vigil.Errorf(vigil.CodeNotFound, "%s is not served at %s (allowed: %s)",
-			r.Method, r.URL.Path, probe.header.Get("Allow"))
+	if allow := probe.header.Get("Allow"); probe.status == http.StatusMethodNotAllowed && allow != "" {
+		w.Header().Set("Allow", allow)
+		return vigil.Errorf(vigil.CodeMethodNotAllowed, "%s is not served at %s; it answers %s",
+			clip(r.Method), r.URL.Path, allow)
 	}
-	return vigil.Errorf(vigil.CodeNotFound, "no such route: %s %s", r.Method, r.URL.Path)
+	return vigil.Errorf(vigil.CodeNotFound, "no such route: %s %s", clip(r.Method), r.URL.Path)
 }
 
 // wrap turns a route into an http.Handler: authentication, query and body

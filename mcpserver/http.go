@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
+	"mime"
 	"net/http"
 	"sync"
 	"time"
@@ -45,9 +47,10 @@ func NewHandler(svc vigil.Service, opts *Options) *Handler {
 	sh := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
 		Logger:         slog.New(quietHandler{s.log.Handler()}),
 		SessionTimeout: sessionIdle,
-		// Every request needs a bearer token, which a DNS-rebinding page
-		// cannot have; and a TLS proxy in front of a loopback listener
-		// forwards its own Host, which the SDK's check would refuse.
+		// httpapi.Server.Mount guards the Host and Origin of every
+		// request against DNS rebinding, with the operator's
+		// allowed_hosts (a TLS proxy in front of a loopback listener
+		// forwards its own Host); the SDK's own check knows no such list.
 		DisableLocalhostProtection: true,
 	})
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
@@ -67,8 +70,51 @@ func NewHandler(svc vigil.Service, opts *Options) *Handler {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.h.ServeHTTP(w, r)
+	h.h.ServeHTTP(&retryWriter{ResponseWriter: w}, r)
 }
+
+// streamRetry is how long a client that loses an event stream should wait
+// before coming back, sent as the stream's "retry:" field.
+const streamRetry = 2 * time.Second
+
+// retryWriter opens every event stream the SDK answers with a "retry:"
+// field, which the SDK does not send: a client that loses the stream then
+// knows how soon to come back. The field dispatches no event, so what the
+// SDK writes after it reads as before.
+type retryWriter struct {
+	http.ResponseWriter
+	started bool
+}
+
+func (w *retryWriter) WriteHeader(code int) {
+	if w.started {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.started = true
+	w.ResponseWriter.WriteHeader(code)
+	if mt, _, _ := mime.ParseMediaType(w.Header().Get("Content-Type")); code == http.StatusOK && mt == "text/event-stream" {
+		_, _ = fmt.Fprintf(w.ResponseWriter, "retry: %d\n\n", streamRetry.Milliseconds())
+	}
+}
+
+func (w *retryWriter) Write(b []byte) (int, error) {
+	if !w.started {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher, which the SDK's streams use.
+func (w *retryWriter) Flush() {
+	if !w.started {
+		w.WriteHeader(http.StatusOK)
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the writer underneath.
+func (w *retryWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Server returns the MCP server the handler serves.
 func (h *Handler) Server() *mcp.Server { return h.s.srv }

@@ -1,6 +1,7 @@
 package mcpserver_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -322,4 +323,71 @@ func TestHTTPSubscription(t *testing.T) {
 		t.Fatalf("Subscribe(%s): %v", uri, err)
 	}
 	settleUntilNotified(t, cs, updated, uri)
+}
+
+// TestHTTPStreamsSayRetry: every event stream /mcp answers with (a POST's,
+// and the GET stream of server messages) opens with a "retry:" field, so a
+// client that loses one knows when to come back (the MCP conformance
+// suite's server-sse-polling warns without it); a JSON answer is left as
+// it is.
+func TestHTTPStreamsSayRetry(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, nil)
+	post := func(session, body, accept string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", h.url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", accept)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	firstLine := func(resp *http.Response) string {
+		t.Helper()
+		line, err := bufio.NewReader(resp.Body).ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the stream: %v", err)
+		}
+		return line
+	}
+	opened := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		"application/json, text/event-stream")
+	if ct := opened.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("initialize answered %s, want an event stream", ct)
+	}
+	if got := firstLine(opened); got != "retry: 2000\n" {
+		t.Errorf("the initialize stream begins %q, want retry: 2000", got)
+	}
+	session := opened.Header.Get("Mcp-Session-Id")
+	post(session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "application/json, text/event-stream")
+
+	list := post(session, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, "application/json, text/event-stream")
+	if got := firstLine(list); got != "retry: 2000\n" {
+		t.Errorf("the tools/list stream begins %q, want retry: 2000", got)
+	}
+
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", h.url, nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	get, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer get.Body.Close()
+	if get.StatusCode != http.StatusOK {
+		t.Fatalf("GET /mcp = %s", get.Status)
+	}
+	if got := firstLine(get); got != "retry: 2000\n" {
+		t.Errorf("the GET stream begins %q, want retry: 2000", got)
+	}
 }

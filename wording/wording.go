@@ -1,7 +1,7 @@
 // Package wording holds every sentence a person or an agent reads about a
 // watch: what it watches, how it settled, why it has not settled yet. Each
 // sentence is built from the watch and its frozen observation only, so a
-// retry produces the same words. The CLI, panel, MCP server, notice block and
+// retry produces the same words. The CLI, MCP server, notice block and
 // webhook body all use it.
 package wording
 

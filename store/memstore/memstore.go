@@ -471,7 +471,7 @@ func (s *Store) MessagesRead(_ context.Context, p vigil.MessagesReadParams) (vig
 	}
 	limit = min(limit, 1000)
 	var cursor int64
-	if p.Reader != "" {
+	if p.Reader != "" && !p.AllRecipients {
 		cursor = s.readers[[2]string{p.Recipient, p.Reader}]
 	}
 	after := cursor
@@ -481,7 +481,7 @@ func (s *Store) MessagesRead(_ context.Context, p vigil.MessagesReadParams) (vig
 	page := vigil.MessagesPage{Messages: []*vigil.Message{}, Cursor: cursor}
 	i := sort.Search(len(s.messages), func(i int) bool { return s.messages[i].Seq > after })
 	for ; i < len(s.messages) && len(page.Messages) < limit; i++ {
-		if m := s.messages[i]; m.Recipient == p.Recipient {
+		if m := s.messages[i]; p.AllRecipients || m.Recipient == p.Recipient {
 			c := *m
 			page.Messages = append(page.Messages, &c)
 		}

@@ -72,6 +72,9 @@ func (s *Store) MessageCreate(ctx context.Context, m *vigil.Message) (*vigil.Mes
 // reader's stored cursor; reading does not move it (MessagesAck does).
 func (s *Store) MessagesRead(ctx context.Context, p vigil.MessagesReadParams) (vigil.MessagesPage, error) {
 	var page vigil.MessagesPage
+	if p.AllRecipients {
+		p.Reader = ""
+	}
 	if p.Reader != "" {
 		err := s.r.readerCursor.QueryRowContext(ctx, p.Recipient, p.Reader).Scan(&page.Cursor)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -83,7 +86,15 @@ func (s *Store) MessagesRead(ctx context.Context, p vigil.MessagesReadParams) (v
 		after = *p.After
 	}
 	limit := pageLimit(p.Limit)
-	rows, err := s.r.messagesAfter.QueryContext(ctx, p.Recipient, after, limit)
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	if p.AllRecipients {
+		rows, err = s.r.messagesAfterAll.QueryContext(ctx, after, limit)
+	} else {
+		rows, err = s.r.messagesAfter.QueryContext(ctx, p.Recipient, after, limit)
+	}
 	if err != nil {
 		return page, wrap("read messages", err)
 	}

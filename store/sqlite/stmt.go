@@ -104,6 +104,7 @@ func (s *writeStmts) close() { closeAll(s.defs()) }
 // readStmts are prepared on the read pool (per connection, on first use).
 type readStmts struct {
 	watchByID, watchesByIDs, messagesAfter, readerCursor *sql.Stmt
+	messagesAfterAll                                     *sql.Stmt
 	pendingScan, pendingByIndex, pendingCount            *sql.Stmt
 }
 
@@ -118,6 +119,8 @@ func (s *readStmts) defs() []stmtDef {
 			coalesce((SELECT max(rowid) FROM watches), 0)`},
 		{&s.messagesAfter, `SELECT ` + messageColumns + ` FROM messages
 			WHERE recipient = ? AND seq > ? ORDER BY seq LIMIT ?`},
+		{&s.messagesAfterAll, `SELECT ` + messageColumns + ` FROM messages
+			WHERE seq > ? ORDER BY seq LIMIT ?`},
 		{&s.readerCursor, `SELECT cursor FROM readers WHERE recipient = ? AND reader = ?`},
 	}
 }

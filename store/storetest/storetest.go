@@ -880,7 +880,8 @@ func testMailbox(t *testing.T, newStore NewStoreFunc) {
 	for i := range 5 {
 		add(s, fmt.Sprintf("m%d", i), base.Add(time.Duration(i)*time.Second))
 	}
-	if _, err := s.MessageCreate(ctx, message("other", "someone-else", "", vigil.MessageNote, base)); err != nil {
+	other, err := s.MessageCreate(ctx, message("other", "someone-else", "", vigil.MessageNote, base))
+	if err != nil {
 		t.Fatal(err)
 	}
 	// A new reader sees the backlog, from cursor 0.
@@ -923,6 +924,23 @@ func testMailbox(t *testing.T, newStore NewStoreFunc) {
 	}
 	if page := read(s, vigil.MessagesReadParams{Reader: "c"}); len(page.Messages) != len(all) {
 		t.Errorf("read of reader c: %d messages, want %d (no other recipient's)", len(page.Messages), len(all))
+	}
+	// AllRecipients reads every recipient's messages in one seq order
+	// (resuming the admin's event stream), after After, Limit at a time.
+	every := slices.Concat(all[:5], []*vigil.Message{other}, all[5:])
+	readAll := func(after int64, limit int) []string {
+		t.Helper()
+		page, err := s.MessagesRead(ctx, vigil.MessagesReadParams{AllRecipients: true, After: &after, Limit: limit})
+		if err != nil {
+			t.Fatalf("MessagesRead(AllRecipients, after %d) error = %v", after, err)
+		}
+		return messageIDs(page.Messages)
+	}
+	if diff := gocmp.Diff(messageIDs(every), readAll(0, 1000)); diff != "" {
+		t.Errorf("read of every recipient (-want +got):\n%s", diff)
+	}
+	if diff := gocmp.Diff(messageIDs(every[4:7]), readAll(every[3].Seq, 3)); diff != "" {
+		t.Errorf("read of every recipient after %d, limit 3 (-want +got):\n%s", every[3].Seq, diff)
 	}
 }
 

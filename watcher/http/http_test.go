@@ -361,6 +361,14 @@ func TestAdmit(t *testing.T) {
 		{"http://127.0.0.1:8080/", true, true},
 		{"http://10.0.0.1/", true, true},
 		{"http://metadata.example/", true, false}, // names are checked when connecting
+		// The spellings of issue #17: IPv6 forms carrying the metadata
+		// address, and numbers resolvers read as addresses.
+		{"http://[::169.254.169.254]/", false, true},
+		{"http://[2002:a9fe:a9fe::]/", false, true},
+		{"http://2852039166/", false, true},
+		{"http://0251.0376.0251.0376/", false, true},
+		{"http://0xa9fea9fe/", false, true},
+		{"http://127.1:8080/", false, true},
 	}
 	for _, tt := range tests {
 		w := httpwatch.New(httpwatch.Config{DenyPrivate: tt.denyPrivate})

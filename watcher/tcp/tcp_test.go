@@ -148,6 +148,10 @@ func TestAdmit(t *testing.T) {
 		{"127.0.0.1:5432", false, false},
 		{"127.0.0.1:5432", true, true},
 		{"db.internal:5432", true, false},
+		{"[::169.254.169.254]:80", false, true},
+		{"[2002:a9fe:a9fe::]:80", false, true},
+		{"2852039166:80", false, true},
+		{"127.1:5432", false, true},
 	}
 	for _, tt := range tests {
 		w := tcp.New(tcp.Config{DenyPrivate: tt.denyPrivate})

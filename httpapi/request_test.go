@@ -1,0 +1,41 @@
+package httpapi
+
+import (
+	"testing"
+
+	"github.com/vigil-run/vigil"
+)
+
+func TestDuplicateKey(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in    string
+		dup   bool
+		field string
+	}{
+		{`{"a":1,"b":2}`, false, ""},
+		{`{"a":{"k":1},"b":{"k":1}}`, false, ""},
+		{`[{"k":1},{"k":1}]`, false, ""},
+		{`{"a":[[1],[{"x":1}]],"b":[],"c":{}}`, false, ""},
+		{`{"a":1,"b"`, false, ""},            // does not parse: the decoder says so
+		{`{"a":1} {"a":1,"a":2}`, false, ""}, // one value is read; the rest is refused elsewhere
+		{`{"a":1,"a":1}`, true, "a"},
+		{`{"a":{"b":{"c":1,"c":2}}}`, true, "a.b.c"},
+		{`[[{"a":1,"a":2}]]`, true, "[0][0].a"},
+		{`{"x":[1,"s",null,{"y":{},"y":[]}]}`, true, "x[3].y"},
+		{`{"a":{},"b":[{}],"a":0}`, true, "a"},
+		{`{"":1,"":2}`, true, ""},
+	}
+	for _, tt := range tests {
+		err := duplicateKey([]byte(tt.in))
+		if !tt.dup {
+			if err != nil {
+				t.Errorf("duplicateKey(%s) = %v, want nil", tt.in, err)
+			}
+			continue
+		}
+		if vigil.ErrorCode(err) != vigil.CodeInvalidRequest || vigil.ErrorField(err) != tt.field {
+			t.Errorf("duplicateKey(%s) = %v (field %q), want invalid_request on %q", tt.in, err, vigil.ErrorField(err), tt.field)
+		}
+	}
+}

@@ -267,7 +267,7 @@ func (c *Client) responseError(resp *http.Response) error {
 var generic = []vigil.Code{
 	vigil.CodeInvalidRequest, vigil.CodeUnauthorized, vigil.CodeNotFound, vigil.CodeConflict,
 	vigil.CodePayloadTooLarge, vigil.CodeUnsupportedMedia, vigil.CodeRateLimited,
-	vigil.CodeUnavailable, vigil.CodeInternal,
+	vigil.CodeUnavailable, vigil.CodeStorageFull, vigil.CodeInternal,
 }
 
 // codeForStatus returns the code for an HTTP status that came without a

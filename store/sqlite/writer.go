@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"modernc.org/sqlite"
 )
@@ -47,6 +48,9 @@ type writer struct {
 	// checkpointFailed reports a failed checkpoint (there is no caller to
 	// return it to; the next one retries).
 	checkpointFailed func(error)
+	// fault, when set, is called before each commit, and an error from it
+	// fails the commit (see Store.SetWriteFaultFunc).
+	fault atomic.Pointer[func() error]
 }
 
 // wtx is what an op gets: the writer's prepared statements, used inside the
@@ -99,7 +103,9 @@ func (w *writer) do(ctx context.Context, fn func(t *wtx) error) error {
 	default:
 	}
 	<-o.done
-	return o.err
+	// A full disk is storage_full wherever SQLite found it: in the op, or
+	// at the begin or commit of its batch.
+	return storageFull(o.err)
 }
 
 // run is the writer goroutine. It returns after stop, once every op accepted
@@ -217,6 +223,14 @@ func (w *writer) commit(batch []*op) {
 		w.rollback()
 		return
 	}
+	if err := w.injected(); err != nil {
+		w.rollback()
+		err = fmt.Errorf("sqlite: commit: %w", err)
+		for _, o := range run {
+			o.err = err
+		}
+		return
+	}
 	if _, err := t.exec(t.commitTx); err != nil {
 		w.rollback()
 		err = fmt.Errorf("sqlite: commit: %w", err)
@@ -226,6 +240,15 @@ func (w *writer) commit(batch []*op) {
 		return
 	}
 	w.committed()
+}
+
+// injected returns the error of the fault set with SetWriteFaultFunc, if
+// any.
+func (w *writer) injected() error {
+	if f := w.fault.Load(); f != nil {
+		return (*f)()
+	}
+	return nil
 }
 
 // committed counts the pages the last commit wrote to the WAL and asks the

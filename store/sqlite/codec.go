@@ -16,8 +16,10 @@ import (
 )
 
 // interpretError translates a driver error into vigil's error model: no
-// rows is not_found, a unique violation is conflict, a full disk is
-// storage_full; anything else is returned as it is (an internal error).
+// rows is not_found, a unique violation is conflict; anything else is
+// returned as it is (an internal error). A full disk, which SQLite may find
+// in an op or only at its batch's commit, is translated once for every
+// write by the writer (storageFull).
 func interpretError(err error) error {
 	if err == nil {
 		return nil
@@ -32,7 +34,7 @@ func interpretError(err error) error {
 			return &vigil.Error{Code: vigil.CodeConflict, Message: "conflict: the row already exists", Err: err}
 		}
 	}
-	return storageFull(err)
+	return err
 }
 
 // storageFull returns err as storage_full when it says the disk is full,

@@ -202,3 +202,25 @@ func TestStorageFull(t *testing.T) {
 		t.Errorf("watches = %+v, want %s and %s", got, w1.ID, w2.ID)
 	}
 }
+
+// TestBackupRefusesEmptyDatabase: vigil backup of an empty database says
+// so and leaves it empty (opening it through the store would write a fresh
+// schema into it, and the next start would take it for a new one).
+func TestBackupRefusesEmptyDatabase(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t.TempDir(), t.TempDir())
+	if err := os.WriteFile(cfg.DatabasePath(), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dest := filepath.Join(t.TempDir(), "copy.db")
+	err := daemon.Backup(t.Context(), cfg, dest)
+	if err == nil || !strings.Contains(err.Error(), "empty") || !strings.Contains(err.Error(), cfg.DatabasePath()) {
+		t.Errorf("Backup of an empty database: error = %v, want one saying it is empty", err)
+	}
+	if fi, err := os.Stat(cfg.DatabasePath()); err != nil || fi.Size() != 0 {
+		t.Errorf("Backup changed the empty database: %v, %v", fi, err)
+	}
+	if _, err := os.Stat(dest); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Backup of an empty database wrote %s", dest)
+	}
+}

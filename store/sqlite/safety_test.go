@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -81,9 +82,11 @@ func TestDiskFullIsStorageFull(t *testing.T) {
 // TestWriteFaultPlaysFullDisk: a write fault set on the store fails each
 // commit as a full disk would (ENOSPC): every caller of the batch hears
 // storage_full, nothing is written, and taking the fault away lets the
-// next write through.
+// next write through. The log says once that the disk is full and once
+// that writes succeed again.
 func TestWriteFaultPlaysFullDisk(t *testing.T) {
-	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
+	var logs syncBuffer
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), &Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	defer s.Close()
 	s.SetWriteFaultFunc(func() error { return syscall.ENOSPC })
 	errs := batch(t, s,
@@ -103,14 +106,41 @@ func TestWriteFaultPlaysFullDisk(t *testing.T) {
 	}
 	checkCounters(t, s)
 
+	if got := strings.Count(logs.String(), "level=WARN"); got != 1 || !strings.Contains(logs.String(), "full") {
+		t.Errorf("logs after 3 writes on a full disk:\n%s\nwant one warning that the disk is full", logs.String())
+	}
 	s.SetWriteFaultFunc(nil)
 	if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: timerWatch("w3", "r")}); err != nil {
 		t.Fatalf("WatchCreate once the disk has room: %v", err)
 	}
-	if n := countWatches(t, s); n != 1 {
-		t.Errorf("%d watches, want 1", n)
+	if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: timerWatch("w4", "r")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(logs.String(), "writes succeed again"); got != 1 {
+		t.Errorf("logs once the disk has room:\n%s\nwant one line saying writes succeed again", logs.String())
+	}
+	if n := countWatches(t, s); n != 2 {
+		t.Errorf("%d watches, want 2", n)
 	}
 	checkCounters(t, s)
+}
+
+// syncBuffer is a log destination the store's goroutines share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func perm(t *testing.T, path string) fs.FileMode {

@@ -221,7 +221,14 @@ func Open(ctx context.Context, path string, opts *Options) (_ *Store, err error)
 	}
 
 	checkpointFailed := func(err error) { s.log.Warn("checkpoint failed", "err", err) }
-	if s.w, err = newWriter(ctx, s.writeDB, checkpointFailed); err != nil {
+	fullChanged := func(full bool) {
+		if full {
+			s.log.Warn("the disk holding the database is full: writes are refused (storage_full) until there is room", "path", path)
+			return
+		}
+		s.log.Info("the disk holding the database has room again: writes succeed again", "path", path)
+	}
+	if s.w, err = newWriter(ctx, s.writeDB, checkpointFailed, fullChanged); err != nil {
 		s.r.close()
 		s.readDB.Close()
 		s.writeDB.Close()

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -51,6 +52,10 @@ type writer struct {
 	// fault, when set, is called before each commit, and an error from it
 	// fails the commit (see Store.SetWriteFaultFunc).
 	fault atomic.Pointer[func() error]
+	// full is whether the last batch found the disk full; fullChanged
+	// hears each change of it. Only the writer goroutine touches full.
+	full        bool
+	fullChanged func(full bool)
 }
 
 // wtx is what an op gets: the writer's prepared statements, used inside the
@@ -60,7 +65,7 @@ type wtx struct {
 	writeStmts
 }
 
-func newWriter(ctx context.Context, db *sql.DB, checkpointFailed func(error)) (*writer, error) {
+func newWriter(ctx context.Context, db *sql.DB, checkpointFailed func(error), fullChanged func(bool)) (*writer, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: writer connection: %w", err)
@@ -72,6 +77,7 @@ func newWriter(ctx context.Context, db *sql.DB, checkpointFailed func(error)) (*
 		done:             make(chan struct{}),
 		checkpoint:       make(chan struct{}, 1),
 		checkpointFailed: checkpointFailed,
+		fullChanged:      fullChanged,
 	}
 	w.tx.conn = conn
 	if err := prepareAll(ctx, conn, w.tx.writeStmts.defs()); err != nil {
@@ -168,7 +174,9 @@ func (w *writer) stop() {
 
 // commit runs one batch in one transaction and answers every op in it.
 func (w *writer) commit(batch []*op) {
+	committed := false
 	defer func() {
+		w.noteFull(batch, committed)
 		for _, o := range batch {
 			close(o.done)
 		}
@@ -239,7 +247,26 @@ func (w *writer) commit(batch []*op) {
 		}
 		return
 	}
+	committed = true
 	w.committed()
+}
+
+// noteFull tells fullChanged when the disk turns out full (an op of the
+// batch failed for it) and when a commit succeeds again after that.
+func (w *writer) noteFull(batch []*op, committed bool) {
+	full := w.full
+	switch {
+	case slices.ContainsFunc(batch, func(o *op) bool { return o.err != nil && isFull(o.err) }):
+		full = true
+	case committed:
+		full = false
+	}
+	if full != w.full {
+		w.full = full
+		if w.fullChanged != nil {
+			w.fullChanged(full)
+		}
+	}
 }
 
 // injected returns the error of the fault set with SetWriteFaultFunc, if

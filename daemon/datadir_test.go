@@ -120,7 +120,7 @@ func TestDataDirModes(t *testing.T) {
 	if err := os.Chmod(dataDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{daemon.DatabaseFile, daemon.TokenFile, daemon.WebhookSecretFile} {
+	for _, f := range []string{daemon.DatabaseFile, daemon.TokenFile, daemon.WebhookSecretFile, daemon.LockFile} {
 		if err := os.Chmod(filepath.Join(dataDir, f), 0o644); err != nil {
 			t.Fatal(err)
 		}

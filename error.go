@@ -33,6 +33,7 @@ const (
 	CodeUnsupportedMedia    Code = "unsupported_media_type"
 	CodeRateLimited         Code = "rate_limited"
 	CodeUnavailable         Code = "unavailable"
+	CodeStorageFull         Code = "storage_full" // the disk is full: nothing was written
 	CodeInternal            Code = "internal"
 )
 
@@ -53,6 +54,7 @@ var (
 	ErrQuotaExceeded       = &Error{Code: CodeQuotaExceeded, Message: "quota exceeded"}
 	ErrIdempotencyConflict = &Error{Code: CodeIdempotencyConflict, Message: "idempotency key reused with a different request"}
 	ErrUnauthorized        = &Error{Code: CodeUnauthorized, Message: "unauthorized"}
+	ErrStorageFull         = &Error{Code: CodeStorageFull, Message: "the disk holding vigil's database is full, so nothing was written: free some space and try again"}
 )
 
 func (e *Error) Error() string {

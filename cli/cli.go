@@ -2,9 +2,9 @@
 // daemon through package client, and serve, the one command that builds a
 // daemon. Writers are injected (New), so tests drive the real command tree.
 //
-// Exit codes: 0 success; 2 a usage, connection or authentication error, or
-// a request the daemon refused; 1 an internal error or a daemon that
-// stopped on an error. wait (and add --wait) exit with the watch's state:
+// Exit codes: 0 success; 2 a usage, connection or authentication error, a
+// request the daemon refused, or a data dir serve refuses to start from; 1
+// an internal error or a daemon that stopped on an error. wait (and add --wait) exit with the watch's state:
 // 0 fired, 1 failed, 4 cancelled or errored, 8 still pending when
 // --timeout ran out, 124 expired.
 package cli

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"log/slog"
 
 	"github.com/spf13/cobra"
@@ -19,7 +20,13 @@ Each setting is read from, in increasing precedence: its default, the JSON
 config file (--config or VIGIL_CONFIG), its VIGIL_… environment variable, and
 its flag. The first start creates the data directory and writes the admin
 token to <data-dir>/admin.token (mode 0600); clients on this machine find it
-there.`,
+there.
+
+It refuses to start, with exit code 2 and a sentence saying what to do, when
+another vigil serves the same data dir, when the database is empty or damaged,
+and when it is missing from a data dir that was used before (one holding
+admin.token or webhook.secret): restore a backup, or remove what is named to
+start afresh.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := daemon.Load(cmd.Flags(), e.getenv)
@@ -31,6 +38,10 @@ there.`,
 			}
 			log := slog.New(slog.NewTextHandler(e.stderr, nil))
 			if err := daemon.Run(cmd.Context(), cfg, log); err != nil {
+				if errors.Is(err, daemon.ErrRefused) {
+					// A data dir it must not start from: the operator acts.
+					return usageErr(err)
+				}
 				return &ExitError{Code: ExitFailed, Err: err}
 			}
 			return nil

@@ -268,7 +268,7 @@ var generic = []vigil.Code{
 	vigil.CodeInvalidRequest, vigil.CodeUnauthorized, vigil.CodeForbidden, vigil.CodeNotFound,
 	vigil.CodeMethodNotAllowed, vigil.CodeConflict,
 	vigil.CodePayloadTooLarge, vigil.CodeUnsupportedMedia, vigil.CodeRateLimited,
-	vigil.CodeUnavailable, vigil.CodeInternal,
+	vigil.CodeUnavailable, vigil.CodeStorageFull, vigil.CodeInternal,
 }
 
 // codeForStatus returns the code for an HTTP status that came without a

@@ -141,6 +141,9 @@ func TestErrorResponses(t *testing.T) {
 		{"plain 429", 429, "text/plain", "slow down", &vigil.Error{Code: vigil.CodeRateLimited}},
 		{"plain 503", 503, "text/plain", "", &vigil.Error{Code: vigil.CodeUnavailable}},
 		{"plain 500", 500, "text/plain", "boom", &vigil.Error{Code: vigil.CodeInternal}},
+		{"vigil 507", 507, "application/json", `{"error":{"code":"storage_full","message":"the disk is full"}}`,
+			&vigil.Error{Code: vigil.CodeStorageFull, Message: "the disk is full"}},
+		{"plain 507", 507, "text/plain", "", &vigil.Error{Code: vigil.CodeStorageFull}},
 		{"plain 418", 418, "text/plain", "", &vigil.Error{Code: vigil.CodeInvalidRequest}},
 		{"redirect", 302, "text/plain", "", &vigil.Error{Code: vigil.CodeInternal}},
 	}

@@ -14,19 +14,26 @@ import (
 // Backup writes a consistent copy of the SQLite database cfg names to dest
 // (which must not exist yet), while a daemon may be running on it: SQLite's
 // VACUUM INTO through the store, readers and writers carry on. It refuses
-// when there is no database yet, rather than creating one.
+// when there is no database yet, rather than creating one, and leaves an
+// empty one as it is.
 func Backup(ctx context.Context, cfg Config, dest string) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	src := cfg.DatabasePath()
-	if _, err := os.Stat(src); err != nil {
+	fi, err := os.Stat(src)
+	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("no database at %s: has vigil serve run with this data dir?", src)
 		}
 		return fmt.Errorf("backup: %w", err)
 	}
-	dest, err := filepath.Abs(dest)
+	if fi.Size() == 0 {
+		// Opening it through the store would write a fresh schema into it,
+		// and vigil serve would then take it for a new database.
+		return fmt.Errorf("the database %s is empty (0 bytes): there is nothing to back up", src)
+	}
+	dest, err = filepath.Abs(dest)
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}

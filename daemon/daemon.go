@@ -4,9 +4,11 @@
 // registry, the engine and the HTTP API together and runs them until its
 // context ends.
 //
-// A daemon keeps its state in its data directory: the database vigil.db
-// and admin.token, the admin's bearer token (mode 0600), written on the
-// first start and reused after; run/, where the supervisors of run
+// A daemon keeps its state in its data directory (mode 0700): the database
+// vigil.db (0600, as are its WAL and shared-memory files); admin.token, the
+// admin's bearer token (0600), written on the first start and reused after;
+// webhook.secret (0600); vigil.lock, locked by the running daemon so that no
+// second one serves the same directory; run/, where the supervisors of run
 // watches record how their commands ended (see package watcher/run); and
 // folder/, the previous contents of the files folder watches diff against
 // (see package watcher/folder).
@@ -69,6 +71,8 @@ type Daemon struct {
 	log   *slog.Logger
 	token string
 	store *sqlite.Store
+	// lock is held on the data directory from New to Close.
+	lock  *dirLock
 	eng   *engine.Engine
 	api   *httpapi.Server
 	srv   *http.Server
@@ -104,11 +108,15 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 }
 
 // New validates cfg and does everything that can fail before serving: it
-// creates the data directory (0700), reads or writes the admin token,
-// opens the store (applying migrations) and binds the listen address, so
-// Addr is known at once. A nil logger discards. Call Run, or Close to let
-// go of it all without running.
-func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) {
+// creates the data directory (0700, tightened if found looser), takes the
+// exclusive lock on it (a second daemon on the same directory is refused),
+// checks that the database was not lost (empty, or missing from a data
+// directory that was used), opens the store (checking the file and
+// applying migrations), reads or writes the admin token and binds the
+// listen address, so Addr is known at once. Refusals match ErrRefused. A
+// nil logger discards. Call Run, or Close to let go of it all without
+// running.
+func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -122,8 +130,24 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
-	token, err := ensureToken(TokenPath(cfg.DataDir), logger)
+	if err := privateDir(cfg.DataDir, logger); err != nil {
+		return nil, err
+	}
+	// What New acquires, let go of in reverse if it fails part way.
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
+	lock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { lock.release() })
+	if err := checkDatabase(cfg); err != nil {
 		return nil, err
 	}
 	dbPath := cfg.DatabasePath()
@@ -133,14 +157,25 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 	st, err := sqlite.Open(ctx, dbPath, &sqlite.Options{Logger: logger})
 	if err != nil {
 		// The store's own message names the file; ErrSchemaNewer also
-		// says which versions and what to do.
+		// says which versions and what to do, ErrCorrupt what to do.
+		if errors.Is(err, sqlite.ErrCorrupt) {
+			return nil, refuse(err, "store: %v", err)
+		}
 		return nil, fmt.Errorf("store: %w", err)
+	}
+	undo = append(undo, func() { st.Close() })
+	// The token only after the database: a data dir holding a token
+	// always had one (see checkDatabase).
+	token, err := ensureToken(TokenPath(cfg.DataDir), logger)
+	if err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		st.Close()
 		return nil, fmt.Errorf("listen: %w", err)
 	}
+	undo = append(undo, func() { ln.Close() })
+	lock.record(ln.Addr().String())
 
 	reg := watcher.NewRegistry()
 	reg.Register(timer.New(timer.Config{}))
@@ -163,7 +198,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 	reg.Register(ci.New(ci.Config{Forges: forges}))
 	reg.Register(ticket.New(ticket.Config{Forges: forges}))
 
-	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, kinds: reg.Kinds(), primed: make(chan struct{})}
+	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, kinds: reg.Kinds(), primed: make(chan struct{})}
 	d.forges = forges
 	// Scoped tokens: authenticated per request (cached briefly; a
 	// revocation here takes effect at once) and re-checked before every
@@ -184,8 +219,6 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Daemon, error) 
 	d.links = newLinks(cfg.Delivery.PublicURL, ln.Addr().String(), linkKey)
 	disp, policy, err := newDispatcher(cfg, st, logger, d.metrics.Receipt, d.links, emailAccess(tokens))
 	if err != nil {
-		ln.Close()
-		st.Close()
 		return nil, err
 	}
 	d.disp = disp
@@ -374,15 +407,16 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	return err
 }
 
-// Close releases what New acquired: the listener and the store. Run calls
-// it on its way out; call it yourself only for a daemon never run.
+// Close releases what New acquired: the listener, the store and, last, the
+// lock on the data directory. Run calls it on its way out; call it
+// yourself only for a daemon never run.
 func (d *Daemon) Close() error {
 	d.closeOnce.Do(func() {
 		lerr := d.ln.Close()
 		if errors.Is(lerr, net.ErrClosed) {
 			lerr = nil
 		}
-		d.closeErr = errors.Join(lerr, d.store.Close())
+		d.closeErr = errors.Join(lerr, d.store.Close(), d.lock.release())
 		d.forges.CloseIdleConnections()
 	})
 	return d.closeErr

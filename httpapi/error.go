@@ -33,6 +33,7 @@ var statuses = []struct {
 	{vigil.CodeUnsupportedMedia, http.StatusUnsupportedMediaType},
 	{vigil.CodeRateLimited, http.StatusTooManyRequests},
 	{vigil.CodeUnavailable, http.StatusServiceUnavailable},
+	{vigil.CodeStorageFull, http.StatusInsufficientStorage},
 	{vigil.CodeInternal, http.StatusInternalServerError},
 }
 

@@ -162,6 +162,7 @@ func TestStatusOf(t *testing.T) {
 		{vigil.CodeRateLimited, 429},
 		{vigil.CodeUnavailable, 503},
 		{vigil.CodeInternal, 500},
+		{vigil.CodeStorageFull, 507},
 		{"", 500},
 		{"not_a_code", 500},
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/vigil-run/vigil"
@@ -17,7 +18,9 @@ import (
 
 // interpretError translates a driver error into vigil's error model: no
 // rows is not_found, a unique violation is conflict; anything else is
-// returned as it is (an internal error).
+// returned as it is (an internal error). A full disk, which SQLite may find
+// in an op or only at its batch's commit, is translated once for every
+// write by the writer (storageFull).
 func interpretError(err error) error {
 	if err == nil {
 		return nil
@@ -33,6 +36,41 @@ func interpretError(err error) error {
 		}
 	}
 	return err
+}
+
+// storageFull returns err as storage_full when it says the disk is full,
+// and as it is otherwise.
+func storageFull(err error) error {
+	var ve *vigil.Error
+	if err == nil || errors.As(err, &ve) || !isFull(err) {
+		return err
+	}
+	return &vigil.Error{Code: vigil.CodeStorageFull, Message: vigil.ErrStorageFull.Message, Err: err}
+}
+
+// isFull reports whether err says the disk (or the owner's quota) is full:
+// SQLite's SQLITE_FULL, which its unix VFS answers for ENOSPC, or the
+// system's own error from a file written outside SQLite.
+func isFull(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_FULL {
+		return true
+	}
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// corrupted reports whether err is SQLite finding the database damaged or
+// not a database at all.
+func corrupted(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
+		return true
+	}
+	return false
 }
 
 // wrap gives an internal error its context; a *vigil.Error made by

@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"modernc.org/sqlite"
 )
@@ -47,6 +49,13 @@ type writer struct {
 	// checkpointFailed reports a failed checkpoint (there is no caller to
 	// return it to; the next one retries).
 	checkpointFailed func(error)
+	// fault, when set, is called before each commit, and an error from it
+	// fails the commit (see Store.SetWriteFaultFunc).
+	fault atomic.Pointer[func() error]
+	// full is whether the last batch found the disk full; fullChanged
+	// hears each change of it. Only the writer goroutine touches full.
+	full        bool
+	fullChanged func(full bool)
 }
 
 // wtx is what an op gets: the writer's prepared statements, used inside the
@@ -56,7 +65,7 @@ type wtx struct {
 	writeStmts
 }
 
-func newWriter(ctx context.Context, db *sql.DB, checkpointFailed func(error)) (*writer, error) {
+func newWriter(ctx context.Context, db *sql.DB, checkpointFailed func(error), fullChanged func(bool)) (*writer, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: writer connection: %w", err)
@@ -68,6 +77,7 @@ func newWriter(ctx context.Context, db *sql.DB, checkpointFailed func(error)) (*
 		done:             make(chan struct{}),
 		checkpoint:       make(chan struct{}, 1),
 		checkpointFailed: checkpointFailed,
+		fullChanged:      fullChanged,
 	}
 	w.tx.conn = conn
 	if err := prepareAll(ctx, conn, w.tx.writeStmts.defs()); err != nil {
@@ -99,7 +109,9 @@ func (w *writer) do(ctx context.Context, fn func(t *wtx) error) error {
 	default:
 	}
 	<-o.done
-	return o.err
+	// A full disk is storage_full wherever SQLite found it: in the op, or
+	// at the begin or commit of its batch.
+	return storageFull(o.err)
 }
 
 // run is the writer goroutine. It returns after stop, once every op accepted
@@ -162,7 +174,9 @@ func (w *writer) stop() {
 
 // commit runs one batch in one transaction and answers every op in it.
 func (w *writer) commit(batch []*op) {
+	committed := false
 	defer func() {
+		w.noteFull(batch, committed)
 		for _, o := range batch {
 			close(o.done)
 		}
@@ -217,6 +231,14 @@ func (w *writer) commit(batch []*op) {
 		w.rollback()
 		return
 	}
+	if err := w.injected(); err != nil {
+		w.rollback()
+		err = fmt.Errorf("sqlite: commit: %w", err)
+		for _, o := range run {
+			o.err = err
+		}
+		return
+	}
 	if _, err := t.exec(t.commitTx); err != nil {
 		w.rollback()
 		err = fmt.Errorf("sqlite: commit: %w", err)
@@ -225,7 +247,35 @@ func (w *writer) commit(batch []*op) {
 		}
 		return
 	}
+	committed = true
 	w.committed()
+}
+
+// noteFull tells fullChanged when the disk turns out full (an op of the
+// batch failed for it) and when a commit succeeds again after that.
+func (w *writer) noteFull(batch []*op, committed bool) {
+	full := w.full
+	switch {
+	case slices.ContainsFunc(batch, func(o *op) bool { return o.err != nil && isFull(o.err) }):
+		full = true
+	case committed:
+		full = false
+	}
+	if full != w.full {
+		w.full = full
+		if w.fullChanged != nil {
+			w.fullChanged(full)
+		}
+	}
+}
+
+// injected returns the error of the fault set with SetWriteFaultFunc, if
+// any.
+func (w *writer) injected() error {
+	if f := w.fault.Load(); f != nil {
+		return (*f)()
+	}
+	return nil
 }
 
 // committed counts the pages the last commit wrote to the WAL and asks the

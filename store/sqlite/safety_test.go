@@ -1,0 +1,398 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/vigil-run/vigil"
+)
+
+// logTo returns a logger writing text lines to b.
+func logTo(b *bytes.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
+
+func countWatches(t *testing.T, s *Store) int {
+	t.Helper()
+	var n int
+	if err := s.readDB.QueryRowContext(t.Context(), "SELECT count(*) FROM watches").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestDiskFullIsStorageFull fills the database for real (SQLite's
+// max_page_count answers SQLITE_FULL exactly as a full disk does): the
+// write is refused whole with storage_full, reads carry on, and once there
+// is room again the next write succeeds without a restart.
+func TestDiskFullIsStorageFull(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
+	defer s.Close()
+	if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: timerWatch("w1", "r")}); err != nil {
+		t.Fatal(err)
+	}
+	setMaxPages := func(n string) {
+		t.Helper()
+		err := s.w.do(t.Context(), func(w *wtx) error {
+			var got int64
+			return w.conn.QueryRowContext(context.Background(), "PRAGMA max_page_count = "+n).Scan(&got)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pages string
+	if err := s.readDB.QueryRowContext(t.Context(), "PRAGMA page_count").Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	setMaxPages(pages) // no page more than the database has now
+
+	big := timerWatch("w2", "r")
+	big.Note = strings.Repeat("n", 64<<10) // needs new pages
+	_, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: big})
+	if vigil.ErrorCode(err) != vigil.CodeStorageFull || !errors.Is(err, vigil.ErrStorageFull) {
+		t.Fatalf("WatchCreate on a full database error = %v (code %s), want storage_full", err, vigil.ErrorCode(err))
+	}
+	if msg := vigil.ErrorMessage(err); !strings.Contains(msg, "full") || !strings.Contains(msg, "nothing was written") {
+		t.Errorf("storage_full message = %q, want a sentence saying the disk is full and nothing was written", msg)
+	}
+	// Reads carry on; nothing of the refused write is there.
+	if _, err := s.WatchGet(t.Context(), "w1"); err != nil {
+		t.Errorf("WatchGet on a full database: %v", err)
+	}
+	if n := countWatches(t, s); n != 1 {
+		t.Errorf("%d watches after a refused write, want 1", n)
+	}
+	checkCounters(t, s)
+
+	setMaxPages("1073741823") // room again
+	if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: big}); err != nil {
+		t.Fatalf("WatchCreate once there is room again: %v", err)
+	}
+	checkCounters(t, s)
+}
+
+// TestWriteFaultPlaysFullDisk: a write fault set on the store fails each
+// commit as a full disk would (ENOSPC): every caller of the batch hears
+// storage_full, nothing is written, and taking the fault away lets the
+// next write through. The log says once that the disk is full and once
+// that writes succeed again.
+func TestWriteFaultPlaysFullDisk(t *testing.T) {
+	var logs syncBuffer
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), &Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	defer s.Close()
+	s.SetWriteFaultFunc(func() error { return syscall.ENOSPC })
+	errs := batch(t, s,
+		createOp(timerWatch("w1", "r"), 0),
+		createOp(timerWatch("w2", "r"), 0),
+	)
+	for i, err := range errs {
+		if vigil.ErrorCode(err) != vigil.CodeStorageFull {
+			t.Errorf("op %d on a full disk error = %v, want storage_full", i, err)
+		}
+	}
+	if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: timerWatch("w3", "r")}); vigil.ErrorCode(err) != vigil.CodeStorageFull {
+		t.Errorf("WatchCreate on a full disk error = %v, want storage_full", err)
+	}
+	if n := countWatches(t, s); n != 0 {
+		t.Errorf("%d watches written on a full disk, want 0", n)
+	}
+	checkCounters(t, s)
+
+	if got := strings.Count(logs.String(), "level=WARN"); got != 1 || !strings.Contains(logs.String(), "full") {
+		t.Errorf("logs after 3 writes on a full disk:\n%s\nwant one warning that the disk is full", logs.String())
+	}
+	s.SetWriteFaultFunc(nil)
+	if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: timerWatch("w3", "r")}); err != nil {
+		t.Fatalf("WatchCreate once the disk has room: %v", err)
+	}
+	if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: timerWatch("w4", "r")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(logs.String(), "writes succeed again"); got != 1 {
+		t.Errorf("logs once the disk has room:\n%s\nwant one line saying writes succeed again", logs.String())
+	}
+	if n := countWatches(t, s); n != 2 {
+		t.Errorf("%d watches, want 2", n)
+	}
+	checkCounters(t, s)
+}
+
+// syncBuffer is a log destination the store's goroutines share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func perm(t *testing.T, path string) fs.FileMode {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Mode().Perm()
+}
+
+// TestFileModes: the database, its WAL and its shared-memory file are
+// created 0600 whatever the umask lets through, and found looser they are
+// tightened at Open with a warning. A backup copy is 0600 too.
+func TestFileModes(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vigil.db")
+	s := open(t, path, nil)
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if got := perm(t, p); got != 0o600 {
+			t.Errorf("%s created with mode %v, want 0600", filepath.Base(p), got)
+		}
+	}
+	dest := filepath.Join(dir, "copy.db")
+	if err := s.Backup(t.Context(), dest); err != nil {
+		t.Fatal(err)
+	}
+	if got := perm(t, dest); got != 0o600 {
+		t.Errorf("backup written with mode %v, want 0600", got)
+	}
+	s.Close()
+
+	// Loosened behind its back (a restore with cp, a umask of 0): the next
+	// Open makes them private again and says so. The WAL and shared-memory
+	// files are left behind as a crash leaves them.
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.WriteFile(p, nil, 0o644); err != nil && !errors.Is(err, fs.ErrExist) {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs bytes.Buffer
+	s = open(t, path, &Options{Logger: logTo(&logs)})
+	defer s.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if got := perm(t, p); got != 0o600 {
+			t.Errorf("%s left with mode %v, want 0600", filepath.Base(p), got)
+		}
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 3 || !strings.Contains(logs.String(), "0600") {
+		t.Errorf("logs = %q, want one warning for each of the 3 files tightened", logs.String())
+	}
+}
+
+// TestOpenRemovesWhatItCreatedOnFailure: an Open that creates the file and
+// then fails leaves no empty database behind (which the next start would
+// take for a lost one).
+func TestOpenRemovesWhatItCreatedOnFailure(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vigil.db")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // migrations cannot run
+	if s, err := Open(ctx, path, nil); err == nil {
+		s.Close()
+		t.Fatal("Open with a cancelled context: no error")
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		t.Errorf("a failed Open left %s behind", e.Name())
+	}
+}
+
+// corrupt overwrites the root page of the watches table with junk, as a
+// torn write or a bad sector would.
+func corrupt(t *testing.T, path string) {
+	t.Helper()
+	s := open(t, path, nil)
+	for i := range 200 {
+		w := benchWatch(int64(i))
+		if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: w}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var root, pageSize int64
+	if err := s.readDB.QueryRowContext(t.Context(), "SELECT rootpage FROM sqlite_schema WHERE name = 'watches'").Scan(&root); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.readDB.QueryRowContext(t.Context(), "PRAGMA page_size").Scan(&pageSize); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil { // checkpoints: every page is in the file
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xA5}, int(pageSize)), (root-1)*pageSize); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOpenRefusesCorruptDatabase: a damaged database is refused at Open
+// (ErrCorrupt, naming the file and what to do), not found out later by the
+// first read that lands on the damaged page.
+func TestOpenRefusesCorruptDatabase(t *testing.T) {
+	t.Run("damaged page", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "vigil.db")
+		corrupt(t, path)
+		s, err := Open(t.Context(), path, nil)
+		if err == nil {
+			s.Close()
+			t.Fatal("Open of a damaged database: no error")
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Open of a damaged database error = %v, want ErrCorrupt", err)
+		}
+		for _, want := range []string{path, "backup"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
+	})
+	t.Run("not a database", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "vigil.db")
+		if err := os.WriteFile(path, bytes.Repeat([]byte("this is not SQLite "), 1000), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(t.Context(), path, nil)
+		if err == nil {
+			s.Close()
+			t.Fatal("Open of a file that is not a database: no error")
+		}
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("Open of a file that is not a database error = %v, want ErrCorrupt naming the file", err)
+		}
+		if b, _ := os.ReadFile(path); !bytes.HasPrefix(b, []byte("this is not SQLite")) {
+			t.Errorf("Open changed a file that is not a database")
+		}
+	})
+}
+
+// failingFile fails every WriteAt past limit bytes of the file with err.
+type failingFile struct {
+	*os.File
+	limit int64
+	err   error
+}
+
+func (f *failingFile) WriteAt(b []byte, off int64) (int, error) {
+	if off+int64(len(b)) > f.limit {
+		n := max(0, f.limit-off)
+		if n > 0 {
+			if _, err := f.File.WriteAt(b[:n], off); err != nil {
+				return 0, err
+			}
+		}
+		return int(n), f.err
+	}
+	return f.File.WriteAt(b, off)
+}
+
+func walFileOf(t *testing.T, size int64) (*os.File, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "vigil.db-wal")
+	if err := os.WriteFile(path, make([]byte, size), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f, path
+}
+
+func size(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// TestPreallocateWALFitsFreeSpace: the WAL is extended only as far as the
+// free space allows with room to spare (or not at all, with one log
+// line); a write that fails part way leaves the file as it was.
+func TestPreallocateWALFitsFreeSpace(t *testing.T) {
+	const start = 4096
+	const mib = 1 << 20
+	tests := []struct {
+		name     string
+		free     int64 // -1: unknown
+		failAt   int64 // 0: writes never fail
+		failErr  error
+		want     int64
+		wantErr  bool
+		wantLogs int
+	}{
+		{name: "plenty of room", free: 10 << 30, want: walPrealloc},
+		{name: "free space unknown", free: -1, want: walPrealloc},
+		{name: "less than the preallocation", free: 20 * mib, want: start, wantLogs: 1},
+		{name: "room for the headroom only", free: walPreallocHeadroom, want: start, wantLogs: 1},
+		{name: "room for part", free: walPreallocHeadroom + 8*mib, want: start + 8*mib, wantLogs: 1},
+		{name: "disk fills while writing", free: 10 << 30, failAt: 5 * mib, failErr: syscall.ENOSPC, want: start, wantLogs: 1},
+		{name: "quota reached while writing", free: 10 << 30, failAt: 5 * mib, failErr: syscall.EDQUOT, want: start, wantLogs: 1},
+		{name: "I/O error while writing", free: 10 << 30, failAt: 5 * mib, failErr: syscall.EIO, want: start, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, path := walFileOf(t, start)
+			var file walFile = f
+			if tt.failErr != nil {
+				file = &failingFile{File: f, limit: tt.failAt, err: tt.failErr}
+			}
+			var logs bytes.Buffer
+			err := preallocateWAL(file, walPrealloc, tt.free, logTo(&logs))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("preallocateWAL error = %v, want error %v", err, tt.wantErr)
+			}
+			if got := size(t, path); got != tt.want {
+				t.Errorf("WAL is %d bytes, want %d", got, tt.want)
+			}
+			if got := strings.Count(logs.String(), "\n"); got != tt.wantLogs {
+				t.Errorf("%d log lines, want %d: %q", got, tt.wantLogs, logs.String())
+			}
+		})
+	}
+}
+
+// TestFailedBackupLeavesNoFile: a backup that fails removes the file it
+// created, so no partial copy is mistaken for a good one.
+func TestFailedBackupLeavesNoFile(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, filepath.Join(dir, "vigil.db"), nil)
+	defer s.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	dest := filepath.Join(dir, "copy.db")
+	if err := s.Backup(ctx, dest); err == nil {
+		t.Fatal("Backup with a cancelled context: no error")
+	}
+	if _, err := os.Stat(dest); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a failed Backup left %s behind (%v)", dest, err)
+	}
+}

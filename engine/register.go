@@ -56,7 +56,7 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 	if r.Observe && probesNow {
 		o = scheduler.NewObserver()
 	}
-	e.sched.Add(got, o)
+	e.probes.add(got, o)
 	e.hub.publish(vigil.Event{Type: vigil.EventWatchCreated, WatchID: got.ID, Recipient: got.Recipient, State: got.State, At: now})
 	if o == nil {
 		return e.view(got), nil

@@ -111,8 +111,8 @@ type Config struct {
 	// the deadline (default command.DefaultKillGrace).
 	KillGrace time.Duration
 	// PokeFunc is called with a watch id when its run has ended; the
-	// daemon wires it to engine.Poke. Nil means nobody is told, and the
-	// kind's interval finds it.
+	// daemon wires it to the scheduler's Poke. Nil means nobody is told,
+	// and the kind's interval finds it.
 	PokeFunc func(id string)
 	// Retention is how long status files are kept (default DefaultRetention).
 	Retention time.Duration

@@ -37,7 +37,7 @@
 // timeout, a program that cannot be found). Facts hold exit_code and the
 // last 4 KiB of stdout and stderr.
 //
-// The watcher keeps the calendar (scheduler.NextDuer): the scheduler asks
+// The watcher keeps the calendar (engine.NextDuer): the scheduler asks
 // it when each fire is due. A watch has at most one run in flight, and the
 // next fire is counted from when a run ends, so a fire that comes due
 // while the last run still goes is skipped, never queued.
@@ -265,7 +265,7 @@ func neverFires(s *cron.SpecSchedule) bool {
 	return true
 }
 
-// NextDue implements scheduler.NextDuer: the first fire strictly after now.
+// NextDue implements engine.NextDuer: the first fire strictly after now.
 func (w *Watcher) NextDue(predicate json.RawMessage, anchor, now time.Time) (time.Time, bool) {
 	s, err := w.parse(predicate)
 	if err != nil {

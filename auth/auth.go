@@ -20,6 +20,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/scheduler"
+	"github.com/vigil-run/vigil/watcher/kinds"
 )
 
 // Defaults and bounds; each lives here only.
@@ -130,7 +131,7 @@ func (s *Service) CreateToken(ctx context.Context, r vigil.TokenCreateRequest) (
 		}
 	}
 	for _, k := range r.Kinds {
-		if _, ok := vigil.SpecOf(k); !ok {
+		if _, ok := kinds.Lookup(k); !ok {
 			return nil, vigil.FieldErrorf(vigil.CodeUnknownKind, "kinds", "unknown kind %.40q", string(k))
 		}
 	}

@@ -93,7 +93,7 @@ func (s *Scheduler) primeCalendar(ctx context.Context, rows []vigil.ScheduleEntr
 			if !w.Deadline.IsZero() && (!due || next.After(w.Deadline)) {
 				next = w.Deadline
 			}
-			spec, _ := vigil.SpecOf(w.Kind)
+			spec, _ := s.cfg.Watchers.Spec(w.Kind)
 			e := newEntry(w.ID, w.Kind, w.Every, w.Deadline, spec)
 			e.due = next.UnixNano()
 			e.prog.polls = clamp32(w.Polls)

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/watcher/timer"
 )
 
 // TestPopDueIsBounded: the loop tops its ready jobs up a few at a time; the
 // rest of a storm stays on the heap, due, until workers can take it.
 func TestPopDueIsBounded(t *testing.T) {
 	s := New(Config{Store: nil, BatchSize: 10})
-	spec, _ := vigil.SpecOf(vigil.KindTimer)
+	spec := timer.Descriptor().Spec
 	now := time.Now()
 	for i := range 1000 {
 		e := newEntry(fmt.Sprintf("w%04d", i), vigil.KindTimer, 0, time.Time{}, spec)

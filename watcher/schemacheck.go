@@ -79,11 +79,6 @@ func fault(s *jsonschema.Schema, v any, path string) (field, msg string, found b
 	}
 	switch v := v.(type) {
 	case map[string]any:
-		for _, name := range s.Required {
-			if _, ok := v[name]; !ok {
-				return JoinField(path, name), "is required", true
-			}
-		}
 		names := make([]string, 0, len(v))
 		for name := range v {
 			names = append(names, name)
@@ -99,11 +94,20 @@ func fault(s *jsonschema.Schema, v any, path string) (field, msg string, found b
 						known = append(known, k)
 					}
 					sort.Strings(known)
+					if len(known) == 0 {
+						return JoinField(path, name), "is not a known field (this predicate takes none)", true
+					}
 					return JoinField(path, name), fmt.Sprintf("is not a known field (known: %s)", strings.Join(known, ", ")), true
 				}
 			}
 			if f, m, ok := fault(sub, v[name], JoinField(path, name)); ok {
 				return f, m, true
+			}
+		}
+		// A key that does not belong says more than one missing.
+		for _, name := range s.Required {
+			if _, ok := v[name]; !ok {
+				return JoinField(path, name), "is required", true
 			}
 		}
 	case []any:

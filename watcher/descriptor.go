@@ -45,36 +45,44 @@ type Descriptor struct {
 	CLI CLI
 }
 
-// CLI is a kind's command-line form: vigil add KIND builds a cobra command
-// from it, so the CLI learns a kind from its descriptor.
+// CLI is a kind's command-line form: "vigil add KIND" is built from it,
+// so the CLI learns a kind from its descriptor.
 type CLI struct {
-	// Use is the usage line ("http URL"), Short and Long its help.
+	// Use is the usage line ("http URL"); Short and Long are its help.
 	Use, Short, Long string
-	// Example is one or more example lines, without the leading "vigil add".
-	Example []string
+	// Examples are whole command lines ("vigil add tcp localhost:5432").
+	Examples []string
 	// MaxArgs bounds the positional arguments; -1 means any number.
 	MaxArgs int
 	// Flags are the kind's own flags.
 	Flags []Flag
 	// Build sets the predicate's fields from the arguments and flags, on
-	// top of what --predicate gave. Its errors are usage errors.
-	Build func(p map[string]any, args []string, flags Flags) error
+	// top of what --predicate gave. Its errors are usage errors, said to
+	// the person at the terminal.
+	Build func(p map[string]any, in CLIInput) error
+}
+
+// CLIInput is what a kind's CLI form builds its predicate from.
+type CLIInput struct {
+	// Args are the positional arguments; Dash is the index in Args of
+	// the first one given after "--", -1 when there is none.
+	Args []string
+	Dash int
+	// Flags are the values of the kind's flags.
+	Flags Flags
 }
 
 // FlagType is the type of a CLI flag's value.
 type FlagType int
 
+// The types of CLI flags.
 const (
-	// FlagString is a string flag.
-	FlagString FlagType = iota
-	// FlagBool is a boolean flag.
-	FlagBool
-	// FlagStrings is a comma-separated, repeatable list.
-	FlagStrings
-	// FlagStringArray is a repeatable string, taken whole (no commas split).
-	FlagStringArray
-	// FlagInt is an integer flag.
-	FlagInt
+	FlagString      FlagType = iota // a string
+	FlagBool                        // a boolean
+	FlagInt                         // a whole number
+	FlagStringSlice                 // strings, repeatable and comma-separated
+	FlagStringArray                 // strings, repeatable, each taken whole
+	FlagIntSlice                    // whole numbers, repeatable and comma-separated
 )
 
 // Flag is one flag of a kind's CLI form.
@@ -82,16 +90,22 @@ type Flag struct {
 	Name  string
 	Type  FlagType
 	Usage string
+	// Default is the default of a FlagInt (an int) or FlagString (a
+	// string) flag, shown in the help; nil for the zero value.
+	Default any
 }
 
-// Flags are the values of a kind's flags, as given on the command line.
+// Flags are the values of a kind's flags as given on the command line; a
+// flag not given has its default.
 type Flags interface {
 	// Changed reports whether the flag was given.
 	Changed(name string) bool
 	String(name string) string
 	Bool(name string) bool
-	Strings(name string) []string
 	Int(name string) int
+	// Strings is the value of a FlagStringSlice or FlagStringArray flag.
+	Strings(name string) []string
+	Ints(name string) []int
 }
 
 // PredicateSchema returns the JSON Schema of T, a kind's input struct, as

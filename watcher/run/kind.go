@@ -24,6 +24,31 @@ func Descriptor() watcher.Descriptor {
 			"tail":  "bytes of the end of the output the outcome keeps; default 65536",
 		}),
 		Subject: watcher.ProgramSubject,
+		CLI: watcher.CLI{
+			Use:   "run [--shell STRING | -- ARGV...]",
+			Short: "Run a long command once and report how it exited",
+			Long: `Start a command once, under a supervisor that outlives the daemon, and settle
+when it exits: fired on exit 0, failed on any other exit or a signal. The
+outcome holds the exit code, the duration and the end of the output (--tail
+bytes, 64 KiB by default). At the deadline (1h by default) the command's whole
+process group is terminated. The daemon must be started with --allow-exec.`,
+			Examples: []string{
+				"vigil add run -- make release",
+				"vigil add run --deadline 3h --shell './train.sh > train.log'",
+			},
+			MaxArgs: -1,
+			Flags: append(watcher.ProgramFlags(),
+				watcher.Flag{Name: "tail", Type: watcher.FlagInt, Default: 64 << 10, Usage: "bytes of the end of the output to keep in the outcome"}),
+			Build: func(p map[string]any, in watcher.CLIInput) error {
+				if err := watcher.ApplyProgram(p, in, "run"); err != nil {
+					return err
+				}
+				if in.Flags.Changed("tail") {
+					p["tail"] = in.Flags.Int("tail")
+				}
+				return nil
+			},
+		},
 	}
 }
 

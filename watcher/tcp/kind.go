@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"errors"
 	"time"
 
 	"github.com/vigil-run/vigil"
@@ -19,6 +20,22 @@ func Descriptor() watcher.Descriptor {
 			"timeout": "timeout of one connect; default 3s",
 		}),
 		Subject: func(p map[string]any) string { return "TCP " + watcher.SubjectString(p, "address") },
+		CLI: watcher.CLI{
+			Use:      "tcp HOST:PORT",
+			Short:    "Watch for a TCP port to accept connections",
+			Examples: []string{"vigil add tcp localhost:5432"},
+			MaxArgs:  1,
+			Flags:    []watcher.Flag{{Name: "timeout", Type: watcher.FlagString, Usage: "timeout of one connect (default 3s)"}},
+			Build: func(p map[string]any, in watcher.CLIInput) error {
+				if len(in.Args) == 1 {
+					p["address"] = in.Args[0]
+				} else if p["address"] == nil {
+					return errors.New("give the address to watch: vigil add tcp HOST:PORT")
+				}
+				watcher.SetString(p, in, "timeout", "timeout")
+				return nil
+			},
+		},
 	}
 }
 

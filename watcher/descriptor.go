@@ -3,6 +3,7 @@ package watcher
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -159,6 +160,25 @@ func NewKinds(ds ...Descriptor) Kinds {
 		}
 		schemas[d.Kind] = s
 	}
+	return Kinds{list: list, schemas: schemas}
+}
+
+// with returns ks and d, a kind not in ks (resolving d's schema alone).
+func (ks Kinds) with(d Descriptor) Kinds {
+	if _, dup := ks.Lookup(d.Kind); dup || d.Kind == "" {
+		panic(fmt.Sprintf("watcher: kind %q described twice or unnamed", d.Kind))
+	}
+	s, err := resolveSchema(d)
+	if err != nil {
+		panic(err.Error())
+	}
+	list := append(slices.Clone(ks.list), d)
+	slices.SortFunc(list, func(a, b Descriptor) int { return strings.Compare(string(a.Kind), string(b.Kind)) })
+	schemas := maps.Clone(ks.schemas)
+	if schemas == nil {
+		schemas = make(map[vigil.Kind]kindSchema)
+	}
+	schemas[d.Kind] = s
 	return Kinds{list: list, schemas: schemas}
 }
 

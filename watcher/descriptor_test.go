@@ -3,9 +3,11 @@ package watcher_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/watchertest"
 )
 
 type probeInput struct {
@@ -77,4 +79,34 @@ func TestNewKinds(t *testing.T) {
 		}
 	}()
 	watcher.NewKinds(watcher.Descriptor{Kind: "a"}, watcher.Descriptor{Kind: "a"})
+}
+
+type described struct {
+	watcher.Watcher
+	d watcher.Descriptor
+}
+
+func (w described) Descriptor() watcher.Descriptor { return w.d }
+
+// TestRegistryDescriptors: the registry answers the defaults of the kinds
+// registered, from their watchers' descriptors, and refuses a watcher
+// whose descriptor is of another kind.
+func TestRegistryDescriptors(t *testing.T) {
+	t.Parallel()
+	reg := watcher.NewRegistry(watchertest.NeverSettles(vigil.KindHTTP), watchertest.NeverSettles("custom"))
+	if s, ok := reg.Spec(vigil.KindHTTP); !ok || s.Every != 10*time.Second {
+		t.Errorf("Spec(http) = %+v, %v; want the http descriptor's defaults", s, ok)
+	}
+	if _, ok := reg.Spec(vigil.KindTimer); ok {
+		t.Error("Spec(timer) answered for a kind not registered")
+	}
+	if got := reg.Descriptors().Names(); len(got) != 2 || got[0] != "custom" || got[1] != vigil.KindHTTP {
+		t.Errorf("Descriptors = %v, want [custom http]", got)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Register of a watcher with another kind's descriptor did not panic")
+		}
+	}()
+	reg.Register(described{watchertest.NeverSettles(vigil.KindTCP), watcher.Descriptor{Kind: vigil.KindFile}})
 }

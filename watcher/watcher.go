@@ -190,7 +190,7 @@ func (r *Registry) Register(w Watcher) {
 		panic(fmt.Sprintf("watcher: the %s watcher has the descriptor of %q", w.Kind(), d.Kind))
 	}
 	r.m[w.Kind()] = w
-	r.kinds = NewKinds(append(r.kinds.list, d)...)
+	r.kinds = r.kinds.with(d)
 }
 
 // Spec returns the defaults of k, and false for a kind not registered.

@@ -241,21 +241,21 @@ func SubjectString(p map[string]any, key string) string {
 // shell): "the command `make test`", clipped to a few words.
 func ProgramSubject(p map[string]any) string {
 	if sh := SubjectString(p, "shell"); sh != "" {
-		return "the command `" + ClipWords(sh, 80) + "`"
+		return "the command `" + clipWords(sh, 80) + "`"
 	}
 	if argv, ok := p["argv"].([]any); ok {
 		parts := make([]string, 0, len(argv))
 		for _, a := range argv {
 			parts = append(parts, fmt.Sprint(a))
 		}
-		return "the command `" + ClipWords(strings.Join(parts, " "), 80) + "`"
+		return "the command `" + clipWords(strings.Join(parts, " "), 80) + "`"
 	}
 	return "the command"
 }
 
-// ClipWords joins the words of s with single spaces and clips the result
+// clipWords joins the words of s with single spaces and clips the result
 // to n bytes, at a rune boundary, marking the cut with "…".
-func ClipWords(s string, n int) string {
+func clipWords(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) <= n {
 		return s

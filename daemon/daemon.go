@@ -262,6 +262,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		DefaultRecipient: cfg.DefaultRecipient,
 		Logger:           logger,
 		MaxWait:          min(mcpserver.DefaultMaxWait, cfg.Limits.MaxWait),
+		Kinds:            reg.Descriptors(),
 	})
 	d.api.Mount("/mcp", mcpHandler)
 	d.srv = &http.Server{

@@ -279,7 +279,7 @@ func (e *Engine) Watches(ctx context.Context, q vigil.ListRequest) (vigil.WatchP
 		return vigil.WatchPage{}, vigil.FieldErrorf(vigil.CodeInvalidRequest, "state", "unknown state %q", q.State)
 	}
 	if q.Kind != "" {
-		if _, ok := vigil.SpecOf(q.Kind); !ok {
+		if _, ok := e.watchers.Spec(q.Kind); !ok {
 			return vigil.WatchPage{}, vigil.FieldErrorf(vigil.CodeUnknownKind, "kind", "unknown kind %q", q.Kind)
 		}
 	}

@@ -86,6 +86,10 @@ type Store struct {
 	schema string
 	// lockKey is the key of the mailbox's advisory lock, per schema.
 	lockKey int64
+	// capKey is the key of the global cap's advisory lock, per schema,
+	// and margin the server's max_connections: see checkTotal.
+	capKey int64
+	margin int64
 
 	closeOnce sync.Once
 }
@@ -129,6 +133,18 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	h := fnv.New64a()
 	h.Write([]byte("vigil messages " + s.schema))
 	s.lockKey = int64(h.Sum64())
+	h.Reset()
+	h.Write([]byte("vigil caps " + s.schema))
+	s.capKey = int64(h.Sum64())
+	var maxConns string
+	if err := pool.QueryRow(ctx, `SHOW max_connections`).Scan(&maxConns); err != nil {
+		pool.Close()
+		return nil, wrap("read max_connections", err)
+	}
+	if s.margin, err = strconv.ParseInt(maxConns, 10, 64); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: max_connections %q is not a number", maxConns)
+	}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strings"
@@ -21,7 +22,7 @@ const (
 		ON CONFLICT (recipient, key) DO UPDATE SET request_hash = excluded.request_hash, watch_id = excluded.watch_id,
 			existing = excluded.existing, created_at = excluded.created_at
 		WHERE idempotency.created_at < $7`
-	sqlTotalAdd = `UPDATE counters SET pending = pending + $1 WHERE recipient = '' AND ($2 = 0 OR pending < $2)`
+	sqlTotalAdd = `UPDATE totals SET pending = pending + $2 WHERE stripe = $1`
 	sqlMineAdd  = `INSERT INTO counters (recipient, pending, created_at) VALUES ($1, $2, $3)
 		ON CONFLICT (recipient) DO UPDATE SET pending = counters.pending + excluded.pending
 		WHERE $4 = 0 OR counters.pending < $4`
@@ -55,7 +56,7 @@ func (s *Store) WatchCreate(ctx context.Context, p vigil.WatchCreateParams) (*vi
 	var out *vigil.Watch
 	err = s.write(ctx, func(tx pgx.Tx) error {
 		var err error
-		out, err = createWatch(ctx, tx, p, stored, args)
+		out, err = s.createWatch(ctx, tx, p, stored, args)
 		return err
 	})
 	if err != nil {
@@ -89,7 +90,7 @@ func validateNew(w *vigil.Watch, key, hash string) error {
 }
 
 // createWatch is the body of WatchCreate's transaction.
-func createWatch(ctx context.Context, tx pgx.Tx, p vigil.WatchCreateParams, w *vigil.Watch, args []any) (*vigil.Watch, error) {
+func (s *Store) createWatch(ctx context.Context, tx pgx.Tx, p vigil.WatchCreateParams, w *vigil.Watch, args []any) (*vigil.Watch, error) {
 	key := p.IdempotencyKey
 	created := w.CreatedAt.UnixMilli()
 	since := sinceMS(p.IdempotencySince)
@@ -159,17 +160,16 @@ func createWatch(ctx context.Context, tx pgx.Tx, p vigil.WatchCreateParams, w *v
 		return nil, err
 	}
 	// The total first, then the recipient's: every transaction that moves
-	// counters locks the total's row first, so none waits on another in a
-	// cycle.
-	tag, err := tx.Exec(ctx, sqlTotalAdd, 1, p.MaxActive)
-	if err != nil {
+	// counters takes its stripe of the total first, so none waits on
+	// another in a cycle.
+	if err := s.checkTotal(ctx, tx, p.MaxActive); err != nil {
 		return nil, err
 	}
-	if tag.RowsAffected() == 0 {
-		return nil, vigil.Errorf(vigil.CodeQuotaExceeded,
-			"vigil already holds its max_active cap of %d pending watches: wait for some to settle, cancel some, or raise max_active", p.MaxActive)
+	if _, err := tx.Exec(ctx, sqlTotalAdd, stripe(w.ID), 1); err != nil {
+		return nil, err
 	}
-	if tag, err = tx.Exec(ctx, sqlMineAdd, w.Recipient, 1, created, p.MaxActivePerRecipient); err != nil {
+	tag, err := tx.Exec(ctx, sqlMineAdd, w.Recipient, 1, created, p.MaxActivePerRecipient)
+	if err != nil {
 		return nil, err
 	}
 	if tag.RowsAffected() == 0 {
@@ -185,21 +185,79 @@ func createWatch(ctx context.Context, tx pgx.Tx, p vigil.WatchCreateParams, w *v
 	return &out, nil
 }
 
-// unpend moves the counters down for watches that left pending: the total
-// first, then each recipient's in name order (see createWatch).
-func unpend(ctx context.Context, tx pgx.Tx, settled map[string]int) error {
-	total := 0
-	for _, n := range settled {
-		total += n
-	}
-	if total == 0 {
+// checkTotal enforces the global cap (0: none) before a registration adds
+// one to the total. The total is the sum of the stripes of totals, read
+// from the transaction's snapshot, which misses the registrations still in
+// flight: fewer than the server's max_connections, s.margin. Far below the
+// cap, a registration takes the cap lock (an advisory transaction lock of
+// the schema) shared, re-reads the sum under it and goes on: even if every
+// other connection adds one meanwhile, the cap holds. Near it, it takes
+// the lock exclusive, which waits for every registration holding it shared
+// to end and keeps new ones out, so the sum it reads is exact. Shared
+// holders never wait on each other: registrations far from the cap run
+// side by side.
+func (s *Store) checkTotal(ctx context.Context, tx pgx.Tx, maxActive int) error {
+	if maxActive <= 0 {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, `UPDATE counters SET pending = pending - $1 WHERE recipient = ''`, total); err != nil {
-		return fmt.Errorf("count pending watches: %w", err)
+	const sum = `SELECT coalesce(sum(pending), 0) FROM totals`
+	var total int64
+	if err := tx.QueryRow(ctx, sum).Scan(&total); err != nil {
+		return err
+	}
+	near := total+s.margin >= int64(maxActive)
+	if near {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.capKey); err != nil {
+			return err
+		}
+	} else if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, s.capKey); err != nil {
+		return err
+	}
+	if err := tx.QueryRow(ctx, sum).Scan(&total); err != nil {
+		return err
+	}
+	switch {
+	case !near && total+s.margin >= int64(maxActive):
+		// It came near meanwhile: run again, taking the lock exclusive
+		// (never upgrade a shared one: two upgrades would deadlock).
+		return errRetry
+	case total >= int64(maxActive):
+		return vigil.Errorf(vigil.CodeQuotaExceeded,
+			"vigil already holds its max_active cap of %d pending watches: wait for some to settle, cancel some, or raise max_active", maxActive)
+	}
+	return nil
+}
+
+// stripes is how many rows totals has.
+const stripes = 64
+
+// stripe is the stripe of totals a watch counts in.
+func stripe(id string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int32(h.Sum32() % stripes)
+}
+
+// unpend moves the counters down for watches that left pending: the
+// stripes of the total first, then each recipient's in name order (see
+// createWatch).
+func unpend(ctx context.Context, tx pgx.Tx, settled map[string][]string) error {
+	byStripe := map[int32]int{}
+	for _, ids := range settled {
+		for _, id := range ids {
+			byStripe[stripe(id)]++
+		}
+	}
+	for _, st := range slices.Sorted(maps.Keys(byStripe)) {
+		if _, err := tx.Exec(ctx, `UPDATE totals SET pending = pending - $2 WHERE stripe = $1`, st, byStripe[st]); err != nil {
+			return fmt.Errorf("count pending watches: %w", err)
+		}
 	}
 	for _, r := range slices.Sorted(maps.Keys(settled)) {
-		if _, err := tx.Exec(ctx, `UPDATE counters SET pending = pending - $2 WHERE recipient = $1`, r, settled[r]); err != nil {
+		if len(settled[r]) == 0 {
+			continue
+		}
+		if _, err := tx.Exec(ctx, `UPDATE counters SET pending = pending - $2 WHERE recipient = $1`, r, len(settled[r])); err != nil {
 			return fmt.Errorf("count pending watches of %s: %w", r, err)
 		}
 	}
@@ -460,9 +518,15 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 			return err
 		}
 		var (
-			settled = map[string]int{}
+			settled = map[string][]string{}
 			msgs    []*vigil.Message
 			at      []int
+		)
+		// The updates go in one pipelined batch: one round trip for the
+		// whole settlement, however many watches it holds.
+		var (
+			batch pgx.Batch
+			order []int
 		)
 		for i := range ps {
 			p := &ps[i]
@@ -471,23 +535,35 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 				continue // already settled, no such watch, or earlier in ps: lost
 			}
 			delete(pending, p.ID)
-			tag, err := tx.Exec(ctx, `UPDATE watches SET state = $1, outcome = $2, settled_at = $3, polls = $4,
+			batch.Queue(`UPDATE watches SET state = $1, outcome = $2, settled_at = $3, polls = $4,
 				last_observation = coalesce($5, last_observation), answered_at_creation = $6,
 				errors = $7, consecutive_errors = $8, checked_at = coalesce($9, checked_at)
 				WHERE id = $10 AND state = 'pending'`,
 				string(p.State), enc[i].outcome, p.SettledAt.UnixMilli(), p.Polls, enc[i].lastObs, p.AnsweredAtCreation,
 				nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt), p.ID)
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() != 1 {
-				return fmt.Errorf("settle watch %s: %d rows changed, want 1", p.ID, tag.RowsAffected())
-			}
+			order = append(order, i)
 			won[i] = true
-			settled[recipient]++
+			settled[recipient] = append(settled[recipient], p.ID)
 			if m := enc[i].msg; m != nil {
 				m.Recipient = cmpOr(m.Recipient, recipient)
 				msgs, at = append(msgs, m), append(at, i)
+			}
+		}
+		if len(order) > 0 {
+			br := tx.SendBatch(ctx, &batch)
+			for _, i := range order {
+				tag, err := br.Exec()
+				if err != nil {
+					br.Close()
+					return err
+				}
+				if tag.RowsAffected() != 1 {
+					br.Close()
+					return fmt.Errorf("settle watch %s: %d rows changed, want 1", ps[i].ID, tag.RowsAffected())
+				}
+			}
+			if err := br.Close(); err != nil {
+				return err
 			}
 		}
 		if err := unpend(ctx, tx, settled); err != nil {
@@ -571,7 +647,7 @@ func (s *Store) WatchCancel(ctx context.Context, p vigil.WatchCancelParams) (*vi
 			}
 			won = tag.RowsAffected() == 1
 			if won {
-				if err := unpend(ctx, tx, map[string]int{recipient: 1}); err != nil {
+				if err := unpend(ctx, tx, map[string][]string{recipient: {p.ID}}); err != nil {
 					return err
 				}
 				if msg != nil {
@@ -656,7 +732,7 @@ func (s *Store) RecipientClose(ctx context.Context, p vigil.RecipientCloseParams
 		if ids, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 			return err
 		}
-		return unpend(ctx, tx, map[string]int{p.Recipient: len(ids)})
+		return unpend(ctx, tx, map[string][]string{p.Recipient: ids})
 	})
 	if err != nil {
 		return nil, wrap("close recipient "+p.Recipient, err)

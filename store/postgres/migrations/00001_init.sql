@@ -9,19 +9,28 @@
 -- +goose Up
 
 -- counters has one row per recipient, created on its first watch, whose
--- pending is the number of that recipient's pending watches; the row of the
--- empty name holds the total. Every create, settle, cancel and close moves
--- them in its own transaction. The caps are enforced by a conditional
--- increment of these rows (UPDATE ... WHERE pending < cap), which
--- PostgreSQL re-checks under the row lock: they hold under concurrent
--- writers in any number of processes.
+-- pending is the number of that recipient's pending watches. Every create,
+-- settle, cancel and close moves it in its own transaction; the
+-- per-recipient cap is a conditional increment of that row
+-- (... WHERE pending < cap), which PostgreSQL re-checks under the row lock,
+-- so it holds under concurrent writers in any number of processes.
 CREATE TABLE counters (
     recipient  TEXT   NOT NULL PRIMARY KEY,
     pending    BIGINT NOT NULL CHECK (pending >= 0),
     created_at BIGINT NOT NULL
 );
 
-INSERT INTO counters (recipient, pending, created_at) VALUES ('', 0, 0);
+-- totals holds the number of pending watches as the sum of 64 stripes, so
+-- that concurrent registrations do not all wait on one row: a watch counts
+-- in the stripe of its id's hash. A stripe alone may go below zero; the
+-- sum never does. The global cap is checked against the sum: see the
+-- store's capKey for why that holds under concurrent writers.
+CREATE TABLE totals (
+    stripe  INTEGER NOT NULL PRIMARY KEY,
+    pending BIGINT  NOT NULL
+);
+
+INSERT INTO totals (stripe, pending) SELECT g, 0 FROM generate_series(0, 63) AS g;
 
 CREATE TABLE watches (
     id                   TEXT     NOT NULL PRIMARY KEY,
@@ -148,4 +157,5 @@ DROP TABLE idempotency;
 DROP TABLE readers;
 DROP TABLE messages;
 DROP TABLE watches;
+DROP TABLE totals;
 DROP TABLE counters;

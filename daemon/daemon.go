@@ -205,6 +205,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		LongCalls:        func() int { return d.api.LongCalls() },
 		DeliveriesQueued: func() int { return d.disp.Pending() },
 	})
+	d.registerReplicaMetrics(d.metrics.Registry())
 	linkKey, err := ensureLinkKey(cfg.DataDir, logger)
 	if err != nil {
 		ln.Close()

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -72,6 +74,17 @@ func TestPostgresTimers(t *testing.T) {
 	info, err := c.Daemon(t.Context())
 	if err != nil || info.Store != "postgres" || info.Role != "active" || info.Replica == "" {
 		t.Fatalf("Daemon() = %+v, %v; want store postgres, role active, a replica id", info, err)
+	}
+	resp, err := http.Get(d.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`vigil_replica_info{replica="` + info.Replica + `",store="postgres"} 1`, "vigil_replica_active 1"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 	var ids []string
 	for i := range 20 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/store/postgres"
@@ -165,4 +166,23 @@ func (d *Daemon) info(w http.ResponseWriter, _ *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(Info{Store: d.cfg.StoreKind(), Replica: d.replica, Role: role})
+}
+
+// registerReplicaMetrics adds to reg which daemon this is and whether it
+// schedules: vigil_replica_info{replica,store} (always 1) and
+// vigil_replica_active (1 when it schedules and delivers, 0 while it
+// stands by or starts).
+func (d *Daemon) registerReplicaMetrics(reg *prometheus.Registry) {
+	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vigil_replica_info",
+		Help: "This daemon: its replica id (host:pid) and store kind; always 1."}, []string{"replica", "store"})
+	info.WithLabelValues(d.replica, d.cfg.StoreKind()).Set(1)
+	active := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vigil_replica_active",
+		Help: "1 when this daemon schedules and delivers, 0 while it stands by (PostgreSQL) or starts."},
+		func() float64 {
+			if d.ready.Load() && !d.standby.Load() {
+				return 1
+			}
+			return 0
+		})
+	reg.MustRegister(info, active)
 }

@@ -37,7 +37,14 @@ func (s *Store) insertMessages(ctx context.Context, tx pgx.Tx, ms ...*vigil.Mess
 			return nil, err
 		}
 	}
-	return seqs, br.Close()
+	if err := br.Close(); err != nil {
+		return nil, err
+	}
+	evs := make([]Event, len(ms))
+	for i, m := range ms {
+		evs[i] = Event{Kind: EventMessage, Recipient: m.Recipient, WatchID: m.WatchID, Seq: seqs[i]}
+	}
+	return seqs, s.notify(ctx, tx, evs...)
 }
 
 func validateMessage(m *vigil.Message) error {

@@ -75,6 +75,11 @@ type Options struct {
 	// MaxConns is the size of the connection pool; zero keeps pgxpool's
 	// default (pool_max_conns in the URL, else max(4, GOMAXPROCS)).
 	MaxConns int32
+	// Notify makes every registration, cancel, recipient close and
+	// appended message send an Event (a PostgreSQL NOTIFY, in the same
+	// transaction, so it is heard only once the change is committed), for
+	// the stores that Listen on the same database and schema.
+	Notify bool
 }
 
 // Store is the PostgreSQL implementation of vigil.Store. It is safe for
@@ -90,6 +95,8 @@ type Store struct {
 	// and margin the server's max_connections: see checkTotal.
 	capKey int64
 	margin int64
+	// sendEvents is Options.Notify.
+	sendEvents bool
 
 	closeOnce sync.Once
 }
@@ -120,7 +127,7 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, wrap("connect", err)
 	}
-	s := &Store{pool: pool}
+	s := &Store{pool: pool, sendEvents: o.Notify}
 	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&s.schema); err != nil {
 		pool.Close()
 		return nil, wrap("connect to "+cfg.ConnConfig.Host, err)

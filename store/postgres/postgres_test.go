@@ -73,17 +73,27 @@ func admin(t testing.TB, u, stmt string, args ...any) {
 
 func open(t testing.TB, u string) *postgres.Store {
 	t.Helper()
-	s, err := postgres.Open(context.Background(), u, &postgres.Options{MaxConns: 4})
+	return openWith(t, u, &postgres.Options{MaxConns: 4})
+}
+
+func openWith(t testing.TB, u string, o *postgres.Options) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), u, o)
 	if err != nil {
 		t.Fatalf("Open error = %v", err)
 	}
 	return s
 }
 
+// TestConformance runs the suite on stores that send events (Notify), the
+// path with the most statements; the replica tests use stores that do not.
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) (vigil.Store, func() vigil.Store) {
 		u := newSchema(t)
 		var mu sync.Mutex
+		open := func(t testing.TB, u string) *postgres.Store {
+			return openWith(t, u, &postgres.Options{MaxConns: 4, Notify: true})
+		}
 		cur := open(t, u)
 		t.Cleanup(func() {
 			mu.Lock()

@@ -181,6 +181,9 @@ func (s *Store) createWatch(ctx context.Context, tx pgx.Tx, p vigil.WatchCreateP
 			return nil, err
 		}
 	}
+	if err := s.notify(ctx, tx, Event{Kind: EventWatch, WatchID: w.ID, Recipient: w.Recipient}); err != nil {
+		return nil, err
+	}
 	out := *w
 	return &out, nil
 }
@@ -650,6 +653,9 @@ func (s *Store) WatchCancel(ctx context.Context, p vigil.WatchCancelParams) (*vi
 				if err := unpend(ctx, tx, map[string][]string{recipient: {p.ID}}); err != nil {
 					return err
 				}
+				if err := s.notify(ctx, tx, Event{Kind: EventWatch, WatchID: p.ID, Recipient: recipient}); err != nil {
+					return err
+				}
 				if msg != nil {
 					msg.Recipient = cmpOr(msg.Recipient, recipient)
 					seqs, err := s.insertMessages(ctx, tx, msg)
@@ -732,7 +738,13 @@ func (s *Store) RecipientClose(ctx context.Context, p vigil.RecipientCloseParams
 		if ids, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 			return err
 		}
-		return unpend(ctx, tx, map[string][]string{p.Recipient: ids})
+		if err := unpend(ctx, tx, map[string][]string{p.Recipient: ids}); err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		return s.notify(ctx, tx, Event{Kind: EventClose, Recipient: p.Recipient})
 	})
 	if err != nil {
 		return nil, wrap("close recipient "+p.Recipient, err)

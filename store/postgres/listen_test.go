@@ -100,6 +100,28 @@ func TestListen(t *testing.T) {
 		t.Errorf("close event = %+v, want q", ev)
 	}
 
+	// A cancel whose outcome message cannot be written (the watch already
+	// has one) rolls back after it queued its event: nothing is heard.
+	if _, err := b.WatchCreate(ctx, vigil.WatchCreateParams{Watch: timerWatch("w4", "p", `{"n":4}`)}); err != nil {
+		t.Fatal(err)
+	}
+	next(t, events, postgres.EventWatch)
+	if _, err := b.MessageCreate(ctx, &vigil.Message{ID: "stray", Recipient: "p", WatchID: "w4", Type: vigil.MessageCancelled, Text: "x", CreatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	next(t, events, postgres.EventMessage)
+	_, _, err = b.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w4", SettledAt: at, Message: &vigil.Message{ID: "m4", Text: "cancelled"}})
+	if vigil.ErrorCode(err) != vigil.CodeConflict {
+		t.Fatalf("cancel with a second outcome message: %v, want conflict", err)
+	}
+	after, err := b.MessageCreate(ctx, &vigil.Message{ID: "m5", Recipient: "p", Type: vigil.MessageNote, Text: "after", CreatedAt: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, events, postgres.EventMessage); ev.Seq != after.Seq {
+		t.Errorf("event = %+v, want message %d: the rolled-back cancel sent nothing", ev, after.Seq)
+	}
+
 	// Cut the listener's connection: it comes back and says resync.
 	c, err := pgx.Connect(ctx, u)
 	if err != nil {

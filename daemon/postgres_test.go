@@ -162,24 +162,40 @@ func TestPostgresStandby(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cb.CloseIdleConnections)
-	// Until it has asked for the lock it says "starting"; then standby.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		info, err := cb.Daemon(t.Context())
-		if err == nil && info.Role == "standby" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("second daemon: Daemon() = %+v, %v; want role standby", info, err)
-		}
-		select {
-		case <-b.Primed():
-			t.Fatal("second daemon primed while the first holds the scheduling lock")
-		case <-time.After(20 * time.Millisecond):
-		}
+	waitRole(t, cb, "standby")
+	select {
+	case <-b.Primed():
+		t.Fatal("second daemon primed while the first holds the scheduling lock")
+	default:
 	}
 	if _, err := cb.Watches(t.Context(), vigil.ListRequest{}); vigil.ErrorCode(err) != vigil.CodeUnavailable {
 		t.Errorf("standby's API: %v, want unavailable", err)
+	}
+
+	// A standby stopped while it waits for the lock stops at once.
+	cfgC := testConfig(t.TempDir(), t.TempDir())
+	cfgC.Store = store
+	dc, err := daemon.New(t.Context(), cfgC, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctxC, cancelC := context.WithCancel(context.Background())
+	errC := make(chan error, 1)
+	go func() { errC <- dc.Run(ctxC) }()
+	cc, err := client.New(dc.Addr(), dc.Token(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitRole(t, cc, "standby")
+	cc.CloseIdleConnections()
+	cancelC()
+	select {
+	case err := <-errC:
+		if err != nil {
+			t.Errorf("standby stopped while waiting: Run = %v, want nil", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a standby did not stop within 20 s of being asked to")
 	}
 
 	w, err := ca.Register(t.Context(), vigil.RegisterRequest{Kind: vigil.KindTimer, Predicate: json.RawMessage(`{"in": "2s"}`), Recipient: "r"})
@@ -260,5 +276,22 @@ func TestBackupRefusesPostgres(t *testing.T) {
 	err := daemon.Backup(t.Context(), cfg, t.TempDir()+"/copy.db")
 	if err == nil || !strings.Contains(err.Error(), "pg_dump") || strings.Contains(err.Error(), "secret") {
 		t.Errorf("Backup of a PostgreSQL store = %v, want a refusal naming pg_dump", err)
+	}
+}
+
+// waitRole asks the daemon behind c for its role until it is want (it says
+// "starting" until it has asked for the scheduling lock).
+func waitRole(t *testing.T, c *client.Client, want string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		info, err := c.Daemon(t.Context())
+		if err == nil && info.Role == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Daemon() = %+v, %v; want role %s", info, err, want)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

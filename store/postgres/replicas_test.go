@@ -207,3 +207,65 @@ func TestReplicasSettleOnce(t *testing.T) {
 		t.Errorf("mailbox holds %d messages, want %d: one per watch", len(page.Messages), len(ps))
 	}
 }
+
+// TestReplicasMailboxOrder: messages appended from two stores at once are
+// each seen exactly once by a reader that moves its cursor past what it
+// read as it goes: no message commits behind a cursor with a smaller seq.
+func TestReplicasMailboxOrder(t *testing.T) {
+	stores := twoStores(t)
+	const writers, each = 16, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for g := range writers {
+		wg.Go(func() {
+			for i := range each {
+				_, err := stores[g%2].MessageCreate(t.Context(), &vigil.Message{ID: fmt.Sprintf("m%d-%d", g, i), Recipient: "r",
+					Type: vigil.MessageNote, Text: "x", CreatedAt: at})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	seen := map[string]int{}
+	var cursor int64
+	read := func() {
+		page, err := stores[0].MessagesRead(t.Context(), vigil.MessagesReadParams{Recipient: "r", After: &cursor, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range page.Messages {
+			seen[m.ID]++
+			cursor = m.Seq
+		}
+	}
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		case err := <-errs:
+			t.Fatal(err)
+		default:
+		}
+		read()
+	}
+	read()
+	missing := 0
+	for g := range writers {
+		for i := range each {
+			switch seen[fmt.Sprintf("m%d-%d", g, i)] {
+			case 0:
+				missing++
+			case 1:
+			default:
+				t.Errorf("m%d-%d seen %d times", g, i, seen[fmt.Sprintf("m%d-%d", g, i)])
+			}
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d messages were never seen: a cursor passed them before they committed", missing, writers*each)
+	}
+}

@@ -149,7 +149,33 @@ func (s *Store) createWatch(ctx context.Context, tx pgx.Tx, p vigil.WatchCreateP
 		return nil, err
 	}
 
-	if _, err := tx.Exec(ctx, sqlWatchInsertFull, args...); err != nil {
+	// The global cap first: it takes the cap lock, before any row lock
+	// (see checkTotal). Then the rest in one pipelined batch, one round
+	// trip: the insert, the total's stripe then the recipient's counter
+	// (every transaction that moves counters takes its stripe of the total
+	// first, so none waits on another in a cycle), the ledger entry and
+	// the event. A statement that fails aborts the transaction, so the
+	// results are read in order and the first failure decides.
+	if err := s.checkTotal(ctx, tx, p.MaxActive); err != nil {
+		return nil, err
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(sqlWatchInsertFull, args...)
+	batch.Queue(sqlTotalAdd, stripe(w.ID), 1)
+	batch.Queue(sqlMineAdd, w.Recipient, 1, created, p.MaxActivePerRecipient)
+	if key != "" {
+		batch.Queue(sqlLedgerPut, w.Recipient, key, p.RequestHash, w.ID, false, created, since)
+	}
+	if s.sendEvents {
+		ev, err := json.Marshal(Event{Kind: EventWatch, WatchID: w.ID, Recipient: w.Recipient})
+		if err != nil {
+			return nil, err
+		}
+		batch.Queue(`SELECT pg_notify($1, $2)`, s.Channel(), string(ev))
+	}
+	br := tx.SendBatch(ctx, batch)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
 		switch constraint(err) {
 		case "watches_identity_pending":
 			// A registration of the same identity committed first.
@@ -159,16 +185,10 @@ func (s *Store) createWatch(ctx context.Context, tx pgx.Tx, p vigil.WatchCreateP
 		}
 		return nil, err
 	}
-	// The total first, then the recipient's: every transaction that moves
-	// counters takes its stripe of the total first, so none waits on
-	// another in a cycle.
-	if err := s.checkTotal(ctx, tx, p.MaxActive); err != nil {
+	if _, err := br.Exec(); err != nil {
 		return nil, err
 	}
-	if _, err := tx.Exec(ctx, sqlTotalAdd, stripe(w.ID), 1); err != nil {
-		return nil, err
-	}
-	tag, err := tx.Exec(ctx, sqlMineAdd, w.Recipient, 1, created, p.MaxActivePerRecipient)
+	tag, err := br.Exec()
 	if err != nil {
 		return nil, err
 	}
@@ -177,11 +197,20 @@ func (s *Store) createWatch(ctx context.Context, tx pgx.Tx, p vigil.WatchCreateP
 			"recipient %s already has its max_active_per_recipient cap of %d pending watches: wait for some to settle, cancel some, or raise max_active_per_recipient", w.Recipient, p.MaxActivePerRecipient)
 	}
 	if key != "" {
-		if err := ledgerPut(w.ID, false); err != nil {
+		tag, err := br.Exec()
+		if err != nil {
+			return nil, err
+		}
+		if tag.RowsAffected() == 0 {
+			return nil, errRetry // a registration with this key committed first
+		}
+	}
+	if s.sendEvents {
+		if _, err := br.Exec(); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.notify(ctx, tx, Event{Kind: EventWatch, WatchID: w.ID, Recipient: w.Recipient}); err != nil {
+	if err := br.Close(); err != nil {
 		return nil, err
 	}
 	out := *w

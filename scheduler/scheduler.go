@@ -270,6 +270,55 @@ func firstDue(spec vigil.KindSpec, every time.Duration, start, deadline, now tim
 // at its StartAt), and a waiting loop is woken. o, when non-nil, hears the
 // first observation (registration with observe).
 func (s *Scheduler) Add(w *vigil.Watch, o *Observer) {
+	e := s.newEntryFor(w)
+	if e == nil {
+		if o != nil {
+			o.finish(nil)
+		}
+		return
+	}
+	e.observer = o
+	s.mu.Lock()
+	if _, dup := s.byID[w.ID]; dup {
+		s.mu.Unlock()
+		if o != nil {
+			o.finish(nil)
+		}
+		return
+	}
+	s.byID[w.ID] = e
+	heap.Push(&s.h, e)
+	s.mu.Unlock()
+	s.signal()
+}
+
+// AddMany arms newly created watches as Add does, none observed, under
+// one lock and with one wake-up: a batch registration's.
+func (s *Scheduler) AddMany(ws []*vigil.Watch) {
+	es := make([]*entry, 0, len(ws))
+	for _, w := range ws {
+		if e := s.newEntryFor(w); e != nil {
+			es = append(es, e)
+		}
+	}
+	if len(es) == 0 {
+		return
+	}
+	s.mu.Lock()
+	for _, e := range es {
+		if _, dup := s.byID[e.id]; dup {
+			continue
+		}
+		s.byID[e.id] = e
+		heap.Push(&s.h, e)
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+// newEntryFor returns the heap entry of a new pending watch, or nil when it
+// has nothing ever due.
+func (s *Scheduler) newEntryFor(w *vigil.Watch) *entry {
 	spec, _ := vigil.SpecOf(w.Kind)
 	now := w.CreatedAt
 	if now.IsZero() {
@@ -286,28 +335,13 @@ func (s *Scheduler) Add(w *vigil.Watch, o *Observer) {
 		}
 	}
 	if !ok {
-		if o != nil {
-			o.finish(nil)
-		}
-		return
+		return nil
 	}
 	e := newEntry(w.ID, s.internKind(w.Kind), w.Every, w.Deadline, spec)
 	e.due = due.UnixNano()
 	e.prog.polls = clamp32(w.Polls)
 	e.prog.errors, e.prog.consecutive = clamp32(w.Errors), clamp32(w.ConsecutiveErrors)
-	e.observer = o
-	s.mu.Lock()
-	if _, dup := s.byID[w.ID]; dup {
-		s.mu.Unlock()
-		if o != nil {
-			o.finish(nil)
-		}
-		return
-	}
-	s.byID[w.ID] = e
-	heap.Push(&s.h, e)
-	s.mu.Unlock()
-	s.signal()
+	return e
 }
 
 // internKind returns the registry's own spelling of k: a constant, not a

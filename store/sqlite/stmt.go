@@ -37,7 +37,9 @@ type writeStmts struct {
 	watchSettle, watchCancel, watchObserve, watchDelete, watchDeliverSet *sql.Stmt
 	counts, pendingAdd, pendingSettled, pendingTotal, recipientClose     *sql.Stmt
 	ledgerGet, ledgerPut                                                 *sql.Stmt
-	messageInsert, readerAck                                             *sql.Stmt
+	// WatchCreateMany's: each takes a JSON array.
+	ledgerGetMany, watchIDsByIdentities, watchIDsTaken, countsMany, watchesByIDs *sql.Stmt
+	messageInsert, readerAck                                                     *sql.Stmt
 }
 
 type stmtDef struct {
@@ -91,6 +93,17 @@ func (s *writeStmts) defs() []stmtDef {
 			VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT (recipient, key) DO UPDATE SET request_hash = excluded.request_hash,
 				watch_id = excluded.watch_id, existing = excluded.existing, created_at = excluded.created_at`},
+
+		{&s.ledgerGetMany, `SELECT recipient, key, request_hash, watch_id, existing, created_at FROM idempotency
+			WHERE (recipient, key) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?))`},
+		// An identity of 32 lowercase hex digits is stored as the bytes it
+		// spells (identityArg): look for both spellings.
+		{&s.watchIDsByIdentities, `SELECT identity, id FROM watches WHERE state = 'pending' AND identity IN (
+			SELECT value FROM json_each(?1)
+			UNION ALL SELECT unhex(value) FROM json_each(?1) WHERE length(value) = 32 AND value = lower(value) AND unhex(value) IS NOT NULL)`},
+		{&s.watchIDsTaken, `SELECT id FROM watches WHERE id IN (SELECT value FROM json_each(?))`},
+		{&s.countsMany, `SELECT recipient, pending FROM counters WHERE recipient IN (SELECT value FROM json_each(?))`},
+		{&s.watchesByIDs, `SELECT ` + watchColumns + ` FROM watches WHERE id IN (SELECT value FROM json_each(?))`},
 
 		{&s.messageInsert, `INSERT INTO messages (id, recipient, watch_id, type, text, data, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`},

@@ -39,6 +39,7 @@ type writeStmts struct {
 	ledgerGet, ledgerPut                                                 *sql.Stmt
 	// WatchCreateMany's: each takes a JSON array.
 	ledgerGetMany, watchIDsByIdentities, watchIDsTaken, countsMany, watchesByIDs *sql.Stmt
+	pendingAddMany, pendingTotalAdd                                              *sql.Stmt
 	messageInsert, readerAck                                                     *sql.Stmt
 }
 
@@ -97,12 +98,19 @@ func (s *writeStmts) defs() []stmtDef {
 		{&s.ledgerGetMany, `SELECT recipient, key, request_hash, watch_id, existing, created_at FROM idempotency
 			WHERE (recipient, key) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?))`},
 		// An identity of 32 lowercase hex digits is stored as the bytes it
-		// spells (identityArg): look for both spellings.
-		{&s.watchIDsByIdentities, `SELECT identity, id FROM watches WHERE state = 'pending' AND identity IN (
-			SELECT value FROM json_each(?1)
-			UNION ALL SELECT unhex(value) FROM json_each(?1) WHERE length(value) = 32 AND value = lower(value) AND unhex(value) IS NOT NULL)`},
-		{&s.watchIDsTaken, `SELECT id FROM watches WHERE id IN (SELECT value FROM json_each(?))`},
+		// spells (identityArg). CROSS JOIN: the batch's identities drive,
+		// each one probe of the pending index.
+		{&s.watchIDsByIdentities, `SELECT w.identity, w.id FROM json_each(?) AS j CROSS JOIN watches AS w
+			WHERE w.identity = iif(length(j.value) = 32 AND j.value = lower(j.value) AND unhex(j.value) IS NOT NULL, unhex(j.value), j.value)
+			AND w.state = 'pending'`},
+		{&s.watchIDsTaken, `SELECT w.id FROM json_each(?) AS j CROSS JOIN watches AS w WHERE w.id = j.value`},
 		{&s.countsMany, `SELECT recipient, pending FROM counters WHERE recipient IN (SELECT value FROM json_each(?))`},
+		// Rows of [recipient, delta, created_at]; the total moves apart.
+		{&s.pendingAddMany, `INSERT INTO counters (recipient, pending, created_at)
+			SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?) WHERE true
+			ON CONFLICT (recipient) DO UPDATE SET pending = pending + excluded.pending`},
+		{&s.pendingTotalAdd, `INSERT INTO counters (recipient, pending, created_at) VALUES ('', ?, 0)
+			ON CONFLICT (recipient) DO UPDATE SET pending = pending + excluded.pending`},
 		{&s.watchesByIDs, `SELECT ` + watchColumns + ` FROM watches WHERE id IN (SELECT value FROM json_each(?))`},
 
 		{&s.messageInsert, `INSERT INTO messages (id, recipient, watch_id, type, text, data, created_at)

@@ -82,6 +82,8 @@ type Daemon struct {
 	runs *run.Watcher
 	// forges are the clients the ci and ticket watchers share.
 	forges *forge.Set
+	// httpw is the http watcher, whose kept-alive connections Close ends.
+	httpw *httpwatch.Watcher
 	// disp runs push deliveries after settlements commit.
 	disp *deliver.Dispatcher
 	// metrics is served at /metrics.
@@ -179,7 +181,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 
 	reg := watcher.NewRegistry()
 	reg.Register(timer.New(timer.Config{}))
-	reg.Register(httpwatch.New(httpwatch.Config{DenyPrivate: cfg.DenyPrivate}))
+	httpw := httpwatch.New(httpwatch.Config{DenyPrivate: cfg.DenyPrivate})
+	reg.Register(httpw)
 	reg.Register(tcp.New(tcp.Config{DenyPrivate: cfg.DenyPrivate}))
 	// One file system notifier wakes folder and file watches.
 	fs := newFSWake(cfg, logger)
@@ -198,7 +201,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	reg.Register(ci.New(ci.Config{Forges: forges}))
 	reg.Register(ticket.New(ticket.Config{Forges: forges}))
 
-	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, kinds: reg.Kinds(), primed: make(chan struct{})}
+	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, kinds: reg.Kinds(), primed: make(chan struct{}), httpw: httpw}
 	d.forges = forges
 	// Scoped tokens: authenticated per request (cached briefly; a
 	// revocation here takes effect at once) and re-checked before every
@@ -418,6 +421,7 @@ func (d *Daemon) Close() error {
 		}
 		d.closeErr = errors.Join(lerr, d.store.Close(), d.lock.release())
 		d.forges.CloseIdleConnections()
+		d.httpw.Close()
 	})
 	return d.closeErr
 }

@@ -271,7 +271,9 @@ func register(ctx context.Context, open func(string, int) (peer, error), name st
 			return nil, err
 		}
 		at := time.Now().Add(time.Hour)
+		server0, _ := usage(p.Pids())
 		lat, el, err := registerAll(ctx, p, count, conc, func(i int) time.Time { return at.Add(time.Duration(i) * time.Millisecond) })
+		server1, _ := usage(p.Pids())
 		p.Close()
 		if err != nil {
 			return nil, err
@@ -280,6 +282,9 @@ func register(ctx context.Context, open func(string, int) (peer, error), name st
 			"per_s":  float64(count) / el.Seconds(),
 			"p50_ms": ms(quantile(lat, 0.5)),
 			"p99_ms": ms(quantile(lat, 0.99)),
+			// The peer's own processes (the daemon; PostgreSQL's), per
+			// registration; 0 for a peer in this process.
+			"server_cpu_us": float64(server1-server0) / float64(time.Microsecond) / float64(count),
 		}})
 	}
 	return out, nil

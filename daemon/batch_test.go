@@ -83,6 +83,18 @@ func TestRegisterBatch(t *testing.T) {
 	if err != nil || len(page.Watches) != 5 {
 		t.Errorf("alice's watches = %d, %v; want 5", len(page.Watches), err)
 	}
+	// A token watch's completion URL comes back once, with its item; an
+	// item that asks to observe is refused in its place.
+	res3, err := c.RegisterBatch(ctx, []vigil.RegisterRequest{{Kind: vigil.KindToken, Recipient: "tok"}, {Kind: vigil.KindTimer, Recipient: "tok", Predicate: []byte(at(1)), Observe: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res3[0]; r.Status != vigil.BatchCreated || r.Watch.CompletionToken == "" || !strings.HasPrefix(r.Watch.CompletionURL, d.URL()+"/v1/complete/") {
+		t.Errorf("token item = %s %+v, want created with its completion URL on %s", r.Status, r.Watch, d.URL())
+	}
+	if r := res3[1]; r.Status != vigil.BatchRefused || vigil.ErrorField(r.Err) != "observe" {
+		t.Errorf("observing item = %s %v, want refused on observe", r.Status, r.Err)
+	}
 	// A retry replays each keyed item.
 	res2, err := c.RegisterBatch(ctx, []vigil.RegisterRequest{reqs[0], reqs[8]})
 	if err != nil {

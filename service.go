@@ -15,6 +15,12 @@ type Service interface {
 	// identity (Existing) or the one recorded under the idempotency key
 	// (Replayed).
 	Register(ctx context.Context, r RegisterRequest) (*Watch, error)
+	// RegisterBatch registers up to MaxBatch watches in one durable
+	// transaction and answers each item, in order, as Register would:
+	// created, existing (or replayed), or refused with its error. Only a
+	// call that is wrong as a whole (no items, more than MaxBatch) is
+	// refused whole, and then nothing is written.
+	RegisterBatch(ctx context.Context, rs []RegisterRequest) ([]BatchResult, error)
 	// Watch returns one watch.
 	Watch(ctx context.Context, id string) (*Watch, error)
 	// Watches lists watches.
@@ -85,6 +91,25 @@ type RegisterRequest struct {
 	// ChainDepth is how deep in a chain of vigil-started commands the caller
 	// is (VIGIL_CHAIN_DEPTH); set by the transport, not the body.
 	ChainDepth int `json:"-"`
+}
+
+// MaxBatch is the most watches one RegisterBatch call may hold.
+const MaxBatch = 1000
+
+// The statuses of a BatchResult.
+const (
+	BatchCreated  = "created"
+	BatchExisting = "existing"
+	BatchRefused  = "refused"
+)
+
+// BatchResult answers one item of RegisterBatch: Status BatchCreated or
+// BatchExisting with the Watch (Watch.Replayed when it came from the
+// idempotency ledger), or BatchRefused with Err, a *Error with its code.
+type BatchResult struct {
+	Status string
+	Watch  *Watch
+	Err    error
 }
 
 // ListRequest filters Service.Watches.

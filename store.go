@@ -15,6 +15,17 @@ type Store interface {
 	// idempotency ledger, returns a pending watch with the same identity
 	// (Existing), enforces the caps, inserts the watch and the ledger entry.
 	WatchCreate(ctx context.Context, p WatchCreateParams) (*Watch, error)
+	// WatchCreateMany registers each of ps as WatchCreate would, in order,
+	// all in ONE transaction (one durable commit), and returns one result
+	// per item in the same order. An item sees what the items before it
+	// wrote: the same identity again is Existing, the same idempotency key
+	// replays, and the caps count the watches created before it. An item
+	// that WatchCreate would refuse (idempotency_conflict, quota_exceeded,
+	// conflict, invalid_request) gets that error in its result and writes
+	// nothing; the other items go on. The error return is for the call as
+	// a whole (the store failed, the disk is full): then nothing of the
+	// call is written.
+	WatchCreateMany(ctx context.Context, ps []WatchCreateParams) ([]WatchCreateResult, error)
 	// WatchGet returns one watch, or ErrNotFound.
 	WatchGet(ctx context.Context, id string) (*Watch, error)
 	// WatchGetMany returns the watches found among ids, in any order.
@@ -79,6 +90,13 @@ type WatchCreateParams struct {
 	// Caps on pending watches; zero means no cap.
 	MaxActive             int
 	MaxActivePerRecipient int
+}
+
+// WatchCreateResult is what Store.WatchCreateMany says of one item: the
+// watch as WatchCreate would return it, or the error it would return.
+type WatchCreateResult struct {
+	Watch *Watch
+	Err   error
 }
 
 // WatchListParams filters Store.WatchList. Empty fields do not filter.

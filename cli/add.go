@@ -39,6 +39,9 @@ type addFlags struct {
 	onFail       string
 	email        string
 	progress     bool
+	// fromFile is --from-file: registrations as JSON Lines, sent in
+	// batches (add_batch.go).
+	fromFile string
 }
 
 func newAddCmd(e *env) *cobra.Command {
@@ -59,6 +62,12 @@ defaults unless given.`,
 		// unknown, not that it has too many of them.
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.fromFile != "" {
+				if len(args) > 0 || f.wait || f.observe {
+					return usageErr(errors.New("--from-file takes no kind or arguments and no --wait or --observe: each line of the file is a whole registration"))
+				}
+				return f.addFromFile(cmd, e, f.fromFile)
+			}
 			if len(args) == 0 {
 				return usageErr(fmt.Errorf("name a kind: vigil add %s|KIND --predicate JSON", kindNames("|")))
 			}
@@ -74,7 +83,7 @@ defaults unless given.`,
 			return f.register(cmd, e, vigil.Kind(args[0]), p)
 		},
 	}
-	cmd.Example = kindExamples()
+	cmd.Example = kindExamples() + "\n  vigil add --from-file watches.jsonl   # one registration object per line, sent 1 000 at a time"
 	fs := cmd.PersistentFlags()
 	f.clientFlags.bind(cmd, true)
 	fs.StringVar(&f.recipient, "for", "", "recipient whose mailbox gets the outcome (VIGIL_RECIPIENT; default your user name)")
@@ -96,6 +105,7 @@ defaults unless given.`,
 	fs.StringVar(&f.email, "email", "", "also email a fired or failed outcome to this address (needs smtp.host on the daemon)")
 	fs.BoolVar(&f.progress, "progress", false, "publish a progress event after each check (vigil wait shows it)")
 	fs.StringVar(&f.deliverJSON, "deliver", "", "delivery options as a JSON object (the flags above go on top)")
+	cmd.Flags().StringVar(&f.fromFile, "from-file", "", `register every line of this JSON Lines file ("-" for stdin), each a registration object as the API takes it, 1 000 per call`)
 
 	// One command per kind with a CLI form, from its descriptor.
 	for _, d := range kinds.Builtin().List() {

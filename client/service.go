@@ -198,3 +198,41 @@ func (c *Client) Complete(ctx context.Context, r vigil.CompleteRequest) (*vigil.
 	}
 	return w, nil
 }
+
+// RegisterBatch implements vigil.Service: POST /v1/watches/batch, up to
+// vigil.MaxBatch registrations in one call and one durable commit, each
+// answered in its place. Idempotency keys go in each item; a ChainDepth,
+// the largest of the items', goes in Vigil-Chain-Depth.
+func (c *Client) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) ([]vigil.BatchResult, error) {
+	h := http.Header{}
+	depth := 0
+	for _, r := range rs {
+		depth = max(depth, r.ChainDepth)
+	}
+	if depth > 0 {
+		h.Set(wire.HeaderChainDepth, strconv.Itoa(depth))
+	}
+	var resp wire.BatchResponse
+	body := struct {
+		Watches []vigil.RegisterRequest `json:"watches"`
+	}{rs}
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/watches/batch", header: h, body: body, out: &resp}); err != nil {
+		return nil, err
+	}
+	if len(resp.Results) != len(rs) {
+		return nil, vigil.Errorf(vigil.CodeInternal, "vigil daemon at %s answered %d results for a batch of %d", c.addr, len(resp.Results), len(rs))
+	}
+	out := make([]vigil.BatchResult, len(rs))
+	for i, it := range resp.Results {
+		switch {
+		case it.Status == vigil.BatchRefused && it.Error != nil:
+			out[i] = vigil.BatchResult{Status: it.Status, Err: &vigil.Error{Code: it.Error.Code, Message: it.Error.Message, Field: it.Error.Field}}
+		case (it.Status == vigil.BatchCreated || it.Status == vigil.BatchExisting) && it.Watch != nil:
+			it.Watch.Replayed = it.Replayed
+			out[i] = vigil.BatchResult{Status: it.Status, Watch: it.Watch}
+		default:
+			return nil, vigil.Errorf(vigil.CodeInternal, "vigil daemon at %s answered item %d of a batch with status %q and no watch or error", c.addr, i, it.Status)
+		}
+	}
+	return out, nil
+}

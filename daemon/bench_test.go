@@ -59,3 +59,39 @@ func BenchmarkRegisterHTTP(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRegisterBatchHTTP registers timer watches due in an hour in
+// batches of 1 000 through the Go client (POST /v1/watches/batch) from one
+// caller, against a daemon on loopback with synchronous=FULL: each call
+// returns once its thousand are durable. b.N counts watches.
+//
+//	go test ./daemon -run XXX -bench RegisterBatchHTTP -benchtime 200000x -cpuprofile /tmp/batch.prof
+func BenchmarkRegisterBatchHTTP(b *testing.B) {
+	cfg := testConfig(b.TempDir(), b.TempDir())
+	cfg.Limits.MaxActive = 10_000_000
+	cfg.Limits.MaxActivePerRecipient = 10_000_000
+	d := start(b, cfg)
+	c := newClient(b, d)
+	at := vigil.FormatTime(time.Now().Add(time.Hour))
+	reqs := make([]vigil.RegisterRequest, vigil.MaxBatch)
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		n := min(vigil.MaxBatch, b.N-done)
+		for j := range n {
+			i := strconv.Itoa(done + j)
+			reqs[j] = vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r" + i, Predicate: []byte(`{"at":"` + at + `"}`), Note: i}
+		}
+		res, err := c.RegisterBatch(b.Context(), reqs[:n])
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Status != vigil.BatchCreated {
+				b.Fatalf("%s: %v", r.Status, r.Err)
+			}
+		}
+		done += n
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "watches/s")
+}

@@ -92,6 +92,8 @@ type Daemon struct {
 	runs *run.Watcher
 	// forges are the clients the ci and ticket watchers share.
 	forges *forge.Set
+	// httpw is the http watcher, whose kept-alive connections Close ends.
+	httpw *httpwatch.Watcher
 	// disp runs push deliveries after settlements commit.
 	disp *deliver.Dispatcher
 	// metrics is served at /metrics.
@@ -180,7 +182,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	sched := scheduler.New(scheduler.Config{Workers: cfg.ProbeWorkers})
 	reg := watcher.NewRegistry()
 	reg.Register(timer.New(timer.Config{}))
-	reg.Register(httpwatch.New(httpwatch.Config{DenyPrivate: cfg.DenyPrivate}))
+	httpw := httpwatch.New(httpwatch.Config{DenyPrivate: cfg.DenyPrivate})
+	reg.Register(httpw)
 	reg.Register(tcp.New(tcp.Config{DenyPrivate: cfg.DenyPrivate}))
 	// One file system notifier wakes folder and file watches.
 	fs := newFSWake(cfg, logger, sched)
@@ -199,7 +202,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	reg.Register(ticket.New(ticket.Config{Forges: forges}))
 
 	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, kinds: reg.Kinds(), primed: make(chan struct{}),
-		sched: sched, runs: runs, fs: fs, forges: forges, replica: ReplicaID()}
+		sched: sched, runs: runs, fs: fs, forges: forges, replica: ReplicaID(), httpw: httpw}
 	// Scoped tokens: authenticated per request (cached briefly; a
 	// revocation here takes effect at once) and re-checked before every
 	// probe of the watches they made.
@@ -447,6 +450,7 @@ func (d *Daemon) Close() error {
 		d.schedLock.release()
 		d.closeErr = errors.Join(lerr, d.store.Close(), d.lock.release())
 		d.forges.CloseIdleConnections()
+		d.httpw.Close()
 	})
 	return d.closeErr
 }

@@ -138,6 +138,32 @@ func firstDue(spec vigil.KindSpec, every time.Duration, start, deadline, now tim
 // at its StartAt), and a waiting loop is woken. o, when non-nil, hears the
 // first observation (registration with observe).
 func (s *prober) add(w *vigil.Watch, o *scheduler.Observer) {
+	e := s.entryFor(w)
+	if e == nil {
+		o.Finish(nil)
+		return
+	}
+	e.SetObserver(o)
+	if !s.sched.Add(e) {
+		o.Finish(nil)
+	}
+}
+
+// addMany arms newly created watches as add does, none observed, under
+// one lock and with one wake-up: a batch registration's.
+func (s *prober) addMany(ws []*vigil.Watch) {
+	es := make([]*scheduler.Entry, 0, len(ws))
+	for _, w := range ws {
+		if e := s.entryFor(w); e != nil {
+			es = append(es, e)
+		}
+	}
+	s.sched.AddMany(es)
+}
+
+// entryFor returns the scheduler entry of a new pending watch, or nil when
+// it has nothing ever due.
+func (s *prober) entryFor(w *vigil.Watch) *scheduler.Entry {
 	spec, _ := s.cfg.Watchers.Spec(w.Kind)
 	now := w.CreatedAt
 	if now.IsZero() {
@@ -154,16 +180,12 @@ func (s *prober) add(w *vigil.Watch, o *scheduler.Observer) {
 		}
 	}
 	if !ok {
-		o.Finish(nil)
-		return
+		return nil
 	}
 	e := scheduler.NewEntry(w.ID, s.internKind(w.Kind), w.Every, w.Deadline, spec.Instant)
 	e.SetDue(due)
 	e.SetProgress(vigil.Progress{Polls: w.Polls, Errors: w.Errors, Consecutive: w.ConsecutiveErrors})
-	e.SetObserver(o)
-	if !s.sched.Add(e) {
-		o.Finish(nil)
-	}
+	return e
 }
 
 // internKind returns the registry's own spelling of k: a constant, not a

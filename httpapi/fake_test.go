@@ -81,6 +81,19 @@ func (f *fake) record(ctx context.Context) {
 	}
 }
 
+func (f *fake) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) ([]vigil.BatchResult, error) {
+	out := make([]vigil.BatchResult, len(rs))
+	for i, r := range rs {
+		w, err := f.Register(ctx, r)
+		if err != nil {
+			out[i] = vigil.BatchResult{Status: vigil.BatchRefused, Err: err}
+			continue
+		}
+		out[i] = vigil.BatchResult{Status: vigil.BatchCreated, Watch: w}
+	}
+	return out, nil
+}
+
 func (f *fake) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.Watch, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

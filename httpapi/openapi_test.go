@@ -344,3 +344,41 @@ func replaceJSONValue(doc []byte, path []string, v json.RawMessage) ([]byte, err
 	}
 	return slices.Concat(doc[:start], out.Bytes(), doc[end:]), nil
 }
+
+// TestOpenAPIBatch checks the batch route's documented bound and statuses
+// are the ones served.
+func TestOpenAPIBatch(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Components struct {
+			Schemas struct {
+				BatchRequest struct {
+					Properties struct {
+						Watches struct {
+							MaxItems int `json:"maxItems"`
+							MinItems int `json:"minItems"`
+						} `json:"watches"`
+					} `json:"properties"`
+				} `json:"BatchRequest"`
+				BatchItem struct {
+					Properties struct {
+						Status struct {
+							Enum []string `json:"enum"`
+						} `json:"status"`
+					} `json:"properties"`
+				} `json:"BatchItem"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(openAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	w := doc.Components.Schemas.BatchRequest.Properties.Watches
+	if w.MinItems != 1 || w.MaxItems != vigil.MaxBatch {
+		t.Errorf("documented watches: %d to %d items, want 1 to %d", w.MinItems, w.MaxItems, vigil.MaxBatch)
+	}
+	want := []string{vigil.BatchCreated, vigil.BatchExisting, vigil.BatchRefused}
+	if diff := cmp.Diff(want, doc.Components.Schemas.BatchItem.Properties.Status.Enum); diff != "" {
+		t.Errorf("documented statuses (-served +documented):\n%s", diff)
+	}
+}

@@ -42,6 +42,12 @@ func newLimiter(rate float64, burst int) *limiter {
 // allow takes one token from key's bucket at now, or reports how long
 // until one is there.
 func (l *limiter) allow(key string, now time.Time) (ok bool, retry time.Duration) {
+	return l.allowN(key, now, 1)
+}
+
+// allowN takes n tokens from key's bucket at now, or none and reports how
+// long until n are there. n is at most the burst (see allowRegisterN).
+func (l *limiter) allowN(key string, now time.Time, n int) (ok bool, retry time.Duration) {
 	if l == nil || l.rate <= 0 {
 		return true, 0
 	}
@@ -59,11 +65,12 @@ func (l *limiter) allow(key string, now time.Time) (ok bool, retry time.Duration
 		b.tokens = math.Min(l.burst, b.tokens+el*l.rate)
 		b.last = now
 	}
-	if b.tokens >= 1 {
-		b.tokens--
+	need := float64(n)
+	if b.tokens >= need {
+		b.tokens -= need
 		return true, 0
 	}
-	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+	return false, time.Duration((need - b.tokens) / l.rate * float64(time.Second))
 }
 
 // sweep drops buckets that have refilled: they hold nothing a new one
@@ -90,14 +97,33 @@ func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request) error {
 	return err
 }
 
+// rateLimitN is rateLimit for a batch of n registrations.
+func (s *Server) rateLimitN(w http.ResponseWriter, r *http.Request, n int) error {
+	secs, err := s.allowRegisterN(r.Context(), n)
+	if err != nil && secs > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
+	return err
+}
+
 // allowRegister takes one registration from the caller's bucket, or says
 // how many whole seconds to wait.
 func (s *Server) allowRegister(ctx context.Context) (int, error) {
+	return s.allowRegisterN(ctx, 1)
+}
+
+// allowRegisterN takes n registrations (a batch's) from the caller's
+// bucket at once, or none and says how many whole seconds to wait. A batch
+// larger than the burst can never pass: it is refused with no wait.
+func (s *Server) allowRegisterN(ctx context.Context, n int) (int, error) {
 	sc, scoped := vigil.ScopeFrom(ctx)
 	if !scoped {
 		return 0, nil
 	}
-	ok, retry := s.limits.allow(sc.TokenID, time.Now())
+	if s.limits.rate > 0 && float64(n) > s.limits.burst {
+		return 0, vigil.Errorf(vigil.CodeRateLimited, "this token may register at most %d watches at once, and this batch holds %d: split it", int(s.limits.burst), n)
+	}
+	ok, retry := s.limits.allowN(sc.TokenID, time.Now(), n)
 	if ok {
 		return 0, nil
 	}
@@ -122,4 +148,11 @@ func (l limited) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 		return nil, err
 	}
 	return l.Service.Register(ctx, r)
+}
+
+func (l limited) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) ([]vigil.BatchResult, error) {
+	if _, err := l.s.allowRegisterN(ctx, len(rs)); err != nil {
+		return nil, err
+	}
+	return l.Service.RegisterBatch(ctx, rs)
 }

@@ -85,3 +85,42 @@ func TestLimitedService(t *testing.T) {
 		t.Errorf("the admin = %v, want it not limited", err)
 	}
 }
+
+// TestRateLimitBatch: each item of a batch takes a registration from the
+// token's bucket, all or none: a batch that fits passes, one past what is
+// left is refused whole with Retry-After, one larger than the burst is
+// refused with no wait; the admin is not limited.
+func TestRateLimitBatch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *httpapi.Options) {
+		o.RegisterRate, o.RegisterBurst = 0.001, 3 // no refill within the test
+		o.AuthenticateFunc = func(_ context.Context, token string) (vigil.Scope, bool, error) {
+			return vigil.Scope{Recipients: []string{"r"}, TokenID: token}, token == "vgl_a", nil
+		}
+	})
+	item := `{"kind":"timer","recipient":"r","predicate":{"in":"1m"}}`
+	batch := func(token string, n int) (*http.Response, []byte) {
+		body := `{"watches":[` + item
+		for range n - 1 {
+			body += "," + item
+		}
+		return e.do(t, request{method: "POST", path: "/v1/watches/batch", body: body + `]}`,
+			header: map[string]string{"Authorization": "Bearer " + token}})
+	}
+	if resp, b := batch("vgl_a", 4); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "" ||
+		decodeError(t, b).Code != vigil.CodeRateLimited {
+		t.Errorf("a batch larger than the burst: %s %s (Retry-After %q), want 429 rate_limited with no Retry-After", resp.Status, b, resp.Header.Get("Retry-After"))
+	}
+	if resp, b := batch("vgl_a", 2); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a batch within the burst: %s %s", resp.Status, b)
+	}
+	if resp, _ := batch("vgl_a", 2); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a batch past what is left: %s (Retry-After %q), want 429 with Retry-After", resp.Status, resp.Header.Get("Retry-After"))
+	}
+	if resp, b := batch("vgl_a", 1); resp.StatusCode != http.StatusOK {
+		t.Errorf("the one registration left: %s %s, want it taken (a refused batch takes none)", resp.Status, b)
+	}
+	if resp, b := batch(adminToken, 10); resp.StatusCode != http.StatusOK {
+		t.Errorf("the admin's batch: %s %s", resp.Status, b)
+	}
+}

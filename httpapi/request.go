@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -103,72 +104,107 @@ func decodeBody(r *http.Request, v any) error {
 // ("predicate.headers.Accept", "x[1].a"). A text that does not parse is
 // left to the decoder, whose messages say where.
 func duplicateKey(b []byte) error {
+	// A scan of the bytes, not json.Decoder.Token: a registration is
+	// read on every call, and the tokenizer's allocations cost more than
+	// decoding it.
 	type frame struct {
-		path   string
-		keys   map[string]bool // nil for an array
-		index  int             // the next element's index, in an array
-		keyNow bool            // in an object, the next token is a key
+		obj  bool
+		keys []string        // an object's keys so far, the first few
+		set  map[string]bool // all of them, past the first few
+		cur  string          // an object's key being read
+		idx  int             // an array's element being read
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var stack []*frame
-	// elem returns the path of the value about to be read in the top frame.
-	var key string
-	elem := func() string {
-		if len(stack) == 0 {
-			return ""
-		}
-		f := stack[len(stack)-1]
-		if f.keys == nil {
-			p := fmt.Sprintf("%s[%d]", f.path, f.index)
-			f.index++
-			return p
-		}
-		if f.path == "" {
-			return key
-		}
-		return f.path + "." + key
-	}
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil // the end, or a syntax error the decoder will name
-		}
-		var top *frame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		switch {
-		case tok == json.Delim('}'), tok == json.Delim(']'):
-			stack = stack[:len(stack)-1]
-		case top != nil && top.keys != nil && top.keyNow:
-			key, _ = tok.(string)
-			if top.keys[key] {
-				p := key
-				if top.path != "" {
-					p = top.path + "." + key
-				}
-				return invalid(clip(p), "key %q is given twice; give each key once", clip(p))
+	var st []frame
+	path := func() string {
+		var p strings.Builder
+		for _, f := range st[:len(st)-1] {
+			switch {
+			case !f.obj:
+				fmt.Fprintf(&p, "[%d]", f.idx)
+			case p.Len() == 0:
+				p.WriteString(f.cur)
+			default:
+				p.WriteString("." + f.cur)
 			}
-			top.keys[key] = true
-			top.keyNow = false
-			continue
-		case tok == json.Delim('{'):
-			stack = append(stack, &frame{path: elem(), keys: map[string]bool{}, keyNow: true})
-			continue
-		case tok == json.Delim('['):
-			stack = append(stack, &frame{path: elem()})
-			continue
-		case top != nil && top.keys == nil:
-			top.index++ // a scalar element of an array
 		}
-		if len(stack) == 0 {
-			return nil // one whole value read
+		return p.String()
+	}
+	for i := 0; i < len(b); {
+		switch b[i] {
+		case '{':
+			st = append(st, frame{obj: true})
+		case '[':
+			st = append(st, frame{})
+		case '}', ']':
+			if len(st) == 0 {
+				return nil // not JSON: the decoder will say where
+			}
+			st = st[:len(st)-1]
+			if len(st) == 0 {
+				return nil // one whole value read
+			}
+		case ',':
+			if len(st) > 0 && !st[len(st)-1].obj {
+				st[len(st)-1].idx++
+			}
+		case '"':
+			end, escaped := stringEnd(b, i)
+			if end < 0 {
+				return nil
+			}
+			k := end
+			for k < len(b) && (b[k] == ' ' || b[k] == '\t' || b[k] == '\r' || b[k] == '\n') {
+				k++
+			}
+			if len(st) > 0 && st[len(st)-1].obj && k < len(b) && b[k] == ':' {
+				var key string
+				if !escaped {
+					key = string(b[i+1 : end-1])
+				} else if err := json.Unmarshal(b[i:end], &key); err != nil {
+					return nil
+				}
+				f := &st[len(st)-1]
+				if slices.Contains(f.keys, key) || f.set[key] {
+					p := key
+					if pp := path(); pp != "" {
+						p = pp + "." + key
+					}
+					return invalid(clip(p), "key %q is given twice; give each key once", clip(p))
+				}
+				// A linear look among a few keys; a map past them, so that
+				// an object of many keys costs no more than its size.
+				switch {
+				case f.set != nil:
+					f.set[key] = true
+				case len(f.keys) < 16:
+					f.keys = append(f.keys, key)
+				default:
+					f.set = map[string]bool{key: true}
+				}
+				f.cur = key
+			}
+			i = end
+			continue
 		}
-		if f := stack[len(stack)-1]; f.keys != nil {
-			f.keyNow = true // a member's value ended
+		i++
+	}
+	return nil
+}
+
+// stringEnd returns the index just past the JSON string starting at
+// b[i] (a quote), and whether it holds an escape; -1 if it does not end.
+func stringEnd(b []byte, i int) (int, bool) {
+	escaped := false
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			escaped = true
+			j++
+		case '"':
+			return j + 1, escaped
 		}
 	}
+	return -1, escaped
 }
 
 // decodeError turns a json or body-size error into a request error.

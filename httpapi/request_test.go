@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/vigil-run/vigil"
@@ -25,6 +27,15 @@ func TestDuplicateKey(t *testing.T) {
 		{`{"x":[1,"s",null,{"y":{},"y":[]}]}`, true, "x[3].y"},
 		{`{"a":{},"b":[{}],"a":0}`, true, "a"},
 		{`{"":1,"":2}`, true, ""},
+		// Keys are compared as they decode, escapes and all.
+		{`{"a":1,"\u0061":2}`, true, "a"},
+		{`{"a\"b":1,"a\"c":2,"s":"x\"y:z"}`, false, ""},
+		{`{"v":"{\"a\":1,\"a\":2}"}`, false, ""},
+		{` { "a" : 1 , "b" : { "c" : 1 , "c" : 2 } } `, true, "b.c"},
+		// Past the first few keys of an object, as well as among them.
+		{manyKeys(40, "k3"), true, "k3"},
+		{manyKeys(40, "k30"), true, "k30"},
+		{manyKeys(40, ""), false, ""},
 	}
 	for _, tt := range tests {
 		err := duplicateKey([]byte(tt.in))
@@ -38,4 +49,18 @@ func TestDuplicateKey(t *testing.T) {
 			t.Errorf("duplicateKey(%s) = %v (field %q), want invalid_request on %q", tt.in, err, vigil.ErrorField(err), tt.field)
 		}
 	}
+}
+
+// manyKeys is an object of n keys k0, k1, …, then dup again when set.
+func manyKeys(n int, dup string) string {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range n {
+		fmt.Fprintf(&b, "%q:%d,", fmt.Sprintf("k%d", i), i)
+	}
+	if dup != "" {
+		fmt.Fprintf(&b, "%q:0,", dup)
+	}
+	b.WriteString(`"end":0}`)
+	return b.String()
 }

@@ -46,6 +46,7 @@ func (s *server) addTools() {
 	s.addCreateTool(&mcp.Tool{Name: "watch_create", Title: "Watch for something and end the turn", Description: createDescription(s.opts.Kinds),
 		OutputSchema: mustSchema[createOut](nil),
 		Annotations:  &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: new(false), OpenWorldHint: new(false)}})
+	s.addCreateMany()
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "watch_list", Title: "List my watches", Description: descList,
 		InputSchema: mustSchema[listIn](listSchema), OutputSchema: mustSchema[listOut](nil), Annotations: ro}, s.list)
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "watch_get", Title: "Get a watch", Description: descGet,

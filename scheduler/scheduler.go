@@ -197,6 +197,24 @@ func (s *Scheduler) Add(e *Entry) bool {
 	return true
 }
 
+// AddMany arms newly created watches as Add does, under one lock and with
+// one wake-up: a batch registration's. Entries held already are skipped.
+func (s *Scheduler) AddMany(es []*Entry) {
+	if len(es) == 0 {
+		return
+	}
+	s.mu.Lock()
+	for _, e := range es {
+		if _, dup := s.byID[e.id]; dup {
+			continue
+		}
+		s.byID[e.id] = e
+		heap.Push(&s.h, e)
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
 // Prime arms the pending watches loaded at start (those held already are
 // skipped) in one heap build. The retention entry is held in flight from
 // here to Primed, so the prunes that settlements made meanwhile arm (an

@@ -21,16 +21,19 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/vigil-run/vigil"
 )
 
 var allPeers = []string{"naive", "polling", "vigil", "vigild", "river", "asynq"}
 
 func main() {
-	scenario := flag.String("scenario", "storm", "storm | register | idle | spread (comma-separated)")
+	scenario := flag.String("scenario", "storm", "storm | register | batch | idle | spread (comma-separated)")
 	peers := flag.String("peers", strings.Join(allPeers, ","), "peers to run (comma-separated): "+strings.Join(allPeers, ", "))
 	runs := flag.Int("runs", 1, "runs of each scenario per peer (the median is printed with the range)")
 	n := flag.Int("n", 0, "waits (0: the scenario's default: storm 20 000, register 20 000 (2 000 at concurrency 1), idle 100 000, spread 1 000)")
 	lead := flag.Duration("lead", 20*time.Second, "storm: how far ahead of the instant the waits are registered")
+	batchSize := flag.Int("batch", vigil.MaxBatch, "batch: waits per call")
 	idleFor := flag.Duration("idle", time.Minute, "idle: how long to measure")
 	pgURL := flag.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for River")
 	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis for asynq")
@@ -72,6 +75,8 @@ func main() {
 					res, err = storm(ctx, open, name, cmpOr(*n, 20_000), *lead)
 				case "register":
 					res, err = register(ctx, open, name, cmpOr(*n, 20_000))
+				case "batch":
+					res, err = batch(ctx, open, name, cmpOr(*n, 100_000), *batchSize)
 				case "spread":
 					res, err = spread(ctx, open, name, cmpOr(*n, 1000))
 				case "idle":
@@ -266,7 +271,9 @@ func register(ctx context.Context, open func(string, int) (peer, error), name st
 			return nil, err
 		}
 		at := time.Now().Add(time.Hour)
+		server0, _ := usage(p.Pids())
 		lat, el, err := registerAll(ctx, p, count, conc, func(i int) time.Time { return at.Add(time.Duration(i) * time.Millisecond) })
+		server1, _ := usage(p.Pids())
 		p.Close()
 		if err != nil {
 			return nil, err
@@ -275,6 +282,9 @@ func register(ctx context.Context, open func(string, int) (peer, error), name st
 			"per_s":  float64(count) / el.Seconds(),
 			"p50_ms": ms(quantile(lat, 0.5)),
 			"p99_ms": ms(quantile(lat, 0.99)),
+			// The peer's own processes (the daemon; PostgreSQL's), per
+			// registration; 0 for a peer in this process.
+			"server_cpu_us": float64(server1-server0) / float64(time.Microsecond) / float64(count),
 		}})
 	}
 	return out, nil

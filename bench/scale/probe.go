@@ -205,7 +205,7 @@ func probe(ctx context.Context, e *env) error {
 	t.note("lateness: arrival at the server − (created_at + k × every), k the latest grid slot at or before the arrival (a slot the daemon fell a whole interval behind on is skipped, vigil.NextDue, and shows as fewer requests than expected); first/last interval: the requests of the window's first and last %v, equal when the daemon keeps up, growing when it falls behind, shrinking while it catches up; gap − every: between two requests for the same watch in the window", every)
 	t.note("warm-up before the window: every watch probed once, then %v (-probe-warmup)", e.cfg.probeWarmup)
 	t.note("CPU/probe: the daemon's utime+stime (/proc/PID/stat, 10 ms ticks) or its threads' run time (/proc/PID/task/*/schedstat) over the window, / requests counted at the server")
-	t.note("the daemon's defaults: probe_workers 8, deny_private false (loopback probes allowed); every probe is a new TCP connection (the http watcher disables keep-alives)")
+	t.note("the daemon's defaults: probe_workers 8, deny_private false (loopback probes allowed); the http watcher keeps connections alive between probes (since issue #18; before, every probe was a new TCP connection)")
 	t.note("this process serves the requests and shares the machine's %d cores with the daemon", runtime.NumCPU())
 	t.print()
 	return nil

@@ -111,7 +111,33 @@ func (s *Store) WatchCreate(_ context.Context, p vigil.WatchCreateParams) (*vigi
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	return s.create(p)
+}
+
+// WatchCreateMany implements vigil.Store: every item under one lock, as
+// one transaction.
+func (s *Store) WatchCreateMany(_ context.Context, ps []vigil.WatchCreateParams) ([]vigil.WatchCreateResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	out := make([]vigil.WatchCreateResult, len(ps))
+	for i, p := range ps {
+		out[i].Watch, out[i].Err = s.create(p)
+	}
+	return out, nil
+}
+
+// create is WatchCreate with s.mu held.
+func (s *Store) create(p vigil.WatchCreateParams) (*vigil.Watch, error) {
 	w := p.Watch
+	switch {
+	case w == nil:
+		return nil, vigil.Errorf(vigil.CodeInvalidRequest, "no watch to create")
+	case w.ID == "" || w.Identity == "" || w.Recipient == "":
+		return nil, vigil.Errorf(vigil.CodeInvalidRequest, "the watch lacks an id, identity or recipient")
+	}
 	key := [2]string{w.Recipient, p.IdempotencyKey}
 	if p.IdempotencyKey != "" {
 		if le, ok := s.ledger[key]; ok && !le.at.Before(p.IdempotencySince) {

@@ -780,3 +780,87 @@ func (s *Store) RecipientClose(ctx context.Context, p vigil.RecipientCloseParams
 	}
 	return ids, nil
 }
+
+// WatchCreateMany implements vigil.Store: each item as WatchCreate would
+// make it, in order, in one transaction. Each item runs in its own
+// savepoint, so an item refused by a check (a cap, an idempotency key used
+// for another request) leaves nothing of itself and the transaction goes
+// on; anything else (a lost race, a failed statement the item did not
+// expect, the database) ends the whole call with nothing written, and a
+// lost race runs the whole batch again as WatchCreate would run one item.
+func (s *Store) WatchCreateMany(ctx context.Context, ps []vigil.WatchCreateParams) ([]vigil.WatchCreateResult, error) {
+	type prepared struct {
+		stored *vigil.Watch
+		args   []any
+	}
+	pre := make([]prepared, len(ps))
+	res := make([]vigil.WatchCreateResult, len(ps))
+	for i, p := range ps {
+		w := p.Watch
+		if err := validateNew(w, p.IdempotencyKey, p.RequestHash); err != nil {
+			res[i].Err = err
+			continue
+		}
+		nw := *w
+		nw.State = vigil.StatePending
+		enc, err := encodeWatch(&nw)
+		if err != nil {
+			res[i].Err = vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: %v", w.ID, err)
+			continue
+		}
+		stored, err := enc.stored(&nw)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: watch %s: %w", w.ID, err)
+		}
+		pre[i] = prepared{stored: stored, args: enc.args(&nw)}
+	}
+	var out []vigil.WatchCreateResult
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		out = slices.Clone(res)
+		for i, p := range ps {
+			if out[i].Err != nil {
+				continue
+			}
+			sp, err := tx.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			w, err := s.createWatch(ctx, sp, p, pre[i].stored, pre[i].args)
+			if err != nil {
+				if !itemRefusal(err) {
+					_ = sp.Rollback(ctx)
+					return err
+				}
+				if rerr := sp.Rollback(ctx); rerr != nil {
+					return rerr
+				}
+				out[i].Err = err
+				continue
+			}
+			if err := sp.Commit(ctx); err != nil {
+				return err
+			}
+			out[i].Watch = w
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("create watches", err)
+	}
+	return out, nil
+}
+
+// itemRefusal reports whether err is what WatchCreate answers a request it
+// refuses (an error the caller sees per item), rather than a failure of
+// the store.
+func itemRefusal(err error) bool {
+	var ve *vigil.Error
+	if !errors.As(err, &ve) {
+		return false
+	}
+	switch ve.Code {
+	case vigil.CodeIdempotencyConflict, vigil.CodeQuotaExceeded, vigil.CodeConflict, vigil.CodeInvalidRequest:
+		return true
+	}
+	return false
+}

@@ -104,6 +104,37 @@ func BenchmarkWatchCreateParallel(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
 }
 
+// BenchmarkWatchCreateMany creates watches 1 000 per WatchCreateMany (one
+// transaction, one commit each) on a store that already holds 100 000,
+// each with an idempotency key: the store's part of POST
+// /v1/watches/batch. An op is one watch.
+func BenchmarkWatchCreateMany(b *testing.B) {
+	s := benchStore(b)
+	bulkInsert(b, s, 1_000_000, 100_000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	ps := make([]vigil.WatchCreateParams, 0, vigil.MaxBatch)
+	for done := 0; done < b.N; {
+		ps = ps[:0]
+		for j := range min(vigil.MaxBatch, b.N-done) {
+			i := int64(done + j)
+			ps = append(ps, vigil.WatchCreateParams{Watch: benchWatch(i), MaxActive: 100_000_000, MaxActivePerRecipient: 100_000_000,
+				IdempotencyKey: fmt.Sprintf("key-%d", i), RequestHash: "h", IdempotencySince: benchAt.Add(-time.Hour)})
+		}
+		res, err := s.WatchCreateMany(context.Background(), ps)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil || r.Watch.Existing {
+				b.Fatal(r.Err)
+			}
+		}
+		done += len(ps)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
+}
+
 // bulkInsert writes n watches in large transactions, for benchmark setup.
 func bulkInsert(b testing.TB, s *Store, from, n int64) {
 	b.Helper()

@@ -37,7 +37,10 @@ type writeStmts struct {
 	watchSettle, watchCancel, watchObserve, watchDelete, watchDeliverSet *sql.Stmt
 	counts, pendingAdd, pendingSettled, pendingTotal, recipientClose     *sql.Stmt
 	ledgerGet, ledgerPut                                                 *sql.Stmt
-	messageInsert, readerAck                                             *sql.Stmt
+	// WatchCreateMany's: each takes a JSON array.
+	ledgerGetMany, watchIDsByIdentities, watchIDsTaken, countsMany, watchesByIDs *sql.Stmt
+	pendingAddMany, pendingTotalAdd                                              *sql.Stmt
+	messageInsert, readerAck                                                     *sql.Stmt
 }
 
 type stmtDef struct {
@@ -91,6 +94,24 @@ func (s *writeStmts) defs() []stmtDef {
 			VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT (recipient, key) DO UPDATE SET request_hash = excluded.request_hash,
 				watch_id = excluded.watch_id, existing = excluded.existing, created_at = excluded.created_at`},
+
+		{&s.ledgerGetMany, `SELECT recipient, key, request_hash, watch_id, existing, created_at FROM idempotency
+			WHERE (recipient, key) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?))`},
+		// An identity of 32 lowercase hex digits is stored as the bytes it
+		// spells (identityArg). CROSS JOIN: the batch's identities drive,
+		// each one probe of the pending index.
+		{&s.watchIDsByIdentities, `SELECT w.identity, w.id FROM json_each(?) AS j CROSS JOIN watches AS w
+			WHERE w.identity = iif(length(j.value) = 32 AND j.value = lower(j.value) AND unhex(j.value) IS NOT NULL, unhex(j.value), j.value)
+			AND w.state = 'pending'`},
+		{&s.watchIDsTaken, `SELECT w.id FROM json_each(?) AS j CROSS JOIN watches AS w WHERE w.id = j.value`},
+		{&s.countsMany, `SELECT recipient, pending FROM counters WHERE recipient IN (SELECT value FROM json_each(?))`},
+		// Rows of [recipient, delta, created_at]; the total moves apart.
+		{&s.pendingAddMany, `INSERT INTO counters (recipient, pending, created_at)
+			SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?) WHERE true
+			ON CONFLICT (recipient) DO UPDATE SET pending = pending + excluded.pending`},
+		{&s.pendingTotalAdd, `INSERT INTO counters (recipient, pending, created_at) VALUES ('', ?, 0)
+			ON CONFLICT (recipient) DO UPDATE SET pending = pending + excluded.pending`},
+		{&s.watchesByIDs, `SELECT ` + watchColumns + ` FROM watches WHERE id IN (SELECT value FROM json_each(?))`},
 
 		{&s.messageInsert, `INSERT INTO messages (id, recipient, watch_id, type, text, data, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`},

@@ -63,6 +63,9 @@ type writer struct {
 type wtx struct {
 	conn *sql.Conn
 	writeStmts
+	// inserts are the multi-row watch inserts, by row count, prepared on
+	// first use (see insertMany).
+	inserts map[int]*sql.Stmt
 }
 
 func newWriter(ctx context.Context, db *sql.DB, checkpointFailed func(error), fullChanged func(bool)) (*writer, error) {
@@ -169,6 +172,9 @@ func (w *writer) stop() {
 	close(w.quit)
 	<-w.done
 	w.tx.writeStmts.close()
+	for _, st := range w.tx.inserts {
+		st.Close()
+	}
 	w.conn.Close()
 }
 

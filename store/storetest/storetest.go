@@ -37,6 +37,8 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"TwoRecipientsSameThing", testTwoRecipients},
 		{"DedupOnlyAmongPending", testDedupOnlyAmongPending},
 		{"Idempotency", testIdempotency},
+		{"CreateMany", testCreateMany},
+		{"CreateManyLarge", testCreateManyLarge},
 		{"CapPerRecipientConcurrent", testCapPerRecipient},
 		{"CapGlobalConcurrent", testCapGlobal},
 		{"CapsFreedBySettleCancelClose", testCapsFreed},

@@ -113,16 +113,38 @@ type Config struct {
 	Resolver *net.Resolver
 }
 
-// Watcher answers http watches. It holds its own HTTP client.
+// Watcher answers http watches. It holds its own HTTP client, whose
+// connections are kept alive and reused between probes, and each watch's
+// parsed predicate (see specCache).
 type Watcher struct {
 	client *http.Client
 	guard  watcher.Guard
+	specs  *specCache
 }
 
-var _ watcher.Watcher = (*Watcher)(nil)
+// Bounds on the connections kept alive between probes.
+const (
+	// MaxIdleConns is how many idle connections are kept in all.
+	MaxIdleConns = 256
+	// MaxIdleConnsPerHost is how many are kept per (scheme, host, port).
+	MaxIdleConnsPerHost = 8
+	// IdleConnTimeout is how long an idle connection is kept.
+	IdleConnTimeout = 90 * time.Second
+)
 
-// New returns an http watcher with its own client: no proxy, no kept-alive
-// connections, every connection checked by watcher.Guard.
+var (
+	_ watcher.Watcher = (*Watcher)(nil)
+	_ watcher.Stopper = (*Watcher)(nil)
+)
+
+// New returns an http watcher with its own client: no proxy, every
+// connection checked by watcher.Guard when it is dialled. Connections are
+// pooled by the transport per (scheme, host, port) — one TLS
+// configuration for all — and kept alive between probes, within
+// MaxIdleConns, MaxIdleConnsPerHost and IdleConnTimeout: a watch probed
+// every few seconds reuses its connection instead of a new TCP (and TLS)
+// handshake each time. A redirect to another host dials, and is checked,
+// anew. Close releases the idle ones.
 func New(cfg Config) *Watcher {
 	guard := watcher.Guard{DenyPrivate: cfg.DenyPrivate}
 	dialer := &net.Dialer{Timeout: MaxTimeout, Control: guard.Control, Resolver: cfg.Resolver}
@@ -131,11 +153,27 @@ func New(cfg Config) *Watcher {
 		DialContext:            dialer.DialContext,
 		ForceAttemptHTTP2:      true,
 		TLSHandshakeTimeout:    MaxTimeout,
-		DisableKeepAlives:      true,
+		MaxIdleConns:           MaxIdleConns,
+		MaxIdleConnsPerHost:    MaxIdleConnsPerHost,
+		IdleConnTimeout:        IdleConnTimeout,
 		MaxResponseHeaderBytes: maxResponseHeaders,
 	}
 	client := &http.Client{Transport: tr, CheckRedirect: checkRedirect}
-	return &Watcher{client: client, guard: guard}
+	return &Watcher{client: client, guard: guard, specs: newSpecCache(specCacheSize)}
+}
+
+// Close closes the connections kept alive between probes. Probing after
+// it works, and dials again.
+func (w *Watcher) Close() error {
+	w.client.CloseIdleConnections()
+	return nil
+}
+
+// Stop implements watcher.Stopper: a cancelled watch's parsed predicate
+// is dropped.
+func (w *Watcher) Stop(_ context.Context, id string) error {
+	w.specs.forget(id)
+	return nil
 }
 
 var errTooManyRedirects = fmt.Errorf("more than %d redirects", MaxRedirects)
@@ -552,10 +590,32 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	if err := watcher.CheckKind(p, vigil.KindHTTP); err != nil {
 		return vigil.Observation{}, err
 	}
-	s, err := parse(p.Predicate)
+	s, err := w.specs.get(p.WatchID, p.Predicate)
 	if err != nil {
 		return vigil.Observation{}, watcher.Permanent(fmt.Errorf("stored http predicate is invalid: %w", err))
 	}
+	obs, err := w.probe(ctx, s)
+	if p.Final || err != nil || obs.Permanent || obs.Verdict == vigil.VerdictSatisfied || obs.Verdict == vigil.VerdictFailed {
+		// The watch is about to settle (a stable watch that probes on
+		// parses again).
+		w.specs.forget(p.WatchID)
+	}
+	return obs, err
+}
+
+// drainMax is how much of an unread body is read away so that its
+// connection can serve the next probe; past it, the connection is closed.
+const drainMax = 16 << 10
+
+// drainClose reads what is left of a body, up to drainMax, and closes it:
+// a connection is kept alive only once its response is read to the end.
+func drainClose(body io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, drainMax))
+	body.Close()
+}
+
+// probe sends s's request and judges the answer.
+func (w *Watcher) probe(ctx context.Context, s *spec) (vigil.Observation, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	pol := &redirectPolicy{noFollow: s.noFollow}
@@ -584,7 +644,7 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	if err != nil {
 		return vigil.Observation{}, w.transportError(err, s)
 	}
-	defer resp.Body.Close()
+	defer drainClose(resp.Body)
 
 	code := resp.StatusCode
 	facts := map[string]any{"status": code}

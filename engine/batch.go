@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/vigil-run/vigil"
+)
+
+// RegisterBatch implements vigil.Service: every item is validated as
+// Register validates it, then all that pass go to the store in one
+// WatchCreateMany (one transaction, one durable commit), and the new
+// watches are armed together. An item is answered in its own place, in
+// order; only an empty batch or one over vigil.MaxBatch is refused whole.
+func (e *Engine) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) ([]vigil.BatchResult, error) {
+	if len(rs) == 0 {
+		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "watches", "a batch holds 1 to %d watches; this one holds none", vigil.MaxBatch)
+	}
+	if len(rs) > vigil.MaxBatch {
+		return nil, vigil.FieldErrorf(vigil.CodePayloadTooLarge, "watches", "a batch holds at most %d watches; this one holds %d: split it", vigil.MaxBatch, len(rs))
+	}
+	now := e.now()
+	out := make([]vigil.BatchResult, len(rs))
+	ps := make([]vigil.WatchCreateParams, 0, len(rs))
+	at := make([]int, 0, len(rs))         // ps[j] answers item at[j]
+	secrets := make([]string, 0, len(rs)) // a token watch's secret, by j
+	keys := map[[2]string]int{}           // (recipient, key) -> first item
+	for i, r := range rs {
+		if r.Observe {
+			out[i] = refused(vigil.FieldErrorf(vigil.CodeInvalidRequest, "observe", "a batch does not wait for first observations; register this watch alone to observe it"))
+			continue
+		}
+		w, err := e.prepare(ctx, r, now)
+		if err != nil {
+			out[i] = refused(err)
+			continue
+		}
+		p := vigil.WatchCreateParams{
+			Watch:                 w,
+			MaxActive:             e.limits.MaxActive,
+			MaxActivePerRecipient: e.limits.MaxActivePerRecipient,
+		}
+		if r.IdempotencyKey != "" {
+			k := [2]string{r.Recipient, r.IdempotencyKey}
+			if first, dup := keys[k]; dup {
+				out[i] = refused(vigil.FieldErrorf(vigil.CodeIdempotencyConflict, "idempotency_key",
+					"item %d of this batch already uses idempotency key %q for recipient %s; give each item its own key", first, clipName(r.IdempotencyKey), r.Recipient))
+				continue
+			}
+			keys[k] = i
+			p.IdempotencyKey = r.IdempotencyKey
+			p.RequestHash = requestHash(r)
+			p.IdempotencySince = now.Add(-e.limits.IdempotencyTTL)
+		}
+		secrets = append(secrets, w.CompletionToken)
+		w.CompletionToken = ""
+		ps = append(ps, p)
+		at = append(at, i)
+	}
+	if len(ps) == 0 {
+		return out, nil
+	}
+	res, err := e.store.WatchCreateMany(ctx, ps)
+	if err != nil {
+		return nil, err
+	}
+	armPrune := false
+	added := make([]*vigil.Watch, 0, len(res))
+	for j, r := range res {
+		i, asked := at[j], ps[j].Watch
+		if r.Err != nil {
+			out[i] = refused(r.Err)
+			continue
+		}
+		got := r.Watch
+		if ps[j].IdempotencyKey != "" && !got.Replayed {
+			armPrune = true
+		}
+		if got.Existing || got.Replayed {
+			if got.Existing && rs[i].Deadline != "" && !got.Replayed && !asked.Deadline.Equal(got.Deadline) {
+				got.AskedDeadline = asked.Deadline
+			}
+			out[i] = vigil.BatchResult{Status: vigil.BatchExisting, Watch: e.view(got)}
+			continue
+		}
+		if secrets[j] != "" {
+			got.CompletionToken = completionToken(got.ID, secrets[j])
+		}
+		added = append(added, got)
+		out[i] = vigil.BatchResult{Status: vigil.BatchCreated, Watch: got}
+	}
+	if armPrune {
+		e.sched.ArmPrune(now.Add(e.limits.IdempotencyTTL))
+	}
+	e.probes.addMany(added)
+	for j, r := range res {
+		i := at[j]
+		if out[i].Status != vigil.BatchCreated {
+			continue
+		}
+		got := r.Watch
+		e.hub.publish(vigil.Event{Type: vigil.EventWatchCreated, WatchID: got.ID, Recipient: got.Recipient, State: got.State, At: now})
+		out[i].Watch = e.view(got)
+	}
+	return out, nil
+}
+
+func refused(err error) vigil.BatchResult {
+	return vigil.BatchResult{Status: vigil.BatchRefused, Err: err}
+}

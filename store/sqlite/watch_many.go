@@ -1,0 +1,464 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/vigil-run/vigil"
+)
+
+// insertChunks are the row counts of the multi-row inserts WatchCreateMany
+// uses, largest first: a batch is cut into as many of the largest as fit,
+// then the next, down to one row. 256 rows of 30 columns stay well inside
+// SQLite's limit on bound values (32 766).
+var insertChunks = [...]int{256, 64, 16, 4, 1}
+
+// batchItem is one item of WatchCreateMany while it is resolved.
+type batchItem struct {
+	p      vigil.WatchCreateParams
+	stored *vigil.Watch
+	args   []any
+	create bool // to insert
+}
+
+// ledgerRow is an idempotency ledger entry read for a batch.
+type ledgerRow struct {
+	hash, id  string
+	existing  bool
+	createdAt int64
+}
+
+// WatchCreateMany implements vigil.Store: every item resolved as
+// createWatch resolves one, in one op of the writer, so in one commit.
+// What createWatch asks of the database per item is asked once for the
+// whole batch: the ledger entries of its keys, the pending watches of its
+// identities, the ids already taken, the pending counts; the rows are then
+// written with multi-row inserts.
+func (s *Store) WatchCreateMany(ctx context.Context, ps []vigil.WatchCreateParams) ([]vigil.WatchCreateResult, error) {
+	out := make([]vigil.WatchCreateResult, len(ps))
+	items := make([]batchItem, len(ps))
+	for i, p := range ps {
+		if err := validateNew(p.Watch, p.IdempotencyKey, p.RequestHash); err != nil {
+			out[i].Err = err
+			continue
+		}
+		nw := *p.Watch
+		nw.State = vigil.StatePending
+		enc, err := encodeWatch(&nw)
+		if err != nil {
+			out[i].Err = vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: %v", nw.ID, err)
+			continue
+		}
+		stored, err := enc.stored(&nw)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: watch %s: %w", nw.ID, err)
+		}
+		items[i] = batchItem{p: p, stored: stored, args: enc.args(&nw)}
+	}
+	var res []vigil.WatchCreateResult
+	err := s.w.do(ctx, func(t *wtx) error {
+		var err error
+		// A retry of the op (never today) must start from the same items.
+		res = make([]vigil.WatchCreateResult, len(out))
+		copy(res, out)
+		err = createMany(t, items, res)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// createMany is the body of WatchCreateMany, run by the writer. Items
+// whose out entry already holds an error are skipped.
+func createMany(t *wtx, items []batchItem, out []vigil.WatchCreateResult) error {
+	var keys [][2]string
+	var identities, ids []string
+	recipients := map[string]bool{}
+	caps := false
+	for i, it := range items {
+		if out[i].Err != nil {
+			continue
+		}
+		w := it.stored
+		if it.p.IdempotencyKey != "" {
+			keys = append(keys, [2]string{w.Recipient, it.p.IdempotencyKey})
+		}
+		identities = append(identities, w.Identity)
+		ids = append(ids, w.ID)
+		recipients[w.Recipient] = true
+		caps = caps || it.p.MaxActive > 0 || it.p.MaxActivePerRecipient > 0
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+
+	ledger, err := readLedger(t, keys)
+	if err != nil {
+		return err
+	}
+	pendingByIdentity, err := readPendingIdentities(t, identities)
+	if err != nil {
+		return err
+	}
+	taken, err := readStrings(t, t.watchIDsTaken, ids)
+	if err != nil {
+		return wrap("find taken watch ids", err)
+	}
+	takenIDs := make(map[string]bool, len(taken))
+	for _, id := range taken {
+		takenIDs[id] = true
+	}
+	var total int64
+	pending := map[string]int64{}
+	if caps {
+		if total, pending, err = readCounts(t, recipients); err != nil {
+			return err
+		}
+	}
+	// The rows the items will answer with, read once: the watches the
+	// ledger and the identities point at.
+	var want []string
+	for _, l := range ledger {
+		want = append(want, l.id)
+	}
+	for _, id := range pendingByIdentity {
+		want = append(want, id)
+	}
+	rows, err := readWatches(t, want)
+	if err != nil {
+		return err
+	}
+
+	type ledgerPut struct {
+		recipient, key, hash, id string
+		existing                 int
+		created                  int64
+	}
+	var puts []ledgerPut
+	created := map[string]*vigil.Watch{} // by id, in this batch
+	added := map[string]int{}            // pending added, by recipient
+	firstAt := map[string]int64{}        // a recipient's first use, if new
+	var nAdded int64
+	for i := range items {
+		if out[i].Err != nil {
+			continue
+		}
+		it := &items[i]
+		w, p := it.stored, it.p
+		key := p.IdempotencyKey
+		createdMS := w.CreatedAt.UnixMilli()
+		if key != "" {
+			if l, ok := ledger[[2]string{w.Recipient, key}]; ok && l.createdAt >= sinceMS(p.IdempotencySince) {
+				if l.hash != p.RequestHash {
+					out[i].Err = &vigil.Error{Code: vigil.CodeIdempotencyConflict, Field: "idempotency_key",
+						Message: fmt.Sprintf("idempotency key %q was already used by recipient %s for a different request; use a new key for a new request", key, w.Recipient)}
+					continue
+				}
+				got := answer(rows, created, l.id)
+				if got == nil {
+					out[i].Err = wrap("replay idempotency key", fmt.Errorf("watch %s of the ledger is gone", l.id))
+					continue
+				}
+				got.Replayed, got.Existing = true, l.existing
+				out[i].Watch = got
+				continue
+			}
+		}
+		if id, ok := pendingByIdentity[w.Identity]; ok {
+			got := answer(rows, created, id)
+			if got == nil {
+				out[i].Err = wrap("read pending watch by identity", fmt.Errorf("watch %s is gone", id))
+				continue
+			}
+			got.Existing = true
+			if key != "" {
+				puts = append(puts, ledgerPut{w.Recipient, key, p.RequestHash, got.ID, 1, createdMS})
+				ledger[[2]string{w.Recipient, key}] = ledgerRow{p.RequestHash, got.ID, true, createdMS}
+			}
+			out[i].Watch = got
+			continue
+		}
+		if p.MaxActive > 0 && total+nAdded >= int64(p.MaxActive) {
+			out[i].Err = vigil.Errorf(vigil.CodeQuotaExceeded,
+				"vigil already holds its max_active cap of %d pending watches: wait for some to settle, cancel some, or raise max_active", p.MaxActive)
+			continue
+		}
+		if p.MaxActivePerRecipient > 0 && pending[w.Recipient]+int64(added[w.Recipient]) >= int64(p.MaxActivePerRecipient) {
+			out[i].Err = vigil.Errorf(vigil.CodeQuotaExceeded,
+				"recipient %s already has its max_active_per_recipient cap of %d pending watches: wait for some to settle, cancel some, or raise max_active_per_recipient", w.Recipient, p.MaxActivePerRecipient)
+			continue
+		}
+		if takenIDs[w.ID] {
+			out[i].Err = &vigil.Error{Code: vigil.CodeConflict, Message: fmt.Sprintf("a watch with id %s already exists", w.ID)}
+			continue
+		}
+		it.create = true
+		takenIDs[w.ID] = true
+		created[w.ID] = w
+		pendingByIdentity[w.Identity] = w.ID
+		if added[w.Recipient] == 0 {
+			firstAt[w.Recipient] = createdMS
+		}
+		added[w.Recipient]++
+		nAdded++
+		if key != "" {
+			puts = append(puts, ledgerPut{w.Recipient, key, p.RequestHash, w.ID, 0, createdMS})
+			ledger[[2]string{w.Recipient, key}] = ledgerRow{p.RequestHash, w.ID, false, createdMS}
+		}
+		c := *w
+		out[i].Watch = &c
+	}
+
+	if err := insertWatches(t, items); err != nil {
+		return err
+	}
+	if err := addPendingMany(t, added, firstAt, nAdded); err != nil {
+		return err
+	}
+	for _, l := range puts {
+		if _, err := t.exec(t.ledgerPut, l.recipient, l.key, l.hash, l.id, l.existing, l.created); err != nil {
+			return wrap("record idempotency key", err)
+		}
+	}
+	return nil
+}
+
+// addPendingMany moves the pending counts of a batch: each recipient's by
+// what the batch added for it (a recipient new to the store is created at
+// firstAt), and the total once, in two statements.
+func addPendingMany(t *wtx, added map[string]int, firstAt map[string]int64, total int64) error {
+	if total == 0 {
+		return nil
+	}
+	rows := make([][3]any, 0, len(added))
+	for r, n := range added {
+		rows = append(rows, [3]any{r, n, firstAt[r]})
+	}
+	arr, err := json.Marshal(rows)
+	if err != nil {
+		return wrap("count pending watches", err)
+	}
+	if _, err := t.exec(t.pendingAddMany, string(arr)); err != nil {
+		return wrap("count pending watches", err)
+	}
+	if _, err := t.exec(t.pendingTotalAdd, total); err != nil {
+		return wrap("count pending watches", err)
+	}
+	return nil
+}
+
+// answer returns a copy of the watch id: one created earlier in the batch,
+// or one read from the database; nil if neither.
+func answer(rows, created map[string]*vigil.Watch, id string) *vigil.Watch {
+	w := created[id]
+	if w == nil {
+		w = rows[id]
+	}
+	if w == nil {
+		return nil
+	}
+	c := *w
+	return &c
+}
+
+// insertWatches inserts the items to create with as few statements as
+// insertChunks allows.
+func insertWatches(t *wtx, items []batchItem) error {
+	var batch []*batchItem
+	for i := range items {
+		if items[i].create {
+			batch = append(batch, &items[i])
+		}
+	}
+	for _, n := range insertChunks {
+		for len(batch) >= n {
+			st, err := t.insertMany(n)
+			if err != nil {
+				return err
+			}
+			args := make([]any, 0, n*watchColumnCount)
+			for _, it := range batch[:n] {
+				args = append(args, it.args...)
+			}
+			if _, err := t.exec(st, args...); err != nil {
+				return wrap("insert watches", interpretError(err))
+			}
+			batch = batch[n:]
+		}
+	}
+	return nil
+}
+
+// insertMany returns the prepared insert of n watch rows, preparing it on
+// first use.
+func (t *wtx) insertMany(n int) (*sql.Stmt, error) {
+	if n == 1 {
+		return t.watchInsert, nil
+	}
+	if st := t.inserts[n]; st != nil {
+		return st, nil
+	}
+	row := "(" + placeholders(watchColumnCount) + ")"
+	q := make([]byte, 0, len(row)*n+128)
+	q = append(q, "INSERT INTO watches ("+watchColumns+") VALUES "...)
+	for i := range n {
+		if i > 0 {
+			q = append(q, ", "...)
+		}
+		q = append(q, row...)
+	}
+	st, err := t.conn.PrepareContext(context.Background(), string(q))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: prepare the insert of %d watches: %w", n, err)
+	}
+	if t.inserts == nil {
+		t.inserts = map[int]*sql.Stmt{}
+	}
+	t.inserts[n] = st
+	return st, nil
+}
+
+// readLedger reads the ledger entries of keys (recipient, key), whatever
+// their age: each item applies its own cut-off.
+func readLedger(t *wtx, keys [][2]string) (map[[2]string]ledgerRow, error) {
+	out := map[[2]string]ledgerRow{}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	arr, err := json.Marshal(keys)
+	if err != nil {
+		return nil, wrap("read idempotency ledger", err)
+	}
+	rows, err := t.query(t.ledgerGetMany, string(arr))
+	if err != nil {
+		return nil, wrap("read idempotency ledger", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r, k string
+		var l ledgerRow
+		if err := rows.Scan(&r, &k, &l.hash, &l.id, &l.existing, &l.createdAt); err != nil {
+			return nil, wrap("read idempotency ledger", err)
+		}
+		out[[2]string{r, k}] = l
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("read idempotency ledger", err)
+	}
+	return out, nil
+}
+
+// readPendingIdentities returns the pending watches among identities, by
+// identity.
+func readPendingIdentities(t *wtx, identities []string) (map[string]string, error) {
+	arr, err := json.Marshal(identities)
+	if err != nil {
+		return nil, wrap("find pending watches by identity", err)
+	}
+	rows, err := t.query(t.watchIDsByIdentities, string(arr))
+	if err != nil {
+		return nil, wrap("find pending watches by identity", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var ident any
+		var id string
+		if err := rows.Scan(&ident, &id); err != nil {
+			return nil, wrap("find pending watches by identity", err)
+		}
+		out[identityString(ident)] = id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("find pending watches by identity", err)
+	}
+	return out, nil
+}
+
+// readStrings runs st with vs as one JSON array and returns the one
+// column of its rows.
+func readStrings(t *wtx, st *sql.Stmt, vs []string) ([]string, error) {
+	arr, err := json.Marshal(vs)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := t.query(st, string(arr))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// readCounts returns the total of pending watches and each recipient's.
+func readCounts(t *wtx, recipients map[string]bool) (int64, map[string]int64, error) {
+	rs := make([]string, 0, len(recipients)+1)
+	rs = append(rs, "")
+	for r := range recipients {
+		rs = append(rs, r)
+	}
+	arr, err := json.Marshal(rs)
+	if err != nil {
+		return 0, nil, wrap("read pending counts", err)
+	}
+	rows, err := t.query(t.countsMany, string(arr))
+	if err != nil {
+		return 0, nil, wrap("read pending counts", err)
+	}
+	defer rows.Close()
+	var total int64
+	out := map[string]int64{}
+	for rows.Next() {
+		var r string
+		var n int64
+		if err := rows.Scan(&r, &n); err != nil {
+			return 0, nil, wrap("read pending counts", err)
+		}
+		if r == "" {
+			total = n
+		} else {
+			out[r] = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, wrap("read pending counts", err)
+	}
+	return total, out, nil
+}
+
+// readWatches reads whole rows by id, on the writer (inside the batch's
+// transaction).
+func readWatches(t *wtx, ids []string) (map[string]*vigil.Watch, error) {
+	out := map[string]*vigil.Watch{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	arr, err := json.Marshal(ids)
+	if err != nil {
+		return nil, wrap("read watches", err)
+	}
+	rows, err := t.query(t.watchesByIDs, string(arr))
+	if err != nil {
+		return nil, wrap("read watches", err)
+	}
+	ws, err := appendWatches(nil, rows)
+	if err != nil {
+		return nil, wrap("read watches", err)
+	}
+	for _, w := range ws {
+		out[w.ID] = w
+	}
+	return out, nil
+}

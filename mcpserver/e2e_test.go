@@ -123,8 +123,8 @@ func TestVigilMCPStdio(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ListTools: %v", err)
 	}
-	if len(tools.Tools) != 7 {
-		t.Errorf("vigil mcp lists %d tools, want 7", len(tools.Tools))
+	if len(tools.Tools) != 8 {
+		t.Errorf("vigil mcp lists %d tools, want 8", len(tools.Tools))
 	}
 	uri := mcpserver.InboxURI("agent-7")
 	if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: uri}); err != nil {

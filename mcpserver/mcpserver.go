@@ -32,6 +32,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -85,6 +86,18 @@ type Options struct {
 	// ChainDepth is how deep in a chain of vigil-started commands the
 	// server runs (VIGIL_CHAIN_DEPTH); registrations carry it.
 	ChainDepth int
+	// Channel makes Run a Claude Code channel: it declares the
+	// experimental capability claude/channel and pushes each new message
+	// of its recipient (DefaultRecipient) as one
+	// notifications/claude/channel notification, marking it read for the
+	// reader DefaultReader once written (see channel.go). New and
+	// NewHandler ignore it.
+	Channel bool
+	// ChannelBurst and ChannelWindow bound the push: a burst above
+	// ChannelBurst messages in ChannelWindow becomes one summary
+	// notification (defaults DefaultChannelBurst, DefaultChannelWindow).
+	ChannelBurst  int
+	ChannelWindow time.Duration
 }
 
 // server holds what the tools share.
@@ -98,6 +111,10 @@ type server struct {
 	// token, and refuses a call that carries none.
 	http bool
 	subs *subscriptions
+	// initialized is closed when a client of a channel says it is
+	// initialized (Options.Channel).
+	initialized chan struct{}
+	initOnce    sync.Once
 
 	// Waits in flight, which closeWaits ends.
 	calls longcall.Set // the long calls in flight
@@ -116,6 +133,15 @@ func New(svc vigil.Service, opts *Options) *mcp.Server {
 // waits in flight end at once, so Run returns promptly.
 func Run(ctx context.Context, svc vigil.Service, opts *Options, t mcp.Transport) error {
 	s := newServer(svc, opts, false)
+	var ch *channel
+	if s.opts.Channel {
+		if s.opts.DefaultRecipient == "" {
+			return vigil.FieldErrorf(vigil.CodeInvalidRequest, "recipient", "a channel pushes one recipient's messages: name it")
+		}
+		ct := &channelTransport{Transport: t}
+		ch = &channel{s: s, recipient: s.opts.DefaultRecipient, t: ct, burst: s.opts.ChannelBurst, window: s.opts.ChannelWindow}
+		t = ct
+	}
 	ss, err := s.srv.Connect(ctx, t, nil)
 	if err != nil {
 		return err
@@ -125,6 +151,23 @@ func Run(ctx context.Context, svc vigil.Service, opts *Options, t mcp.Transport)
 		_ = ss.Close()
 	})
 	defer stop()
+	if ch != nil {
+		// The push starts once the client says it is initialized, and
+		// stops when the session ends.
+		pctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			select {
+			case <-s.initialized:
+				ch.run(pctx)
+			case <-pctx.Done():
+			}
+		})
+		defer func() {
+			cancel()
+			wg.Wait()
+		}()
+	}
 	err = ss.Wait()
 	s.subs.closeAll()
 	s.subs.wait()
@@ -156,17 +199,31 @@ func newServer(svc vigil.Service, opts *Options, overHTTP bool) *server {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.log = s.log.With("component", "mcp")
+	if s.opts.ChannelBurst <= 0 {
+		s.opts.ChannelBurst = DefaultChannelBurst
+	}
+	if s.opts.ChannelWindow <= 0 {
+		s.opts.ChannelWindow = DefaultChannelWindow
+	}
 	s.subs = newSubscriptions(s)
-	s.srv = mcp.NewServer(&mcp.Implementation{Name: "vigil", Title: "vigil watch service", Version: s.opts.Version}, &mcp.ServerOptions{
+	s.initialized = make(chan struct{})
+	so := &mcp.ServerOptions{
 		Instructions:       instructions,
 		Logger:             slog.New(quietHandler{s.log.Handler()}),
 		SubscribeHandler:   s.subs.subscribe,
 		UnsubscribeHandler: s.subs.unsubscribe,
 		// No logging capability: the server has nothing to log to a client.
 		Capabilities: &mcp.ServerCapabilities{},
-	})
+	}
+	if s.opts.Channel && !overHTTP {
+		so.Capabilities.Experimental = map[string]any{ChannelCapability: map[string]any{}}
+		so.Instructions += "\n" + fmt.Sprintf(channelInstructions, s.opts.DefaultRecipient)
+		so.InitializedHandler = func(context.Context, *mcp.InitializedRequest) { s.initOnce.Do(func() { close(s.initialized) }) }
+	}
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: "vigil", Title: "vigil watch service", Version: s.opts.Version}, so)
 	s.srv.AddReceivingMiddleware(argumentErrors)
 	s.addTools()
+	s.addNote()
 	s.addInbox()
 	return s
 }

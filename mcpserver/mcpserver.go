@@ -221,7 +221,7 @@ func newServer(svc vigil.Service, opts *Options, overHTTP bool) *server {
 		so.InitializedHandler = func(context.Context, *mcp.InitializedRequest) { s.initOnce.Do(func() { close(s.initialized) }) }
 	}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "vigil", Title: "vigil watch service", Version: s.opts.Version}, so)
-	s.srv.AddReceivingMiddleware(argumentErrors)
+	s.srv.AddReceivingMiddleware(argumentErrors, protocolErrors, s.ownInbox)
 	s.addTools()
 	s.addNote()
 	s.addInbox()

@@ -156,7 +156,7 @@ func noticeBlock(recipient string, ms []*vigil.Message) string {
 	if len(ms) == 1 {
 		noun = "message"
 	}
-	fmt.Fprintf(&b, "%d new %s for %s from vigil (watches you registered):\n", len(ms), noun, term(recipient))
+	fmt.Fprintf(&b, "%d new %s for %s from vigil (outcomes of your watches, notes left for you):\n", len(ms), noun, term(recipient))
 	for _, m := range ms {
 		fmt.Fprintf(&b, "- [%s] %s", term(string(m.Type)), oneLine(m.Text))
 		if m.WatchID != "" {

@@ -4,9 +4,9 @@
 // to, and an HTTP handler for the daemon's /mcp endpoint.
 //
 // The tools are watch_create, watch_list, watch_get, watch_why,
-// watch_cancel, watch_wait and inbox_read. Their descriptions are written
-// for a model: create a watch and END THE TURN instead of polling; the
-// outcome arrives in the inbox. watch_wait is bounded (MaxWait, 50 s by
+// watch_cancel, watch_wait, inbox_read and note_write. Their descriptions
+// are written for a model: create a watch and END THE TURN instead of
+// polling; the outcome arrives in the inbox. watch_wait is bounded (MaxWait, 50 s by
 // default, under the 60 s at which MCP clients commonly give up on a call)
 // and answers with the state so far and a retry_after.
 //
@@ -19,6 +19,10 @@
 // the recipient the connection names (?recipient= on the /mcp URL), else
 // Options.DefaultRecipient, else the only recipient a scoped token acts
 // for. watch_list shows only that recipient's watches.
+//
+// With Options.Channel, Run is also a Claude Code channel: it pushes each
+// new message of its recipient into the session as a
+// notifications/claude/channel notification (see channel.go).
 //
 // New returns a server for any transport, and Run serves one transport
 // (the stdio proxy "vigil mcp" runs it over a client.Client to the
@@ -232,7 +236,7 @@ func newServer(svc vigil.Service, opts *Options, overHTTP bool) *server {
 // put them in the model's context.
 const instructions = `vigil watches slow things for you — CI on a commit, a deploy, an endpoint, a port, a file, a command, a timer — and tells you the outcome once.
 When you would otherwise wait, poll, sleep or re-check: call watch_create, tell the user what you are waiting for, and END YOUR TURN. Do not poll with watch_get or watch_wait.
-The outcome lands in your inbox and is shown to you at the start of a later turn (or read it with inbox_read). watch_list shows what you are still waiting for.`
+The outcome lands in your inbox and is shown to you at the start of a later turn (or read it with inbox_read). watch_list shows what you are still waiting for. note_write leaves a note in another recipient's inbox, for another agent session or your own next one.`
 
 // caller is who is calling a tool: the scope of the token and the
 // recipient the connection names.

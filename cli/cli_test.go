@@ -3,10 +3,12 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -444,5 +446,39 @@ func TestAddWaitAndInboxWait(t *testing.T) {
 	var w vigil.Watch
 	if err := json.Unmarshal([]byte(r.stdout), &w); err != nil || r.code != 0 || w.State != vigil.StateFired {
 		t.Errorf("add --wait --json: %+v (%v), want the fired watch as JSON", r, err)
+	}
+}
+
+// TestNoticeFolderReport checks the notice block carries a folder
+// report's summary and the first lines of its review, escaped.
+func TestNoticeFolderReport(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	r := d.vigil(t, "add", "folder", d.root, "--for", "gina", "--standing", "--settle", "0", "-q", "--",
+		"sh", "-c", `cat >/dev/null; printf 'LGTM: one new file\nnit: \033[31mname\033[0m it better\nthird\nfourth\nfifth\n'`)
+	if r.code != 0 {
+		t.Fatalf("add folder = %+v", r)
+	}
+	// Write a file and wait (a long-poll, as another reader) for the
+	// change to land. A write that races the watch's start is in its
+	// baseline: write another then.
+	changed := false
+	for i := 0; i < 3 && !changed; i++ {
+		if err := os.WriteFile(filepath.Join(d.root, fmt.Sprintf("new%d.txt", i)), []byte("hello\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		changed = strings.Contains(d.vigil(t, "inbox", "--for", "gina", "--reader", "test", "--wait", "20s").stdout, "changed")
+	}
+	if !changed {
+		t.Fatalf("no change reported; the watch: %+v", d.vigil(t, "show", strings.TrimSpace(r.stdout)))
+	}
+	r = d.vigil(t, "notice", "--for", "gina")
+	for _, want := range []string{"\n    report: 1 added\n", "\n    review: LGTM: one new file\n", "\n    nit: \\x1b[31mname\\x1b[0m it better\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("notice = %q; want it to contain %q", r.stdout, want)
+		}
+	}
+	if strings.Contains(r.stdout, "fourth") {
+		t.Errorf("notice = %q; want the review bounded", r.stdout)
 	}
 }

@@ -126,6 +126,9 @@ func TestVigilMCPStdio(t *testing.T) {
 	if len(tools.Tools) != 8 {
 		t.Errorf("vigil mcp lists %d tools, want 8", len(tools.Tools))
 	}
+	if exp := cs.InitializeResult().Capabilities.Experimental; len(exp) != 0 {
+		t.Errorf("vigil mcp without --channel declares %v, want no experimental capability", exp)
+	}
 	uri := mcpserver.InboxURI("agent-7")
 	if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: uri}); err != nil {
 		t.Fatalf("Subscribe(%s): %v", uri, err)

@@ -38,3 +38,27 @@ func TestNoteWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestNoteWriteScoped checks note_write over HTTP acts within the token's
+// scope: a token for A may not leave a note for B.
+func TestNoteWriteScoped(t *testing.T) {
+	t.Parallel()
+	h := startHTTP(t, nil)
+	a := h.connect(t, tokenA, nil)
+	if got := callErr(t, a, "note_write", map[string]any{"recipient": "B", "title": "sneaky"}); !strings.HasPrefix(got, "not_found: ") {
+		t.Errorf("note_write for B with A's token = %q, want not_found", got)
+	}
+	out := callOK[struct {
+		Message mcpserver.Message `json:"message"`
+	}](t, a, "note_write", map[string]any{"title": "for myself"})
+	if out.Message.Text != "for myself" {
+		t.Errorf("note_write with A's token = %+v", out.Message)
+	}
+	zero := int64(0)
+	for r, want := range map[string]int{"A": 1, "B": 0} {
+		p, err := h.eng.Messages(t.Context(), vigil.MessagesRequest{Recipient: r, After: &zero})
+		if err != nil || len(p.Messages) != want {
+			t.Errorf("%s's mailbox = %d messages, %v; want %d", r, len(p.Messages), err, want)
+		}
+	}
+}

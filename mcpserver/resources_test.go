@@ -90,5 +90,5 @@ func TestProtocolErrorCodes(t *testing.T) {
 	_, err = cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "vigil://inbox/agent-1"})
 	check("resources/read with the daemon down", err, jsonrpc.CodeInternalError, "unavailable")
 	_, err = cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "vigil://elsewhere"})
-	check("resources/read of an unknown URI", err, mcp.CodeResourceNotFound, "")
+	check("resources/read of an unknown URI", err, jsonrpc.CodeInvalidParams, "")
 }

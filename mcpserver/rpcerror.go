@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,13 +23,15 @@ func protocolErrors(next mcp.MethodHandler) mcp.MethodHandler {
 		if err == nil {
 			return res, nil
 		}
-		return res, rpcError(method, err)
+		return res, rpcError(err)
 	}
 }
 
 // rpcError maps err to a JSON-RPC error; one that is already one passes
-// through.
-func rpcError(method string, err error) error {
+// through. What names something that is not there (a resource, as the MCP
+// specification has it since SEP-2164) or is wrong is -32602, invalid
+// params; anything else -32603, internal error.
+func rpcError(err error) error {
 	var je *jsonrpc.Error
 	if errors.As(err, &je) {
 		return err
@@ -42,12 +43,7 @@ func rpcError(method string, err error) error {
 	}
 	rc := int64(jsonrpc.CodeInternalError)
 	switch code {
-	case vigil.CodeNotFound:
-		rc = jsonrpc.CodeInvalidParams
-		if strings.HasPrefix(method, "resources/") {
-			rc = mcp.CodeResourceNotFound
-		}
-	case vigil.CodeInvalidRequest, vigil.CodeUnknownKind, vigil.CodeInvalidPredicate, vigil.CodeDeadlineOutOfRange,
+	case vigil.CodeNotFound, vigil.CodeInvalidRequest, vigil.CodeUnknownKind, vigil.CodeInvalidPredicate, vigil.CodeDeadlineOutOfRange,
 		vigil.CodeIntervalTooSmall, vigil.CodePayloadTooLarge:
 		rc = jsonrpc.CodeInvalidParams
 	}

@@ -178,6 +178,10 @@ func TestNote(t *testing.T) {
 	if r.code != ExitUsage || !strings.Contains(r.stderr, "no recipient") {
 		t.Errorf("note for another recipient with a scoped token = %+v, want not found", r)
 	}
+	r = runCLI(t, map[string]string{"VIGIL_ADDR": d.Addr(), "VIGIL_TOKEN": secret}, "notice", "--for", "erin")
+	if r.code != 0 || r.stdout != "" || r.stderr != "vigil notice: the token may not read erin's messages (not_found)\n" {
+		t.Errorf("notice for another recipient with a scoped token = %+v, want exit 0 and one stderr line", r)
+	}
 	c, err := client.New(d.Addr(), d.Token(), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -113,8 +113,9 @@ review, a failure's excerpt), a few lines at most.
 
 It prints nothing and exits 0 when there is nothing new, and also when the
 daemon is down, unreachable or busy: it never fails a turn. When it has no
-token, or the daemon refuses its token, it says so in one line on stderr
-(still exiting 0), so a misconfigured hook shows.`,
+token, or the daemon refuses its token (or the token is for other
+recipients), it says so in one line on stderr (still exiting 0), so a
+misconfigured hook shows.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), noticeTimeout)
@@ -128,8 +129,15 @@ token, or the daemon refuses its token, it says so in one line on stderr
 			defer c.CloseIdleConnections()
 			r := firstNonEmpty(recipient, defaultRecipient(e))
 			page, err := c.Messages(ctx, vigil.MessagesRequest{Recipient: r, Reader: noticeReader, Limit: noticeLimit})
-			if code := vigil.ErrorCode(err); code == vigil.CodeUnauthorized || code == vigil.CodeForbidden {
+			switch code := vigil.ErrorCode(err); {
+			case err == nil:
+			case code == vigil.CodeUnauthorized || code == vigil.CodeForbidden:
 				fmt.Fprintf(e.stderr, "vigil notice: the daemon refused the token (%s): %s\n", code, oneLine(vigil.ErrorMessage(err)))
+				return nil
+			case code == vigil.CodeNotFound:
+				// A mailbox is made on first use: only a token scoped to
+				// other recipients gets not_found.
+				fmt.Fprintf(e.stderr, "vigil notice: the token may not read %s's messages (not_found)\n", term(r))
 				return nil
 			}
 			if err != nil || len(page.Messages) == 0 {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Service is what every surface (HTTP API, CLI through the client, MCP)
@@ -50,6 +53,54 @@ type Service interface {
 	// token is not_found; a token whose watch has already settled is
 	// conflict, and changes nothing.
 	Complete(ctx context.Context, r CompleteRequest) (*Watch, error)
+	// Note leaves a note (a title and an optional body) in a recipient's
+	// mailbox without a watch, delivered like an outcome to its readers.
+	// A recipient the caller may not act for is not_found.
+	Note(ctx context.Context, r NoteRequest) (*Message, error)
+}
+
+// NoteRequest is the body of POST /v1/recipients/{r}/notes, with the
+// recipient.
+type NoteRequest struct {
+	Recipient string `json:"-"`
+	// Title is one line: what the note is about.
+	Title string `json:"title"`
+	// Body is the note itself; may be empty.
+	Body string `json:"body,omitempty"`
+}
+
+// Bounds of a note.
+const (
+	MaxNoteTitleBytes = 200
+	MaxNoteBodyBytes  = 16 << 10
+)
+
+// NoteData is the data of a note message.
+type NoteData struct {
+	Title string `json:"title"`
+	Body  string `json:"body,omitempty"`
+	// From is the id of the scoped token that wrote the note; empty for
+	// the admin.
+	From string `json:"from,omitempty"`
+}
+
+// ValidNote checks a note's title and body: a title of one line of
+// printable text within MaxNoteTitleBytes, a body of valid UTF-8 within
+// MaxNoteBodyBytes. The refusal names the field at fault.
+func ValidNote(title, body string) error {
+	switch {
+	case strings.TrimSpace(title) == "":
+		return FieldErrorf(CodeInvalidRequest, "title", "a note needs a title")
+	case len(title) > MaxNoteTitleBytes:
+		return FieldErrorf(CodeInvalidRequest, "title", "the title is %d bytes; at most %d", len(title), MaxNoteTitleBytes)
+	case !utf8.ValidString(title) || strings.IndexFunc(title, unicode.IsControl) >= 0:
+		return FieldErrorf(CodeInvalidRequest, "title", "the title must be one line of text (UTF-8, no control characters)")
+	case len(body) > MaxNoteBodyBytes:
+		return FieldErrorf(CodeInvalidRequest, "body", "the body is %d bytes; at most %d", len(body), MaxNoteBodyBytes)
+	case !utf8.ValidString(body) || strings.ContainsRune(body, 0):
+		return FieldErrorf(CodeInvalidRequest, "body", "the body must be UTF-8 text")
+	}
+	return nil
 }
 
 // CompleteRequest is the body of POST /v1/complete/{token}, with the token.
@@ -193,6 +244,9 @@ func MessageEvent(m *Message) Event {
 	switch m.Type {
 	case MessageFired, MessageFailed, MessageExpired, MessageErrored, MessageCancelled:
 		state = State(m.Type)
+	}
+	if m.WatchID == "" {
+		state = "" // a note between agents: no watch, no state
 	}
 	return Event{Type: EventMessage, WatchID: m.WatchID, Recipient: m.Recipient, State: state, Text: m.Text, Seq: m.Seq, At: m.CreatedAt}
 }

@@ -3,10 +3,12 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/client"
 )
 
 // TestWaitExitCodes drives add and wait to each outcome, against a real
@@ -121,7 +124,73 @@ func TestNotice(t *testing.T) {
 	if r := tr.run(t, d, "notice", "--for", "carol"); r.stdout != "" || r.code != 0 {
 		t.Errorf("second notice = %q, exit %d; want nothing, 0", r.stdout, r.code)
 	}
+	// A note shows its body's first lines under its title, escaped for
+	// the terminal, and bounded.
+	tr.add([]string{"note", "--for", "carol", "nightly findings", "(6 lines, an escape sequence in the second)"},
+		d.vigil(t, "note", "--for", "carol", "nightly findings", "2 flaky tests:\nTestA\x1b[2J\nTestB\nTestC\nTestD\nTestE"))
+	tr.run(t, d, "note", "--for", "carol", "a bare note")
+	r = tr.run(t, d, "notice", "--for", "carol")
+	if !strings.Contains(r.stdout, "    TestA\\x1b[2J\n") || strings.Contains(r.stdout, "TestD") || r.code != 0 {
+		t.Errorf("notice of notes = %q, exit %d; want the first 4 body lines, escaped", r.stdout, r.code)
+	}
 	golden(t, "notice.golden", d.normalize(tr.b.String()))
+}
+
+// TestNote checks vigil note: a title and a body (from stdin with -), the
+// refusals, and that a note for a recipient the token may not use is
+// not found.
+func TestNote(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	r := d.vigil(t, "note", "--for", "erin", "findings", "--json")
+	var m vigil.Message
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil || r.code != 0 || m.Type != vigil.MessageNote || m.Text != "findings" || m.Recipient != "erin" {
+		t.Fatalf("note --json = %+v (%v)", r, err)
+	}
+	var out, errb bytes.Buffer
+	root := newRoot(&env{stdout: &out, stderr: &errb, getenv: func(k string) string {
+		return map[string]string{"VIGIL_ADDR": d.Addr(), "VIGIL_TOKEN": d.Token()}[k]
+	}, terminal: func(io.Writer) bool { return false }})
+	root.SetArgs([]string{"note", "--for", "erin", "from stdin", "-"})
+	root.SetIn(strings.NewReader("line 1\nline 2\n"))
+	if err := root.ExecuteContext(t.Context()); err != nil || !strings.HasPrefix(out.String(), "Left a note for erin (message ") {
+		t.Fatalf("note with a body on stdin: %v, %q %q", err, out.String(), errb.String())
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"note", "--for", "erin", ""}, "title"},
+		{[]string{"note", "--for", "erin", "a\nb"}, "one line"},
+		{[]string{"note", "--for", "erin", "t", strings.Repeat("x", vigil.MaxNoteBodyBytes+1)}, "body"},
+		{[]string{"note", "--for", "bad name", "t"}, "recipient"},
+	} {
+		if r := d.vigil(t, tc.args...); r.code != ExitUsage || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("vigil %q = %+v, want exit %d naming %s", tc.args, r, ExitUsage, tc.want)
+		}
+	}
+	tok := d.vigil(t, "token", "create", "--for", "frank")
+	secret := strings.TrimSpace(tok.stdout)
+	if tok.code != 0 || secret == "" {
+		t.Fatalf("token create = %+v", tok)
+	}
+	r = runCLI(t, map[string]string{"VIGIL_ADDR": d.Addr(), "VIGIL_TOKEN": secret}, "note", "--for", "erin", "sneaky")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "no recipient") {
+		t.Errorf("note for another recipient with a scoped token = %+v, want not found", r)
+	}
+	r = runCLI(t, map[string]string{"VIGIL_ADDR": d.Addr(), "VIGIL_TOKEN": secret}, "notice", "--for", "erin")
+	if r.code != 0 || r.stdout != "" || r.stderr != "vigil notice: the token may not read erin's messages (not_found)\n" {
+		t.Errorf("notice for another recipient with a scoped token = %+v, want exit 0 and one stderr line", r)
+	}
+	c, err := client.New(d.Addr(), d.Token(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	page, err := c.Messages(t.Context(), vigil.MessagesRequest{Recipient: "erin", Reader: "t"})
+	if err != nil || len(page.Messages) != 2 || page.Messages[1].Text != "from stdin" || !strings.Contains(string(page.Messages[1].Data), `"body":"line 1\nline 2\n"`) {
+		t.Fatalf("erin's mailbox = %+v, %v; want the two notes only", page.Messages, err)
+	}
 }
 
 // TestNoticeDaemonDown checks notice prints nothing and exits 0 when the
@@ -142,13 +211,20 @@ func TestNoticeDaemonDown(t *testing.T) {
 		cmd := New(&out, &errb)
 		cmd.SetArgs(args)
 		err := cmd.ExecuteContext(t.Context())
-		if code := ExitCode(err); code != 0 || out.Len() != 0 || errb.Len() != 0 {
-			t.Errorf("vigil %v: exit %d, stdout %q, stderr %q; want 0 and nothing", args, code, out.String(), errb.String())
+		// Down, or no token at all: nothing on stdout, exit 0; a missing
+		// token is said in one line on stderr.
+		wantErr := 0
+		if args[len(args)-2] == "--data-dir" {
+			wantErr = 1
+		}
+		if code := ExitCode(err); code != 0 || out.Len() != 0 || strings.Count(errb.String(), "\n") != wantErr || wantErr == 1 && !strings.Contains(errb.String(), "no token") {
+			t.Errorf("vigil %v: exit %d, stdout %q, stderr %q; want 0, nothing on stdout and %d stderr lines", args, code, out.String(), errb.String(), wantErr)
 		}
 	}
 	d := startDaemon(t)
-	if r := runCLI(t, map[string]string{"VIGIL_ADDR": d.Addr(), "VIGIL_TOKEN": "wrong"}, "notice", "--for", "dave"); r.code != 0 || r.stdout != "" || r.stderr != "" {
-		t.Errorf("notice with a wrong token: %+v, want exit 0 and nothing", r)
+	r := runCLI(t, map[string]string{"VIGIL_ADDR": d.Addr(), "VIGIL_TOKEN": "wrong"}, "notice", "--for", "dave")
+	if r.code != 0 || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "vigil notice: the daemon refused the token (unauthorized)") {
+		t.Errorf("notice with a wrong token: %+v, want exit 0, nothing on stdout and one stderr line", r)
 	}
 }
 
@@ -379,5 +455,39 @@ func TestAddWaitAndInboxWait(t *testing.T) {
 	var w vigil.Watch
 	if err := json.Unmarshal([]byte(r.stdout), &w); err != nil || r.code != 0 || w.State != vigil.StateFired {
 		t.Errorf("add --wait --json: %+v (%v), want the fired watch as JSON", r, err)
+	}
+}
+
+// TestNoticeFolderReport checks the notice block carries a folder
+// report's summary and the first lines of its review, escaped.
+func TestNoticeFolderReport(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	r := d.vigil(t, "add", "folder", d.root, "--for", "gina", "--standing", "--settle", "0", "-q", "--",
+		"sh", "-c", `cat >/dev/null; printf 'LGTM: one new file\nnit: \033[31mname\033[0m it better\nthird\nfourth\nfifth\n'`)
+	if r.code != 0 {
+		t.Fatalf("add folder = %+v", r)
+	}
+	// Write a file and wait (a long-poll, as another reader) for the
+	// change to land. A write that races the watch's start is in its
+	// baseline: write another then.
+	changed := false
+	for i := 0; i < 3 && !changed; i++ {
+		if err := os.WriteFile(filepath.Join(d.root, fmt.Sprintf("new%d.txt", i)), []byte("hello\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		changed = strings.Contains(d.vigil(t, "inbox", "--for", "gina", "--reader", "test", "--wait", "20s").stdout, "changed")
+	}
+	if !changed {
+		t.Fatalf("no change reported; the watch: %+v", d.vigil(t, "show", strings.TrimSpace(r.stdout)))
+	}
+	r = d.vigil(t, "notice", "--for", "gina")
+	for _, want := range []string{"\n    report: 1 added\n", "\n    review: LGTM: one new file\n", "\n    nit: \\x1b[31mname\\x1b[0m it better\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("notice = %q; want it to contain %q", r.stdout, want)
+		}
+	}
+	if strings.Contains(r.stdout, "fourth") {
+		t.Errorf("notice = %q; want the review bounded", r.stdout)
 	}
 }

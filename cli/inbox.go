@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/wording"
 )
 
 // Bounds of notice: it must never hold up or fail an agent's turn.
@@ -18,6 +19,9 @@ const (
 	noticeTimeout = 3 * time.Second
 	noticeLimit   = 100
 	noticeReader  = "notice"
+	// noticeDetailLines bounds what notice shows under each message's
+	// sentence (each line is bounded by wording.DetailLineBytes).
+	noticeDetailLines = 4
 )
 
 func newInboxCmd(e *env) *cobra.Command {
@@ -103,19 +107,39 @@ func newNoticeCmd(e *env) *cobra.Command {
 		GroupID: "mail",
 		Long: `Print a recipient's unread messages as one <vigil>…</vigil> block and mark
 them read (reader "notice"). Meant for an agent harness hook run at the start
-of each turn. It prints nothing and exits 0 when there is nothing new, and
-also when the daemon is down, unreachable or busy: it never fails a turn.`,
+of each turn. Each message shows its sentence, and under it what it carries
+besides (a note's body, a folder report's summary and the first lines of its
+review, a failure's excerpt), a few lines at most.
+
+It prints nothing and exits 0 when there is nothing new, and also when the
+daemon is down, unreachable or busy: it never fails a turn. When it has no
+token, or the daemon refuses its token (or the token is for other
+recipients), it says so in one line on stderr (still exiting 0), so a
+misconfigured hook shows.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), noticeTimeout)
 			defer cancel()
 			c, err := cf.client(e)
 			if err != nil {
+				// No token (or none readable): the hook is misconfigured.
+				fmt.Fprintf(e.stderr, "vigil notice: %s\n", oneLine(err.Error()))
 				return nil
 			}
 			defer c.CloseIdleConnections()
 			r := firstNonEmpty(recipient, defaultRecipient(e))
 			page, err := c.Messages(ctx, vigil.MessagesRequest{Recipient: r, Reader: noticeReader, Limit: noticeLimit})
+			switch code := vigil.ErrorCode(err); {
+			case err == nil:
+			case code == vigil.CodeUnauthorized || code == vigil.CodeForbidden:
+				fmt.Fprintf(e.stderr, "vigil notice: the daemon refused the token (%s): %s\n", code, oneLine(vigil.ErrorMessage(err)))
+				return nil
+			case code == vigil.CodeNotFound:
+				// A mailbox is made on first use: only a token scoped to
+				// other recipients gets not_found.
+				fmt.Fprintf(e.stderr, "vigil notice: the token may not read %s's messages (not_found)\n", term(r))
+				return nil
+			}
 			if err != nil || len(page.Messages) == 0 {
 				return nil
 			}
@@ -140,13 +164,16 @@ func noticeBlock(recipient string, ms []*vigil.Message) string {
 	if len(ms) == 1 {
 		noun = "message"
 	}
-	fmt.Fprintf(&b, "%d new %s for %s from vigil (watches you registered):\n", len(ms), noun, term(recipient))
+	fmt.Fprintf(&b, "%d new %s for %s from vigil (outcomes of your watches, notes left for you):\n", len(ms), noun, term(recipient))
 	for _, m := range ms {
 		fmt.Fprintf(&b, "- [%s] %s", term(string(m.Type)), oneLine(m.Text))
 		if m.WatchID != "" {
 			fmt.Fprintf(&b, " (watch %s)", term(m.WatchID))
 		}
 		b.WriteString("\n")
+		for _, l := range wording.Detail(m, noticeDetailLines) {
+			fmt.Fprintf(&b, "    %s\n", term(l))
+		}
 	}
 	b.WriteString("</vigil>\n")
 	return b.String()

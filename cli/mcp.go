@@ -17,12 +17,13 @@ func newMCPCmd(e *env) *cobra.Command {
 	var (
 		cf        clientFlags
 		recipient string
+		channel   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve vigil's MCP tools over stdio, for an agent (proxies to the running daemon)",
 		Long: `Serve vigil's Model Context Protocol tools (watch_create, watch_list, watch_get,
-watch_why, watch_cancel, watch_wait, inbox_read) and the inbox resource over
+watch_why, watch_cancel, watch_wait, inbox_read, note_write) and the inbox resource over
 stdin and stdout, for an MCP client that starts its servers as commands. Every
 call goes to the running daemon, found as the other commands find it (--addr,
 --token, --data-dir and their VIGIL_… variables).
@@ -33,6 +34,13 @@ same one in the harness hook:
 
   claude mcp add vigil -- vigil mcp --for my-project
   vigil notice --for my-project      # as a session-start / prompt-submit hook
+
+With --channel it is also a Claude Code channel (a research preview of
+Claude Code 2.1.80 and later): each new message of --for is pushed into the
+running session as it lands, once, and marked read for the notice reader:
+
+  claude mcp add vigil -- vigil mcp --channel --for my-project
+  claude --dangerously-load-development-channels server:vigil
 
 The daemon also serves the same tools over streamable HTTP at /mcp. See
 docs/agents.md.`,
@@ -50,6 +58,7 @@ docs/agents.md.`,
 				Logger:     slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 				Version:    version(),
 				ChainDepth: max(depth, 0),
+				Channel:    channel,
 			}
 			err = mcpserver.Run(cmd.Context(), c, opts, &mcp.IOTransport{Reader: io.NopCloser(cmd.InOrStdin()), Writer: nopWriteCloser{e.stdout}})
 			if err == nil || cmd.Context().Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {
@@ -60,6 +69,7 @@ docs/agents.md.`,
 		},
 	}
 	cf.bind(cmd, false)
+	cmd.Flags().BoolVar(&channel, "channel", false, "push each new message of --for into the session as a Claude Code channel event (research preview)")
 	cmd.Flags().StringVar(&recipient, "for", "", "recipient the tools act for unless a call names one (VIGIL_RECIPIENT; default your user name)")
 	return cmd
 }

@@ -147,6 +147,18 @@ func (c *Client) CloseRecipient(ctx context.Context, recipient string) (vigil.Cl
 	return res, err
 }
 
+// Note implements vigil.Service: POST /v1/recipients/{r}/notes.
+func (c *Client) Note(ctx context.Context, r vigil.NoteRequest) (*vigil.Message, error) {
+	if r.Recipient == "" {
+		return nil, errNoRecipient
+	}
+	var m vigil.Message
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: recipientPath(r.Recipient, "/notes"), body: r, out: &m}); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
 var (
 	errNoID        = vigil.FieldErrorf(vigil.CodeNotFound, "id", "no watch id given")
 	errNoRecipient = vigil.FieldErrorf(vigil.CodeInvalidRequest, "recipient", "recipient is required")

@@ -286,6 +286,14 @@ func TestRecipientRoutes(t *testing.T) {
 	if err != nil || res.Cancelled != 2 || e.fake.snapshot().closed != "agent-7" {
 		t.Errorf("CloseRecipient() = %+v, %v; want 2 cancelled for agent-7", res, err)
 	}
+
+	m, err := e.c.Note(ctx, vigil.NoteRequest{Recipient: "agent-7", Title: "findings", Body: "all green"})
+	if err != nil || m.Seq != 9 || m.Type != vigil.MessageNote || m.Text != "findings" {
+		t.Errorf("Note() = %+v, %v; want the note as seq 9", m, err)
+	}
+	if diff := cmp.Diff(vigil.NoteRequest{Recipient: "agent-7", Title: "findings", Body: "all green"}, e.fake.snapshot().noted); diff != "" {
+		t.Errorf("the service's NoteRequest (-want +got):\n%s", diff)
+	}
 }
 
 // TestErrorCodes drives every code through the one table and back.
@@ -473,6 +481,8 @@ func TestBodies(t *testing.T) {
 			apiError{Code: vigil.CodeInvalidRequest, Field: "Vigil-Chain-Depth", Message: `the Vigil-Chain-Depth header must be a non-negative whole number, not "-1"`}},
 		{"ack without seq", request{method: "POST", path: "/v1/recipients/agent-7/ack", body: `{"reader":"hook"}`}, 422,
 			apiError{Code: vigil.CodeInvalidRequest, Field: "seq", Message: "seq must be a non-negative whole number: the last message seq read"}},
+		{"note with recipient", request{method: "POST", path: "/v1/recipients/agent-7/notes", body: `{"title":"t","recipient":"x"}`}, 422,
+			apiError{Code: vigil.CodeInvalidRequest, Field: "recipient", Message: `unknown field "recipient"`}},
 		{"ack with recipient", request{method: "POST", path: "/v1/recipients/agent-7/ack", body: `{"reader":"hook","seq":1,"recipient":"x"}`}, 422,
 			apiError{Code: vigil.CodeInvalidRequest, Field: "recipient", Message: `unknown field "recipient"`}},
 		{"duplicate key", request{method: "POST", path: "/v1/watches", body: `{"kind":"timer","recipient":"r","kind":"http"}`}, 422,

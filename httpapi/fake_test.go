@@ -38,6 +38,7 @@ type calls struct {
 	filter     vigil.EventFilter
 	scope      *vigil.Scope // the scope of the last Register, Watch or Watches; nil for the admin
 	completed  vigil.CompleteRequest
+	noted      vigil.NoteRequest
 }
 
 type fakeSub struct {
@@ -211,6 +212,17 @@ func (f *fake) Ack(ctx context.Context, r vigil.AckRequest) error {
 	defer f.mu.Unlock()
 	f.acked = r
 	return f.err
+}
+
+func (f *fake) Note(ctx context.Context, r vigil.NoteRequest) (*vigil.Message, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.noted = r
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &vigil.Message{Seq: 9, ID: "m9", Recipient: r.Recipient, Type: vigil.MessageNote, Text: r.Title,
+		CreatedAt: time.Date(2025, 11, 30, 12, 0, 0, 0, time.UTC)}, nil
 }
 
 func (f *fake) CloseRecipient(ctx context.Context, recipient string) (vigil.CloseResult, error) {

@@ -99,3 +99,20 @@ func (s *Server) closeRecipient(w http.ResponseWriter, r *http.Request) error {
 	}
 	return writeJSON(w, http.StatusOK, res)
 }
+
+// note serves POST /v1/recipients/{recipient}/notes: a note left in the
+// mailbox without a watch.
+func (s *Server) note(w http.ResponseWriter, r *http.Request) error {
+	nr := vigil.NoteRequest{Recipient: r.PathValue("recipient")}
+	if err := checkName("recipient", nr.Recipient); err != nil {
+		return err
+	}
+	if err := decodeBody(r, &nr); err != nil {
+		return err
+	}
+	m, err := s.svc.Note(r.Context(), nr)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, m)
+}

@@ -214,6 +214,7 @@ func (s *Server) table() []route {
 		{pattern: "GET /v1/recipients/{recipient}/messages", query: []string{"reader", "after", "wait", "ack", "limit"}, handler: s.messages},
 		{pattern: "POST /v1/recipients/{recipient}/ack", handler: s.ack},
 		{pattern: "POST /v1/recipients/{recipient}/close", handler: s.closeRecipient},
+		{pattern: "POST /v1/recipients/{recipient}/notes", handler: s.note},
 		{pattern: "GET /v1/events", query: []string{"recipient", "watch"}, handler: s.events},
 		{pattern: "POST /v1/tokens", handler: s.createToken},
 		{pattern: "GET /v1/tokens", query: []string{"all"}, handler: s.listTokens},

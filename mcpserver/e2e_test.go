@@ -100,8 +100,11 @@ func TestVigilMCPStdio(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ListTools: %v", err)
 	}
-	if len(tools.Tools) != 8 {
-		t.Errorf("vigil mcp lists %d tools, want 8", len(tools.Tools))
+	if len(tools.Tools) != 9 {
+		t.Errorf("vigil mcp lists %d tools, want 9", len(tools.Tools))
+	}
+	if exp := cs.InitializeResult().Capabilities.Experimental; len(exp) != 0 {
+		t.Errorf("vigil mcp without --channel declares %v, want no experimental capability", exp)
 	}
 	uri := mcpserver.InboxURI("agent-7")
 	if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: uri}); err != nil {

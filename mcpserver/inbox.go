@@ -33,6 +33,33 @@ func (s *server) addInbox() {
 	}, s.readInbox)
 }
 
+// ownInbox is a receiving middleware that lists the connection's own
+// inbox (the recipient its tools act for by default) in resources/list,
+// so a client that lists resources, not templates, finds it.
+func (s *server) ownInbox(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if method != "resources/list" || err != nil {
+			return res, err
+		}
+		list, ok := res.(*mcp.ListResourcesResult)
+		if p, _ := req.GetParams().(*mcp.ListResourcesParams); !ok || p != nil && p.Cursor != "" {
+			return res, err
+		}
+		_, c, cerr := s.callContext(ctx, req.GetExtra())
+		if cerr != nil {
+			return res, err
+		}
+		r, rerr := s.recipientFor("", c)
+		if rerr != nil {
+			return res, err
+		}
+		list.Resources = append([]*mcp.Resource{{URI: InboxURI(r), Name: "inbox", Title: "vigil inbox of " + r,
+			MIMEType: "application/json", Description: descInboxResource}}, list.Resources...)
+		return res, err
+	}
+}
+
 // InboxURI returns the URI of recipient's inbox resource.
 func InboxURI(recipient string) string { return inboxURIPrefix + recipient }
 

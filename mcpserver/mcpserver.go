@@ -4,9 +4,9 @@
 // to, and an HTTP handler for the daemon's /mcp endpoint.
 //
 // The tools are watch_create, watch_list, watch_get, watch_why,
-// watch_cancel, watch_wait and inbox_read. Their descriptions are written
-// for a model: create a watch and END THE TURN instead of polling; the
-// outcome arrives in the inbox. watch_wait is bounded (MaxWait, 50 s by
+// watch_cancel, watch_wait, inbox_read and note_write. Their descriptions
+// are written for a model: create a watch and END THE TURN instead of
+// polling; the outcome arrives in the inbox. watch_wait is bounded (MaxWait, 50 s by
 // default, under the 60 s at which MCP clients commonly give up on a call)
 // and answers with the state so far and a retry_after.
 //
@@ -20,6 +20,10 @@
 // Options.DefaultRecipient, else the only recipient a scoped token acts
 // for. watch_list shows only that recipient's watches.
 //
+// With Options.Channel, Run is also a Claude Code channel: it pushes each
+// new message of its recipient into the session as a
+// notifications/claude/channel notification (see channel.go).
+//
 // New returns a server for any transport, and Run serves one transport
 // (the stdio proxy "vigil mcp" runs it over a client.Client to the
 // daemon). NewHandler serves it over streamable HTTP behind httpapi's
@@ -32,6 +36,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -92,6 +97,18 @@ type Options struct {
 	// schemas and checks a predicate against its kind's. The zero value
 	// means every kind built into vigil (watcher/kinds).
 	Kinds watcher.Kinds
+	// Channel makes Run a Claude Code channel: it declares the
+	// experimental capability claude/channel and pushes each new message
+	// of its recipient (DefaultRecipient) as one
+	// notifications/claude/channel notification, marking it read for the
+	// reader DefaultReader once written (see channel.go). New and
+	// NewHandler ignore it.
+	Channel bool
+	// ChannelBurst and ChannelWindow bound the push: a burst above
+	// ChannelBurst messages in ChannelWindow becomes one summary
+	// notification (defaults DefaultChannelBurst, DefaultChannelWindow).
+	ChannelBurst  int
+	ChannelWindow time.Duration
 }
 
 // server holds what the tools share.
@@ -105,6 +122,10 @@ type server struct {
 	// token, and refuses a call that carries none.
 	http bool
 	subs *subscriptions
+	// initialized is closed when a client of a channel says it is
+	// initialized (Options.Channel).
+	initialized chan struct{}
+	initOnce    sync.Once
 
 	// Waits in flight, which closeWaits ends.
 	calls longcall.Set // the long calls in flight
@@ -123,6 +144,15 @@ func New(svc vigil.Service, opts *Options) *mcp.Server {
 // waits in flight end at once, so Run returns promptly.
 func Run(ctx context.Context, svc vigil.Service, opts *Options, t mcp.Transport) error {
 	s := newServer(svc, opts, false)
+	var ch *channel
+	if s.opts.Channel {
+		if s.opts.DefaultRecipient == "" {
+			return vigil.FieldErrorf(vigil.CodeInvalidRequest, "recipient", "a channel pushes one recipient's messages: name it")
+		}
+		ct := &channelTransport{Transport: t}
+		ch = &channel{s: s, recipient: s.opts.DefaultRecipient, t: ct, burst: s.opts.ChannelBurst, window: s.opts.ChannelWindow}
+		t = ct
+	}
 	ss, err := s.srv.Connect(ctx, t, nil)
 	if err != nil {
 		return err
@@ -132,6 +162,23 @@ func Run(ctx context.Context, svc vigil.Service, opts *Options, t mcp.Transport)
 		_ = ss.Close()
 	})
 	defer stop()
+	if ch != nil {
+		// The push starts once the client says it is initialized, and
+		// stops when the session ends.
+		pctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			select {
+			case <-s.initialized:
+				ch.run(pctx)
+			case <-pctx.Done():
+			}
+		})
+		defer func() {
+			cancel()
+			wg.Wait()
+		}()
+	}
 	err = ss.Wait()
 	s.subs.closeAll()
 	s.subs.wait()
@@ -166,17 +213,31 @@ func newServer(svc vigil.Service, opts *Options, overHTTP bool) *server {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.log = s.log.With("component", "mcp")
+	if s.opts.ChannelBurst <= 0 {
+		s.opts.ChannelBurst = DefaultChannelBurst
+	}
+	if s.opts.ChannelWindow <= 0 {
+		s.opts.ChannelWindow = DefaultChannelWindow
+	}
 	s.subs = newSubscriptions(s)
-	s.srv = mcp.NewServer(&mcp.Implementation{Name: "vigil", Title: "vigil watch service", Version: s.opts.Version}, &mcp.ServerOptions{
+	s.initialized = make(chan struct{})
+	so := &mcp.ServerOptions{
 		Instructions:       instructions,
 		Logger:             slog.New(quietHandler{s.log.Handler()}),
 		SubscribeHandler:   s.subs.subscribe,
 		UnsubscribeHandler: s.subs.unsubscribe,
 		// No logging capability: the server has nothing to log to a client.
 		Capabilities: &mcp.ServerCapabilities{},
-	})
-	s.srv.AddReceivingMiddleware(argumentErrors)
+	}
+	if s.opts.Channel && !overHTTP {
+		so.Capabilities.Experimental = map[string]any{ChannelCapability: map[string]any{}}
+		so.Instructions += "\n" + fmt.Sprintf(channelInstructions, s.opts.DefaultRecipient)
+		so.InitializedHandler = func(context.Context, *mcp.InitializedRequest) { s.initOnce.Do(func() { close(s.initialized) }) }
+	}
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: "vigil", Title: "vigil watch service", Version: s.opts.Version}, so)
+	s.srv.AddReceivingMiddleware(argumentErrors, protocolErrors, s.ownInbox)
 	s.addTools()
+	s.addNote()
 	s.addInbox()
 	return s
 }
@@ -185,7 +246,7 @@ func newServer(svc vigil.Service, opts *Options, overHTTP bool) *server {
 // put them in the model's context.
 const instructions = `vigil watches slow things for you — CI on a commit, a deploy, an endpoint, a port, a file, a command, a timer — and tells you the outcome once.
 When you would otherwise wait, poll, sleep or re-check: call watch_create, tell the user what you are waiting for, and END YOUR TURN. Do not poll with watch_get or watch_wait.
-The outcome lands in your inbox and is shown to you at the start of a later turn (or read it with inbox_read). watch_list shows what you are still waiting for.`
+The outcome lands in your inbox and is shown to you at the start of a later turn (or read it with inbox_read). watch_list shows what you are still waiting for. note_write leaves a note in another recipient's inbox, for another agent session or your own next one.`
 
 // caller is who is calling a tool: the scope of the token and the
 // recipient the connection names.

@@ -39,7 +39,7 @@ func TestToolsGolden(t *testing.T) {
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
 	}
-	want := "inbox_read watch_cancel watch_create watch_create_many watch_get watch_list watch_wait watch_why"
+	want := "inbox_read note_write watch_cancel watch_create watch_create_many watch_get watch_list watch_wait watch_why"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("tools = %s, want %s", got, want)
 	}

@@ -1,0 +1,266 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/wording"
+)
+
+// The channel push: Claude Code's channels (a research preview, see
+// https://code.claude.com/docs/en/channels-reference) let a stdio MCP
+// server that declares the experimental capability "claude/channel" push
+// notifications/claude/channel events into the running session, each
+// {"content": string, "meta": {identifier: string}}; the model sees
+// <channel source="NAME" key="value"…>content</channel>.
+//
+// The go-sdk declares the capability (ServerCapabilities.Experimental) but
+// has no call that sends a notification of a method of one's own, so Run
+// wraps the transport, keeps the Connection it makes, and writes the
+// JSON-RPC notification on it (Connection allows concurrent Writes).
+const (
+	// ChannelCapability is the experimental capability a channel declares.
+	ChannelCapability = "claude/channel"
+	// ChannelMethod is the method of a channel event.
+	ChannelMethod = "notifications/claude/channel"
+
+	// DefaultChannelBurst and DefaultChannelWindow bound the push: at most
+	// this many notifications in the window; a burst above it becomes one
+	// summary notification.
+	DefaultChannelBurst  = 10
+	DefaultChannelWindow = 2 * time.Second
+
+	// channelContentBytes bounds a notification's content.
+	channelContentBytes = 2000
+	// channelDetailLines bounds the lines under the sentence.
+	channelDetailLines = 6
+	// channelPoll is how long one mailbox read waits for a message.
+	channelPoll = 25 * time.Second
+	// channelAckTimeout bounds marking pushed messages read.
+	channelAckTimeout = 10 * time.Second
+	// channelPage is how many messages one read takes.
+	channelPage = 100
+)
+
+const channelInstructions = `
+This server is also a channel: when something lands in your inbox (%[1]s) — a watch you registered settled, a standing watch saw a change, another agent left a note — it arrives in this session on its own as a <channel source="…"> event. Its body is the message's sentence, then what it carries (a note's body, a folder report's summary and the first lines of its review, the tail of a failure's output). Its attributes:
+- event: "message" (one inbox message) or "summary" (several arrived at once; see count)
+- type: fired, failed, expired, errored, cancelled (an outcome), changed (a standing watch's change) or note (left by another agent or a job; no watch)
+- seq: the message's place in the inbox; recipient: whose inbox
+- watch_id, kind, state: the watch it is about, its kind, and the state it settled in (absent for a note)
+- count, first_seq, last_seq: on a summary, how many messages and which
+Each message comes once and is marked read (it will not show again in the notice hook or inbox_read). Act on it as the note you gave the watch says; call watch_get or watch_why with the watch_id for the details, and inbox_read with {"after": first_seq - 1, "ack": false} to read the messages a summary announces. These events are outcomes only: there is nothing to poll.`
+
+// channelTransport wraps the transport Run serves, keeping the
+// connection it makes so the channel can write on it.
+type channelTransport struct {
+	mcp.Transport
+	mu   sync.Mutex
+	conn mcp.Connection
+}
+
+func (t *channelTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err == nil {
+		t.mu.Lock()
+		t.conn = c
+		t.mu.Unlock()
+	}
+	return c, err
+}
+
+func (t *channelTransport) connection() mcp.Connection {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.conn
+}
+
+// channel pushes one recipient's new messages on one connection.
+type channel struct {
+	s         *server
+	recipient string
+	t         *channelTransport
+	burst     int
+	window    time.Duration
+	sent      []time.Time // when the notifications of the current window went out
+	through   int64       // the highest seq pushed
+}
+
+// channelParams are the params of a channel notification.
+type channelParams struct {
+	Content string            `json:"content"`
+	Meta    map[string]string `json:"meta"`
+}
+
+// run pushes until ctx ends or a write fails (the client went away). It
+// reads the recipient's unread messages as the notice reader, oldest
+// first, and acks each once it was written.
+func (c *channel) run(ctx context.Context) {
+	backoff := resubscribeMin
+	sleep := func() bool {
+		t := time.NewTimer(backoff)
+		defer t.Stop()
+		backoff = min(2*backoff, resubscribeMax)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		}
+	}
+	for ctx.Err() == nil {
+		page, err := c.s.svc.Messages(ctx, vigil.MessagesRequest{Recipient: c.recipient, Reader: DefaultReader, Wait: channelPoll, Limit: channelPage})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.s.log.WarnContext(ctx, "channel: reading the inbox failed; trying again", "recipient", c.recipient, "retry_in", backoff, "err", err)
+			if !sleep() {
+				return
+			}
+			continue
+		}
+		var ms []*vigil.Message
+		for _, m := range page.Messages {
+			if m.Seq > c.through {
+				ms = append(ms, m)
+			}
+		}
+		if len(ms) == 0 && len(page.Messages) > 0 {
+			// Pushed, but the ack was lost: ack again, not push again.
+			if err := c.ack(ctx); err != nil && !sleep() {
+				return
+			}
+			continue
+		}
+		backoff = resubscribeMin
+		if err := c.push(ctx, ms); err != nil {
+			if ctx.Err() == nil {
+				c.s.log.DebugContext(ctx, "channel: the client went away", "err", err)
+			}
+			return
+		}
+	}
+}
+
+// push writes ms, oldest first, within the burst bound: while more are
+// waiting than the window still allows, they go one by one until one
+// place is left, which takes a summary of the rest.
+func (c *channel) push(ctx context.Context, ms []*vigil.Message) error {
+	for i := 0; i < len(ms); {
+		now := time.Now()
+		left := c.left(now)
+		if left == 0 {
+			t := time.NewTimer(c.sent[0].Add(c.window).Sub(now))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+			continue
+		}
+		n := 1
+		p := c.message(ms[i])
+		if rest := len(ms) - i; rest > left && left == 1 {
+			n = rest
+			p = c.summary(ms[i:])
+		}
+		if err := c.write(ctx, p); err != nil {
+			return err
+		}
+		c.sent = append(c.sent, now)
+		i += n
+		c.through = ms[i-1].Seq
+		if err := c.ack(ctx); err != nil {
+			// Next read shows them again; through keeps them from a
+			// second push, and the ack is tried again.
+			c.s.log.WarnContext(ctx, "channel: marking pushed messages read failed", "recipient", c.recipient, "seq", c.through, "err", err)
+		}
+	}
+	return nil
+}
+
+// left returns how many notifications the window still allows at now.
+func (c *channel) left(now time.Time) int {
+	i := 0
+	for i < len(c.sent) && !now.Before(c.sent[i].Add(c.window)) {
+		i++
+	}
+	c.sent = c.sent[i:]
+	return max(c.burst-len(c.sent), 0)
+}
+
+// ack marks what was pushed read. It outlives the session: a client that
+// goes away right after a notification was written must not get it again
+// from the next session.
+func (c *channel) ack(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), channelAckTimeout)
+	defer cancel()
+	return c.s.svc.Ack(ctx, vigil.AckRequest{Recipient: c.recipient, Reader: DefaultReader, Seq: c.through})
+}
+
+// write sends one channel notification on the connection.
+func (c *channel) write(ctx context.Context, p channelParams) error {
+	conn := c.t.connection()
+	if conn == nil {
+		return mcp.ErrConnectionClosed
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return conn.Write(ctx, &jsonrpc.Request{Method: ChannelMethod, Params: raw})
+}
+
+// message is the notification of one message.
+func (c *channel) message(m *vigil.Message) channelParams {
+	meta := map[string]string{"event": "message", "type": string(m.Type), "seq": strconv.FormatInt(m.Seq, 10), "recipient": m.Recipient}
+	var d struct {
+		Kind  vigil.Kind  `json:"kind"`
+		State vigil.State `json:"state"`
+	}
+	_ = json.Unmarshal(m.Data, &d)
+	for k, v := range map[string]string{"watch_id": m.WatchID, "kind": string(d.Kind), "state": string(d.State)} {
+		if v != "" && m.WatchID != "" {
+			meta[k] = v
+		}
+	}
+	b := strings.Builder{}
+	b.WriteString(m.Text)
+	for _, l := range wording.Detail(m, channelDetailLines) {
+		b.WriteString("\n")
+		b.WriteString(l)
+	}
+	return channelParams{Content: clipBytes(b.String(), channelContentBytes), Meta: meta}
+}
+
+// summary is the one notification of a burst.
+func (c *channel) summary(ms []*vigil.Message) channelParams {
+	first, last := ms[0].Seq, ms[len(ms)-1].Seq
+	content := fmt.Sprintf("%d vigil messages for %s arrived at once (seq %d to %d), too many to push one by one. Read them all with inbox_read {\"after\": %d, \"ack\": false, \"limit\": %d}.",
+		len(ms), c.recipient, first, last, first-1, min(len(ms), maxInboxLimit))
+	return channelParams{Content: content, Meta: map[string]string{"event": "summary", "recipient": c.recipient,
+		"count": strconv.Itoa(len(ms)), "first_seq": strconv.FormatInt(first, 10), "last_seq": strconv.FormatInt(last, 10)}}
+}
+
+// clipBytes cuts s to at most n bytes on a rune boundary, marking the cut.
+func clipBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	n -= len("…")
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -50,6 +51,11 @@ docs/agents.md.`,
 				Logger:     slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 				Version:    version(),
 				ChainDepth: max(depth, 0),
+			}
+			if wd, err := os.Getwd(); err == nil {
+				// A harness starts its MCP servers in its project: a
+				// session named by watch_create's wake resumes there.
+				opts.WakeDir = wd
 			}
 			err = mcpserver.Run(cmd.Context(), c, opts, &mcp.IOTransport{Reader: io.NopCloser(cmd.InOrStdin()), Writer: nopWriteCloser{e.stdout}})
 			if err == nil || cmd.Context().Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {

@@ -85,6 +85,10 @@ type Options struct {
 	// ChainDepth is how deep in a chain of vigil-started commands the
 	// server runs (VIGIL_CHAIN_DEPTH); registrations carry it.
 	ChainDepth int
+	// WakeDir is the directory a session that watch_create's wake names
+	// is resumed in: for `vigil mcp` over stdio, the directory it runs in,
+	// which a harness makes its project's. Empty: the daemon's own.
+	WakeDir string
 }
 
 // server holds what the tools share.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -42,6 +43,8 @@ type addFlags struct {
 	// fromFile is --from-file: registrations as JSON Lines, sent in
 	// batches (add_batch.go).
 	fromFile string
+	wake     string
+	wakeArgv string
 }
 
 func newAddCmd(e *env) *cobra.Command {
@@ -104,6 +107,8 @@ defaults unless given.`,
 	fs.StringVar(&f.onFail, "on-fail", "", "run this /bin/sh command line when the watch fails, errors or expires (may go with --on-done)")
 	fs.StringVar(&f.email, "email", "", "also email a fired or failed outcome to this address (needs smtp.host on the daemon)")
 	fs.BoolVar(&f.progress, "progress", false, "publish a progress event after each check (vigil wait shows it)")
+	fs.StringVar(&f.wake, "wake", "", "resume a saved agent session with the outcome: claude:SESSION (claude -p --resume) or codex:SESSION (codex exec resume), run in this directory (needs --allow-exec on the daemon)")
+	fs.StringVar(&f.wakeArgv, "wake-argv", "", `resume with this argv template, a JSON array: '["my-agent", "--resume", "s1", "{sentence}"]'; placeholders {sentence} {state} {watch_id} {kind} {recipient} {prompt} {facts.PATH} are whole elements`)
 	fs.StringVar(&f.deliverJSON, "deliver", "", "delivery options as a JSON object (the flags above go on top)")
 	cmd.Flags().StringVar(&f.fromFile, "from-file", "", `register every line of this JSON Lines file ("-" for stdin), each a registration object as the API takes it, 1 000 per call`)
 
@@ -216,6 +221,36 @@ func (f *addFlags) register(cmd *cobra.Command, e *env, kind vigil.Kind, pred ma
 	return nil
 }
 
+// resumeOptions builds "deliver.resume" from --wake (HARNESS:SESSION) or
+// --wake-argv (a JSON array), run in the working directory; nil when
+// neither is given. The daemon judges the adapter, the session id and the
+// placeholders, and refuses them naming the field.
+func (f *addFlags) resumeOptions() (map[string]any, error) {
+	var r map[string]any
+	switch {
+	case f.wake != "" && f.wakeArgv != "":
+		return nil, usageErr(errors.New("give --wake or --wake-argv, not both"))
+	case f.wake != "":
+		harness, session, ok := strings.Cut(f.wake, ":")
+		if !ok {
+			return nil, usageErr(fmt.Errorf("--wake must be HARNESS:SESSION, like claude:3f9f74a6-… or codex:019d…, not %q", f.wake))
+		}
+		r = map[string]any{"harness": harness, "session": session}
+	case f.wakeArgv != "":
+		var argv []string
+		if err := json.Unmarshal([]byte(f.wakeArgv), &argv); err != nil || len(argv) == 0 {
+			return nil, usageErr(errors.New(`--wake-argv must be a JSON array of strings, like '["my-agent", "--resume", "s1", "{sentence}"]'`))
+		}
+		r = map[string]any{"argv": argv}
+	default:
+		return nil, nil
+	}
+	if wd, err := os.Getwd(); err == nil {
+		r["cwd"] = wd
+	}
+	return r, nil
+}
+
 // deliverOptions builds the registration's "deliver" from --deliver and
 // the delivery flags; nil when none is given.
 func (f *addFlags) deliverOptions() (json.RawMessage, error) {
@@ -252,6 +287,13 @@ func (f *addFlags) deliverOptions() (json.RawMessage, error) {
 	}
 	if f.progress {
 		o["progress"] = true
+	}
+	r, err := f.resumeOptions()
+	if err != nil {
+		return nil, err
+	}
+	if r != nil {
+		o["resume"] = r
 	}
 	if len(o) == 0 {
 		return nil, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -59,6 +60,11 @@ docs/agents.md.`,
 				Version:    version(),
 				ChainDepth: max(depth, 0),
 				Channel:    channel,
+			}
+			if wd, err := os.Getwd(); err == nil {
+				// A harness starts its MCP servers in its project: a
+				// session named by watch_create's wake resumes there.
+				opts.WakeDir = wd
 			}
 			err = mcpserver.Run(cmd.Context(), c, opts, &mcp.IOTransport{Reader: io.NopCloser(cmd.InOrStdin()), Writer: nopWriteCloser{e.stdout}})
 			if err == nil || cmd.Context().Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {

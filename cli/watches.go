@@ -214,6 +214,10 @@ func printWatch(out io.Writer, w *vigil.Watch) {
 			for _, c := range o.Command {
 				row("Command", commandLine(c.Program)+" (runs when the watch "+c.RunsFor()+")")
 			}
+			if r := o.Resume; r != nil {
+				c := deliver.CommandOptions{On: r.On}
+				row("Resume", strings.Join(r.Template(), " ")+" (runs when the watch "+c.RunsFor()+")")
+			}
 		}
 	}
 	for _, r := range w.Receipts {

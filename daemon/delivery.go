@@ -313,7 +313,7 @@ func ensureLinkKey(dataDir string, log *slog.Logger) ([]byte, error) {
 }
 
 // newDispatcher wires the push channels explicitly: webhook always (signed
-// with the daemon's secrets unless a watch gives its own), command when
+// with the daemon's secrets unless a watch gives its own), command and resume when
 // exec is allowed, email when an SMTP host is set (each mail with its
 // signed unsubscribe link, and access re-checked before it leaves).
 func newDispatcher(cfg Config, store vigil.Store, log *slog.Logger, receipt func(channel, status string),
@@ -330,6 +330,7 @@ func newDispatcher(cfg Config, store vigil.Store, log *slog.Logger, receipt func
 	policy := deliver.Policy{AllowExec: cfg.AllowExec, SMTP: cfg.Delivery.SMTP.Host != "", Guard: netguard.Guard{DenyPrivate: cfg.DenyPrivate}}
 	if policy.AllowExec {
 		chans[deliver.ChannelCommand] = command.New(command.Config{})
+		chans[deliver.ChannelResume] = command.NewResume(command.Config{})
 	}
 	if s := cfg.Delivery.SMTP; policy.SMTP {
 		chans[deliver.ChannelEmail] = email.New(email.Config{Host: s.Host, Port: s.port(), Username: s.User, Password: s.Password,

@@ -37,6 +37,9 @@ const (
 	ChannelWebhook = "webhook"
 	ChannelCommand = "command"
 	ChannelEmail   = "email"
+	// ChannelResume starts a new turn in a saved agent session (an exec
+	// delivery, like ChannelCommand).
+	ChannelResume = "resume"
 )
 
 // Channel is one push integration. Send makes ONE attempt and says whether

@@ -138,7 +138,9 @@ func destinationOf(channel string, o Options, recipient string) string {
 			port = "80"
 		}
 		return "webhook " + u.Scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
-	case channel == ChannelCommand:
+	case channel == ChannelCommand, channel == ChannelResume:
+		// A resumed agent runs on this host too: it shares the
+		// recipient's command bound.
 		return "command " + recipient
 	default:
 		return channel
@@ -206,7 +208,7 @@ func (d *Dispatcher) Options(w *vigil.Watch) (Options, error) {
 
 // channels lists the channels an outcome goes to: a webhook for every
 // outcome, the command whose "on" names the outcome's class, an email for
-// fired and failed only.
+// fired and failed only, the resume when its "on" names the class.
 func channels(o Options, s vigil.State) []string {
 	var out []string
 	if o.Webhook != nil {
@@ -217,6 +219,9 @@ func channels(o Options, s vigil.State) []string {
 	}
 	if o.Email != nil && (s == vigil.StateFired || s == vigil.StateFailed) {
 		out = append(out, ChannelEmail)
+	}
+	if o.Resume != nil && o.Resume.Runs(s) {
+		out = append(out, ChannelResume)
 	}
 	return out
 }
@@ -274,7 +279,7 @@ func (d *Dispatcher) pushLocked(j *job) {
 func (d *Dispatcher) Resume(ctx context.Context) error {
 	now := d.now()
 	p := vigil.ReceiptsResumeParams{Now: now, SettledSince: now.Add(-d.cfg.ResumeWindow),
-		Channels: []string{ChannelWebhook, ChannelCommand, ChannelEmail}}
+		Channels: []string{ChannelWebhook, ChannelCommand, ChannelEmail, ChannelResume}}
 	if len(d.cfg.RecipientWebhooks) > 0 {
 		p.DefaultChannels = []string{ChannelWebhook}
 	}

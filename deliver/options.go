@@ -51,11 +51,13 @@ const MaxCommands = 2
 //	 "command": {"argv" | "shell", "cwd"?, "env"?, "on"?, "timeout"?}
 //	            | [ {…, "on": "done"}, {…, "on": "fail"} ],
 //	 "email": {"to"},
+//	 "resume": {"harness", "session" | "argv", "cwd"?, "env"?, "on"?, "timeout"?},
 //	 "progress": bool}
 type Options struct {
 	Webhook  *WebhookOptions `json:"webhook,omitempty"`
 	Command  Commands        `json:"command,omitempty"`
 	Email    *EmailOptions   `json:"email,omitempty"`
+	Resume   *ResumeOptions  `json:"resume,omitempty"`
 	Progress bool            `json:"progress,omitempty"`
 }
 
@@ -186,7 +188,7 @@ func (p Policy) Canonicalize(raw json.RawMessage, scopeExec bool) (json.RawMessa
 	}
 	o, err := ParseOptions(t)
 	if err != nil {
-		return nil, invalid("deliver", "must be an object with webhook, command, email and progress: %s", decodeMessage(err))
+		return nil, invalid("deliver", "must be an object with webhook, command, email, resume and progress: %s", decodeMessage(err))
 	}
 	if w := o.Webhook; w != nil {
 		if err := checkWebhook(w); err != nil {
@@ -214,7 +216,12 @@ func (p Policy) Canonicalize(raw json.RawMessage, scopeExec bool) (json.RawMessa
 		}
 		e.To = addr.Address
 	}
-	if o.Webhook == nil && o.Command == nil && o.Email == nil && !o.Progress {
+	if o.Resume != nil {
+		if err := p.checkResume(o.Resume, scopeExec); err != nil {
+			return nil, err
+		}
+	}
+	if o.Webhook == nil && o.Command == nil && o.Email == nil && o.Resume == nil && !o.Progress {
 		return nil, nil
 	}
 	b, err := json.Marshal(o)
@@ -391,6 +398,11 @@ func Redact(raw json.RawMessage) json.RawMessage {
 	for _, c := range o.Command {
 		for k := range c.Env {
 			c.Env[k] = "…redacted"
+		}
+	}
+	if r := o.Resume; r != nil {
+		for k := range r.Env {
+			r.Env[k] = "…redacted"
 		}
 	}
 	b, err := json.Marshal(o)

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,8 +17,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/deliver"
 )
 
 // openAPIDoc is the part of the OpenAPI document the tests read.
@@ -380,5 +382,48 @@ func TestOpenAPIBatch(t *testing.T) {
 	want := []string{vigil.BatchCreated, vigil.BatchExisting, vigil.BatchRefused}
 	if diff := cmp.Diff(want, doc.Components.Schemas.BatchItem.Properties.Status.Enum); diff != "" {
 		t.Errorf("documented statuses (-served +documented):\n%s", diff)
+	}
+}
+
+// TestOpenAPIDeliver: the documented delivery options are the ones the
+// daemon takes (deliver.Options and deliver.ResumeOptions, by their JSON
+// names), with the resume adapters and outcome classes it knows.
+func TestOpenAPIDeliver(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]struct {
+					Ref  string   `json:"$ref"`
+					Enum []string `json:"enum"`
+				} `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(openAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	schemas := doc.Components.Schemas
+	if ref := schemas["RegisterRequest"].Properties["deliver"].Ref; ref != "#/components/schemas/Deliver" {
+		t.Errorf("RegisterRequest.deliver refers to %q, want the Deliver schema", ref)
+	}
+	for name, v := range map[string]any{"Deliver": deliver.Options{}, "Resume": deliver.ResumeOptions{}} {
+		var want []string
+		rt := reflect.TypeOf(v)
+		for i := range rt.NumField() {
+			tag, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+			want = append(want, tag)
+		}
+		slices.Sort(want)
+		got := slices.Sorted(maps.Keys(schemas[name].Properties))
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s schema properties (-daemon +documented):\n%s", name, diff)
+		}
+	}
+	if got := schemas["Resume"].Properties["harness"].Enum; !slices.Equal(got, []string{deliver.HarnessClaude, deliver.HarnessCodex}) {
+		t.Errorf("Resume.harness enum = %q", got)
+	}
+	if got := schemas["Resume"].Properties["on"].Enum; !slices.Equal(got, []string{deliver.OnAny, deliver.OnDone, deliver.OnFail}) {
+		t.Errorf("Resume.on enum = %q", got)
 	}
 }

@@ -109,6 +109,10 @@ type Options struct {
 	// notification (defaults DefaultChannelBurst, DefaultChannelWindow).
 	ChannelBurst  int
 	ChannelWindow time.Duration
+	// WakeDir is the directory a session that watch_create's wake names
+	// is resumed in: for `vigil mcp` over stdio, the directory it runs in,
+	// which a harness makes its project's. Empty: the daemon's own.
+	WakeDir string
 }
 
 // server holds what the tools share.

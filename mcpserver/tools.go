@@ -74,6 +74,7 @@ type createIn struct {
 	Note           string            `json:"note,omitempty" jsonschema:"a note to your future self, carried into the outcome message: what to do when it settles"`
 	Labels         map[string]string `json:"labels,omitempty" jsonschema:"labels to find the watch by"`
 	Deliver        json.RawMessage   `json:"deliver,omitempty" jsonschema:"push the outcome somewhere besides the inbox, as the HTTP API takes it: {\"webhook\": {\"url\": …}}, {\"command\": {\"argv\": […], \"on\": \"done\"|\"fail\"|\"any\"}} (or an array of an on-done and an on-fail command; fail includes expiry), {\"email\": {\"to\": …}}; usually not needed, since the inbox reaches you"`
+	Wake           string            `json:"wake,omitempty" jsonschema:"when the outcome comes, resume this saved agent session with it in a new turn: \"claude:SESSION_ID\" (claude -p --resume) or \"codex:SESSION_ID\" (codex exec resume); for when your session will have ended. Give it only with your own session id as your harness shows it (Codex: $CODEX_THREAD_ID); needs a daemon that allows exec"`
 	IdempotencyKey string            `json:"idempotency_key,omitempty" jsonschema:"a key that makes a retried call return the first answer instead of a second watch"`
 	Observe        *bool             `json:"observe,omitempty" jsonschema:"wait (up to 5s) for the first check and return it; default true"`
 	Stable         int               `json:"stable,omitempty" jsonschema:"require this many satisfied checks in a row before firing (for flappy endpoints)"`
@@ -109,6 +110,11 @@ func (s *server) create(ctx context.Context, req *mcp.CallToolRequest, in create
 	if len(in.Deliver) > 0 && !isObject(in.Deliver) {
 		return nil, createOut{}, argError("deliver", "deliver must be a JSON object")
 	}
+	if in.Wake != "" {
+		if in.Deliver, err = s.withWake(in.Deliver, in.Wake); err != nil {
+			return nil, createOut{}, err
+		}
+	}
 	observe := in.Observe == nil || *in.Observe
 	w, err := s.svc.Register(ctx, vigil.RegisterRequest{
 		Kind: in.Kind, Predicate: in.Predicate, Recipient: r, Deadline: in.Deadline, Every: in.Every, Mode: in.Mode,
@@ -122,6 +128,35 @@ func (s *server) create(ctx context.Context, req *mcp.CallToolRequest, in create
 		w.CompletionURL = c.baseURL + httpapi.CompletionPath(w.CompletionToken)
 	}
 	return nil, createOut{Watch: watchOut(w), Hint: createHint(w)}, nil
+}
+
+// withWake adds the resume delivery that wake ("claude:SESSION",
+// "codex:SESSION") asks for to deliver, run in Options.WakeDir. The
+// daemon judges the harness and the session id.
+func (s *server) withWake(deliver json.RawMessage, wake string) (json.RawMessage, error) {
+	harness, session, ok := strings.Cut(wake, ":")
+	if !ok {
+		return nil, argError("wake", "wake must be \"claude:SESSION_ID\" or \"codex:SESSION_ID\"")
+	}
+	o := map[string]json.RawMessage{}
+	if len(deliver) > 0 {
+		if err := json.Unmarshal(deliver, &o); err != nil {
+			return nil, argError("deliver", "deliver must be a JSON object")
+		}
+	}
+	if _, ok := o["resume"]; ok {
+		return nil, argError("wake", "give wake or deliver.resume, not both")
+	}
+	r := map[string]string{"harness": harness, "session": session}
+	if s.opts.WakeDir != "" {
+		r["cwd"] = s.opts.WakeDir
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	o["resume"] = b
+	return json.Marshal(o)
 }
 
 // createHint tells the model what to do after registering.

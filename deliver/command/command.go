@@ -1,6 +1,9 @@
-// Package command is the command push channel: it runs a program with a
-// settled watch's outcome JSON on stdin and VIGIL_WATCH_ID, VIGIL_STATE
-// and VIGIL_CHAIN_DEPTH in its environment. It runs the way command
+// Package command holds the exec push channels. The command channel runs a
+// program with a settled watch's outcome JSON on stdin and VIGIL_WATCH_ID,
+// VIGIL_STATE and VIGIL_CHAIN_DEPTH in its environment. The resume channel
+// (Resume) starts a new turn in a saved agent session: it runs the
+// harness's resume command (or the watch's argv template) with the
+// outcome as whole arguments, stdin empty and the same environment. It runs the way command
 // probes do (internal/proc's Runner): in its own process group, with a
 // minimal environment, bounded output and a timeout that terminates the
 // whole group. Its exit status is the receipt: 0 is delivered; any other
@@ -15,6 +18,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vigil-run/vigil/deliver"
 	runner "github.com/vigil-run/vigil/internal/proc"
@@ -42,7 +46,34 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 	if o == nil {
 		return false, errors.New("no command in the delivery options runs for a " + string(d.Watch.State) + " outcome")
 	}
-	p := o.Program
+	return false, run(ctx, c.cfg.Runner, "command", o.Program, d, d.Payload, o.CommandTimeout())
+}
+
+// Resume is the resume deliver.Channel: one run of the agent harness's
+// resume command, as the command channel runs its program.
+type Resume struct {
+	cfg Config
+}
+
+var _ deliver.Channel = (*Resume)(nil)
+
+// NewResume returns a resume channel.
+func NewResume(cfg Config) *Resume { return &Resume{cfg: cfg} }
+
+// Send implements deliver.Channel: one resumed turn. Like a command it is
+// never retried: the agent may have done part of its work.
+func (c *Resume) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
+	o := d.Options.Resume
+	if o == nil || !o.Runs(d.Watch.State) {
+		return false, errors.New("the delivery options resume no session for a " + string(d.Watch.State) + " outcome")
+	}
+	p := deliver.NewPayload(d.Watch, d.MessageID)
+	return false, run(ctx, c.cfg.Runner, "resume command", o.Program(&p), d, nil, o.ResumeTimeout())
+}
+
+// run runs p once for d with the VIGIL_ variables added to its
+// environment, and says what its exit means: nil for status 0.
+func run(ctx context.Context, r runner.Runner, what string, p runner.Program, d *deliver.Delivery, stdin []byte, timeout time.Duration) error {
 	p.Env = maps.Clone(p.Env)
 	if p.Env == nil {
 		p.Env = map[string]string{}
@@ -51,21 +82,21 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 	p.Env["VIGIL_STATE"] = string(d.Watch.State)
 	p.Env["VIGIL_MESSAGE_ID"] = d.MessageID
 	p.Env["VIGIL_CHAIN_DEPTH"] = strconv.Itoa(d.Watch.ChainDepth + 1)
-	out, err := c.cfg.Runner.Run(ctx, p, d.Payload, o.CommandTimeout())
+	out, err := r.Run(ctx, p, stdin, timeout)
 	if err != nil {
-		return false, fmt.Errorf("the command could not be run: %v", err)
+		return fmt.Errorf("the %s could not be run: %v", what, err)
 	}
 	if out.Ended != "" {
-		return false, errors.New("the command " + out.Ended)
+		return errors.New("the " + what + " " + out.Ended)
 	}
 	if out.ExitCode != 0 {
 		msg := fmt.Sprintf("exit status %d", out.ExitCode)
 		if s := lastLine(out.Stderr); s != "" {
 			msg += ": " + s
 		}
-		return false, errors.New(msg)
+		return errors.New(msg)
 	}
-	return false, nil
+	return nil
 }
 
 func lastLine(s string) string {

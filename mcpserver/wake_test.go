@@ -1,0 +1,85 @@
+package mcpserver_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/engine"
+	"github.com/vigil-run/vigil/mcpserver"
+	"github.com/vigil-run/vigil/store/memstore"
+	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/timer"
+)
+
+// TestCreateWake: watch_create's wake ("claude:ID", "codex:ID") registers
+// a resume delivery run in the server's WakeDir; a bad harness or an empty
+// session is refused naming the field, wake with deliver.resume is
+// refused, and a daemon without exec refuses it.
+func TestCreateWake(t *testing.T) {
+	t.Parallel()
+	startWith := func(allowExec bool) *engine.Engine {
+		e := engine.New(engine.Config{Store: memstore.New(), Watchers: watcher.NewRegistry(timer.New(timer.Config{})),
+			DeliverPolicy: deliver.Policy{AllowExec: allowExec}})
+		if err := e.Prime(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- e.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return e
+	}
+	e := startWith(true)
+	cs := connect(t, mcpserver.New(e, &mcpserver.Options{DefaultRecipient: "agent-1", WakeDir: "/src/app"}), nil)
+	for _, tt := range []struct {
+		wake, in string
+		want     deliver.ResumeOptions
+	}{
+		{"claude:3f9f74a6-6b7c", "1h", deliver.ResumeOptions{Harness: "claude", Session: "3f9f74a6-6b7c", Cwd: "/src/app", On: "any", Timeout: "10m"}},
+		{"codex:019d1afb", "2h", deliver.ResumeOptions{Harness: "codex", Session: "019d1afb", Cwd: "/src/app", On: "any", Timeout: "10m"}},
+	} {
+		// A predicate of its own per case: the same one again would be
+		// the same watch (identity), not a new registration.
+		out := callOK[watchResult](t, cs, "watch_create", map[string]any{"kind": "timer", "predicate": map[string]any{"in": tt.in},
+			"wake": tt.wake, "deliver": map[string]any{"progress": true}})
+		w, err := e.Watch(t.Context(), out.Watch.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := deliver.ParseOptions(w.Deliver)
+		if err != nil || o.Resume == nil || !o.Progress {
+			t.Fatalf("wake %s: deliver %s (%v), want the resume and progress", tt.wake, w.Deliver, err)
+		}
+		if got := *o.Resume; got.Harness != tt.want.Harness || got.Session != tt.want.Session || got.Cwd != tt.want.Cwd || got.On != tt.want.On || got.Timeout != tt.want.Timeout {
+			t.Errorf("wake %s: resume %+v, want %+v", tt.wake, got, tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		args map[string]any
+		want string
+	}{
+		{map[string]any{"wake": "gemini:s1"}, "deliver.resume.harness"},
+		{map[string]any{"wake": "claude:"}, "deliver.resume.session"},
+		{map[string]any{"wake": "claude"}, "wake"},
+		{map[string]any{"wake": "claude:s1", "deliver": map[string]any{"resume": map[string]any{"harness": "codex", "session": "s2"}}}, "not both"},
+	} {
+		args := map[string]any{"kind": "timer", "predicate": map[string]any{"in": "1h"}, "recipient": "refused"}
+		for k, v := range tt.args {
+			args[k] = v
+		}
+		if msg := callErr(t, cs, "watch_create", args); !strings.Contains(msg, tt.want) {
+			t.Errorf("watch_create %v = %q, want it to name %q", tt.args, msg, tt.want)
+		}
+	}
+	page, err := e.Watches(t.Context(), vigil.ListRequest{Recipient: "refused"})
+	if err != nil || len(page.Watches) != 0 {
+		t.Errorf("refused calls registered %d watches (%v), want none", len(page.Watches), err)
+	}
+	noExec := connect(t, mcpserver.New(startWith(false), &mcpserver.Options{DefaultRecipient: "agent-1"}), nil)
+	if msg := callErr(t, noExec, "watch_create", map[string]any{"kind": "timer", "predicate": map[string]any{"in": "1h"}, "wake": "claude:s1"}); !strings.Contains(msg, "--allow-exec") {
+		t.Errorf("wake without exec = %q, want it to name --allow-exec", msg)
+	}
+}

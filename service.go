@@ -28,6 +28,9 @@ type Service interface {
 	// Cancel cancels a pending watch, leaving one neutral line in the
 	// mailbox. Cancelling a settled watch returns it unchanged.
 	Cancel(ctx context.Context, id string) (*Watch, error)
+	// Check makes one immediate probe of a pending watch and returns the
+	// watch once what it found is written. A settled watch is a conflict.
+	Check(ctx context.Context, id string) (*Watch, error)
 	// Delete removes a watch; a pending one is cancelled first.
 	Delete(ctx context.Context, id string) error
 	// Messages reads a mailbox, long-polling up to r.Wait.

@@ -89,6 +89,12 @@ func (c *Client) Cancel(ctx context.Context, id string) (*vigil.Watch, error) {
 	return c.watchCall(ctx, http.MethodPost, id, "/cancel", nil, 0)
 }
 
+// Check implements vigil.Service: POST /v1/watches/{id}/check. It waits
+// for the probe (bounded by the daemon's maximum wait).
+func (c *Client) Check(ctx context.Context, id string) (*vigil.Watch, error) {
+	return c.watchCall(ctx, http.MethodPost, id, "/check", nil, longPoll(vigil.DefaultLimits().MaxWait))
+}
+
 // Delete implements vigil.Service: DELETE /v1/watches/{id}.
 func (c *Client) Delete(ctx context.Context, id string) error {
 	if id == "" {

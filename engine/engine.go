@@ -64,6 +64,7 @@ type Engine struct {
 	sched    *scheduler.Scheduler
 	hub      *hub
 	deliver  deliver.Policy
+	probes   *probeLog
 }
 
 var _ vigil.Service = (*Engine)(nil)
@@ -88,7 +89,7 @@ func New(cfg Config) *Engine {
 		store: cfg.Store, watchers: cfg.Watchers, limits: cfg.Limits,
 		now:   func() time.Time { return cfg.NowFunc().UTC().Truncate(time.Millisecond) },
 		newID: cfg.NewIDFunc, log: log.With("component", "engine"), hub: newHub(),
-		deliver: cfg.DeliverPolicy,
+		deliver: cfg.DeliverPolicy, probes: newProbeLog(),
 	}
 	e.stoppers = make(map[vigil.Kind]watcher.Stopper)
 	if cfg.Watchers != nil {
@@ -102,6 +103,7 @@ func New(cfg Config) *Engine {
 		Store: cfg.Store, Watchers: cfg.Watchers, NowFunc: e.now, Workers: cfg.Workers, Limits: cfg.Limits,
 		Logger: log, JitterFunc: cfg.JitterFunc, EventFunc: e.schedulerEvent, NewIDFunc: cfg.NewIDFunc,
 		DeliverFunc: cfg.DeliverFunc, CheckFunc: cfg.CheckFunc, Metrics: cfg.Metrics,
+		ProbedFunc: func(w *vigil.Watch, obs *vigil.Observation) { e.probes.record(w.ID, obs, w.CheckedAt) },
 	})
 	return e
 }
@@ -336,6 +338,53 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*vigil.Watch, error) {
 		e.hub.publish(vigil.Event{Type: vigil.EventMessage, WatchID: id, Recipient: w.Recipient, State: vigil.StateCancelled, Text: out.Sentence, Seq: msg.Seq, At: now})
 	}
 	return e.view(after), nil
+}
+
+// Check implements vigil.Service: it makes a pending watch due now and
+// waits (bounded by Limits.MaxWait) for that probe to be made and what it
+// decided to be written, then returns the watch as it is. A settled watch
+// is a conflict; a timer, which the clock alone answers, is an
+// invalid_request.
+func (e *Engine) Check(ctx context.Context, id string) (*vigil.Watch, error) {
+	w, err := e.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case w.State == vigil.StateUnwatchable:
+		return nil, vigil.Errorf(vigil.CodeConflict, "watch %s cannot be checked: this build has no watcher for its kind %q", id, w.Kind)
+	case w.State != vigil.StatePending:
+		return nil, vigil.Errorf(vigil.CodeConflict, "watch %s has already settled (%s); only a pending watch can be checked", id, w.State)
+	}
+	if spec, _ := vigil.SpecOf(w.Kind); spec.Instant {
+		return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s is a %s: the clock alone answers it, so there is nothing to check before it is due", id, w.Kind)
+	}
+	if _, held := e.sched.Live(id); !held {
+		return nil, vigil.Errorf(vigil.CodeConflict, "watch %s is not being probed by this daemon, so it cannot be checked now", id)
+	}
+	since := e.now()
+	done, stop := e.probes.wait(id, since)
+	defer stop()
+	e.sched.Poke(id)
+	t := time.NewTimer(e.limits.MaxWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		return nil, vigil.Errorf(vigil.CodeUnavailable, "the probe of watch %s did not finish within %s; it goes on, see its detail later", id, e.limits.MaxWait)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return e.get(ctx, id)
+}
+
+// Probes returns the last probes of a watch the caller may see, newest
+// first (at most ProbesPerWatch; kept in memory only).
+func (e *Engine) Probes(ctx context.Context, id string) ([]Probe, error) {
+	if _, err := e.get(ctx, id); err != nil {
+		return nil, err
+	}
+	return e.probes.recent(id), nil
 }
 
 // Delete implements vigil.Service: a pending watch is cancelled first.

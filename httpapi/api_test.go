@@ -236,6 +236,11 @@ func TestWatchRoutes(t *testing.T) {
 		t.Errorf("the service waited %v, want 20s", got)
 	}
 
+	w, err = e.c.Check(ctx, "w2")
+	if err != nil || w.ID != "w2" || w.Polls != 1 || e.fake.snapshot().checked != "w2" {
+		t.Errorf("Check() = %+v, %v; want w2 probed once", w, err)
+	}
+
 	w, err = e.c.Cancel(ctx, "w1")
 	if err != nil || w.State != vigil.StateCancelled || e.fake.snapshot().cancelled != "w1" {
 		t.Errorf("Cancel() = %+v, %v; want w1 cancelled", w, err)

@@ -161,6 +161,20 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 	return watchResult(w)(s.svc.Cancel(r.Context(), id))
 }
 
+// check serves POST /v1/watches/{id}/check: one immediate probe of a
+// pending watch, answered once it is made (bounded by the service).
+func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if err := checkID(id); err != nil {
+		return err
+	}
+	ctx, done := s.calls.Track(r.Context())
+	defer done()
+	noWriteDeadline(w)
+	wt, err := s.svc.Check(ctx, id)
+	return watchResult(w)(wt, interrupted(ctx, err))
+}
+
 // delete serves DELETE /v1/watches/{id}.
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")

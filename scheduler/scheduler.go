@@ -79,6 +79,10 @@ type Config struct {
 	// Metrics, when set, hears of each probe and each settlement, for
 	// monitoring.
 	Metrics Metrics
+	// ProbedFunc, when set, hears of each probe's observation, settling or
+	// not, with the watch it probed (the panel's recent probes). It runs on
+	// the worker and must not block.
+	ProbedFunc func(w *vigil.Watch, obs *vigil.Observation)
 }
 
 // Metrics hears what the scheduler does. Its methods run on the scheduler's
@@ -764,6 +768,10 @@ func (s *Scheduler) runProbe(ctx context.Context, e *entry, now time.Time, fair 
 	if m := s.cfg.Metrics; m != nil {
 		m.Probed(w.Kind, obs.Verdict, now.Sub(time.Unix(0, e.due)), s.now().Sub(now))
 	}
+	if f := s.cfg.ProbedFunc; f != nil {
+		// Once what the probe decided is written.
+		defer f(w, &obs)
+	}
 	prog := e.prog.unpack().Advance(obs.Verdict, now)
 	w.Errors, w.ConsecutiveErrors, w.CheckedAt = prog.Errors, prog.Consecutive, now
 	d := vigil.Decide(w, &obs, prog, now, final)
@@ -933,6 +941,13 @@ func (s *Scheduler) runInstant(ctx context.Context, es []*entry, now time.Time) 
 		byID[w.ID] = w
 	}
 	var settle []settlement
+	var probed []probedObs
+	defer func() {
+		// Once what the probes decided is written.
+		for _, p := range probed {
+			s.cfg.ProbedFunc(p.w, &p.obs)
+		}
+	}()
 	for _, e := range es {
 		w := byID[e.id]
 		if w == nil || w.State != vigil.StatePending {
@@ -960,6 +975,9 @@ func (s *Scheduler) runInstant(ctx context.Context, es []*entry, now time.Time) 
 			s.log.Error("probe routed to the wrong watcher", "watch_id", w.ID, "err", err)
 			obs = wrongKind(err, now)
 		}
+		if s.cfg.ProbedFunc != nil {
+			probed = append(probed, probedObs{w, obs})
+		}
 		prog := e.prog.unpack().Advance(obs.Verdict, now)
 		w.Errors, w.ConsecutiveErrors, w.CheckedAt = prog.Errors, prog.Consecutive, now
 		final := e.deadline != 0 && now.UnixNano() >= e.deadline
@@ -978,6 +996,12 @@ func (s *Scheduler) runInstant(ctx context.Context, es []*entry, now time.Time) 
 	if len(settle) > 0 {
 		s.commit(ctx, settle, now)
 	}
+}
+
+// probedObs is one probe of a batch, for Config.ProbedFunc.
+type probedObs struct {
+	w   *vigil.Watch
+	obs vigil.Observation
 }
 
 // messageData is the machine-readable part of an outcome message.

@@ -96,9 +96,15 @@ type ListRequest struct {
 	State     State             `json:"state,omitempty"`
 	Kind      Kind              `json:"kind,omitempty"`
 	Labels    map[string]string `json:"labels,omitempty"`
-	After     string            `json:"after,omitempty"`
-	Limit     int               `json:"limit,omitempty"`
+	// Text keeps the watches whose note or predicate holds it, ignoring
+	// case (at most MaxListText bytes).
+	Text  string `json:"text,omitempty"`
+	After string `json:"after,omitempty"`
+	Limit int    `json:"limit,omitempty"`
 }
+
+// MaxListText bounds ListRequest.Text.
+const MaxListText = 200
 
 // Why explains a watch in one sentence.
 type Why struct {

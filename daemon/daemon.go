@@ -53,6 +53,7 @@ import (
 	"github.com/vigil-run/vigil/watcher/ticket"
 	"github.com/vigil-run/vigil/watcher/timer"
 	tokenwatch "github.com/vigil-run/vigil/watcher/token"
+	"github.com/vigil-run/vigil/web"
 )
 
 // Timeouts of the HTTP server and of shutdown.
@@ -88,6 +89,10 @@ type Daemon struct {
 	metrics *metrics.Metrics
 	// fs wakes folder and file watches on file system events.
 	fs *fsWake
+	// panel is the web panel served at /.
+	panel *web.Panel
+	// started is when New ran, for the panel's uptime.
+	started time.Time
 	// links signs and checks the unsubscribe links of delivery mails.
 	links *email.Links
 
@@ -198,7 +203,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	reg.Register(ci.New(ci.Config{Forges: forges}))
 	reg.Register(ticket.New(ticket.Config{Forges: forges}))
 
-	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, kinds: reg.Kinds(), primed: make(chan struct{})}
+	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, kinds: reg.Kinds(), primed: make(chan struct{}), started: time.Now()}
 	d.forges = forges
 	// Scoped tokens: authenticated per request (cached briefly; a
 	// revocation here takes effect at once) and re-checked before every
@@ -263,6 +268,22 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		MaxWait:          min(mcpserver.DefaultMaxWait, cfg.Limits.MaxWait),
 	})
 	d.api.Mount("/mcp", mcpHandler)
+	// The web panel at /: its own sign-in (a session cookie), the same
+	// service and scopes as the API.
+	d.panel = web.New(web.Options{
+		Service:          d.eng,
+		AdminToken:       token,
+		AuthenticateFunc: tokens.Authenticate,
+		Tokens:           tokens,
+		Events:           d.api.EventStream(),
+		Probes:           d.eng.Probes,
+		Counts:           d.eng.Counts,
+		StatusFunc:       d.panelStatus,
+		Logger:           logger,
+	})
+	for _, pattern := range web.Patterns() {
+		d.api.MountPublic(pattern, d.panel.Handler())
+	}
 	d.srv = &http.Server{
 		Handler:           d.gate(d.api.Handler()),
 		ReadHeaderTimeout: readHeaderTimeout,

@@ -225,7 +225,10 @@ func (e *Engine) Watch(ctx context.Context, id string) (*vigil.Watch, error) { r
 
 // Watches implements vigil.Service.
 func (e *Engine) Watches(ctx context.Context, q vigil.ListRequest) (vigil.WatchPage, error) {
-	p := vigil.WatchListParams{Recipient: q.Recipient, State: q.State, Kind: q.Kind, Labels: q.Labels, After: q.After, Limit: q.Limit}
+	p := vigil.WatchListParams{Recipient: q.Recipient, State: q.State, Kind: q.Kind, Labels: q.Labels, Text: q.Text, After: q.After, Limit: q.Limit}
+	if len(q.Text) > vigil.MaxListText || strings.ContainsAny(q.Text, "\x00\r\n") {
+		return vigil.WatchPage{}, vigil.FieldErrorf(vigil.CodeInvalidRequest, "text", "text must be one line of at most %d bytes", vigil.MaxListText)
+	}
 	if q.Recipient != "" {
 		if err := vigil.ValidName("recipient", q.Recipient, e.limits.MaxNameBytes); err != nil {
 			return vigil.WatchPage{}, err
@@ -272,6 +275,30 @@ func (e *Engine) Watches(ctx context.Context, q vigil.ListRequest) (vigil.WatchP
 	}
 	page.Watches = out
 	return page, nil
+}
+
+// Counts returns how many watches the caller may see are in each state; a
+// pending watch of a kind this build cannot watch counts as unwatchable.
+func (e *Engine) Counts(ctx context.Context) (map[vigil.State]int, error) {
+	var recipients []string
+	if s, ok := vigil.ScopeFrom(ctx); ok {
+		recipients = s.Recipients
+	}
+	cs, err := e.store.WatchCounts(ctx, recipients)
+	if err != nil {
+		return nil, err
+	}
+	out := map[vigil.State]int{}
+	for _, c := range cs {
+		st := c.State
+		if st == vigil.StatePending {
+			if _, ok := e.watchers.Lookup(c.Kind); !ok {
+				st = vigil.StateUnwatchable
+			}
+		}
+		out[st] += c.N
+	}
+	return out, nil
 }
 
 // Why implements vigil.Service.

@@ -235,6 +235,35 @@ func (s *Store) WatchList(ctx context.Context, p vigil.WatchListParams) (vigil.W
 	return page, nil
 }
 
+// WatchCounts implements vigil.Store: one GROUP BY over the state index.
+func (s *Store) WatchCounts(ctx context.Context, recipients []string) ([]vigil.WatchCount, error) {
+	q := `SELECT state, kind, count(*) FROM watches`
+	var args []any
+	if len(recipients) > 0 {
+		q += " WHERE recipient IN (" + placeholders(len(recipients)) + ")"
+		for _, r := range recipients {
+			args = append(args, r)
+		}
+	}
+	rows, err := s.readDB.QueryContext(ctx, q+" GROUP BY state, kind", args...)
+	if err != nil {
+		return nil, wrap("count watches", err)
+	}
+	defer rows.Close()
+	out := []vigil.WatchCount{}
+	for rows.Next() {
+		var c vigil.WatchCount
+		if err := rows.Scan(&c.State, &c.Kind, &c.N); err != nil {
+			return nil, wrap("count watches", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("count watches", err)
+	}
+	return out, nil
+}
+
 // listQuery builds WatchList's query: its SQL, its arguments and the page
 // size.
 func listQuery(p vigil.WatchListParams) (q string, args []any, limit int, err error) {
@@ -268,6 +297,12 @@ func listQuery(p vigil.WatchListParams) (q string, args []any, limit int, err er
 		where = append(where, "EXISTS (SELECT 1 FROM json_each(watches.labels) AS l WHERE l.key = ? AND l.type = 'text' AND l.value = ?)")
 		args = append(args, k, p.Labels[k])
 	}
+	if p.Text != "" {
+		// LIKE ignores the case of ASCII letters only, as the Store's
+		// Text does.
+		like := "%" + likeEscaper.Replace(p.Text) + "%"
+		where, args = append(where, `(note LIKE ? ESCAPE '\' OR predicate LIKE ? ESCAPE '\')`), append(args, like, like)
+	}
 	if p.After != "" {
 		at, id, err := decodeCursor(p.After)
 		if err != nil {
@@ -283,6 +318,9 @@ func listQuery(p vigil.WatchListParams) (q string, args []any, limit int, err er
 	q += " ORDER BY created_at DESC, id DESC LIMIT ?"
 	return q, append(args, limit+1), limit, nil
 }
+
+// likeEscaper escapes LIKE's wildcards (with ESCAPE '\\').
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
 func pageLimit(n int) int {
 	if n <= 0 {

@@ -190,3 +190,58 @@ func TestPanelScopedSession(t *testing.T) {
 
 // httpapiRecheck is the recheck interval the daemon's panel uses.
 const httpapiRecheck = httpapi.DefaultRecheck
+
+// TestPanelAdminTokens: the admin creates a scoped token (its plaintext
+// shown once, in that answer only), sees it listed, revokes it; the status
+// section shows the daemon's figures.
+func TestPanelAdminTokens(t *testing.T) {
+	e := startDaemon(t)
+	base := e.d.URL()
+	hc, csrf := session(t, base, e.d.Token())
+	req, _ := http.NewRequest(http.MethodPost, base+"/ui/admin/tokens", strings.NewReader(url.Values{"csrf": {csrf}, "recipients": {"agent-x, agent-y"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	body := string(b)
+	i := strings.Index(body, `<pre id="new-token">`)
+	if resp.StatusCode != http.StatusOK || i < 0 {
+		t.Fatalf("create token: %d, no plaintext shown", resp.StatusCode)
+	}
+	secret := body[i+len(`<pre id="new-token">`):]
+	secret = secret[:strings.Index(secret, "<")]
+	if !strings.HasPrefix(secret, vigil.TokenPrefix) {
+		t.Fatalf("the token shown is %q", secret)
+	}
+	// It works, and is never shown again.
+	if _, err := e.c.Tokens(t.Context(), false); err != nil {
+		t.Fatal(err)
+	}
+	_, page := get(t, hc, base+"/ui/admin")
+	if strings.Contains(page, secret) || !strings.Contains(page, "[agent-x agent-y]") {
+		t.Errorf("the admin page shows the plaintext again (%v) or not the token (%v)", strings.Contains(page, secret), !strings.Contains(page, "[agent-x agent-y]"))
+	}
+	for _, want := range []string{"Uptime", "sqlite", "Probe lateness"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the status section lacks %q", want)
+		}
+	}
+	ts, err := e.c.Tokens(t.Context(), false)
+	if err != nil || len(ts) != 1 {
+		t.Fatalf("tokens: %v %v", ts, err)
+	}
+	scoped, _ := session(t, base, secret)
+	if resp, _ := get(t, scoped, base+"/"); resp.StatusCode != http.StatusOK {
+		t.Errorf("the new token's session: %d", resp.StatusCode)
+	}
+	if resp := post(t, hc, base+"/ui/admin/tokens/"+ts[0].ID+"/revoke", base, url.Values{"csrf": {csrf}}); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("revoke: %d", resp.StatusCode)
+	}
+	if ts, _ := e.c.Tokens(t.Context(), false); len(ts) != 0 {
+		t.Errorf("after revoking, %d tokens are still valid", len(ts))
+	}
+}

@@ -60,6 +60,21 @@ func testListText(t *testing.T, newStore NewStoreFunc) {
 			t.Errorf("Text %q (recipient %q): %v, want %v", tc.p.Text, tc.p.Recipient, got, tc.want)
 		}
 	}
+	// A deleted watch is found no more.
+	if _, _, err := s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w2", SettledAt: base.Add(time.Minute),
+		Outcome: &vigil.Outcome{State: vigil.StateCancelled, Reason: "cancelled", Sentence: "cancelled"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WatchDelete(ctx, "w2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(vigil.WatchListParams{Text: "billing"}); !slices.Equal(got, []string{"w1", "w5"}) {
+		t.Errorf("Text billing after deleting w2: %v, want [w1 w5]", got)
+	}
+	// Labels filter the same way, and a deleted watch's labels go with it.
+	if got := list(vigil.WatchListParams{Labels: map[string]string{"team": "a"}}); len(got) != 0 {
+		t.Errorf("label team=a: %v, want none", got)
+	}
 }
 
 // testWatchCounts: WatchCounts counts by state and kind, within a set of

@@ -47,6 +47,7 @@ func (c *Client) Watches(ctx context.Context, q vigil.ListRequest) (vigil.WatchP
 	set(v, "recipient", q.Recipient)
 	set(v, "state", string(q.State))
 	set(v, "kind", string(q.Kind))
+	set(v, "text", q.Text)
 	set(v, "after", q.After)
 	if q.Limit != 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))

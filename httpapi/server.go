@@ -203,7 +203,7 @@ func New(opts Options) *Server {
 func (s *Server) table() []route {
 	return []route{
 		{pattern: "POST /v1/watches", query: []string{"observe"}, handler: s.register},
-		{pattern: "GET /v1/watches", query: []string{"recipient", "state", "kind", "label", "after", "limit"}, handler: s.list},
+		{pattern: "GET /v1/watches", query: []string{"recipient", "state", "kind", "label", "text", "after", "limit"}, handler: s.list},
 		{pattern: "GET /v1/watches/{id}", handler: s.get},
 		{pattern: "GET /v1/watches/{id}/why", handler: s.why},
 		{pattern: "GET /v1/watches/{id}/wait", query: []string{"timeout"}, handler: s.wait},

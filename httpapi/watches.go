@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vigil-run/vigil"
@@ -90,6 +91,12 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	lr.Labels = labels
+	if v, ok := q["text"]; ok {
+		if len(v[0]) > vigil.MaxListText || strings.ContainsAny(v[0], "\x00\r\n") {
+			return invalid("text", "text must be one line of at most %d bytes", vigil.MaxListText)
+		}
+		lr.Text = v[0]
+	}
 	if v, ok := q["after"]; ok {
 		if v[0] == "" || len(v[0]) > 256 || !plain(v[0]) {
 			return invalid("after", "after must be the next cursor of a previous page")

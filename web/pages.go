@@ -38,7 +38,7 @@ func (p *Panel) page(h handler) http.HandlerFunc {
 			switch {
 			case r.URL.Path == "/":
 				p.render(w, r, http.StatusOK, "signin", nil, signinData{})
-			case strings.HasPrefix(r.URL.Path, "/ui/events") || strings.HasPrefix(r.URL.Path, "/ui/unread") || strings.HasSuffix(r.URL.Path, "/row"):
+			case strings.HasPrefix(r.URL.Path, "/ui/events") || strings.HasPrefix(r.URL.Path, "/ui/unread"):
 				http.Error(w, "signed out", http.StatusUnauthorized)
 			default:
 				http.Redirect(w, r, "/", http.StatusSeeOther)
@@ -286,17 +286,6 @@ type detailData struct {
 	Labels    []string
 }
 
-// row serves one watch's list row as JSON for the script (a watch created
-// while the list is open).
-func (p *Panel) row(w http.ResponseWriter, r *http.Request, s *session) error {
-	wt, err := p.opts.Service.Watch(s.ctx(r.Context()), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, rowJSON(newRow(wt)))
-	return nil
-}
-
 // rowJSON is what the script shows of a watch.
 func rowJSON(r row) map[string]any {
 	out := map[string]any{"id": r.W.ID, "kind": r.W.Kind, "subject": r.Subject, "recipient": r.W.Recipient,
@@ -507,10 +496,13 @@ func (p *Panel) inbox(w http.ResponseWriter, r *http.Request, s *session) error 
 		d.Messages = append(d.Messages, inboxMessage{Message: m, Unread: unread})
 		d.Last = max(d.Last, m.Seq)
 	}
-	p.mu.Lock()
 	s.reader = d.Reader
 	if s.admin && !slices.Contains(s.follow, d.Recipient) && len(s.follow) < 16 {
 		s.follow = append(s.follow, d.Recipient)
+	}
+	p.mu.Lock()
+	if st, ok := p.sessions[s.id]; ok {
+		st.reader, st.follow = s.reader, slices.Clone(s.follow)
 	}
 	p.mu.Unlock()
 	p.render(w, r, http.StatusOK, "inbox", s, d)
@@ -560,8 +552,6 @@ func (p *Panel) unreadCount(r *http.Request, s *session) (int, error) {
 
 // followed are the recipients whose unread messages the badge counts.
 func (p *Panel) followed(s *session) []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	if !s.admin {
 		return slices.Clone(s.scope.Recipients)
 	}
@@ -646,9 +636,7 @@ func (p *Panel) createToken(w http.ResponseWriter, r *http.Request, s *session) 
 		return errAdminOnly
 	}
 	req := vigil.TokenCreateRequest{Exec: r.PostFormValue("exec") == "on", Expires: strings.TrimSpace(r.PostFormValue("expires"))}
-	for _, f := range strings.FieldsFunc(r.PostFormValue("recipients"), splitList) {
-		req.Recipients = append(req.Recipients, f)
-	}
+	req.Recipients = strings.FieldsFunc(r.PostFormValue("recipients"), splitList)
 	for _, f := range strings.FieldsFunc(r.PostFormValue("kinds"), splitList) {
 		req.Kinds = append(req.Kinds, vigil.Kind(f))
 	}

@@ -25,6 +25,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -166,7 +167,6 @@ func New(opts Options) *Panel {
 	p.mux.HandleFunc("POST /ui/signin", p.signIn)
 	p.mux.HandleFunc("POST /ui/signout", p.action(p.signOut))
 	p.mux.HandleFunc("GET /ui/watches/{id}", p.page(p.detail))
-	p.mux.HandleFunc("GET /ui/watches/{id}/row", p.page(p.row))
 	p.mux.HandleFunc("POST /ui/watches/{id}/{verb}", p.action(p.watchAction))
 	p.mux.HandleFunc("GET /ui/inbox", p.page(p.inbox))
 	p.mux.HandleFunc("POST /ui/inbox/read", p.action(p.markRead))
@@ -274,6 +274,11 @@ func (p *Panel) session(r *http.Request) (*session, error) {
 	if ok {
 		s.used = now
 		recheck = !s.admin && now.Sub(s.checked) >= p.opts.Recheck
+		// The request works on a copy: the stored session changes
+		// under p.mu only.
+		cp := *s
+		cp.follow = slices.Clone(s.follow)
+		s = &cp
 	}
 	p.mu.Unlock()
 	if !ok {
@@ -306,7 +311,9 @@ func (p *Panel) valid(ctx context.Context, s *session) (bool, error) {
 		return false, nil
 	}
 	p.mu.Lock()
-	s.checked, s.scope = p.now(), scope
+	if st, ok := p.sessions[s.id]; ok {
+		st.checked, st.scope = p.now(), scope
+	}
 	p.mu.Unlock()
 	return true, nil
 }

@@ -237,6 +237,14 @@ func TestPanelInBrowser(t *testing.T) {
 	}
 	screenshot(t, ctx, "panel-list.png")
 
+	// On a phone's width the rows become cards: nothing runs off the side.
+	step(t, ctx, "narrow the window", chromedp.EmulateViewport(390, 844))
+	if w := eval[int](t, ctx, `document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("at 390 px wide the list is %d px wide", w)
+	}
+	screenshot(t, ctx, "panel-narrow.png")
+	step(t, ctx, "widen the window", chromedp.EmulateViewport(1280, 900))
+
 	// Filter by text, then by recipient: one row each.
 	step(t, ctx, "type a filter", chromedp.SendKeys(chromedp.ID("f-text"), "DEPLOY"))
 	follow(t, ctx, "filter by text", chromedp.Click(chromedp.ID("f-apply")))

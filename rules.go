@@ -128,3 +128,142 @@ func NextDue(due, now time.Time, every time.Duration, consecutiveErrors, capN in
 // Transition reports whether a watch may move from one state to another:
 // only pending moves, and only to a terminal state.
 func Transition(from, to State) bool { return from == StatePending && to.Terminal() }
+
+// The registration defaults: how a request's mode, interval, deadline and
+// stability window are resolved against its kind's spec and the limits.
+// The engine applies them, in this order, after checking the request; each
+// is pure, and a refusal is a *Error naming the field.
+
+// ResolveMode returns the mode a watch of kind registers with: asked, or
+// until by default. unless is refused for standing and instant kinds.
+func ResolveMode(kind Kind, spec KindSpec, asked Mode) (Mode, error) {
+	mode := asked
+	switch mode {
+	case "":
+		mode = ModeUntil
+	case ModeUntil, ModeUnless:
+	default:
+		return "", FieldErrorf(CodeInvalidRequest, "mode", "mode must be \"until\" or \"unless\", not %q", clip(string(mode)))
+	}
+	if mode == ModeUnless && (spec.Standing || spec.Instant) {
+		return "", FieldErrorf(CodeInvalidRequest, "mode", "%s watches do not take mode \"unless\"", kind)
+	}
+	return mode, nil
+}
+
+// ResolveEvery returns a watch's probe interval: asked (a duration, at
+// least l.MinEvery and at most l.MaxDeadline), else the one its predicate
+// names (fromPredicate, a schedule's), else the kind's default. A kind not
+// probed on an interval (spec.Every zero) has none and refuses one.
+func ResolveEvery(kind Kind, spec KindSpec, fromPredicate time.Duration, asked string, l Limits) (time.Duration, error) {
+	every := spec.Every
+	if fromPredicate > 0 && spec.Every > 0 {
+		every = fromPredicate
+	}
+	if asked == "" {
+		return every, nil
+	}
+	if spec.Every == 0 {
+		return 0, FieldErrorf(CodeInvalidRequest, "every", "%s watches are not probed on an interval; leave every out", kind)
+	}
+	d, err := ParseDuration(asked)
+	if err != nil {
+		return 0, FieldErrorf(CodeInvalidRequest, "every", "every: %v", err)
+	}
+	if d < l.MinEvery {
+		return 0, FieldErrorf(CodeIntervalTooSmall, "every", "every %s is below the floor of %s (min_every)", FormatDuration(d), FormatDuration(l.MinEvery))
+	}
+	if d > l.MaxDeadline {
+		return 0, FieldErrorf(CodeInvalidRequest, "every", "every %s is longer than the longest deadline, %s", FormatDuration(d), FormatDuration(l.MaxDeadline))
+	}
+	return d, nil
+}
+
+// ResolveDeadline returns a watch's deadline, the one place its default is
+// resolved: asked (a duration from now or an RFC 3339 instant), else the
+// kind's default from now (from start, for a kind whose deadline counts
+// from it), else none (zero). start is when the watch starts (zero: at
+// once; a timer's instant). A standing kind refuses a deadline; the
+// deadline must be in the future, not before start, and at most
+// l.MaxDeadline after the later of now and start, which is itself at most
+// l.MaxDeadline away.
+func ResolveDeadline(kind Kind, spec KindSpec, asked string, start, now time.Time, l Limits) (time.Time, error) {
+	from := now
+	if start.After(now) {
+		from = start
+		if start.Sub(now) > l.MaxDeadline {
+			return time.Time{}, FieldErrorf(CodeDeadlineOutOfRange, "predicate.at", "the timer is more than %s away (max_deadline)", FormatDuration(l.MaxDeadline))
+		}
+	}
+	var deadline time.Time
+	switch {
+	case asked != "" && spec.Standing:
+		return time.Time{}, FieldErrorf(CodeInvalidRequest, "deadline", "%s watches are standing: they end when cancelled, not at a deadline", kind)
+	case asked != "":
+		var err error
+		if deadline, err = parseDeadline(asked, now); err != nil {
+			return time.Time{}, err
+		}
+	case spec.Deadline > 0 && spec.DeadlineFromStart && !start.IsZero():
+		deadline = from.Add(spec.Deadline)
+	case spec.Deadline > 0:
+		deadline = now.Add(spec.Deadline)
+	}
+	if deadline.IsZero() {
+		return deadline, nil
+	}
+	if !deadline.After(now) {
+		return time.Time{}, FieldErrorf(CodeDeadlineOutOfRange, "deadline", "deadline %s is not in the future", FormatTime(deadline))
+	}
+	if !start.IsZero() && deadline.Before(start) {
+		return time.Time{}, FieldErrorf(CodeDeadlineOutOfRange, "deadline", "deadline %s comes before the watch starts, %s", FormatTime(deadline), FormatTime(start))
+	}
+	if deadline.Sub(from) > l.MaxDeadline {
+		return time.Time{}, FieldErrorf(CodeDeadlineOutOfRange, "deadline", "deadline is more than %s away (max_deadline)", FormatDuration(l.MaxDeadline))
+	}
+	return deadline, nil
+}
+
+// parseDeadline reads a duration from now or an RFC 3339 instant.
+func parseDeadline(s string, now time.Time) (time.Time, error) {
+	if t, err := ParseTime(s); err == nil {
+		return t.Truncate(time.Millisecond), nil
+	}
+	d, err := ParseDuration(s)
+	if err != nil {
+		return time.Time{}, FieldErrorf(CodeInvalidRequest, "deadline", "deadline must be a duration like 2h or an RFC 3339 time: %v", err)
+	}
+	if d <= 0 {
+		return time.Time{}, FieldErrorf(CodeDeadlineOutOfRange, "deadline", "deadline must be in the future")
+	}
+	return now.Add(d), nil
+}
+
+// ResolveStableFor returns how long a watch's satisfied answers must hold
+// (asked, a duration of at most l.MaxDeadline; zero by default). Stability
+// (stable answers or a stable_for) applies only to a watch probed on an
+// interval (every).
+func ResolveStableFor(kind Kind, asked string, stable int, every time.Duration, l Limits) (time.Duration, error) {
+	var stableFor time.Duration
+	if asked != "" {
+		var err error
+		if stableFor, err = ParseDuration(asked); err != nil {
+			return 0, FieldErrorf(CodeInvalidRequest, "stable_for", "stable_for: %v", err)
+		}
+		if stableFor > l.MaxDeadline {
+			return 0, FieldErrorf(CodeInvalidRequest, "stable_for", "stable_for is longer than the longest deadline")
+		}
+	}
+	if (stable > 0 || stableFor > 0) && every == 0 {
+		return 0, FieldErrorf(CodeInvalidRequest, "stable", "%s watches are not probed repeatedly; stability does not apply", kind)
+	}
+	return stableFor, nil
+}
+
+// clip shortens a name quoted in a refusal.
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}

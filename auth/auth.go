@@ -19,7 +19,6 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/scheduler"
 )
 
 // Defaults and bounds; each lives here only.
@@ -283,13 +282,13 @@ func (s *Service) CheckWatch(ctx context.Context, w *vigil.Watch) error {
 	t, err := s.lookup(ctx, s.byID, w.TokenID, s.store.TokenGet)
 	switch {
 	case errors.Is(err, vigil.ErrNotFound):
-		return &scheduler.StopError{Reason: ReasonRevoked, Sentence: "Cancelled: the token that created this watch no longer exists."}
+		return &vigil.StopError{Reason: ReasonRevoked, Sentence: "Cancelled: the token that created this watch no longer exists."}
 	case err != nil:
 		return err
 	case !t.RevokedAt.IsZero():
-		return &scheduler.StopError{Reason: ReasonRevoked, Sentence: "Cancelled: the token that created this watch was revoked."}
+		return &vigil.StopError{Reason: ReasonRevoked, Sentence: "Cancelled: the token that created this watch was revoked."}
 	case !t.Valid(s.now()):
-		return &scheduler.StopError{Reason: ReasonRevoked, Sentence: "Cancelled: the token that created this watch expired."}
+		return &vigil.StopError{Reason: ReasonRevoked, Sentence: "Cancelled: the token that created this watch expired."}
 	}
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/auth"
-	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/store/memstore"
 )
 
@@ -58,7 +57,7 @@ func TestCreateAuthenticateRevoke(t *testing.T) {
 	if _, ok, _ := s.Authenticate(ctx, tok.Secret); ok {
 		t.Error("a revoked token authenticated")
 	}
-	var se *scheduler.StopError
+	var se *vigil.StopError
 	if err := s.CheckWatch(ctx, w); !errors.As(err, &se) || se.Reason != auth.ReasonRevoked {
 		t.Errorf("CheckWatch after revocation = %v, want a StopError revoked", err)
 	}
@@ -80,7 +79,7 @@ func TestExpiry(t *testing.T) {
 	if _, ok, _ := s.Authenticate(ctx, tok.Secret); ok {
 		t.Error("an expired token authenticated")
 	}
-	var se *scheduler.StopError
+	var se *vigil.StopError
 	if err := s.CheckWatch(ctx, &vigil.Watch{ID: "w", TokenID: tok.ID}); !errors.As(err, &se) {
 		t.Errorf("CheckWatch after expiry = %v, want a StopError", err)
 	}
@@ -181,7 +180,7 @@ func TestRevokeDuringLookup(t *testing.T) {
 					return ok
 				}
 				err := s.CheckWatch(ctx, w)
-				var se *scheduler.StopError
+				var se *vigil.StopError
 				if err != nil && !errors.As(err, &se) {
 					t.Errorf("CheckWatch error = %v", err)
 				}

@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +12,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/daemon"
 	"github.com/vigil-run/vigil/forge"
 	"github.com/vigil-run/vigil/forge/forgetest"
+	"github.com/vigil-run/vigil/internal/daemontest"
 )
 
 // TestAddForgeRequests checks the registrations add ci and add ticket
@@ -81,27 +79,10 @@ func TestAddForgeRequests(t *testing.T) {
 // startForgeDaemon is startDaemon with the forges configured as st.
 func startForgeDaemon(t *testing.T, st forge.Settings) *testDaemon {
 	t.Helper()
-	cfg := daemon.DefaultConfig()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.DataDir = filepath.Join(t.TempDir(), "vigil")
-	cfg.Roots = []string{t.TempDir()}
-	cfg.ProbeWorkers = 4
+	cfg := daemontest.Config(t)
 	cfg.Forges = st
-	d, err := daemon.New(t.Context(), cfg, nil)
-	if err != nil {
-		t.Fatalf("daemon.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- d.Run(ctx) }()
-	<-d.Primed()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("daemon Run = %v after shutdown, want nil", err)
-		}
-	})
-	return &testDaemon{Daemon: d, dataDir: cfg.DataDir}
+	d := daemontest.Start(t, cfg, nil)
+	return &testDaemon{Daemon: d.Daemon, dataDir: cfg.DataDir}
 }
 
 // TestAddForgeEndToEnd registers ci and ticket watches through the CLI

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/vigil-run/vigil/daemon"
+	"github.com/vigil-run/vigil/internal/daemontest"
 	"github.com/vigil-run/vigil/watcher/run"
 )
 
@@ -42,33 +42,10 @@ type testDaemon struct {
 
 func startDaemon(t *testing.T) *testDaemon {
 	t.Helper()
-	root := t.TempDir()
-	cfg := daemon.DefaultConfig()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.DataDir = filepath.Join(t.TempDir(), "vigil")
-	cfg.Roots = []string{root}
+	cfg := daemontest.Config(t)
 	cfg.AllowExec = true
-	cfg.ProbeWorkers = 4
-	d, err := daemon.New(t.Context(), cfg, nil)
-	if err != nil {
-		t.Fatalf("daemon.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- d.Run(ctx) }()
-	select {
-	case <-d.Primed():
-	case err := <-errc:
-		cancel()
-		t.Fatalf("daemon stopped before it was primed: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("daemon Run = %v after shutdown, want nil", err)
-		}
-	})
-	return &testDaemon{Daemon: d, root: root, dataDir: cfg.DataDir}
+	d := daemontest.Start(t, cfg, nil)
+	return &testDaemon{Daemon: d.Daemon, root: cfg.Roots[0], dataDir: cfg.DataDir}
 }
 
 // result is what one run of the command tree did.

@@ -1,6 +1,8 @@
 // Package client implements vigil.Service over HTTP, talking to a vigil
 // daemon's API (package httpapi). The CLI and the stdio MCP proxy use it;
-// so may any Go program.
+// so may any Go program. It shares the routes, header names and error
+// statuses with the server through internal/wire, and imports no server
+// package.
 //
 // Errors come back as *vigil.Error with the daemon's code, message and
 // field, so errors.Is(err, vigil.ErrNotFound) works across the wire. A
@@ -24,7 +26,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/httpapi"
+	"github.com/vigil-run/vigil/internal/wire"
 )
 
 // Timeouts and bounds of the client; each lives here only.
@@ -263,7 +265,7 @@ func (c *Client) responseError(resp *http.Response) error {
 }
 
 // generic lists, for each status, the code to assume when a response
-// carries no vigil error body; httpapi.StatusOf is the table.
+// carries no vigil error body; wire.StatusOf is the table.
 var generic = []vigil.Code{
 	vigil.CodeInvalidRequest, vigil.CodeUnauthorized, vigil.CodeForbidden, vigil.CodeNotFound,
 	vigil.CodeMethodNotAllowed, vigil.CodeConflict,
@@ -279,7 +281,7 @@ func codeForStatus(status int) vigil.Code {
 		return vigil.CodeUnavailable
 	}
 	for _, code := range generic {
-		if httpapi.StatusOf(code) == status {
+		if wire.StatusOf(code) == status {
 			return code
 		}
 	}

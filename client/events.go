@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/httpapi"
+	"github.com/vigil-run/vigil/internal/wire"
 )
 
 const (
@@ -21,8 +21,8 @@ const (
 	maxEventBytes = 1 << 20
 	// streamIdle is how long an event stream may stay silent before the
 	// client takes it for dead: the daemon sends a heartbeat comment every
-	// httpapi.DefaultHeartbeat.
-	streamIdle = 4 * httpapi.DefaultHeartbeat
+	// wire.DefaultHeartbeat.
+	streamIdle = 4 * wire.DefaultHeartbeat
 )
 
 // Subscribe implements vigil.Service: GET /v1/events. It returns once the
@@ -36,7 +36,7 @@ func (c *Client) Subscribe(ctx context.Context, f vigil.EventFilter) (<-chan vig
 	v := url.Values{}
 	set(v, "recipient", f.Recipient)
 	set(v, "watch", f.WatchID)
-	cl := call{method: http.MethodGet, path: "/v1/events", query: v}
+	cl := call{method: http.MethodGet, path: wire.PathEvents, query: v}
 
 	sctx, cancel := context.WithCancel(ctx)
 	req, err := c.newRequest(sctx, cl)
@@ -46,7 +46,7 @@ func (c *Client) Subscribe(ctx context.Context, f vigil.EventFilter) (<-chan vig
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	if f.After != nil {
-		req.Header.Set(httpapi.HeaderLastEventID, strconv.FormatInt(*f.After, 10))
+		req.Header.Set(wire.HeaderLastEventID, strconv.FormatInt(*f.After, 10))
 	}
 	// Only the wait for the response is bounded; the stream is not.
 	timer := time.AfterFunc(requestTimeout, cancel)

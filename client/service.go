@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/httpapi"
+	"github.com/vigil-run/vigil/internal/wire"
 )
 
 // Register implements vigil.Service: POST /v1/watches. The idempotency key
@@ -22,17 +22,17 @@ func (c *Client) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 		if !validHeaderValue(r.IdempotencyKey) {
 			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "idempotency_key", "the idempotency key holds control characters")
 		}
-		h.Set(httpapi.HeaderIdempotencyKey, r.IdempotencyKey)
+		h.Set(wire.HeaderIdempotencyKey, r.IdempotencyKey)
 	}
 	if r.ChainDepth > 0 {
-		h.Set(httpapi.HeaderChainDepth, strconv.Itoa(r.ChainDepth))
+		h.Set(wire.HeaderChainDepth, strconv.Itoa(r.ChainDepth))
 	}
 	var w vigil.Watch
-	hdr, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/watches", header: h, body: r, out: &w})
+	hdr, err := c.do(ctx, call{method: http.MethodPost, path: wire.PathWatches, header: h, body: r, out: &w})
 	if err != nil {
 		return nil, err
 	}
-	w.Replayed = hdr.Get(httpapi.HeaderReplayed) == "true"
+	w.Replayed = hdr.Get(wire.HeaderReplayed) == "true"
 	return &w, nil
 }
 
@@ -61,7 +61,7 @@ func (c *Client) Watches(ctx context.Context, q vigil.ListRequest) (vigil.WatchP
 		v.Add("label", k+"="+q.Labels[k])
 	}
 	var page vigil.WatchPage
-	_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/watches", query: v, out: &page})
+	_, err := c.do(ctx, call{method: http.MethodGet, path: wire.PathWatches, query: v, out: &page})
 	return page, err
 }
 
@@ -174,11 +174,9 @@ func (c *Client) watchCall(ctx context.Context, method, id, suffix string, q url
 // longPoll is the deadline of a call that may wait d on the daemon.
 func longPoll(d time.Duration) time.Duration { return max(requestTimeout, d+waitMargin) }
 
-func watchPath(id, suffix string) string { return "/v1/watches/" + url.PathEscape(id) + suffix }
+func watchPath(id, suffix string) string { return wire.WatchPath(id, suffix) }
 
-func recipientPath(r, suffix string) string {
-	return "/v1/recipients/" + url.PathEscape(r) + suffix
-}
+func recipientPath(r, suffix string) string { return wire.RecipientPath(r, suffix) }
 
 func set(v url.Values, k, s string) {
 	if s != "" {
@@ -198,7 +196,7 @@ func (c *Client) Complete(ctx context.Context, r vigil.CompleteRequest) (*vigil.
 		State    vigil.State `json:"state"`
 		Sentence string      `json:"sentence"`
 	}
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: httpapi.CompletionPath(url.PathEscape(r.Token)), body: r, out: &res}); err != nil {
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: wire.CompletionPath(url.PathEscape(r.Token)), body: r, out: &res}); err != nil {
 		return nil, err
 	}
 	w := &vigil.Watch{ID: res.WatchID, State: res.State}

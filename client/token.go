@@ -6,6 +6,7 @@ import (
 	"net/url"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/wire"
 )
 
 var _ vigil.TokenService = (*Client)(nil)
@@ -14,7 +15,7 @@ var _ vigil.TokenService = (*Client)(nil)
 // holds the plaintext (Secret), the only time it is shown.
 func (c *Client) CreateToken(ctx context.Context, r vigil.TokenCreateRequest) (*vigil.Token, error) {
 	var t vigil.Token
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/tokens", body: r, out: &t}); err != nil {
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: wire.PathTokens, body: r, out: &t}); err != nil {
 		return nil, err
 	}
 	return &t, nil
@@ -29,7 +30,7 @@ func (c *Client) Tokens(ctx context.Context, all bool) ([]*vigil.Token, error) {
 	if all {
 		q.Set("all", "true")
 	}
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/tokens", query: q, out: &out}); err != nil {
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: wire.PathTokens, query: q, out: &out}); err != nil {
 		return nil, err
 	}
 	return out.Tokens, nil
@@ -38,7 +39,7 @@ func (c *Client) Tokens(ctx context.Context, all bool) ([]*vigil.Token, error) {
 // RevokeToken implements vigil.TokenService: POST /v1/tokens/{id}/revoke.
 func (c *Client) RevokeToken(ctx context.Context, id string) (*vigil.Token, error) {
 	var t vigil.Token
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/tokens/" + url.PathEscape(id) + "/revoke", out: &t}); err != nil {
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: wire.TokenPath(id, "/revoke"), out: &t}); err != nil {
 		return nil, err
 	}
 	return &t, nil

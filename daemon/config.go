@@ -17,9 +17,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/engine"
 	"github.com/vigil-run/vigil/forge"
 	"github.com/vigil-run/vigil/httpapi"
-	"github.com/vigil-run/vigil/scheduler"
 )
 
 // DefaultListen is the address the daemon listens on, and the address
@@ -95,7 +95,7 @@ func defaultConfig(getenv func(string) string) Config {
 	return Config{
 		Listen:       DefaultListen,
 		DataDir:      DefaultDataDir(getenv),
-		ProbeWorkers: scheduler.DefaultWorkers,
+		ProbeWorkers: engine.DefaultWorkers,
 		Roots:        roots,
 		// The limit's numbers live in httpapi; these are their defaults.
 		RegisterRate:  int(httpapi.DefaultRegisterRate),

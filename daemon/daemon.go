@@ -41,6 +41,7 @@ import (
 	"github.com/vigil-run/vigil/httpapi"
 	"github.com/vigil-run/vigil/mcpserver"
 	"github.com/vigil-run/vigil/metrics"
+	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/store/sqlite"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/ci"
@@ -73,8 +74,10 @@ type Daemon struct {
 	token string
 	store *sqlite.Store
 	// lock is held on the data directory from New to Close.
-	lock  *dirLock
-	eng   *engine.Engine
+	lock *dirLock
+	eng  *engine.Engine
+	// sched decides when each watch's turn comes; the engine probes.
+	sched *scheduler.Scheduler
 	api   *httpapi.Server
 	srv   *http.Server
 	ln    net.Listener
@@ -182,19 +185,21 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	undo = append(undo, func() { ln.Close() })
 	lock.record(ln.Addr().String())
 
+	// The scheduler first: it decides when each watch's turn comes, and
+	// the watchers that learn of a change wake their watch in it.
+	sched := scheduler.New(scheduler.Config{Workers: cfg.ProbeWorkers})
 	reg := watcher.NewRegistry()
 	reg.Register(timer.New(timer.Config{}))
 	reg.Register(httpwatch.New(httpwatch.Config{DenyPrivate: cfg.DenyPrivate}))
 	reg.Register(tcp.New(tcp.Config{DenyPrivate: cfg.DenyPrivate}))
 	// One file system notifier wakes folder and file watches.
-	fs := newFSWake(cfg, logger)
+	fs := newFSWake(cfg, logger, sched)
 	reg.Register(file.New(file.Config{Roots: cfg.Roots, Waker: fs.n}))
 	reg.Register(fs.folders)
 	reg.Register(command.New(command.Config{AllowExec: cfg.AllowExec}))
-	// A run that ends pokes its watch; the engine exists only below.
-	var poke func(id string)
+	// A run that ends pokes its watch.
 	runs := run.New(run.Config{AllowExec: cfg.AllowExec, Dir: filepath.Join(cfg.DataDir, "run"), Logger: logger,
-		PokeFunc: func(id string) { poke(id) }, PendingFunc: pendingIn(st)})
+		PokeFunc: sched.Poke, PendingFunc: pendingIn(st)})
 	reg.Register(runs)
 	reg.Register(schedule.New(schedule.Config{AllowExec: cfg.AllowExec, MinEvery: cfg.Limits.MinEvery}))
 	reg.Register(tokenwatch.New(tokenwatch.Config{}))
@@ -203,18 +208,14 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	reg.Register(ci.New(ci.Config{Forges: forges}))
 	reg.Register(ticket.New(ticket.Config{Forges: forges}))
 
-	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, kinds: reg.Kinds(), primed: make(chan struct{}), started: time.Now()}
-	d.forges = forges
+	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, kinds: reg.Kinds(), primed: make(chan struct{}),
+		sched: sched, runs: runs, fs: fs, forges: forges, started: time.Now()}
 	// Scoped tokens: authenticated per request (cached briefly; a
 	// revocation here takes effect at once) and re-checked before every
 	// probe of the watches they made.
 	tokens := auth.New(auth.Config{Store: st, MaxNameBytes: cfg.Limits.MaxNameBytes})
-	// Prometheus at /metrics; its gauges read the parts made below.
-	d.metrics = metrics.New(metrics.Gauges{
-		PendingWatches:   func() int { return d.eng.Scheduler().Len() },
-		LongCalls:        func() int { return d.api.LongCalls() },
-		DeliveriesQueued: func() int { return d.disp.Pending() },
-	})
+	// Prometheus at /metrics; each part's gauge is added once it exists.
+	d.metrics = metrics.New(metrics.Gauges{PendingWatches: sched.Len})
 	linkKey, err := ensureLinkKey(cfg.DataDir, logger)
 	if err != nil {
 		ln.Close()
@@ -227,11 +228,12 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		return nil, err
 	}
 	d.disp = disp
+	d.metrics.Add(metrics.Gauges{DeliveriesQueued: disp.Pending})
 	d.eng = engine.New(engine.Config{
 		Store:     st,
 		Watchers:  reg,
+		Scheduler: sched,
 		Limits:    cfg.Limits,
-		Workers:   cfg.ProbeWorkers,
 		Logger:    logger,
 		CheckFunc: tokens.CheckWatch,
 		Metrics:   d.metrics,
@@ -240,8 +242,6 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		DeliverFunc:   disp.Deliver,
 		DeliverPolicy: policy,
 	})
-	d.runs, poke = runs, d.eng.Poke
-	d.fs, fs.eng = fs, d.eng
 	d.api = httpapi.New(httpapi.Options{
 		Service:          d.eng,
 		AdminToken:       token,
@@ -259,6 +259,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		ListenAddr:   ln.Addr().String(),
 		AllowedHosts: allowedHosts(cfg),
 	})
+	d.metrics.Add(metrics.Gauges{LongCalls: d.api.LongCalls})
 	d.api.MountPublic("GET /metrics", d.metrics.Handler())
 	// MCP for agents at /mcp, behind the same bearer tokens as the API.
 	// The tools share the API's per-token registration rate limit.
@@ -406,7 +407,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		case <-engCtx.Done():
 			return nil
 		}
-		return d.fs.run(engCtx, d.eng.Scheduler().IDs(vigil.KindFolder))
+		return d.fs.run(engCtx, d.sched.IDs(vigil.KindFolder))
 	})
 	g.Go(func() error {
 		<-gctx.Done()

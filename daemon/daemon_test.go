@@ -22,6 +22,7 @@ import (
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/client"
 	"github.com/vigil-run/vigil/daemon"
+	"github.com/vigil-run/vigil/internal/daemontest"
 	"github.com/vigil-run/vigil/store/sqlite"
 )
 
@@ -51,35 +52,8 @@ type running struct {
 // returns once it is primed.
 func start(t testing.TB, cfg daemon.Config) *running {
 	t.Helper()
-	d, err := daemon.New(t.Context(), cfg, nil)
-	if err != nil {
-		t.Fatalf("daemon.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- d.Run(ctx) }()
-	select {
-	case <-d.Primed():
-	case err := <-errc:
-		cancel()
-		t.Fatalf("Run returned before it was primed: %v", err)
-	}
-	var stopped bool
-	var stopErr error
-	stop := func() error {
-		if !stopped {
-			stopped = true
-			cancel()
-			stopErr = <-errc
-		}
-		return stopErr
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("Run = %v, want nil after shutdown", err)
-		}
-	})
-	return &running{Daemon: d, stop: stop}
+	d := daemontest.Start(t, cfg, nil)
+	return &running{Daemon: d.Daemon, stop: d.Stop}
 }
 
 // newClient returns a client of d with its admin token.

@@ -21,7 +21,7 @@ import (
 	"github.com/vigil-run/vigil/deliver/command"
 	"github.com/vigil-run/vigil/deliver/email"
 	"github.com/vigil-run/vigil/deliver/webhook"
-	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/internal/netguard"
 )
 
 // WebhookSecretFile holds the daemon's own webhook signing secrets, one
@@ -327,7 +327,7 @@ func newDispatcher(cfg Config, store vigil.Store, log *slog.Logger, receipt func
 		return nil, deliver.Policy{}, err
 	}
 	chans := map[string]deliver.Channel{deliver.ChannelWebhook: wh}
-	policy := deliver.Policy{AllowExec: cfg.AllowExec, SMTP: cfg.Delivery.SMTP.Host != "", Guard: watcher.Guard{DenyPrivate: cfg.DenyPrivate}}
+	policy := deliver.Policy{AllowExec: cfg.AllowExec, SMTP: cfg.Delivery.SMTP.Host != "", Guard: netguard.Guard{DenyPrivate: cfg.DenyPrivate}}
 	if policy.AllowExec {
 		chans[deliver.ChannelCommand] = command.New(command.Config{})
 	}

@@ -2,7 +2,6 @@ package daemon_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"github.com/vigil-run/vigil/daemon"
 	"github.com/vigil-run/vigil/forge"
 	"github.com/vigil-run/vigil/forge/forgetest"
+	"github.com/vigil-run/vigil/internal/daemontest"
 )
 
 const (
@@ -125,26 +125,8 @@ func (s *syncBuffer) String() string {
 // startLogged is start with a debug logger writing to logs.
 func startLogged(t *testing.T, cfg daemon.Config, logs io.Writer) *running {
 	t.Helper()
-	d, err := daemon.New(t.Context(), cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err != nil {
-		t.Fatalf("daemon.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- d.Run(ctx) }()
-	<-d.Primed()
-	var once sync.Once
-	var stopErr error
-	stop := func() error {
-		once.Do(func() { cancel(); stopErr = <-errc })
-		return stopErr
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("Run = %v", err)
-		}
-	})
-	return &running{Daemon: d, stop: stop}
+	d := daemontest.Start(t, cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	return &running{Daemon: d.Daemon, stop: d.Stop}
 }
 
 // TestForgeWatches runs ci and ticket watches through a daemon configured

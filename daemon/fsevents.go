@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/vigil-run/vigil/engine"
+	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/watcher/folder"
 	"github.com/vigil-run/vigil/watcher/fsevent"
 )
@@ -23,18 +23,17 @@ type fsWake struct {
 	log     *slog.Logger
 	n       *fsevent.Notifier
 	folders *folder.Watcher
-	// eng is set once the engine exists; the notifier reaches it only
-	// from Run, which starts after.
-	eng *engine.Engine
 }
 
-func newFSWake(cfg Config, logger *slog.Logger) *fsWake {
+// newFSWake makes the notifier, which pokes the watches it wakes in sched,
+// and the folder watcher, which it wakes.
+func newFSWake(cfg Config, logger *slog.Logger, sched *scheduler.Scheduler) *fsWake {
 	f := &fsWake{log: logger.With("component", "fsevent")}
 	f.n = fsevent.New(fsevent.Config{
 		Logger:   logger,
-		PokeFunc: func(id string) { f.eng.Poke(id) },
+		PokeFunc: sched.Poke,
 		ActiveFunc: func(id string) bool {
-			_, _, ok := f.eng.Scheduler().Info(id)
+			_, _, ok := sched.Info(id)
 			return ok
 		},
 		DropFunc: func(id string) { f.folders.Forget(id) },

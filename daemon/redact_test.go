@@ -2,7 +2,6 @@ package daemon_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/client"
 	"github.com/vigil-run/vigil/daemon"
+	"github.com/vigil-run/vigil/internal/daemontest"
 )
 
 // logBuffer is a bytes.Buffer safe for a logger's concurrent writes.
@@ -133,24 +133,6 @@ func TestSecretsNeverLeak(t *testing.T) {
 // runDaemon runs d (made by the caller, with its own logger) like start.
 func runDaemon(t *testing.T, d *daemon.Daemon) *running {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- d.Run(ctx) }()
-	select {
-	case <-d.Primed():
-	case err := <-errc:
-		cancel()
-		t.Fatalf("Run returned before it was primed: %v", err)
-	}
-	var once sync.Once
-	var stopErr error
-	stop := func() error {
-		once.Do(func() {
-			cancel()
-			stopErr = <-errc
-		})
-		return stopErr
-	}
-	t.Cleanup(func() { _ = stop() })
-	return &running{Daemon: d, stop: stop}
+	r := daemontest.Run(t, d)
+	return &running{Daemon: r.Daemon, stop: r.Stop}
 }

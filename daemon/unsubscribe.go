@@ -9,7 +9,6 @@ import (
 	"github.com/vigil-run/vigil/auth"
 	"github.com/vigil-run/vigil/deliver"
 	"github.com/vigil-run/vigil/deliver/email"
-	"github.com/vigil-run/vigil/scheduler"
 )
 
 var errBadLink = &vigil.Error{Code: vigil.CodeNotFound, Message: "this unsubscribe link is not valid (or its watch is gone)"}
@@ -62,7 +61,7 @@ func (d *Daemon) unsubscribe(ctx context.Context, id, sig string, apply bool) er
 func emailAccess(tokens *auth.Service) func(ctx context.Context, w *vigil.Watch) error {
 	return func(ctx context.Context, w *vigil.Watch) error {
 		err := tokens.CheckWatch(ctx, w)
-		var se *scheduler.StopError
+		var se *vigil.StopError
 		if errors.As(err, &se) {
 			return deliver.Denied(se.Sentence)
 		}

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/watcher"
-	"github.com/vigil-run/vigil/watcher/command"
+	"github.com/vigil-run/vigil/internal/netguard"
+	"github.com/vigil-run/vigil/internal/proc"
 )
 
 // Bounds of the delivery options.
@@ -71,7 +71,7 @@ type WebhookOptions struct {
 
 // CommandOptions run a program with the outcome on stdin.
 type CommandOptions struct {
-	command.Program
+	proc.Program
 	// On is when it runs: OnAny (default), OnDone or OnFail.
 	On string `json:"on,omitempty"`
 	// Timeout bounds the run (default DefaultCommandTimeout).
@@ -152,7 +152,7 @@ type Policy struct {
 	// literal address it refuses (a metadata address; a private one under
 	// deny_private) is refused at registration. Names are checked when
 	// the webhook dials.
-	Guard watcher.Guard
+	Guard netguard.Guard
 }
 
 // ParseOptions decodes stored (canonical) options. Empty means none.

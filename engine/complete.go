@@ -64,7 +64,7 @@ func (e *Engine) Complete(ctx context.Context, r vigil.CompleteRequest) (*vigil.
 	if w.State != vigil.StatePending {
 		return nil, alreadyCompleted(w)
 	}
-	won, err := e.sched.Answer(ctx, w, c.Completion(r.Status, r.Data))
+	won, err := e.probes.answer(ctx, w, c.Completion(r.Status, r.Data))
 	if err != nil {
 		return nil, err
 	}

@@ -50,7 +50,7 @@ func TestTokenCompleteOnce(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].Type != vigil.MessageFired {
 		t.Fatalf("mailbox = %+v, want one fired message", msgs)
 	}
-	if _, _, ok := v.eng.Scheduler().Info(w.ID); ok {
+	if _, _, ok := v.sched.Info(w.ID); ok {
 		t.Fatal("a completed watch is still scheduled")
 	}
 }
@@ -105,7 +105,7 @@ func TestTokenExpiry(t *testing.T) {
 	t.Parallel()
 	v := newTokenEnv(t)
 	w := v.register(vigil.RegisterRequest{Kind: vigil.KindToken, Deadline: "2h"})
-	if next, _, _ := v.eng.Scheduler().Info(w.ID); !next.Equal(t0.Add(2 * time.Hour)) {
+	if next, _, _ := v.sched.Info(w.ID); !next.Equal(t0.Add(2 * time.Hour)) {
 		t.Fatalf("a token watch is next due %v, want only at its deadline", next)
 	}
 	v.tick(t0.Add(2 * time.Hour))

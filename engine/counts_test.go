@@ -69,7 +69,7 @@ func TestMaxErrorsCountsConsecutive(t *testing.T) {
 	v := newEnv(t, envOpts{watchers: []watcher.Watcher{flaky(vigil.KindHTTP, good)}})
 	w := v.register(vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{}`), Every: "1s", Deadline: "1h", MaxErrors: 3})
 	probe := func() {
-		next, ok := v.eng.Scheduler().NextDue()
+		next, ok := v.sched.NextDue()
 		if !ok {
 			t.Fatal("nothing scheduled")
 		}
@@ -115,13 +115,13 @@ func TestErrorCountsSurviveRestart(t *testing.T) {
 	v := newEnv(t, envOpts{store: st, watchers: []watcher.Watcher{fake}})
 	w := v.register(vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{}`), Every: "1s", Deadline: "1h", MaxErrors: 3})
 	v.tick(t0)
-	next, _ := v.eng.Scheduler().NextDue()
+	next, _ := v.sched.NextDue()
 	v.tick(next)
 	v2 := newEnvAt(t, envOpts{store: st, watchers: []watcher.Watcher{fake}, jitter: func(time.Duration) time.Duration { return 0 }}, next.Add(time.Second))
 	if got := v2.get(w.ID); got.Errors != 2 || got.ConsecutiveErrors != 2 {
 		t.Fatalf("after a restart: errors %d, in a row %d; want 2, 2", got.Errors, got.ConsecutiveErrors)
 	}
-	next, _ = v2.eng.Scheduler().NextDue()
+	next, _ = v2.sched.NextDue()
 	v2.tick(next)
 	if got := v2.get(w.ID); got.State != vigil.StateErrored || got.Outcome.Reason != "max_errors" {
 		t.Fatalf("the third error in a row, after a restart: %s %+v; want errored (max_errors)", got.State, got.Outcome)

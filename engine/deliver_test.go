@@ -89,7 +89,7 @@ func TestDeliverStoredRedactedShown(t *testing.T) {
 		}
 	}
 	c.Add(2 * 60e9)
-	e.Scheduler().Tick(ctx, c.Now())
+	e.Tick(ctx, c.Now())
 	if handed == nil || !strings.Contains(string(handed.Deliver), hookSecret) {
 		t.Errorf("DeliverFunc got %+v, want the stored options with the secret", handed)
 	}

@@ -3,6 +3,11 @@
 // place, persists through a vigil.Store, keeps the scheduler armed, and
 // answers waits and mailbox long-polls from an in-memory event hub. The
 // daemon serves it over HTTP; Go programs may use it directly.
+//
+// The scheduler decides when a watch's turn comes; the engine decides what
+// happens then (it is the scheduler's Prober): the probe, recording what it
+// saw, settling with the outcome message in one transaction, push
+// delivery, events, pruning, and priming the scheduler from the store.
 package engine
 
 import (
@@ -13,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -33,20 +39,34 @@ type Config struct {
 	Limits vigil.Limits
 	// NowFunc is the clock; nil means time.Now.
 	NowFunc func() time.Time
-	// Workers sizes the probe pool (default 8).
+	// Scheduler decides when each watch's turn comes; the engine primes
+	// it, adds registrations to it and runs its loop. Nil makes one with
+	// Workers probe workers (default DefaultWorkers) on NowFunc's clock.
+	Scheduler *scheduler.Scheduler
+	// Workers sizes the probe pool of the scheduler made when Scheduler
+	// is nil.
 	Workers int
 	Logger  *slog.Logger
-	// JitterFunc is passed to the scheduler (restart re-arm spread).
-	JitterFunc func(time.Duration) time.Duration
+	// JitterFunc returns a random duration in [0, n): where in its
+	// interval a restart re-arms each probing watch. Nil uses
+	// math/rand/v2.
+	JitterFunc func(n time.Duration) time.Duration
 	// NewIDFunc makes watch and message ids; nil makes ULIDs.
 	NewIDFunc func() string
-	// DeliverFunc and CheckFunc are passed to the scheduler (see
-	// scheduler.Config): push delivery after a settlement commits, and a
-	// check before each probe (token revocation).
+	// DeliverFunc, when set, hears of each settlement that won, after its
+	// commit, with the outcome message (nil for a silent settlement such as
+	// one answered at creation). It hands the work to the push channels and
+	// must not block.
 	DeliverFunc func(w *vigil.Watch, m *vigil.Message)
-	CheckFunc   func(ctx context.Context, w *vigil.Watch) error
-	// Metrics is passed to the scheduler (see scheduler.Config.Metrics).
-	Metrics scheduler.Metrics
+	// CheckFunc, when set, runs before each probe, timers' included; a
+	// *vigil.StopError cancels the watch silently with the reason it
+	// names (a revoked token), and no probe runs.
+	CheckFunc func(ctx context.Context, w *vigil.Watch) error
+	// Metrics, when set, hears of each probe and each settlement, for
+	// monitoring.
+	Metrics Metrics
+	// ProbeTimeout is a hard cap on one probe (default 15 min).
+	ProbeTimeout time.Duration
 	// DeliverPolicy says which push channels registrations may ask for
 	// (see deliver.Policy); the zero value allows webhooks only.
 	DeliverPolicy deliver.Policy
@@ -62,15 +82,16 @@ type Engine struct {
 	newID    func() string
 	log      *slog.Logger
 	sched    *scheduler.Scheduler
+	probes   *prober
 	hub      *hub
 	deliver  deliver.Policy
-	probes   *probeLog
+	// recent remembers each watch's last probes (the panel's).
+	recent *probeLog
 }
 
 var _ vigil.Service = (*Engine)(nil)
 
-// New returns an engine. Call Prime, then Run (or drive Scheduler().Tick
-// in tests).
+// New returns an engine. Call Prime, then Run (or drive Tick in tests).
 func New(cfg Config) *Engine {
 	if cfg.Limits == (vigil.Limits{}) {
 		cfg.Limits = vigil.DefaultLimits()
@@ -89,7 +110,7 @@ func New(cfg Config) *Engine {
 		store: cfg.Store, watchers: cfg.Watchers, limits: cfg.Limits,
 		now:   func() time.Time { return cfg.NowFunc().UTC().Truncate(time.Millisecond) },
 		newID: cfg.NewIDFunc, log: log.With("component", "engine"), hub: newHub(),
-		deliver: cfg.DeliverPolicy, probes: newProbeLog(),
+		deliver: cfg.DeliverPolicy, recent: newProbeLog(),
 	}
 	e.stoppers = make(map[vigil.Kind]watcher.Stopper)
 	if cfg.Watchers != nil {
@@ -99,12 +120,30 @@ func New(cfg Config) *Engine {
 			}
 		}
 	}
-	e.sched = scheduler.New(scheduler.Config{
-		Store: cfg.Store, Watchers: cfg.Watchers, NowFunc: e.now, Workers: cfg.Workers, Limits: cfg.Limits,
-		Logger: log, JitterFunc: cfg.JitterFunc, EventFunc: e.schedulerEvent, NewIDFunc: cfg.NewIDFunc,
-		DeliverFunc: cfg.DeliverFunc, CheckFunc: cfg.CheckFunc, Metrics: cfg.Metrics,
-		ProbedFunc: func(w *vigil.Watch, obs *vigil.Observation) { e.probes.record(w.ID, obs, w.CheckedAt) },
-	})
+	e.sched = cfg.Scheduler
+	if e.sched == nil {
+		e.sched = scheduler.New(scheduler.Config{NowFunc: e.now, Workers: cfg.Workers})
+	}
+	if cfg.JitterFunc == nil {
+		cfg.JitterFunc = func(n time.Duration) time.Duration {
+			if n <= 0 {
+				return 0
+			}
+			return time.Duration(rand.Int64N(int64(n)))
+		}
+	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = 15 * time.Minute
+	}
+	e.probes = &prober{
+		cfg: probeConfig{
+			Store: cfg.Store, Watchers: cfg.Watchers, Limits: cfg.Limits, JitterFunc: cfg.JitterFunc,
+			EventFunc: e.schedulerEvent, NewIDFunc: cfg.NewIDFunc, ProbeTimeout: cfg.ProbeTimeout, BatchSize: 512,
+			DeliverFunc: cfg.DeliverFunc, CheckFunc: cfg.CheckFunc, Metrics: cfg.Metrics,
+			ProbedFunc: func(w *vigil.Watch, obs *vigil.Observation) { e.recent.record(w.ID, obs, w.CheckedAt) },
+		},
+		log: log.With("component", "scheduler"), now: e.now, sched: e.sched,
+	}
 	return e
 }
 
@@ -135,18 +174,26 @@ func (e *Engine) stop(kind vigil.Kind, id string) {
 	}
 }
 
-// Scheduler returns the engine's scheduler (tests drive its Tick).
-func (e *Engine) Scheduler() *scheduler.Scheduler { return e.sched }
+// Prime loads every pending watch from the store and arms the scheduler:
+// each probing watch at a random point inside its own interval (so a
+// restart does not probe everything at once), each instant watch at its
+// instant. Watches whose deadline passed while the daemon was down are
+// expired and mailed at once; if the store cannot settle them, Prime fails
+// (the daemon does not become ready) and nothing of them is scheduled.
+// Rows of kinds this build has no watcher for are left untouched until
+// their deadline, when they expire with reason ReasonNoWatcher; those
+// without a deadline are left untouched.
+func (e *Engine) Prime(ctx context.Context) error { return e.probes.prime(ctx) }
 
-// Poke makes a pending watch due now (see scheduler.Poke): event-driven
-// watchers call it when they learn of a change.
-func (e *Engine) Poke(id string) { e.sched.Poke(id) }
+// Run runs the scheduler loop, the engine probing, until ctx is done.
+func (e *Engine) Run(ctx context.Context) error { return e.sched.Run(ctx, e.probes) }
 
-// Prime loads pending watches into the scheduler (see scheduler.Prime).
-func (e *Engine) Prime(ctx context.Context) error { return e.sched.Prime(ctx) }
-
-// Run runs the scheduler loop until ctx is done.
-func (e *Engine) Run(ctx context.Context) error { return e.sched.Run(ctx) }
+// Tick runs everything due at now to completion and returns how many
+// watches it evaluated (see scheduler.Tick): tests drive the engine with
+// it and a fake clock.
+func (e *Engine) Tick(ctx context.Context, now time.Time) int {
+	return e.sched.Tick(ctx, e.probes, now)
+}
 
 // view fills in what lives in memory: next due and polls of a pending
 // watch; a pending row of a kind this build cannot watch shows unwatchable.
@@ -343,7 +390,7 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*vigil.Watch, error) {
 	now := e.now()
 	out := &vigil.Outcome{State: vigil.StateCancelled, Reason: "cancelled", Observation: w.LastObservation}
 	out.Sentence = wording.Outcome(w, out)
-	msg := scheduler.OutcomeMessage(e.newID(), w, out, now)
+	msg := OutcomeMessage(e.newID(), w, out, now)
 	p := vigil.WatchCancelParams{ID: id, Recipients: []string{w.Recipient}, Outcome: out, SettledAt: now, Message: msg}
 	// What the probes counted since the last write is kept with the
 	// cancellation (w is the view: the live figures).
@@ -390,7 +437,7 @@ func (e *Engine) Check(ctx context.Context, id string) (*vigil.Watch, error) {
 		return nil, vigil.Errorf(vigil.CodeConflict, "watch %s is not being probed by this daemon, so it cannot be checked now", id)
 	}
 	since := e.now()
-	done, stop := e.probes.wait(id, since)
+	done, stop := e.recent.wait(id, since)
 	defer stop()
 	e.sched.Poke(id)
 	t := time.NewTimer(e.limits.MaxWait)
@@ -411,7 +458,7 @@ func (e *Engine) Probes(ctx context.Context, id string) ([]Probe, error) {
 	if _, err := e.get(ctx, id); err != nil {
 		return nil, err
 	}
-	return e.probes.recent(id), nil
+	return e.recent.recent(id), nil
 }
 
 // Delete implements vigil.Service: a pending watch is cancelled first.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/engine"
+	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/store/memstore"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/timer"
@@ -68,6 +69,7 @@ type env struct {
 	clock *clock
 	store *countingStore
 	eng   *engine.Engine
+	sched *scheduler.Scheduler
 	ctx   context.Context
 }
 
@@ -98,7 +100,8 @@ func newEnvAt(t *testing.T, o envOpts, start time.Time) *env {
 	for _, w := range o.watchers {
 		reg.Register(w)
 	}
-	cfg := engine.Config{Store: cs, Watchers: reg, NowFunc: c.Now, JitterFunc: o.jitter}
+	sched := scheduler.New(scheduler.Config{NowFunc: c.Now})
+	cfg := engine.Config{Store: cs, Watchers: reg, Scheduler: sched, NowFunc: c.Now, JitterFunc: o.jitter}
 	if o.limits != nil {
 		cfg.Limits = *o.limits
 	}
@@ -107,13 +110,13 @@ func newEnvAt(t *testing.T, o envOpts, start time.Time) *env {
 	if err := e.Prime(ctx); err != nil {
 		t.Fatalf("Prime: %v", err)
 	}
-	return &env{t: t, clock: c, store: cs, eng: e, ctx: ctx}
+	return &env{t: t, clock: c, store: cs, eng: e, sched: sched, ctx: ctx}
 }
 
 // tick moves the clock to t and runs what is due.
 func (v *env) tick(t time.Time) int {
 	v.clock.Set(t)
-	return v.eng.Scheduler().Tick(v.ctx, t)
+	return v.eng.Tick(v.ctx, t)
 }
 
 // tickEach advances in steps of d up to end, ticking each step.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/engine"
-	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/store/memstore"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/timer"
@@ -33,7 +32,7 @@ func TestDeliverAndCheckHooks(t *testing.T) {
 		},
 		CheckFunc: func(ctx context.Context, w *vigil.Watch) error {
 			if w.Labels["token"] == "revoked" {
-				return &scheduler.StopError{Reason: "revoked", Sentence: "The token that made this watch was revoked."}
+				return &vigil.StopError{Reason: "revoked", Sentence: "The token that made this watch was revoked."}
 			}
 			return nil
 		},
@@ -51,7 +50,7 @@ func TestDeliverAndCheckHooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Set(t0.Add(time.Minute))
-	e.Scheduler().Tick(ctx, t0.Add(time.Minute))
+	e.Tick(ctx, t0.Add(time.Minute))
 	if len(delivered) != 1 || delivered[0] != tm.ID {
 		t.Fatalf("delivered %v, want only the timer %s", delivered, tm.ID)
 	}
@@ -97,7 +96,7 @@ func TestCancelStopsWhatTheWatchStarted(t *testing.T) {
 		Store: memstore.New(), Watchers: watcher.NewRegistry(timer.New(timer.Config{}), st), NowFunc: c.Now,
 		CheckFunc: func(ctx context.Context, w *vigil.Watch) error {
 			if w.Labels["token"] == "revoked" {
-				return &scheduler.StopError{Reason: "revoked", Sentence: "The token that made this watch was revoked."}
+				return &vigil.StopError{Reason: "revoked", Sentence: "The token that made this watch was revoked."}
 			}
 			return nil
 		},
@@ -133,7 +132,7 @@ func TestCancelStopsWhatTheWatchStarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Set(t0.Add(time.Second))
-	e.Scheduler().Tick(ctx, t0.Add(time.Second))
+	e.Tick(ctx, t0.Add(time.Second))
 
 	want := map[string]bool{cancelled: true, closed: true, revoked: true}
 	got := st.got()
@@ -188,7 +187,7 @@ func TestMetricsHook(t *testing.T) {
 	}
 	late := t0.Add(time.Minute + 250*time.Millisecond)
 	c.Set(late)
-	e.Scheduler().Tick(ctx, late)
+	e.Tick(ctx, late)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.settled) != 1 || m.settled[0] != "timer fired 250ms" {

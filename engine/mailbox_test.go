@@ -91,7 +91,7 @@ func TestRecipientCloseIsSilent(t *testing.T) {
 	if msgs := v.messages("agent-1"); len(msgs) != 0 {
 		t.Fatalf("closing a recipient mailed %+v, want silence", msgs)
 	}
-	if v.eng.Scheduler().Len() != 0 {
+	if v.sched.Len() != 0 {
 		t.Fatal("closed watches are still scheduled")
 	}
 }

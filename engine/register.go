@@ -56,7 +56,7 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 	if r.Observe && probesNow {
 		o = scheduler.NewObserver()
 	}
-	e.sched.Add(got, o)
+	e.probes.add(got, o)
 	e.hub.publish(vigil.Event{Type: vigil.EventWatchCreated, WatchID: got.ID, Recipient: got.Recipient, State: got.State, At: now})
 	if o == nil {
 		return e.view(got), nil
@@ -117,16 +117,9 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 	if r.ChainDepth > l.MaxChainDepth {
 		return nil, vigil.Errorf(vigil.CodeChainTooDeep, "this registration comes from a chain %d commands deep; the limit is %d (max_chain_depth)", r.ChainDepth, l.MaxChainDepth)
 	}
-	mode := r.Mode
-	switch mode {
-	case "":
-		mode = vigil.ModeUntil
-	case vigil.ModeUntil, vigil.ModeUnless:
-	default:
-		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "mode", "mode must be \"until\" or \"unless\", not %q", clipName(string(mode)))
-	}
-	if mode == vigil.ModeUnless && (spec.Standing || spec.Instant) {
-		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "mode", "%s watches do not take mode \"unless\"", r.Kind)
+	mode, err := vigil.ResolveMode(r.Kind, spec, r.Mode)
+	if err != nil {
+		return nil, err
 	}
 	if len(r.Note) > l.MaxNoteBytes || !utf8.ValidString(r.Note) {
 		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "note", "note must be UTF-8 of at most %d bytes", l.MaxNoteBytes)
@@ -180,74 +173,19 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 		spec.Standing, spec.Deadline = true, 0
 	}
 
-	// Interval.
-	every := spec.Every
-	if canon.Every > 0 && spec.Every > 0 {
-		every = canon.Every
+	// The defaults, resolved by the rules of the root package.
+	every, err := vigil.ResolveEvery(r.Kind, spec, canon.Every, r.Every, l)
+	if err != nil {
+		return nil, err
 	}
-	if r.Every != "" {
-		if spec.Every == 0 {
-			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "every", "%s watches are not probed on an interval; leave every out", r.Kind)
-		}
-		d, err := vigil.ParseDuration(r.Every)
-		if err != nil {
-			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "every", "every: %v", err)
-		}
-		if d < l.MinEvery {
-			return nil, vigil.FieldErrorf(vigil.CodeIntervalTooSmall, "every", "every %s is below the floor of %s (min_every)", vigil.FormatDuration(d), vigil.FormatDuration(l.MinEvery))
-		}
-		if d > l.MaxDeadline {
-			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "every", "every %s is longer than the longest deadline, %s", vigil.FormatDuration(d), vigil.FormatDuration(l.MaxDeadline))
-		}
-		every = d
-	}
-
-	// Deadline: the one place its default is resolved.
 	start := canon.StartAt
-	from := now
-	if start.After(now) {
-		from = start
-		if start.Sub(now) > l.MaxDeadline {
-			return nil, vigil.FieldErrorf(vigil.CodeDeadlineOutOfRange, "predicate.at", "the timer is more than %s away (max_deadline)", vigil.FormatDuration(l.MaxDeadline))
-		}
+	deadline, err := vigil.ResolveDeadline(r.Kind, spec, r.Deadline, start, now, l)
+	if err != nil {
+		return nil, err
 	}
-	var deadline time.Time
-	switch {
-	case r.Deadline != "" && spec.Standing:
-		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "deadline", "%s watches are standing: they end when cancelled, not at a deadline", r.Kind)
-	case r.Deadline != "":
-		deadline, err = parseDeadline(r.Deadline, now)
-		if err != nil {
-			return nil, err
-		}
-	case spec.Deadline > 0 && spec.DeadlineFromStart && !start.IsZero():
-		deadline = from.Add(spec.Deadline)
-	case spec.Deadline > 0:
-		deadline = now.Add(spec.Deadline)
-	}
-	if !deadline.IsZero() {
-		if !deadline.After(now) {
-			return nil, vigil.FieldErrorf(vigil.CodeDeadlineOutOfRange, "deadline", "deadline %s is not in the future", vigil.FormatTime(deadline))
-		}
-		if !start.IsZero() && deadline.Before(start) {
-			return nil, vigil.FieldErrorf(vigil.CodeDeadlineOutOfRange, "deadline", "deadline %s comes before the watch starts, %s", vigil.FormatTime(deadline), vigil.FormatTime(start))
-		}
-		if deadline.Sub(from) > l.MaxDeadline {
-			return nil, vigil.FieldErrorf(vigil.CodeDeadlineOutOfRange, "deadline", "deadline is more than %s away (max_deadline)", vigil.FormatDuration(l.MaxDeadline))
-		}
-	}
-
-	var stableFor time.Duration
-	if r.StableFor != "" {
-		if stableFor, err = vigil.ParseDuration(r.StableFor); err != nil {
-			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "stable_for", "stable_for: %v", err)
-		}
-		if stableFor > l.MaxDeadline {
-			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "stable_for", "stable_for is longer than the longest deadline")
-		}
-	}
-	if (r.Stable > 0 || stableFor > 0) && every == 0 {
-		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "stable", "%s watches are not probed repeatedly; stability does not apply", r.Kind)
+	stableFor, err := vigil.ResolveStableFor(r.Kind, r.StableFor, r.Stable, every, l)
+	if err != nil {
+		return nil, err
 	}
 
 	labels := r.Labels
@@ -273,21 +211,6 @@ func scopeKindError(s vigil.Scope, k vigil.Kind) error {
 		return vigil.FieldErrorf(vigil.CodeForbidden, "kind", "%s watches run commands, and this token lacks the exec scope (vigil token create --exec)", k)
 	}
 	return vigil.FieldErrorf(vigil.CodeForbidden, "kind", "this token cannot register %s watches (its kinds: %v)", k, s.Kinds)
-}
-
-// parseDeadline reads a duration from now or an RFC 3339 instant.
-func parseDeadline(s string, now time.Time) (time.Time, error) {
-	if t, err := vigil.ParseTime(s); err == nil {
-		return t.Truncate(time.Millisecond), nil
-	}
-	d, err := vigil.ParseDuration(s)
-	if err != nil {
-		return time.Time{}, vigil.FieldErrorf(vigil.CodeInvalidRequest, "deadline", "deadline must be a duration like 2h or an RFC 3339 time: %v", err)
-	}
-	if d <= 0 {
-		return time.Time{}, vigil.FieldErrorf(vigil.CodeDeadlineOutOfRange, "deadline", "deadline must be in the future")
-	}
-	return now.Add(d), nil
 }
 
 // asPredicateError makes sure a canonicalisation refusal carries a code.

@@ -127,7 +127,7 @@ func TestRefusalsWriteNothing(t *testing.T) {
 			}
 		})
 	}
-	if v.eng.Scheduler().Len() != 0 {
+	if v.sched.Len() != 0 {
 		t.Fatal("a refusal armed the scheduler")
 	}
 }

@@ -35,7 +35,7 @@ func TestRestartRearmsWithJitterAndExpiresOverdue(t *testing.T) {
 
 	dues := map[time.Time]bool{}
 	for _, id := range ids {
-		next, _, ok := v2.eng.Scheduler().Info(id)
+		next, _, ok := v2.sched.Info(id)
 		if !ok {
 			t.Fatalf("watch %s not re-armed", id)
 		}

@@ -37,7 +37,7 @@ func TestScheduleNotesReachEachReaderOnce(t *testing.T) {
 	if !w.Standing || !w.Deadline.IsZero() {
 		t.Fatalf("a schedule is standing %v with deadline %v", w.Standing, w.Deadline)
 	}
-	if next, _, _ := v.eng.Scheduler().Info(w.ID); !next.Equal(t0.Add(time.Minute)) {
+	if next, _, _ := v.sched.Info(w.ID); !next.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("first fire due %v, want one interval after creation", next)
 	}
 	v.tick(t0.Add(time.Minute))
@@ -89,7 +89,7 @@ func TestScheduleSkipsOverlappingFire(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-done
-	if next, _, _ := v.eng.Scheduler().Info(w.ID); !next.Equal(t0.Add(4 * time.Minute)) {
+	if next, _, _ := v.sched.Info(w.ID); !next.Equal(t0.Add(4 * time.Minute)) {
 		t.Fatalf("after a run that ended at 3m30s the next fire is %v, want 4m (2m and 3m skipped)", next.Sub(t0))
 	}
 	if got := len(v.messages("agent-1")); got != 1 {

@@ -15,13 +15,13 @@ import (
 func TestEmptySchedulerHasNoWake(t *testing.T) {
 	t.Parallel()
 	v := newEnv(t, envOpts{})
-	if next, ok := v.eng.Scheduler().NextDue(); ok {
+	if next, ok := v.sched.NextDue(); ok {
 		t.Fatalf("NextDue() = %v, true; want none on an empty heap", next)
 	}
 	if n := v.tick(t0.Add(time.Hour)); n != 0 {
 		t.Fatalf("Tick(+1h) evaluated %d watches, want 0", n)
 	}
-	if _, ok := v.eng.Scheduler().NextDue(); ok {
+	if _, ok := v.sched.NextDue(); ok {
 		t.Fatal("NextDue() reports a wake after an empty tick")
 	}
 }
@@ -43,7 +43,7 @@ func TestFiftyWatchesProbedOnlyWhenDue(t *testing.T) {
 			t.Fatalf("after registration, watch %s probed %d times, want 1", id, got)
 		}
 	}
-	next, ok := v.eng.Scheduler().NextDue()
+	next, ok := v.sched.NextDue()
 	if want := t0.Add(30 * time.Second); !ok || !next.Equal(want) {
 		t.Fatalf("NextDue() = %v, %v; want the earliest due %v", next, ok, want)
 	}
@@ -69,7 +69,7 @@ func TestCadenceDoesNotDrift(t *testing.T) {
 	// Every tick comes 5 s late (a busy machine): the schedule still keeps
 	// its 30 s grid instead of sliding to 35 s.
 	for {
-		next, ok := v.eng.Scheduler().NextDue()
+		next, ok := v.sched.NextDue()
 		if !ok || !next.Before(t0.Add(10*time.Minute)) {
 			break
 		}
@@ -102,9 +102,9 @@ func TestTimerFiresOnceWithoutProbing(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].Type != vigil.MessageFired || !strings.Contains(msgs[0].Text, "check the deploy") {
 		t.Fatalf("mailbox = %+v, want one fired message carrying the note", msgs)
 	}
-	if _, ok := v.eng.Scheduler().NextDue(); ok {
+	if _, ok := v.sched.NextDue(); ok {
 		// Only the retention entry may remain.
-		if next, _ := v.eng.Scheduler().NextDue(); next.Before(t0.Add(24 * time.Hour)) {
+		if next, _ := v.sched.NextDue(); next.Before(t0.Add(24 * time.Hour)) {
 			t.Fatalf("after the timer fired the scheduler still wakes at %v", next)
 		}
 	}
@@ -252,7 +252,7 @@ func TestUnavailableBacksOff(t *testing.T) {
 	last := t0
 	v.tick(t0)
 	for i := 0; i < 6; i++ {
-		next, _ := v.eng.Scheduler().NextDue()
+		next, _ := v.sched.NextDue()
 		gaps = append(gaps, next.Sub(last))
 		last = next
 		v.tick(next)

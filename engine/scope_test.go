@@ -54,7 +54,7 @@ func TestRevokeWhilePending(t *testing.T) {
 	if stored.TokenID != tok.ID {
 		t.Fatalf("stored TokenID = %q, want %q", stored.TokenID, tok.ID)
 	}
-	e.Scheduler().Tick(ctx, t0) // the first probe, at once
+	e.Tick(ctx, t0) // the first probe, at once
 	before := fake.Probes(hw.ID)
 	if before != 1 {
 		t.Fatalf("probes before revocation = %d, want 1", before)
@@ -64,7 +64,7 @@ func TestRevokeWhilePending(t *testing.T) {
 	}
 	now := c.t.Add(2 * time.Minute)
 	c.t = now
-	e.Scheduler().Tick(ctx, now)
+	e.Tick(ctx, now)
 	if got := fake.Probes(hw.ID); got != before {
 		t.Errorf("probes after revocation = %d, want %d: the probe must not run", got, before)
 	}

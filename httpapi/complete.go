@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/wire"
 )
 
 // completeResult is the answer to a completion: only what the holder of
@@ -41,7 +42,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 }
 
 // CompletionPath is the path of a completion token's URL.
-func CompletionPath(token string) string { return completePrefix + token }
+func CompletionPath(token string) string { return wire.CompletionPath(token) }
 
 // logPath is the path of r as it may be logged: a completion token is a
 // credential and never reaches a log.
@@ -55,7 +56,7 @@ func logPath(r *http.Request) string {
 	return r.URL.Path
 }
 
-const completePrefix = "/v1/complete/"
+const completePrefix = wire.CompletePrefix
 
 // baseURL is the scheme and host the caller reached the API at.
 func baseURL(r *http.Request) string {

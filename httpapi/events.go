@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/wire"
 )
 
 // HeaderLastEventID is the header an event stream client sends on
 // reconnecting: the id of the last event it received.
-const HeaderLastEventID = "Last-Event-ID"
+const HeaderLastEventID = wire.HeaderLastEventID
 
 // retryMillis is how long a client waits before reconnecting to a dropped
 // event stream, sent as the stream's "retry:" field.

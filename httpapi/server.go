@@ -26,6 +26,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/internal/longcall"
+	"github.com/vigil-run/vigil/internal/wire"
 )
 
 // Defaults of Options; each lives here only.
@@ -33,16 +34,16 @@ const (
 	// DefaultMaxBodyBytes bounds a request body.
 	DefaultMaxBodyBytes = 1 << 20
 	// DefaultHeartbeat is how often an idle event stream sends a comment.
-	DefaultHeartbeat = 15 * time.Second
+	DefaultHeartbeat = wire.DefaultHeartbeat
 )
 
 // Header names of the API.
 const (
-	HeaderIdempotencyKey   = "Idempotency-Key"
-	HeaderReplayed         = "Idempotent-Replayed"
-	HeaderChainDepth       = "Vigil-Chain-Depth"
-	HeaderWaitClamped      = "Vigil-Wait-Clamped"
-	HeaderRequestID        = "X-Request-Id"
+	HeaderIdempotencyKey   = wire.HeaderIdempotencyKey
+	HeaderReplayed         = wire.HeaderReplayed
+	HeaderChainDepth       = wire.HeaderChainDepth
+	HeaderWaitClamped      = wire.HeaderWaitClamped
+	HeaderRequestID        = wire.HeaderRequestID
 	contentTypeJSON        = "application/json"
 	contentTypeEventStream = "text/event-stream"
 )

@@ -8,11 +8,12 @@ import (
 	"strings"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/wire"
 )
 
 // UnsubscribePrefix starts the path of a delivery mail's one-click
 // unsubscribe link: UnsubscribePrefix + WATCH_ID + "/" + SIG.
-const UnsubscribePrefix = "/v1/unsubscribe/"
+const UnsubscribePrefix = wire.UnsubscribePrefix
 
 // maxUnsubscribeBody bounds the form a one-click POST sends
 // ("List-Unsubscribe=One-Click").

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +20,7 @@ import (
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/cli"
 	"github.com/vigil-run/vigil/daemon"
+	"github.com/vigil-run/vigil/internal/daemontest"
 	"github.com/vigil-run/vigil/mcpserver"
 )
 
@@ -45,30 +45,7 @@ func TestMain(m *testing.M) {
 // data dir until the test ends.
 func startDaemon(t *testing.T) *daemon.Daemon {
 	t.Helper()
-	cfg := daemon.DefaultConfig()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.DataDir = filepath.Join(t.TempDir(), "vigil")
-	cfg.Roots = []string{t.TempDir()}
-	d, err := daemon.New(t.Context(), cfg, nil)
-	if err != nil {
-		t.Fatalf("daemon.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- d.Run(ctx) }()
-	select {
-	case <-d.Primed():
-	case err := <-errc:
-		cancel()
-		t.Fatalf("daemon stopped before it was primed: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("daemon Run = %v after shutdown, want nil", err)
-		}
-	})
-	return d
+	return daemontest.Start(t, daemontest.Config(t), nil).Daemon
 }
 
 // vigilMCP starts "vigil mcp ARGS" as a subprocess against d and returns

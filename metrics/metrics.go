@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/scheduler"
 )
 
 // Gauges read the daemon's current state at each scrape. A nil func is
@@ -33,7 +32,7 @@ type Gauges struct {
 	DeliveriesQueued func() int
 }
 
-// Metrics collects vigil's metrics. It implements scheduler.Metrics; pass
+// Metrics collects vigil's metrics. It implements engine.Metrics; pass
 // Request as httpapi's ObserveFunc and Receipt as deliver's ReceiptFunc.
 type Metrics struct {
 	reg *prometheus.Registry
@@ -47,8 +46,6 @@ type Metrics struct {
 	requestDuration *prometheus.HistogramVec
 	receipts        *prometheus.CounterVec
 }
-
-var _ scheduler.Metrics = (*Metrics)(nil)
 
 // latenessBuckets spans a millisecond to a minute: a timer fires within
 // milliseconds of its instant; a backlog shows as seconds.
@@ -94,6 +91,11 @@ func New(g Gauges) *Metrics {
 		m.probes, m.probeLateness, m.probeDuration, m.settlements, m.settleLateness,
 		m.requests, m.requestDuration, m.receipts,
 	)
+	m.gauges(g)
+	return m
+}
+
+func (m *Metrics) gauges(g Gauges) {
 	gauge := func(name, help string, f func() int) {
 		if f != nil {
 			m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
@@ -103,8 +105,12 @@ func New(g Gauges) *Metrics {
 	gauge("vigil_watches_pending", "Watches the scheduler holds (pending, standing included).", g.PendingWatches)
 	gauge("vigil_long_calls", "Open long-polls and event streams.", g.LongCalls)
 	gauge("vigil_deliveries_queued", "Push deliveries waiting or in flight.", g.DeliveriesQueued)
-	return m
 }
+
+// Add registers the gauges of g that are set, for the parts of the daemon
+// made after the metrics (they report to it as they run). A gauge is
+// added once.
+func (m *Metrics) Add(g Gauges) { m.gauges(g) }
 
 // Handler serves the metrics in the Prometheus text format (or
 // OpenMetrics, when the scraper asks for it).
@@ -115,7 +121,7 @@ func (m *Metrics) Handler() http.Handler {
 // Registry is the registry the metrics live in, for tests and embedding.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// Probed implements scheduler.Metrics.
+// Probed implements engine.Metrics.
 func (m *Metrics) Probed(kind vigil.Kind, verdict vigil.Verdict, late, took time.Duration) {
 	k := string(kind)
 	m.probes.WithLabelValues(k, string(verdict)).Inc()
@@ -123,7 +129,7 @@ func (m *Metrics) Probed(kind vigil.Kind, verdict vigil.Verdict, late, took time
 	m.probeDuration.WithLabelValues(k).Observe(took.Seconds())
 }
 
-// Settled implements scheduler.Metrics.
+// Settled implements engine.Metrics.
 func (m *Metrics) Settled(kind vigil.Kind, state vigil.State, late time.Duration) {
 	k := string(kind)
 	m.settlements.WithLabelValues(k, string(state)).Inc()

@@ -6,9 +6,9 @@ import (
 	"github.com/vigil-run/vigil"
 )
 
-// entry is all the scheduler keeps in memory about one pending watch. The
+// Entry is all the scheduler keeps in memory about one pending watch. The
 // predicate is not kept: a probe reads the row.
-type entry struct {
+type Entry struct {
 	id       string
 	kind     vigil.Kind
 	due      int64 // unix nanoseconds
@@ -69,7 +69,7 @@ const (
 )
 
 // entryHeap is a min-heap on due, ties broken by id for determinism.
-type entryHeap []*entry
+type entryHeap []*Entry
 
 func (h entryHeap) Len() int { return len(h) }
 func (h entryHeap) Less(i, j int) bool {
@@ -84,7 +84,7 @@ func (h entryHeap) Swap(i, j int) {
 	h[j].index = int32(j)
 }
 func (h *entryHeap) Push(x any) {
-	e := x.(*entry)
+	e := x.(*Entry)
 	e.index = int32(len(*h))
 	*h = append(*h, e)
 }

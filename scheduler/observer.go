@@ -51,9 +51,9 @@ func (o *Observer) Abandon() bool {
 	return false
 }
 
-// claim is called by the settling worker; true means the registration will
+// Claim is called by the settling worker; true means the registration will
 // return the answer, so nothing is mailed.
-func (o *Observer) claim() bool {
+func (o *Observer) Claim() bool {
 	if o == nil {
 		return false
 	}
@@ -66,7 +66,9 @@ func (o *Observer) claim() bool {
 	return false
 }
 
-func (o *Observer) finish(w *vigil.Watch) {
+// Finish closes Done with w, the watch as its first observation (or
+// settlement) left it; nil when it vanished. Later calls do nothing.
+func (o *Observer) Finish(w *vigil.Watch) {
 	if o == nil {
 		return
 	}

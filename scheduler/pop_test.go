@@ -12,12 +12,11 @@ import (
 // TestPopDueIsBounded: the loop tops its ready jobs up a few at a time; the
 // rest of a storm stays on the heap, due, until workers can take it.
 func TestPopDueIsBounded(t *testing.T) {
-	s := New(Config{Store: nil, BatchSize: 10})
-	spec, _ := vigil.SpecOf(vigil.KindTimer)
+	s := New(Config{BatchSize: 10})
 	now := time.Now()
 	for i := range 1000 {
-		e := newEntry(fmt.Sprintf("w%04d", i), vigil.KindTimer, 0, time.Time{}, spec)
-		e.due = now.UnixNano()
+		e := NewEntry(fmt.Sprintf("w%04d", i), vigil.KindTimer, 0, time.Time{}, true)
+		e.SetDue(now)
 		s.byID[e.id] = e
 		heap.Push(&s.h, e)
 	}

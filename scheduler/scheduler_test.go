@@ -2,75 +2,129 @@ package scheduler_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/scheduler"
-	"github.com/vigil-run/vigil/store/memstore"
-	"github.com/vigil-run/vigil/watcher"
-	"github.com/vigil-run/vigil/watcher/watchertest"
 )
 
-func newWatch(id string, every time.Duration, now time.Time) *vigil.Watch {
-	return &vigil.Watch{ID: id, Kind: vigil.KindHTTP, Predicate: json.RawMessage(`{}`), Recipient: "r", State: vigil.StatePending,
-		Mode: vigil.ModeUntil, Every: every, Deadline: now.Add(time.Hour), CreatedAt: now, Identity: id}
+// fakeProber decides nothing: each probe waits for release (when set),
+// counts, and hands the entry back due every later; each instant batch is
+// recorded and dropped; each prune answers pruneNext.
+type fakeProber struct {
+	s         *scheduler.Scheduler
+	recipient string
+	release   chan struct{}
+
+	mu        sync.Mutex
+	probes    map[string]int
+	running   int
+	most      int
+	batches   []int
+	prunes    []time.Time
+	pruneNext time.Duration
 }
 
-func create(t testing.TB, st vigil.Store, w *vigil.Watch) {
-	t.Helper()
-	if _, err := st.WatchCreate(context.Background(), vigil.WatchCreateParams{Watch: w}); err != nil {
-		t.Fatal(err)
+func newFake(s *scheduler.Scheduler) *fakeProber {
+	return &fakeProber{s: s, recipient: "r", probes: map[string]int{}}
+}
+
+func (f *fakeProber) Probe(_ context.Context, e *scheduler.Entry, now time.Time, turn func(string) bool) {
+	if !turn(f.recipient) {
+		return
+	}
+	f.mu.Lock()
+	f.running++
+	f.most = max(f.most, f.running)
+	f.mu.Unlock()
+	if f.release != nil {
+		<-f.release
+	}
+	f.mu.Lock()
+	f.running--
+	f.probes[e.ID()]++
+	p := e.Progress()
+	p.Polls++
+	f.mu.Unlock()
+	f.s.Reschedule(e, now.Add(e.Every()), p)
+}
+
+func (f *fakeProber) Instant(_ context.Context, es []*scheduler.Entry, _ time.Time) {
+	f.mu.Lock()
+	f.batches = append(f.batches, len(es))
+	f.mu.Unlock()
+	for _, e := range es {
+		f.s.Drop(e)
 	}
 }
 
+func (f *fakeProber) Prune(_ context.Context, now time.Time) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.prunes = append(f.prunes, now)
+	if f.pruneNext == 0 {
+		return time.Time{}
+	}
+	return now.Add(f.pruneNext)
+}
+
+func (f *fakeProber) count(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.probes[id]
+}
+
+func entry(id string, every time.Duration, due time.Time) *scheduler.Entry {
+	e := scheduler.NewEntry(id, vigil.KindHTTP, every, time.Time{}, false)
+	e.SetDue(due)
+	return e
+}
+
 // TestLoopIdleAndWake runs the real loop in a synctest bubble: with nothing
-// due it blocks with no timer; a registration wakes it at once; the probes
-// keep their cadence; shutdown leaves no goroutine behind.
+// due it blocks with no timer; an Add wakes it at once; the probes keep
+// their cadence; Info and Len follow; shutdown leaves no goroutine behind.
 func TestLoopIdleAndWake(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := memstore.New()
-		fake := watchertest.NeverSettles(vigil.KindHTTP)
-		s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(fake)})
+		s := scheduler.New(scheduler.Config{})
+		f := newFake(s)
+		s.Prime(nil)
 		ctx, cancel := context.WithCancel(context.Background())
-		if err := s.Prime(ctx); err != nil {
-			t.Fatal(err)
-		}
+		s.Primed(ctx, f, time.Now())
 		done := make(chan error)
-		go func() { done <- s.Run(ctx) }()
-
+		go func() { done <- s.Run(ctx, f) }()
 		synctest.Wait()
-		start := time.Now()
 		if _, ok := s.NextDue(); ok {
 			t.Fatal("an idle scheduler has something due")
 		}
-		// An hour of nothing: the loop never wakes (no timer exists), so no
-		// probe can run and fake time passes untouched.
 		time.Sleep(time.Hour)
-		if fake.Total() != 0 {
-			t.Fatal("an empty scheduler probed")
-		}
-
 		now := time.Now()
-		w := newWatch("w1", 30*time.Second, now)
-		create(t, st, w)
-		s.Add(w, nil)
+		if !s.Add(entry("w1", 30*time.Second, now)) || s.Add(entry("w1", 30*time.Second, now)) {
+			t.Fatal("Add: want true for a new watch, false for one held already")
+		}
 		synctest.Wait()
-		if got := fake.Probes("w1"); got != 1 || !time.Now().Equal(now) {
-			t.Fatalf("a due registration: %d probes after %v; want 1 at once", got, time.Since(now))
+		if got := f.count("w1"); got != 1 {
+			t.Fatalf("a due watch: %d probes, want 1 at once", got)
 		}
 		time.Sleep(10*time.Minute - time.Millisecond)
 		synctest.Wait()
-		if got := fake.Probes("w1"); got != 20 {
+		if got := f.count("w1"); got != 20 {
 			t.Fatalf("loop probed a 30 s watch %d times in 10 min, want 20", got)
 		}
-		_ = start
+		if next, polls, ok := s.Info("w1"); !ok || polls != 20 || !next.Equal(now.Add(10*time.Minute).UTC()) {
+			t.Fatalf("Info = %v %d %v, want the next turn at 10 min, 20 polls", next, polls, ok)
+		}
+		if s.Len() != 1 || len(s.IDs(vigil.KindHTTP)) != 1 || len(s.IDs(vigil.KindTimer)) != 0 {
+			t.Fatalf("Len %d, IDs %v", s.Len(), s.IDs(vigil.KindHTTP))
+		}
+		s.Remove("w1")
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if got := f.count("w1"); got != 20 || s.Len() != 0 {
+			t.Fatalf("a removed watch was probed again (%d) or is still held (%d)", got, s.Len())
+		}
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -78,127 +132,83 @@ func TestLoopIdleAndWake(t *testing.T) {
 	})
 }
 
-func TestRunShutdownLeaksNothing(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	st := memstore.New()
-	block := make(chan struct{})
-	fake := watchertest.Func(vigil.KindHTTP, func(ctx context.Context, p watcher.Probe) (vigil.Observation, error) {
-		close(block)
-		<-ctx.Done() // an in-flight probe is cancelled by shutdown
-		return vigil.Observation{}, ctx.Err()
-	})
-	s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(fake), Workers: 2})
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := s.Prime(ctx); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error)
-	go func() { done <- s.Run(ctx) }()
-	w := newWatch("w1", 30*time.Second, time.Now().UTC())
-	create(t, st, w)
-	s.Add(w, nil)
-	<-block
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	got, _ := st.WatchGet(context.Background(), "w1")
-	if got.State != vigil.StatePending || got.LastObservation != nil {
-		t.Fatalf("a probe cut short by shutdown wrote %+v", got)
-	}
-}
-
-func TestPokeMakesAWatchDueNow(t *testing.T) {
+// TestTurnsOfOneRecipient: one recipient's due probes take at most half
+// the workers at once; the rest wait parked and run in the turns its
+// probes free.
+func TestTurnsOfOneRecipient(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := memstore.New()
-		fake := watchertest.NeverSettles(vigil.KindHTTP)
-		s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(fake)})
+		s := scheduler.New(scheduler.Config{Workers: 4})
+		f := newFake(s)
+		f.release = make(chan struct{})
+		now := time.Now()
+		var es []*scheduler.Entry
+		for _, id := range []string{"a", "b", "c", "d", "e"} {
+			es = append(es, entry(id, time.Hour, now))
+		}
+		s.Prime(es)
 		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		if err := s.Prime(ctx); err != nil {
-			t.Fatal(err)
-		}
+		s.Primed(ctx, f, now)
 		done := make(chan error)
-		go func() { done <- s.Run(ctx) }()
-		w := newWatch("w1", 30*time.Minute, time.Now())
-		create(t, st, w)
-		s.Add(w, nil)
+		go func() { done <- s.Run(ctx, f) }()
 		synctest.Wait()
-		time.Sleep(time.Minute)
-		s.Poke("w1")
-		s.Poke("nope")
-		synctest.Wait()
-		if got := fake.Probes("w1"); got != 2 {
-			t.Fatalf("after a poke the watch was probed %d times, want 2 (once at creation, once poked)", got)
+		f.mu.Lock()
+		running := f.running
+		f.mu.Unlock()
+		if running != 2 {
+			t.Fatalf("%d probes of one recipient run at once with 4 workers, want 2", running)
 		}
-		next, _ := s.NextDue()
-		if want := w.CreatedAt.Add(time.Minute + 30*time.Minute); !next.Equal(want) {
-			t.Fatalf("after a poke the next due is %v, want the grid from the poke, %v", next, want)
+		for range 5 {
+			f.release <- struct{}{}
+		}
+		synctest.Wait()
+		for _, id := range []string{"a", "b", "c", "d", "e"} {
+			if f.count(id) != 1 {
+				t.Fatalf("%s probed %d times, want once", id, f.count(id))
+			}
+		}
+		if f.most != 2 {
+			t.Fatalf("at most %d probes ran at once, want 2", f.most)
 		}
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	})
 }
 
-// TestPokeDuringProbesIsRaceFree pokes watches while their probes run on
-// the real loop; run with -race.
-func TestPokeDuringProbesIsRaceFree(t *testing.T) {
-	t.Parallel()
-	st := memstore.New()
-	fake := watchertest.NeverSettles(vigil.KindHTTP)
-	s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(fake), Workers: 4})
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := s.Prime(ctx); err != nil {
-		t.Fatal(err)
+// TestInstantBatchesAndPrune: Tick hands instant entries to the prober in
+// batches of BatchSize; the retention entry runs at Primed and again at
+// the instant the prober names.
+func TestInstantBatchesAndPrune(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	s := scheduler.New(scheduler.Config{BatchSize: 2, NowFunc: func() time.Time { return now }})
+	f := newFake(s)
+	f.pruneNext = time.Hour
+	var es []*scheduler.Entry
+	for _, id := range []string{"t1", "t2", "t3"} {
+		e := scheduler.NewEntry(id, vigil.KindTimer, 0, now, true)
+		e.SetDue(now)
+		es = append(es, e)
 	}
-	done := make(chan error)
-	go func() { done <- s.Run(ctx) }()
-	now := time.Now().UTC()
-	for i := range 8 {
-		w := newWatch(fmt.Sprintf("w%d", i), time.Hour, now)
-		create(t, st, w)
-		s.Add(w, nil)
+	s.Prime(es)
+	// A prune armed while priming waits for Primed's.
+	s.ArmPrune(now)
+	ctx := context.Background()
+	s.Primed(ctx, f, now)
+	if n := s.Tick(ctx, f, now); n != 3 {
+		t.Fatalf("Tick evaluated %d watches, want 3", n)
 	}
-	for n := 0; fake.Total() < 200 && n < 100_000; n++ {
-		s.Poke(fmt.Sprintf("w%d", n%8))
-		if n%64 == 0 {
-			time.Sleep(time.Millisecond) // let probes run; not a schedule wait
-		}
+	if len(f.batches) != 2 || f.batches[0]+f.batches[1] != 3 || max(f.batches[0], f.batches[1]) != 2 {
+		t.Fatalf("instant batches %v, want one of 2 and one of 1", f.batches)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if len(f.prunes) != 1 {
+		t.Fatalf("%d prunes after priming, want 1", len(f.prunes))
 	}
-	if fake.Total() < 16 {
-		t.Fatalf("only %d probes ran under pokes", fake.Total())
+	if next, ok := s.NextDue(); !ok || !next.Equal(now.Add(time.Hour)) {
+		t.Fatalf("next due %v %v, want the prune an hour on", next, ok)
 	}
-}
-
-// TestIDsByKind: IDs lists the held watches of one kind, primed or added.
-func TestIDsByKind(t *testing.T) {
-	st := memstore.New()
-	now := time.Now()
-	primed := newWatch("h1", time.Minute, now)
-	create(t, st, primed)
-	s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(
-		watchertest.NeverSettles(vigil.KindHTTP), watchertest.NeverSettles(vigil.KindTCP))})
-	if err := s.Prime(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	added := newWatch("h2", time.Minute, now)
-	create(t, st, added)
-	s.Add(added, nil)
-	other := newWatch("t1", time.Minute, now)
-	other.Kind, other.Identity = vigil.KindTCP, "t1"
-	create(t, st, other)
-	s.Add(other, nil)
-
-	got := s.IDs(vigil.KindHTTP)
-	slices.Sort(got)
-	if !slices.Equal(got, []string{"h1", "h2"}) {
-		t.Errorf("IDs(http) = %v, want [h1 h2]", got)
-	}
-	if got := s.IDs(vigil.KindFolder); len(got) != 0 {
-		t.Errorf("IDs(folder) = %v, want none", got)
+	s.Tick(ctx, f, now.Add(time.Hour))
+	if len(f.prunes) != 2 || s.Len() != 0 {
+		t.Fatalf("%d prunes, %d watches held; want 2 and none", len(f.prunes), s.Len())
 	}
 }

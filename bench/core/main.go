@@ -72,6 +72,7 @@ type rig struct {
 	dir   string
 	store *sqlite.Store
 	eng   *engine.Engine
+	sched *scheduler.Scheduler
 }
 
 func newRig(ctx context.Context, syncMode string, ws ...watcher.Watcher) (*rig, error) {
@@ -84,11 +85,12 @@ func newRig(ctx context.Context, syncMode string, ws ...watcher.Watcher) (*rig, 
 		return nil, err
 	}
 	reg := watcher.NewRegistry(append([]watcher.Watcher{timer.New(timer.Config{})}, ws...)...)
-	e := engine.New(engine.Config{Store: st, Watchers: reg, Limits: limits()})
+	sched := scheduler.New(scheduler.Config{})
+	e := engine.New(engine.Config{Store: st, Watchers: reg, Scheduler: sched, Limits: limits()})
 	if err := e.Prime(ctx); err != nil {
 		return nil, err
 	}
-	return &rig{dir: dir, store: st, eng: e}, nil
+	return &rig{dir: dir, store: st, eng: e, sched: sched}, nil
 }
 
 func (r *rig) close() {
@@ -165,7 +167,7 @@ func storm(ctx context.Context, n int, syncMode string) error {
 	}); err != nil {
 		return err
 	}
-	if got := r.eng.Scheduler().Len(); got != n {
+	if got := r.sched.Len(); got != n {
 		return fmt.Errorf("%d timers scheduled, want %d", got, n)
 	}
 	if time.Until(at) < 2*time.Second {
@@ -176,11 +178,11 @@ func storm(ctx context.Context, n int, syncMode string) error {
 	go func() { done <- r.eng.Run(runCtx) }()
 	// A watch leaves the scheduler only once its settlement has committed.
 	giveUp := at.Add(60 * time.Second)
-	for r.eng.Scheduler().Len() > 0 {
+	for r.sched.Len() > 0 {
 		if time.Now().After(giveUp) {
 			cancel()
 			<-done
-			return fmt.Errorf("%d of %d still pending a minute after the instant", r.eng.Scheduler().Len(), n)
+			return fmt.Errorf("%d of %d still pending a minute after the instant", r.sched.Len(), n)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -209,8 +211,7 @@ func storm(ctx context.Context, n int, syncMode string) error {
 }
 
 func memory(n int) error {
-	st := noStore{}
-	s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(watchertest.NeverSettles(vigil.KindHTTP))})
+	s := scheduler.New(scheduler.Config{})
 	ws := make([]*vigil.Watch, n)
 	now := time.Now()
 	for i := range ws {
@@ -220,7 +221,10 @@ func memory(n int) error {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for _, w := range ws {
-		s.Add(w, nil)
+		// What the engine arms for a registered http watch.
+		e := scheduler.NewEntry(w.ID, w.Kind, w.Every, w.Deadline, false)
+		e.SetDue(w.CreatedAt)
+		s.Add(e)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -233,9 +237,6 @@ func memory(n int) error {
 	runtime.KeepAlive(s)
 	return nil
 }
-
-// noStore satisfies vigil.Store for the memory figure, which never touches it.
-type noStore struct{ vigil.Store }
 
 func idle(ctx context.Context, n int, d time.Duration, syncMode string) error {
 	fake := watchertest.NeverSettles(vigil.KindHTTP)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/engine"
+	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/store/sqlite"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/folder"
@@ -68,16 +69,16 @@ func run(n, files int, idleFor, settle time.Duration, edits int, poll bool, cpup
 	}
 	defer st.Close()
 
-	var eng *engine.Engine
+	sched := scheduler.New(scheduler.Config{})
 	notifier := fsevent.New(fsevent.Config{
-		PokeFunc:   func(id string) { eng.Poke(id) },
-		ActiveFunc: func(id string) bool { _, _, ok := eng.Scheduler().Info(id); return ok },
+		PokeFunc:   sched.Poke,
+		ActiveFunc: func(id string) bool { _, _, ok := sched.Info(id); return ok },
 		Disabled:   poll,
 	})
 	fw := folder.New(folder.Config{Roots: []string{root}, Waker: notifier, BlobDir: filepath.Join(dir, "folder")})
 	l := vigil.DefaultLimits()
 	l.MaxActivePerRecipient = max(l.MaxActivePerRecipient, n)
-	eng = engine.New(engine.Config{Store: st, Watchers: watcher.NewRegistry(fw), Limits: l})
+	eng := engine.New(engine.Config{Store: st, Watchers: watcher.NewRegistry(fw), Scheduler: sched, Limits: l})
 	if err := eng.Prime(ctx); err != nil {
 		return err
 	}
@@ -119,7 +120,7 @@ func run(n, files int, idleFor, settle time.Duration, edits int, poll bool, cpup
 	runtime.GC()
 	polls := func() (total int) {
 		for _, id := range ids {
-			_, p, _ := eng.Scheduler().Info(id)
+			_, p, _ := sched.Info(id)
 			total += p
 		}
 		return total
@@ -168,11 +169,11 @@ func run(n, files int, idleFor, settle time.Duration, edits int, poll bool, cpup
 			cpu0 = cpuTime()
 			t0 := time.Now()
 			for _, id := range ids {
-				eng.Poke(id)
+				sched.Poke(id)
 			}
 			for _, id := range ids {
 				for {
-					_, polls, _ := eng.Scheduler().Info(id)
+					_, polls, _ := sched.Info(id)
 					if polls >= 1+round {
 						break
 					}

@@ -9,7 +9,7 @@ import (
 // restart: with n pending watches in the store, the time from exec of
 // `vigil serve` until /readyz answers 200. /readyz answers 503 until
 // daemon.Run has resumed the receipts left by the last run and primed the
-// engine (scheduler.Prime: every pending row read and put on the heap), so
+// engine (engine.Prime: every pending row read and put on the heap), so
 // ready means every pending watch is armed.
 func restart(ctx context.Context, e *env, sizes []int) error {
 	t := &table{

@@ -1,7 +1,7 @@
 // Package command is the command push channel: it runs a program with a
 // settled watch's outcome JSON on stdin and VIGIL_WATCH_ID, VIGIL_STATE
 // and VIGIL_CHAIN_DEPTH in its environment. It runs the way command
-// probes do (watcher/command's Runner): in its own process group, with a
+// probes do (internal/proc's Runner): in its own process group, with a
 // minimal environment, bounded output and a timeout that terminates the
 // whole group. Its exit status is the receipt: 0 is delivered; any other
 // exit, a timeout or a signal is undeliverable. A command is never
@@ -17,7 +17,7 @@ import (
 	"strings"
 
 	"github.com/vigil-run/vigil/deliver"
-	runner "github.com/vigil-run/vigil/watcher/command"
+	runner "github.com/vigil-run/vigil/internal/proc"
 )
 
 // Config configures a Channel.

@@ -11,7 +11,7 @@ import (
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/deliver"
 	"github.com/vigil-run/vigil/deliver/command"
-	runner "github.com/vigil-run/vigil/watcher/command"
+	runner "github.com/vigil-run/vigil/internal/proc"
 )
 
 func delivery(t *testing.T, opts string, state vigil.State) *deliver.Delivery {

@@ -40,7 +40,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/deliver"
-	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/internal/netguard"
 )
 
 // Header names of the Standard Webhooks convention.
@@ -92,7 +92,7 @@ func New(cfg Config) (*Channel, error) {
 		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.Client == nil {
-		dialer := &net.Dialer{Timeout: DefaultTimeout, Control: watcher.Guard{DenyPrivate: cfg.DenyPrivate}.Control}
+		dialer := &net.Dialer{Timeout: DefaultTimeout, Control: netguard.Guard{DenyPrivate: cfg.DenyPrivate}.Control}
 		cfg.Client = &http.Client{
 			Transport: &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second,
 				TLSHandshakeTimeout: DefaultTimeout},
@@ -146,7 +146,7 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
 	SetHeaders(req.Header, keys, d.MessageID, d.Now, d.Payload)
 	resp, err := c.cfg.Client.Do(req)
-	var refused *watcher.AddrRefusedError
+	var refused *netguard.AddrRefusedError
 	if errors.As(err, &refused) {
 		return false, errors.New("the webhook's address is refused: " + refused.Why)
 	}

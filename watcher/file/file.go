@@ -54,6 +54,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/fspath"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/fsevent"
 )
@@ -89,7 +90,7 @@ type Waker interface {
 
 // Watcher answers file watches.
 type Watcher struct {
-	roots Roots
+	roots fspath.Roots
 	waker Waker
 }
 
@@ -97,7 +98,7 @@ var _ watcher.Watcher = (*Watcher)(nil)
 
 // New returns a file watcher. Relative roots are made absolute.
 func New(cfg Config) *Watcher {
-	return &Watcher{roots: NewRoots(cfg.Roots), waker: cfg.Waker}
+	return &Watcher{roots: fspath.NewRoots(cfg.Roots), waker: cfg.Waker}
 }
 
 type input struct {
@@ -146,17 +147,10 @@ func parse(raw json.RawMessage) (*spec, error) {
 		return nil, err
 	}
 	s := &spec{}
-	switch {
-	case in.Path == "":
-		return nil, watcher.InvalidPredicate("path", "is required")
-	case len(in.Path) > MaxPath:
-		return nil, watcher.InvalidPredicate("path", "is longer than %d bytes", MaxPath)
-	case strings.ContainsRune(in.Path, 0):
-		return nil, watcher.InvalidPredicate("path", "must not hold a NUL byte")
-	case !filepath.IsAbs(in.Path):
-		return nil, watcher.InvalidPredicate("path", "must be absolute")
+	var err error
+	if s.Path, err = fspath.Check("path", in.Path, MaxPath); err != nil {
+		return nil, err
 	}
-	s.Path = filepath.Clean(in.Path)
 	s.Exists = in.Exists == nil || *in.Exists
 	if in.Contains != "" && in.Matches != "" {
 		return nil, watcher.InvalidPredicate("", "has both contains and matches: give at most one")
@@ -246,7 +240,7 @@ func (w *Watcher) probe(_ context.Context, p watcher.Probe) (vigil.Observation, 
 	target := s.Path
 	if w.roots.Set() {
 		resolved, err := w.roots.Resolve(s.Path)
-		var out *OutsideError
+		var out *fspath.OutsideError
 		if errors.As(err, &out) {
 			return vigil.Observation{}, watcher.Permanent(err)
 		}

@@ -88,8 +88,8 @@ func TestBurstThatNeverGoesQuiet(t *testing.T) {
 	for i := 1; i <= 15; i++ { // a write every 10s, from 10s to 150s
 		write(t, r.path(fmt.Sprintf("f%02d.txt", i)), "x\n")
 		r.clock.Set(t0.Add(time.Duration(i) * 10 * time.Second))
-		r.eng.Poke(w.ID)
-		r.eng.Scheduler().Tick(r.ctx, r.clock.Now())
+		r.sched.Poke(w.ID)
+		r.eng.Tick(r.ctx, r.clock.Now())
 		want := 0
 		switch {
 		case i >= 14: // the second burst began at 80s

@@ -97,9 +97,9 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/fspath"
+	"github.com/vigil-run/vigil/internal/proc"
 	"github.com/vigil-run/vigil/watcher"
-	"github.com/vigil-run/vigil/watcher/command"
-	"github.com/vigil-run/vigil/watcher/file"
 	"github.com/vigil-run/vigil/watcher/fsevent"
 )
 
@@ -172,12 +172,12 @@ type Config struct {
 
 // Watcher answers folder watches.
 type Watcher struct {
-	roots     file.Roots
+	roots     fspath.Roots
 	allowExec bool
 	waker     Waker
 	blobs     blobs
 	maxKept   int64
-	runner    command.Runner
+	runner    proc.Runner
 	// readFileFunc reads one file (readFile; a test may fail it).
 	readFileFunc func(path string, limit int64) ([]byte, entry, error)
 
@@ -206,12 +206,12 @@ var _ watcher.Watcher = (*Watcher)(nil)
 // New returns a folder watcher.
 func New(cfg Config) *Watcher {
 	w := &Watcher{
-		roots:     file.NewRoots(cfg.Roots),
+		roots:     fspath.NewRoots(cfg.Roots),
 		allowExec: cfg.AllowExec,
 		waker:     cfg.Waker,
 		blobs:     blobs{dir: cfg.BlobDir},
 		maxKept:   cfg.MaxKeptBytes,
-		runner:    command.Runner{KillGrace: cfg.KillGrace},
+		runner:    proc.Runner{KillGrace: cfg.KillGrace},
 		state:     make(map[string]*state),
 
 		readFileFunc: readFile,
@@ -311,7 +311,7 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	}
 	resolved, err := w.roots.Resolve(s.Path)
 	if err != nil {
-		var out *file.OutsideError
+		var out *fspath.OutsideError
 		if errors.As(err, &out) {
 			return unavailable(watcher.Permanent(err))
 		}

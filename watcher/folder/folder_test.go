@@ -90,8 +90,8 @@ func TestBurstIsOneReport(t *testing.T) {
 				write(t, r.path(name+".txt"), strings.Repeat("x", i+1))
 				// As an event would: the watch is poked and looks at once.
 				r.clock.Set(t0.Add(time.Duration(2*i+2) * time.Second))
-				r.eng.Poke(w.ID)
-				r.eng.Scheduler().Tick(r.ctx, r.clock.Now())
+				r.sched.Poke(w.ID)
+				r.eng.Tick(r.ctx, r.clock.Now())
 			}
 			r.at(8*time.Second + 19*time.Second)
 			if tt.want == 1 && len(r.changed()) != 0 {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -12,8 +11,9 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/fspath"
+	"github.com/vigil-run/vigil/internal/proc"
 	"github.com/vigil-run/vigil/watcher"
-	"github.com/vigil-run/vigil/watcher/command"
 )
 
 type input struct {
@@ -42,7 +42,7 @@ type canonical struct {
 
 // reviewer is on_change: a program that reads the report on stdin.
 type reviewer struct {
-	command.Program
+	proc.Program
 	Timeout string `json:"timeout"`
 }
 
@@ -67,18 +67,10 @@ func parse(raw json.RawMessage) (*spec, error) {
 		return nil, err
 	}
 	s := &spec{}
-	switch {
-	case in.Path == "":
-		return nil, watcher.InvalidPredicate("path", "is required")
-	case len(in.Path) > MaxPath:
-		return nil, watcher.InvalidPredicate("path", "is longer than %d bytes", MaxPath)
-	case strings.ContainsRune(in.Path, 0):
-		return nil, watcher.InvalidPredicate("path", "must not hold a NUL byte")
-	case !filepath.IsAbs(in.Path):
-		return nil, watcher.InvalidPredicate("path", "must be absolute")
-	}
-	s.Path = filepath.Clean(in.Path)
 	var err error
+	if s.Path, err = fspath.Check("path", in.Path, MaxPath); err != nil {
+		return nil, err
+	}
 	if s.Pattern, err = parsePatterns(in.Pattern); err != nil {
 		return nil, err
 	}
@@ -272,11 +264,11 @@ func parseReviewer(raw json.RawMessage) (*reviewer, time.Duration, error) {
 			return nil, 0, err
 		}
 	}
-	r := &reviewer{Program: command.Program{Argv: in.Argv, Shell: in.Shell, Cwd: in.Cwd, Env: in.Env}}
+	r := &reviewer{Program: proc.Program{Argv: in.Argv, Shell: in.Shell, Cwd: in.Cwd, Env: in.Env}}
 	if err := r.Check("on_change"); err != nil {
 		return nil, 0, err
 	}
-	timeout, err := watcher.DurationField("on_change.timeout", in.Timeout, DefaultReviewTimeout, command.MaxTimeout)
+	timeout, err := watcher.DurationField("on_change.timeout", in.Timeout, DefaultReviewTimeout, proc.MaxTimeout)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/engine"
+	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/store/memstore"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/folder"
@@ -47,6 +48,7 @@ type rig struct {
 	clock   *clock
 	store   vigil.Store
 	eng     *engine.Engine
+	sched   *scheduler.Scheduler
 	w       *folder.Watcher
 	n       *fsevent.Notifier
 	pokes   chan string
@@ -103,7 +105,8 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		t.Cleanup(func() { cancel(); <-done })
 	}
 	r.w = folder.New(cfg)
-	r.eng = engine.New(engine.Config{Store: r.store, Watchers: watcher.NewRegistry(r.w), NowFunc: r.clock.Now,
+	r.sched = scheduler.New(scheduler.Config{NowFunc: r.clock.Now})
+	r.eng = engine.New(engine.Config{Store: r.store, Watchers: watcher.NewRegistry(r.w), Scheduler: r.sched, NowFunc: r.clock.Now,
 		JitterFunc: func(time.Duration) time.Duration { return 0 }})
 	if err := r.eng.Prime(r.ctx); err != nil {
 		t.Fatal(err)
@@ -118,7 +121,7 @@ func (r *rig) register(pred string) *vigil.Watch {
 	if err != nil {
 		r.t.Fatalf("Register(%s) = %v", pred, err)
 	}
-	r.eng.Scheduler().Tick(r.ctx, r.clock.Now())
+	r.eng.Tick(r.ctx, r.clock.Now())
 	return w
 }
 
@@ -130,7 +133,7 @@ func (r *rig) at(d time.Duration) {
 		r.n.Tick(r.clock.Now())
 	}
 	r.deliver()
-	r.eng.Scheduler().Tick(r.ctx, r.clock.Now())
+	r.eng.Tick(r.ctx, r.clock.Now())
 }
 
 // deliver hands the pokes made so far to the engine.
@@ -138,7 +141,7 @@ func (r *rig) deliver() {
 	for {
 		select {
 		case id := <-r.pokes:
-			r.eng.Poke(id)
+			r.sched.Poke(id)
 		default:
 			return
 		}
@@ -152,10 +155,10 @@ func (r *rig) poked(id string) {
 	for {
 		select {
 		case got := <-r.pokes:
-			r.eng.Poke(got)
+			r.sched.Poke(got)
 			if got == id {
 				r.deliver()
-				r.eng.Scheduler().Tick(r.ctx, r.clock.Now())
+				r.eng.Tick(r.ctx, r.clock.Now())
 				return
 			}
 		case <-timeout:

@@ -49,7 +49,7 @@ func TestCancelBeforeStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng.Scheduler().Tick(ctx, time.Now())
+	eng.Tick(ctx, time.Now())
 	got, err := eng.Watch(ctx, reg.ID)
 	if err != nil {
 		t.Fatal(err)

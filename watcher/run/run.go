@@ -77,8 +77,8 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/proc"
 	"github.com/vigil-run/vigil/watcher"
-	"github.com/vigil-run/vigil/watcher/command"
 )
 
 // Defaults and bounds.
@@ -108,11 +108,11 @@ type Config struct {
 	// built apart); nil means none.
 	SupervisorEnv []string
 	// KillGrace is how long a program has between SIGTERM and SIGKILL at
-	// the deadline (default command.DefaultKillGrace).
+	// the deadline (default proc.DefaultKillGrace).
 	KillGrace time.Duration
 	// PokeFunc is called with a watch id when its run has ended; the
-	// daemon wires it to engine.Poke. Nil means nobody is told, and the
-	// kind's interval finds it.
+	// daemon wires it to the scheduler's Poke. Nil means nobody is told,
+	// and the kind's interval finds it.
 	PokeFunc func(id string)
 	// Retention is how long status files are kept (default DefaultRetention).
 	Retention time.Duration
@@ -146,7 +146,7 @@ var (
 // New returns a run watcher.
 func New(cfg Config) *Watcher {
 	if cfg.KillGrace <= 0 {
-		cfg.KillGrace = command.DefaultKillGrace
+		cfg.KillGrace = proc.DefaultKillGrace
 	}
 	if cfg.Retention <= 0 {
 		cfg.Retention = DefaultRetention
@@ -202,12 +202,12 @@ func (w *Watcher) terminate(id string) (pidRecord, error) {
 }
 
 type input struct {
-	command.Program
+	proc.Program
 	Tail *int `json:"tail,omitempty"`
 }
 
 type canonical struct {
-	command.Program
+	proc.Program
 	Tail int `json:"tail"`
 }
 
@@ -426,7 +426,7 @@ func (w *Watcher) start(ctx context.Context, id string, c *canonical, depth int)
 	}
 	env["VIGIL_CHAIN_DEPTH"] = strconv.Itoa(depth + 1)
 	prog.Env = env
-	path, argv, penv, err := command.Resolve(prog)
+	path, argv, penv, err := proc.Resolve(prog)
 	if err != nil {
 		return vigil.Observation{}, err
 	}

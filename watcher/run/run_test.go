@@ -14,6 +14,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/engine"
+	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/store/memstore"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/run"
@@ -81,8 +82,9 @@ type daemon struct {
 func startDaemon(t *testing.T, st vigil.Store, dir string) *daemon {
 	t.Helper()
 	d := &daemon{done: make(chan struct{})}
-	w := run.New(testConfig(t, dir, func(id string) { d.eng.Poke(id) }, st))
-	d.eng = engine.New(engine.Config{Store: st, Watchers: watcher.NewRegistry(w)})
+	sched := scheduler.New(scheduler.Config{})
+	w := run.New(testConfig(t, dir, sched.Poke, st))
+	d.eng = engine.New(engine.Config{Store: st, Watchers: watcher.NewRegistry(w), Scheduler: sched})
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	if err := d.eng.Prime(ctx); err != nil {

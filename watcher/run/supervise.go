@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vigil-run/vigil/watcher/command"
+	"github.com/vigil-run/vigil/internal/proc"
 )
 
 // maxJob bounds the job a supervisor reads.
@@ -156,7 +156,7 @@ func supervise(j job) int {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	early, _ := json.Marshal(pidRecord{Supervisor: os.Getpid()})
 	_, _ = f.WriteAt(early, 0)
-	tail := command.NewTail(j.Tail)
+	tail := proc.NewTail(j.Tail)
 	cmd := exec.Command(j.Path)
 	cmd.Args = j.Argv
 	cmd.Dir = j.Cwd
@@ -164,11 +164,11 @@ func supervise(j job) int {
 	cmd.Stdout, cmd.Stderr = tail, tail
 	grace := time.Duration(j.GraceMS) * time.Millisecond
 	if grace <= 0 {
-		grace = command.DefaultKillGrace
+		grace = proc.DefaultKillGrace
 	}
 	cmd.WaitDelay = grace
 	st := Status{WatchID: j.WatchID, StartedAt: time.Now().UTC()}
-	if err := command.OwnGroup(cmd); err != nil {
+	if err := proc.OwnGroup(cmd); err != nil {
 		st.Error = err.Error()
 	} else if err := cmd.Start(); err != nil {
 		st.Error = fmt.Sprintf("starting %s: %v", j.Argv[0], err)
@@ -201,13 +201,13 @@ loop:
 		case <-sigs:
 			if !terminated {
 				terminated = true
-				_ = command.TerminateGroup(pid)
-				time.AfterFunc(grace, func() { command.KillGroup(pid) })
+				_ = proc.TerminateGroup(pid)
+				time.AfterFunc(grace, func() { proc.KillGroup(pid) })
 			}
 		}
 	}
 	// Whatever the program left running in its group goes with it.
-	command.KillGroup(pid)
+	proc.KillGroup(pid)
 	st.EndedAt = time.Now().UTC()
 	st.Tail, st.OutputBytes = tail.String(), tail.Total()
 	var exitErr *exec.ExitError
@@ -215,7 +215,7 @@ loop:
 	case cmd.ProcessState == nil:
 		st.Error = fmt.Sprintf("waiting for %s: %v", j.Argv[0], werr)
 	default:
-		if sig, ok := command.Signaled(cmd.ProcessState); ok {
+		if sig, ok := proc.Signaled(cmd.ProcessState); ok {
 			st.Signal = sig
 			st.Terminated = terminated
 		} else if werr == nil || errors.As(werr, &exitErr) || errors.Is(werr, exec.ErrWaitDelay) {

@@ -37,7 +37,7 @@
 // timeout, a program that cannot be found). Facts hold exit_code and the
 // last 4 KiB of stdout and stderr.
 //
-// The watcher keeps the calendar (scheduler.NextDuer): the scheduler asks
+// The watcher keeps the calendar (engine.NextDuer): the scheduler asks
 // it when each fire is due. A watch has at most one run in flight, and the
 // next fire is counted from when a run ends, so a fire that comes due
 // while the last run still goes is skipped, never queued.
@@ -58,8 +58,8 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/proc"
 	"github.com/vigil-run/vigil/watcher"
-	"github.com/vigil-run/vigil/watcher/command"
 )
 
 // Bounds of a schedule predicate.
@@ -82,7 +82,7 @@ type Config struct {
 	AllowExec bool
 	// MinEvery is the shortest interval (the daemon's min_every; default 1s).
 	MinEvery time.Duration
-	// KillGrace is passed to the runner (see command.Runner).
+	// KillGrace is passed to the runner (see proc.Runner).
 	KillGrace time.Duration
 }
 
@@ -90,7 +90,7 @@ type Config struct {
 type Watcher struct {
 	allowExec bool
 	minEvery  time.Duration
-	runner    command.Runner
+	runner    proc.Runner
 }
 
 var _ watcher.Watcher = (*Watcher)(nil)
@@ -100,11 +100,11 @@ func New(cfg Config) *Watcher {
 	if cfg.MinEvery <= 0 {
 		cfg.MinEvery = time.Second
 	}
-	return &Watcher{allowExec: cfg.AllowExec, minEvery: cfg.MinEvery, runner: command.Runner{KillGrace: cfg.KillGrace}}
+	return &Watcher{allowExec: cfg.AllowExec, minEvery: cfg.MinEvery, runner: proc.Runner{KillGrace: cfg.KillGrace}}
 }
 
 type input struct {
-	command.Program
+	proc.Program
 	Every   string `json:"every,omitempty"`
 	Cron    string `json:"cron,omitempty"`
 	TZ      string `json:"tz,omitempty"`
@@ -112,7 +112,7 @@ type input struct {
 }
 
 type canonical struct {
-	command.Program
+	proc.Program
 	Every   string `json:"every,omitempty"`
 	Cron    string `json:"cron,omitempty"`
 	TZ      string `json:"tz,omitempty"`
@@ -194,7 +194,7 @@ func (w *Watcher) parse(raw json.RawMessage) (*spec, error) {
 	default:
 		return nil, watcher.InvalidPredicate("", "needs every (an interval like 1h) or cron (5 fields like \"0 * * * *\")")
 	}
-	if s.timeout, err = watcher.DurationField("timeout", in.Timeout, command.DefaultTimeout, command.MaxTimeout); err != nil {
+	if s.timeout, err = watcher.DurationField("timeout", in.Timeout, proc.DefaultTimeout, proc.MaxTimeout); err != nil {
 		return nil, err
 	}
 	s.Timeout = vigil.FormatDuration(s.timeout)
@@ -265,7 +265,7 @@ func neverFires(s *cron.SpecSchedule) bool {
 	return true
 }
 
-// NextDue implements scheduler.NextDuer: the first fire strictly after now.
+// NextDue implements engine.NextDuer: the first fire strictly after now.
 func (w *Watcher) NextDue(predicate json.RawMessage, anchor, now time.Time) (time.Time, bool) {
 	s, err := w.parse(predicate)
 	if err != nil {
@@ -383,10 +383,10 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	}
 	facts := map[string]any{}
 	if out.Stdout != "" {
-		facts["stdout"] = watcher.ClipTail(out.Stdout, command.FactTail)
+		facts["stdout"] = watcher.ClipTail(out.Stdout, proc.FactTail)
 	}
 	if out.Stderr != "" {
-		facts["stderr"] = watcher.ClipTail(out.Stderr, command.FactTail)
+		facts["stderr"] = watcher.ClipTail(out.Stderr, proc.FactTail)
 	}
 	var head string
 	switch {

@@ -1,4 +1,4 @@
-package watcher_test
+package netguard_test
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/internal/netguard"
 )
 
 func TestGuardCheck(t *testing.T) {
@@ -64,8 +64,8 @@ func TestGuardCheck(t *testing.T) {
 		ip := netip.MustParseAddr(tt.addr)
 		for _, deny := range []bool{false, true} {
 			want := tt.always || (deny && tt.denyPrivate)
-			err := watcher.Guard{DenyPrivate: deny}.Check(ip)
-			var refused *watcher.AddrRefusedError
+			err := netguard.Guard{DenyPrivate: deny}.Check(ip)
+			var refused *netguard.AddrRefusedError
 			if got := errors.As(err, &refused); got != want {
 				t.Errorf("Guard{DenyPrivate: %v}.Check(%s) = %v, want refused %v", deny, tt.addr, err, want)
 			}
@@ -81,14 +81,14 @@ func TestGuardCheck(t *testing.T) {
 // test needs no network and returns at once.
 func TestGuardControlRefusesBeforeConnecting(t *testing.T) {
 	t.Parallel()
-	d := net.Dialer{Timeout: 5 * time.Second, Control: watcher.Guard{}.Control}
+	d := net.Dialer{Timeout: 5 * time.Second, Control: netguard.Guard{}.Control}
 	start := time.Now()
 	conn, err := d.Dial("tcp", "169.254.169.254:80")
 	if err == nil {
 		conn.Close()
 		t.Fatal("Dial(169.254.169.254:80) succeeded, want refused")
 	}
-	var refused *watcher.AddrRefusedError
+	var refused *netguard.AddrRefusedError
 	if !errors.As(err, &refused) {
 		t.Fatalf("Dial(169.254.169.254:80) = %v, want *AddrRefusedError", err)
 	}
@@ -133,7 +133,7 @@ func TestGuardAdmitSpellings(t *testing.T) {
 		{"2606:4700::1111", ""},
 	}
 	for _, tt := range tests {
-		err := watcher.Guard{}.Admit(tt.host)
+		err := netguard.Guard{}.Admit(tt.host)
 		if tt.want == "" {
 			if err != nil {
 				t.Errorf("Admit(%q) = %v, want nil", tt.host, err)
@@ -145,10 +145,10 @@ func TestGuardAdmitSpellings(t *testing.T) {
 		}
 	}
 	// A spelling of a refused address says why.
-	if err := (watcher.Guard{}).Admit("2852039166"); err == nil || !strings.Contains(err.Error(), "link-local") {
+	if err := (netguard.Guard{}).Admit("2852039166"); err == nil || !strings.Contains(err.Error(), "link-local") {
 		t.Errorf("Admit(2852039166) = %v, want it to say link-local addresses are never probed", err)
 	}
-	if err := (watcher.Guard{}).Admit("1572395042"); err == nil || !strings.Contains(err.Error(), "write 93.184.216.34") {
+	if err := (netguard.Guard{}).Admit("1572395042"); err == nil || !strings.Contains(err.Error(), "write 93.184.216.34") {
 		t.Errorf("Admit(1572395042) = %v, want it to say write 93.184.216.34", err)
 	}
 }

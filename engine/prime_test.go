@@ -1,4 +1,4 @@
-package scheduler_test
+package engine_test
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/store/memstore"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/watchertest"
@@ -69,8 +68,8 @@ func TestPrimeFailsWhenOverdueExpiryFails(t *testing.T) {
 	st := &flakyStore{Store: memstore.New(), failSettles: 1}
 	overdue(t, st, now)
 	fake := watchertest.NeverSettles(vigil.KindHTTP)
-	newScheduler := func() *scheduler.Scheduler {
-		return scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(fake), NowFunc: func() time.Time { return now }})
+	newScheduler := func() *schedRig {
+		return newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(fake), NowFunc: func() time.Time { return now }})
 	}
 	s := newScheduler()
 	if err := s.Prime(ctx); !errors.Is(err, errDisk) {
@@ -104,7 +103,7 @@ func TestOnePruneAfterOverdueExpiry(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	st := &flakyStore{Store: memstore.New()}
 	overdue(t, st, now)
-	s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(watchertest.NeverSettles(vigil.KindHTTP)),
+	s := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(watchertest.NeverSettles(vigil.KindHTTP)),
 		NowFunc: func() time.Time { return now }})
 	if err := s.Prime(ctx); err != nil {
 		t.Fatal(err)

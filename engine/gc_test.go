@@ -1,4 +1,4 @@
-package scheduler_test
+package engine_test
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/timer"
 )
@@ -43,7 +42,7 @@ func BenchmarkGCWithPendingWatches(b *testing.B) {
 		st.rows[i] = vigil.ScheduleEntry{ID: fmt.Sprintf("01JBENCH%018d", i), Kind: vigil.Kind(string([]byte("timer"))),
 			StartAt: at, CreatedAt: at.Add(-time.Hour)}
 	}
-	s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(timer.New(timer.Config{}))})
+	s := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(timer.New(timer.Config{}))})
 	if err := s.Prime(context.Background()); err != nil {
 		b.Fatal(err)
 	}

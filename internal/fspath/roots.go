@@ -1,4 +1,7 @@
-package file
+// Package fspath holds what the kinds that watch the file system (file,
+// folder) check of a path alike: that a predicate's path is absolute and
+// bounded, and that it resolves inside the daemon's roots.
+package fspath
 
 import (
 	"errors"
@@ -13,7 +16,8 @@ import (
 
 // Roots are the directories a watched path must resolve inside: the
 // daemon's roots setting (VIGIL_ROOTS). The zero value allows every path.
-// The folder watcher shares them, so both kinds refuse the same paths.
+// The file and folder watchers share them, so both kinds refuse the same
+// paths.
 type Roots struct {
 	dirs []string
 }
@@ -81,6 +85,23 @@ func (r Roots) Contains(resolved string) bool {
 		}
 	}
 	return false
+}
+
+// Check validates a predicate's path field: present, at most max bytes, no
+// NUL byte, absolute. It returns the path cleaned; refusals are
+// invalid_predicate errors naming field.
+func Check(field, path string, max int) (string, error) {
+	switch {
+	case path == "":
+		return "", watcher.InvalidPredicate(field, "is required")
+	case len(path) > max:
+		return "", watcher.InvalidPredicate(field, "is longer than %d bytes", max)
+	case strings.ContainsRune(path, 0):
+		return "", watcher.InvalidPredicate(field, "must not hold a NUL byte")
+	case !filepath.IsAbs(path):
+		return "", watcher.InvalidPredicate(field, "must be absolute")
+	}
+	return filepath.Clean(path), nil
 }
 
 // Admit refuses, as watch_unobservable naming the roots setting, a path

@@ -1,4 +1,4 @@
-package scheduler_test
+package engine_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/scheduler"
+	"github.com/vigil-run/vigil/engine"
 	"github.com/vigil-run/vigil/store/memstore"
 	"github.com/vigil-run/vigil/store/sqlite"
 	"github.com/vigil-run/vigil/watcher"
@@ -65,7 +65,7 @@ func (sp *slowProbes) probedAt(id string) (time.Time, bool) {
 }
 
 // runScheduler primes and runs s until the returned stop is called.
-func runScheduler(t *testing.T, s *scheduler.Scheduler) (stop func()) {
+func runScheduler(t *testing.T, s *schedRig) (stop func()) {
 	t.Helper()
 	if err := s.Prime(context.Background()); err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func runScheduler(t *testing.T, s *scheduler.Scheduler) (stop func()) {
 }
 
 // runLoop runs s until the returned stop is called or the test ends.
-func runLoop(t *testing.T, s *scheduler.Scheduler) (stop func()) {
+func runLoop(t *testing.T, s *schedRig) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- s.Run(ctx) }()
@@ -88,7 +88,7 @@ func runLoop(t *testing.T, s *scheduler.Scheduler) (stop func()) {
 	return stop
 }
 
-func addFor(t *testing.T, st vigil.Store, s *scheduler.Scheduler, id, recipient string, every time.Duration) {
+func addFor(t *testing.T, st vigil.Store, s *schedRig, id, recipient string, every time.Duration) {
 	t.Helper()
 	w := newWatch(id, every, time.Now().UTC())
 	w.Recipient = recipient
@@ -105,7 +105,7 @@ func TestSlowRecipientLeavesWorkers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
 		sp := newSlowProbes()
-		s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(sp)})
+		s := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(sp)})
 		stop := runScheduler(t, s)
 		for i := range 50 {
 			addFor(t, st, s, fmt.Sprintf("alice-%02d", i), "alice", 30*time.Second)
@@ -129,7 +129,7 @@ func TestSlowRecipientLeavesWorkers(t *testing.T) {
 		sp.mu.Lock()
 		most := sp.most
 		sp.mu.Unlock()
-		if want := scheduler.DefaultWorkers / 2; most != want {
+		if want := engine.DefaultWorkers / 2; most != want {
 			t.Errorf("alice had %d probes running at once, want half the workers, %d", most, want)
 		}
 		if n := s.Len(); n != 51 {
@@ -146,7 +146,7 @@ func TestParkedProbes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
 		sp := newSlowProbes()
-		s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(sp), Workers: 2})
+		s := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(sp), Workers: 2})
 		stop := runScheduler(t, s)
 		var ids []string
 		for i := range 4 {
@@ -244,7 +244,7 @@ func BenchmarkFairDueProbe(b *testing.B) {
 			})
 			var waited time.Duration
 			for b.Loop() {
-				s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(fake),
+				s := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(fake),
 					JitterFunc: func(time.Duration) time.Duration { return 0 }})
 				if err := s.Prime(ctx); err != nil {
 					b.Fatal(err)
@@ -260,7 +260,7 @@ func BenchmarkFairDueProbe(b *testing.B) {
 			}
 			per := waited / time.Duration(b.N)
 			b.ReportMetric(float64(per)/1e6, "ms-to-bob")
-			if ahead := n - scheduler.DefaultWorkers/2; ahead > 0 {
+			if ahead := n - engine.DefaultWorkers/2; ahead > 0 {
 				b.ReportMetric(float64(per)/1e3/float64(ahead), "µs-per-parked")
 			}
 		})

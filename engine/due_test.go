@@ -1,4 +1,4 @@
-package scheduler_test
+package engine_test
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/store/memstore"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/watchertest"
@@ -21,7 +20,7 @@ func TestAddTwiceProbesOnce(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	st := memstore.New()
 	fake := watchertest.NeverSettles(vigil.KindHTTP)
-	s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(fake), NowFunc: func() time.Time { return now }})
+	s := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(fake), NowFunc: func() time.Time { return now }})
 	if err := s.Prime(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +61,7 @@ func TestProbeAtDeadlineIsFinal(t *testing.T) {
 				return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "not yet"}, nil
 			})
 			st := memstore.New()
-			s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(fake), NowFunc: func() time.Time { return now }})
+			s := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(fake), NowFunc: func() time.Time { return now }})
 			if err := s.Prime(ctx); err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package scheduler_test
+package engine_test
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/store/memstore"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/watchertest"
@@ -68,7 +67,7 @@ func TestCalendarSkipsOverlappingFires(t *testing.T) {
 	c := &fakeClock{t: t0}
 	st := memstore.New()
 	f := newCalendarFake(c, time.Minute)
-	s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(f), NowFunc: c.Now})
+	s := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(f), NowFunc: c.Now})
 	ctx := context.Background()
 	if err := s.Prime(ctx); err != nil {
 		t.Fatal(err)
@@ -120,7 +119,7 @@ func TestCalendarSkipsOverlappingFires(t *testing.T) {
 
 	// A restart arms the watch at its next instant, not at once.
 	c.Set(t0.Add(7*time.Minute + 10*time.Second))
-	s2 := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(f), NowFunc: c.Now})
+	s2 := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(f), NowFunc: c.Now})
 	if err := s2.Prime(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +135,7 @@ func TestPokeInFlight(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	c := &fakeClock{t: t0}
 	st := memstore.New()
-	var s *scheduler.Scheduler
+	var s *schedRig
 	first := true
 	fake := watchertest.Func(vigil.KindHTTP, func(ctx context.Context, p watcher.Probe) (vigil.Observation, error) {
 		if first {
@@ -145,7 +144,7 @@ func TestPokeInFlight(t *testing.T) {
 		}
 		return vigil.Observation{Verdict: vigil.VerdictPending}, nil
 	})
-	s = scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(fake), NowFunc: c.Now})
+	s = newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(fake), NowFunc: c.Now})
 	if err := s.Prime(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +206,7 @@ func TestCalendarWithoutANextInstantKeepsItsDeadline(t *testing.T) {
 	// Never due at all: at registration, and after a restart.
 	st := memstore.New()
 	never := newWatcher()
-	s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(never), NowFunc: c.Now})
+	s := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(never), NowFunc: c.Now})
 	if err := s.Prime(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +216,7 @@ func TestCalendarWithoutANextInstantKeepsItsDeadline(t *testing.T) {
 	if next, _, ok := s.Info("never"); !ok || !next.Equal(deadline) {
 		t.Fatalf("a watch never due on its calendar is due %v (%v), want at its deadline", next, ok)
 	}
-	s2 := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(never), NowFunc: c.Now})
+	s2 := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(never), NowFunc: c.Now})
 	if err := s2.Prime(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +227,7 @@ func TestCalendarWithoutANextInstantKeepsItsDeadline(t *testing.T) {
 	// Due once, then never again: after that fire it waits for its deadline.
 	st = memstore.New()
 	once := newWatcher(t0.Add(time.Minute))
-	s = scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(once), NowFunc: c.Now})
+	s = newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(once), NowFunc: c.Now})
 	if err := s.Prime(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package scheduler_test
+package engine_test
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/store/memstore"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/watchertest"
@@ -25,7 +24,7 @@ func TestProgressEvents(t *testing.T) {
 		mu     sync.Mutex
 		events []vigil.Event
 	)
-	s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(watchertest.NeverSettles(vigil.KindHTTP)),
+	s := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(watchertest.NeverSettles(vigil.KindHTTP)),
 		NowFunc: func() time.Time { return now },
 		EventFunc: func(ev vigil.Event) {
 			mu.Lock()

@@ -1,4 +1,4 @@
-package scheduler_test
+package engine_test
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/store/memstore"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/watchertest"
@@ -20,7 +19,7 @@ func TestAnswerSettlesOnce(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	st := memstore.New()
-	s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(watchertest.NeverSettles(vigil.KindHTTP)),
+	s := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(watchertest.NeverSettles(vigil.KindHTTP)),
 		NowFunc: func() time.Time { return t0 }})
 	ctx := context.Background()
 	if err := s.Prime(ctx); err != nil {

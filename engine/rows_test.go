@@ -1,4 +1,4 @@
-package scheduler_test
+package engine_test
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/store/memstore"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/watchertest"
@@ -29,7 +28,7 @@ func TestWrongKindSettlesErrored(t *testing.T) {
 			wrong := watchertest.Func(kind, func(_ context.Context, p watcher.Probe) (vigil.Observation, error) {
 				return vigil.Observation{}, watcher.CheckKind(p, vigil.KindTCP)
 			})
-			s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(wrong), NowFunc: func() time.Time { return r0 }})
+			s := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(wrong), NowFunc: func() time.Time { return r0 }})
 			ctx := context.Background()
 			if err := s.Prime(ctx); err != nil {
 				t.Fatal(err)
@@ -72,7 +71,7 @@ func TestUnknownKindExpiresAtDeadline(t *testing.T) {
 	holo("standing", time.Time{})
 	holo("overdue", r0.Add(-time.Minute))
 	now := r0
-	s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(watchertest.NeverSettles(vigil.KindHTTP)),
+	s := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(watchertest.NeverSettles(vigil.KindHTTP)),
 		NowFunc: func() time.Time { return now }})
 	if err := s.Prime(ctx); err != nil {
 		t.Fatal(err)
@@ -177,7 +176,7 @@ func TestUnreadableRowSettlesErroredOnce(t *testing.T) {
 	create(t, mem, tw)
 	fake := watchertest.NeverSettles(vigil.KindHTTP)
 	timerFake := watchertest.NeverSettles(vigil.KindTimer)
-	s := scheduler.New(scheduler.Config{Store: st, Watchers: watcher.NewRegistry(fake, timerFake), NowFunc: func() time.Time { return r0 },
+	s := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(fake, timerFake), NowFunc: func() time.Time { return r0 },
 		JitterFunc: func(time.Duration) time.Duration { return 0 }})
 	if err := s.Prime(ctx); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package scheduler
+package engine
 
 import (
 	"context"
@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/wording"
 )
 
 // NextDuer is implemented by watchers whose watches come due on their own
 // calendar rather than every Every: a schedule's cron expression or
-// interval. The scheduler asks it when a watch is first due, and after
+// interval. The engine asks it when a watch is first due, and after
 // each probe when it is due next, so a fire that came due while the last
 // one still ran is skipped, never queued.
 type NextDuer interface {
@@ -30,10 +31,6 @@ type Noter interface {
 	// Notes reports whether satisfied answers are notes.
 	Notes() bool
 }
-
-// flagPoked marks an entry poked while its probe was in flight: it is due
-// again as soon as that probe ends, so no event is lost to single flight.
-const flagPoked uint8 = 1 << 7
 
 // calendarDue asks wt, if it keeps its own calendar (calendar is true),
 // when the watch is due next after now; due is false when never.
@@ -66,8 +63,8 @@ func laterOf(a, b time.Time) time.Time {
 // primeCalendar arms the pending watches whose watchers keep their own
 // calendar, at their next instant after now: it reads their predicates,
 // a batch at a time.
-func (s *Scheduler) primeCalendar(ctx context.Context, rows []vigil.ScheduleEntry, now time.Time) ([]*entry, error) {
-	var out []*entry
+func (s *prober) primeCalendar(ctx context.Context, rows []vigil.ScheduleEntry, now time.Time) ([]*scheduler.Entry, error) {
+	var out []*scheduler.Entry
 	for len(rows) > 0 {
 		n := min(len(rows), s.cfg.BatchSize)
 		batch := rows[:n]
@@ -94,10 +91,9 @@ func (s *Scheduler) primeCalendar(ctx context.Context, rows []vigil.ScheduleEntr
 				next = w.Deadline
 			}
 			spec, _ := vigil.SpecOf(w.Kind)
-			e := newEntry(w.ID, w.Kind, w.Every, w.Deadline, spec)
-			e.due = next.UnixNano()
-			e.prog.polls = clamp32(w.Polls)
-			e.prog.errors, e.prog.consecutive = clamp32(w.Errors), clamp32(w.ConsecutiveErrors)
+			e := scheduler.NewEntry(w.ID, w.Kind, w.Every, w.Deadline, spec.Instant)
+			e.SetDue(next)
+			e.SetProgress(vigil.Progress{Polls: w.Polls, Errors: w.Errors, Consecutive: w.ConsecutiveErrors})
 			out = append(out, e)
 		}
 	}

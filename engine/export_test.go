@@ -1,0 +1,25 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/scheduler"
+)
+
+// Arm schedules w as a registration does once its row is written; o, when
+// non-nil, hears its first observation.
+func (e *Engine) Arm(w *vigil.Watch, o *scheduler.Observer) { e.probes.add(w, o) }
+
+// AnswerWatch settles w on an observation from outside a probe (see
+// Complete).
+func (e *Engine) AnswerWatch(ctx context.Context, w *vigil.Watch, obs vigil.Observation) (bool, error) {
+	return e.probes.answer(ctx, w, obs)
+}
+
+// HookEvents makes f hear every event the probes publish, as they
+// publish it.
+func (e *Engine) HookEvents(f func(vigil.Event)) {
+	prev := e.probes.cfg.EventFunc
+	e.probes.cfg.EventFunc = func(ev vigil.Event) { prev(ev); f(ev) }
+}

@@ -1,0 +1,381 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/scheduler"
+	"github.com/vigil-run/vigil/watcher"
+)
+
+// DefaultWorkers is the default size of the probe pool (probe_workers).
+const DefaultWorkers = scheduler.DefaultWorkers
+
+// ReasonNoWatcher is the outcome reason of a watch of a kind this build
+// has no watcher for, expired at its deadline.
+const ReasonNoWatcher = "no_watcher"
+
+// Metrics hears what the engine's probes and settlements do. Its methods
+// run on the scheduler's workers: they must be cheap and must not block.
+type Metrics interface {
+	// Probed: a probe of a watch of kind answered verdict. It started late
+	// after the watch was due and took took.
+	Probed(kind vigil.Kind, verdict vigil.Verdict, late, took time.Duration)
+	// Settled: a watch of kind settled as state, its settlement committed
+	// late after the instant it was due (a timer's: its own instant).
+	Settled(kind vigil.Kind, state vigil.State, late time.Duration)
+}
+
+// probeConfig is what the prober needs; see Config for each field.
+type probeConfig struct {
+	Store    vigil.Store
+	Watchers *watcher.Registry
+	Limits   vigil.Limits
+	// JitterFunc returns a random duration in [0, n).
+	JitterFunc func(n time.Duration) time.Duration
+	// EventFunc hears of observations, settlements and new messages, after
+	// they are committed. It must not block.
+	EventFunc func(vigil.Event)
+	// NewIDFunc makes message ids.
+	NewIDFunc func() string
+	// ProbeTimeout is a hard cap on one probe; watchers bound themselves
+	// well within it.
+	ProbeTimeout time.Duration
+	// BatchSize bounds how many instant watches (timers) settle in one
+	// transaction, and how many rows priming reads at once.
+	BatchSize   int
+	DeliverFunc func(w *vigil.Watch, m *vigil.Message)
+	CheckFunc   func(ctx context.Context, w *vigil.Watch) error
+	Metrics     Metrics
+	// ProbedFunc, when set, hears of each probe's observation, settling
+	// or not, once what it decided is written (the panel's recent
+	// probes). It must not block.
+	ProbedFunc func(w *vigil.Watch, obs *vigil.Observation)
+}
+
+// prober is what happens when a watch's turn comes (it implements
+// scheduler.Prober): the probe, recording what it saw, settling, the
+// outcome message and pruning; and priming, which reads the store and arms
+// the scheduler. Writes follow state changes, not elapsed time: a probe
+// whose observation is the same as the last one writes nothing. Settling
+// persists the outcome and its mailbox message in one transaction before
+// anything else hears of it.
+type prober struct {
+	cfg   probeConfig
+	log   *slog.Logger
+	now   func() time.Time
+	sched *scheduler.Scheduler
+}
+
+var _ scheduler.Prober = (*prober)(nil)
+
+// Probe implements scheduler.Prober: it probes e's watch and acts on the
+// answer, in a turn of the watch's recipient (see scheduler.Run).
+func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, turn func(recipient string) bool) {
+	log := s.log.With("watch_id", e.ID())
+	w, err := s.cfg.Store.WatchGet(ctx, e.ID())
+	if errors.Is(err, vigil.ErrNotFound) {
+		s.sched.Drop(e)
+		e.Observer().Finish(nil)
+		return
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Error("reading watch before probe", "err", err)
+		}
+		s.sched.Retry(e, now.Add(max(e.Every(), time.Second)))
+		return
+	}
+	if w.State != vigil.StatePending {
+		s.sched.Drop(e)
+		e.Observer().Finish(w)
+		return
+	}
+	deadline, hasDeadline := e.Deadline()
+	final := hasDeadline && !now.Before(deadline)
+	if !turn(w.Recipient) {
+		return
+	}
+	wt, ok := s.cfg.Watchers.Lookup(w.Kind)
+	if !ok && !final && w.Unreadable == "" {
+		// No watcher for its kind in this build: untouched until its
+		// deadline, if it has one.
+		if !hasDeadline {
+			s.sched.Drop(e)
+		} else {
+			s.sched.Retry(e, deadline)
+		}
+		e.Observer().Finish(w)
+		return
+	}
+	if s.cfg.CheckFunc != nil {
+		if err := s.cfg.CheckFunc(ctx, w); err != nil {
+			s.stop(ctx, e, w, err, now)
+			return
+		}
+	}
+	if w.Unreadable != "" {
+		s.commit(ctx, []settlement{{e: e, w: w, out: unreadable(w, now), polls: w.Polls}}, now)
+		return
+	}
+	if !ok {
+		// Its deadline passed and no watcher ever looked: it expires,
+		// saying so, as every deadline is delivered.
+		out := &vigil.Outcome{State: vigil.StateExpired, Reason: ReasonNoWatcher, Observation: w.LastObservation}
+		s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: w.Polls}}, now)
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProbeTimeout)
+	obs, err := watcher.Run(pctx, wt, watcher.Probe{WatchID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Now: now, Created: w.CreatedAt,
+		Last: w.LastObservation, ChainDepth: w.ChainDepth, Final: final})
+	cancel()
+	if ctx.Err() != nil {
+		// Shutting down: the probe was cut short, its answer means nothing.
+		s.sched.Retry(e, e.Due())
+		return
+	}
+	if err != nil {
+		log.Error("probe routed to the wrong watcher", "err", err)
+		obs = wrongKind(err, now)
+	}
+	if m := s.cfg.Metrics; m != nil {
+		m.Probed(w.Kind, obs.Verdict, now.Sub(e.Due()), s.now().Sub(now))
+	}
+	if f := s.cfg.ProbedFunc; f != nil {
+		// Once what the probe decided is written.
+		defer f(w, &obs)
+	}
+	prog := e.Progress().Advance(obs.Verdict, now)
+	w.Errors, w.ConsecutiveErrors, w.CheckedAt = prog.Errors, prog.Consecutive, now
+	d := vigil.Decide(w, &obs, prog, now, final)
+	if d.Settle {
+		out := &vigil.Outcome{State: d.State, Reason: d.Reason, Held: d.Held, Attention: d.Attention, Observation: &obs}
+		s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: prog.Polls}}, now)
+		return
+	}
+	if s.record(ctx, wt, e, w, &obs, prog.Polls, now) {
+		return
+	}
+	if deliver.Progress(w.Deliver) {
+		// Ambient progress: published, never stored, never mailed.
+		text := obs.Summary
+		if text == "" {
+			text = obs.Reason
+		}
+		s.cfg.EventFunc(vigil.Event{Type: vigil.EventWatchProgress, WatchID: w.ID, Recipient: w.Recipient,
+			State: w.State, Polls: prog.Polls, Text: text, At: now})
+	}
+	if e.Observer() != nil {
+		w.Polls = prog.Polls
+		e.Observer().Finish(w)
+		e.Observed()
+	}
+	if next, due, cal := calendarDue(wt, w.Predicate, w.CreatedAt, laterOf(now, s.now())); cal {
+		// A calendar counts from when the probe ended: fires that came due
+		// while it ran are skipped, never queued.
+		if !due && !hasDeadline {
+			s.sched.Drop(e)
+			return
+		}
+		if hasDeadline && (!due || next.After(deadline)) {
+			next = deadline
+		}
+		s.sched.Reschedule(e, next, prog)
+		return
+	}
+	every := e.Every()
+	if every <= 0 {
+		// Kinds that are not probed on an interval only wake at the deadline.
+		every = max(deadline.Sub(now), time.Second)
+	}
+	next := vigil.NextDue(e.Due(), now, every, prog.Consecutive, s.cfg.Limits.BackoffCap, deadline)
+	s.sched.Reschedule(e, next, prog)
+}
+
+// ReasonUnreadable is the outcome reason of a watch whose stored row
+// cannot be read (vigil.Watch.Unreadable).
+const ReasonUnreadable = "unreadable"
+
+// unreadable is the outcome of a watch whose stored row cannot be read in
+// full: it is never probed (what it asks may be what cannot be read), and
+// settles errored at once, saying why, instead of failing every turn.
+func unreadable(w *vigil.Watch, now time.Time) *vigil.Outcome {
+	obs := &vigil.Observation{Verdict: vigil.VerdictUnavailable, At: now, Permanent: true,
+		Reason: "its stored row cannot be read: " + w.Unreadable}
+	return &vigil.Outcome{State: vigil.StateErrored, Reason: ReasonUnreadable, Attention: true, Observation: obs}
+}
+
+// wrongKind is the observation of a probe routed to the wrong watcher
+// (watcher.ErrWrongKind): a bug that no later probe will fix, so it is
+// permanent and the watch settles errored at once, saying why.
+func wrongKind(err error, now time.Time) vigil.Observation {
+	return vigil.Observation{Verdict: vigil.VerdictUnavailable, At: now, Reason: "internal error: " + err.Error(), Permanent: true}
+}
+
+// record writes what an unsettled observation changed, and reports true if
+// the watch turned out to be settled already (it was dropped). A pending
+// watch writes only when its observation differs from the last one. A
+// standing watch's change (a satisfied answer) is written with its
+// "changed" message in one transaction, the new observation becoming the
+// baseline; its unavailable answers are never written, so the baseline is
+// always the last real observation.
+func (s *prober) record(ctx context.Context, wt watcher.Watcher, e *scheduler.Entry, w *vigil.Watch, obs *vigil.Observation, polls int, now time.Time) (gone bool) {
+	p := vigil.WatchObserveParams{ID: w.ID, Observation: obs, Polls: polls, Errors: w.Errors, ConsecutiveErrors: w.ConsecutiveErrors, CheckedAt: w.CheckedAt}
+	switch {
+	case w.Standing && obs.Verdict == vigil.VerdictUnavailable:
+		return false
+	case w.Standing && obs.Verdict == vigil.VerdictSatisfied:
+		data, _ := json.Marshal(messageData{Kind: w.Kind, State: w.State, Note: w.Note, Labels: w.Labels, Predicate: vigil.RedactJSON(w.Predicate), Observation: obs})
+		typ, text := standingMessage(wt, w, obs)
+		p.Message = &vigil.Message{ID: s.cfg.NewIDFunc(), Recipient: w.Recipient, WatchID: w.ID, Type: typ,
+			Text: text, Data: data, CreatedAt: now}
+	case obs.Same(w.LastObservation):
+		return false
+	}
+	ok, err := s.cfg.Store.WatchObserve(ctx, p)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			s.log.Error("recording observation", "watch_id", w.ID, "err", err)
+		}
+		return false
+	case !ok:
+		s.sched.Drop(e)
+		e.Observer().Finish(nil)
+		return true
+	}
+	w.LastObservation = obs
+	s.cfg.EventFunc(vigil.Event{Type: vigil.EventWatchObserved, WatchID: w.ID, Recipient: w.Recipient,
+		State: w.State, Polls: polls, Text: obs.Summary, At: now})
+	if m := p.Message; m != nil {
+		s.cfg.EventFunc(vigil.Event{Type: vigil.EventMessage, WatchID: w.ID, Recipient: w.Recipient, State: w.State, Text: m.Text, Seq: m.Seq, At: now})
+	}
+	return false
+}
+
+// stop handles a CheckFunc refusal: a StopError cancels the watch silently;
+// any other error is a failure to check, retried at the next interval.
+func (s *prober) stop(ctx context.Context, e *scheduler.Entry, w *vigil.Watch, err error, now time.Time) {
+	var se *vigil.StopError
+	if !errors.As(err, &se) {
+		if ctx.Err() == nil {
+			s.log.Error("checking watch before probe", "watch_id", w.ID, "err", err)
+		}
+		s.sched.Retry(e, now.Add(max(e.Every(), time.Second)))
+		return
+	}
+	out := &vigil.Outcome{State: vigil.StateCancelled, Reason: se.Reason, Sentence: se.Sentence, Observation: w.LastObservation}
+	p := e.Progress()
+	_, won, cerr := s.cfg.Store.WatchCancel(ctx, vigil.WatchCancelParams{ID: w.ID, Outcome: out, SettledAt: now,
+		CheckedAt: p.At, Polls: p.Polls, Errors: p.Errors, ConsecutiveErrors: p.Consecutive})
+	if cerr != nil {
+		if ctx.Err() == nil {
+			s.log.Error("cancelling watch", "watch_id", w.ID, "err", cerr)
+		}
+		s.sched.Retry(e, now.Add(max(e.Every(), time.Second)))
+		return
+	}
+	s.sched.Drop(e)
+	e.Observer().Finish(nil)
+	if won {
+		s.cfg.EventFunc(vigil.Event{Type: vigil.EventWatchSettled, WatchID: w.ID, Recipient: w.Recipient, State: vigil.StateCancelled,
+			Text: se.Sentence, Done: true, At: now})
+	}
+}
+
+// Instant implements scheduler.Prober: it settles a batch of watches answered by the clock alone, reading
+// their rows in one query and committing in one transaction.
+func (s *prober) Instant(ctx context.Context, es []*scheduler.Entry, now time.Time) {
+	// In id order: ids are made in time order, so the batch's rows and
+	// index entries are visited in the order they were written, page after
+	// page, rather than at random.
+	slices.SortFunc(es, func(a, b *scheduler.Entry) int { return strings.Compare(a.ID(), b.ID()) })
+	ids := make([]string, len(es))
+	for i, e := range es {
+		ids[i] = e.ID()
+	}
+	ws, err := s.cfg.Store.WatchGetMany(ctx, ids)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("reading instant watches", "err", err, "count", len(ids))
+		}
+		for _, e := range es {
+			s.sched.Retry(e, now.Add(time.Second))
+		}
+		return
+	}
+	byID := make(map[string]*vigil.Watch, len(ws))
+	for _, w := range ws {
+		byID[w.ID] = w
+	}
+	var settle []settlement
+	var probed []probedObs
+	defer func() {
+		// Once what the probes decided is written.
+		for _, p := range probed {
+			s.cfg.ProbedFunc(p.w, &p.obs)
+		}
+	}()
+	for _, e := range es {
+		w := byID[e.ID()]
+		if w == nil || w.State != vigil.StatePending {
+			s.sched.Drop(e)
+			e.Observer().Finish(w)
+			continue
+		}
+		wt, ok := s.cfg.Watchers.Lookup(w.Kind)
+		if !ok {
+			s.sched.Drop(e)
+			continue
+		}
+		if s.cfg.CheckFunc != nil {
+			if err := s.cfg.CheckFunc(ctx, w); err != nil {
+				s.stop(ctx, e, w, err, now)
+				continue
+			}
+		}
+		if w.Unreadable != "" {
+			settle = append(settle, settlement{e: e, w: w, out: unreadable(w, now), polls: w.Polls})
+			continue
+		}
+		obs, err := watcher.Run(ctx, wt, watcher.Probe{WatchID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Now: now})
+		if err != nil {
+			s.log.Error("probe routed to the wrong watcher", "watch_id", w.ID, "err", err)
+			obs = wrongKind(err, now)
+		}
+		if s.cfg.ProbedFunc != nil {
+			probed = append(probed, probedObs{w, obs})
+		}
+		prog := e.Progress().Advance(obs.Verdict, now)
+		w.Errors, w.ConsecutiveErrors, w.CheckedAt = prog.Errors, prog.Consecutive, now
+		deadline, hasDeadline := e.Deadline()
+		final := hasDeadline && !now.Before(deadline)
+		d := vigil.Decide(w, &obs, prog, now, final)
+		if !d.Settle {
+			next := now.Add(time.Second)
+			if hasDeadline && deadline.Before(next) {
+				next = deadline
+			}
+			s.sched.Reschedule(e, next, prog)
+			continue
+		}
+		out := &vigil.Outcome{State: d.State, Reason: d.Reason, Held: d.Held, Attention: d.Attention, Observation: &obs}
+		settle = append(settle, settlement{e: e, w: w, out: out, polls: prog.Polls})
+	}
+	if len(settle) > 0 {
+		s.commit(ctx, settle, now)
+	}
+}
+
+// probedObs is one probe of a batch, for probeConfig.ProbedFunc.
+type probedObs struct {
+	w   *vigil.Watch
+	obs vigil.Observation
+}

@@ -1,0 +1,140 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/scheduler"
+	"github.com/vigil-run/vigil/wording"
+)
+
+// settlement is one decided outcome on its way to the store.
+type settlement struct {
+	e     *scheduler.Entry
+	w     *vigil.Watch
+	out   *vigil.Outcome
+	polls int
+	quiet bool
+}
+
+// messageData is the machine-readable part of an outcome message.
+type messageData struct {
+	Kind    vigil.Kind     `json:"kind"`
+	State   vigil.State    `json:"state"`
+	Outcome *vigil.Outcome `json:"outcome,omitempty"`
+	// Observation is a standing watch's change.
+	Observation *vigil.Observation `json:"observation,omitempty"`
+	Note        string             `json:"note,omitempty"`
+	Labels      map[string]string  `json:"labels,omitempty"`
+	Predicate   json.RawMessage    `json:"predicate"`
+}
+
+// OutcomeMessage builds the mailbox message for a settled watch.
+func OutcomeMessage(id string, w *vigil.Watch, out *vigil.Outcome, now time.Time) *vigil.Message {
+	data, _ := json.Marshal(messageData{Kind: w.Kind, State: out.State, Outcome: out, Note: w.Note, Labels: w.Labels, Predicate: vigil.RedactJSON(w.Predicate)})
+	return &vigil.Message{ID: id, Recipient: w.Recipient, WatchID: w.ID, Type: vigil.MessageTypeFor(out.State),
+		Text: out.Sentence, Data: data, CreatedAt: now}
+}
+
+// commit persists settlements in one transaction, then tells the world.
+// It reports which settlements won, or the store's error (each entry is
+// then rescheduled, unless it was removed).
+func (s *prober) commit(ctx context.Context, ss []settlement, now time.Time) ([]bool, error) {
+	ps := make([]vigil.WatchSettleParams, len(ss))
+	msgs := make([]*vigil.Message, len(ss))
+	for i := range ss {
+		st := &ss[i]
+		st.out.Sentence = wording.Outcome(st.w, st.out)
+		// A registration still waiting for this first observation gets the
+		// answer itself: nothing is mailed (answered at creation).
+		st.quiet = st.e.Observer().Claim()
+		p := vigil.WatchSettleParams{ID: st.w.ID, State: st.out.State, Outcome: st.out, SettledAt: now, Polls: st.polls,
+			Errors: st.w.Errors, ConsecutiveErrors: st.w.ConsecutiveErrors, CheckedAt: st.w.CheckedAt, AnsweredAtCreation: st.quiet}
+		if !st.quiet {
+			msgs[i] = OutcomeMessage(s.cfg.NewIDFunc(), st.w, st.out, now)
+			p.Message = msgs[i]
+		}
+		ps[i] = p
+	}
+	won, err := s.cfg.Store.WatchSettle(ctx, ps)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("settling watches", "err", err, "count", len(ss))
+		}
+		for _, st := range ss {
+			st.e.Observer().Finish(nil)
+			s.sched.Retry(st.e, now.Add(max(st.e.Every(), time.Second)))
+		}
+		return nil, err
+	}
+	var anyWon bool
+	committed := s.now()
+	for i, st := range ss {
+		if won[i] && s.cfg.Metrics != nil {
+			s.cfg.Metrics.Settled(st.w.Kind, st.out.State, committed.Sub(st.e.Due()))
+		}
+		s.sched.Drop(st.e)
+		if !won[i] {
+			st.e.Observer().Finish(nil)
+			continue
+		}
+		anyWon = true
+		w := st.w
+		w.State, w.Outcome, w.SettledAt, w.Polls, w.AnsweredAtCreation = st.out.State, st.out, now, st.polls, st.quiet
+		w.LastObservation = st.out.Observation
+		st.e.Observer().Finish(w)
+		if s.cfg.DeliverFunc != nil {
+			s.cfg.DeliverFunc(w, msgs[i])
+		}
+		s.cfg.EventFunc(vigil.Event{Type: vigil.EventWatchSettled, WatchID: w.ID, Recipient: w.Recipient, State: w.State,
+			Polls: w.Polls, Text: st.out.Sentence, Done: true, At: now})
+		if m := msgs[i]; m != nil {
+			s.cfg.EventFunc(vigil.Event{Type: vigil.EventMessage, WatchID: w.ID, Recipient: w.Recipient, State: w.State, Text: m.Text, Seq: m.Seq, At: now})
+		}
+	}
+	if anyWon {
+		s.sched.ArmPrune(now.Add(min(s.cfg.Limits.RetentionWatches, s.cfg.Limits.RetentionMessages)))
+	}
+	return won, nil
+}
+
+// Prune implements scheduler.Prober: it deletes what is past retention
+// and returns the next instant anything becomes prunable, zero when
+// nothing will.
+func (s *prober) Prune(ctx context.Context, now time.Time) time.Time {
+	l := s.cfg.Limits
+	res, err := s.cfg.Store.Prune(ctx, vigil.PruneParams{
+		WatchesBefore:     now.Add(-l.RetentionWatches),
+		MessagesBefore:    now.Add(-l.RetentionMessages),
+		IdempotencyBefore: now.Add(-l.IdempotencyTTL),
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("pruning", "err", err)
+		}
+		return now.Add(time.Hour)
+	}
+	if res.Watches+res.Messages+res.Keys > 0 {
+		s.log.Info("pruned", "watches", res.Watches, "messages", res.Messages, "idempotency_keys", res.Keys)
+	}
+	var next time.Time
+	for _, t := range []time.Time{
+		addIf(res.OldestSettled, l.RetentionWatches),
+		addIf(res.OldestMessage, l.RetentionMessages),
+		addIf(res.OldestKey, l.IdempotencyTTL),
+	} {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	return next
+}
+
+func addIf(t time.Time, d time.Duration) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.Add(d)
+}

@@ -86,11 +86,16 @@ func under(p string, dirs ...string) bool {
 // the base package (the Watcher interface, decoding, errors), the JSON
 // matchers (command, http), the file system notifier (file, folder) and
 // the fakes for tests. Kinds may import them; they import no kind.
-var sharedWatcherHelpers = []string{"watcher", "watcher/matcher", "watcher/fsevent", "watcher/watchertest"}
+var sharedWatcherHelpers = []string{"watcher", "watcher/matcher", "watcher/fsevent"}
+
+// kindRegistries list every kind by design: watcher/kinds (the built-in
+// kinds' descriptors) and watcher/watchertest (fakes that borrow a real
+// kind's descriptor). They may import kinds; no kind imports them.
+var kindRegistries = []string{"watcher/kinds", "watcher/watchertest"}
 
 // isKind reports whether p is a watcher kind's package.
 func isKind(p string) bool {
-	return strings.HasPrefix(p, "watcher/") && !slices.Contains(sharedWatcherHelpers, p)
+	return strings.HasPrefix(p, "watcher/") && !slices.Contains(sharedWatcherHelpers, p) && !slices.Contains(kindRegistries, p)
 }
 
 // serverPackages are what a program that only wants the Go client must
@@ -136,6 +141,9 @@ func archRules(pkgs map[string]pkg) []string {
 			for _, d := range mineDeps {
 				if isKind(d) {
 					bad = append(bad, name+" depends on the kind "+d+": no kind (nor shared watcher helper) imports a kind")
+				}
+				if isKind(name) && slices.Contains(kindRegistries, d) {
+					bad = append(bad, name+" depends on the registry "+d+": no kind imports the list of kinds")
 				}
 			}
 		}

@@ -2,7 +2,10 @@ package vigil
 
 import "time"
 
-// KindSpec holds the defaults of one kind: the ONE table of SPEC §2.
+// KindSpec holds the defaults of one kind (SPEC §2). Each kind's package
+// says its own, in its descriptor (watcher.Descriptor); watcher/kinds
+// lists the built-in ones and the daemon's watcher registry answers for
+// the kinds it runs.
 type KindSpec struct {
 	// Every is the default re-check interval; zero for kinds that do not
 	// probe on an interval (timer, token).
@@ -18,39 +21,6 @@ type KindSpec struct {
 	Instant bool
 	// Exec kinds run commands and need exec allowed.
 	Exec bool
-}
-
-// SpecOf returns the defaults for kind k, and false for an unknown kind.
-func SpecOf(k Kind) (KindSpec, bool) {
-	const m, h = time.Minute, time.Hour
-	switch k {
-	case KindTimer:
-		return KindSpec{Deadline: m, DeadlineFromStart: true, Instant: true}, true
-	case KindHTTP:
-		return KindSpec{Every: 10 * time.Second, Deadline: 30 * m}, true
-	case KindTCP:
-		return KindSpec{Every: 5 * time.Second, Deadline: 30 * m}, true
-	case KindFile:
-		return KindSpec{Every: 5 * time.Second, Deadline: 30 * m}, true
-	case KindCommand:
-		return KindSpec{Every: 30 * time.Second, Deadline: 30 * m, Exec: true}, true
-	case KindRun:
-		// A run is started by its first probe, at once, and is woken when
-		// it ends (see watcher/run); the interval is only a fallback for a
-		// lost wake-up or a supervisor that died without a word.
-		return KindSpec{Every: 30 * time.Second, Deadline: h, Exec: true}, true
-	case KindCI:
-		return KindSpec{Every: 30 * time.Second, Deadline: 2 * h}, true
-	case KindTicket:
-		return KindSpec{Every: 60 * time.Second, Standing: true}, true
-	case KindFolder:
-		return KindSpec{Every: 10 * time.Second, Deadline: 30 * m}, true
-	case KindToken:
-		return KindSpec{Deadline: 24 * h}, true
-	case KindSchedule:
-		return KindSpec{Standing: true, Exec: true}, true
-	}
-	return KindSpec{}, false
 }
 
 // Limits are the bounds and defaults of SPEC §9 and §10 that the engine

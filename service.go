@@ -194,9 +194,10 @@ type Scope struct {
 }
 
 // AllowsKind reports whether the scope may register watches of kind k: k
-// is among Kinds (when set), and a kind that runs commands needs Exec.
-func (s Scope) AllowsKind(k Kind) bool {
-	if spec, ok := SpecOf(k); ok && spec.Exec && !s.Exec {
+// is among Kinds (when set), and a kind that runs commands (runsCommands,
+// its KindSpec's Exec) needs Exec.
+func (s Scope) AllowsKind(k Kind, runsCommands bool) bool {
+	if runsCommands && !s.Exec {
 		return false
 	}
 	return len(s.Kinds) == 0 || slices.Contains(s.Kinds, k)

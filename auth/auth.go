@@ -19,6 +19,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/watcher/kinds"
 )
 
 // Defaults and bounds; each lives here only.
@@ -129,7 +130,7 @@ func (s *Service) CreateToken(ctx context.Context, r vigil.TokenCreateRequest) (
 		}
 	}
 	for _, k := range r.Kinds {
-		if _, ok := vigil.SpecOf(k); !ok {
+		if _, ok := kinds.Lookup(k); !ok {
 			return nil, vigil.FieldErrorf(vigil.CodeUnknownKind, "kinds", "unknown kind %.40q", string(k))
 		}
 	}

@@ -302,15 +302,20 @@ func TestStatus(t *testing.T) {
 	d := startDaemon(t)
 	d.vigil(t, "add", "timer", "1h", "--for", "fay")
 	r := d.vigil(t, "status")
-	if r.code != 0 || !strings.Contains(r.stdout, "reachable") || !strings.Contains(r.stdout, "1 (1 pending)") {
+	if r.code != 0 || !strings.Contains(r.stdout, "reachable") || !strings.Contains(r.stdout, "1 (1 pending)") ||
+		!strings.Contains(r.stdout, "store: sqlite, replica ") {
 		t.Errorf("status: %+v", r)
 	}
 	r = d.vigil(t, "status", "--json")
 	var s struct {
 		Reachable bool           `json:"reachable"`
 		Watches   map[string]int `json:"watches"`
+		Daemon    struct {
+			Store, Role string
+		} `json:"daemon"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || !s.Reachable || s.Watches["pending"] != 1 {
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || !s.Reachable || s.Watches["pending"] != 1 ||
+		s.Daemon.Store != "sqlite" || s.Daemon.Role != "active" {
 		t.Errorf("status --json = %q (%v)", r.stdout, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/client"
 	"github.com/vigil-run/vigil/daemon"
 )
 
@@ -28,6 +29,27 @@ func newStatusCmd(e *env) *cobra.Command {
 			c, err := cf.client(e)
 			if err != nil {
 				return err
+			}
+			// The store's kind first: a standby answers this, and only
+			// this, so status can say what it is.
+			info, err := c.Daemon(cmd.Context())
+			if err != nil && vigil.ErrorCode(err) != vigil.CodeNotFound {
+				return callErr(cmd, err)
+			}
+			if info.Role == "standby" {
+				addr := firstNonEmpty(cf.addr, e.getenv("VIGIL_ADDR"), daemon.DefaultListen)
+				if asJSON {
+					return writeJSON(e.stdout, struct {
+						Addr      string             `json:"addr"`
+						Reachable bool               `json:"reachable"`
+						Version   string             `json:"cli_version"`
+						Daemon    *client.DaemonInfo `json:"daemon"`
+					}{addr, true, version(), &info})
+				}
+				fmt.Fprintf(e.stdout, "vigil daemon at %s: reachable\n", addr)
+				fmt.Fprintf(e.stdout, "cli version: %s\n", version())
+				fmt.Fprintf(e.stdout, "store: %s, replica %s: standby (another daemon on the database serves)\n", info.Store, info.Replica)
+				return nil
 			}
 			counts := map[vigil.State]int{}
 			total, unreadable, more := 0, 0, false
@@ -63,10 +85,14 @@ func newStatusCmd(e *env) *cobra.Command {
 					Total      int                 `json:"total"`
 					More       bool                `json:"more,omitempty"`
 					Unreadable int                 `json:"unreadable,omitempty"`
-				}{addr, true, version(), counts, total, more, unreadable})
+					Daemon     *client.DaemonInfo  `json:"daemon,omitempty"`
+				}{addr, true, version(), counts, total, more, unreadable, daemonInfo(info)})
 			}
 			fmt.Fprintf(e.stdout, "vigil daemon at %s: reachable\n", addr)
 			fmt.Fprintf(e.stdout, "cli version: %s\n", version())
+			if info.Store != "" {
+				fmt.Fprintf(e.stdout, "store: %s, replica %s: %s\n", info.Store, info.Replica, info.Role)
+			}
 			fmt.Fprintf(e.stdout, "watches: %s\n", countLine(counts, total, more))
 			if unreadable > 0 {
 				fmt.Fprintf(e.stdout, "unreadable: %d (their stored rows cannot be read in full; vigil ls shows which and why)\n", unreadable)
@@ -77,6 +103,14 @@ func newStatusCmd(e *env) *cobra.Command {
 	cf.bind(cmd, false)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// daemonInfo is info, or nil when the daemon did not say (an older one).
+func daemonInfo(info client.DaemonInfo) *client.DaemonInfo {
+	if info.Store == "" {
+		return nil
+	}
+	return &info
 }
 
 // countLine says "3 (2 pending, 1 fired)".

@@ -313,3 +313,21 @@ func validHeaderValue(s string) bool {
 func seconds(d time.Duration) string {
 	return strconv.FormatFloat(max(d, 0).Seconds(), 'f', -1, 64) + "s"
 }
+
+// DaemonInfo is what GET /v1/daemon says about the daemon.
+type DaemonInfo struct {
+	// Store is the kind of store: "sqlite" or "postgres".
+	Store string `json:"store"`
+	// Replica is the daemon's id among those on one database: host:pid.
+	Replica string `json:"replica"`
+	// Role is "active", "standby" (another daemon on the same PostgreSQL
+	// database schedules) or "starting".
+	Role string `json:"role"`
+}
+
+// Daemon returns what the daemon says about itself (GET /v1/daemon).
+func (c *Client) Daemon(ctx context.Context) (DaemonInfo, error) {
+	var out DaemonInfo
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/daemon", out: &out})
+	return out, err
+}

@@ -20,6 +20,9 @@ func Backup(ctx context.Context, cfg Config, dest string) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if cfg.Postgres() {
+		return errors.New("backup: the store is PostgreSQL: back it up with the database's own tools (pg_dump, or your provider's backups); vigil backup copies SQLite stores only")
+	}
 	src := cfg.DatabasePath()
 	fi, err := os.Stat(src)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/pflag"
 
 	"github.com/vigil-run/vigil"
@@ -51,8 +52,9 @@ type Config struct {
 	// DataDir holds the database, the admin token and other state.
 	DataDir string
 	// Store selects the store: "" (or "sqlite") for the SQLite file
-	// vigil.db in DataDir, "sqlite:PATH" for another SQLite file. A
-	// postgres:// URL is refused: PostgreSQL is not in this build yet.
+	// vigil.db in DataDir, "sqlite:PATH" for another SQLite file, or a
+	// postgres:// (postgresql://) URL for a PostgreSQL database, which
+	// several daemons may share (see docs/operations.md).
 	Store string
 	// AllowExec enables the kinds that run commands.
 	AllowExec bool
@@ -140,8 +142,33 @@ func (c Config) DatabasePath() string {
 // TokenPath returns the admin token file in dataDir.
 func TokenPath(dataDir string) string { return filepath.Join(dataDir, TokenFile) }
 
-// StoreName describes the store for the start-up line: "sqlite:/path".
-func (c Config) StoreName() string { return "sqlite:" + c.DatabasePath() }
+// StoreName describes the store for the start-up line: "sqlite:/path", or
+// the PostgreSQL URL without its credentials.
+func (c Config) StoreName() string {
+	if c.Postgres() {
+		return redactURL(c.Store)
+	}
+	return "sqlite:" + c.DatabasePath()
+}
+
+// StoreKind names the kind of store: StoreSQLite or StorePostgres.
+func (c Config) StoreKind() string {
+	if c.Postgres() {
+		return StorePostgres
+	}
+	return StoreSQLite
+}
+
+// The kinds of store StoreKind names.
+const (
+	StoreSQLite   = "sqlite"
+	StorePostgres = "postgres"
+)
+
+// Postgres reports whether the store is a PostgreSQL URL.
+func (c Config) Postgres() bool {
+	return strings.HasPrefix(c.Store, "postgres://") || strings.HasPrefix(c.Store, "postgresql://")
+}
 
 // Validate reports the first setting that cannot work, as one sentence
 // naming the key.
@@ -171,10 +198,13 @@ func (c Config) Validate() error {
 		if p := strings.TrimPrefix(s, "sqlite:"); !filepath.IsAbs(p) {
 			return fmt.Errorf("store %q: the SQLite file must be an absolute path", s)
 		}
-	case strings.HasPrefix(s, "postgres://"), strings.HasPrefix(s, "postgresql://"):
-		return errors.New("store: PostgreSQL is not in this build yet; leave store empty to use SQLite in data_dir")
+	case c.Postgres():
+		if _, err := pgconn.ParseConfig(s); err != nil {
+			// The parser's message holds the URL, password included.
+			return fmt.Errorf("store %q: not a PostgreSQL URL that parses; give postgres://user@host:port/database?sslmode=…", redactURL(s))
+		}
 	default:
-		return fmt.Errorf("store %q: leave it empty for SQLite in data_dir, or give sqlite:PATH", redactURL(s))
+		return fmt.Errorf("store %q: leave it empty for SQLite in data_dir, or give sqlite:PATH or a postgres:// URL", redactURL(s))
 	}
 	if len(c.Roots) == 0 {
 		return errors.New("roots is empty: name at least one directory file and folder watches may look inside (VIGIL_ROOTS, colon-separated)")
@@ -361,7 +391,7 @@ func configKeys() []key {
 			show: func(c Config) string { return strings.Join(c.AllowedHosts, ",") },
 		},
 		stringKey("data_dir", "directory for the database and the admin token", true, func(c *Config) *string { return &c.DataDir }),
-		stringKey("store", `store: empty for SQLite in the data dir, or sqlite:PATH ("postgres://" is not in this build yet)`, false, func(c *Config) *string { return &c.Store }),
+		stringKey("store", `store: empty for SQLite in the data dir, sqlite:PATH, or postgres://… for PostgreSQL`, false, func(c *Config) *string { return &c.Store }),
 		boolKey("allow_exec", "allow watches that run commands (kind command)", func(c *Config) *bool { return &c.AllowExec }),
 		{
 			name: "roots", usage: "colon-separated directories that file and folder watches may look inside", typ: "paths",

@@ -214,9 +214,10 @@ func TestValidate(t *testing.T) {
 	}{
 		{"defaults", func(*daemon.Config) {}, ""},
 		{"sqlite path", func(c *daemon.Config) { c.Store = "sqlite:/data/v.db" }, ""},
-		{"postgres", func(c *daemon.Config) { c.Store = "postgres://u:secret@db/vigil" }, "not in this build yet"},
-		{"postgresql", func(c *daemon.Config) { c.Store = "postgresql://db/vigil" }, "not in this build yet"},
-		{"other store", func(c *daemon.Config) { c.Store = "mysql://u:secret@db/x" }, "sqlite:PATH"},
+		{"postgres", func(c *daemon.Config) { c.Store = "postgres://u:secret@db/vigil" }, ""},
+		{"postgresql", func(c *daemon.Config) { c.Store = "postgresql://db/vigil?sslmode=disable" }, ""},
+		{"postgres that does not parse", func(c *daemon.Config) { c.Store = "postgres://u:secret@db/vigil?sslmode=bogus" }, "not a PostgreSQL URL"},
+		{"other store", func(c *daemon.Config) { c.Store = "mysql://u:secret@db/x" }, "postgres:// URL"},
 		{"relative sqlite", func(c *daemon.Config) { c.Store = "sqlite:v.db" }, "absolute"},
 		{"listen without port", func(c *daemon.Config) { c.Listen = "localhost" }, "host:port"},
 		{"listen bad port", func(c *daemon.Config) { c.Listen = "localhost:http" }, "port"},

@@ -42,7 +42,7 @@ import (
 	"github.com/vigil-run/vigil/mcpserver"
 	"github.com/vigil-run/vigil/metrics"
 	"github.com/vigil-run/vigil/scheduler"
-	"github.com/vigil-run/vigil/store/sqlite"
+	"github.com/vigil-run/vigil/store/postgres"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/ci"
 	"github.com/vigil-run/vigil/watcher/command"
@@ -72,7 +72,14 @@ type Daemon struct {
 	cfg   Config
 	log   *slog.Logger
 	token string
-	store *sqlite.Store
+	store vigil.Store
+	// sched is the scheduling lock on a PostgreSQL store, held from the
+	// start of Run; nil on SQLite, which the data directory's lock keeps
+	// to one daemon.
+	schedLock *schedulingLock
+	standby   atomic.Bool
+	// replica is this daemon's id (ReplicaID).
+	replica string
 	// lock is held on the data directory from New to Close.
 	lock *dirLock
 	eng  *engine.Engine
@@ -155,21 +162,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		return nil, err
 	}
 	undo = append(undo, func() { lock.release() })
-	if err := checkDatabase(cfg); err != nil {
-		return nil, err
-	}
-	dbPath := cfg.DatabasePath()
-	if err := os.MkdirAll(filepath.Dir(dbPath), 0o700); err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	st, err := sqlite.Open(ctx, dbPath, &sqlite.Options{Logger: logger})
+	st, err := openStore(ctx, cfg, logger)
 	if err != nil {
-		// The store's own message names the file; ErrSchemaNewer also
-		// says which versions and what to do, ErrCorrupt what to do.
-		if errors.Is(err, sqlite.ErrCorrupt) {
-			return nil, refuse(err, "store: %v", err)
-		}
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, err
 	}
 	undo = append(undo, func() { st.Close() })
 	// The token only after the database: a data dir holding a token
@@ -209,13 +204,14 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	reg.Register(ticket.New(ticket.Config{Forges: forges}))
 
 	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, kinds: reg.Kinds(), primed: make(chan struct{}),
-		sched: sched, runs: runs, fs: fs, forges: forges, started: time.Now()}
+		sched: sched, runs: runs, fs: fs, forges: forges, replica: ReplicaID(), started: time.Now()}
 	// Scoped tokens: authenticated per request (cached briefly; a
 	// revocation here takes effect at once) and re-checked before every
 	// probe of the watches they made.
 	tokens := auth.New(auth.Config{Store: st, MaxNameBytes: cfg.Limits.MaxNameBytes})
 	// Prometheus at /metrics; each part's gauge is added once it exists.
 	d.metrics = metrics.New(metrics.Gauges{PendingWatches: sched.Len})
+	d.registerReplicaMetrics(d.metrics.Registry())
 	linkKey, err := ensureLinkKey(cfg.DataDir, logger)
 	if err != nil {
 		ln.Close()
@@ -261,12 +257,14 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	})
 	d.metrics.Add(metrics.Gauges{LongCalls: d.api.LongCalls})
 	d.api.MountPublic("GET /metrics", d.metrics.Handler())
+	d.api.Mount("GET /v1/daemon", http.HandlerFunc(d.info))
 	// MCP for agents at /mcp, behind the same bearer tokens as the API.
 	// The tools share the API's per-token registration rate limit.
 	mcpHandler := mcpserver.NewHandler(d.api.Limited(d.eng), &mcpserver.Options{
 		DefaultRecipient: cfg.DefaultRecipient,
 		Logger:           logger,
 		MaxWait:          min(mcpserver.DefaultMaxWait, cfg.Limits.MaxWait),
+		Kinds:            reg.Descriptors(),
 	})
 	d.api.Mount("/mcp", mcpHandler)
 	// The web panel at /: its own sign-in (a session cookie), the same
@@ -276,6 +274,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		AdminToken:       token,
 		AuthenticateFunc: tokens.Authenticate,
 		Tokens:           tokens,
+		Watchers:         reg,
 		Events:           d.api.EventStream(),
 		Probes:           d.eng.Probes,
 		Counts:           d.eng.Counts,
@@ -315,6 +314,9 @@ func (d *Daemon) Ready() bool { return d.ready.Load() }
 func (d *Daemon) Primed() <-chan struct{} { return d.primed }
 
 func (d *Daemon) readyz(context.Context) error {
+	if d.standby.Load() {
+		return errStandby
+	}
 	if !d.ready.Load() {
 		return errStarting
 	}
@@ -323,13 +325,20 @@ func (d *Daemon) readyz(context.Context) error {
 
 var errStarting = &vigil.Error{Code: vigil.CodeUnavailable, Message: "vigil is starting; try again shortly"}
 
+var errStandby = &vigil.Error{Code: vigil.CodeUnavailable,
+	Message: "this vigil daemon is a standby: another daemon on the same PostgreSQL database serves; try that one, or again once it stops"}
+
 // gate answers API and MCP requests with 503 until the engine is primed;
 // /healthz, /readyz and /openapi.json are served all along.
 func (d *Daemon) gate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !d.ready.Load() && (strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/mcp") {
+		if !d.ready.Load() && (strings.HasPrefix(r.URL.Path, "/v1/") && r.URL.Path != "/v1/daemon" || r.URL.Path == "/mcp") {
 			w.Header().Set("Retry-After", "1")
-			d.api.Fail(w, r, errStarting)
+			err := errStarting
+			if d.standby.Load() {
+				err = errStandby
+			}
+			d.api.Fail(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -347,7 +356,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 	defer func() { err = errors.Join(err, d.Close()) }()
 
-	d.log.Info("vigil is serving", "listen", d.Addr(), "data_dir", d.cfg.DataDir, "store", d.cfg.StoreName(),
+	d.log.Info("vigil is serving", "listen", d.Addr(), "data_dir", d.cfg.DataDir, "store", d.cfg.StoreName(), "replica", d.replica,
 		"kinds", kindList(d.kinds), "allow_exec", d.cfg.AllowExec)
 
 	// The engine's context ends only after the HTTP server has shut down,
@@ -363,6 +372,23 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return nil
 	})
 	g.Go(func() error {
+		// On PostgreSQL, one daemon of all those on the database
+		// schedules and delivers; this one waits for its turn.
+		if pg, ok := d.store.(*postgres.Store); ok {
+			l, err := takeSchedulingLock(engCtx, pg, func() {
+				d.standby.Store(true)
+				d.log.Info("another vigil daemon schedules the watches of this database: standing by (the API answers 503) until it stops")
+			})
+			if err != nil {
+				if engCtx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			d.schedLock = l
+			d.standby.Store(false)
+			g.Go(func() error { return l.hold(engCtx) })
+		}
 		// Receipts left by the last run first: a watch the scheduler
 		// settles from here on is handed over afresh.
 		if err := d.disp.Resume(engCtx); err != nil {
@@ -438,6 +464,9 @@ func (d *Daemon) Close() error {
 		if errors.Is(lerr, net.ErrClosed) {
 			lerr = nil
 		}
+		// The scheduling lock before the store: its connection is the
+		// pool's.
+		d.schedLock.release()
 		d.closeErr = errors.Join(lerr, d.store.Close(), d.lock.release())
 		d.forges.CloseIdleConnections()
 	})

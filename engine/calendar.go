@@ -90,7 +90,7 @@ func (s *prober) primeCalendar(ctx context.Context, rows []vigil.ScheduleEntry, 
 			if !w.Deadline.IsZero() && (!due || next.After(w.Deadline)) {
 				next = w.Deadline
 			}
-			spec, _ := vigil.SpecOf(w.Kind)
+			spec, _ := s.cfg.Watchers.Spec(w.Kind)
 			e := scheduler.NewEntry(w.ID, w.Kind, w.Every, w.Deadline, spec.Instant)
 			e.SetDue(next)
 			e.SetProgress(vigil.Progress{Polls: w.Polls, Errors: w.Errors, Consecutive: w.ConsecutiveErrors})

@@ -285,7 +285,7 @@ func (e *Engine) Watches(ctx context.Context, q vigil.ListRequest) (vigil.WatchP
 		return vigil.WatchPage{}, vigil.FieldErrorf(vigil.CodeInvalidRequest, "state", "unknown state %q", q.State)
 	}
 	if q.Kind != "" {
-		if _, ok := vigil.SpecOf(q.Kind); !ok {
+		if _, ok := e.watchers.Spec(q.Kind); !ok {
 			return vigil.WatchPage{}, vigil.FieldErrorf(vigil.CodeUnknownKind, "kind", "unknown kind %q", q.Kind)
 		}
 	}
@@ -430,7 +430,7 @@ func (e *Engine) Check(ctx context.Context, id string) (*vigil.Watch, error) {
 	case w.State != vigil.StatePending:
 		return nil, vigil.Errorf(vigil.CodeConflict, "watch %s has already settled (%s); only a pending watch can be checked", id, w.State)
 	}
-	if spec, _ := vigil.SpecOf(w.Kind); spec.Instant {
+	if spec, _ := e.watchers.Spec(w.Kind); spec.Instant {
 		return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s is a %s: the clock alone answers it, so there is nothing to check before it is due", id, w.Kind)
 	}
 	if _, held := e.sched.Live(id); !held {

@@ -52,7 +52,7 @@ func (s *prober) prime(ctx context.Context) error {
 			}
 			continue
 		}
-		spec, _ := vigil.SpecOf(r.Kind)
+		spec, _ := s.cfg.Watchers.Spec(r.Kind)
 		if !r.Deadline.IsZero() && !r.Deadline.After(now) {
 			overdue = append(overdue, r.ID)
 			continue
@@ -138,7 +138,7 @@ func firstDue(spec vigil.KindSpec, every time.Duration, start, deadline, now tim
 // at its StartAt), and a waiting loop is woken. o, when non-nil, hears the
 // first observation (registration with observe).
 func (s *prober) add(w *vigil.Watch, o *scheduler.Observer) {
-	spec, _ := vigil.SpecOf(w.Kind)
+	spec, _ := s.cfg.Watchers.Spec(w.Kind)
 	now := w.CreatedAt
 	if now.IsZero() {
 		now = s.now()

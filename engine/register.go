@@ -51,7 +51,7 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 		got.CompletionToken = completionToken(got.ID, secret)
 	}
 	var o *scheduler.Observer
-	spec, _ := vigil.SpecOf(w.Kind)
+	spec, _ := e.watchers.Spec(w.Kind)
 	probesNow := (w.Every > 0 || spec.Instant) && (w.StartAt.IsZero() || !w.StartAt.After(now))
 	if r.Observe && probesNow {
 		o = scheduler.NewObserver()
@@ -97,7 +97,7 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 	if r.Kind == "" {
 		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "kind", "kind is required")
 	}
-	spec, known := vigil.SpecOf(r.Kind)
+	spec, known := e.watchers.Spec(r.Kind)
 	wt, ok := e.watchers.Lookup(r.Kind)
 	if !known || !ok {
 		return nil, vigil.FieldErrorf(vigil.CodeUnknownKind, "kind", "unknown kind %q; this daemon watches: %v", clipName(string(r.Kind)), e.watchers.Kinds())
@@ -111,8 +111,8 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 		// nothing of recipients it does not act for.
 		return nil, vigil.FieldErrorf(vigil.CodeNotFound, "recipient", "no recipient %q for this token", r.Recipient)
 	}
-	if scoped && !scope.AllowsKind(r.Kind) {
-		return nil, scopeKindError(scope, r.Kind)
+	if scoped && !scope.AllowsKind(r.Kind, spec.Exec) {
+		return nil, scopeKindError(scope, r.Kind, spec.Exec)
 	}
 	if r.ChainDepth > l.MaxChainDepth {
 		return nil, vigil.Errorf(vigil.CodeChainTooDeep, "this registration comes from a chain %d commands deep; the limit is %d (max_chain_depth)", r.ChainDepth, l.MaxChainDepth)
@@ -206,8 +206,8 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 // scopeKindError refuses a kind the caller's token does not carry, as
 // forbidden (a permission the token lacks; not_found is for what the
 // caller may not see), with a sentence naming what is missing.
-func scopeKindError(s vigil.Scope, k vigil.Kind) error {
-	if spec, ok := vigil.SpecOf(k); ok && spec.Exec && !s.Exec {
+func scopeKindError(s vigil.Scope, k vigil.Kind, runsCommands bool) error {
+	if runsCommands && !s.Exec {
 		return vigil.FieldErrorf(vigil.CodeForbidden, "kind", "%s watches run commands, and this token lacks the exec scope (vigil token create --exec)", k)
 	}
 	return vigil.FieldErrorf(vigil.CodeForbidden, "kind", "this token cannot register %s watches (its kinds: %v)", k, s.Kinds)

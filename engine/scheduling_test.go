@@ -9,6 +9,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/watcher"
+	httpwatch "github.com/vigil-run/vigil/watcher/http"
 	"github.com/vigil-run/vigil/watcher/watchertest"
 )
 
@@ -115,7 +116,7 @@ func TestDefaultDeadlineAppliesExactly(t *testing.T) {
 	fake := watchertest.NeverSettles(vigil.KindHTTP)
 	v := newEnv(t, envOpts{watchers: []watcher.Watcher{fake}})
 	w := v.register(vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{}`), Every: "1m"})
-	spec, _ := vigil.SpecOf(vigil.KindHTTP)
+	spec := httpwatch.Descriptor().Spec
 	deadline := t0.Add(spec.Deadline)
 	if !w.Deadline.Equal(deadline) {
 		t.Fatalf("default deadline = %v, want %v", w.Deadline, deadline)

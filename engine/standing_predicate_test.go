@@ -8,6 +8,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/folder"
 	"github.com/vigil-run/vigil/watcher/watchertest"
 )
 
@@ -45,7 +46,7 @@ func TestPredicateMakesWatchStanding(t *testing.T) {
 		t.Fatalf("standing predicate: standing %v, deadline %v, every %v; want standing, no deadline, every 1h", standing.Standing, standing.Deadline, standing.Every)
 	}
 	oneShot := v.register(vigil.RegisterRequest{Kind: vigil.KindFolder, Predicate: obj(`{"path":"/x"}`)})
-	spec, _ := vigil.SpecOf(vigil.KindFolder)
+	spec := folder.Descriptor().Spec
 	if oneShot.Standing || !oneShot.Deadline.Equal(t0.Add(spec.Deadline)) {
 		t.Fatalf("one-shot predicate: standing %v, deadline %v; want one-shot with the kind's deadline", oneShot.Standing, oneShot.Deadline)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/watcher/kinds"
 )
 
 // errNoResult answers a service that returned neither a value nor an error.
@@ -81,7 +82,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 		lr.State = vigil.State(v[0])
 	}
 	if v, ok := q["kind"]; ok {
-		if _, known := vigil.SpecOf(vigil.Kind(v[0])); !known {
+		if _, known := kinds.Lookup(vigil.Kind(v[0])); !known {
 			return vigil.FieldErrorf(vigil.CodeUnknownKind, "kind", "unknown kind %q", clip(v[0]))
 		}
 		lr.Kind = vigil.Kind(v[0])

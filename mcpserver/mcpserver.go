@@ -38,6 +38,8 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/internal/longcall"
+	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/kinds"
 )
 
 // Defaults of Options and of the tools; each lives here only.
@@ -85,6 +87,11 @@ type Options struct {
 	// ChainDepth is how deep in a chain of vigil-started commands the
 	// server runs (VIGIL_CHAIN_DEPTH); registrations carry it.
 	ChainDepth int
+	// Kinds are the kinds the daemon runs (its watcher registry's
+	// descriptors): watch_create names them, declares their predicates'
+	// schemas and checks a predicate against its kind's. The zero value
+	// means every kind built into vigil (watcher/kinds).
+	Kinds watcher.Kinds
 }
 
 // server holds what the tools share.
@@ -141,6 +148,9 @@ func newServer(svc vigil.Service, opts *Options, overHTTP bool) *server {
 	}
 	if s.opts.MaxWait <= 0 {
 		s.opts.MaxWait = DefaultMaxWait
+	}
+	if s.opts.Kinds.Len() == 0 {
+		s.opts.Kinds = kinds.Builtin()
 	}
 	if s.opts.ProgressEvery <= 0 {
 		s.opts.ProgressEvery = DefaultProgressEvery

@@ -23,14 +23,8 @@ Use this instead of polling, sleeping or re-checking in a loop. After it returns
 
 The first check runs at once and comes back in the result (observe), so a mistyped URL, path or repository shows now. If that first check already settles it, the answer is in the result (answered_at_creation) and nothing is mailed. The same condition for the same recipient returns the watch already pending (existing).
 
-Kinds and their predicates:
-- timer: {"in": "10m"} or {"at": "2026-03-01T09:00:00Z"}
-- http: {"url": "https://example.com/health", "done": {"path": "status", "equals": "ok"}} — accepted status 2xx unless "status" says otherwise; "fail" is a matcher that means it will never succeed
-- tcp: {"address": "db.internal:5432"}
-- file: {"path": "/abs/path/READY"} or {"path": "/abs/build.log", "contains": "BUILD OK"}; {"exists": false} waits for removal
-- command: {"argv": ["make", "check"], "cwd": "/abs/dir"} — done when it exits 0 (needs a daemon that allows exec)
-- ci: {"provider": "github", "repo": "owner/name", "sha": "<commit or branch>"} — every check on the commit passed, or one failed
-- token: {} — the result holds a completion URL; whoever finishes the work (a script, a person, another agent) POSTs {"status": "success"} or {"status": "failure"} to it
+Kinds and their predicates (this daemon runs these; the input schema gives each one's in full):
+%s
 Matchers: {"path": "a.b", "equals"|"not_equals"|"contains"|"matches"|"exists"|"truthy"|"gt"|"gte"|"lt"|"lte": value}; a path alone, {"path": "a.b"}, asks for a truthy value (not false, null, 0, "", [] or {}).`
 
 	descList = `List the caller's watches — by default the ones still pending, i.e. what you are waiting for in the background. Each watch shows its id, subject, state, next check and deadline. Use it to see what is outstanding, not to poll for an outcome: outcomes arrive in the inbox.`
@@ -49,9 +43,9 @@ Matchers: {"path": "a.b", "equals"|"not_equals"|"contains"|"matches"|"exists"|"t
 // addTools registers the tools on s.srv.
 func (s *server) addTools() {
 	ro := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: new(false)}
-	mcp.AddTool(s.srv, &mcp.Tool{Name: "watch_create", Title: "Watch for something and end the turn", Description: descCreate,
-		InputSchema: mustSchema[createIn](createSchema), OutputSchema: mustSchema[createOut](nil),
-		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: new(false), OpenWorldHint: new(false)}}, s.create)
+	s.addCreateTool(&mcp.Tool{Name: "watch_create", Title: "Watch for something and end the turn", Description: createDescription(s.opts.Kinds),
+		OutputSchema: mustSchema[createOut](nil),
+		Annotations:  &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: new(false), OpenWorldHint: new(false)}})
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "watch_list", Title: "List my watches", Description: descList,
 		InputSchema: mustSchema[listIn](listSchema), OutputSchema: mustSchema[listOut](nil), Annotations: ro}, s.list)
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "watch_get", Title: "Get a watch", Description: descGet,
@@ -70,7 +64,7 @@ func (s *server) addTools() {
 }
 
 type createIn struct {
-	Kind           vigil.Kind        `json:"kind" jsonschema:"the kind of condition: timer, http, tcp, file, command, ci, … (the daemon refuses kinds it does not watch and lists those it does)"`
+	Kind           vigil.Kind        `json:"kind" jsonschema:"the kind of condition (see the tool description; the daemon refuses kinds it does not watch and lists those it does)"`
 	Predicate      json.RawMessage   `json:"predicate,omitempty" jsonschema:"the kind's parameters, as a JSON object (see the tool description)"`
 	Recipient      string            `json:"recipient,omitempty" jsonschema:"whose inbox gets the outcome: a name for this agent session (letters, digits and . _ : @ + -); leave it out for this connection's default"`
 	Deadline       string            `json:"deadline,omitempty" jsonschema:"give up after this long (a duration like 2h) or at this time (RFC 3339); leave it out for the kind's default"`
@@ -103,6 +97,13 @@ func (s *server) create(ctx context.Context, req *mcp.CallToolRequest, in create
 	}
 	if len(in.Predicate) > 0 && !isObject(in.Predicate) {
 		return nil, createOut{}, argError("predicate", "predicate must be a JSON object")
+	}
+	if len(in.Predicate) > 0 {
+		// The schema watch_create declares for the kind, with the path at
+		// fault; the daemon checks the rest (and a kind it does not run).
+		if err := s.opts.Kinds.CheckPredicate(in.Kind, in.Predicate); err != nil {
+			return nil, createOut{}, s.asToolError(ctx, req.Params.Name, err)
+		}
 	}
 	if len(in.Deliver) > 0 && !isObject(in.Deliver) {
 		return nil, createOut{}, argError("deliver", "deliver must be a JSON object")

@@ -48,7 +48,7 @@ func (s *server) wait(ctx context.Context, req *mcp.CallToolRequest, in waitIn) 
 	if err != nil {
 		return nil, waitOut{}, s.asToolError(ctx, req.Params.Name, err)
 	}
-	if w.State == vigil.StatePending && !w.Standing && window > 0 && !(dueOnly(w.Kind) && w.NextDue.After(start.Add(window))) {
+	if w.State == vigil.StatePending && !w.Standing && window > 0 && !(s.dueOnly(w.Kind) && w.NextDue.After(start.Add(window))) {
 		wctx, done := s.calls.Track(ctx)
 		defer done()
 		stop := s.progress(wctx, req, w, start, window)
@@ -62,15 +62,11 @@ func (s *server) wait(ctx context.Context, req *mcp.CallToolRequest, in waitIn) 
 }
 
 // dueOnly reports whether a watch of kind k can settle only when it is
-// due (at a check, or at its deadline) — not by an event from outside,
-// like a token's completion URL or a change to a watched folder — so a
-// wait that ends before its next check can answer at once.
-func dueOnly(k vigil.Kind) bool {
-	switch k {
-	case vigil.KindTimer, vigil.KindHTTP, vigil.KindTCP, vigil.KindCommand, vigil.KindCI:
-		return true
-	}
-	return false
+// due (watcher.Descriptor.DueOnly), so a wait that ends before its next
+// check can answer at once.
+func (s *server) dueOnly(k vigil.Kind) bool {
+	d, ok := s.opts.Kinds.Lookup(k)
+	return ok && d.DueOnly
 }
 
 func (s *server) waitResult(w *vigil.Watch) waitOut {

@@ -21,6 +21,9 @@ import (
 type Watcher interface {
 	// Kind is the kind this watcher answers for.
 	Kind() vigil.Kind
+	// Descriptor is what vigil knows about the kind (its kind package's
+	// Descriptor()); its Kind is Kind().
+	Descriptor() Descriptor
 	// Canonicalize validates a predicate, fills its defaults and returns its
 	// one canonical spelling. Refusals are *vigil.Error with code
 	// invalid_predicate and the field at fault ("predicate.url"). now
@@ -159,10 +162,12 @@ func Run(ctx context.Context, w Watcher, p Probe) (obs vigil.Observation, err er
 	return obs, nil
 }
 
-// Registry maps kinds to watchers. Build it with NewRegistry and one
-// Register call per kind; it is read-only once the daemon starts.
+// Registry maps kinds to watchers and their descriptors. Build it with
+// NewRegistry and one Register call per kind; it is read-only once the
+// daemon starts.
 type Registry struct {
-	m map[vigil.Kind]Watcher
+	m     map[vigil.Kind]Watcher
+	kinds Kinds
 }
 
 // NewRegistry returns a registry holding ws.
@@ -174,13 +179,28 @@ func NewRegistry(ws ...Watcher) *Registry {
 	return r
 }
 
-// Register adds w; it panics on a duplicate kind, a wiring bug.
+// Register adds w and its descriptor; it panics on a duplicate kind or a
+// descriptor of another kind, a wiring bug.
 func (r *Registry) Register(w Watcher) {
 	if _, dup := r.m[w.Kind()]; dup {
 		panic(fmt.Sprintf("watcher: kind %q registered twice", w.Kind()))
 	}
+	d := w.Descriptor()
+	if d.Kind != w.Kind() {
+		panic(fmt.Sprintf("watcher: the %s watcher has the descriptor of %q", w.Kind(), d.Kind))
+	}
 	r.m[w.Kind()] = w
+	r.kinds = r.kinds.with(d)
 }
+
+// Spec returns the defaults of k, and false for a kind not registered.
+func (r *Registry) Spec(k vigil.Kind) (vigil.KindSpec, bool) {
+	return r.kinds.Spec(k)
+}
+
+// Descriptors returns the descriptors of the registered kinds: the kinds
+// this daemon runs.
+func (r *Registry) Descriptors() Kinds { return r.kinds }
 
 // Lookup returns the watcher for k.
 func (r *Registry) Lookup(k vigil.Kind) (Watcher, bool) {

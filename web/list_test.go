@@ -64,7 +64,7 @@ func panelOn(t testing.TB, st vigil.Store) (*httptest.Server, *http.Client) {
 	t.Helper()
 	reg := watcher.NewRegistry(watchertest.NeverSettles(vigil.KindHTTP), watchertest.NeverSettles(vigil.KindFile))
 	eng := engine.New(engine.Config{Store: st, Watchers: reg})
-	p := web.New(web.Options{Service: eng, AdminToken: "admin-secret", Counts: eng.Counts, Probes: eng.Probes})
+	p := web.New(web.Options{Service: eng, AdminToken: "admin-secret", Counts: eng.Counts, Probes: eng.Probes, Watchers: reg})
 	srv := httptest.NewServer(p.Handler())
 	t.Cleanup(srv.Close)
 	jar := newJar()

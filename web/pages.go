@@ -197,7 +197,7 @@ type row struct {
 	Checkable bool
 }
 
-func newRow(w *vigil.Watch) row {
+func (p *Panel) newRow(w *vigil.Watch) row {
 	r := row{W: w, Subject: wording.Subject(w), Summary: summary(w.LastObservation)}
 	if w.Outcome != nil && w.State.Terminal() {
 		r.Summary = w.Outcome.Sentence
@@ -207,7 +207,10 @@ func newRow(w *vigil.Watch) row {
 		rs = append(rs, rc.Channel+": "+rc.Status)
 	}
 	r.Receipts = strings.Join(rs, ", ")
-	spec, _ := vigil.SpecOf(w.Kind)
+	var spec vigil.KindSpec
+	if p.opts.Watchers != nil {
+		spec, _ = p.opts.Watchers.Spec(w.Kind)
+	}
 	r.Checkable = w.State == vigil.StatePending && !spec.Instant
 	return r
 }
@@ -240,10 +243,9 @@ func (p *Panel) list(w http.ResponseWriter, r *http.Request, s *session) error {
 		return err
 	}
 	d := listData{Filter: f, States: states, Filtered: f != filter{}}
-	for _, k := range kinds {
-		if _, ok := vigil.SpecOf(k); ok {
-			d.Kinds = append(d.Kinds, k)
-		}
+	if p.opts.Watchers != nil {
+		d.Kinds = p.opts.Watchers.Kinds()
+		slices.Sort(d.Kinds)
 	}
 	if p.opts.Counts != nil {
 		counts, err := p.opts.Counts(ctx)
@@ -256,7 +258,7 @@ func (p *Panel) list(w http.ResponseWriter, r *http.Request, s *session) error {
 		}
 	}
 	for _, wt := range page.Watches {
-		d.Rows = append(d.Rows, newRow(wt))
+		d.Rows = append(d.Rows, p.newRow(wt))
 	}
 	if page.Next != "" {
 		d.Next = f.query(page.Next)
@@ -264,10 +266,6 @@ func (p *Panel) list(w http.ResponseWriter, r *http.Request, s *session) error {
 	p.render(w, r, http.StatusOK, "list", s, d)
 	return nil
 }
-
-// kinds are the kinds the filter offers.
-var kinds = []vigil.Kind{vigil.KindCI, vigil.KindCommand, vigil.KindFile, vigil.KindFolder, vigil.KindHTTP, vigil.KindRun,
-	vigil.KindSchedule, vigil.KindTCP, vigil.KindTicket, vigil.KindTimer, vigil.KindToken}
 
 // states are the states in the order the panel shows them.
 var states = []vigil.State{vigil.StatePending, vigil.StateFired, vigil.StateFailed, vigil.StateExpired,
@@ -307,7 +305,7 @@ func (p *Panel) detail(w http.ResponseWriter, r *http.Request, s *session) error
 		return err
 	}
 	wt := why.Watch
-	d := detailData{row: newRow(wt), Why: why.Sentence, Predicate: indent(wt.Predicate)}
+	d := detailData{row: p.newRow(wt), Why: why.Sentence, Predicate: indent(wt.Predicate)}
 	for k, v := range wt.Labels {
 		d.Labels = append(d.Labels, k+"="+v)
 	}
@@ -419,7 +417,7 @@ func (p *Panel) watchAction(w http.ResponseWriter, r *http.Request, s *session) 
 	}
 	out := map[string]any{"message": msg}
 	if wt != nil {
-		out["watch"] = rowJSON(newRow(wt))
+		out["watch"] = rowJSON(p.newRow(wt))
 		if p.opts.Probes != nil {
 			if probes, err := p.opts.Probes(ctx, id); err == nil {
 				out["probes"] = probes

@@ -32,6 +32,7 @@ import (
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/engine"
 	"github.com/vigil-run/vigil/httpapi"
+	"github.com/vigil-run/vigil/watcher"
 )
 
 //go:embed templates/*.html
@@ -89,6 +90,9 @@ type Options struct {
 	AdminToken string
 	// AuthenticateFunc checks any other token, as httpapi.Options'.
 	AuthenticateFunc func(ctx context.Context, token string) (vigil.Scope, bool, error)
+	// Watchers are the daemon's watchers: the kinds the filter offers, and
+	// which kinds a Check now button suits (not a timer's).
+	Watchers *watcher.Registry
 	// Tokens serves the admin's token pages; nil hides them.
 	Tokens vigil.TokenService
 	// Events serves the event stream to a caller whose scope is in the

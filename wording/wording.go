@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/watcher/kinds"
 )
 
 // maxSummary clips observation summaries inside a sentence.
@@ -26,50 +27,8 @@ func Subject(w *vigil.Watch) string {
 	var p map[string]any
 	// Credentials in the predicate never reach a sentence.
 	_ = json.Unmarshal(vigil.RedactJSON(w.Predicate), &p)
-	str := func(k string) string { s, _ := p[k].(string); return s }
-	switch w.Kind {
-	case vigil.KindTimer:
-		if t, err := vigil.ParseTime(str("at")); err == nil && !t.IsZero() {
-			return "the timer set for " + Time(t)
-		}
-		return "the timer"
-	case vigil.KindHTTP:
-		m := str("method")
-		if m == "" {
-			m = "GET"
-		}
-		return m + " " + str("url")
-	case vigil.KindTCP:
-		return "TCP " + str("address")
-	case vigil.KindFile:
-		if e, ok := p["exists"].(bool); ok && !e {
-			return "the removal of " + str("path")
-		}
-		return "the file " + str("path")
-	case vigil.KindCommand, vigil.KindRun, vigil.KindSchedule:
-		if sh := str("shell"); sh != "" {
-			return "the command `" + clip(sh, 80) + "`"
-		}
-		if argv, ok := p["argv"].([]any); ok {
-			parts := make([]string, 0, len(argv))
-			for _, a := range argv {
-				parts = append(parts, fmt.Sprint(a))
-			}
-			return "the command `" + clip(strings.Join(parts, " "), 80) + "`"
-		}
-		return "the command"
-	case vigil.KindCI:
-		sha := str("sha")
-		if len(sha) > 7 {
-			sha = sha[:7]
-		}
-		return "CI on " + str("repo") + "@" + sha
-	case vigil.KindTicket:
-		return fmt.Sprintf("%s#%v", str("repo"), p["number"])
-	case vigil.KindFolder:
-		return "the folder " + str("path")
-	case vigil.KindToken:
-		return "the completion token"
+	if d, ok := kinds.Lookup(w.Kind); ok && d.Subject != nil {
+		return d.Subject(p)
 	}
 	return string(w.Kind) + " watch " + w.ID
 }

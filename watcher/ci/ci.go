@@ -104,7 +104,7 @@ type Config struct {
 	// Forges are the configured providers; nil means none.
 	Forges *forge.Set
 	// Freshness is how old a shared forge read may be; zero means the
-	// kind's default interval (vigil.SpecOf(vigil.KindCI).Every).
+	// kind's default interval (Descriptor().Spec.Every).
 	Freshness time.Duration
 }
 
@@ -119,7 +119,7 @@ var _ watcher.Watcher = (*Watcher)(nil)
 // New returns a ci watcher.
 func New(cfg Config) *Watcher {
 	if cfg.Freshness <= 0 {
-		spec, _ := vigil.SpecOf(vigil.KindCI)
+		spec := Descriptor().Spec
 		cfg.Freshness = spec.Every
 	}
 	return &Watcher{forges: cfg.Forges, freshness: cfg.Freshness}

@@ -38,7 +38,7 @@
 // run directory (fsnotify) and calls Config.PokeFunc with the watch id when
 // a status file appears, so the watch is probed at once. At start it pokes
 // every status file already there (runs that ended while the daemon was
-// down). The kind's interval (30 s by default, vigil.SpecOf) is only a
+// down). The kind's interval (30 s by default, Descriptor) is only a
 // fallback for a lost notification or a supervisor that died; probing is a
 // stat and an flock, and writes nothing while nothing changes.
 //

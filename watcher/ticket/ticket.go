@@ -74,7 +74,7 @@ type Config struct {
 	// Forges are the configured providers; nil means none.
 	Forges *forge.Set
 	// Freshness is how old a shared forge read may be; zero means the
-	// kind's default interval (vigil.SpecOf(vigil.KindTicket).Every).
+	// kind's default interval (Descriptor().Spec.Every).
 	Freshness time.Duration
 }
 
@@ -89,7 +89,7 @@ var _ watcher.Watcher = (*Watcher)(nil)
 // New returns a ticket watcher.
 func New(cfg Config) *Watcher {
 	if cfg.Freshness <= 0 {
-		spec, _ := vigil.SpecOf(vigil.KindTicket)
+		spec := Descriptor().Spec
 		cfg.Freshness = spec.Every
 	}
 	return &Watcher{forges: cfg.Forges, freshness: cfg.Freshness}

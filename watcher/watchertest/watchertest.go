@@ -20,6 +20,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/kinds"
 )
 
 // Fake is a watcher whose probes answer as its constructor says.
@@ -97,6 +98,16 @@ func Func(kind vigil.Kind, fn func(ctx context.Context, p watcher.Probe) (vigil.
 
 // Kind returns the kind given at construction.
 func (f *Fake) Kind() vigil.Kind { return f.kind }
+
+// Descriptor returns the built-in descriptor of the fake's kind (see
+// package kinds), so a fake has its kind's defaults; a kind vigil does not
+// build in gets a bare descriptor: no defaults, no schema.
+func (f *Fake) Descriptor() watcher.Descriptor {
+	if d, ok := kinds.Lookup(f.kind); ok {
+		return d
+	}
+	return watcher.Descriptor{Kind: f.kind}
+}
 
 // Canonicalize accepts any JSON object and returns its canonical JSON.
 func (f *Fake) Canonicalize(_ context.Context, raw json.RawMessage, _ time.Time) (watcher.Canonical, error) {

@@ -1,0 +1,186 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/vigil-run/vigil"
+)
+
+// The benchmarks mirror store/sqlite's, on the database VIGIL_TEST_POSTGRES
+// names (PostgreSQL's own durability settings apply: fsync and
+// synchronous_commit as configured). Run them with, for example,
+//
+//	VIGIL_TEST_POSTGRES=postgres://… go test ./store/postgres -run XXX -bench . -benchtime 20000x
+//
+// An op is one create or one settlement.
+
+var benchAt = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+
+// benchWatch is store/sqlite's benchWatch: a ci watch on a SHA, with a
+// note and a label.
+func benchWatch(i int64) *vigil.Watch {
+	w := &vigil.Watch{
+		ID:        fmt.Sprintf("01JBENCH%018d", i),
+		Kind:      vigil.KindCI,
+		Predicate: []byte(fmt.Sprintf(`{"provider":"github","repo":"acme/api","sha":"%040x"}`, i)),
+		Recipient: fmt.Sprintf("agent-%d", i%100),
+		State:     vigil.StatePending,
+		Mode:      vigil.ModeUntil,
+		Every:     30 * time.Second,
+		Deadline:  benchAt.Add(2 * time.Hour),
+		CreatedAt: benchAt.Add(time.Duration(i) * time.Millisecond),
+		Note:      "merge PR 41 when green",
+		Labels:    map[string]string{"task": "T-19"},
+	}
+	w.Identity = vigil.Identity(w.Recipient, w.Kind, w.Mode, w.Predicate)
+	return w
+}
+
+// benchStore opens a store in a fresh schema, dropped at cleanup.
+func benchStore(b *testing.B) *Store { return internalStore(b, 32) }
+
+// internalStore opens n stores, each with a pool of maxConns, in one fresh
+// schema, dropped at cleanup, and returns the first.
+func internalStore(b testing.TB, maxConns int32, more ...**Store) *Store {
+	b.Helper()
+	base := os.Getenv("VIGIL_TEST_POSTGRES")
+	if base == "" {
+		b.Skip("VIGIL_TEST_POSTGRES is not set")
+	}
+	var r [6]byte
+	rand.Read(r[:])
+	schema := "vigil_bench_" + hex.EncodeToString(r[:])
+	exec := func(stmt string) {
+		ctx := context.Background()
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, stmt); err != nil {
+			b.Fatal(err)
+		}
+	}
+	exec("CREATE SCHEMA " + schema)
+	b.Cleanup(func() { exec("DROP SCHEMA " + schema + " CASCADE") })
+	u, _ := url.Parse(base)
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	s, err := Open(context.Background(), u.String(), &Options{MaxConns: maxConns})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	for _, m := range more {
+		if *m, err = Open(context.Background(), u.String(), &Options{MaxConns: maxConns}); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { (*m).Close() })
+	}
+	return s
+}
+
+func benchCreate(s *Store, i int64) error {
+	_, err := s.WatchCreate(context.Background(), vigil.WatchCreateParams{
+		Watch: benchWatch(i), MaxActive: 100_000_000, MaxActivePerRecipient: 100_000_000,
+	})
+	return err
+}
+
+func BenchmarkWatchCreate(b *testing.B) {
+	s := benchStore(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if err := benchCreate(s, int64(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
+}
+
+// BenchmarkWatchCreateParallel registers from 32 goroutines at once, each
+// registration its own transaction.
+func BenchmarkWatchCreateParallel(b *testing.B) {
+	s := benchStore(b)
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := benchCreate(s, n.Add(1)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
+}
+
+// bulkInsert writes n watches in large transactions, for benchmark setup.
+func bulkInsert(b *testing.B, s *Store, n int64) {
+	b.Helper()
+	ctx := context.Background()
+	const chunk = 5000
+	for start := int64(0); start < n; start += chunk {
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			batch := &pgx.Batch{}
+			for i := start; i < min(start+chunk, n); i++ {
+				w := benchWatch(i)
+				enc, err := encodeWatch(w)
+				if err != nil {
+					return err
+				}
+				batch.Queue(sqlWatchInsertFull, enc.args(w)...)
+				batch.Queue(sqlMineAdd, w.Recipient, 1, w.CreatedAt.UnixMilli(), 0)
+				batch.Queue(sqlTotalAdd, stripe(w.ID), 1)
+			}
+			return tx.SendBatch(ctx, batch).Close()
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWatchSettleBatch512 settles timers the way the scheduler does:
+// 512 per call, each with its outcome message.
+func BenchmarkWatchSettleBatch512(b *testing.B) {
+	const batch = 512
+	s := benchStore(b)
+	bulkInsert(b, s, int64(b.N))
+	out := &vigil.Outcome{State: vigil.StateFired, Sentence: "The timer set for 05:06 went off.", Reason: "satisfied",
+		Observation: &vigil.Observation{Verdict: vigil.VerdictSatisfied, At: benchAt, Summary: "05:06 passed"}}
+	all := make([]vigil.WatchSettleParams, b.N)
+	for n := range all {
+		w := benchWatch(int64(n))
+		all[n] = vigil.WatchSettleParams{ID: w.ID, State: vigil.StateFired, Outcome: out, SettledAt: benchAt.Add(time.Hour), Polls: 1,
+			Message: &vigil.Message{ID: fmt.Sprintf("01JMSG%020d", n), Recipient: w.Recipient, WatchID: w.ID,
+				Type: vigil.MessageFired, Text: out.Sentence, CreatedAt: benchAt.Add(time.Hour)}}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for start := 0; start < b.N; start += batch {
+		ps := all[start:min(start+batch, b.N)]
+		won, err := s.WatchSettle(context.Background(), ps)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !won[0] || !won[len(ps)-1] {
+			b.Fatal("a settlement lost")
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "settles/s")
+}

@@ -1,0 +1,196 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/vigil-run/vigil"
+)
+
+// insertMessages appends ms in order and returns their seqs. It first
+// takes the mailbox's advisory transaction lock, held until the
+// transaction ends, so the seqs of concurrent transactions become visible
+// in their order: a reader that saw seq n never later finds a new message
+// below n. Every transaction takes it after any row lock it needs, so it
+// closes no cycle.
+func (s *Store) insertMessages(ctx context.Context, tx pgx.Tx, ms ...*vigil.Message) ([]int64, error) {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.lockKey); err != nil {
+		return nil, err
+	}
+	b := &pgx.Batch{}
+	for _, m := range ms {
+		b.Queue(`INSERT INTO messages (id, recipient, watch_id, type, text, data, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq`, messageArgs(m)...)
+	}
+	br := tx.SendBatch(ctx, b)
+	seqs := make([]int64, len(ms))
+	for i := range ms {
+		if err := br.QueryRow().Scan(&seqs[i]); err != nil {
+			br.Close()
+			if constraint(err) == "messages_outcome" {
+				return nil, &vigil.Error{Code: vigil.CodeConflict, Err: err,
+					Message: fmt.Sprintf("watch %s already has its outcome message", ms[i].WatchID)}
+			}
+			return nil, err
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, err
+	}
+	evs := make([]Event, len(ms))
+	for i, m := range ms {
+		evs[i] = Event{Kind: EventMessage, Recipient: m.Recipient, WatchID: m.WatchID, Seq: seqs[i]}
+	}
+	return seqs, s.notify(ctx, tx, evs...)
+}
+
+func validateMessage(m *vigil.Message) error {
+	switch {
+	case m == nil:
+		return vigil.Errorf(vigil.CodeInvalidRequest, "no message to create")
+	case m.ID == "":
+		return vigil.Errorf(vigil.CodeInvalidRequest, "the message has no id")
+	case m.Recipient == "":
+		return vigil.Errorf(vigil.CodeInvalidRequest, "message %s has no recipient", m.ID)
+	case m.Type == "":
+		return vigil.Errorf(vigil.CodeInvalidRequest, "message %s has no type", m.ID)
+	case m.CreatedAt.IsZero():
+		return vigil.Errorf(vigil.CodeInvalidRequest, "message %s has no creation time", m.ID)
+	}
+	return nil
+}
+
+// MessageCreate appends m to its recipient's mailbox and returns it as
+// stored, with its Seq. A second outcome message (fired, failed, expired,
+// errored, cancelled) for the same watch is refused with conflict.
+func (s *Store) MessageCreate(ctx context.Context, m *vigil.Message) (*vigil.Message, error) {
+	if err := validateMessage(m); err != nil {
+		return nil, err
+	}
+	out := *m
+	out.CreatedAt = truncTime(out.CreatedAt)
+	if len(out.Data) == 0 {
+		out.Data = nil
+	}
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		seqs, err := s.insertMessages(ctx, tx, &out)
+		if err != nil {
+			return err
+		}
+		out.Seq = seqs[0]
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("create message", err)
+	}
+	return &out, nil
+}
+
+// MessagesRead returns up to p.Limit messages of p.Recipient with a seq
+// after p.After, if set, else after the reader's stored cursor (0 for a new
+// reader, which therefore sees the backlog), in seq order. Cursor is the
+// reader's stored cursor; reading does not move it (MessagesAck does).
+func (s *Store) MessagesRead(ctx context.Context, p vigil.MessagesReadParams) (vigil.MessagesPage, error) {
+	var page vigil.MessagesPage
+	if p.AllRecipients {
+		p.Reader = ""
+	}
+	if p.Reader != "" {
+		err := s.pool.QueryRow(ctx, `SELECT cursor FROM readers WHERE recipient = $1 AND reader = $2`, p.Recipient, p.Reader).Scan(&page.Cursor)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return page, wrap("read cursor of "+p.Reader, err)
+		}
+	}
+	after := page.Cursor
+	if p.After != nil {
+		after = *p.After
+	}
+	limit := pageLimit(p.Limit)
+	var (
+		rows pgx.Rows
+		err  error
+	)
+	if p.AllRecipients {
+		rows, err = s.pool.Query(ctx, `SELECT `+messageColumns+` FROM messages WHERE seq > $1 ORDER BY seq LIMIT $2`, after, limit)
+	} else {
+		rows, err = s.pool.Query(ctx, `SELECT `+messageColumns+` FROM messages WHERE recipient = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+			p.Recipient, after, limit)
+	}
+	if err != nil {
+		return page, wrap("read messages", err)
+	}
+	defer rows.Close()
+	page.Messages = make([]*vigil.Message, 0, min(limit, 64))
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return page, wrap("read messages", err)
+		}
+		page.Messages = append(page.Messages, m)
+	}
+	if err := rows.Err(); err != nil {
+		return page, wrap("read messages", err)
+	}
+	return page, nil
+}
+
+// MessagesAck moves a reader's cursor forward to p.Seq, never back,
+// creating the reader on first use.
+func (s *Store) MessagesAck(ctx context.Context, p vigil.MessagesAckParams) error {
+	if p.Recipient == "" || p.Reader == "" {
+		return vigil.Errorf(vigil.CodeInvalidRequest, "an ack needs a recipient and a reader")
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO readers (recipient, reader, cursor) VALUES ($1, $2, $3)
+		ON CONFLICT (recipient, reader) DO UPDATE SET cursor = greatest(readers.cursor, excluded.cursor)`,
+		p.Recipient, p.Reader, p.Seq)
+	return wrap("ack messages", err)
+}
+
+// Prune deletes settled watches settled before p.WatchesBefore (with their
+// idempotency entries and receipts), messages created before
+// p.MessagesBefore and idempotency entries created before
+// p.IdempotencyBefore; a zero cut-off prunes nothing of its kind. It
+// deletes in steps of a few thousand rows, each its own transaction. Keys
+// counts the entries that expired, not those that went with their watch.
+func (s *Store) Prune(ctx context.Context, p vigil.PruneParams) (vigil.PruneResult, error) {
+	var res vigil.PruneResult
+	for _, step := range []struct {
+		before time.Time
+		query  string
+		count  *int
+	}{
+		{p.WatchesBefore, `DELETE FROM watches WHERE id IN (SELECT id FROM watches
+			WHERE settled_at < $1 AND state <> 'pending' LIMIT $2)`, &res.Watches},
+		{p.MessagesBefore, `DELETE FROM messages WHERE seq IN (SELECT seq FROM messages
+			WHERE created_at < $1 LIMIT $2)`, &res.Messages},
+		{p.IdempotencyBefore, `DELETE FROM idempotency WHERE (recipient, key) IN (SELECT recipient, key
+			FROM idempotency WHERE created_at < $1 LIMIT $2)`, &res.Keys},
+	} {
+		if step.before.IsZero() {
+			continue
+		}
+		for {
+			tag, err := s.pool.Exec(ctx, step.query, step.before.UnixMilli(), pruneChunk)
+			if err != nil {
+				return res, wrap("prune", err)
+			}
+			*step.count += int(tag.RowsAffected())
+			if tag.RowsAffected() < pruneChunk {
+				break
+			}
+		}
+	}
+	var settled, message, key *int64
+	err := s.pool.QueryRow(ctx, `SELECT
+		(SELECT min(settled_at) FROM watches WHERE settled_at IS NOT NULL),
+		(SELECT min(created_at) FROM messages),
+		(SELECT min(created_at) FROM idempotency)`).Scan(&settled, &message, &key)
+	if err != nil {
+		return res, wrap("prune: find oldest rows", err)
+	}
+	res.OldestSettled, res.OldestMessage, res.OldestKey = msTime(settled), msTime(message), msTime(key)
+	return res, nil
+}

@@ -1,0 +1,105 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgxlisten"
+)
+
+// Kinds of Event.
+const (
+	// EventWatch: a watch was registered or cancelled (WatchID).
+	EventWatch = "watch"
+	// EventClose: a recipient was closed: its pending watches were
+	// cancelled (Recipient).
+	EventClose = "close"
+	// EventMessage: a message was appended to a mailbox (Recipient, Seq,
+	// WatchID for a watch's message).
+	EventMessage = "message"
+	// EventResync: the listener has (re)connected; events sent while it
+	// was not connected are lost, so whatever depends on them must be read
+	// again from the tables. Always the first event of Listen.
+	EventResync = "resync"
+)
+
+// Event is one change made through a store with Options.Notify, as Listen
+// hears it on any store of the same database and schema.
+type Event struct {
+	Kind      string `json:"k"`
+	WatchID   string `json:"w,omitempty"`
+	Recipient string `json:"r,omitempty"`
+	Seq       int64  `json:"s,omitempty"`
+}
+
+// listenReconnect is how long Listen waits before it connects again after
+// losing its connection.
+const listenReconnect = time.Second
+
+// Channel is the NOTIFY channel of the store's schema, which Listen
+// listens on.
+func (s *Store) Channel() string {
+	h := fnv.New32a()
+	h.Write([]byte(s.schema))
+	return fmt.Sprintf("vigil_%08x", h.Sum32())
+}
+
+// notify queues ev on tx: PostgreSQL delivers it when tx commits, and never
+// if it rolls back. A store without Options.Notify sends nothing.
+func (s *Store) notify(ctx context.Context, tx pgx.Tx, evs ...Event) error {
+	if !s.sendEvents || len(evs) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	for _, ev := range evs {
+		p, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		b.Queue(`SELECT pg_notify($1, $2)`, s.Channel(), string(p))
+	}
+	return tx.SendBatch(ctx, b).Close()
+}
+
+// Listen calls fn with each Event sent by the stores with Options.Notify on
+// the same database and schema (this one included), from its own
+// connection, until ctx ends (nil). fn runs on Listen's goroutine and
+// should not block for long. The first event, and the first after every
+// reconnection, is EventResync: a notification sent while no connection
+// listened is lost, so a listener repairs from the tables then. A payload
+// that does not decode is skipped.
+func (s *Store) Listen(ctx context.Context, fn func(Event)) error {
+	cfg := s.pool.Config().ConnConfig.Copy()
+	l := &pgxlisten.Listener{
+		Connect:        func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cfg) },
+		LogError:       func(_ context.Context, err error) { s.log.Warn("listening for other daemons' changes", "err", err) },
+		ReconnectDelay: listenReconnect,
+	}
+	l.Handle(s.Channel(), listenHandler(fn))
+	if err := l.Listen(ctx); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("postgres: listen: %w", err)
+	}
+	return nil
+}
+
+type listenHandler func(Event)
+
+func (h listenHandler) HandleNotification(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
+	var ev Event
+	if err := json.Unmarshal([]byte(n.Payload), &ev); err != nil {
+		return fmt.Errorf("notification %q: %w", n.Payload, err)
+	}
+	h(ev)
+	return nil
+}
+
+// HandleBacklog is called once LISTEN is in place after each connect.
+func (h listenHandler) HandleBacklog(context.Context, string, *pgx.Conn) error {
+	h(Event{Kind: EventResync})
+	return nil
+}

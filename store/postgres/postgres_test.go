@@ -1,0 +1,153 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/store/postgres"
+	"github.com/vigil-run/vigil/store/storetest"
+)
+
+// EnvURL names the variable holding the URL of the PostgreSQL database the
+// tests use; each test works in a schema of its own, dropped at cleanup.
+const EnvURL = "VIGIL_TEST_POSTGRES"
+
+// baseURL returns the test database's URL, skipping the test when there is
+// none — or failing it under CI, which always provides one.
+func baseURL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv(EnvURL)
+	if u == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is empty under CI: the PostgreSQL store must be tested there (start PostgreSQL and export %s=postgres://…)", EnvURL, EnvURL)
+		}
+		t.Skipf("%s is not set: the PostgreSQL store's tests need a database (e.g. %s=postgres://postgres@127.0.0.1:5432/test?sslmode=disable)", EnvURL, EnvURL)
+	}
+	return u
+}
+
+// newSchema creates an empty schema for t, dropped at its cleanup, and
+// returns a URL whose search_path names it.
+func newSchema(t testing.TB) string {
+	t.Helper()
+	base := baseURL(t)
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	schema := "vigil_test_" + hex.EncodeToString(b[:])
+	admin(t, base, "CREATE SCHEMA "+schema)
+	t.Cleanup(func() { admin(t, base, "DROP SCHEMA "+schema+" CASCADE") })
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("%s does not parse: %v", EnvURL, err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// admin runs one statement on its own connection.
+func admin(t testing.TB, u, stmt string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatalf("connect to the test database: %v", err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, stmt, args...); err != nil {
+		t.Fatalf("%s: %v", stmt, err)
+	}
+}
+
+func open(t testing.TB, u string) *postgres.Store {
+	t.Helper()
+	return openWith(t, u, &postgres.Options{MaxConns: 4})
+}
+
+func openWith(t testing.TB, u string, o *postgres.Options) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), u, o)
+	if err != nil {
+		t.Fatalf("Open error = %v", err)
+	}
+	return s
+}
+
+// TestConformance runs the suite on stores that send events (Notify), the
+// path with the most statements; the replica tests use stores that do not.
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) (vigil.Store, func() vigil.Store) {
+		u := newSchema(t)
+		var mu sync.Mutex
+		open := func(t testing.TB, u string) *postgres.Store {
+			return openWith(t, u, &postgres.Options{MaxConns: 4, Notify: true})
+		}
+		cur := open(t, u)
+		t.Cleanup(func() {
+			mu.Lock()
+			defer mu.Unlock()
+			cur.Close()
+		})
+		reopen := func() vigil.Store {
+			mu.Lock()
+			defer mu.Unlock()
+			cur.Close()
+			cur = open(t, u)
+			return cur
+		}
+		return cur, reopen
+	})
+}
+
+func TestRefusesNewerSchema(t *testing.T) {
+	u := newSchema(t)
+	open(t, u).Close()
+	admin(t, u, "INSERT INTO goose_db_version (version_id, is_applied) VALUES ($1, true)", postgres.SchemaVersion()+1)
+	_, err := postgres.Open(t.Context(), u, nil)
+	if !errors.Is(err, postgres.ErrSchemaNewer) {
+		t.Fatalf("Open of a newer schema error = %v, want ErrSchemaNewer", err)
+	}
+}
+
+func TestOpenTwiceMigratesOnce(t *testing.T) {
+	u := newSchema(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() {
+			s, err := postgres.Open(t.Context(), u, nil)
+			if err == nil {
+				s.Close()
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Open %d of 4 started together: %v", i, err)
+		}
+	}
+}
+
+func TestOpenHidesPassword(t *testing.T) {
+	_, err := postgres.Open(t.Context(), "postgres://u:s3cret@127.0.0.1:1/x?sslmode=bogus", nil)
+	if err == nil {
+		t.Fatal("Open of a bad URL: no error")
+	}
+	if got := err.Error(); strings.Contains(got, "s3cret") {
+		t.Errorf("Open error %q repeats the password", got)
+	}
+}

@@ -1,0 +1,197 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/vigil-run/vigil"
+)
+
+// ReceiptUpsert writes one receipt and rewrites the watch's receipts column
+// from the receipts table, in one transaction, with the watch's row locked
+// so that two writers of its receipts cannot leave the column stale.
+func (s *Store) ReceiptUpsert(ctx context.Context, p vigil.ReceiptUpsertParams) error {
+	r := p.ReceiptRecord
+	if r.WatchID == "" || r.Channel == "" || r.Status == "" {
+		return vigil.Errorf(vigil.CodeInvalidRequest, "a receipt needs a watch id, a channel and a status")
+	}
+	return wrap("write receipt", s.write(ctx, func(tx pgx.Tx) error {
+		var one int
+		err := tx.QueryRow(ctx, `SELECT 1 FROM watches WHERE id = $1 FOR UPDATE`, r.WatchID).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return notFound(r.WatchID)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO receipts
+			(watch_id, channel, message_id, status, attempts, detail, next_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			ON CONFLICT (watch_id, channel) DO UPDATE SET message_id = excluded.message_id,
+				status = excluded.status, attempts = excluded.attempts, detail = excluded.detail,
+				next_at = excluded.next_at, updated_at = excluded.updated_at`,
+			r.WatchID, r.Channel, r.MessageID, r.Status, r.Attempts, nullStr(r.Detail), ms(r.NextAt), r.UpdatedAt.UnixMilli()); err != nil {
+			return err
+		}
+		return refreshReceipts(ctx, tx, r.WatchID)
+	}))
+}
+
+// refreshReceipts rewrites a watch's receipts column from the receipts
+// table, ordered by channel.
+func refreshReceipts(ctx context.Context, tx pgx.Tx, watchID string) error {
+	rows, err := tx.Query(ctx, `SELECT channel, status, attempts, detail, updated_at
+		FROM receipts WHERE watch_id = $1 ORDER BY channel`, watchID)
+	if err != nil {
+		return err
+	}
+	var rs []vigil.Receipt
+	for rows.Next() {
+		var (
+			r      vigil.Receipt
+			detail *string
+			at     int64
+		)
+		if err := rows.Scan(&r.Channel, &r.Status, &r.Attempts, &detail, &at); err != nil {
+			rows.Close()
+			return err
+		}
+		r.Detail, r.UpdatedAt = deref(detail), time.UnixMilli(at).UTC()
+		rs = append(rs, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var v *string
+	if len(rs) > 0 {
+		if v, err = jsonText(rs); err != nil {
+			return fmt.Errorf("encode receipts: %w", err)
+		}
+	}
+	_, err = tx.Exec(ctx, `UPDATE watches SET receipts = $1 WHERE id = $2`, v, watchID)
+	return err
+}
+
+// ReceiptsResume turns sending receipts into unknown and returns what the
+// dispatcher must pick up again after a start.
+func (s *Store) ReceiptsResume(ctx context.Context, p vigil.ReceiptsResumeParams) (vigil.ReceiptsResumeResult, error) {
+	var res vigil.ReceiptsResumeResult
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		res = vigil.ReceiptsResumeResult{}
+		var err error
+		// Lock them first, in a fixed order, as the receipts' writers do.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM watches WHERE id IN (SELECT watch_id FROM receipts WHERE status = 'sending')
+			ORDER BY id FOR UPDATE`); err != nil {
+			return err
+		}
+		if res.Unknown, err = openReceipts(ctx, tx, vigil.ReceiptSending); err != nil {
+			return err
+		}
+		if res.Retrying, err = openReceipts(ctx, tx, vigil.ReceiptRetrying); err != nil {
+			return err
+		}
+		now := p.Now.UnixMilli()
+		for i := range res.Unknown {
+			r := &res.Unknown[i]
+			r.Status, r.Detail, r.UpdatedAt = vigil.ReceiptUnknown, "the daemon stopped while this was being sent", time.UnixMilli(now).UTC()
+			if _, err := tx.Exec(ctx, `UPDATE receipts SET status = $1, detail = $2, next_at = NULL, updated_at = $3
+				WHERE watch_id = $4 AND channel = $5`, r.Status, r.Detail, now, r.WatchID, r.Channel); err != nil {
+				return err
+			}
+		}
+		seen := map[string]bool{}
+		for _, r := range res.Unknown {
+			if !seen[r.WatchID] {
+				seen[r.WatchID] = true
+				if err := refreshReceipts(ctx, tx, r.WatchID); err != nil {
+					return err
+				}
+			}
+		}
+		res.Undispatched, err = undispatched(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		return vigil.ReceiptsResumeResult{}, wrap("resume receipts", err)
+	}
+	return res, nil
+}
+
+// undispatched finds the settled watches that may owe a channel its first
+// attempt: a channel their deliver names among p.Channels, or one of
+// p.DefaultChannels, with no receipt. A deliver that is not a JSON object
+// names nothing.
+func undispatched(ctx context.Context, tx pgx.Tx, p vigil.ReceiptsResumeParams) ([]vigil.Undispatched, error) {
+	var owed []string
+	args := []any{p.SettledSince.UnixMilli()}
+	if len(p.Channels) > 0 {
+		args = append(args, p.Channels)
+		owed = append(owed, `(w.deliver LIKE '{%' AND EXISTS (
+			SELECT 1 FROM jsonb_object_keys(w.deliver::jsonb) AS j(key)
+			WHERE j.key = ANY($2) AND NOT EXISTS (SELECT 1 FROM receipts AS r WHERE r.watch_id = w.id AND r.channel = j.key)))`)
+	}
+	if len(p.DefaultChannels) > 0 {
+		args = append(args, p.DefaultChannels)
+		owed = append(owed, fmt.Sprintf(`EXISTS (SELECT 1 FROM unnest($%d::text[]) AS d(channel)
+			WHERE NOT EXISTS (SELECT 1 FROM receipts AS r WHERE r.watch_id = w.id AND r.channel = d.channel))`, len(args)))
+	}
+	if len(owed) == 0 {
+		return nil, nil
+	}
+	q := `SELECT w.id, m.id, coalesce((SELECT array_agg(r.channel ORDER BY r.channel) FROM receipts AS r WHERE r.watch_id = w.id), '{}')
+		FROM watches AS w
+		JOIN messages AS m ON m.watch_id = w.id AND m.type IN ('fired', 'failed', 'expired', 'errored')
+		WHERE w.settled_at IS NOT NULL AND w.settled_at >= $1 AND NOT w.answered_at_creation
+			AND (` + strings.Join(owed, " OR ") + `)`
+	rows, err := tx.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []vigil.Undispatched
+	for rows.Next() {
+		var u vigil.Undispatched
+		if err := rows.Scan(&u.WatchID, &u.MessageID, &u.Receipted); err != nil {
+			return nil, err
+		}
+		if len(u.Receipted) == 0 {
+			u.Receipted = nil
+		}
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b vigil.Undispatched) int { return strings.Compare(a.WatchID, b.WatchID) })
+	return out, nil
+}
+
+func openReceipts(ctx context.Context, tx pgx.Tx, status string) ([]vigil.ReceiptRecord, error) {
+	rows, err := tx.Query(ctx, `SELECT watch_id, channel, message_id, status, attempts, detail, next_at, updated_at
+		FROM receipts WHERE status = $1 ORDER BY watch_id, channel`, status)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []vigil.ReceiptRecord
+	for rows.Next() {
+		var (
+			r      vigil.ReceiptRecord
+			detail *string
+			next   *int64
+			at     int64
+		)
+		if err := rows.Scan(&r.WatchID, &r.Channel, &r.MessageID, &r.Status, &r.Attempts, &detail, &next, &at); err != nil {
+			return nil, err
+		}
+		r.Detail, r.NextAt, r.UpdatedAt = deref(detail), msTime(next), time.UnixMilli(at).UTC()
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}

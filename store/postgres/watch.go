@@ -1,0 +1,835 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/vigil-run/vigil"
+)
+
+const (
+	sqlWatchByID   = `SELECT ` + watchColumns + ` FROM watches WHERE id = $1`
+	sqlWatchInsert = `INSERT INTO watches (` + watchColumns + `) VALUES (` + "%s" + `)`
+	sqlLedgerGet   = `SELECT request_hash, watch_id, existing FROM idempotency WHERE recipient = $1 AND key = $2 AND created_at >= $3`
+	sqlLedgerPut   = `INSERT INTO idempotency (recipient, key, request_hash, watch_id, existing, created_at) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (recipient, key) DO UPDATE SET request_hash = excluded.request_hash, watch_id = excluded.watch_id,
+			existing = excluded.existing, created_at = excluded.created_at
+		WHERE idempotency.created_at < $7`
+	sqlTotalAdd = `UPDATE totals SET pending = pending + $2 WHERE stripe = $1`
+	sqlMineAdd  = `INSERT INTO counters (recipient, pending, created_at) VALUES ($1, $2, $3)
+		ON CONFLICT (recipient) DO UPDATE SET pending = counters.pending + excluded.pending
+		WHERE $4 = 0 OR counters.pending < $4`
+)
+
+var sqlWatchInsertFull = fmt.Sprintf(sqlWatchInsert, placeholders(1, watchColumnCount))
+
+// WatchCreate registers p.Watch (SPEC §3). In order, in one transaction: a
+// live idempotency ledger entry replays its watch (Replayed) or, for another
+// request hash, is an idempotency_conflict; a pending watch with the same
+// identity is returned (Existing); the watch is inserted; the caps are
+// enforced by conditional increments of the counters (quota_exceeded); the
+// ledger entry is written. A registration that races another of the same
+// identity or key, in any process, runs again and finds the winner's.
+func (s *Store) WatchCreate(ctx context.Context, p vigil.WatchCreateParams) (*vigil.Watch, error) {
+	w := p.Watch
+	if err := validateNew(w, p.IdempotencyKey, p.RequestHash); err != nil {
+		return nil, err
+	}
+	nw := *w
+	nw.State = vigil.StatePending
+	enc, err := encodeWatch(&nw)
+	if err != nil {
+		return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: %v", w.ID, err)
+	}
+	stored, err := enc.stored(&nw)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: watch %s: %w", w.ID, err)
+	}
+	args := enc.args(&nw)
+	var out *vigil.Watch
+	err = s.write(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = s.createWatch(ctx, tx, p, stored, args)
+		return err
+	})
+	if err != nil {
+		return nil, wrap("create watch", err)
+	}
+	return out, nil
+}
+
+func validateNew(w *vigil.Watch, key, hash string) error {
+	switch {
+	case w == nil:
+		return vigil.Errorf(vigil.CodeInvalidRequest, "no watch to create")
+	case w.ID == "":
+		return vigil.Errorf(vigil.CodeInvalidRequest, "the watch has no id")
+	case w.Recipient == "":
+		return vigil.FieldErrorf(vigil.CodeInvalidRequest, "recipient", "the watch has no recipient")
+	case w.Kind == "":
+		return vigil.FieldErrorf(vigil.CodeInvalidRequest, "kind", "the watch has no kind")
+	case w.Identity == "":
+		return vigil.Errorf(vigil.CodeInvalidRequest, "watch %s has no identity", w.ID)
+	case w.CreatedAt.IsZero():
+		return vigil.Errorf(vigil.CodeInvalidRequest, "watch %s has no creation time", w.ID)
+	case w.State != "" && w.State != vigil.StatePending:
+		return vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: a new watch is pending, not %s", w.ID, w.State)
+	case key != "" && hash == "":
+		return vigil.Errorf(vigil.CodeInvalidRequest, "an idempotency key needs the request hash")
+	case len(w.Deliver) > 0 && !json.Valid(w.Deliver):
+		return vigil.FieldErrorf(vigil.CodeInvalidRequest, "deliver", "watch %s: the delivery options are not JSON", w.ID)
+	}
+	return nil
+}
+
+// createWatch is the body of WatchCreate's transaction.
+func (s *Store) createWatch(ctx context.Context, tx pgx.Tx, p vigil.WatchCreateParams, w *vigil.Watch, args []any) (*vigil.Watch, error) {
+	key := p.IdempotencyKey
+	created := w.CreatedAt.UnixMilli()
+	since := sinceMS(p.IdempotencySince)
+	if key != "" {
+		var (
+			hash, id string
+			existing bool
+		)
+		err := tx.QueryRow(ctx, sqlLedgerGet, w.Recipient, key, since).Scan(&hash, &id, &existing)
+		switch {
+		case err == nil:
+			if hash != p.RequestHash {
+				return nil, &vigil.Error{Code: vigil.CodeIdempotencyConflict, Field: "idempotency_key",
+					Message: fmt.Sprintf("idempotency key %q was already used by recipient %s for a different request; use a new key for a new request", key, w.Recipient)}
+			}
+			got, err := scanWatch(tx.QueryRow(ctx, sqlWatchByID, id))
+			if err != nil {
+				return nil, fmt.Errorf("replay idempotency key: %w", err)
+			}
+			got.Replayed, got.Existing = true, existing
+			return got, nil
+		case !errors.Is(err, pgx.ErrNoRows):
+			return nil, err
+		}
+	}
+	// ledgerPut writes the key's entry, taking over only an expired one:
+	// one written meanwhile by a registration that committed first makes
+	// this one run again, and replay it.
+	ledgerPut := func(id string, existing bool) error {
+		tag, err := tx.Exec(ctx, sqlLedgerPut, w.Recipient, key, p.RequestHash, id, existing, created, since)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return errRetry
+		}
+		return nil
+	}
+
+	var existingID string
+	err := tx.QueryRow(ctx, `SELECT id FROM watches WHERE identity = $1 AND state = 'pending'`, w.Identity).Scan(&existingID)
+	switch {
+	case err == nil:
+		got, err := scanWatch(tx.QueryRow(ctx, sqlWatchByID, existingID))
+		if err != nil {
+			return nil, err
+		}
+		got.Existing = true
+		if key != "" {
+			if err := ledgerPut(got.ID, true); err != nil {
+				return nil, err
+			}
+		}
+		return got, nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, err
+	}
+
+	// The global cap first: it takes the cap lock, before any row lock
+	// (see checkTotal). Then the rest in one pipelined batch, one round
+	// trip: the insert, the total's stripe then the recipient's counter
+	// (every transaction that moves counters takes its stripe of the total
+	// first, so none waits on another in a cycle), the ledger entry and
+	// the event. A statement that fails aborts the transaction, so the
+	// results are read in order and the first failure decides.
+	if err := s.checkTotal(ctx, tx, p.MaxActive); err != nil {
+		return nil, err
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(sqlWatchInsertFull, args...)
+	batch.Queue(sqlTotalAdd, stripe(w.ID), 1)
+	batch.Queue(sqlMineAdd, w.Recipient, 1, created, p.MaxActivePerRecipient)
+	if key != "" {
+		batch.Queue(sqlLedgerPut, w.Recipient, key, p.RequestHash, w.ID, false, created, since)
+	}
+	if s.sendEvents {
+		ev, err := json.Marshal(Event{Kind: EventWatch, WatchID: w.ID, Recipient: w.Recipient})
+		if err != nil {
+			return nil, err
+		}
+		batch.Queue(`SELECT pg_notify($1, $2)`, s.Channel(), string(ev))
+	}
+	br := tx.SendBatch(ctx, batch)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		switch constraint(err) {
+		case "watches_identity_pending":
+			// A registration of the same identity committed first.
+			return nil, errRetry
+		case "watches_pkey":
+			return nil, &vigil.Error{Code: vigil.CodeConflict, Message: fmt.Sprintf("a watch with id %s already exists", w.ID), Err: err}
+		}
+		return nil, err
+	}
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return nil, err
+	}
+	if tag.RowsAffected() == 0 {
+		return nil, vigil.Errorf(vigil.CodeQuotaExceeded,
+			"recipient %s already has its max_active_per_recipient cap of %d pending watches: wait for some to settle, cancel some, or raise max_active_per_recipient", w.Recipient, p.MaxActivePerRecipient)
+	}
+	if key != "" {
+		tag, err := br.Exec()
+		if err != nil {
+			return nil, err
+		}
+		if tag.RowsAffected() == 0 {
+			return nil, errRetry // a registration with this key committed first
+		}
+	}
+	if s.sendEvents {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, err
+	}
+	out := *w
+	return &out, nil
+}
+
+// checkTotal enforces the global cap (0: none) before a registration adds
+// one to the total. The total is the sum of the stripes of totals, read
+// from the transaction's snapshot, which misses the registrations still in
+// flight: fewer than the server's max_connections, s.margin. Far below the
+// cap, a registration takes the cap lock (an advisory transaction lock of
+// the schema) shared, re-reads the sum under it and goes on: even if every
+// other connection adds one meanwhile, the cap holds. Near it, it takes
+// the lock exclusive, which waits for every registration holding it shared
+// to end and keeps new ones out, so the sum it reads is exact. Shared
+// holders never wait on each other: registrations far from the cap run
+// side by side.
+func (s *Store) checkTotal(ctx context.Context, tx pgx.Tx, maxActive int) error {
+	if maxActive <= 0 {
+		return nil
+	}
+	const sum = `SELECT coalesce(sum(pending), 0) FROM totals`
+	var total int64
+	if err := tx.QueryRow(ctx, sum).Scan(&total); err != nil {
+		return err
+	}
+	near := total+s.margin >= int64(maxActive)
+	if near {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.capKey); err != nil {
+			return err
+		}
+	} else if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, s.capKey); err != nil {
+		return err
+	}
+	if err := tx.QueryRow(ctx, sum).Scan(&total); err != nil {
+		return err
+	}
+	switch {
+	case !near && total+s.margin >= int64(maxActive):
+		// It came near meanwhile: run again, taking the lock exclusive
+		// (never upgrade a shared one: two upgrades would deadlock).
+		return errRetry
+	case total >= int64(maxActive):
+		return vigil.Errorf(vigil.CodeQuotaExceeded,
+			"vigil already holds its max_active cap of %d pending watches: wait for some to settle, cancel some, or raise max_active", maxActive)
+	}
+	return nil
+}
+
+// stripes is how many rows totals has.
+const stripes = 64
+
+// stripe is the stripe of totals a watch counts in.
+func stripe(id string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int32(h.Sum32() % stripes)
+}
+
+// unpend moves the counters down for watches that left pending: the
+// stripes of the total first, then each recipient's in name order (see
+// createWatch).
+func unpend(ctx context.Context, tx pgx.Tx, settled map[string][]string) error {
+	byStripe := map[int32]int{}
+	for _, ids := range settled {
+		for _, id := range ids {
+			byStripe[stripe(id)]++
+		}
+	}
+	for _, st := range slices.Sorted(maps.Keys(byStripe)) {
+		if _, err := tx.Exec(ctx, `UPDATE totals SET pending = pending - $2 WHERE stripe = $1`, st, byStripe[st]); err != nil {
+			return fmt.Errorf("count pending watches: %w", err)
+		}
+	}
+	for _, r := range slices.Sorted(maps.Keys(settled)) {
+		if len(settled[r]) == 0 {
+			continue
+		}
+		if _, err := tx.Exec(ctx, `UPDATE counters SET pending = pending - $2 WHERE recipient = $1`, r, len(settled[r])); err != nil {
+			return fmt.Errorf("count pending watches of %s: %w", r, err)
+		}
+	}
+	return nil
+}
+
+// WatchGet returns one watch, or a not_found error.
+func (s *Store) WatchGet(ctx context.Context, id string) (*vigil.Watch, error) {
+	w, err := scanWatch(s.pool.QueryRow(ctx, sqlWatchByID, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, wrap("get watch "+id, err)
+	}
+	return w, nil
+}
+
+// WatchGetMany returns the watches found among ids, in any order.
+func (s *Store) WatchGetMany(ctx context.Context, ids []string) ([]*vigil.Watch, error) {
+	out := make([]*vigil.Watch, 0, len(ids))
+	for c := range slices.Chunk(ids, 1000) {
+		rows, err := s.pool.Query(ctx, `SELECT `+watchColumns+` FROM watches WHERE id = ANY($1)`, c)
+		if err != nil {
+			return nil, wrap("get watches", err)
+		}
+		if out, err = collectWatches(out, rows); err != nil {
+			return nil, wrap("get watches", err)
+		}
+	}
+	return out, nil
+}
+
+// WatchList returns one page of watches, newest first (created_at, then id,
+// descending). p.After is the opaque Next of the previous page.
+func (s *Store) WatchList(ctx context.Context, p vigil.WatchListParams) (vigil.WatchPage, error) {
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if p.Recipient != "" {
+		where = append(where, "recipient = "+arg(p.Recipient))
+	}
+	if len(p.Recipients) > 0 {
+		where = append(where, "recipient = ANY("+arg(p.Recipients)+")")
+	}
+	switch p.State {
+	case "":
+	case vigil.StatePending:
+		// The literal matches the partial index watches_pending_created.
+		where = append(where, "state = 'pending'")
+	default:
+		where = append(where, "state = "+arg(string(p.State)))
+	}
+	if p.Kind != "" {
+		where = append(where, "kind = "+arg(string(p.Kind)))
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Labels)) {
+		where = append(where, "labels IS NOT NULL AND labels::jsonb @> jsonb_build_object("+arg(k)+"::text, "+arg(p.Labels[k])+"::text)")
+	}
+	if p.Text != "" {
+		// translate folds ASCII letters only, as the Store's Text does
+		// (lower would fold others too, by the database's locale).
+		t := arg(asciiLower(p.Text))
+		where = append(where, "(strpos(translate(coalesce(note, ''), '"+upperASCII+"', '"+lowerASCII+"'), "+t+") > 0 OR "+
+			"strpos(translate(coalesce(predicate, ''), '"+upperASCII+"', '"+lowerASCII+"'), "+t+") > 0)")
+	}
+	if p.After != "" {
+		at, id, err := decodeCursor(p.After)
+		if err != nil {
+			return vigil.WatchPage{}, err
+		}
+		where = append(where, "(created_at, id) < ("+arg(at)+", "+arg(id)+")")
+	}
+	limit := pageLimit(p.Limit)
+	q := `SELECT ` + watchColumns + ` FROM watches`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_at DESC, id DESC LIMIT " + arg(limit+1)
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return vigil.WatchPage{}, wrap("list watches", err)
+	}
+	ws, err := collectWatches(make([]*vigil.Watch, 0, min(limit+1, 128)), rows)
+	if err != nil {
+		return vigil.WatchPage{}, wrap("list watches", err)
+	}
+	page := vigil.WatchPage{Watches: ws}
+	if len(ws) > limit {
+		page.Watches = ws[:limit]
+		last := ws[limit-1]
+		page.Next = encodeCursor(last.CreatedAt, last.ID)
+	}
+	return page, nil
+}
+
+// The ASCII letters, for translate.
+const (
+	upperASCII = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	lowerASCII = "abcdefghijklmnopqrstuvwxyz"
+)
+
+// asciiLower folds ASCII letters to lower case.
+func asciiLower(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, s)
+}
+
+// WatchCounts implements vigil.Store.
+func (s *Store) WatchCounts(ctx context.Context, recipients []string) ([]vigil.WatchCount, error) {
+	q, args := `SELECT state, kind, count(*) FROM watches`, []any{}
+	if len(recipients) > 0 {
+		q, args = q+` WHERE recipient = ANY($1)`, append(args, recipients)
+	}
+	rows, err := s.pool.Query(ctx, q+` GROUP BY state, kind`, args...)
+	if err != nil {
+		return nil, wrap("count watches", err)
+	}
+	defer rows.Close()
+	out := []vigil.WatchCount{}
+	for rows.Next() {
+		var (
+			c           vigil.WatchCount
+			state, kind string
+			n           int64
+		)
+		if err := rows.Scan(&state, &kind, &n); err != nil {
+			return nil, wrap("count watches", err)
+		}
+		c.State, c.Kind, c.N = vigil.State(state), vigil.Kind(kind), int(n)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("count watches", err)
+	}
+	return out, nil
+}
+
+// WatchListPending returns what the scheduler needs to re-arm every pending
+// watch, whatever its kind: the store never interprets kinds.
+func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, kind, every_ms, deadline, start_at, created_at, polls, standing,
+		errors, consecutive_errors FROM watches WHERE state = 'pending'`)
+	if err != nil {
+		return nil, wrap("list pending watches", err)
+	}
+	defer rows.Close()
+	var (
+		out   []vigil.ScheduleEntry
+		kinds = map[string]vigil.Kind{}
+	)
+	for rows.Next() {
+		var (
+			id, kind                                    string
+			every, deadline, startAt, errs, consecutive *int64
+			created, polls                              int64
+			standing                                    bool
+		)
+		if err := rows.Scan(&id, &kind, &every, &deadline, &startAt, &created, &polls, &standing, &errs, &consecutive); err != nil {
+			return nil, wrap("list pending watches", err)
+		}
+		k, ok := kinds[kind]
+		if !ok {
+			k = vigil.Kind(kind)
+			kinds[kind] = k
+		}
+		out = append(out, vigil.ScheduleEntry{
+			ID: id, Kind: k, Every: durOf(every), Deadline: msTime(deadline), StartAt: msTime(startAt),
+			CreatedAt: msTime(&created), Polls: int(polls), Standing: standing,
+			Errors: int(deref(errs)), ConsecutiveErrors: int(deref(consecutive)),
+		})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("list pending watches", err)
+	}
+	return out, nil
+}
+
+// WatchObserve records a pending watch's latest observation and poll count,
+// with its change message in the same transaction; it reports false,
+// writing nothing, if the watch is not pending.
+func (s *Store) WatchObserve(ctx context.Context, p vigil.WatchObserveParams) (bool, error) {
+	var obs *string
+	if p.Observation != nil {
+		var err error
+		if obs, err = jsonText(p.Observation); err != nil {
+			return false, fmt.Errorf("postgres: watch %s: encode observation: %w", p.ID, err)
+		}
+	}
+	var msg *vigil.Message
+	if p.Message != nil {
+		m := *p.Message
+		m.WatchID = cmpOr(m.WatchID, p.ID)
+		if m.ID == "" || m.Recipient == "" || m.Type == "" || m.CreatedAt.IsZero() {
+			return false, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: a change message needs an id, recipient, type and time", p.ID)
+		}
+		msg = &m
+	}
+	var (
+		won bool
+		seq int64
+	)
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE watches SET last_observation = $1, polls = $2, errors = $3, consecutive_errors = $4,
+			checked_at = coalesce($5, checked_at) WHERE id = $6 AND state = 'pending'`,
+			obs, p.Polls, nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt), p.ID)
+		if err != nil {
+			return err
+		}
+		won = tag.RowsAffected() == 1
+		if won && msg != nil {
+			var seqs []int64
+			if seqs, err = s.insertMessages(ctx, tx, msg); err != nil {
+				return err
+			}
+			seq = seqs[0]
+		}
+		return nil
+	})
+	if err != nil {
+		return false, wrap("observe watch "+p.ID, err)
+	}
+	if won && p.Message != nil {
+		p.Message.Seq = seq
+	}
+	return won, nil
+}
+
+// settleArgs is one WatchSettleParams, encoded before the transaction.
+type settleArgs struct {
+	outcome, lastObs *string
+	msg              *vigil.Message
+}
+
+// WatchSettle settles each watch of ps that is still pending, with its
+// outcome message, all in one transaction, and reports per entry whether it
+// won the compare-and-set. The watches are locked (FOR UPDATE) before their
+// state is read, so two daemons settling the same watch cannot both win.
+// Each message it inserts gets its Seq set.
+func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) ([]bool, error) {
+	enc := make([]settleArgs, len(ps))
+	for i := range ps {
+		p := &ps[i]
+		if !p.State.Terminal() {
+			return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: cannot settle as %q, which is not a settled state", p.ID, p.State)
+		}
+		if p.SettledAt.IsZero() {
+			return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: settling needs the time it settled", p.ID)
+		}
+		var err error
+		switch {
+		case p.Outcome == nil:
+		case i > 0 && p.Outcome == ps[i-1].Outcome:
+			enc[i].outcome, enc[i].lastObs = enc[i-1].outcome, enc[i-1].lastObs
+		default:
+			if enc[i].outcome, err = jsonText(p.Outcome); err != nil {
+				return nil, fmt.Errorf("postgres: watch %s: encode outcome: %w", p.ID, err)
+			}
+			if p.Outcome.Observation != nil {
+				if enc[i].lastObs, err = jsonText(p.Outcome.Observation); err != nil {
+					return nil, fmt.Errorf("postgres: watch %s: encode observation: %w", p.ID, err)
+				}
+			}
+		}
+		if p.Message != nil {
+			m := *p.Message
+			m.WatchID = cmpOr(m.WatchID, p.ID)
+			m.Type = cmpOr(m.Type, vigil.MessageTypeFor(p.State))
+			if m.CreatedAt.IsZero() {
+				m.CreatedAt = p.SettledAt
+			}
+			if m.ID == "" {
+				return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: the outcome message has no id", p.ID)
+			}
+			enc[i].msg = &m
+		}
+	}
+	ids := make([]string, len(ps))
+	for i := range ps {
+		ids[i] = ps[i].ID
+	}
+	won := make([]bool, len(ps))
+	seqs := make([]int64, len(ps))
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		clear(won)
+		clear(seqs)
+		rows, err := tx.Query(ctx, `SELECT id, recipient FROM watches WHERE id = ANY($1) AND state = 'pending' ORDER BY id FOR UPDATE`, ids)
+		if err != nil {
+			return err
+		}
+		pending := map[string]string{}
+		for rows.Next() {
+			var id, r string
+			if err := rows.Scan(&id, &r); err != nil {
+				rows.Close()
+				return err
+			}
+			pending[id] = r
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		var (
+			settled = map[string][]string{}
+			msgs    []*vigil.Message
+			at      []int
+		)
+		// The updates go in one pipelined batch: one round trip for the
+		// whole settlement, however many watches it holds.
+		var (
+			batch pgx.Batch
+			order []int
+		)
+		for i := range ps {
+			p := &ps[i]
+			recipient, ok := pending[p.ID]
+			if !ok {
+				continue // already settled, no such watch, or earlier in ps: lost
+			}
+			delete(pending, p.ID)
+			batch.Queue(`UPDATE watches SET state = $1, outcome = $2, settled_at = $3, polls = $4,
+				last_observation = coalesce($5, last_observation), answered_at_creation = $6,
+				errors = $7, consecutive_errors = $8, checked_at = coalesce($9, checked_at)
+				WHERE id = $10 AND state = 'pending'`,
+				string(p.State), enc[i].outcome, p.SettledAt.UnixMilli(), p.Polls, enc[i].lastObs, p.AnsweredAtCreation,
+				nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt), p.ID)
+			order = append(order, i)
+			won[i] = true
+			settled[recipient] = append(settled[recipient], p.ID)
+			if m := enc[i].msg; m != nil {
+				m.Recipient = cmpOr(m.Recipient, recipient)
+				msgs, at = append(msgs, m), append(at, i)
+			}
+		}
+		if len(order) > 0 {
+			br := tx.SendBatch(ctx, &batch)
+			for _, i := range order {
+				tag, err := br.Exec()
+				if err != nil {
+					br.Close()
+					return err
+				}
+				if tag.RowsAffected() != 1 {
+					br.Close()
+					return fmt.Errorf("settle watch %s: %d rows changed, want 1", ps[i].ID, tag.RowsAffected())
+				}
+			}
+			if err := br.Close(); err != nil {
+				return err
+			}
+		}
+		if err := unpend(ctx, tx, settled); err != nil {
+			return err
+		}
+		if len(msgs) == 0 {
+			return nil
+		}
+		got, err := s.insertMessages(ctx, tx, msgs...)
+		if err != nil {
+			return err
+		}
+		for j, i := range at {
+			seqs[i] = got[j]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("settle watches", err)
+	}
+	for i := range ps {
+		if won[i] && ps[i].Message != nil {
+			ps[i].Message.Seq = seqs[i]
+		}
+	}
+	return won, nil
+}
+
+// WatchCancel cancels a pending watch, with its optional neutral message in
+// the same transaction. It returns the watch as it is afterwards and whether
+// this call cancelled it; a watch already settled comes back unchanged with
+// false. not_found if there is no such watch, or it belongs to a recipient
+// outside a non-empty p.Recipients.
+func (s *Store) WatchCancel(ctx context.Context, p vigil.WatchCancelParams) (*vigil.Watch, bool, error) {
+	var outcome *string
+	if p.Outcome != nil {
+		var err error
+		if outcome, err = jsonText(p.Outcome); err != nil {
+			return nil, false, fmt.Errorf("postgres: watch %s: encode outcome: %w", p.ID, err)
+		}
+	}
+	if p.SettledAt.IsZero() {
+		return nil, false, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: cancelling needs the time it settled", p.ID)
+	}
+	var msg *vigil.Message
+	if p.Message != nil {
+		m := *p.Message
+		m.WatchID = cmpOr(m.WatchID, p.ID)
+		m.Type = cmpOr(m.Type, vigil.MessageCancelled)
+		if m.CreatedAt.IsZero() {
+			m.CreatedAt = p.SettledAt
+		}
+		msg = &m
+	}
+	var (
+		out *vigil.Watch
+		won bool
+		seq int64
+	)
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		won = false
+		var recipient, state string
+		err := tx.QueryRow(ctx, `SELECT recipient, state FROM watches WHERE id = $1 FOR UPDATE`, p.ID).Scan(&recipient, &state)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && len(p.Recipients) > 0 && !slices.Contains(p.Recipients, recipient)) {
+			return notFound(p.ID)
+		}
+		if err != nil {
+			return err
+		}
+		if vigil.State(state) == vigil.StatePending {
+			live := !p.CheckedAt.IsZero()
+			tag, err := tx.Exec(ctx, `UPDATE watches SET state = 'cancelled', outcome = $1, settled_at = $2,
+				polls = CASE WHEN $4 THEN $5 ELSE polls END,
+				errors = CASE WHEN $4 THEN $6 ELSE errors END,
+				consecutive_errors = CASE WHEN $4 THEN $7 ELSE consecutive_errors END,
+				checked_at = coalesce($8, checked_at)
+				WHERE id = $3 AND state = 'pending'`,
+				outcome, p.SettledAt.UnixMilli(), p.ID, live, int64(p.Polls), nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt))
+			if err != nil {
+				return err
+			}
+			won = tag.RowsAffected() == 1
+			if won {
+				if err := unpend(ctx, tx, map[string][]string{recipient: {p.ID}}); err != nil {
+					return err
+				}
+				if err := s.notify(ctx, tx, Event{Kind: EventWatch, WatchID: p.ID, Recipient: recipient}); err != nil {
+					return err
+				}
+				if msg != nil {
+					msg.Recipient = cmpOr(msg.Recipient, recipient)
+					seqs, err := s.insertMessages(ctx, tx, msg)
+					if err != nil {
+						return err
+					}
+					seq = seqs[0]
+				}
+			}
+		}
+		out, err = scanWatch(tx.QueryRow(ctx, sqlWatchByID, p.ID))
+		return err
+	})
+	if err != nil {
+		return nil, false, wrap("cancel watch "+p.ID, err)
+	}
+	if won && p.Message != nil {
+		p.Message.Seq = seq
+	}
+	return out, won, nil
+}
+
+// WatchDelete removes a settled watch (and its receipts and idempotency
+// entries); its mailbox messages stay. conflict if it is still pending,
+// not_found if there is no such watch.
+func (s *Store) WatchDelete(ctx context.Context, id string) error {
+	return wrap("delete watch "+id, s.write(ctx, func(tx pgx.Tx) error {
+		var state string
+		err := tx.QueryRow(ctx, `SELECT state FROM watches WHERE id = $1 FOR UPDATE`, id).Scan(&state)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return notFound(id)
+		}
+		if err != nil {
+			return err
+		}
+		if vigil.State(state) == vigil.StatePending {
+			return vigil.Errorf(vigil.CodeConflict, "watch %s is still pending: cancel it before deleting it", id)
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM watches WHERE id = $1`, id)
+		return err
+	}))
+}
+
+// WatchDeliverSet replaces a watch's delivery options, whatever its state;
+// not_found if there is no such watch.
+func (s *Store) WatchDeliverSet(ctx context.Context, p vigil.WatchDeliverSetParams) error {
+	if len(p.Deliver) > 0 && !json.Valid(p.Deliver) {
+		return vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: the delivery options are not JSON", p.ID)
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE watches SET deliver = $1 WHERE id = $2`, rawText(p.Deliver), p.ID)
+	if err != nil {
+		return wrap("set delivery options of watch "+p.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return notFound(p.ID)
+	}
+	return nil
+}
+
+// RecipientClose cancels every pending watch of p.Recipient silently (no
+// messages) and returns their ids.
+func (s *Store) RecipientClose(ctx context.Context, p vigil.RecipientCloseParams) ([]string, error) {
+	var outcome *string
+	if p.Outcome != nil {
+		var err error
+		if outcome, err = jsonText(p.Outcome); err != nil {
+			return nil, fmt.Errorf("postgres: close recipient %s: encode outcome: %w", p.Recipient, err)
+		}
+	}
+	if p.SettledAt.IsZero() {
+		return nil, vigil.Errorf(vigil.CodeInvalidRequest, "closing recipient %s needs the time its watches settled", p.Recipient)
+	}
+	var ids []string
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `UPDATE watches SET state = 'cancelled', outcome = $1, settled_at = $2
+			WHERE recipient = $3 AND state = 'pending' RETURNING id`, outcome, p.SettledAt.UnixMilli(), p.Recipient)
+		if err != nil {
+			return err
+		}
+		if ids, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return err
+		}
+		if err := unpend(ctx, tx, map[string][]string{p.Recipient: ids}); err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		return s.notify(ctx, tx, Event{Kind: EventClose, Recipient: p.Recipient})
+	})
+	if err != nil {
+		return nil, wrap("close recipient "+p.Recipient, err)
+	}
+	return ids, nil
+}

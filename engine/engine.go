@@ -436,20 +436,30 @@ func (e *Engine) Check(ctx context.Context, id string) (*vigil.Watch, error) {
 	if _, held := e.sched.Live(id); !held {
 		return nil, vigil.Errorf(vigil.CodeConflict, "watch %s is not being probed by this daemon, so it cannot be checked now", id)
 	}
-	since := e.now()
-	done, stop := e.recent.wait(id, since)
-	defer stop()
-	e.sched.Poke(id)
+	// A probe that was already running when Check came (its answer may
+	// predate the call) does not count: Check returns once a probe has
+	// raised the watch's count of probes, or settled it.
+	before := w.Polls
 	t := time.NewTimer(e.limits.MaxWait)
 	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		return nil, vigil.Errorf(vigil.CodeUnavailable, "the probe of watch %s did not finish within %s; it goes on, see its detail later", id, e.limits.MaxWait)
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	for {
+		done, stop := e.recent.wait(id, e.now())
+		e.sched.Poke(id)
+		select {
+		case <-done:
+		case <-t.C:
+			stop()
+			return nil, vigil.Errorf(vigil.CodeUnavailable, "the probe of watch %s did not finish within %s; it goes on, see its detail later", id, e.limits.MaxWait)
+		case <-ctx.Done():
+			stop()
+			return nil, ctx.Err()
+		}
+		stop()
+		after, err := e.get(ctx, id)
+		if err != nil || after.State != vigil.StatePending || after.Polls > before {
+			return after, err
+		}
 	}
-	return e.get(ctx, id)
 }
 
 // Probes returns the last probes of a watch the caller may see, newest

@@ -37,6 +37,9 @@ type Service interface {
 	// Cancel cancels a pending watch, leaving one neutral line in the
 	// mailbox. Cancelling a settled watch returns it unchanged.
 	Cancel(ctx context.Context, id string) (*Watch, error)
+	// Check makes one immediate probe of a pending watch and returns the
+	// watch once what it found is written. A settled watch is a conflict.
+	Check(ctx context.Context, id string) (*Watch, error)
 	// Delete removes a watch; a pending one is cancelled first.
 	Delete(ctx context.Context, id string) error
 	// Messages reads a mailbox, long-polling up to r.Wait.
@@ -169,9 +172,15 @@ type ListRequest struct {
 	State     State             `json:"state,omitempty"`
 	Kind      Kind              `json:"kind,omitempty"`
 	Labels    map[string]string `json:"labels,omitempty"`
-	After     string            `json:"after,omitempty"`
-	Limit     int               `json:"limit,omitempty"`
+	// Text keeps the watches whose note or predicate holds it, ignoring
+	// case (at most MaxListText bytes).
+	Text  string `json:"text,omitempty"`
+	After string `json:"after,omitempty"`
+	Limit int    `json:"limit,omitempty"`
 }
+
+// MaxListText bounds ListRequest.Text.
+const MaxListText = 200
 
 // Why explains a watch in one sentence.
 type Why struct {

@@ -3,6 +3,7 @@ package vigil
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -32,6 +33,9 @@ type Store interface {
 	WatchGetMany(ctx context.Context, ids []string) ([]*Watch, error)
 	// WatchList returns one page of watches, newest first.
 	WatchList(ctx context.Context, p WatchListParams) (WatchPage, error)
+	// WatchCounts counts watches by state and kind, among recipients when
+	// it is not empty (a scoped caller), for the panel's counts.
+	WatchCounts(ctx context.Context, recipients []string) ([]WatchCount, error)
 	// WatchListPending returns what the scheduler needs to re-arm every
 	// pending watch after a start.
 	WatchListPending(ctx context.Context) ([]ScheduleEntry, error)
@@ -108,10 +112,20 @@ type WatchListParams struct {
 	Kind       Kind
 	// Labels must all match.
 	Labels map[string]string
+	// Text, when set, keeps the watches whose note or predicate holds it,
+	// ignoring case (ASCII letters; other characters match exactly).
+	Text string
 	// After is the cursor of the previous page.
 	After string
 	// Limit is the page size (default 100, max 1000).
 	Limit int
+}
+
+// WatchCount is how many watches are in one state, of one kind.
+type WatchCount struct {
+	State State
+	Kind  Kind
+	N     int
 }
 
 // WatchPage is one page of watches; Next is the cursor of the next page, or "".
@@ -247,4 +261,25 @@ type PruneResult struct {
 	// OldestSettled, OldestMessage and OldestKey are the times of the oldest
 	// rows kept; zero when there are none.
 	OldestSettled, OldestMessage, OldestKey time.Time
+}
+
+// TextMatches reports whether text is in any of fields, ignoring the case
+// of ASCII letters: the meaning of WatchListParams.Text in every store.
+func TextMatches(text string, fields ...string) bool {
+	t := asciiLower(text)
+	for _, f := range fields {
+		if strings.Contains(asciiLower(f), t) {
+			return true
+		}
+	}
+	return false
+}
+
+func asciiLower(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, s)
 }

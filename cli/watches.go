@@ -369,6 +369,52 @@ func newCancelCmd(e *env) *cobra.Command {
 	return cmd
 }
 
+func newCheckCmd(e *env) *cobra.Command {
+	var (
+		cf     clientFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "check ID",
+		Short: "Probe a pending watch now, once, and show what it found",
+		Long: `Probe a pending watch now, once, instead of at its next check, and print
+what that probe found (the watch's state and its last observation). A watch
+that has already settled is refused (conflict), as is a timer, which the clock
+alone answers.`,
+		GroupID: "watch",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(e)
+			if err != nil {
+				return err
+			}
+			w, err := c.Check(cmd.Context(), args[0])
+			if err != nil {
+				return callErr(cmd, err)
+			}
+			if asJSON {
+				return writeJSON(e.stdout, w)
+			}
+			if w.State.Terminal() {
+				fmt.Fprintf(e.stdout, "Checked %s: %s: %s\n", term(w.ID), term(string(w.State)), oneLine(outcomeSentence(w)))
+				return nil
+			}
+			summary := "no observation yet"
+			if o := w.LastObservation; o != nil {
+				summary = o.Summary
+				if summary == "" {
+					summary = o.Reason
+				}
+			}
+			fmt.Fprintf(e.stdout, "Checked %s: still %s after %d checks: %s\n", term(w.ID), term(string(w.State)), w.Polls, oneLine(summary))
+			return nil
+		},
+	}
+	cf.bind(cmd, false)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the watch as JSON")
+	return cmd
+}
+
 func newRmCmd(e *env) *cobra.Command {
 	var cf clientFlags
 	cmd := &cobra.Command{

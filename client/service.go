@@ -47,6 +47,7 @@ func (c *Client) Watches(ctx context.Context, q vigil.ListRequest) (vigil.WatchP
 	set(v, "recipient", q.Recipient)
 	set(v, "state", string(q.State))
 	set(v, "kind", string(q.Kind))
+	set(v, "text", q.Text)
 	set(v, "after", q.After)
 	if q.Limit != 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
@@ -87,6 +88,12 @@ func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration) (*v
 // Cancel implements vigil.Service: POST /v1/watches/{id}/cancel.
 func (c *Client) Cancel(ctx context.Context, id string) (*vigil.Watch, error) {
 	return c.watchCall(ctx, http.MethodPost, id, "/cancel", nil, 0)
+}
+
+// Check implements vigil.Service: POST /v1/watches/{id}/check. It waits
+// for the probe (bounded by the daemon's maximum wait).
+func (c *Client) Check(ctx context.Context, id string) (*vigil.Watch, error) {
+	return c.watchCall(ctx, http.MethodPost, id, "/check", nil, longPoll(vigil.DefaultLimits().MaxWait))
 }
 
 // Delete implements vigil.Service: DELETE /v1/watches/{id}.

@@ -45,6 +45,7 @@ import (
 	"github.com/vigil-run/vigil/store/postgres"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/kinds"
+	"github.com/vigil-run/vigil/web"
 )
 
 // Timeouts of the HTTP server and of shutdown.
@@ -91,6 +92,10 @@ type Daemon struct {
 	metrics *metrics.Metrics
 	// fs wakes folder and file watches on file system events.
 	fs *fsWake
+	// panel is the web panel served at /.
+	panel *web.Panel
+	// started is when New ran, for the panel's uptime.
+	started time.Time
 	// links signs and checks the unsubscribe links of delivery mails.
 	links *email.Links
 
@@ -193,7 +198,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	fs.keep(reg)
 
 	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, kinds: reg.Kinds(), primed: make(chan struct{}),
-		sched: sched, watchers: reg.Watchers(), fs: fs, forges: forges, replica: ReplicaID()}
+		sched: sched, watchers: reg.Watchers(), fs: fs, forges: forges, replica: ReplicaID(), started: time.Now()}
 	// Scoped tokens: authenticated per request (cached briefly; a
 	// revocation here takes effect at once) and re-checked before every
 	// probe of the watches they made.
@@ -256,6 +261,23 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		Kinds:            reg.Descriptors(),
 	})
 	d.api.Mount("/mcp", mcpHandler)
+	// The web panel at /: its own sign-in (a session cookie), the same
+	// service and scopes as the API.
+	d.panel = web.New(web.Options{
+		Service:          d.eng,
+		AdminToken:       token,
+		AuthenticateFunc: tokens.Authenticate,
+		Tokens:           tokens,
+		Watchers:         reg,
+		Events:           d.api.EventStream(),
+		Probes:           d.eng.Probes,
+		Counts:           d.eng.Counts,
+		StatusFunc:       d.panelStatus,
+		Logger:           logger,
+	})
+	for _, pattern := range web.Patterns() {
+		d.api.MountPublic(pattern, d.panel.Handler())
+	}
 	d.srv = &http.Server{
 		Handler:           d.gate(d.api.Handler()),
 		ReadHeaderTimeout: readHeaderTimeout,

@@ -85,6 +85,8 @@ type Engine struct {
 	probes   *prober
 	hub      *hub
 	deliver  deliver.Policy
+	// recent remembers each watch's last probes (the panel's).
+	recent *probeLog
 }
 
 var _ vigil.Service = (*Engine)(nil)
@@ -108,7 +110,7 @@ func New(cfg Config) *Engine {
 		store: cfg.Store, watchers: cfg.Watchers, limits: cfg.Limits,
 		now:   func() time.Time { return cfg.NowFunc().UTC().Truncate(time.Millisecond) },
 		newID: cfg.NewIDFunc, log: log.With("component", "engine"), hub: newHub(),
-		deliver: cfg.DeliverPolicy,
+		deliver: cfg.DeliverPolicy, recent: newProbeLog(),
 	}
 	e.stoppers = make(map[vigil.Kind]watcher.Stopper)
 	if cfg.Watchers != nil {
@@ -138,6 +140,7 @@ func New(cfg Config) *Engine {
 			Store: cfg.Store, Watchers: cfg.Watchers, Limits: cfg.Limits, JitterFunc: cfg.JitterFunc,
 			EventFunc: e.schedulerEvent, NewIDFunc: cfg.NewIDFunc, ProbeTimeout: cfg.ProbeTimeout, BatchSize: 512,
 			DeliverFunc: cfg.DeliverFunc, CheckFunc: cfg.CheckFunc, Metrics: cfg.Metrics,
+			ProbedFunc: func(w *vigil.Watch, obs *vigil.Observation) { e.recent.record(w.ID, obs, w.CheckedAt) },
 		},
 		log: log.With("component", "scheduler"), now: e.now, sched: e.sched,
 	}
@@ -269,7 +272,10 @@ func (e *Engine) Watch(ctx context.Context, id string) (*vigil.Watch, error) { r
 
 // Watches implements vigil.Service.
 func (e *Engine) Watches(ctx context.Context, q vigil.ListRequest) (vigil.WatchPage, error) {
-	p := vigil.WatchListParams{Recipient: q.Recipient, State: q.State, Kind: q.Kind, Labels: q.Labels, After: q.After, Limit: q.Limit}
+	p := vigil.WatchListParams{Recipient: q.Recipient, State: q.State, Kind: q.Kind, Labels: q.Labels, Text: q.Text, After: q.After, Limit: q.Limit}
+	if len(q.Text) > vigil.MaxListText || strings.ContainsAny(q.Text, "\x00\r\n") {
+		return vigil.WatchPage{}, vigil.FieldErrorf(vigil.CodeInvalidRequest, "text", "text must be one line of at most %d bytes", vigil.MaxListText)
+	}
 	if q.Recipient != "" {
 		if err := vigil.ValidName("recipient", q.Recipient, e.limits.MaxNameBytes); err != nil {
 			return vigil.WatchPage{}, err
@@ -316,6 +322,30 @@ func (e *Engine) Watches(ctx context.Context, q vigil.ListRequest) (vigil.WatchP
 	}
 	page.Watches = out
 	return page, nil
+}
+
+// Counts returns how many watches the caller may see are in each state; a
+// pending watch of a kind this build cannot watch counts as unwatchable.
+func (e *Engine) Counts(ctx context.Context) (map[vigil.State]int, error) {
+	var recipients []string
+	if s, ok := vigil.ScopeFrom(ctx); ok {
+		recipients = s.Recipients
+	}
+	cs, err := e.store.WatchCounts(ctx, recipients)
+	if err != nil {
+		return nil, err
+	}
+	out := map[vigil.State]int{}
+	for _, c := range cs {
+		st := c.State
+		if st == vigil.StatePending {
+			if _, ok := e.watchers.Lookup(c.Kind); !ok {
+				st = vigil.StateUnwatchable
+			}
+		}
+		out[st] += c.N
+	}
+	return out, nil
 }
 
 // Why implements vigil.Service.
@@ -382,6 +412,63 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*vigil.Watch, error) {
 		e.hub.publish(vigil.Event{Type: vigil.EventMessage, WatchID: id, Recipient: w.Recipient, State: vigil.StateCancelled, Text: out.Sentence, Seq: msg.Seq, At: now})
 	}
 	return e.view(after), nil
+}
+
+// Check implements vigil.Service: it makes a pending watch due now and
+// waits (bounded by Limits.MaxWait) for that probe to be made and what it
+// decided to be written, then returns the watch as it is. A settled watch
+// is a conflict; a timer, which the clock alone answers, is an
+// invalid_request.
+func (e *Engine) Check(ctx context.Context, id string) (*vigil.Watch, error) {
+	w, err := e.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case w.State == vigil.StateUnwatchable:
+		return nil, vigil.Errorf(vigil.CodeConflict, "watch %s cannot be checked: this build has no watcher for its kind %q", id, w.Kind)
+	case w.State != vigil.StatePending:
+		return nil, vigil.Errorf(vigil.CodeConflict, "watch %s has already settled (%s); only a pending watch can be checked", id, w.State)
+	}
+	if spec, _ := e.watchers.Spec(w.Kind); spec.Instant {
+		return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s is a %s: the clock alone answers it, so there is nothing to check before it is due", id, w.Kind)
+	}
+	if _, held := e.sched.Live(id); !held {
+		return nil, vigil.Errorf(vigil.CodeConflict, "watch %s is not being probed by this daemon, so it cannot be checked now", id)
+	}
+	// A probe that was already running when Check came (its answer may
+	// predate the call) does not count: Check returns once a probe has
+	// raised the watch's count of probes, or settled it.
+	before := w.Polls
+	t := time.NewTimer(e.limits.MaxWait)
+	defer t.Stop()
+	for {
+		done, stop := e.recent.wait(id, e.now())
+		e.sched.Poke(id)
+		select {
+		case <-done:
+		case <-t.C:
+			stop()
+			return nil, vigil.Errorf(vigil.CodeUnavailable, "the probe of watch %s did not finish within %s; it goes on, see its detail later", id, e.limits.MaxWait)
+		case <-ctx.Done():
+			stop()
+			return nil, ctx.Err()
+		}
+		stop()
+		after, err := e.get(ctx, id)
+		if err != nil || after.State != vigil.StatePending || after.Polls > before {
+			return after, err
+		}
+	}
+}
+
+// Probes returns the last probes of a watch the caller may see, newest
+// first (at most ProbesPerWatch; kept in memory only).
+func (e *Engine) Probes(ctx context.Context, id string) ([]Probe, error) {
+	if _, err := e.get(ctx, id); err != nil {
+		return nil, err
+	}
+	return e.recent.recent(id), nil
 }
 
 // Delete implements vigil.Service: a pending watch is cancelled first.

@@ -54,6 +54,10 @@ type probeConfig struct {
 	DeliverFunc func(w *vigil.Watch, m *vigil.Message)
 	CheckFunc   func(ctx context.Context, w *vigil.Watch) error
 	Metrics     Metrics
+	// ProbedFunc, when set, hears of each probe's observation, settling
+	// or not, once what it decided is written (the panel's recent
+	// probes). It must not block.
+	ProbedFunc func(w *vigil.Watch, obs *vigil.Observation)
 }
 
 // prober is what happens when a watch's turn comes (it implements
@@ -143,6 +147,10 @@ func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, t
 	}
 	if m := s.cfg.Metrics; m != nil {
 		m.Probed(w.Kind, obs.Verdict, now.Sub(e.Due()), s.now().Sub(now))
+	}
+	if f := s.cfg.ProbedFunc; f != nil {
+		// Once what the probe decided is written.
+		defer f(w, &obs)
 	}
 	prog := e.Progress().Advance(obs.Verdict, now)
 	w.Errors, w.ConsecutiveErrors, w.CheckedAt = prog.Errors, prog.Consecutive, now
@@ -308,6 +316,13 @@ func (s *prober) Instant(ctx context.Context, es []*scheduler.Entry, now time.Ti
 		byID[w.ID] = w
 	}
 	var settle []settlement
+	var probed []probedObs
+	defer func() {
+		// Once what the probes decided is written.
+		for _, p := range probed {
+			s.cfg.ProbedFunc(p.w, &p.obs)
+		}
+	}()
 	for _, e := range es {
 		w := byID[e.ID()]
 		if w == nil || w.State != vigil.StatePending {
@@ -335,6 +350,9 @@ func (s *prober) Instant(ctx context.Context, es []*scheduler.Entry, now time.Ti
 			s.log.Error("probe routed to the wrong watcher", "watch_id", w.ID, "err", err)
 			obs = wrongKind(err, now)
 		}
+		if s.cfg.ProbedFunc != nil {
+			probed = append(probed, probedObs{w, obs})
+		}
 		prog := e.Progress().Advance(obs.Verdict, now)
 		w.Errors, w.ConsecutiveErrors, w.CheckedAt = prog.Errors, prog.Consecutive, now
 		deadline, hasDeadline := e.Deadline()
@@ -354,4 +372,10 @@ func (s *prober) Instant(ctx context.Context, es []*scheduler.Entry, now time.Ti
 	if len(settle) > 0 {
 		s.commit(ctx, settle, now)
 	}
+}
+
+// probedObs is one probe of a batch, for probeConfig.ProbedFunc.
+type probedObs struct {
+	w   *vigil.Watch
+	obs vigil.Observation
 }

@@ -210,7 +210,7 @@ func TestWatchRoutes(t *testing.T) {
 	}
 
 	page, err := e.c.Watches(ctx, vigil.ListRequest{Recipient: "agent-7", State: vigil.StatePending, Kind: vigil.KindCI,
-		Labels: map[string]string{"task": "T-19", "team": "a=b"}, After: "w0", Limit: 2})
+		Labels: map[string]string{"task": "T-19", "team": "a=b"}, Text: "Deploy 100%", After: "w0", Limit: 2})
 	if err != nil {
 		t.Fatalf("Watches() = %v", err)
 	}
@@ -218,7 +218,7 @@ func TestWatchRoutes(t *testing.T) {
 		t.Errorf("Watches() = %d watches, next %q; want 2, \"w2\"", len(page.Watches), page.Next)
 	}
 	wantList := vigil.ListRequest{Recipient: "agent-7", State: vigil.StatePending, Kind: vigil.KindCI,
-		Labels: map[string]string{"task": "T-19", "team": "a=b"}, After: "w0", Limit: 2}
+		Labels: map[string]string{"task": "T-19", "team": "a=b"}, Text: "Deploy 100%", After: "w0", Limit: 2}
 	if diff := cmp.Diff(wantList, e.fake.snapshot().list); diff != "" {
 		t.Errorf("the service's ListRequest (-want +got):\n%s", diff)
 	}
@@ -234,6 +234,11 @@ func TestWatchRoutes(t *testing.T) {
 	}
 	if got := e.fake.snapshot().waited; got != 20*time.Second {
 		t.Errorf("the service waited %v, want 20s", got)
+	}
+
+	w, err = e.c.Check(ctx, "w2")
+	if err != nil || w.ID != "w2" || w.Polls != 1 || e.fake.snapshot().checked != "w2" {
+		t.Errorf("Check() = %+v, %v; want w2 probed once", w, err)
 	}
 
 	w, err = e.c.Cancel(ctx, "w1")

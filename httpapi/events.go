@@ -107,6 +107,19 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	}
 }
 
+// EventStream serves the event stream (as GET /v1/events: the same query
+// parameters, framing and resumption) to a caller another layer has
+// authenticated: the scope in the request context applies, none meaning
+// the admin. For the web panel, whose sessions are cookies, not bearer
+// tokens. Mount it only behind such an authentication.
+func (s *Server) EventStream() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.events(w, r); err != nil {
+			s.fail(w, r, err)
+		}
+	})
+}
+
 // oneLine keeps a field value from breaking the event framing.
 func oneLine(s string) string {
 	if s == "" {

@@ -33,6 +33,7 @@ type calls struct {
 	messages   vigil.MessagesRequest
 	acked      vigil.AckRequest
 	closed     string
+	checked    string
 	cancelled  string
 	deleted    string
 	filter     vigil.EventFilter
@@ -174,6 +175,18 @@ func (f *fake) Cancel(ctx context.Context, id string) (*vigil.Watch, error) {
 	}
 	w := testWatch(id)
 	w.State = vigil.StateCancelled
+	return w, nil
+}
+
+func (f *fake) Check(ctx context.Context, id string) (*vigil.Watch, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.checked = id
+	if f.err != nil {
+		return nil, f.err
+	}
+	w := testWatch(id)
+	w.Polls = 1
 	return w, nil
 }
 

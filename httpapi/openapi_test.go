@@ -115,7 +115,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		if op.OperationID == "" || len(op.Responses) == 0 {
 			t.Errorf("%s: no operationId or responses documented", rt.pattern)
 		}
-		if (method == http.MethodPost && rt.pattern != "POST /v1/watches/{id}/cancel" && rt.pattern != "POST /v1/recipients/{recipient}/close" &&
+		if (method == http.MethodPost && rt.pattern != "POST /v1/watches/{id}/cancel" && rt.pattern != "POST /v1/watches/{id}/check" && rt.pattern != "POST /v1/recipients/{recipient}/close" &&
 			rt.pattern != "POST /v1/tokens/{id}/revoke") != (op.RequestBody != nil) {
 			t.Errorf("%s: request body documented = %v", rt.pattern, op.RequestBody != nil)
 		}

@@ -18,9 +18,24 @@ var errRevoked = &vigil.Error{Code: vigil.CodeUnauthorized, Message: "the token 
 
 // recheck returns ctx cancelled (cause errRevoked) once token no longer
 // authenticates, checked every s.recheck while the request runs, and the
-// function that stops checking. A timer, not a goroutine, waits between
-// checks, so short requests cost nothing.
+// function that stops checking.
 func (s *Server) recheck(ctx context.Context, token string) (context.Context, func()) {
+	return Recheck(ctx, s.recheckEvery, func(ctx context.Context) (bool, error) {
+		_, ok, err := s.auth(ctx, token)
+		return ok, err
+	})
+}
+
+// Recheck returns ctx cancelled (cause: an unauthorized error) once valid
+// answers false with no error, asked every `every` while the request runs,
+// and the function that stops asking. An error (a store that cannot be
+// read) keeps the request and asks again later. A timer, not a goroutine,
+// waits between checks, so short requests cost nothing. The web panel's
+// sessions use it for their event streams, as the API does for its own.
+func Recheck(ctx context.Context, every time.Duration, valid func(context.Context) (bool, error)) (context.Context, func()) {
+	if every <= 0 {
+		every = DefaultRecheck
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	var (
 		mu      sync.Mutex
@@ -29,7 +44,7 @@ func (s *Server) recheck(ctx context.Context, token string) (context.Context, fu
 	)
 	var check func()
 	check = func() {
-		_, ok, err := s.auth(ctx, token)
+		ok, err := valid(ctx)
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -37,11 +52,11 @@ func (s *Server) recheck(ctx context.Context, token string) (context.Context, fu
 		case err == nil && !ok:
 			cancel(errRevoked)
 		default:
-			t = time.AfterFunc(s.recheckEvery, check)
+			t = time.AfterFunc(every, check)
 		}
 	}
 	mu.Lock()
-	t = time.AfterFunc(s.recheckEvery, check)
+	t = time.AfterFunc(every, check)
 	mu.Unlock()
 	return ctx, func() {
 		mu.Lock()

@@ -205,11 +205,12 @@ func (s *Server) table() []route {
 	return []route{
 		{pattern: "POST /v1/watches", query: []string{"observe"}, handler: s.register},
 		{pattern: "POST /v1/watches/batch", handler: s.registerBatch},
-		{pattern: "GET /v1/watches", query: []string{"recipient", "state", "kind", "label", "after", "limit"}, handler: s.list},
+		{pattern: "GET /v1/watches", query: []string{"recipient", "state", "kind", "label", "text", "after", "limit"}, handler: s.list},
 		{pattern: "GET /v1/watches/{id}", handler: s.get},
 		{pattern: "GET /v1/watches/{id}/why", handler: s.why},
 		{pattern: "GET /v1/watches/{id}/wait", query: []string{"timeout"}, handler: s.wait},
 		{pattern: "POST /v1/watches/{id}/cancel", handler: s.cancel},
+		{pattern: "POST /v1/watches/{id}/check", handler: s.check},
 		{pattern: "DELETE /v1/watches/{id}", handler: s.delete},
 		{pattern: "GET /v1/recipients/{recipient}/messages", query: []string{"reader", "after", "wait", "ack", "limit"}, handler: s.messages},
 		{pattern: "POST /v1/recipients/{recipient}/ack", handler: s.ack},

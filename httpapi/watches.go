@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vigil-run/vigil"
@@ -91,6 +92,12 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	lr.Labels = labels
+	if v, ok := q["text"]; ok {
+		if len(v[0]) > vigil.MaxListText || strings.ContainsAny(v[0], "\x00\r\n") {
+			return invalid("text", "text must be one line of at most %d bytes", vigil.MaxListText)
+		}
+		lr.Text = v[0]
+	}
 	if v, ok := q["after"]; ok {
 		if v[0] == "" || len(v[0]) > 256 || !plain(v[0]) {
 			return invalid("after", "after must be the next cursor of a previous page")
@@ -160,6 +167,20 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return watchResult(w)(s.svc.Cancel(r.Context(), id))
+}
+
+// check serves POST /v1/watches/{id}/check: one immediate probe of a
+// pending watch, answered once it is made (bounded by the service).
+func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if err := checkID(id); err != nil {
+		return err
+	}
+	ctx, done := s.calls.Track(r.Context())
+	defer done()
+	noWriteDeadline(w)
+	wt, err := s.svc.Check(ctx, id)
+	return watchResult(w)(wt, interrupted(ctx, err))
 }
 
 // delete serves DELETE /v1/watches/{id}.

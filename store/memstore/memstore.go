@@ -233,7 +233,7 @@ func (s *Store) WatchList(_ context.Context, p vigil.WatchListParams) (vigil.Wat
 			p.State != "" && w.State != p.State || p.Kind != "" && w.Kind != p.Kind {
 			continue
 		}
-		match := true
+		match := p.Text == "" || vigil.TextMatches(p.Text, w.Note, string(w.Predicate))
 		for k, v := range p.Labels {
 			if w.Labels[k] != v {
 				match = false
@@ -260,6 +260,30 @@ func (s *Store) WatchList(_ context.Context, p vigil.WatchListParams) (vigil.Wat
 		page.Watches = append(page.Watches, clone(w))
 	}
 	return page, nil
+}
+
+// WatchCounts implements vigil.Store.
+func (s *Store) WatchCounts(_ context.Context, recipients []string) ([]vigil.WatchCount, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	type key struct {
+		st vigil.State
+		k  vigil.Kind
+	}
+	n := map[key]int{}
+	for _, w := range s.watches {
+		if len(recipients) == 0 || slices.Contains(recipients, w.Recipient) {
+			n[key{w.State, w.Kind}]++
+		}
+	}
+	out := make([]vigil.WatchCount, 0, len(n))
+	for k, c := range n {
+		out = append(out, vigil.WatchCount{State: k.st, Kind: k.k, N: c})
+	}
+	return out, nil
 }
 
 func validCursor(c string) bool {

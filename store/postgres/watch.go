@@ -354,6 +354,13 @@ func (s *Store) WatchList(ctx context.Context, p vigil.WatchListParams) (vigil.W
 	for _, k := range slices.Sorted(maps.Keys(p.Labels)) {
 		where = append(where, "labels IS NOT NULL AND labels::jsonb @> jsonb_build_object("+arg(k)+"::text, "+arg(p.Labels[k])+"::text)")
 	}
+	if p.Text != "" {
+		// translate folds ASCII letters only, as the Store's Text does
+		// (lower would fold others too, by the database's locale).
+		t := arg(asciiLower(p.Text))
+		where = append(where, "(strpos(translate(coalesce(note, ''), '"+upperASCII+"', '"+lowerASCII+"'), "+t+") > 0 OR "+
+			"strpos(translate(coalesce(predicate, ''), '"+upperASCII+"', '"+lowerASCII+"'), "+t+") > 0)")
+	}
 	if p.After != "" {
 		at, id, err := decodeCursor(p.After)
 		if err != nil {
@@ -382,6 +389,52 @@ func (s *Store) WatchList(ctx context.Context, p vigil.WatchListParams) (vigil.W
 		page.Next = encodeCursor(last.CreatedAt, last.ID)
 	}
 	return page, nil
+}
+
+// The ASCII letters, for translate.
+const (
+	upperASCII = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	lowerASCII = "abcdefghijklmnopqrstuvwxyz"
+)
+
+// asciiLower folds ASCII letters to lower case.
+func asciiLower(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, s)
+}
+
+// WatchCounts implements vigil.Store.
+func (s *Store) WatchCounts(ctx context.Context, recipients []string) ([]vigil.WatchCount, error) {
+	q, args := `SELECT state, kind, count(*) FROM watches`, []any{}
+	if len(recipients) > 0 {
+		q, args = q+` WHERE recipient = ANY($1)`, append(args, recipients)
+	}
+	rows, err := s.pool.Query(ctx, q+` GROUP BY state, kind`, args...)
+	if err != nil {
+		return nil, wrap("count watches", err)
+	}
+	defer rows.Close()
+	out := []vigil.WatchCount{}
+	for rows.Next() {
+		var (
+			c           vigil.WatchCount
+			state, kind string
+			n           int64
+		)
+		if err := rows.Scan(&state, &kind, &n); err != nil {
+			return nil, wrap("count watches", err)
+		}
+		c.State, c.Kind, c.N = vigil.State(state), vigil.Kind(kind), int(n)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("count watches", err)
+	}
+	return out, nil
 }
 
 // WatchListPending returns what the scheduler needs to re-arm every pending

@@ -514,17 +514,25 @@ func TestWALStartsOverUnderSteadyWrites(t *testing.T) {
 	}
 }
 
-// TestListPendingUsesItsIndex: a list of pending watches reads them through
-// watches_pending_created, whatever else is in the table; walking
-// watches_created would read every settled row newer than the page.
-func TestListPendingUsesItsIndex(t *testing.T) {
+// TestListFiltersUseIndexes: a list with one filter reads its rows through
+// an index that holds them in the list's order (a state's, a kind's, a
+// label's), whatever else is in the table, with no sort; walking
+// watches_created would read every other row newer than the page.
+func TestListFiltersUseIndexes(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
 	defer s.Close()
-	for _, p := range []vigil.WatchListParams{
-		{State: vigil.StatePending},
-		{State: vigil.StatePending, Kind: vigil.KindTimer, Limit: 10},
-		{State: vigil.StatePending, After: encodeCursor(benchAt, "01J")},
+	for _, tc := range []struct {
+		p    vigil.WatchListParams
+		want string
+	}{
+		{p: vigil.WatchListParams{State: vigil.StatePending}, want: "watches_state_created"},
+		{p: vigil.WatchListParams{State: vigil.StatePending, Kind: vigil.KindTimer, Limit: 10}, want: "_created"},
+		{p: vigil.WatchListParams{State: vigil.StatePending, After: encodeCursor(benchAt, "01J")}, want: "watches_state_created"},
+		{p: vigil.WatchListParams{State: vigil.StateFired}, want: "watches_state_created"},
+		{p: vigil.WatchListParams{Kind: vigil.KindHTTP}, want: "watches_kind_created"},
+		{p: vigil.WatchListParams{Labels: map[string]string{"a": "b", "c": "d"}}, want: "SEARCH lb USING PRIMARY KEY"},
 	} {
+		p := tc.p
 		q, args, _, err := listQuery(p)
 		if err != nil {
 			t.Fatal(err)
@@ -544,8 +552,8 @@ func TestListPendingUsesItsIndex(t *testing.T) {
 		}
 		rows.Close()
 		joined := strings.Join(plan, "; ")
-		if !strings.Contains(joined, "watches_pending_created") || strings.Contains(joined, "TEMP B-TREE") {
-			t.Errorf("list %+v: plan %q, want watches_pending_created with no sort", p, joined)
+		if !strings.Contains(joined, tc.want) || strings.Contains(joined, "SCAN watches") || strings.Contains(joined, "TEMP B-TREE") {
+			t.Errorf("list %+v: plan %q, want %s, no scan of watches, no sort", p, joined, tc.want)
 		}
 	}
 }

@@ -235,10 +235,50 @@ func (s *Store) WatchList(ctx context.Context, p vigil.WatchListParams) (vigil.W
 	return page, nil
 }
 
+// WatchCounts implements vigil.Store: one GROUP BY over the state index.
+func (s *Store) WatchCounts(ctx context.Context, recipients []string) ([]vigil.WatchCount, error) {
+	q := `SELECT state, kind, count(*) FROM watches`
+	var args []any
+	if len(recipients) > 0 {
+		q += " WHERE recipient IN (" + placeholders(len(recipients)) + ")"
+		for _, r := range recipients {
+			args = append(args, r)
+		}
+	}
+	rows, err := s.readDB.QueryContext(ctx, q+" GROUP BY state, kind", args...)
+	if err != nil {
+		return nil, wrap("count watches", err)
+	}
+	defer rows.Close()
+	out := []vigil.WatchCount{}
+	for rows.Next() {
+		var c vigil.WatchCount
+		if err := rows.Scan(&c.State, &c.Kind, &c.N); err != nil {
+			return nil, wrap("count watches", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("count watches", err)
+	}
+	return out, nil
+}
+
 // listQuery builds WatchList's query: its SQL, its arguments and the page
 // size.
 func listQuery(p vigil.WatchListParams) (q string, args []any, limit int, err error) {
+	// With a label, the first (in key order) drives the query: its rows
+	// of watch_labels are walked in the list's order, so a page needs
+	// only as many as it shows, and a label no watch has costs nothing.
+	from, order, at, id := "watches", "created_at DESC, id DESC", "created_at", "id"
+	keys := slices.Sorted(maps.Keys(p.Labels))
 	var where []string
+	if len(keys) > 0 {
+		from = "watch_labels AS lb JOIN watches ON watches.id = lb.watch_id"
+		order, at, id = "lb.created_at DESC, lb.watch_id DESC", "lb.created_at", "lb.watch_id"
+		where, args = append(where, "lb.key = ? AND lb.value = ?"), append(args, keys[0], p.Labels[keys[0]])
+		keys = keys[1:]
+	}
 	if p.Recipient != "" {
 		where, args = append(where, "recipient = ?"), append(args, p.Recipient)
 	}
@@ -251,37 +291,61 @@ func listQuery(p vigil.WatchListParams) (q string, args []any, limit int, err er
 	switch p.State {
 	case "":
 	case vigil.StatePending:
-		// The literal lets the planner use watches_pending_created, which
-		// holds only pending rows in the list's order (a bound value
-		// cannot match a partial index's condition).
+		// watches_state_created holds the pending rows in the list's
+		// order.
 		where = append(where, "state = 'pending'")
 	default:
-		// "+state": walk watches_created in order; most rows are settled.
-		where, args = append(where, "+state = ?"), append(args, string(p.State))
+		// watches_state_created holds each state's rows in the list's
+		// order.
+		where, args = append(where, "state = ?"), append(args, string(p.State))
 	}
 	if p.Kind != "" {
 		where, args = append(where, "kind = ?"), append(args, string(p.Kind))
 	}
-	for _, k := range slices.Sorted(maps.Keys(p.Labels)) {
-		// json_each rather than json_extract: a label key may hold any
-		// character, and a JSON path cannot quote every one.
-		where = append(where, "EXISTS (SELECT 1 FROM json_each(watches.labels) AS l WHERE l.key = ? AND l.type = 'text' AND l.value = ?)")
+	for _, k := range keys {
+		where = append(where, "EXISTS (SELECT 1 FROM watch_labels AS l WHERE l.key = ? AND l.value = ? AND l.created_at = watches.created_at AND l.watch_id = watches.id)")
 		args = append(args, k, p.Labels[k])
 	}
+	if p.Text != "" {
+		// SQLite's lower() folds ASCII letters only, as the Store's Text
+		// does; instr is a plain substring search, faster than LIKE.
+		text := asciiLower(p.Text)
+		where, args = append(where, `(instr(lower(note), ?) > 0 OR instr(lower(CAST(predicate AS TEXT)), ?) > 0)`), append(args, text, text)
+	}
 	if p.After != "" {
-		at, id, err := decodeCursor(p.After)
+		cat, cid, err := decodeCursor(p.After)
 		if err != nil {
 			return "", nil, 0, err
 		}
-		where, args = append(where, "(created_at, id) < (?, ?)"), append(args, at, id)
+		where, args = append(where, "("+at+", "+id+") < (?, ?)"), append(args, cat, cid)
 	}
 	limit = pageLimit(p.Limit)
-	q = `SELECT ` + watchColumns + ` FROM watches`
+	q = `SELECT ` + qualified(watchColumns) + ` FROM ` + from
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY created_at DESC, id DESC LIMIT ?"
+	q += " ORDER BY " + order + " LIMIT ?"
 	return q, append(args, limit+1), limit, nil
+}
+
+// qualified prefixes each of a list of watches' columns with the table,
+// so a join with watch_labels reads them unambiguously.
+func qualified(cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = "watches." + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// asciiLower folds ASCII letters to lower case, as SQLite's lower() does.
+func asciiLower(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, s)
 }
 
 func pageLimit(n int) int {

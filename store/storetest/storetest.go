@@ -60,6 +60,8 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"RecipientCloseSilent", testRecipientClose},
 		{"ListFiltersAndPages", testList},
 		{"ListDefaultLimit", testListDefaultLimit},
+		{"ListText", testListText},
+		{"WatchCounts", testWatchCounts},
 		{"ListPending", testListPending},
 		{"Delete", testDelete},
 		{"Prune", testPrune},

@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"sync"
+	"time"
+
+	"github.com/vigil-run/vigil"
+)
+
+// Bounds of the recent-probe memory: ProbesPerWatch probes per watch, for
+// at most probeWatches watches (the oldest-remembered watch is forgotten
+// first), so it holds at most a fixed number of short records.
+const (
+	ProbesPerWatch = 20
+	probeWatches   = 4096
+	probeTextBytes = 240
+)
+
+// Probe is one probe of a watch as the engine remembers it (in memory
+// only; a restart forgets it).
+type Probe struct {
+	At      time.Time     `json:"at"`
+	Verdict vigil.Verdict `json:"verdict"`
+	// Summary is the observation's one line, or its reason when it could
+	// not tell; clipped.
+	Summary string `json:"summary,omitempty"`
+}
+
+// probeRing is a watch's last ProbesPerWatch probes, oldest first from
+// next once full.
+type probeRing struct {
+	buf  [ProbesPerWatch]Probe
+	n    int // how many are held (at most ProbesPerWatch)
+	next int // where the next one goes
+}
+
+// probeLog remembers the recent probes of the most recently probed watches
+// and wakes the callers waiting for a watch's next probe (Check).
+type probeLog struct {
+	mu      sync.Mutex
+	rings   map[string]*probeRing
+	order   []string // ids in the order first remembered, for eviction
+	waiters map[string][]probeWaiter
+}
+
+type probeWaiter struct {
+	since time.Time
+	ch    chan struct{}
+}
+
+func newProbeLog() *probeLog {
+	return &probeLog{rings: make(map[string]*probeRing), waiters: make(map[string][]probeWaiter)}
+}
+
+// record remembers one probe of watch id made at obs.At (or at).
+func (l *probeLog) record(id string, obs *vigil.Observation, at time.Time) {
+	text := obs.Summary
+	if text == "" {
+		text = obs.Reason
+	}
+	if len(text) > probeTextBytes {
+		text = clipUTF8(text, probeTextBytes) + "…"
+	}
+	p := Probe{At: at.UTC(), Verdict: obs.Verdict, Summary: text}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, ok := l.rings[id]
+	if !ok {
+		if len(l.order) >= probeWatches {
+			delete(l.rings, l.order[0])
+			l.order = l.order[1:]
+		}
+		r = &probeRing{}
+		l.rings[id] = r
+		l.order = append(l.order, id)
+	}
+	r.buf[r.next] = p
+	r.next = (r.next + 1) % ProbesPerWatch
+	r.n = min(r.n+1, ProbesPerWatch)
+	ws := l.waiters[id]
+	kept := ws[:0]
+	for _, w := range ws {
+		if !at.Before(w.since) {
+			close(w.ch)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	if len(kept) == 0 {
+		delete(l.waiters, id)
+	} else {
+		l.waiters[id] = kept
+	}
+}
+
+// recent returns watch id's remembered probes, newest first.
+func (l *probeLog) recent(id string) []Probe {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, ok := l.rings[id]
+	if !ok {
+		return []Probe{}
+	}
+	out := make([]Probe, 0, r.n)
+	for i := 1; i <= r.n; i++ {
+		out = append(out, r.buf[(r.next-i+ProbesPerWatch)%ProbesPerWatch])
+	}
+	return out
+}
+
+// wait returns a channel closed by the first probe of id made at or after
+// since, and the function that stops waiting.
+func (l *probeLog) wait(id string, since time.Time) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	l.mu.Lock()
+	l.waiters[id] = append(l.waiters[id], probeWaiter{since: since, ch: ch})
+	l.mu.Unlock()
+	return ch, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		ws := l.waiters[id]
+		for i, w := range ws {
+			if w.ch == ch {
+				ws = append(ws[:i], ws[i+1:]...)
+				break
+			}
+		}
+		if len(ws) == 0 {
+			delete(l.waiters, id)
+		} else {
+			l.waiters[id] = ws
+		}
+	}
+}
+
+// clipUTF8 cuts s to at most n bytes without splitting a character.
+func clipUTF8(s string, n int) string {
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,170 @@
+// vigil panel: live updates from the event stream, actions in place and
+// deadline countdowns. Plain JavaScript, no inline handlers (the CSP
+// forbids them); every text from the server goes in as textContent.
+"use strict";
+(function () {
+  var meta = document.querySelector('meta[name="vigil-csrf"]');
+  if (!meta) return; // signed out
+  var csrf = meta.getAttribute("content");
+  var live = document.getElementById("live");
+  var badge = document.getElementById("unread");
+  var follow = badge ? (badge.getAttribute("data-follow") || "").split(" ").filter(Boolean) : [];
+
+  function setText(el, text) { if (el) el.textContent = text; }
+
+  function setState(root, state) {
+    var el = root.querySelector('[data-field="state"]');
+    if (!el) return;
+    el.textContent = state;
+    el.className = "state state-" + state;
+    if (state !== "pending") {
+      root.querySelectorAll("[data-countdown]").forEach(function (t) { t.removeAttribute("data-countdown"); });
+      root.querySelectorAll('[data-field="next"]').forEach(function (t) { t.textContent = ""; });
+    }
+  }
+
+  function setBadge(n) {
+    if (!badge) return;
+    badge.textContent = String(n);
+    badge.classList.toggle("zero", n === 0);
+  }
+
+  // Countdowns to deadlines: the clock in this page, nothing asked of
+  // the server.
+  function fmt(ms) {
+    var s = Math.round(Math.abs(ms) / 1000), out = [];
+    var d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60);
+    if (d) out.push(d + "d");
+    if (h) out.push(h + "h");
+    if (m && !d) out.push(m + "m");
+    if (!d && !h) out.push(s % 60 + "s");
+    return out.join(" ");
+  }
+  function tick() {
+    var now = Date.now();
+    document.querySelectorAll("time[data-countdown]").forEach(function (t) {
+      var left = Date.parse(t.getAttribute("datetime")) - now;
+      t.textContent = left > 0 ? "in " + fmt(left) : "passed " + fmt(left) + " ago";
+    });
+  }
+  tick();
+  if (document.querySelector("time[data-countdown]")) setInterval(tick, 1000);
+
+  // Places showing a watch: its list row, or the detail page.
+  function places(id) {
+    var out = [];
+    var row = document.getElementById("w-" + id);
+    if (row) out.push(row);
+    var det = document.getElementById("watch");
+    if (det && det.getAttribute("data-watch") === id) out.push(det);
+    return out;
+  }
+
+  function onEvent(type, ev) {
+    var id = ev.watch_id || "";
+    places(id).forEach(function (el) {
+      if (type === "watch.settled") {
+        setState(el, ev.state);
+        setText(el.querySelector('[data-field="summary"]'), ev.text || "");
+        if (el.id === "watch") {
+          var out = document.getElementById("outcome") || document.getElementById("why");
+          setText(out, ev.text || "");
+          ["check-now", "cancel-box"].forEach(function (x) { var b = document.getElementById(x); if (b) b.hidden = true; });
+        }
+      } else if (type === "watch.progress" || type === "watch.observed") {
+        if (ev.text) setText(el.querySelector('[data-field="summary"]'), ev.text);
+        if (ev.polls) setText(el.querySelector('[data-field="polls"]'), String(ev.polls));
+      }
+    });
+    if (type === "watch.created" && document.getElementById("watches")) {
+      var news = document.getElementById("news");
+      if (news) news.hidden = false;
+    }
+    if (type === "message.created" && badge && follow.indexOf(ev.recipient) >= 0) {
+      setBadge((parseInt(badge.textContent, 10) || 0) + 1);
+    }
+    if (type === "watch.settled") setText(live, "Watch " + id + " " + ev.state + ".");
+  }
+
+  if (window.EventSource) {
+    var es = new EventSource("/ui/events");
+    ["watch.created", "watch.settled", "watch.progress", "watch.observed", "message.created"].forEach(function (t) {
+      es.addEventListener(t, function (m) {
+        try { onEvent(t, JSON.parse(m.data)); } catch (e) { /* a malformed event is skipped */ }
+      });
+    });
+    es.onopen = function () { document.body.setAttribute("data-live", "on"); };
+    es.onerror = function () { document.body.setAttribute("data-live", "off"); };
+    // Leaving the page ends its stream at once: the browser's few
+    // connections to the daemon are not held by pages no longer shown.
+    window.addEventListener("pagehide", function () { es.close(); });
+  }
+
+  function renderProbes(probes) {
+    var body = document.querySelector("#probes tbody");
+    if (!body) return;
+    body.textContent = "";
+    probes.forEach(function (p) {
+      var tr = document.createElement("tr");
+      [p.at.replace("T", " ").replace(/\.\d+/, ""), p.verdict, p.summary || ""].forEach(function (s) {
+        var td = document.createElement("td");
+        td.textContent = s;
+        tr.appendChild(td);
+      });
+      body.appendChild(tr);
+    });
+    var none = document.getElementById("no-probes");
+    if (none) none.hidden = probes.length > 0;
+  }
+
+  // Actions in place: the form posts with the session's CSRF token and
+  // the answer is shown where the button was.
+  document.querySelectorAll("form.js-action").forEach(function (form) {
+    form.addEventListener("submit", function (e) {
+      e.preventDefault();
+      var result = document.getElementById("result");
+      var buttons = form.querySelectorAll("button");
+      buttons.forEach(function (b) { b.disabled = true; });
+      setText(result, "Working…");
+      fetch(form.action, { method: "POST", body: new FormData(form), credentials: "same-origin", headers: { "X-Vigil-CSRF": csrf } })
+        .then(function (resp) { return resp.json().then(function (j) { return { ok: resp.ok, j: j }; }); })
+        .then(function (r) {
+          buttons.forEach(function (b) { b.disabled = false; });
+          if (!r.ok) { setText(result, r.j.error || "Refused."); return; }
+          setText(result, r.j.message || "Done.");
+          var verb = form.getAttribute("data-verb");
+          var box = form.closest("details");
+          if (box) box.open = false;
+          if (r.j.watch) {
+            places(r.j.watch.id).forEach(function (el) {
+              setState(el, r.j.watch.state);
+              if (r.j.watch.summary) setText(el.querySelector('[data-field="summary"]'), r.j.watch.summary);
+              setText(el.querySelector('[data-field="polls"]'), String(r.j.watch.polls));
+            });
+            if (r.j.watch.state !== "pending") {
+              ["check-now", "cancel-box"].forEach(function (x) { var b = document.getElementById(x); if (b) b.hidden = true; });
+            }
+          }
+          if (r.j.probes) renderProbes(r.j.probes);
+          if (verb === "delete") {
+            document.body.setAttribute("data-deleted", "true");
+            document.querySelectorAll(".actions form, .actions details").forEach(function (x) { x.hidden = true; });
+          }
+          if (verb === "read") {
+            document.querySelectorAll("#messages li.unread").forEach(function (li) {
+              li.classList.remove("unread");
+              var dot = li.querySelector(".dot");
+              if (dot) dot.remove();
+            });
+            setText(document.getElementById("inbox-unread"), "0");
+            form.hidden = true;
+            if (typeof r.j.unread === "number") setBadge(r.j.unread);
+          }
+        })
+        .catch(function () {
+          buttons.forEach(function (b) { b.disabled = false; });
+          setText(result, "The daemon did not answer.");
+        });
+    });
+  });
+})();

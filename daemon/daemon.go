@@ -18,12 +18,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -44,16 +44,7 @@ import (
 	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/store/postgres"
 	"github.com/vigil-run/vigil/watcher"
-	"github.com/vigil-run/vigil/watcher/ci"
-	"github.com/vigil-run/vigil/watcher/command"
-	"github.com/vigil-run/vigil/watcher/file"
-	httpwatch "github.com/vigil-run/vigil/watcher/http"
-	"github.com/vigil-run/vigil/watcher/run"
-	"github.com/vigil-run/vigil/watcher/schedule"
-	"github.com/vigil-run/vigil/watcher/tcp"
-	"github.com/vigil-run/vigil/watcher/ticket"
-	"github.com/vigil-run/vigil/watcher/timer"
-	tokenwatch "github.com/vigil-run/vigil/watcher/token"
+	"github.com/vigil-run/vigil/watcher/kinds"
 	"github.com/vigil-run/vigil/web"
 )
 
@@ -89,12 +80,12 @@ type Daemon struct {
 	srv   *http.Server
 	ln    net.Listener
 	kinds []vigil.Kind
-	// runs is the run watcher; its Run wakes a watch when its run ends.
-	runs *run.Watcher
+	// watchers are the registered watchers: those with work in the
+	// background (watcher.Runner) run alongside the engine, those that
+	// hold connections (io.Closer) are closed with the daemon.
+	watchers []watcher.Watcher
 	// forges are the clients the ci and ticket watchers share.
 	forges *forge.Set
-	// httpw is the http watcher, whose kept-alive connections Close ends.
-	httpw *httpwatch.Watcher
 	// disp runs push deliveries after settlements commit.
 	disp *deliver.Dispatcher
 	// metrics is served at /metrics.
@@ -185,29 +176,29 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	// The scheduler first: it decides when each watch's turn comes, and
 	// the watchers that learn of a change wake their watch in it.
 	sched := scheduler.New(scheduler.Config{Workers: cfg.ProbeWorkers})
-	reg := watcher.NewRegistry()
-	reg.Register(timer.New(timer.Config{}))
-	httpw := httpwatch.New(httpwatch.Config{DenyPrivate: cfg.DenyPrivate})
-	reg.Register(httpw)
-	reg.Register(tcp.New(tcp.Config{DenyPrivate: cfg.DenyPrivate}))
 	// One file system notifier wakes folder and file watches.
-	fs := newFSWake(cfg, logger, sched)
-	reg.Register(file.New(file.Config{Roots: cfg.Roots, Waker: fs.n}))
-	reg.Register(fs.folders)
-	reg.Register(command.New(command.Config{AllowExec: cfg.AllowExec}))
-	// A run that ends pokes its watch.
-	runs := run.New(run.Config{AllowExec: cfg.AllowExec, Dir: filepath.Join(cfg.DataDir, "run"), Logger: logger,
-		PokeFunc: sched.Poke, PendingFunc: pendingIn(st)})
-	reg.Register(runs)
-	reg.Register(schedule.New(schedule.Config{AllowExec: cfg.AllowExec, MinEvery: cfg.Limits.MinEvery}))
-	reg.Register(tokenwatch.New(tokenwatch.Config{}))
-	// One forge.Set for both kinds: they share each token's cache,
-	// coalescing and rate-limit state.
-	reg.Register(ci.New(ci.Config{Forges: forges}))
-	reg.Register(ticket.New(ticket.Config{Forges: forges}))
+	fs := newFSWake(logger, sched)
+	// Every built-in kind, each built by its descriptor from what the
+	// daemon shares: one forge.Set for the kinds that ask forges (they
+	// share each token's cache, coalescing and rate-limit state), and the
+	// scheduler's Poke for the watchers that learn of a change (a run that
+	// ends pokes its watch).
+	reg := watcher.Build(kinds.Builtin(), watcher.Deps{
+		DenyPrivate: cfg.DenyPrivate,
+		Roots:       cfg.Roots,
+		AllowExec:   cfg.AllowExec,
+		MinEvery:    cfg.Limits.MinEvery,
+		DataDir:     cfg.DataDir,
+		Logger:      logger,
+		Notifier:    fs.n,
+		Forges:      forges,
+		PokeFunc:    sched.Poke,
+		PendingFunc: pendingIn(st),
+	})
+	fs.keep(reg)
 
 	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, kinds: reg.Kinds(), primed: make(chan struct{}),
-		sched: sched, runs: runs, fs: fs, forges: forges, replica: ReplicaID(), httpw: httpw, started: time.Now()}
+		sched: sched, watchers: reg.Watchers(), fs: fs, forges: forges, replica: ReplicaID(), started: time.Now()}
 	// Scoped tokens: authenticated per request (cached briefly; a
 	// revocation here takes effect at once) and re-checked before every
 	// probe of the watches they made.
@@ -419,15 +410,22 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	g.Go(func() error {
 		return d.disp.Run(engCtx)
 	})
-	g.Go(func() error {
-		// Ended runs wake their watches, once the scheduler holds them.
-		select {
-		case <-d.primed:
-		case <-engCtx.Done():
-			return nil
+	for _, w := range d.watchers {
+		r, ok := w.(watcher.Runner)
+		if !ok {
+			continue
 		}
-		return d.runs.Run(engCtx)
-	})
+		g.Go(func() error {
+			// A watcher's background work (ended runs wake their
+			// watches) starts once the scheduler holds the watches.
+			select {
+			case <-d.primed:
+			case <-engCtx.Done():
+				return nil
+			}
+			return r.Run(engCtx)
+		})
+	}
 	g.Go(func() error {
 		// File system events wake folder and file watches, once the
 		// scheduler holds them.
@@ -472,7 +470,11 @@ func (d *Daemon) Close() error {
 		d.schedLock.release()
 		d.closeErr = errors.Join(lerr, d.store.Close(), d.lock.release())
 		d.forges.CloseIdleConnections()
-		d.httpw.Close()
+		for _, w := range d.watchers {
+			if c, ok := w.(io.Closer); ok {
+				c.Close()
+			}
+		}
 	})
 	return d.closeErr
 }

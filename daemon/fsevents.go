@@ -4,30 +4,40 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
-	"path/filepath"
 	"time"
 
+	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/scheduler"
+	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/folder"
 	"github.com/vigil-run/vigil/watcher/fsevent"
 )
 
 // FolderDir names the directory in the data dir where folder watches keep
 // the previous contents of the files they diff against.
-const FolderDir = "folder"
+const FolderDir = folder.BlobDirName
 
 // fsWake is the file system side of the daemon: ONE notifier that wakes
-// folder and file watches on file system events, and the folder watcher,
-// whose kept contents follow its watches.
+// folder and file watches on file system events, and what it needs of the
+// folder watcher, whose kept contents follow its watches.
 type fsWake struct {
-	log     *slog.Logger
-	n       *fsevent.Notifier
-	folders *folder.Watcher
+	log *slog.Logger
+	n   *fsevent.Notifier
+	// folders is the registered folder watcher (keep); nil when the
+	// daemon runs no folder kind.
+	folders keptContents
 }
 
-// newFSWake makes the notifier, which pokes the watches it wakes in sched,
-// and the folder watcher, which it wakes.
-func newFSWake(cfg Config, logger *slog.Logger, sched *scheduler.Scheduler) *fsWake {
+// keptContents is what the daemon needs of the folder watcher: letting go
+// of the contents a watch kept.
+type keptContents interface {
+	Forget(id string)
+	Sweep(keep func(id string) bool) error
+}
+
+// newFSWake makes the notifier, which pokes the watches it wakes in sched.
+// Call keep once the watchers are registered.
+func newFSWake(logger *slog.Logger, sched *scheduler.Scheduler) *fsWake {
 	f := &fsWake{log: logger.With("component", "fsevent")}
 	f.n = fsevent.New(fsevent.Config{
 		Logger:   logger,
@@ -36,15 +46,20 @@ func newFSWake(cfg Config, logger *slog.Logger, sched *scheduler.Scheduler) *fsW
 			_, _, ok := sched.Info(id)
 			return ok
 		},
-		DropFunc: func(id string) { f.folders.Forget(id) },
-	})
-	f.folders = folder.New(folder.Config{
-		Roots:     cfg.Roots,
-		AllowExec: cfg.AllowExec,
-		Waker:     f.n,
-		BlobDir:   filepath.Join(cfg.DataDir, FolderDir),
+		DropFunc: func(id string) {
+			if f.folders != nil {
+				f.folders.Forget(id)
+			}
+		},
 	})
 	return f
+}
+
+// keep takes the folder watcher from reg, before the notifier runs.
+func (f *fsWake) keep(reg *watcher.Registry) {
+	if w, ok := reg.Lookup(vigil.KindFolder); ok {
+		f.folders, _ = w.(keptContents)
+	}
 }
 
 // run wakes every pending folder watch (spread over the polling interval:
@@ -62,8 +77,10 @@ func (f *fsWake) run(ctx context.Context, folders []string) error {
 		pending[id] = true
 		f.n.WakeAt(id, now.Add(time.Duration(rand.Int64N(int64(folder.PollEvery)))))
 	}
-	if err := f.folders.Sweep(func(id string) bool { return pending[id] }); err != nil {
-		f.log.Warn("removing the kept contents of ended folder watches", "err", err)
+	if f.folders != nil {
+		if err := f.folders.Sweep(func(id string) bool { return pending[id] }); err != nil {
+			f.log.Warn("removing the kept contents of ended folder watches", "err", err)
+		}
 	}
 	return f.n.Run(ctx)
 }

@@ -104,8 +104,10 @@ type job struct {
 	w                           *vigil.Watch
 	// recipient and dest place it in the fair queue; empty until known.
 	recipient, dest string
-	// opts are w's delivery options when already read (shared by the
-	// jobs of one settlement; never written).
+	// opts are w's delivery options once read: parsed once per job (once
+	// per settlement, shared by its jobs; once when Resume or the job's
+	// first turn reads its watch), never per attempt. Never written
+	// through.
 	opts *Options
 }
 
@@ -204,6 +206,21 @@ func (d *Dispatcher) Options(w *vigil.Watch) (Options, error) {
 		}
 	}
 	return o, nil
+}
+
+// jobOptions returns j's delivery options, parsing them from its watch
+// only the first time: kept on j, they serve its every attempt. Options
+// that cannot be read are not kept: the attempt reads them again and says
+// so in the receipt.
+func (d *Dispatcher) jobOptions(j *job) Options {
+	if j.opts != nil {
+		return *j.opts
+	}
+	o, err := d.Options(j.w)
+	if err == nil {
+		j.opts = &o
+	}
+	return o
 }
 
 // channels lists the channels an outcome goes to: a webhook for every
@@ -310,7 +327,8 @@ func (d *Dispatcher) Resume(ctx context.Context) error {
 			continue
 		}
 		if o, err := d.Options(w); err == nil && o.Webhook != nil && o.Webhook.RetryUnknown {
-			d.pushLocked(&job{watchID: r.WatchID, channel: r.Channel, messageID: r.MessageID, attempts: r.Attempts, due: now.UnixNano(), w: w})
+			j := &job{watchID: r.WatchID, channel: r.Channel, messageID: r.MessageID, attempts: r.Attempts, due: now.UnixNano(), w: w, opts: &o}
+			d.pushLocked(j)
 		}
 	}
 	for _, r := range res.Retrying {
@@ -428,9 +446,8 @@ func (d *Dispatcher) queueLocked(j *job) {
 		if j.w == nil {
 			j.recipient, j.dest = unresolved, unresolved
 		} else {
-			// Queued by Resume with its watch: place it now.
-			o, _ := d.Options(j.w)
-			j.place(o)
+			// Queued with its watch but not placed: place it now.
+			j.place(d.jobOptions(j))
 		}
 	}
 	d.due.push(j, j.recipient, j.dest)
@@ -456,8 +473,7 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 		j.w = w
 		// Now that its recipient and destination are known, it waits for
 		// its turn in their queues.
-		o, _ := d.Options(w)
-		j.place(o)
+		j.place(d.jobOptions(j))
 		d.retryLater(j, 0)
 		return
 	}

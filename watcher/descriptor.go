@@ -44,6 +44,11 @@ type Descriptor struct {
 	// CLI is the kind's form under "vigil add"; the zero value means the
 	// kind takes its predicate as --predicate JSON only.
 	CLI CLI
+	// New builds the kind's watcher from what the daemon shares: the
+	// daemon registers every built-in kind by calling it, so a kind needs
+	// no line of its own there. A watcher that is an io.Closer is closed
+	// with the daemon; one that is a Runner runs alongside it.
+	New func(Deps) Watcher
 }
 
 // CLI is a kind's command-line form: "vigil add KIND" is built from it,

@@ -163,7 +163,7 @@ func Run(ctx context.Context, w Watcher, p Probe) (obs vigil.Observation, err er
 }
 
 // Registry maps kinds to watchers and their descriptors. Build it with
-// NewRegistry and one Register call per kind; it is read-only once the
+// Build, or NewRegistry and one Register call per kind; it is read-only once the
 // daemon starts.
 type Registry struct {
 	m     map[vigil.Kind]Watcher
@@ -177,6 +177,30 @@ func NewRegistry(ws ...Watcher) *Registry {
 		r.Register(w)
 	}
 	return r
+}
+
+// Build returns a registry of one watcher per kind of ks, each made by
+// its descriptor's New from deps: the daemon registers every kind this
+// way. It panics on a descriptor without New, a bug in the kind's
+// package.
+func Build(ks Kinds, deps Deps) *Registry {
+	r := NewRegistry()
+	for _, d := range ks.List() {
+		if d.New == nil {
+			panic(fmt.Sprintf("watcher: the descriptor of kind %q has no New", d.Kind))
+		}
+		r.Register(d.New(deps))
+	}
+	return r
+}
+
+// Watchers returns the registered watchers, sorted by kind.
+func (r *Registry) Watchers() []Watcher {
+	ws := make([]Watcher, 0, len(r.m))
+	for _, k := range r.Kinds() {
+		ws = append(ws, r.m[k])
+	}
+	return ws
 }
 
 // Register adds w and its descriptor; it panics on a duplicate kind or a

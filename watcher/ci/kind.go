@@ -14,6 +14,7 @@ import (
 func Descriptor() watcher.Descriptor {
 	return watcher.Descriptor{
 		Kind:    vigil.KindCI,
+		New:     fromDeps,
 		Spec:    vigil.KindSpec{Every: 30 * time.Second, Deadline: 2 * time.Hour},
 		DueOnly: true,
 		Doc:     `{"provider": "github", "repo": "owner/name", "sha": "<commit or branch>"} — every check on the commit passed, or one failed`,
@@ -88,3 +89,9 @@ URL (and, for private repositories, a token): see docs/operations.md.`,
 
 // Descriptor returns the kind's descriptor.
 func (*Watcher) Descriptor() watcher.Descriptor { return Descriptor() }
+
+// fromDeps builds the watcher the daemon registers, with the forges the
+// daemon shares.
+func fromDeps(d watcher.Deps) watcher.Watcher {
+	return New(Config{Forges: d.Forges})
+}

@@ -12,6 +12,7 @@ import (
 func Descriptor() watcher.Descriptor {
 	return watcher.Descriptor{
 		Kind:    vigil.KindCommand,
+		New:     fromDeps,
 		Spec:    vigil.KindSpec{Every: 30 * time.Second, Deadline: 30 * time.Minute, Exec: true},
 		DueOnly: true,
 		Doc:     `{"argv": ["make", "check"], "cwd": "/abs/dir"} — done when it exits 0 (needs a daemon that allows exec)`,
@@ -61,3 +62,9 @@ directory unless --cwd says otherwise, with a small environment (PATH, HOME,
 
 // Descriptor returns the kind's descriptor.
 func (*Watcher) Descriptor() watcher.Descriptor { return Descriptor() }
+
+// fromDeps builds the watcher the daemon registers, with the daemon's
+// allow_exec.
+func fromDeps(d watcher.Deps) watcher.Watcher {
+	return New(Config{AllowExec: d.AllowExec})
+}

@@ -14,6 +14,7 @@ import (
 func Descriptor() watcher.Descriptor {
 	return watcher.Descriptor{
 		Kind: vigil.KindFile,
+		New:  fromDeps,
 		Spec: vigil.KindSpec{Every: 5 * time.Second, Deadline: 30 * time.Minute},
 		Doc:  `{"path": "/abs/path/READY"} or {"path": "/abs/build.log", "contains": "BUILD OK"}; {"exists": false} waits for removal`,
 		Schema: watcher.PredicateSchema[input](map[string]string{
@@ -64,3 +65,13 @@ directory.`,
 
 // Descriptor returns the kind's descriptor.
 func (*Watcher) Descriptor() watcher.Descriptor { return Descriptor() }
+
+// fromDeps builds the watcher the daemon registers, with the daemon's roots
+// and file system notifier.
+func fromDeps(d watcher.Deps) watcher.Watcher {
+	cfg := Config{Roots: d.Roots}
+	if d.Notifier != nil {
+		cfg.Waker = d.Notifier
+	}
+	return New(cfg)
+}

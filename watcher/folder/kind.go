@@ -9,11 +9,16 @@ import (
 	"github.com/vigil-run/vigil/watcher"
 )
 
+// BlobDirName names the directory in the data directory where folder
+// watches keep the previous contents of the files they diff against.
+const BlobDirName = "folder"
+
 // Descriptor describes kind folder: woken by file system events, checked
 // every 10 s as a fallback, for 30 min by default (standing on request).
 func Descriptor() watcher.Descriptor {
 	return watcher.Descriptor{
 		Kind: vigil.KindFolder,
+		New:  fromDeps,
 		Spec: vigil.KindSpec{Every: 10 * time.Second, Deadline: 30 * time.Minute},
 		Doc:  `{"path": "/abs/src", "pattern": ["*.go"], "standing": true} — the changes someone else makes, as a summary and diffs once the folder settles; "on_change": ["reviewer", "--stdin"] runs a reviewer on them (needs exec)`,
 		Schema: watcher.PredicateSchema[input](map[string]string{
@@ -113,4 +118,15 @@ func buildCLI(p map[string]any, in watcher.CLIInput) error {
 		return errors.New("--on-change-timeout needs a reviewer (--on-change, or a command after --)")
 	}
 	return nil
+}
+
+// fromDeps builds the watcher the daemon registers, with the daemon's
+// roots, allow_exec and file system notifier; it keeps the previous
+// contents of files in <data_dir>/folder.
+func fromDeps(d watcher.Deps) watcher.Watcher {
+	cfg := Config{Roots: d.Roots, AllowExec: d.AllowExec, BlobDir: filepath.Join(d.DataDir, BlobDirName)}
+	if d.Notifier != nil {
+		cfg.Waker = d.Notifier
+	}
+	return New(cfg)
 }

@@ -15,6 +15,7 @@ import (
 func Descriptor() watcher.Descriptor {
 	return watcher.Descriptor{
 		Kind:    vigil.KindHTTP,
+		New:     fromDeps,
 		Spec:    vigil.KindSpec{Every: 10 * time.Second, Deadline: 30 * time.Minute},
 		DueOnly: true,
 		Doc: `{"url": "https://example.com/health", "done": {"path": "status", "equals": "ok"}} — accepted status 2xx unless "status" says otherwise; ` +
@@ -123,4 +124,10 @@ func buildCLI(p map[string]any, in watcher.CLIInput) error {
 		return err
 	}
 	return applyMatcher(p, in, "fail")
+}
+
+// fromDeps builds the watcher the daemon registers, with the daemon's
+// deny_private.
+func fromDeps(d watcher.Deps) watcher.Watcher {
+	return New(Config{DenyPrivate: d.DenyPrivate})
 }

@@ -1,8 +1,8 @@
 // Package kinds lists the kinds built into vigil: one line per kind, the
 // descriptor its package exports. The CLI, the OpenAPI document, wording
-// and the MCP server's defaults read this list; the daemon registers each
-// kind's watcher, with its descriptor, on one line of its own (and a test
-// there keeps both lists equal).
+// and the MCP server's defaults read this list, and the daemon builds its
+// registry from it (watcher.Build: each descriptor's New makes the kind's
+// watcher), so a kind is registered by its one line here.
 package kinds
 
 import (

@@ -1,11 +1,16 @@
 package run
 
 import (
+	"path/filepath"
 	"time"
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/watcher"
 )
+
+// DirName names the run directory in the data directory: <data_dir>/run
+// holds the status and pid files of runs.
+const DirName = "run"
 
 // Descriptor describes kind run. A run is started by its first probe, at
 // once, and is woken when it ends; the 30 s interval is only a fallback
@@ -14,6 +19,7 @@ import (
 func Descriptor() watcher.Descriptor {
 	return watcher.Descriptor{
 		Kind: vigil.KindRun,
+		New:  fromDeps,
 		Spec: vigil.KindSpec{Every: 30 * time.Second, Deadline: time.Hour, Exec: true},
 		Doc:  `{"argv": ["make", "release"], "cwd": "/abs/dir"} — starts the program once; fired when it exits 0, failed otherwise, with the end of its output (needs a daemon that allows exec)`,
 		Schema: watcher.PredicateSchema[input](map[string]string{
@@ -54,3 +60,11 @@ process group is terminated. The daemon must be started with --allow-exec.`,
 
 // Descriptor returns the kind's descriptor.
 func (*Watcher) Descriptor() watcher.Descriptor { return Descriptor() }
+
+// fromDeps builds the watcher the daemon registers, with the daemon's
+// allow_exec, <data_dir>/run, its logger, and the scheduler's Poke and the
+// store's pending check.
+func fromDeps(d watcher.Deps) watcher.Watcher {
+	return New(Config{AllowExec: d.AllowExec, Dir: filepath.Join(d.DataDir, DirName), Logger: d.Logger,
+		PokeFunc: d.PokeFunc, PendingFunc: d.PendingFunc})
+}

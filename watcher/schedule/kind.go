@@ -11,6 +11,7 @@ import (
 func Descriptor() watcher.Descriptor {
 	return watcher.Descriptor{
 		Kind: vigil.KindSchedule,
+		New:  fromDeps,
 		Spec: vigil.KindSpec{Standing: true, Exec: true},
 		Doc:  `{"every": "1h", "argv": ["./report.sh"]} or {"cron": "0 9 * * 1-5", "tz": "Europe/Paris", "shell": "make digest"} — standing: runs the program on the calendar and leaves what it printed as a note (needs a daemon that allows exec)`,
 		Schema: watcher.PredicateSchema[input](map[string]string{
@@ -64,3 +65,9 @@ standing: it runs until cancelled. The daemon must be started with --allow-exec.
 
 // Descriptor returns the kind's descriptor.
 func (*Watcher) Descriptor() watcher.Descriptor { return Descriptor() }
+
+// fromDeps builds the watcher the daemon registers, with the daemon's
+// allow_exec and min_every.
+func fromDeps(d watcher.Deps) watcher.Watcher {
+	return New(Config{AllowExec: d.AllowExec, MinEvery: d.MinEvery})
+}

@@ -12,6 +12,7 @@ import (
 func Descriptor() watcher.Descriptor {
 	return watcher.Descriptor{
 		Kind:    vigil.KindTCP,
+		New:     fromDeps,
 		Spec:    vigil.KindSpec{Every: 5 * time.Second, Deadline: 30 * time.Minute},
 		DueOnly: true,
 		Doc:     `{"address": "db.internal:5432"}`,
@@ -41,3 +42,9 @@ func Descriptor() watcher.Descriptor {
 
 // Descriptor returns the kind's descriptor.
 func (*Watcher) Descriptor() watcher.Descriptor { return Descriptor() }
+
+// fromDeps builds the watcher the daemon registers, with the daemon's
+// deny_private.
+func fromDeps(d watcher.Deps) watcher.Watcher {
+	return New(Config{DenyPrivate: d.DenyPrivate})
+}

@@ -15,6 +15,7 @@ import (
 func Descriptor() watcher.Descriptor {
 	return watcher.Descriptor{
 		Kind: vigil.KindTicket,
+		New:  fromDeps,
 		Spec: vigil.KindSpec{Every: 60 * time.Second, Standing: true},
 		Doc:  `{"provider": "github", "repo": "owner/name", "number": 7} — standing: each change people make to the issue or pull request (title, state, body, comments, reviews)`,
 		Schema: watcher.PredicateSchema[input](map[string]string{
@@ -104,4 +105,10 @@ func buildCLI(p map[string]any, in watcher.CLIInput) error {
 		p["bots"] = true
 	}
 	return nil
+}
+
+// fromDeps builds the watcher the daemon registers, with the forges the
+// daemon shares.
+func fromDeps(d watcher.Deps) watcher.Watcher {
+	return New(Config{Forges: d.Forges})
 }

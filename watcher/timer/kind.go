@@ -14,6 +14,7 @@ import (
 func Descriptor() watcher.Descriptor {
 	return watcher.Descriptor{
 		Kind:    vigil.KindTimer,
+		New:     fromDeps,
 		Spec:    vigil.KindSpec{Deadline: time.Minute, DeadlineFromStart: true, Instant: true},
 		DueOnly: true,
 		Doc:     `{"in": "10m"} or {"at": "2026-03-01T09:00:00Z"}`,
@@ -57,3 +58,9 @@ func Descriptor() watcher.Descriptor {
 
 // Descriptor returns the kind's descriptor.
 func (*Watcher) Descriptor() watcher.Descriptor { return Descriptor() }
+
+// fromDeps builds the watcher the daemon registers, with nothing of the
+// daemon.
+func fromDeps(d watcher.Deps) watcher.Watcher {
+	return New(Config{})
+}

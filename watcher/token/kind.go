@@ -12,6 +12,7 @@ import (
 func Descriptor() watcher.Descriptor {
 	return watcher.Descriptor{
 		Kind: vigil.KindToken,
+		New:  fromDeps,
 		Spec: vigil.KindSpec{Deadline: 24 * time.Hour},
 		Doc: `{} — the result holds a completion URL; whoever finishes the work (a script, a person, another agent) POSTs ` +
 			`{"status": "success"} or {"status": "failure"} to it`,
@@ -33,3 +34,9 @@ shown only now; it expires with the watch (24h by default).`,
 
 // Descriptor returns the kind's descriptor.
 func (*Watcher) Descriptor() watcher.Descriptor { return Descriptor() }
+
+// fromDeps builds the watcher the daemon registers, with nothing of the
+// daemon.
+func fromDeps(d watcher.Deps) watcher.Watcher {
+	return New(Config{})
+}

@@ -39,12 +39,6 @@ func newLimiter(rate float64, burst int) *limiter {
 	return &limiter{rate: rate, burst: float64(max(burst, 1)), b: map[string]*bucket{}}
 }
 
-// allow takes one token from key's bucket at now, or reports how long
-// until one is there.
-func (l *limiter) allow(key string, now time.Time) (ok bool, retry time.Duration) {
-	return l.allowN(key, now, 1)
-}
-
 // allowN takes n tokens from key's bucket at now, or none and reports how
 // long until n are there. n is at most the burst (see allowRegisterN).
 func (l *limiter) allowN(key string, now time.Time, n int) (ok bool, retry time.Duration) {

@@ -557,38 +557,3 @@ func TestListFiltersUseIndexes(t *testing.T) {
 		}
 	}
 }
-
-// TestWatchCountsUseIndexes: the counts of all watches are read from
-// watches_state_kind alone, never a row; some recipients' through
-// watches_recipient, not by walking every watch.
-func TestWatchCountsUseIndexes(t *testing.T) {
-	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
-	defer s.Close()
-	for _, tc := range []struct {
-		recipients []string
-		want       string
-	}{
-		{recipients: nil, want: "SCAN watches USING COVERING INDEX watches_state_kind"},
-		{recipients: []string{"agent-7"}, want: "SEARCH watches USING INDEX watches_recipient"},
-		{recipients: []string{"agent-7", "agent-8"}, want: "SEARCH watches USING INDEX watches_recipient"},
-	} {
-		q, args := countsQuery(tc.recipients)
-		rows, err := s.readDB.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
-		if joined := strings.Join(plan, "; "); !strings.Contains(joined, tc.want) {
-			t.Errorf("counts of %v: plan %q, want %s", tc.recipients, joined, tc.want)
-		}
-	}
-}

@@ -235,13 +235,17 @@ func (s *Store) WatchList(ctx context.Context, p vigil.WatchListParams) (vigil.W
 	return page, nil
 }
 
-// WatchCounts implements vigil.Store: one GROUP BY over an index. All
-// watches are counted from watches_state_kind alone (schema 8), never
-// reading a row; some recipients' from their rows, found by
-// watches_recipient.
+// WatchCounts implements vigil.Store: one GROUP BY over the state index.
 func (s *Store) WatchCounts(ctx context.Context, recipients []string) ([]vigil.WatchCount, error) {
-	q, args := countsQuery(recipients)
-	rows, err := s.readDB.QueryContext(ctx, q, args...)
+	q := `SELECT state, kind, count(*) FROM watches`
+	var args []any
+	if len(recipients) > 0 {
+		q += " WHERE recipient IN (" + placeholders(len(recipients)) + ")"
+		for _, r := range recipients {
+			args = append(args, r)
+		}
+	}
+	rows, err := s.readDB.QueryContext(ctx, q+" GROUP BY state, kind", args...)
 	if err != nil {
 		return nil, wrap("count watches", err)
 	}
@@ -258,18 +262,6 @@ func (s *Store) WatchCounts(ctx context.Context, recipients []string) ([]vigil.W
 		return nil, wrap("count watches", err)
 	}
 	return out, nil
-}
-
-// countsQuery builds WatchCounts' query and its arguments.
-func countsQuery(recipients []string) (q string, args []any) {
-	q = `SELECT state, kind, count(*) FROM watches`
-	if len(recipients) > 0 {
-		q += " WHERE recipient IN (" + placeholders(len(recipients)) + ")"
-		for _, r := range recipients {
-			args = append(args, r)
-		}
-	}
-	return q + " GROUP BY state, kind", args
 }
 
 // listQuery builds WatchList's query: its SQL, its arguments and the page

@@ -18,7 +18,6 @@ import (
 	"io"
 	"os"
 	"os/user"
-	"runtime/debug"
 	"strings"
 
 	"github.com/mattn/go-isatty"
@@ -99,7 +98,7 @@ func newRoot(e *env) *cobra.Command {
 a command — and delivers the outcome once, to a mailbox, when it settles or
 its deadline passes. Start the daemon with "vigil serve"; every other command
 talks to it.`,
-		Version:       version(),
+		Version:       vigil.Version(),
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
@@ -131,24 +130,6 @@ talks to it.`,
 		newSuperviseCmd(e),
 	)
 	return root
-}
-
-// version returns the module version the binary was built from.
-func version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	if v == "" || v == "(devel)" {
-		v = "devel"
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += "+" + s.Value[:12]
-			}
-		}
-	}
-	return v + " (" + bi.GoVersion + ")"
 }
 
 // clientFlags are the flags of every command that talks to the daemon.

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/mcpserver"
 )
 
@@ -57,7 +58,7 @@ docs/agents.md.`,
 				DefaultRecipient: firstNonEmpty(recipient, defaultRecipient(e)),
 				// stdout carries the protocol: only warnings, on stderr.
 				Logger:     slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-				Version:    version(),
+				Version:    vigil.Version(),
 				ChainDepth: max(depth, 0),
 				Channel:    channel,
 			}

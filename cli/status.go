@@ -44,10 +44,10 @@ func newStatusCmd(e *env) *cobra.Command {
 						Reachable bool               `json:"reachable"`
 						Version   string             `json:"cli_version"`
 						Daemon    *client.DaemonInfo `json:"daemon"`
-					}{addr, true, version(), &info})
+					}{addr, true, vigil.Version(), &info})
 				}
 				fmt.Fprintf(e.stdout, "vigil daemon at %s: reachable\n", addr)
-				fmt.Fprintf(e.stdout, "cli version: %s\n", version())
+				fmt.Fprintf(e.stdout, "cli version: %s\n", vigil.Version())
 				fmt.Fprintf(e.stdout, "store: %s, replica %s: standby (another daemon on the database serves)\n", info.Store, info.Replica)
 				return nil
 			}
@@ -86,10 +86,10 @@ func newStatusCmd(e *env) *cobra.Command {
 					More       bool                `json:"more,omitempty"`
 					Unreadable int                 `json:"unreadable,omitempty"`
 					Daemon     *client.DaemonInfo  `json:"daemon,omitempty"`
-				}{addr, true, version(), counts, total, more, unreadable, daemonInfo(info)})
+				}{addr, true, vigil.Version(), counts, total, more, unreadable, daemonInfo(info)})
 			}
 			fmt.Fprintf(e.stdout, "vigil daemon at %s: reachable\n", addr)
-			fmt.Fprintf(e.stdout, "cli version: %s\n", version())
+			fmt.Fprintf(e.stdout, "cli version: %s\n", vigil.Version())
 			if info.Store != "" {
 				fmt.Fprintf(e.stdout, "store: %s, replica %s: %s\n", info.Store, info.Replica, info.Role)
 			}

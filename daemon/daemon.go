@@ -195,7 +195,6 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		PokeFunc:    sched.Poke,
 		PendingFunc: pendingIn(st),
 	})
-	fs.keep(reg)
 
 	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, kinds: reg.Kinds(), primed: make(chan struct{}),
 		sched: sched, watchers: reg.Watchers(), fs: fs, forges: forges, replica: ReplicaID(), started: time.Now()}
@@ -434,7 +433,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		case <-engCtx.Done():
 			return nil
 		}
-		return d.fs.run(engCtx, d.sched.IDs(vigil.KindFolder))
+		return d.fs.run(engCtx, d.sched.IDs(vigil.KindFolder), d.watchers)
 	})
 	g.Go(func() error {
 		<-gctx.Done()

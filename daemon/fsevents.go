@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/folder"
@@ -18,25 +17,21 @@ import (
 const FolderDir = folder.BlobDirName
 
 // fsWake is the file system side of the daemon: ONE notifier that wakes
-// folder and file watches on file system events, and what it needs of the
-// folder watcher, whose kept contents follow its watches.
+// folder and file watches on file system events. The folder watcher
+// registers with it to let go of the contents a forgotten watch kept
+// (fsevent.Notifier.OnDrop).
 type fsWake struct {
 	log *slog.Logger
 	n   *fsevent.Notifier
-	// folders is the registered folder watcher (keep); nil when the
-	// daemon runs no folder kind.
-	folders keptContents
 }
 
-// keptContents is what the daemon needs of the folder watcher: letting go
-// of the contents a watch kept.
+// keptContents is what the daemon needs of the folder watcher at start:
+// letting go of the contents of watches that are no longer pending.
 type keptContents interface {
-	Forget(id string)
 	Sweep(keep func(id string) bool) error
 }
 
 // newFSWake makes the notifier, which pokes the watches it wakes in sched.
-// Call keep once the watchers are registered.
 func newFSWake(logger *slog.Logger, sched *scheduler.Scheduler) *fsWake {
 	f := &fsWake{log: logger.With("component", "fsevent")}
 	f.n = fsevent.New(fsevent.Config{
@@ -46,28 +41,17 @@ func newFSWake(logger *slog.Logger, sched *scheduler.Scheduler) *fsWake {
 			_, _, ok := sched.Info(id)
 			return ok
 		},
-		DropFunc: func(id string) {
-			if f.folders != nil {
-				f.folders.Forget(id)
-			}
-		},
 	})
 	return f
-}
-
-// keep takes the folder watcher from reg, before the notifier runs.
-func (f *fsWake) keep(reg *watcher.Registry) {
-	if w, ok := reg.Lookup(vigil.KindFolder); ok {
-		f.folders, _ = w.(keptContents)
-	}
 }
 
 // run wakes every pending folder watch (spread over the polling interval:
 // the scheduler re-arms them inside their long event-driven interval, and
 // nothing watches their folders until they are probed), lets go of the
-// kept contents of watches that are gone, and then runs the notifier
-// until ctx ends. Call it once the engine is primed.
-func (f *fsWake) run(ctx context.Context, folders []string) error {
+// kept contents of watches that are gone (in each of watchers that keeps
+// contents), and then runs the notifier until ctx ends. Call it once the
+// engine is primed.
+func (f *fsWake) run(ctx context.Context, folders []string, watchers []watcher.Watcher) error {
 	// The ids come from the primed scheduler: listing every pending row
 	// again here held a second copy of them all at start-up (at 1 000 000
 	// pending watches, 130 MB of resident memory the process kept).
@@ -77,9 +61,11 @@ func (f *fsWake) run(ctx context.Context, folders []string) error {
 		pending[id] = true
 		f.n.WakeAt(id, now.Add(time.Duration(rand.Int64N(int64(folder.PollEvery)))))
 	}
-	if f.folders != nil {
-		if err := f.folders.Sweep(func(id string) bool { return pending[id] }); err != nil {
-			f.log.Warn("removing the kept contents of ended folder watches", "err", err)
+	for _, w := range watchers {
+		if k, ok := w.(keptContents); ok {
+			if err := k.Sweep(func(id string) bool { return pending[id] }); err != nil {
+				f.log.Warn("removing the kept contents of ended folder watches", "err", err)
+			}
 		}
 	}
 	return f.n.Run(ctx)

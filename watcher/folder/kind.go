@@ -125,8 +125,13 @@ func buildCLI(p map[string]any, in watcher.CLIInput) error {
 // contents of files in <data_dir>/folder.
 func fromDeps(d watcher.Deps) watcher.Watcher {
 	cfg := Config{Roots: d.Roots, AllowExec: d.AllowExec, BlobDir: filepath.Join(d.DataDir, BlobDirName)}
-	if d.Notifier != nil {
-		cfg.Waker = d.Notifier
+	if d.Notifier == nil {
+		return New(cfg)
 	}
-	return New(cfg)
+	cfg.Waker = d.Notifier
+	w := New(cfg)
+	// A watch the notifier forgets as stale (settled, cancelled) lets go
+	// of the contents it kept.
+	d.Notifier.OnDrop(w.Forget)
+	return w
 }

@@ -141,7 +141,10 @@ type Notifier struct {
 	stopped bool
 	ids     map[string]*watch
 	dirs    map[string]map[*watch]struct{}
-	h       wakeHeap
+	// onDrop are the functions OnDrop added: each hears, as
+	// Config.DropFunc does, of each watch forgotten as stale.
+	onDrop []func(id string)
+	h      wakeHeap
 }
 
 // watch is one registered watch.
@@ -535,10 +538,25 @@ func (n *Notifier) drop(w *watch) {
 	if stale {
 		n.forgetLocked(w.id)
 	}
+	onDrop := n.onDrop
 	n.mu.Unlock()
 	if stale && n.cfg.DropFunc != nil {
 		n.cfg.DropFunc(w.id)
 	}
+	if stale {
+		for _, f := range onDrop {
+			f(w.id)
+		}
+	}
+}
+
+// OnDrop adds f to what hears of each watch forgotten as stale (as
+// Config.DropFunc does): the watcher that registered a watch lets go of
+// what it kept for it. A watcher calls it once, when it is made.
+func (n *Notifier) OnDrop(f func(id string)) {
+	n.mu.Lock()
+	n.onDrop = append(n.onDrop, f)
+	n.mu.Unlock()
 }
 
 func backoff(tries int) time.Duration {

@@ -128,16 +128,17 @@ func TestNewWakeIsPokedAtOnce(t *testing.T) {
 }
 
 // TestStaleWatchIsDropped: a watch that is no longer pending is forgotten
-// before it is poked, and DropFunc hears of it.
+// before it is poked, and DropFunc and every OnDrop function hear of it.
 func TestStaleWatchIsDropped(t *testing.T) {
 	t.Parallel()
-	var dropped []string
+	var dropped, heard []string
 	active := map[string]bool{"live": true}
 	var mu sync.Mutex
 	n, p := newTestNotifier(t, Config{
 		ActiveFunc: func(id string) bool { mu.Lock(); defer mu.Unlock(); return active[id] },
 		DropFunc:   func(id string) { dropped = append(dropped, id) },
 	})
+	n.OnDrop(func(id string) { heard = append(heard, id) })
 	dir := t.TempDir()
 	n.Watch("live", t0, Target{Dirs: []string{dir}})
 	n.Watch("gone", t0, Target{Dirs: []string{dir}})
@@ -148,6 +149,9 @@ func TestStaleWatchIsDropped(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"gone"}, dropped); diff != "" {
 		t.Errorf("dropped (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"gone"}, heard); diff != "" {
+		t.Errorf("OnDrop heard (-want +got):\n%s", diff)
 	}
 	if got := n.Watched("gone"); got != nil {
 		t.Errorf("a dropped watch still watches %v", got)

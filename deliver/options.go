@@ -318,28 +318,45 @@ func (p Policy) checkCommand(c *CommandOptions, scopeExec bool) error {
 		}
 		return invalid("deliver.command", "%v", err)
 	}
-	switch c.On {
+	return checkExec(execRule{field: "deliver.command", name: "command", runs: "a program",
+		def: DefaultCommandTimeout, max: MaxCommandTimeout}, &c.On, &c.Timeout, p, scopeExec)
+}
+
+// execRule names an exec delivery channel for checkExec: its field, its
+// name and what it runs, in the sentences of its refusals, and its
+// timeout's default and bound.
+type execRule struct {
+	field, name, runs string
+	def, max          time.Duration
+}
+
+// checkExec holds the rules the exec delivery channels (command, resume)
+// share: on defaults to any; the timeout defaults to r.def and is bounded
+// by r.max, and is written back in its canonical form; the daemon must
+// allow exec and the token must carry the exec scope.
+func checkExec(r execRule, on, timeout *string, p Policy, scopeExec bool) error {
+	switch *on {
 	case "":
-		c.On = OnAny
+		*on = OnAny
 	case OnAny, OnDone, OnFail:
 	default:
-		return invalid("deliver.command.on", "must be %q, %q or %q", OnDone, OnFail, OnAny)
+		return invalid(r.field+".on", "must be %q, %q or %q", OnDone, OnFail, OnAny)
 	}
-	timeout := DefaultCommandTimeout
-	if c.Timeout != "" {
-		d, err := vigil.ParseDuration(c.Timeout)
-		if err != nil || d <= 0 || d > MaxCommandTimeout {
-			return invalid("deliver.command.timeout", "must be a duration above 0 and at most %s", vigil.FormatDuration(MaxCommandTimeout))
+	d := r.def
+	if *timeout != "" {
+		t, err := vigil.ParseDuration(*timeout)
+		if err != nil || t <= 0 || t > r.max {
+			return invalid(r.field+".timeout", "must be a duration above 0 and at most %s", vigil.FormatDuration(r.max))
 		}
-		timeout = d
+		d = t
 	}
-	c.Timeout = vigil.FormatDuration(timeout)
+	*timeout = vigil.FormatDuration(d)
 	if !p.AllowExec {
-		return vigil.FieldErrorf(vigil.CodeWatchUnobservable, "deliver.command",
-			"command delivery runs a program, and this daemon does not allow that: start it with --allow-exec (VIGIL_ALLOW_EXEC=1)")
+		return vigil.FieldErrorf(vigil.CodeWatchUnobservable, r.field,
+			"%s delivery runs %s, and this daemon does not allow that: start it with --allow-exec (VIGIL_ALLOW_EXEC=1)", r.name, r.runs)
 	}
 	if !scopeExec {
-		return vigil.FieldErrorf(vigil.CodeForbidden, "deliver.command", "this token does not carry the exec scope that command delivery needs")
+		return vigil.FieldErrorf(vigil.CodeForbidden, r.field, "this token does not carry the exec scope that %s delivery needs", r.name)
 	}
 	return nil
 }

@@ -240,30 +240,8 @@ func (p Policy) checkResume(r *ResumeOptions, scopeExec bool) error {
 		return invalid("deliver.resume", "%v", err)
 	}
 	r.Cwd, r.Env = prog.Cwd, prog.Env
-	switch r.On {
-	case "":
-		r.On = OnAny
-	case OnAny, OnDone, OnFail:
-	default:
-		return invalid("deliver.resume.on", "must be %q, %q or %q", OnDone, OnFail, OnAny)
-	}
-	timeout := DefaultResumeTimeout
-	if r.Timeout != "" {
-		d, err := vigil.ParseDuration(r.Timeout)
-		if err != nil || d <= 0 || d > MaxResumeTimeout {
-			return invalid("deliver.resume.timeout", "must be a duration above 0 and at most %s", vigil.FormatDuration(MaxResumeTimeout))
-		}
-		timeout = d
-	}
-	r.Timeout = vigil.FormatDuration(timeout)
-	if !p.AllowExec {
-		return vigil.FieldErrorf(vigil.CodeWatchUnobservable, "deliver.resume",
-			"resume delivery runs the agent's program, and this daemon does not allow that: start it with --allow-exec (VIGIL_ALLOW_EXEC=1)")
-	}
-	if !scopeExec {
-		return vigil.FieldErrorf(vigil.CodeForbidden, "deliver.resume", "this token does not carry the exec scope that resume delivery needs")
-	}
-	return nil
+	return checkExec(execRule{field: "deliver.resume", name: "resume", runs: "the agent's program",
+		def: DefaultResumeTimeout, max: MaxResumeTimeout}, &r.On, &r.Timeout, p, scopeExec)
 }
 
 // checkSession refuses an empty session id, and one that is not a plain

@@ -126,8 +126,8 @@ func TestResumeDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := register(`{"in":"1s"}`, 1, map[string]any{"harness": "claude", "session": "3f9f74a6-6b7c-4a3e-9e1d-2f1f0a9b8c7d", "cwd": rec})
-	cx := register(`{"in":"1s"}`, 0, map[string]any{"harness": "codex", "session": "019d1afb-b2c7-72d3"})
-	tpl := register(`{"in":"1s"}`, 3, map[string]any{"argv": []string{"my-agent", "--session", "s9", "{sentence}", "{state}", "{watch_id}"}})
+	cx := register(`{"in":"1001ms"}`, 0, map[string]any{"harness": "codex", "session": "019d1afb-b2c7-72d3"})
+	tpl := register(`{"in":"1002ms"}`, 3, map[string]any{"argv": []string{"my-agent", "--session", "s9", "{sentence}", "{state}", "{watch_id}"}})
 	for _, w := range []*vigil.Watch{cl, cx, tpl} {
 		got := waitChannel(t, c, w.ID, "resume", vigil.ReceiptDelivered)
 		if got.State != vigil.StateFired || got.Receipts[0].Attempts != 1 {

@@ -190,7 +190,7 @@ func (s *Scheduler) release(k int32) {
 	case len(s.free) == len(s.slots):
 		s.slots, s.free, s.arena, s.dead, s.h = nil, nil, nil, 0, nil
 		s.ids.buckets, s.ids.n = nil, 0
-	case s.dead > 1<<20 && s.dead*2 > len(s.arena):
+	case s.dead > s.compactAt && s.dead*2 > len(s.arena):
 		s.compactArena()
 	}
 }

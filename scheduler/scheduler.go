@@ -79,6 +79,9 @@ type Scheduler struct {
 	ids   idTable
 	arena []byte
 	dead  int
+	// compactAt is how many dead bytes the arena may hold before it is
+	// compacted (when they are also half of it): 1 MiB.
+	compactAt int
 	// kinds are the kinds seen, each once (a slot holds its index);
 	// oddKinds the kinds of the slots past the 65 535th kind.
 	kinds     []vigil.Kind
@@ -116,6 +119,7 @@ func New(cfg Config) *Scheduler {
 	return &Scheduler{
 		cfg:       cfg,
 		ids:       idTable{seed: maphash.MakeSeed()},
+		compactAt: 1 << 20,
 		pruneSlot: -1,
 		wake:      make(chan struct{}, 1),
 	}

@@ -16,7 +16,7 @@ import (
 func benchIDs(prefix string, n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = fmt.Sprintf("01J%s%020d", prefix, i)[:26]
+		ids[i] = fmt.Sprintf("01J%s%019d", prefix, i) // 26 bytes, as a ULID
 	}
 	return ids
 }
@@ -55,9 +55,11 @@ func BenchmarkGCMarkAtMillion(b *testing.B) {
 	if s.Len() != n {
 		b.Fatalf("holds %d watches, want %d", s.Len(), n)
 	}
+	cpu := processCPU()
 	for b.Loop() {
 		runtime.GC()
 	}
+	reportCPU(b, cpu, 1)
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/watch")
 	runtime.KeepAlive(s)
 }
@@ -73,9 +75,11 @@ func BenchmarkGCMarkMapAtMillion(b *testing.B) {
 		m[id] = int32(i)
 	}
 	runtime.GC()
+	cpu := processCPU()
 	for b.Loop() {
 		runtime.GC()
 	}
+	reportCPU(b, cpu, 1)
 	runtime.KeepAlive(m)
 }
 
@@ -86,6 +90,7 @@ func BenchmarkAddRemove(b *testing.B) {
 	ids := benchIDs("ADDR", 1<<16)
 	due := time.Now().Add(time.Hour)
 	i := 0
+	cpu := processCPU()
 	for b.Loop() {
 		id := ids[i&(len(ids)-1)]
 		i++
@@ -96,6 +101,7 @@ func BenchmarkAddRemove(b *testing.B) {
 		}
 		s.Remove(id)
 	}
+	reportCPU(b, cpu, 1)
 }
 
 // dropper settles every instant entry at once.
@@ -119,6 +125,7 @@ func BenchmarkTimerLife(b *testing.B) {
 	now := time.Now()
 	es := make([]*scheduler.Entry, len(ids))
 	p := dropper{s}
+	cpu := processCPU()
 	for b.Loop() {
 		for i, id := range ids {
 			es[i] = scheduler.NewEntry(id, vigil.KindTimer, 0, time.Time{}, true)
@@ -130,4 +137,15 @@ func BenchmarkTimerLife(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ids)), "ns/timer")
+	reportCPU(b, cpu, len(ids))
+}
+
+// reportCPU reports the process's CPU time since cpu per op, and per
+// watch when an op is many.
+func reportCPU(b *testing.B, cpu time.Duration, per int) {
+	used := float64((processCPU() - cpu).Nanoseconds())
+	b.ReportMetric(used/float64(b.N), "cpu-ns/op")
+	if per > 1 {
+		b.ReportMetric(used/float64(b.N*per), "cpu-ns/timer")
+	}
 }

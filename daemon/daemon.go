@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -398,6 +399,12 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		}
 		d.ready.Store(true)
 		close(d.primed)
+		// Priming read every pending row (a few hundred bytes each)
+		// to keep about a hundred and twenty of each in the scheduler:
+		// the rest is garbage the runtime would hand back to the system
+		// only slowly. One collection now, cheap since the scheduler
+		// holds no pointers per watch, returns it at once.
+		debug.FreeOSMemory()
 		if err := d.eng.Run(engCtx); err != nil && engCtx.Err() == nil {
 			return fmt.Errorf("engine: %w", err)
 		}

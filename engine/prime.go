@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/vigil-run/vigil"
@@ -26,15 +25,24 @@ func (s *prober) prime(ctx context.Context) error {
 	}
 	var overdue []string
 	unknown := map[vigil.Kind]int{}
-	entries := make([]*scheduler.Entry, 0, len(rows))
-	var ids idArena
+	// The scheduler copies what it keeps of each entry into its own
+	// tables: it is handed them a part at a time, so that a million rows
+	// do not have a million entries beside them.
+	s.sched.Reserve(len(rows))
+	entries := make([]*scheduler.Entry, 0, primeChunk)
 	var calendar []vigil.ScheduleEntry
-	for _, r := range rows {
+	for i := range rows {
+		if len(entries) == primeChunk {
+			s.sched.Prime(entries)
+			clear(entries)
+			entries = entries[:0]
+		}
+		r := &rows[i]
 		if r.Unreadable != "" {
 			// Its schedule cannot be read: its turn comes at once, and
 			// settles it errored (see runProbe).
 			s.log.Warn("a pending watch cannot be read; it settles errored", "watch_id", r.ID, "reason", r.Unreadable)
-			e := scheduler.NewEntry(ids.add(r.ID), r.Kind, 0, time.Time{}, false)
+			e := scheduler.NewEntry(r.ID, r.Kind, 0, time.Time{}, false)
 			e.SetDue(now)
 			entries = append(entries, e)
 			continue
@@ -45,7 +53,7 @@ func (s *prober) prime(ctx context.Context) error {
 			if !r.Deadline.IsZero() {
 				// Armed at its deadline only, when it expires (at once
 				// if that passed already).
-				e := scheduler.NewEntry(ids.add(r.ID), r.Kind, r.Every, r.Deadline, false)
+				e := scheduler.NewEntry(r.ID, r.Kind, r.Every, r.Deadline, false)
 				e.SetDue(r.Deadline)
 				e.SetProgress(vigil.Progress{Polls: r.Polls})
 				entries = append(entries, e)
@@ -58,7 +66,7 @@ func (s *prober) prime(ctx context.Context) error {
 			continue
 		}
 		if _, cal := wt.(NextDuer); cal {
-			calendar = append(calendar, r)
+			calendar = append(calendar, *r)
 			continue
 		}
 		due, ok := firstDue(spec, r.Every, r.StartAt, r.Deadline, now)
@@ -71,7 +79,7 @@ func (s *prober) prime(ctx context.Context) error {
 				due = r.Deadline
 			}
 		}
-		e := scheduler.NewEntry(ids.add(r.ID), wt.Kind(), r.Every, r.Deadline, spec.Instant)
+		e := scheduler.NewEntry(r.ID, wt.Kind(), r.Every, r.Deadline, spec.Instant)
 		e.SetDue(due)
 		e.SetProgress(vigil.Progress{Polls: r.Polls, Errors: r.Errors, Consecutive: r.ConsecutiveErrors})
 		entries = append(entries, e)
@@ -182,48 +190,11 @@ func (s *prober) entryFor(w *vigil.Watch) *scheduler.Entry {
 	if !ok {
 		return nil
 	}
-	e := scheduler.NewEntry(w.ID, s.internKind(w.Kind), w.Every, w.Deadline, spec.Instant)
+	e := scheduler.NewEntry(w.ID, w.Kind, w.Every, w.Deadline, spec.Instant)
 	e.SetDue(due)
 	e.SetProgress(vigil.Progress{Polls: w.Polls, Errors: w.Errors, Consecutive: w.ConsecutiveErrors})
 	return e
 }
 
-// internKind returns the registry's own spelling of k: a constant, not a
-// copy on the heap per watch for the collector to visit.
-func (s *prober) internKind(k vigil.Kind) vigil.Kind {
-	if s.cfg.Watchers != nil {
-		if wt, ok := s.cfg.Watchers.Lookup(k); ok {
-			return wt.Kind()
-		}
-	}
-	return k
-}
-
-// idArena copies the ids of primed watches into shared strings of
-// idArenaSize ids each, so that a million primed watches hold a thousand
-// id strings rather than a million: the garbage collector, which the
-// runtime runs at least every two minutes, marks far fewer objects (with
-// constant kinds, a quarter less time per collection at 100 000 watches:
-// BenchmarkGCWithPendingWatches). A chunk lives while
-// any of its ids does: at most idArenaSize × 26 bytes kept for one watch.
-type idArena struct {
-	b strings.Builder
-	n int
-}
-
-const idArenaSize = 1024
-
-func (a *idArena) add(id string) string {
-	if a.n == idArenaSize {
-		a.b, a.n = strings.Builder{}, 0
-	}
-	if a.b.Cap() == 0 {
-		a.b.Grow(idArenaSize * 26) // a ULID is 26 bytes
-	}
-	start := a.b.Len()
-	a.b.WriteString(id)
-	a.n++
-	// A Builder never changes bytes it has written: the substring may
-	// share them, even after a later write moves the buffer.
-	return a.b.String()[start:]
-}
+// primeChunk is how many entries prime hands the scheduler at a time.
+const primeChunk = 4096

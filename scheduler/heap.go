@@ -6,27 +6,48 @@ import (
 	"github.com/vigil-run/vigil"
 )
 
-// Entry is all the scheduler keeps in memory about one pending watch. The
-// predicate is not kept: a probe reads the row.
+// Entry is one pending watch as the scheduler hands it out and takes it in:
+// made by NewEntry (or Detached) for Add and Prime, which copy it into the
+// scheduler's own table and keep nothing of it; and made afresh each time
+// an entry is popped, in flight, for the prober, which hands it back with
+// Reschedule, Retry or Drop. The predicate is not kept: a probe reads the
+// row.
 type Entry struct {
 	id       string
 	kind     vigil.Kind
 	due      int64 // unix nanoseconds
 	deadline int64 // unix nanoseconds; 0 = none
 	every    time.Duration
-	index    int32 // position in the heap; -1 when not in it
-	// flags change while the entry lives; read and write them under the
-	// scheduler's lock.
-	flags uint8
-	// class never changes after the entry is made, so a worker may read it
-	// without the lock.
-	class    uint8
 	prog     progress
 	observer *Observer
+	// slot is the entry's place in the scheduler's table while in flight;
+	// -1 for an entry not (or no longer) the scheduler's: one being made,
+	// or a stand-in (Detached), which a hand-back leaves alone.
+	slot int32
+	// class never changes after the entry is made, so a worker may read it
+	// without the lock.
+	class uint8
 }
 
-// progress is vigil.Progress packed small: 100 000 entries must fit in
-// well under 512 B each.
+// slot is all the scheduler keeps in memory about one pending watch,
+// without a pointer: a garbage collection does not look inside the table
+// of a million of them (issue #18). The id is its bytes in the
+// scheduler's arena, the kind an index into its table of kinds, and the
+// observer, which few have, is in a side map.
+type slot struct {
+	due      int64 // unix nanoseconds
+	deadline int64 // unix nanoseconds; 0 = none
+	every    int64 // nanoseconds
+	prog     progress
+	idOff    uint32 // the id is arena[idOff : idOff+idLen]
+	idLen    uint32
+	pos      int32  // position in the heap; -1 when not in it
+	kind     uint16 // index into Scheduler.kinds; kindSide: in Scheduler.oddKinds
+	flags    uint8  // under the scheduler's lock
+	class    uint8
+}
+
+// progress is vigil.Progress packed small.
 type progress struct {
 	polls, errors, consecutive, streak int32
 	since, at                          int64
@@ -60,42 +81,116 @@ func unixNano(t time.Time) int64 {
 const (
 	flagInflight uint8 = 1 << iota // popped and being probed
 	flagRemoved                    // cancelled or settled while in flight
+	flagFree                       // the slot holds no watch (on the free list)
+	// flagPoked marks an entry poked while its probe was in flight: it is
+	// due again as soon as that probe ends, so no event is lost to single
+	// flight.
+	flagPoked
 )
 
-// Classes of entry (entry.class).
+// Classes of entry (Entry.class, slot.class).
 const (
 	classInstant uint8 = 1 << iota // answered by the clock alone: settled in batches
 	classPrune                     // the retention entry, not a watch
 )
 
-// entryHeap is a min-heap on due, ties broken by id for determinism.
-type entryHeap []*Entry
+// The heap is a min-heap of slot numbers on due, ties broken by id for
+// determinism; each slot knows its position (slot.pos). It is written out
+// rather than through container/heap, whose Push and Pop take an any.
 
-func (h entryHeap) Len() int { return len(h) }
-func (h entryHeap) Less(i, j int) bool {
-	if h[i].due != h[j].due {
-		return h[i].due < h[j].due
+func (s *Scheduler) less(a, b int32) bool {
+	x, y := &s.slots[a], &s.slots[b]
+	if x.due != y.due {
+		return x.due < y.due
 	}
-	return h[i].id < h[j].id
+	return string(s.idBytes(x)) < string(s.idBytes(y))
 }
-func (h entryHeap) Swap(i, j int) {
+
+func (s *Scheduler) swap(i, j int) {
+	h := s.h
 	h[i], h[j] = h[j], h[i]
-	h[i].index = int32(i)
-	h[j].index = int32(j)
+	s.slots[h[i]].pos = int32(i)
+	s.slots[h[j]].pos = int32(j)
 }
-func (h *entryHeap) Push(x any) {
-	e := x.(*Entry)
-	e.index = int32(len(*h))
-	*h = append(*h, e)
+
+func (s *Scheduler) up(j int) {
+	for j > 0 {
+		i := (j - 1) / 2
+		if i == j || !s.less(s.h[j], s.h[i]) {
+			break
+		}
+		s.swap(i, j)
+		j = i
+	}
 }
-func (h *entryHeap) Pop() any {
-	old := *h
-	n := len(old)
-	e := old[n-1]
-	old[n-1] = nil
-	e.index = -1
-	*h = old[:n-1]
-	return e
+
+func (s *Scheduler) down(i0, n int) bool {
+	i := i0
+	for {
+		j1 := 2*i + 1
+		if j1 >= n || j1 < 0 {
+			break
+		}
+		j := j1
+		if j2 := j1 + 1; j2 < n && s.less(s.h[j2], s.h[j1]) {
+			j = j2
+		}
+		if !s.less(s.h[j], s.h[i]) {
+			break
+		}
+		s.swap(i, j)
+		i = j
+	}
+	return i > i0
+}
+
+// heapInit orders the whole heap, in O(n).
+func (s *Scheduler) heapInit() {
+	n := len(s.h)
+	for i, k := range s.h {
+		s.slots[k].pos = int32(i)
+	}
+	for i := n/2 - 1; i >= 0; i-- {
+		s.down(i, n)
+	}
+}
+
+func (s *Scheduler) heapPush(k int32) {
+	s.slots[k].pos = int32(len(s.h))
+	s.h = append(s.h, k)
+	s.up(len(s.h) - 1)
+}
+
+// heapPop takes the minimum off the heap.
+func (s *Scheduler) heapPop() int32 {
+	n := len(s.h) - 1
+	s.swap(0, n)
+	s.down(0, n)
+	k := s.h[n]
+	s.h = s.h[:n]
+	s.slots[k].pos = -1
+	return k
+}
+
+// heapRemove takes the slot at position i off the heap.
+func (s *Scheduler) heapRemove(i int) {
+	n := len(s.h) - 1
+	if n != i {
+		s.swap(i, n)
+		if !s.down(i, n) {
+			s.up(i)
+		}
+	}
+	k := s.h[n]
+	s.h = s.h[:n]
+	s.slots[k].pos = -1
+}
+
+// heapFix restores the order after the slot at position i changed its due.
+func (s *Scheduler) heapFix(i int) {
+	if !s.down(i, len(s.h)) {
+		s.up(i)
+	}
 }
 
 func clamp32(n int) int32 {

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"container/heap"
 	"fmt"
 	"testing"
 	"time"
@@ -17,8 +16,7 @@ func TestPopDueIsBounded(t *testing.T) {
 	for i := range 1000 {
 		e := NewEntry(fmt.Sprintf("w%04d", i), vigil.KindTimer, 0, time.Time{}, true)
 		e.SetDue(now)
-		s.byID[e.id] = e
-		heap.Push(&s.h, e)
+		s.heapPush(s.hold(e))
 	}
 	jobs := s.popDueLocked(now, 4)
 	n := 0

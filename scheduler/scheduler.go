@@ -5,9 +5,14 @@
 // periodic. With nothing due the loop blocks on the wake channel and a
 // single timer set to the heap minimum; an empty heap has no timer at all.
 //
-// Next-due and the probe counts of each watch live here, in memory (an
-// Entry); the store and the watchers are the prober's: this package
-// imports only the root package, the standard library and x/sync.
+// Next-due and the probe counts of each watch live here, in memory, in a
+// table without pointers (a slot per watch; ids in one arena of bytes, an
+// open-addressing index from id to slot, the heap a slice of slot
+// numbers), so that the garbage collector, which the runtime runs at least
+// every two minutes, does not walk a million watches. The prober gets an
+// Entry made for each turn. The store and the watchers are the prober's:
+// this package imports only the root package, the standard library and
+// x/sync.
 //
 // Prime arms the pending watches the prober loaded; Tick runs what is due
 // at a given instant (tests drive it with a fake clock); Run is the loop
@@ -15,8 +20,8 @@
 package scheduler
 
 import (
-	"container/heap"
 	"context"
+	"hash/maphash"
 	"math"
 	"sync"
 	"time"
@@ -61,13 +66,33 @@ type Prober interface {
 
 // Scheduler runs probes when they are due. Create it with New.
 type Scheduler struct {
-	cfg  Config
-	mu   sync.Mutex
-	h    entryHeap
-	byID map[string]*Entry
-	// pruneE is the one retention entry, when armed.
-	pruneE *Entry
-	wake   chan struct{}
+	cfg Config
+	mu  sync.Mutex
+	// slots holds every entry: pending, in flight, the retention entry,
+	// and free ones (listed in free, reused first). None holds a pointer.
+	slots []slot
+	free  []int32
+	// h is the heap of the slots waiting for their turn (see heap.go).
+	h []int32
+	// ids finds the slot of each watch held; arena holds the ids' bytes,
+	// dead of them no longer a slot's (compacted when they are half).
+	ids   idTable
+	arena []byte
+	dead  int
+	// compactAt is how many dead bytes the arena may hold before it is
+	// compacted (when they are also half of it): 1 MiB.
+	compactAt int
+	// kinds are the kinds seen, each once (a slot holds its index);
+	// oddKinds the kinds of the slots past the 65 535th kind.
+	kinds     []vigil.Kind
+	kindIndex map[vigil.Kind]uint16
+	oddKinds  map[int32]vigil.Kind
+	// observers are the observers of the slots that have one (few:
+	// registrations waiting for a first observation).
+	observers map[int32]*Observer
+	// pruneSlot is the one retention entry, when armed; -1 when not.
+	pruneSlot int32
+	wake      chan struct{}
 	// busy counts Run's probes in flight by recipient, and parked holds
 	// the due probes waiting for their recipient's turn (see runFair).
 	// Both hold only recipients with a probe running.
@@ -92,9 +117,11 @@ func New(cfg Config) *Scheduler {
 		cfg.BatchSize = 512
 	}
 	return &Scheduler{
-		cfg:  cfg,
-		byID: make(map[string]*Entry),
-		wake: make(chan struct{}, 1),
+		cfg:       cfg,
+		ids:       idTable{seed: maphash.MakeSeed()},
+		compactAt: 1 << 20,
+		pruneSlot: -1,
+		wake:      make(chan struct{}, 1),
 	}
 }
 
@@ -122,14 +149,14 @@ func (s *Scheduler) nextLocked() (time.Time, bool) {
 	if len(s.h) == 0 {
 		return time.Time{}, false
 	}
-	return time.Unix(0, s.h[0].due).UTC(), true
+	return time.Unix(0, s.slots[s.h[0]].due).UTC(), true
 }
 
 // Len returns how many watches the scheduler holds.
 func (s *Scheduler) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.byID)
+	return s.ids.n
 }
 
 // IDs returns the ids of the watches of kind the scheduler holds, in no
@@ -139,10 +166,12 @@ func (s *Scheduler) IDs(kind vigil.Kind) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ids []string
-	for id, e := range s.byID {
-		if e.kind == kind {
-			ids = append(ids, id)
+	for k := range s.slots {
+		x := &s.slots[k]
+		if x.flags&(flagFree|flagRemoved) != 0 || x.class&classPrune != 0 || s.kindOf(int32(k)) != kind {
+			continue
 		}
+		ids = append(ids, string(s.idBytes(x)))
 	}
 	return ids
 }
@@ -152,11 +181,12 @@ func (s *Scheduler) IDs(kind vigil.Kind) []string {
 func (s *Scheduler) Info(id string) (next time.Time, polls int, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.byID[id]
+	k, ok := s.lookup(id)
 	if !ok {
 		return time.Time{}, 0, false
 	}
-	return time.Unix(0, e.due).UTC(), int(e.prog.polls), true
+	x := &s.slots[k]
+	return time.Unix(0, x.due).UTC(), int(x.prog.polls), true
 }
 
 // Live is what the scheduler knows of a pending watch between writes: when
@@ -173,12 +203,13 @@ type Live struct {
 func (s *Scheduler) Live(id string) (Live, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.byID[id]
+	k, ok := s.lookup(id)
 	if !ok {
 		return Live{}, false
 	}
-	p := e.prog.unpack()
-	return Live{NextDue: time.Unix(0, e.due).UTC(), Polls: p.Polls, Errors: p.Errors, ConsecutiveErrors: p.Consecutive, CheckedAt: p.At}, true
+	x := &s.slots[k]
+	p := x.prog.unpack()
+	return Live{NextDue: time.Unix(0, x.due).UTC(), Polls: p.Polls, Errors: p.Errors, ConsecutiveErrors: p.Consecutive, CheckedAt: p.At}, true
 }
 
 // Add schedules a newly registered watch at its entry's due instant, and
@@ -186,12 +217,11 @@ func (s *Scheduler) Live(id string) (Live, bool) {
 // scheduler holds the watch already.
 func (s *Scheduler) Add(e *Entry) bool {
 	s.mu.Lock()
-	if _, dup := s.byID[e.id]; dup {
+	if _, dup := s.lookup(e.id); dup {
 		s.mu.Unlock()
 		return false
 	}
-	s.byID[e.id] = e
-	heap.Push(&s.h, e)
+	s.heapPush(s.hold(e))
 	s.mu.Unlock()
 	s.signal()
 	return true
@@ -204,48 +234,72 @@ func (s *Scheduler) AddMany(es []*Entry) {
 		return
 	}
 	s.mu.Lock()
+	s.ids.reserve(len(es))
 	for _, e := range es {
-		if _, dup := s.byID[e.id]; dup {
+		if _, dup := s.lookup(e.id); dup {
 			continue
 		}
-		s.byID[e.id] = e
-		heap.Push(&s.h, e)
+		s.heapPush(s.hold(e))
 	}
 	s.mu.Unlock()
 	s.signal()
 }
 
+// Reserve makes room for n more watches, so that priming a million grows
+// the tables once.
+func (s *Scheduler) Reserve(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ids.reserve(n)
+	if m := len(s.slots) + n; m > cap(s.slots) {
+		s.slots = append(make([]slot, 0, m), s.slots...)
+	}
+	if m := len(s.h) + n; m > cap(s.h) {
+		s.h = append(make([]int32, 0, m), s.h...)
+	}
+}
+
 // Prime arms the pending watches loaded at start (those held already are
-// skipped) in one heap build. The retention entry is held in flight from
-// here to Primed, so the prunes that settlements made meanwhile arm (an
-// overdue watch expired at start) find it running instead of making a
-// second one.
+// skipped). It may be called more than once before Primed, with a part of
+// them each time (the entries handed over are not kept; see Reserve). The
+// retention entry is held in flight from here to Primed, so the prunes
+// that settlements made meanwhile arm (an overdue watch expired at start)
+// find it running instead of making a second one.
 func (s *Scheduler) Prime(es []*Entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.ids.reserve(len(es))
+	// Added one by one onto a large heap (a part of a priming), ordered
+	// all at once onto a small one.
+	build := len(es) > len(s.h)
 	for _, e := range es {
-		if _, dup := s.byID[e.id]; dup {
+		if _, dup := s.lookup(e.id); dup {
 			continue
 		}
-		s.byID[e.id] = e
-		e.index = int32(len(s.h))
-		s.h = append(s.h, e)
+		k := s.hold(e)
+		if build {
+			s.h = append(s.h, k)
+		} else {
+			s.heapPush(k)
+		}
 	}
-	heap.Init(&s.h)
-	if s.pruneE == nil {
-		s.pruneE = &Entry{id: "\x00prune", class: classPrune, index: -1}
+	if build {
+		s.heapInit()
 	}
-	s.pruneE.flags |= flagInflight
+	if s.pruneSlot < 0 {
+		s.pruneSlot = s.alloc(&Entry{id: "\x00prune", class: classPrune})
+	}
+	s.slots[s.pruneSlot].flags |= flagInflight
 }
 
 // Primed ends priming: it runs p's first prune at now, arms the retention
 // entry from what it finds, and wakes the loop.
 func (s *Scheduler) Primed(ctx context.Context, p Prober, now time.Time) {
 	s.mu.Lock()
-	e := s.pruneE
+	k := s.pruneSlot
 	s.mu.Unlock()
-	if e != nil {
-		s.runPrune(ctx, p, e, now)
+	if k >= 0 {
+		s.runPrune(ctx, p, k, now)
 	}
 	s.signal()
 }
@@ -255,18 +309,20 @@ func (s *Scheduler) Primed(ctx context.Context, p Prober, now time.Time) {
 func (s *Scheduler) Remove(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.byID[id]
+	k, ok := s.lookup(id)
 	if !ok {
 		return
 	}
-	delete(s.byID, id)
-	if e.flags&flagInflight != 0 {
-		e.flags |= flagRemoved
+	s.unhold(k)
+	x := &s.slots[k]
+	if x.flags&flagInflight != 0 {
+		x.flags |= flagRemoved
 		return
 	}
-	if e.index >= 0 {
-		heap.Remove(&s.h, int(e.index))
+	if x.pos >= 0 {
+		s.heapRemove(int(x.pos))
 	}
+	s.release(k)
 }
 
 // Poke makes a pending watch due now, for event-driven watchers (a file
@@ -276,17 +332,21 @@ func (s *Scheduler) Remove(id string) {
 func (s *Scheduler) Poke(id string) {
 	now := s.now().UnixNano()
 	s.mu.Lock()
-	e, ok := s.byID[id]
-	if ok && e.flags&flagInflight != 0 {
-		// Its probe may have looked before the event: due again when it ends.
-		e.flags |= flagPoked
+	k, ok := s.lookup(id)
+	var x *slot
+	if ok {
+		x = &s.slots[k]
+		if x.flags&flagInflight != 0 {
+			// Its probe may have looked before the event: due again when it ends.
+			x.flags |= flagPoked
+		}
 	}
-	if !ok || e.flags&flagInflight != 0 || e.due <= now {
+	if !ok || x.flags&flagInflight != 0 || x.due <= now || x.pos < 0 {
 		s.mu.Unlock()
 		return
 	}
-	e.due = now
-	heap.Fix(&s.h, int(e.index))
+	x.due = now
+	s.heapFix(int(x.pos))
 	s.mu.Unlock()
 	s.signal()
 }
@@ -304,15 +364,15 @@ func (s *Scheduler) ArmPrune(t time.Time) {
 func (s *Scheduler) armPruneLocked(t time.Time) bool {
 	at := t.UnixNano()
 	switch {
-	case s.pruneE == nil:
-		s.pruneE = &Entry{id: "\x00prune", class: classPrune, due: at, index: -1}
-		heap.Push(&s.h, s.pruneE)
-	case s.pruneE.flags&flagInflight != 0:
+	case s.pruneSlot < 0:
+		s.pruneSlot = s.alloc(&Entry{id: "\x00prune", class: classPrune, due: at})
+		s.heapPush(s.pruneSlot)
+	case s.slots[s.pruneSlot].flags&flagInflight != 0:
 		// The running prune re-arms itself from what it finds.
 		return false
-	case at < s.pruneE.due:
-		s.pruneE.due = at
-		heap.Fix(&s.h, int(s.pruneE.index))
+	case at < s.slots[s.pruneSlot].due:
+		s.slots[s.pruneSlot].due = at
+		s.heapFix(int(s.slots[s.pruneSlot].pos))
 	default:
 		return false
 	}
@@ -331,9 +391,10 @@ func (s *Scheduler) popDueLocked(now time.Time, maxJobs int) []job {
 	var jobs []job
 	var batch []*Entry
 	cut := now.UnixNano()
-	for len(s.h) > 0 && s.h[0].due <= cut && len(jobs) < maxJobs {
-		e := heap.Pop(&s.h).(*Entry)
-		e.flags |= flagInflight
+	for len(s.h) > 0 && s.slots[s.h[0]].due <= cut && len(jobs) < maxJobs {
+		k := s.heapPop()
+		s.slots[k].flags |= flagInflight
+		e := s.entry(k)
 		if e.class&classInstant != 0 {
 			batch = append(batch, e)
 			if len(batch) == s.cfg.BatchSize {
@@ -441,7 +502,7 @@ func (s *Scheduler) Run(ctx context.Context, p Prober) error {
 func (s *Scheduler) runJob(ctx context.Context, p Prober, j job, now time.Time, fair bool) {
 	switch {
 	case j.entries[0].class&classPrune != 0:
-		s.runPrune(ctx, p, j.entries[0], now)
+		s.runPrune(ctx, p, j.entries[0].slot, now)
 	case j.entries[0].class&classInstant != 0:
 		p.Instant(ctx, j.entries, now)
 	case fair:
@@ -514,13 +575,14 @@ func (s *Scheduler) nextTurn(recipient string, more bool) *Entry {
 		e := q[0]
 		q[0] = nil
 		q = q[1:]
-		if e.flags&flagRemoved != 0 {
-			e.flags &^= flagInflight
+		x := &s.slots[e.slot]
+		if x.flags&flagRemoved != 0 {
+			s.release(e.slot)
 			continue
 		}
 		// The probe it waited for is about to run: a poke meanwhile is
 		// answered by it.
-		e.flags &^= flagPoked
+		x.flags &^= flagPoked
 		s.parked[recipient] = q
 		return e
 	}
@@ -542,9 +604,9 @@ func (s *Scheduler) unpark() {
 	defer s.mu.Unlock()
 	for r, q := range s.parked {
 		for _, e := range q {
-			e.flags &^= flagInflight | flagPoked
-			if e.flags&flagRemoved == 0 {
-				heap.Push(&s.h, e)
+			if k := e.slot; s.handBack(e) {
+				s.slots[k].flags &^= flagPoked
+				s.heapPush(k)
 			}
 		}
 		delete(s.parked, r)
@@ -565,25 +627,55 @@ func (s *Scheduler) Retry(e *Entry, next time.Time) { s.reschedule(e, next, e.pr
 func (s *Scheduler) reschedule(e *Entry, next time.Time, p progress) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e.flags &^= flagInflight
-	if e.flags&flagRemoved != 0 {
+	k := e.slot
+	if !s.handBack(e) {
 		return
 	}
-	e.prog = p
-	e.due = next.UnixNano()
-	if e.flags&flagPoked != 0 {
-		e.flags &^= flagPoked
-		e.due = min(e.due, s.now().UnixNano())
+	x := &s.slots[k]
+	x.prog = p
+	x.due = next.UnixNano()
+	if x.flags&flagPoked != 0 {
+		x.flags &^= flagPoked
+		x.due = min(x.due, s.now().UnixNano())
 	}
-	heap.Push(&s.h, e)
+	s.heapPush(k)
+}
+
+// handBack ends e's flight: it reports false when the entry is not (or no
+// longer) the scheduler's — a stand-in, or a watch removed meanwhile,
+// whose slot it frees. Otherwise the slot takes e's observer back.
+func (s *Scheduler) handBack(e *Entry) bool {
+	k := e.slot
+	if k < 0 {
+		return false
+	}
+	e.slot = -1
+	x := &s.slots[k]
+	if x.flags&flagInflight == 0 {
+		return false // not in flight: never the case, as e.slot is -1 once handed back
+	}
+	x.flags &^= flagInflight
+	if x.flags&flagRemoved != 0 {
+		s.release(k)
+		return false
+	}
+	if e.observer != nil {
+		if s.observers == nil {
+			s.observers = map[int32]*Observer{}
+		}
+		s.observers[k] = e.observer
+	}
+	return true
 }
 
 // Drop forgets an entry in flight after its watch settled or vanished.
 func (s *Scheduler) Drop(e *Entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e.flags &^= flagInflight
-	if cur, ok := s.byID[e.id]; ok && cur == e {
-		delete(s.byID, e.id)
+	k := e.slot
+	if !s.handBack(e) {
+		return
 	}
+	s.unhold(k)
+	s.release(k)
 }

@@ -134,19 +134,24 @@ func TestResumeDelivery(t *testing.T) {
 			t.Errorf("watch %s: %s, receipts %+v; want fired, resumed once", w.ID, got.State, got.Receipts)
 		}
 	}
-	fired, err := c.Watch(ctx, cl.ID)
-	if err != nil {
-		t.Fatal(err)
+	// Each prompt is built from its own watch's sentence: two timers
+	// a millisecond apart can fire either side of a second boundary.
+	prompt := func(w *vigil.Watch) string {
+		t.Helper()
+		fired, err := c.Watch(ctx, w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "vigil: your watch " + w.ID + " (timer) fired: " + fired.Outcome.Sentence + "\nNote: merge PR 41\nDetails: vigil show " + w.ID + " (or the watch_get tool)."
 	}
-	prompt := "vigil: your watch " + cl.ID + " (timer) fired: " + fired.Outcome.Sentence + "\nNote: merge PR 41\nDetails: vigil show " + cl.ID + " (or the watch_get tool)."
 	tplWatch, _ := c.Watch(ctx, tpl.ID)
 	for _, tt := range []struct {
 		w     *vigil.Watch
 		argv  []string
 		depth string
 	}{
-		{cl, []string{"claude", "-p", "--resume", "3f9f74a6-6b7c-4a3e-9e1d-2f1f0a9b8c7d", prompt}, "2"},
-		{cx, []string{"codex", "exec", "resume", "019d1afb-b2c7-72d3", strings.Replace(prompt, cl.ID, cx.ID, 2)}, "1"},
+		{cl, []string{"claude", "-p", "--resume", "3f9f74a6-6b7c-4a3e-9e1d-2f1f0a9b8c7d", prompt(cl)}, "2"},
+		{cx, []string{"codex", "exec", "resume", "019d1afb-b2c7-72d3", prompt(cx)}, "1"},
 		{tpl, []string{"my-agent", "--session", "s9", tplWatch.Outcome.Sentence, "fired", tpl.ID}, "4"},
 	} {
 		if got := strings.Split(strings.TrimSuffix(recorded(t, rec, tt.w.ID, "argv"), "\x00"), "\x00"); !slices.Equal(got, tt.argv) {
@@ -167,7 +172,7 @@ func TestResumeDelivery(t *testing.T) {
 	}
 	// The agent resumed from a depth-3 watch runs at depth 4: what it
 	// registers is refused, so resumes cannot loop.
-	_, err = c.Register(ctx, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "agent", Predicate: json.RawMessage(`{"in":"1h"}`), ChainDepth: 4})
+	_, err := c.Register(ctx, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "agent", Predicate: json.RawMessage(`{"in":"1h"}`), ChainDepth: 4})
 	if vigil.ErrorCode(err) != vigil.CodeChainTooDeep {
 		t.Errorf("a registration from the resumed agent at depth 4 = %v, want chain_too_deep", err)
 	}

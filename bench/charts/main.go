@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"log"
 	"os"
+
+	"github.com/vigil-run/vigil/bench/internal/charts"
 )
 
 func main() {
@@ -27,7 +29,7 @@ func main() {
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("charts: ")
-	written, err := render(*in, *out)
+	written, err := charts.Render(*in, *out)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -39,6 +39,7 @@ func main() {
 	pgURL := flag.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for River")
 	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis for asynq")
 	out := flag.String("out", "", "also write every run's results as JSON to this file, e.g. results/storm.json (charts: go run ./charts)")
+	chartsTo := flag.String("charts", "", "with -out: at the end, draw the charts of every results file in -out's folder into this folder, e.g. ../docs/bench")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("peers: ")
@@ -50,6 +51,9 @@ func main() {
 	}
 	defer cleanup()
 	saved := newRunLog(*out)
+	if *chartsTo != "" && *out == "" {
+		log.Fatal("-charts needs -out")
+	}
 	open := func(name string, n int) (peer, error) {
 		switch name {
 		case "naive":
@@ -98,6 +102,9 @@ func main() {
 				log.Fatal(err)
 			}
 		}
+	}
+	if err := saved.draw(*chartsTo); err != nil {
+		log.Fatal(err)
 	}
 }
 

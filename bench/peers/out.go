@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vigil-run/vigil/bench/internal/charts"
 	"github.com/vigil-run/vigil/bench/internal/results"
 )
 
@@ -62,6 +63,22 @@ func (l *runLog) flush() error {
 	l.f.Updated = time.Now().UTC()
 	if err := results.Write(l.path, &l.f); err != nil {
 		return fmt.Errorf("-out: %w", err)
+	}
+	return nil
+}
+
+// draw renders the charts of every results file beside -out into dir
+// (nothing when dir is empty).
+func (l *runLog) draw(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	written, err := charts.Render(filepath.Dir(l.path), dir)
+	if err != nil {
+		return fmt.Errorf("-charts: %w", err)
+	}
+	for _, w := range written {
+		fmt.Println("chart", w)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package charts
 
 import (
 	"bytes"
@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/vigil-run/vigil/bench/internal/results"
 )
 
 // svgTexts parses an SVG file as XML, failing the test if it is not
@@ -61,7 +59,7 @@ func svgTexts(t *testing.T, path string) []string {
 
 func TestRenderFixture(t *testing.T) {
 	out := t.TempDir()
-	written, err := render("testdata/results", out)
+	written, err := Render("testdata/results", out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +96,7 @@ func TestRenderFixture(t *testing.T) {
 func TestRenderDeterministic(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
 	for _, dir := range []string{a, b} {
-		if _, err := render("testdata/results", dir); err != nil {
+		if _, err := Render("testdata/results", dir); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -134,7 +132,7 @@ func TestRenderRefusesBadResults(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := t.TempDir()
-			written, err := render(in, out)
+			written, err := Render(in, out)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("render = %v, want an error with %q", err, c.want)
 			}
@@ -142,29 +140,5 @@ func TestRenderRefusesBadResults(t *testing.T) {
 				t.Fatalf("wrote %v from refused results", written)
 			}
 		})
-	}
-}
-
-func TestNewDist(t *testing.T) {
-	var s []float64
-	for i := range 10_000 {
-		s = append(s, float64(9_999-i)) // descending: NewDist sorts
-	}
-	d := results.NewDist(s, 101)
-	if d.N != 10_000 || len(d.Q) != 101 {
-		t.Fatalf("N %d, %d points; want 10000, 101", d.N, len(d.Q))
-	}
-	if d.Q[0] != 0 || d.Q[100] != 9_999 || d.Q[50] != 5_000 {
-		t.Fatalf("min %v, median %v, max %v; want 0, 5000, 9999", d.Q[0], d.Q[50], d.Q[100])
-	}
-	if c := d.Count(50); c != 5_000.5 {
-		t.Fatalf("Count(50) = %v, want 5000.5", c)
-	}
-	small := results.NewDist([]float64{3, 1, 2}, 101)
-	if !slices.Equal(small.Q, []float64{1, 2, 3}) || small.Count(2) != 3 {
-		t.Fatalf("3 samples kept as %v (count of the last %v), want every sample", small.Q, small.Count(2))
-	}
-	if results.NewDist(nil, 101) != nil {
-		t.Fatal("a distribution of no samples")
 	}
 }

@@ -1,4 +1,7 @@
-package main
+// Package charts draws the SVG charts of docs/BENCHMARKS.md from the
+// results files bench/peers writes (package results), with gonum's plot.
+// The command bench/charts and bench/peers -charts call Render.
+package charts
 
 import (
 	"cmp"
@@ -61,9 +64,9 @@ func load(dir string) (*runs, error) {
 	return rs, nil
 }
 
-// render draws every chart the results in dir allow into out and returns
+// Render draws every chart the results in dir allow into out and returns
 // the files written. A chart whose scenario has no runs is not written.
-func render(in, out string) ([]string, error) {
+func Render(in, out string) ([]string, error) {
 	rs, err := load(in)
 	if err != nil {
 		return nil, err

@@ -97,19 +97,29 @@ func load1() float64 {
 	return v
 }
 
-// vigilCommit describes the vigil checkout being measured.
+// vigilCommit describes the vigil checkout being measured: its commit,
+// "-dirty" when files outside bench/ differ from it.
 func vigilCommit() string {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/vigil-run/vigil").Output()
 	if err != nil {
 		return ""
 	}
-	cmd := exec.Command("git", "describe", "--always", "--dirty")
-	cmd.Dir = strings.TrimSpace(string(out))
-	b, err := cmd.Output()
-	if err != nil {
-		return ""
+	dir := strings.TrimSpace(string(out))
+	git := func(args ...string) string {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		b, err := cmd.Output()
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(b))
 	}
-	return strings.TrimSpace(string(b))
+	c := git("describe", "--always")
+	// Edits under bench/ change the harness, not what it measures.
+	if c != "" && git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench") != "" {
+		c += "-dirty"
+	}
+	return c
 }
 
 // schedCPU sums the run time of every thread of pids

@@ -249,12 +249,18 @@ func newPlot(title string, rs []results.Run, files []*results.File) *plot.Plot {
 	return p
 }
 
-// labelsOf lists the distinct labels of rs, e.g. "n=20000".
+var countRE = regexp.MustCompile(`\bn=(\d+)\b`)
+
+// labelsOf lists the distinct labels of rs, e.g. "n = 20 000".
 func labelsOf(rs []results.Run) string {
 	var ls []string
 	for _, r := range rs {
-		if !slices.Contains(ls, r.Label) {
-			ls = append(ls, r.Label)
+		l := countRE.ReplaceAllStringFunc(r.Label, func(m string) string {
+			v, _ := strconv.ParseFloat(m[2:], 64)
+			return "n = " + num(v)
+		})
+		if !slices.Contains(ls, l) {
+			ls = append(ls, l)
 		}
 	}
 	return strings.Join(ls, ", ")
@@ -293,10 +299,10 @@ func lateness(rs *runs, scenario, title string) (*plot.Plot, error) {
 			return nil, err
 		}
 		b.FillColor = withAlpha(peerColor(peer), 0x80)
-		b.GlyphStyle.Radius = vg.Points(1.2)
+		b.GlyphStyle.Radius = vg.Points(1)
 		b.GlyphStyle.Color = peerColor(peer)
 		p.Add(b)
-		names = append(names, fmt.Sprintf("%s\np50 %s, p99 %s", peer, msText(quantile(vs, 0.5)), msText(quantile(vs, 0.99))))
+		names = append(names, fmt.Sprintf("%s\np50 %s\np99 %s", peer, msText(quantile(vs, 0.5)), msText(quantile(vs, 0.99))))
 	}
 	p.NominalX(names...)
 	p.X.Min, p.X.Max = -0.5, float64(len(peers))-0.5
@@ -328,6 +334,7 @@ func drain(rs *runs) (*plot.Plot, error) {
 	p := newPlot("Storm: waits settled after the instant they were all due, "+labelsOf(withLate), withLate, rs.files)
 	p.X.Label.Text = "seconds after the instant"
 	p.Y.Label.Text = "waits settled"
+	p.Y.Tick.Marker = grouped{}
 	for _, peer := range peersOf(withLate) {
 		var mine []results.Run
 		for _, r := range withLate {
@@ -351,7 +358,7 @@ func drain(rs *runs) (*plot.Plot, error) {
 		l.Color = peerColor(peer)
 		l.Width = vg.Points(1.6)
 		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%s: all %d in %s", peer, d.N, msText(d.Q[len(d.Q)-1])), l)
+		p.Legend.Add(fmt.Sprintf("%s: all %s in %s", peer, num(float64(d.N)), msText(d.Q[len(d.Q)-1])), l)
 	}
 	p.Legend.Top, p.Legend.Left = false, false
 	p.Legend.YOffs = vg.Points(8)
@@ -553,6 +560,20 @@ func num(v float64) string {
 		b.WriteRune(c)
 	}
 	return b.String()
+}
+
+// grouped is gonum's default ticks labelled as num writes them.
+type grouped struct{}
+
+// Ticks implements plot.Ticker.
+func (grouped) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = num(ts[i].Value)
+		}
+	}
+	return ts
 }
 
 // symlog is a scale logarithmic beyond ±c and linear within, so one axis

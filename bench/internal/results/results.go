@@ -34,8 +34,9 @@ type File struct {
 	Format  string   `json:"format"`
 	Harness string   `json:"harness"` // "peers"
 	Command []string `json:"command"` // the harness's arguments
-	// Commit is the vigil checkout's `git describe --always --dirty`,
-	// empty when it could not be read.
+	// Commit is the vigil checkout's `git describe --always`, with
+	// "-dirty" when files outside bench/ differ from it; empty when it
+	// could not be read.
 	Commit    string    `json:"commit,omitempty"`
 	GoVersion string    `json:"go"`
 	CPUs      int       `json:"cpus"`

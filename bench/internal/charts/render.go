@@ -212,9 +212,13 @@ func subtitle(rs []results.Run, files []*results.File) string {
 		cs = append(cs, c)
 	}
 	slices.Sort(cs)
+	// Runs per peer and label (files may hold more of the same).
+	count := map[[2]string]int{}
 	maxRun := 0
 	for _, r := range rs {
-		maxRun = max(maxRun, r.Run)
+		k := [2]string{r.Peer, r.Label}
+		count[k]++
+		maxRun = max(maxRun, count[k])
 	}
 	s := first.Format("2006-01-02 15:04")
 	if !last.Equal(first) {
@@ -400,7 +404,8 @@ func register(rs *runs) (*plot.Plot, error) {
 		}
 		return m[1] + " clients"
 	}
-	return bars(rs, all, "Registrations per second, durable where the peer is (log scale)", "per_s", series, func(v float64) string { return num(v) })
+	return bars(rs, all, barSpec{title: "Registrations per second, durable where the peer is (log scale)", key: "per_s",
+		seriesOf: series, format: num})
 }
 
 // batch: waits per second registered in batches, a bar per peer.
@@ -409,7 +414,8 @@ func batch(rs *runs) (*plot.Plot, error) {
 	if len(all) == 0 {
 		return nil, nil
 	}
-	return bars(rs, all, "Waits per second registered in batches from one client (log scale)", "per_s", func(l string) string { return l }, func(v float64) string { return num(v) })
+	return bars(rs, all, barSpec{title: "Waits per second registered in batches from one client (log scale)", key: "per_s",
+		seriesOf: func(l string) string { return l }, format: num})
 }
 
 // idle: CPU per minute with every wait pending and none due, a bar per
@@ -425,13 +431,33 @@ func idle(rs *runs) (*plot.Plot, error) {
 	if _, ok := all[0].Values["cpu_ms_per_min_schedstat"]; ok {
 		key, how = "cpu_ms_per_min_schedstat", "the threads' run time from schedstat"
 	}
-	return bars(rs, all, "Idle: CPU per minute of every process involved, waits pending and none due\n("+how+"; log scale)", key, func(l string) string { return "pending " + strings.TrimPrefix(l, "n=") },
-		func(v float64) string { return msText(v) })
+	return bars(rs, all, barSpec{title: "Idle: CPU per minute of every process involved, waits pending and none due\n(" + how + "; log scale)", key: key,
+		seriesOf: func(l string) string { return l }, format: msText,
+		// How many processes a bar sums: every PostgreSQL process for
+		// River, whatever else they serve at the time.
+		note: func(rs []results.Run) string {
+			n := int(rs[len(rs)/2].Values["processes_measured"])
+			if n == 1 {
+				return "1 process"
+			}
+			return fmt.Sprintf("%d processes", n)
+		}})
+}
+
+// barSpec says what a bar chart shows.
+type barSpec struct {
+	title    string
+	key      string                    // the figure each bar is the median of
+	seriesOf func(label string) string // a run's series, one bar per peer each
+	format   func(float64) string
+	// note, if set, adds a line under a bar's value from its runs.
+	note func([]results.Run) string
 }
 
 // bars draws the median of key per peer (categories) and series (one bar
 // each, side by side), each bar labelled with its value, on a log scale.
-func bars(rs *runs, all []results.Run, title, key string, seriesOf func(label string) string, format func(float64) string) (*plot.Plot, error) {
+func bars(rs *runs, all []results.Run, spec barSpec) (*plot.Plot, error) {
+	key, seriesOf, format := spec.key, spec.seriesOf, spec.format
 	var have []results.Run
 	for _, r := range all {
 		if _, ok := r.Values[key]; ok {
@@ -441,31 +467,41 @@ func bars(rs *runs, all []results.Run, title, key string, seriesOf func(label st
 	if len(have) == 0 {
 		return nil, nil
 	}
-	p := newPlot(title, have, rs.files)
-	// No axis label: gonum places it at the data range's arithmetic
-	// middle, far from the middle on a log scale, and pads for it there.
-	scale := symlog{c: 1}
-	p.Y.Scale, p.Y.Tick.Marker = scale, scale
-	peers := peersOf(have)
 	var series []string
 	for _, r := range have {
 		if s := seriesOf(r.Label); !slices.Contains(series, s) {
 			series = append(series, s)
 		}
 	}
+	title := spec.title
+	if len(series) == 1 {
+		title = strings.Replace(title, "\n", ", "+labelsOf(have)+"\n", 1)
+		if !strings.Contains(spec.title, "\n") {
+			title += ", " + labelsOf(have)
+		}
+	}
+	p := newPlot(title, have, rs.files)
+	// No axis label: gonum places it at the data range's arithmetic
+	// middle, far from the middle on a log scale, and pads for it there.
+	scale := symlog{c: 1}
+	p.Y.Scale, p.Y.Tick.Marker = scale, scale
+	peers := peersOf(have)
 	plotW := float64(chartW) * 0.8
 	w := vg.Length(plotW * 0.75 / float64(len(peers)*len(series)))
 	shades := []uint8{0xff, 0x90, 0x50, 0x30}
 	lowest := math.Inf(1)
+	maxLines := 1
 	for si, s := range series {
 		vals := make(plotter.Values, len(peers))
 		var pts plotter.XYs
 		var texts []string
 		for pi, peer := range peers {
 			var vs []float64
+			var mine []results.Run
 			for _, r := range have {
 				if r.Peer == peer && seriesOf(r.Label) == s {
 					vs = append(vs, r.Values[key])
+					mine = append(mine, r)
 				}
 			}
 			if len(vs) == 0 {
@@ -477,8 +513,12 @@ func bars(rs *runs, all []results.Run, title, key string, seriesOf func(label st
 			pts = append(pts, plotter.XY{X: float64(pi), Y: vals[pi]})
 			t := format(vals[pi])
 			if len(vs) > 1 {
-				t += "\n[" + format(vs[0]) + "–" + format(vs[len(vs)-1]) + "]"
+				t += "\n[" + short(vs[0]) + "–" + short(vs[len(vs)-1]) + "]"
 			}
+			if spec.note != nil {
+				t += "\n" + spec.note(mine)
+			}
+			maxLines = max(maxLines, 1+strings.Count(t, "\n"))
 			texts = append(texts, t)
 		}
 		b, err := plotter.NewBarChart(vals, w)
@@ -518,15 +558,17 @@ func bars(rs *runs, all []results.Run, title, key string, seriesOf func(label st
 	}
 	p.NominalX(names...)
 	p.X.Min, p.X.Max = -0.5, float64(len(peers))-0.5
-	p.Legend.Top, p.Legend.Left = true, false
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.XOffs = vg.Points(6)
 	p.Y.Min = 0
 	if lowest >= 100 {
 		// Start two decades below the lowest bar rather than at 0 (the
 		// bars are clipped there): the decades near 0 say nothing here.
 		p.Y.Min = math.Pow(10, math.Floor(math.Log10(lowest))-1)
 	}
-	// Room above the tallest bar for its label.
-	p.Y.Max = math.Pow(10, math.Ceil(math.Log10(math.Max(p.Y.Max, 1))+0.35))
+	// Room above the tallest bar for its label (about a third of a
+	// decade a line).
+	p.Y.Max = math.Max(p.Y.Max, 1) * math.Pow(10, 0.3*float64(maxLines))
 	return p, nil
 }
 
@@ -554,6 +596,24 @@ func msText(v float64) string {
 		return strconv.FormatFloat(v, 'f', 1, 64) + " ms"
 	default:
 		return strconv.FormatFloat(v, 'f', 2, 64) + " ms"
+	}
+}
+
+// short is a value in three significant figures at most, with k and M:
+// for a bar's range, where the full figures would overlap.
+func short(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case a >= 1e6:
+		return strconv.FormatFloat(v/1e6, 'g', 3, 64) + "M"
+	case a >= 1e4:
+		return strconv.FormatFloat(v/1e3, 'f', 0, 64) + "k"
+	case a >= 1e3:
+		return strconv.FormatFloat(v/1e3, 'g', 2, 64) + "k"
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	default:
+		return strconv.FormatFloat(v, 'g', 2, 64)
 	}
 }
 

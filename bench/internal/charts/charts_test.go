@@ -82,6 +82,13 @@ func TestRenderFixture(t *testing.T) {
 		"idle-cpu.svg":        {"vigild", "river", "asynq", "7.7 ms", "431 ms", "schedstat"},
 	}
 	for file, must := range names {
+		raw, err := os.ReadFile(filepath.Join(out, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(raw, []byte("font-family:'Liberation Sans',Arial,Helvetica,sans-serif")) {
+			t.Errorf("%s: text without a fallback for viewers lacking Liberation Sans", file)
+		}
 		texts := strings.Join(svgTexts(t, filepath.Join(out, file)), "\n")
 		for _, s := range must {
 			if !strings.Contains(texts, s) {

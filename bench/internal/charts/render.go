@@ -4,6 +4,7 @@
 package charts
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"image/color"
@@ -115,12 +116,20 @@ func save(p *plot.Plot, path string) error {
 	if err != nil {
 		return err
 	}
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		return err
+	}
+	// The text is laid out with Liberation Sans's metrics; where a viewer
+	// lacks it, Arial has the same metrics, then any sans-serif.
+	svg := bytes.ReplaceAll(buf.Bytes(), []byte("font-family:Liberation Sans"),
+		[]byte("font-family:'Liberation Sans',Arial,Helvetica,sans-serif"))
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".chart-*.svg")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := w.WriteTo(tmp); err != nil {
+	if _, err := tmp.Write(svg); err != nil {
 		tmp.Close()
 		return err
 	}

@@ -34,8 +34,11 @@ func TestRunLogWritesBoundedLateness(t *testing.T) {
 		t.Fatalf("run read back as %+v", r)
 	}
 	d := r.Lateness
-	if d == nil || d.N != 100_000 || len(d.Q) != latenessPoints {
-		t.Fatalf("lateness %+v; want n 100000 in %d points", d, latenessPoints)
+	if d == nil {
+		t.Fatal("no lateness read back")
+	}
+	if d.N != 100_000 || len(d.Q) != latenessPoints {
+		t.Fatalf("lateness of n %d in %d points; want n 100000 in %d", d.N, len(d.Q), latenessPoints)
 	}
 	if d.Q[0] != 0.001 || d.Q[len(d.Q)-1] != 100 {
 		t.Fatalf("lateness from %v to %v ms; want 0.001 to 100", d.Q[0], d.Q[len(d.Q)-1])

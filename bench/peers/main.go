@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/bench/internal/results"
 )
 
 var allPeers = []string{"naive", "polling", "vigil", "vigild", "river", "asynq"}
@@ -37,6 +38,8 @@ func main() {
 	idleFor := flag.Duration("idle", time.Minute, "idle: how long to measure")
 	pgURL := flag.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for River")
 	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis for asynq")
+	out := flag.String("out", "", "also write every run's results as JSON to this file, e.g. results/storm.json (charts: go run ./charts)")
+	chartsTo := flag.String("charts", "", "with -out: at the end, draw the charts of every results file in -out's folder into this folder, e.g. ../docs/bench")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("peers: ")
@@ -47,6 +50,10 @@ func main() {
 		log.Fatal(err)
 	}
 	defer cleanup()
+	saved := newRunLog(*out)
+	if *chartsTo != "" && *out == "" {
+		log.Fatal("-charts needs -out")
+	}
 	open := func(name string, n int) (peer, error) {
 		switch name {
 		case "naive":
@@ -67,7 +74,7 @@ func main() {
 	for _, sc := range strings.Split(*scenario, ",") {
 		for _, name := range strings.Split(*peers, ",") {
 			var lines []result
-			for range *runs {
+			for run := range *runs {
 				var res []result
 				var err error
 				switch sc {
@@ -88,9 +95,16 @@ func main() {
 					log.Fatalf("%s %s: %v", sc, name, err)
 				}
 				lines = append(lines, res...)
+				saved.add(sc, name, run+1, res)
 			}
 			report(sc, name, lines)
+			if err := saved.flush(); err != nil {
+				log.Fatal(err)
+			}
 		}
+	}
+	if err := saved.draw(*chartsTo); err != nil {
+		log.Fatal(err)
 	}
 }
 
@@ -105,6 +119,8 @@ func cmpOr(a, b int) int {
 type result struct {
 	label  string
 	values map[string]float64
+	// lateness is each wait's, bounded (-out); nil where there is none.
+	lateness *results.Dist
 }
 
 // report prints, per label, each figure's median over the runs and its range.
@@ -254,7 +270,7 @@ func storm(ctx context.Context, open func(string, int) (peer, error), name strin
 		"late_p50_ms":    ms(quantile(late, 0.5)),
 		"late_p99_ms":    ms(quantile(late, 0.99)),
 		"late_min_ms":    ms(slices.Min(late)),
-	}}}, nil
+	}, lateness: lateDist(late)}}, nil
 }
 
 // register: durable registrations (as far as the peer is durable) from 32
@@ -319,7 +335,7 @@ func spread(ctx context.Context, open func(string, int) (peer, error), name stri
 		"late_p99_ms": ms(quantile(late, 0.99)),
 		"late_max_ms": ms(slices.Max(late)),
 		"late_min_ms": ms(slices.Min(late)),
-	}}}, nil
+	}, lateness: lateDist(late)}}, nil
 }
 
 // idle: n waits due in an hour; CPU (user+sys) and bytes written by every
@@ -337,12 +353,16 @@ func idle(ctx context.Context, open func(string, int) (peer, error), name string
 	time.Sleep(5 * time.Second) // let the registration's aftermath settle
 	pids := append([]int{os.Getpid()}, p.Pids()...)
 	cpu0, io0 := usage(pids)
+	sched0 := schedCPU(pids)
 	time.Sleep(d)
 	cpu1, io1 := usage(pids)
+	sched1 := schedCPU(pids)
 	return []result{{label: fmt.Sprintf("n=%d", n), values: map[string]float64{
 		"cpu_ms_per_min":     ms(time.Duration(float64(cpu1-cpu0) * float64(time.Minute) / float64(d))),
 		"written_kib":        float64(io1-io0) / 1024,
 		"processes_measured": float64(len(pids)),
+		// the threads' run time (ns resolution) where ticks say 0
+		"cpu_ms_per_min_schedstat": ms(time.Duration(float64(sched1-sched0) * float64(time.Minute) / float64(d))),
 	}}}, nil
 }
 

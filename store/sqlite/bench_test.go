@@ -93,6 +93,7 @@ func BenchmarkWatchCreateParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
 	b.ResetTimer()
+	cpu0 := processCPU()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if err := benchCreate(s, n.Add(1)); err != nil {
@@ -102,6 +103,7 @@ func BenchmarkWatchCreateParallel(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/create")
 }
 
 // BenchmarkWatchCreateMany creates watches 1 000 per WatchCreateMany (one

@@ -1,7 +1,10 @@
 package vigil
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
+	"strconv"
 	"time"
 )
 
@@ -158,23 +161,151 @@ type watchJSON struct {
 }
 
 // MarshalJSON implements json.Marshaler: the watch as returned by every
-// surface (SPEC §3).
+// surface (SPEC §3). It writes what encoding/json writes for watchJSON,
+// field for field and byte for byte (TestWatchJSONMatchesReflection holds
+// the two equal), without reflection: every registration's answer and
+// every listed watch is one of these.
 func (w Watch) MarshalJSON() ([]byte, error) {
-	j := watchJSON{
-		ID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Recipient: w.Recipient, State: w.State, Mode: w.Mode,
-		Every: formatDuration(w.Every), Deadline: FormatTime(w.Deadline), StartAt: FormatTime(w.StartAt),
-		CreatedAt: FormatTime(w.CreatedAt), SettledAt: FormatTime(w.SettledAt), Polls: w.Polls,
-		Errors: w.Errors, ConsecutiveErrors: w.ConsecutiveErrors, CheckedAt: FormatTime(w.CheckedAt),
-		LastObservation: w.LastObservation, Outcome: w.Outcome, Receipts: w.Receipts, Note: w.Note, Labels: w.Labels,
-		Stable: w.Stable, StableFor: formatDuration(w.StableFor), MaxPolls: w.MaxPolls, MaxErrors: w.MaxErrors,
-		Standing: w.Standing, Deliver: w.Deliver, AnsweredAtCreation: w.AnsweredAtCreation, Existing: w.Existing,
-		AskedDeadline:   FormatTime(w.AskedDeadline),
-		CompletionToken: w.CompletionToken, CompletionURL: w.CompletionURL, Unreadable: w.Unreadable,
+	return w.appendJSON(make([]byte, 0, 512))
+}
+
+func (w *Watch) appendJSON(b []byte) ([]byte, error) {
+	var err error
+	b = appendKeyString(b, `{"id":`, w.ID)
+	b = appendKeyString(b, `,"kind":`, string(w.Kind))
+	b = append(b, `,"predicate":`...)
+	if b, err = appendRawJSON(b, w.Predicate); err != nil {
+		return nil, err
 	}
+	b = appendKeyString(b, `,"recipient":`, w.Recipient)
+	b = appendKeyString(b, `,"state":`, string(w.State))
+	b = appendKeyString(b, `,"mode":`, string(w.Mode))
+	b = appendOptString(b, `,"every":`, formatDuration(w.Every))
+	b = appendOptString(b, `,"deadline":`, FormatTime(w.Deadline))
+	b = appendOptString(b, `,"start_at":`, FormatTime(w.StartAt))
+	b = appendKeyString(b, `,"created_at":`, FormatTime(w.CreatedAt))
 	if w.State == StatePending {
-		j.NextDue = FormatTime(w.NextDue)
+		b = appendOptString(b, `,"next_due":`, FormatTime(w.NextDue))
 	}
-	return json.Marshal(j)
+	b = appendOptString(b, `,"settled_at":`, FormatTime(w.SettledAt))
+	b = strconv.AppendInt(append(b, `,"polls":`...), int64(w.Polls), 10)
+	b = appendOptInt(b, `,"errors":`, w.Errors)
+	b = appendOptInt(b, `,"consecutive_errors":`, w.ConsecutiveErrors)
+	b = appendOptString(b, `,"checked_at":`, FormatTime(w.CheckedAt))
+	if w.LastObservation != nil {
+		if b, err = appendMarshaled(b, `,"last_observation":`, w.LastObservation); err != nil {
+			return nil, err
+		}
+	}
+	if w.Outcome != nil {
+		if b, err = appendMarshaled(b, `,"outcome":`, w.Outcome); err != nil {
+			return nil, err
+		}
+	}
+	if len(w.Receipts) > 0 {
+		if b, err = appendMarshaled(b, `,"receipts":`, w.Receipts); err != nil {
+			return nil, err
+		}
+	}
+	b = appendOptString(b, `,"note":`, w.Note)
+	if len(w.Labels) > 0 {
+		keys := make([]string, 0, len(w.Labels))
+		for k := range w.Labels {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b = append(b, `,"labels":{`...)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, k)
+			b = appendJSONString(append(b, ':'), w.Labels[k])
+		}
+		b = append(b, '}')
+	}
+	b = appendOptInt(b, `,"stable":`, w.Stable)
+	b = appendOptString(b, `,"stable_for":`, formatDuration(w.StableFor))
+	b = appendOptInt(b, `,"max_polls":`, w.MaxPolls)
+	b = appendOptInt(b, `,"max_errors":`, w.MaxErrors)
+	if w.Standing {
+		b = append(b, `,"standing":true`...)
+	}
+	if len(w.Deliver) > 0 {
+		if b, err = appendRawJSON(append(b, `,"deliver":`...), w.Deliver); err != nil {
+			return nil, err
+		}
+	}
+	if w.AnsweredAtCreation {
+		b = append(b, `,"answered_at_creation":true`...)
+	}
+	if w.Existing {
+		b = append(b, `,"existing":true`...)
+	}
+	b = appendOptString(b, `,"asked_deadline":`, FormatTime(w.AskedDeadline))
+	b = appendOptString(b, `,"completion_token":`, w.CompletionToken)
+	b = appendOptString(b, `,"completion_url":`, w.CompletionURL)
+	b = appendOptString(b, `,"unreadable":`, w.Unreadable)
+	return append(b, '}'), nil
+}
+
+func appendKeyString(b []byte, key, s string) []byte {
+	return appendJSONString(append(b, key...), s)
+}
+
+// appendOptString is an omitempty string field.
+func appendOptString(b []byte, key, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return appendKeyString(b, key, s)
+}
+
+// appendOptInt is an omitempty int field.
+func appendOptInt(b []byte, key string, n int) []byte {
+	if n == 0 {
+		return b
+	}
+	return strconv.AppendInt(append(b, key...), int64(n), 10)
+}
+
+func appendMarshaled(b []byte, key string, v any) ([]byte, error) {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(b, key...), j...), nil
+}
+
+// appendJSONString appends s as encoding/json writes a string: printable
+// ASCII but the quote, the backslash and the HTML characters as it is, the
+// rest through encoding/json itself.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			j, _ := json.Marshal(s) // a string always encodes
+			return append(b, j...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// appendRawJSON appends raw as encoding/json writes a json.RawMessage
+// field: nil as null, the rest compacted with the HTML characters escaped;
+// raw that is not JSON is an error.
+func appendRawJSON(b []byte, raw json.RawMessage) ([]byte, error) {
+	if raw == nil {
+		return append(b, "null"...), nil
+	}
+	var c bytes.Buffer
+	if err := json.Compact(&c, raw); err != nil {
+		return nil, err
+	}
+	out := bytes.NewBuffer(b)
+	json.HTMLEscape(out, c.Bytes())
+	return out.Bytes(), nil
 }
 
 // UnmarshalJSON implements json.Unmarshaler.

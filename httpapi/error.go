@@ -71,9 +71,24 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 // server's own (the daemon's start-up gate).
 func (s *Server) Fail(w http.ResponseWriter, r *http.Request, err error) { s.fail(w, r, err) }
 
-// writeJSON answers v as JSON with status.
+// writeJSON answers v as JSON with status. A watch and a batch's answer
+// write their own bytes (the same encoding/json would write, tested where
+// they are written), without encoding/json's second pass over them.
 func writeJSON(w http.ResponseWriter, status int, v any) error {
-	b, err := json.Marshal(v)
+	var b []byte
+	var err error
+	switch x := v.(type) {
+	case *vigil.Watch:
+		if x != nil {
+			b, err = x.MarshalJSON()
+		} else {
+			b = []byte("null")
+		}
+	case BatchResponse:
+		b, err = x.AppendJSON(make([]byte, 0, 64+640*len(x.Results)))
+	default:
+		b, err = json.Marshal(v)
+	}
 	if err != nil {
 		return err
 	}

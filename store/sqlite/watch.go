@@ -38,13 +38,19 @@ func (s *Store) WatchCreate(ctx context.Context, p vigil.WatchCreateParams) (*vi
 	}
 	args := enc.args(&nw)
 	var out *vigil.Watch
-	err = s.w.do(ctx, func(t *wtx) error {
+	// The writer may write this registration together with the others
+	// waiting for the same commit (create), or run fn alone.
+	c := &createOne{item: batchItem{p: p, stored: stored, args: args}}
+	err = s.w.doOp(ctx, &op{create: c, fn: func(t *wtx) error {
 		var err error
 		out, err = createWatch(t, p, stored, args)
 		return err
-	})
+	}})
 	if err != nil {
 		return nil, err
+	}
+	if c.merged {
+		return c.res.Watch, nil
 	}
 	return out, nil
 }

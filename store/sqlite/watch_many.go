@@ -304,7 +304,7 @@ func (t *wtx) insertMany(n int) (*sql.Stmt, error) {
 	}
 	row := "(" + placeholders(watchColumnCount) + ")"
 	q := make([]byte, 0, len(row)*n+128)
-	q = append(q, "INSERT INTO watches ("+watchColumns+") VALUES "...)
+	q = append(q, "INSERT OR FAIL INTO watches ("+watchColumns+") VALUES "...)
 	for i := range n {
 		if i > 0 {
 			q = append(q, ", "...)

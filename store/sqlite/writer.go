@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 
 	"modernc.org/sqlite"
+
+	"github.com/vigil-run/vigil"
 )
 
 // op is one write waiting for the writer goroutine. fn runs on the writer
@@ -20,6 +22,19 @@ type op struct {
 	fn   func(t *wtx) error
 	err  error
 	done chan struct{}
+	// create, when set, is the one watch a WatchCreate op writes: the
+	// writer may write it together with the other creates of its batch
+	// (see commitCreates) instead of running fn.
+	create *createOne
+}
+
+// createOne is a single registration the writer may merge with others.
+// Once the op is done and merged is true, res holds its answer and fn was
+// not run.
+type createOne struct {
+	item   batchItem
+	res    vigil.WatchCreateResult
+	merged bool
 }
 
 // writer owns the one writer connection. Every write of the store is an op
@@ -52,6 +67,9 @@ type writer struct {
 	// fault, when set, is called before each commit, and an error from it
 	// fails the commit (see Store.SetWriteFaultFunc).
 	fault atomic.Pointer[func() error]
+	// mergeFault, when set (by tests), fails the merged write of a batch's
+	// registrations before it starts, so they run one by one.
+	mergeFault atomic.Pointer[func() error]
 	// full is whether the last batch found the disk full; fullChanged
 	// hears each change of it. Only the writer goroutine touches full.
 	full        bool
@@ -96,10 +114,16 @@ func newWriter(ctx context.Context, db *sql.DB, checkpointFailed func(error), fu
 // error; once fn has started, do waits for the commit whatever ctx does, so
 // the answer is always what the database holds.
 func (w *writer) do(ctx context.Context, fn func(t *wtx) error) error {
+	return w.doOp(ctx, &op{fn: fn})
+}
+
+// doOp is do for an op the caller built (fn set, and create if it is a
+// single registration).
+func (w *writer) doOp(ctx context.Context, o *op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	o := &op{ctx: ctx, fn: fn, done: make(chan struct{})}
+	o.ctx, o.done = ctx, make(chan struct{})
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -203,8 +227,19 @@ func (w *writer) commit(batch []*op) {
 		fail(run, fmt.Errorf("sqlite: begin: %w", err))
 		return
 	}
-	ok := 0
-	if len(run) == 1 {
+	// Single registrations first, together (commitCreates); then the
+	// other ops, each in its own savepoint. all stays every op that runs,
+	// for the failures that reach the whole transaction.
+	all := run
+	ok, merged, err := w.commitCreates(all)
+	if err != nil {
+		w.abort(all, err)
+		return
+	}
+	if merged {
+		run = slices.DeleteFunc(slices.Clone(all), func(o *op) bool { return o.create != nil && o.create.merged })
+	}
+	if len(run) == 1 && !merged {
 		// Alone in its transaction: the transaction is its savepoint.
 		if run[0].err = call(run[0], t); run[0].err == nil {
 			ok++
@@ -212,7 +247,7 @@ func (w *writer) commit(batch []*op) {
 	} else {
 		for _, o := range run {
 			if _, err := t.exec(t.savepoint); err != nil {
-				w.abort(run, fmt.Errorf("sqlite: savepoint: %w", err))
+				w.abort(all, fmt.Errorf("sqlite: savepoint: %w", err))
 				return
 			}
 			if o.err = call(o, t); o.err != nil {
@@ -220,14 +255,14 @@ func (w *writer) commit(batch []*op) {
 				// the whole transaction back (disk full, I/O error): nothing
 				// of this batch is written, so every caller hears it.
 				if _, err := t.exec(t.rollbackTo); err != nil {
-					w.abort(run, fmt.Errorf("sqlite: write failed and the transaction is lost: %w", errors.Join(o.err, err)))
+					w.abort(all, fmt.Errorf("sqlite: write failed and the transaction is lost: %w", errors.Join(o.err, err)))
 					return
 				}
 			} else {
 				ok++
 			}
 			if _, err := t.exec(t.release); err != nil {
-				w.abort(run, fmt.Errorf("sqlite: release savepoint: %w", err))
+				w.abort(all, fmt.Errorf("sqlite: release savepoint: %w", err))
 				return
 			}
 		}
@@ -239,22 +274,82 @@ func (w *writer) commit(batch []*op) {
 	}
 	if err := w.injected(); err != nil {
 		w.rollback()
-		err = fmt.Errorf("sqlite: commit: %w", err)
-		for _, o := range run {
-			o.err = err
-		}
+		fail(all, fmt.Errorf("sqlite: commit: %w", err))
 		return
 	}
 	if _, err := t.exec(t.commitTx); err != nil {
 		w.rollback()
-		err = fmt.Errorf("sqlite: commit: %w", err)
-		for _, o := range run {
-			o.err = err
-		}
+		fail(all, fmt.Errorf("sqlite: commit: %w", err))
 		return
 	}
 	committed = true
 	w.committed()
+}
+
+// commitCreates writes the batch's single registrations (the ops with a
+// create) together, as WatchCreateMany writes a batch: one statement for
+// each lookup and multi-row inserts, where each alone costs some five
+// statements and a savepoint. Answers are those of the same creates one
+// after the other (a second registration of the same watch finds the
+// first, caps count the ones before it). It needs two or more; they share
+// one savepoint, and if that fails as a whole (not an item's refusal, which
+// writes nothing of its item), it is rolled back and the ops are left to
+// run one by one, as without merging. It returns how many were written,
+// and whether they were merged.
+func (w *writer) commitCreates(run []*op) (int, bool, error) {
+	var ops []*op
+	for _, o := range run {
+		if o.create != nil {
+			ops = append(ops, o)
+		}
+	}
+	if len(ops) < 2 {
+		return 0, false, nil
+	}
+	t := &w.tx
+	if _, err := t.exec(t.savepoint); err != nil {
+		return 0, false, fmt.Errorf("sqlite: savepoint: %w", err)
+	}
+	items := make([]batchItem, len(ops))
+	out := make([]vigil.WatchCreateResult, len(ops))
+	for i, o := range ops {
+		items[i] = o.create.item
+	}
+	if err := w.callMany(t, items, out); err != nil {
+		if _, rerr := t.exec(t.rollbackTo); rerr != nil {
+			return 0, false, fmt.Errorf("sqlite: write failed and the transaction is lost: %w", errors.Join(err, rerr))
+		}
+		if _, err := t.exec(t.release); err != nil {
+			return 0, false, fmt.Errorf("sqlite: release savepoint: %w", err)
+		}
+		return 0, false, nil
+	}
+	if _, err := t.exec(t.release); err != nil {
+		return 0, false, fmt.Errorf("sqlite: release savepoint: %w", err)
+	}
+	n := 0
+	for i, o := range ops {
+		o.create.res, o.create.merged = out[i], true
+		if o.err = out[i].Err; o.err == nil {
+			n++
+		}
+	}
+	return n, true, nil
+}
+
+// callMany runs createMany, turning a panic into an error as call does.
+func (w *writer) callMany(t *wtx, items []batchItem, out []vigil.WatchCreateResult) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("sqlite: panic in write: %v", r)
+		}
+	}()
+	if f := w.mergeFault.Load(); f != nil {
+		if err := (*f)(); err != nil {
+			return err
+		}
+	}
+	return createMany(t, items, out)
 }
 
 // noteFull tells fullChanged when the disk turns out full (an op of the

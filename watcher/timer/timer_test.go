@@ -100,3 +100,28 @@ func TestProbe(t *testing.T) {
 		t.Errorf("Probe(http predicate) = %v, want ErrWrongKind", err)
 	}
 }
+
+// The canonical predicate is what watcher.Encode writes for {"at": …}, for
+// instants of any year, offset and precision given.
+func TestCanonicalIsEncoded(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	w := timer.New(timer.Config{})
+	for _, at := range []string{"2026-12-01T12:00:00Z", "2026-12-01T13:00:00.123456789+01:00", "2027-01-01T00:00:00.5-08:00", "2026-12-24T23:59:59.999Z"} {
+		c, err := w.Canonicalize(context.Background(), json.RawMessage(`{"at":"`+at+`"}`), now)
+		if err != nil {
+			t.Fatalf("Canonicalize(%s) error = %v", at, err)
+		}
+		want, err := watcher.Encode(struct {
+			At string `json:"at"`
+		}{vigil.FormatTime(c.StartAt)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(c.Predicate) != string(want) {
+			t.Errorf("Canonicalize(%s) = %s, want %s", at, c.Predicate, want)
+		}
+		if t0, _ := vigil.ParseTime(at); !c.StartAt.Equal(t0.Truncate(time.Millisecond)) {
+			t.Errorf("Canonicalize(%s) instant = %v", at, c.StartAt)
+		}
+	}
+}

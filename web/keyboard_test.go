@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -301,4 +302,41 @@ func TestPanelIdleAndDark(t *testing.T) {
 	if eval[string](t, ctx, `document.body.getAttribute("data-live")`) != "on" {
 		t.Errorf("the event stream is no longer open after the idle minutes")
 	}
+}
+
+// TestPanelProgressLive: while the list is open, a new observation of a
+// pending watch (its file appears, still without the word it waits for)
+// replaces the row's summary in place, from the event stream, with no
+// reload.
+func TestPanelProgressLive(t *testing.T) {
+	e := startDaemon(t)
+	ctx := browser(t)
+	path := filepath.Join(e.root, "progress.txt")
+	w := register(t, e.c, vigil.RegisterRequest{Kind: vigil.KindFile, Recipient: "agent-p", Every: "1h", Deadline: "2h",
+		Predicate: mustJSON(map[string]any{"path": path, "contains": "DONE"}), Observe: true})
+	base := e.d.URL()
+	step(t, ctx, "open the sign-in page", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("token")))
+	step(t, ctx, "type the token", chromedp.SendKeys(chromedp.ID("token"), e.d.Token()))
+	follow(t, ctx, "sign in", chromedp.Click(chromedp.ID("signin")))
+	step(t, ctx, "the list is live", chromedp.WaitVisible(chromedp.ID("w-"+w.ID)),
+		chromedp.Poll[chromedp.Void](`document.body.getAttribute("data-live") === "on"`))
+	sel := `document.querySelector("#w-` + w.ID + ` [data-field=summary]").textContent`
+	before := eval[string](t, ctx, sel)
+	eval[bool](t, ctx, `window.__stay = true`)
+	if err := os.WriteFile(path, []byte("still working\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Check(t.Context(), w.ID); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	step(t, ctx, "the summary changes in place", chromedp.Poll[chromedp.Void](sel+` !== `+jsString(before)))
+	after := eval[string](t, ctx, sel)
+	if !eval[bool](t, ctx, `window.__stay === true`) {
+		t.Errorf("the page reloaded")
+	}
+	if state := eval[string](t, ctx, `document.querySelector("#w-`+w.ID+` [data-field=state]").textContent`); state != "pending" {
+		t.Errorf("the row's state is %q, want still pending", state)
+	}
+	t.Logf("summary %q -> %q", before, after)
+	screenshot(t, ctx, "panel-progress.png")
 }

@@ -151,6 +151,11 @@ func TestPanelKeyboard(t *testing.T) {
 	tabTo(t, ctx, "#signin", false, 3)
 	press(t, ctx, kb.Enter, false)
 	step(t, ctx, "see the list", chromedp.WaitVisible(chromedp.ID("watches")))
+	// The token is in neither storage nor the page; the cookie is not
+	// the script's to read.
+	if eval[bool](t, ctx, `localStorage.length + sessionStorage.length > 0 || document.cookie.includes("vigil_session") || document.documentElement.outerHTML.includes(`+jsString(e.d.Token())+`)`) {
+		t.Errorf("after signing in, the token or session is in the browser's storage, script-readable cookies or the page")
+	}
 	if n := checkLabels(t, ctx, "list"); n < 10 {
 		t.Errorf("the list has %d controls in its accessibility tree, want its filters, links and buttons", n)
 	}
@@ -172,6 +177,7 @@ func TestPanelKeyboard(t *testing.T) {
 	if id := eval[focused](t, ctx, focusedJS).ID; id != "check-now" {
 		t.Errorf("after Check now the focus is on %q, want it kept on the button", id)
 	}
+	screenshot(t, ctx, "panel-keyboard.png")
 
 	// Delete…: Space opens the confirmation, Escape closes it unanswered
 	// and gives the focus back to it.

@@ -431,7 +431,7 @@ func checkPanelTables(t *testing.T, s *Store) {
 		"a watch without its text row, or with another text": `
 			SELECT w.id FROM watches AS w LEFT JOIN watch_text AS x ON x.created_at = w.created_at AND x.watch_id = w.id
 			WHERE x.watch_id IS NULL
-				OR (x.note IS NULL) <> (length(CAST(coalesce(w.note, '') AS BLOB)) + length(CAST(coalesce(w.predicate, '') AS BLOB)) > 900)
+				OR (x.note IS NULL) <> (coalesce(octet_length(w.note), 0) + coalesce(octet_length(w.predicate), 0) > 900)
 				OR (x.note IS NOT NULL AND (x.note <> lower(coalesce(w.note, '')) OR x.predicate <> lower(CAST(w.predicate AS TEXT))))`,
 		"a text row without its watch": `
 			SELECT x.watch_id FROM watch_text AS x WHERE NOT EXISTS (SELECT 1 FROM watches AS w WHERE w.id = x.watch_id AND w.created_at = x.created_at)`,

@@ -66,21 +66,16 @@ CREATE TABLE watch_text (
 ) WITHOUT ROWID;
 
 INSERT INTO watch_text (created_at, watch_id, note, predicate)
-    SELECT created_at, id,
-        iif(length(CAST(coalesce(note, '') AS BLOB)) + length(CAST(coalesce(predicate, '') AS BLOB)) <= 900,
-            lower(coalesce(note, '')), NULL),
-        iif(length(CAST(coalesce(note, '') AS BLOB)) + length(CAST(coalesce(predicate, '') AS BLOB)) <= 900,
-            lower(coalesce(CAST(predicate AS TEXT), '')), NULL)
-    FROM watches;
+    SELECT created_at, id, iif(short, lower(coalesce(note, '')), NULL), iif(short, lower(coalesce(CAST(predicate AS TEXT), '')), NULL)
+    FROM (SELECT created_at, id, note, predicate,
+        coalesce(octet_length(note), 0) + coalesce(octet_length(predicate), 0) <= 900 AS short FROM watches);
 
 -- +goose StatementBegin
 CREATE TRIGGER watch_text_insert AFTER INSERT ON watches
 BEGIN
-    INSERT INTO watch_text (created_at, watch_id, note, predicate) VALUES (new.created_at, new.id,
-        iif(length(CAST(coalesce(new.note, '') AS BLOB)) + length(CAST(coalesce(new.predicate, '') AS BLOB)) <= 900,
-            lower(coalesce(new.note, '')), NULL),
-        iif(length(CAST(coalesce(new.note, '') AS BLOB)) + length(CAST(coalesce(new.predicate, '') AS BLOB)) <= 900,
-            lower(coalesce(CAST(new.predicate AS TEXT), '')), NULL));
+    INSERT INTO watch_text (created_at, watch_id, note, predicate)
+        SELECT new.created_at, new.id, iif(short, lower(coalesce(new.note, '')), NULL), iif(short, lower(coalesce(CAST(new.predicate AS TEXT), '')), NULL)
+        FROM (SELECT coalesce(octet_length(new.note), 0) + coalesce(octet_length(new.predicate), 0) <= 900 AS short);
 END;
 -- +goose StatementEnd
 
@@ -88,11 +83,9 @@ END;
 CREATE TRIGGER watch_text_update AFTER UPDATE OF created_at, id, note, predicate ON watches
 BEGIN
     DELETE FROM watch_text WHERE created_at = old.created_at AND watch_id = old.id;
-    INSERT INTO watch_text (created_at, watch_id, note, predicate) VALUES (new.created_at, new.id,
-        iif(length(CAST(coalesce(new.note, '') AS BLOB)) + length(CAST(coalesce(new.predicate, '') AS BLOB)) <= 900,
-            lower(coalesce(new.note, '')), NULL),
-        iif(length(CAST(coalesce(new.note, '') AS BLOB)) + length(CAST(coalesce(new.predicate, '') AS BLOB)) <= 900,
-            lower(coalesce(CAST(new.predicate AS TEXT), '')), NULL));
+    INSERT INTO watch_text (created_at, watch_id, note, predicate)
+        SELECT new.created_at, new.id, iif(short, lower(coalesce(new.note, '')), NULL), iif(short, lower(coalesce(CAST(new.predicate AS TEXT), '')), NULL)
+        FROM (SELECT coalesce(octet_length(new.note), 0) + coalesce(octet_length(new.predicate), 0) <= 900 AS short);
 END;
 -- +goose StatementEnd
 

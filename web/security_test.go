@@ -245,3 +245,43 @@ func TestPanelAdminTokens(t *testing.T) {
 		t.Errorf("after revoking, %d tokens are still valid", len(ts))
 	}
 }
+
+// TestPanelDetailRedactsAndShowsMessages: a watch's detail page shows its
+// predicate with the secrets redacted (a header and a query token) and the
+// mailbox messages of this watch only.
+func TestPanelDetailRedactsAndShowsMessages(t *testing.T) {
+	e := startDaemon(t)
+	const secret, query = "s3cret-header-value", "q5ecret-query-value"
+	w := register(t, e.c, vigil.RegisterRequest{Kind: vigil.KindHTTP, Recipient: "agent-d", Every: "1h", Deadline: "2h",
+		Predicate: mustJSON(map[string]any{"url": "https://example.invalid/status?access_token=" + query,
+			"headers": map[string]string{"Authorization": "Bearer " + secret}, "status": 200})})
+	other := register(t, e.c, vigil.RegisterRequest{Kind: vigil.KindFile, Recipient: "agent-d", Every: "1h", Deadline: "2h",
+		Predicate: mustJSON(map[string]any{"path": filepath.Join(e.root, "d.txt")})})
+	for _, id := range []string{w.ID, other.ID} {
+		if _, err := e.c.Cancel(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hc, _ := session(t, e.d.URL(), e.d.Token())
+	resp, body := get(t, hc, e.d.URL()+"/ui/watches/"+w.ID)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("detail: %d", resp.StatusCode)
+	}
+	for _, s := range []string{secret, query} {
+		if strings.Contains(body, s) {
+			t.Errorf("the detail page shows the secret %q", s)
+		}
+	}
+	if !strings.Contains(body, vigil.Redacted) || !strings.Contains(body, "example.invalid") {
+		t.Errorf("the detail page shows no redacted predicate:\n%s", body)
+	}
+	// Its own cancel line, not the other watch's.
+	i := strings.Index(body, `id="msg-h"`)
+	if i < 0 {
+		t.Fatalf("the detail page has no mailbox section")
+	}
+	msgs := body[i:]
+	if n := strings.Count(msgs, `<span class="mtype">cancelled</span>`); n != 1 {
+		t.Errorf("the mailbox section shows %d cancel lines, want this watch's one:\n%s", n, msgs)
+	}
+}

@@ -170,6 +170,17 @@ func (s *Store) Prune(ctx context.Context, p vigil.PruneParams) (vigil.PruneResu
 			}
 		}
 	}
+	if !p.WatchesBefore.IsZero() {
+		// The counts of (recipient, state, kind) that no watch has any
+		// more (see schema 9), so the counts table keeps to what exists.
+		err := s.w.do(ctx, func(t *wtx) error {
+			_, err := t.conn.ExecContext(context.Background(), `DELETE FROM watch_counts WHERE n = 0`)
+			return err
+		})
+		if err != nil {
+			return res, wrap("prune: counts", err)
+		}
+	}
 	var settled, message, key sql.NullInt64
 	err := s.readDB.QueryRowContext(ctx, `SELECT
 		(SELECT min(settled_at) FROM watches WHERE settled_at IS NOT NULL),

@@ -5,14 +5,17 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/pressly/goose/v3"
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/store/storetest"
 	"go.uber.org/goleak"
@@ -405,6 +408,50 @@ func checkCounters(t *testing.T, s *Store) {
 			t.Errorf("counter of %q = %d, but %d watches are pending", r, counted, actual)
 		}
 	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	checkPanelTables(t, s)
+}
+
+// checkPanelTables compares the panel's counts (watch_counts) and its
+// text rows (watch_text), which triggers keep (schema 9), with the
+// watches.
+func checkPanelTables(t *testing.T, s *Store) {
+	t.Helper()
+	for what, q := range map[string]string{
+		"a count that differs from the watches": `
+			SELECT c.recipient || '/' || c.state || '/' || c.kind || ': ' || c.n || ' counted, ' || count(w.id) || ' watches'
+			FROM watch_counts AS c LEFT JOIN watches AS w ON w.recipient = c.recipient AND w.state = c.state AND w.kind = c.kind
+			GROUP BY c.recipient, c.state, c.kind HAVING c.n <> count(w.id)
+			UNION ALL
+			SELECT recipient || '/' || state || '/' || kind || ': not counted'
+			FROM watches AS w WHERE NOT EXISTS (SELECT 1 FROM watch_counts AS c
+				WHERE c.recipient = w.recipient AND c.state = w.state AND c.kind = w.kind)`,
+		"a watch without its text row, or with another text": `
+			SELECT w.id FROM watches AS w LEFT JOIN watch_text AS x ON x.created_at = w.created_at AND x.watch_id = w.id
+			WHERE x.watch_id IS NULL
+				OR (x.note IS NULL) <> (coalesce(octet_length(w.note), 0) + coalesce(octet_length(w.predicate), 0) > 900)
+				OR (x.note IS NOT NULL AND (x.note <> lower(coalesce(w.note, '')) OR x.predicate <> lower(CAST(w.predicate AS TEXT))))`,
+		"a text row without its watch": `
+			SELECT x.watch_id FROM watch_text AS x WHERE NOT EXISTS (SELECT 1 FROM watches AS w WHERE w.id = x.watch_id AND w.created_at = x.created_at)`,
+	} {
+		rows, err := s.readDB.QueryContext(t.Context(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			t.Errorf("%s: %s", what, line)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+	}
 }
 
 func TestCountersMatchRows(t *testing.T) {
@@ -444,6 +491,11 @@ func TestCountersMatchRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkCounters(t, s)
+	// Prune leaves no count of watches that are gone.
+	var zero int
+	if err := s.readDB.QueryRowContext(ctx, `SELECT count(*) FROM watch_counts WHERE n = 0`).Scan(&zero); err != nil || zero != 0 {
+		t.Errorf("after Prune, %d counts are 0 (%v), want none kept", zero, err)
+	}
 }
 
 func TestIdentityEncoding(t *testing.T) {
@@ -531,6 +583,11 @@ func TestListFiltersUseIndexes(t *testing.T) {
 		{p: vigil.WatchListParams{State: vigil.StateFired}, want: "watches_state_created"},
 		{p: vigil.WatchListParams{Kind: vigil.KindHTTP}, want: "watches_kind_created"},
 		{p: vigil.WatchListParams{Labels: map[string]string{"a": "b", "c": "d"}}, want: "SEARCH lb USING PRIMARY KEY"},
+		// A text walks the narrow rows of watch_text, not the watches.
+		{p: vigil.WatchListParams{Text: "deploy"}, want: "SCAN tx"},
+		{p: vigil.WatchListParams{Text: "deploy", After: encodeCursor(benchAt, "01J")}, want: "SEARCH tx USING PRIMARY KEY"},
+		{p: vigil.WatchListParams{Text: "deploy", State: vigil.StateFired}, want: "_created"},
+		{p: vigil.WatchListParams{Text: "deploy", Kind: vigil.KindHTTP, After: encodeCursor(benchAt, "01J")}, want: "_created"},
 	} {
 		p := tc.p
 		q, args, _, err := listQuery(p)
@@ -555,5 +612,65 @@ func TestListFiltersUseIndexes(t *testing.T) {
 		if !strings.Contains(joined, tc.want) || strings.Contains(joined, "SCAN watches") || strings.Contains(joined, "TEMP B-TREE") {
 			t.Errorf("list %+v: plan %q, want %s, no scan of watches, no sort", p, joined, tc.want)
 		}
+	}
+}
+
+// TestSchema9FillsPanelTables: a database at schema 7 with watches in it
+// (pending, settled, a long note) gets its counts and text rows when this
+// build opens it, and its counts and text filter then answer as before.
+func TestSchema9FillsPanelTables(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	db := openRaw(t, path)
+	fsys, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(t.Context(), 7); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", 1000) + " Needle"
+	for i, note := range []string{"short Needle", long, "nothing", ""} {
+		w := benchWatch(int64(i))
+		w.Note = note
+		if i == 2 {
+			w.State = vigil.StateFired
+		}
+		enc, err := encodeWatch(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(t.Context(), `INSERT INTO watches (`+watchColumns+`) VALUES (`+placeholders(watchColumnCount)+`)`, enc.args(w)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	s := open(t, path, nil)
+	defer s.Close()
+	checkPanelTables(t, s)
+	page, err := s.WatchList(t.Context(), vigil.WatchListParams{Text: "NEEDLE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, w := range page.Watches {
+		ids = append(ids, w.ID)
+	}
+	if want := []string{benchWatch(1).ID, benchWatch(0).ID}; !slices.Equal(ids, want) {
+		t.Errorf("text NEEDLE lists %v, want %v (the long note's and the short one's)", ids, want)
+	}
+	cs, err := s.WatchCounts(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[vigil.State]int{}
+	for _, c := range cs {
+		got[c.State] += c.N
+	}
+	if got[vigil.StatePending] != 3 || got[vigil.StateFired] != 1 || len(got) != 2 {
+		t.Errorf("counts after the migration = %v, want 3 pending and 1 fired", got)
 	}
 }

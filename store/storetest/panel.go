@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,6 +71,27 @@ func testListText(t *testing.T, newStore NewStoreFunc) {
 	}
 	if got := list(vigil.WatchListParams{Text: "billing"}); !slices.Equal(got, []string{"w1", "w5"}) {
 		t.Errorf("Text billing after deleting w2: %v, want [w1 w5]", got)
+	}
+	// A long note and a long predicate (past what a store may keep beside
+	// the watch for this filter) are searched whole, among short ones.
+	long := httpWatch("w6", "r", 6, base.Add(6*time.Second))
+	long.Note = strings.Repeat("padding ", 250) + "Longword"
+	create(t, s, long)
+	create(t, s, newWatch("w7", "r", vigil.KindHTTP, `{"url":"https://example.com/`+strings.Repeat("p", 2000)+`/DeepWord"}`, base.Add(7*time.Second)))
+	create(t, s, newWatch("w8", "r", vigil.KindHTTP, `{"url":"https://example.com/deepword-longword"}`, base.Add(8*time.Second)))
+	for _, tc := range []struct {
+		p    vigil.WatchListParams
+		want []string
+	}{
+		{vigil.WatchListParams{Text: "LONGWORD"}, []string{"w6", "w8"}},
+		{vigil.WatchListParams{Text: "longword", Limit: 1}, []string{"w6", "w8"}},
+		{vigil.WatchListParams{Text: "deepword"}, []string{"w7", "w8"}},
+		{vigil.WatchListParams{Text: "padding padding"}, []string{"w6"}},
+		{vigil.WatchListParams{Text: "billing"}, []string{"w1", "w5"}},
+	} {
+		if got := list(tc.p); !slices.Equal(got, tc.want) {
+			t.Errorf("Text %q among long texts: %v, want %v", tc.p.Text, got, tc.want)
+		}
 	}
 	// Labels filter the same way, and a deleted watch's labels go with it.
 	if got := list(vigil.WatchListParams{Labels: map[string]string{"team": "a"}}); len(got) != 0 {

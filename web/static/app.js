@@ -117,12 +117,35 @@
     if (none) none.hidden = probes.length > 0;
   }
 
+  // Escape closes an open confirmation unanswered and gives the focus
+  // back to what opened it.
+  document.addEventListener("keydown", function (e) {
+    if (e.key !== "Escape") return;
+    document.querySelectorAll("details.confirm[open]").forEach(function (box) {
+      box.open = false;
+      var summary = box.querySelector("summary");
+      if (summary) summary.focus();
+    });
+  });
+
+  // After an action the focus stays where it was if that is still shown
+  // (a disabled button loses it while the answer is awaited), or goes to
+  // the result line when the control it was on is gone.
+  function refocus(el, result) {
+    if (el && el !== document.body && el.getClientRects().length > 0 && !el.closest("[hidden], details:not([open]) form")) {
+      el.focus();
+    } else if (result) {
+      result.focus();
+    }
+  }
+
   // Actions in place: the form posts with the session's CSRF token and
   // the answer is shown where the button was.
   document.querySelectorAll("form.js-action").forEach(function (form) {
     form.addEventListener("submit", function (e) {
       e.preventDefault();
       var result = document.getElementById("result");
+      var had = document.activeElement;
       var buttons = form.querySelectorAll("button");
       buttons.forEach(function (b) { b.disabled = true; });
       setText(result, "Working…");
@@ -130,7 +153,7 @@
         .then(function (resp) { return resp.json().then(function (j) { return { ok: resp.ok, j: j }; }); })
         .then(function (r) {
           buttons.forEach(function (b) { b.disabled = false; });
-          if (!r.ok) { setText(result, r.j.error || "Refused."); return; }
+          if (!r.ok) { setText(result, r.j.error || "Refused."); refocus(had, result); return; }
           setText(result, r.j.message || "Done.");
           var verb = form.getAttribute("data-verb");
           var box = form.closest("details");
@@ -160,10 +183,12 @@
             form.hidden = true;
             if (typeof r.j.unread === "number") setBadge(r.j.unread);
           }
+          refocus(had, result);
         })
         .catch(function () {
           buttons.forEach(function (b) { b.disabled = false; });
           setText(result, "The daemon did not answer.");
+          refocus(had, result);
         });
     });
   });

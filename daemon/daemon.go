@@ -246,11 +246,14 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		Tokens:           tokens,
 		RegisterRate:     registerRate(cfg.RegisterRate),
 		RegisterBurst:    cfg.RegisterBurst,
-		Logger:           logger,
-		MaxWait:          cfg.Limits.MaxWait,
-		ReadyFunc:        d.readyz,
-		ObserveFunc:      d.metrics.Request,
-		UnsubscribeFunc:  d.unsubscribe,
+		// On PostgreSQL the buckets are the database's, shared by
+		// the replicas.
+		RateTakeFunc:    rateTake(st),
+		Logger:          logger,
+		MaxWait:         cfg.Limits.MaxWait,
+		ReadyFunc:       d.readyz,
+		ObserveFunc:     d.metrics.Request,
+		UnsubscribeFunc: d.unsubscribe,
 		// Against DNS rebinding: the Host must be this address, a
 		// loopback name or one the operator allows.
 		ListenAddr:   ln.Addr().String(),

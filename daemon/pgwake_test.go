@@ -21,7 +21,7 @@ import (
 
 // replicaB opens a second store on d's database with Notify on: what the
 // store of a second daemon, replica B, writes.
-func replicaB(t *testing.T, url string) *postgres.Store {
+func replicaB(t testing.TB, url string) *postgres.Store {
 	t.Helper()
 	st, err := postgres.Open(t.Context(), url, &postgres.Options{MaxConns: 4, Notify: true})
 	if err != nil {
@@ -32,7 +32,7 @@ func replicaB(t *testing.T, url string) *postgres.Store {
 }
 
 // longCalls waits until d has at least n long-polls and streams open.
-func longCalls(t *testing.T, d *running, n int) {
+func longCalls(t testing.TB, d *running, n int) {
 	t.Helper()
 	for backoff := time.Millisecond; ; backoff = min(2*backoff, 100*time.Millisecond) {
 		resp, err := http.Get(d.URL() + "/metrics")
@@ -244,4 +244,43 @@ func TestPostgresReplicaWake(t *testing.T) {
 	if len(seen) != 6 {
 		t.Errorf("the stream carried %v, want 2 settlements and 4 messages", seen)
 	}
+}
+
+// BenchmarkPostgresReplicaWake measures how long a message replica B
+// commits takes to end a mailbox long-poll parked on replica A, from
+// before B's write to the long-poll's answer (wake-ms, mean and max of
+// the run). It needs VIGIL_TEST_POSTGRES.
+func BenchmarkPostgresReplicaWake(bm *testing.B) {
+	url := pgStore(bm)
+	cfg := testConfig(bm.TempDir(), bm.TempDir())
+	cfg.Store = url
+	a := start(bm, cfg)
+	c := newClient(bm, a)
+	b := replicaB(bm, url)
+	ctx := bm.Context()
+	var sum, most time.Duration
+	for i := range bm.N {
+		polled := make(chan error, 1)
+		go func() {
+			p, err := c.Messages(ctx, vigil.MessagesRequest{Recipient: "r", Reader: "bench", Ack: true, Wait: time.Minute})
+			if err == nil && len(p.Messages) != 1 {
+				err = fmt.Errorf("the long-poll returned %d messages, want 1", len(p.Messages))
+			}
+			polled <- err
+		}()
+		longCalls(bm, a, 1)
+		began := time.Now()
+		if _, err := b.MessageCreate(ctx, &vigil.Message{ID: fmt.Sprintf("m%d", i), Recipient: "r", Type: vigil.MessageNote,
+			Text: "wake", CreatedAt: began.UTC()}); err != nil {
+			bm.Fatal(err)
+		}
+		if err := <-polled; err != nil {
+			bm.Fatal(err)
+		}
+		took := time.Since(began)
+		sum += took
+		most = max(most, took)
+	}
+	bm.ReportMetric(float64(sum.Microseconds())/1000/float64(bm.N), "wake-ms")
+	bm.ReportMetric(float64(most.Microseconds())/1000, "max-wake-ms")
 }

@@ -1,10 +1,12 @@
 package daemon_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -71,9 +73,58 @@ func nextEvent(t *testing.T, ch <-chan vigil.Event) vigil.Event {
 	return vigil.Event{}
 }
 
+// channelSession runs an MCP channel session (what "vigil mcp --channel"
+// runs) for recipient r over c, and returns the seqs of the messages it
+// pushes, in order, once it is initialized.
+func channelSession(t *testing.T, c vigil.Service) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	srvEnd, cliEnd := net.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = mcpserver.Run(ctx, c, &mcpserver.Options{DefaultRecipient: "r", Channel: true}, &mcp.IOTransport{Reader: srvEnd, Writer: srvEnd})
+	}()
+	t.Cleanup(func() { cancel(); cliEnd.Close(); <-done })
+	type msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Meta map[string]string `json:"meta"`
+		} `json:"params"`
+	}
+	answered, seqs := make(chan struct{}), make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(cliEnd)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var m msg
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				continue
+			}
+			switch {
+			case string(m.ID) == "1":
+				close(answered)
+			case m.Method == mcpserver.ChannelMethod:
+				seqs <- m.Params.Meta["seq"]
+			}
+		}
+	}()
+	send := func(s string) {
+		if _, err := cliEnd.Write([]byte(s + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"wake","version":"0"}}}`)
+	<-answered
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return seqs
+}
+
 // TestPostgresReplicaWake: on one PostgreSQL database, what replica B
 // commits (a settlement, a note) wakes replica A's mailbox long-poll, a
-// wait on the watch, an event stream and an MCP inbox subscription, with
+// wait on the watch, an event stream, an MCP inbox subscription and an
+// MCP channel session (over A's API, as "vigil mcp --channel"), with
 // each event once, also A's own cancel (published by A and heard back
 // from the database); and a message B writes while A's listening
 // connection is down (terminated) still reaches them all once A
@@ -115,6 +166,7 @@ func TestPostgresReplicaWake(t *testing.T) {
 	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: mcpserver.InboxURI("r")}); err != nil {
 		t.Fatal(err)
 	}
+	pushed := channelSession(t, c)
 	mcpWoken := func(what string) {
 		t.Helper()
 		select {
@@ -167,7 +219,7 @@ func TestPostgresReplicaWake(t *testing.T) {
 		}
 		waited <- w
 	}()
-	longCalls(t, a, 3)
+	longCalls(t, a, 4) // the stream, the channel's long-poll, lp and the wait
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	out := &vigil.Outcome{State: vigil.StateFired, Reason: "due", Sentence: "The timer fired."}
 	m1 := engine.OutcomeMessage("m1-"+ws[0].ID, ws[0], out, now)
@@ -198,7 +250,7 @@ func TestPostgresReplicaWake(t *testing.T) {
 
 	// 3. A's listening connection dies; B writes before A listens again.
 	polled = longPoll("lp")
-	longCalls(t, a, 2)
+	longCalls(t, a, 3)
 	var pid int
 	if err := b.Pool().QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE query = 'listen "' || $1 || '"'`, b.Channel()).Scan(&pid); err != nil {
 		t.Fatalf("finding A's listening connection: %v", err)
@@ -243,6 +295,19 @@ func TestPostgresReplicaWake(t *testing.T) {
 	}
 	if len(seen) != 6 {
 		t.Errorf("the stream carried %v, want 2 settlements and 4 messages", seen)
+	}
+	// The channel pushed each message once, in order, the last one last.
+	var got []string
+	for len(got) == 0 || got[len(got)-1] != strconv.FormatInt(m4.Seq, 10) {
+		select {
+		case seq := <-pushed:
+			got = append(got, seq)
+		case <-time.After(time.Minute):
+			t.Fatalf("the channel pushed %v and not message %d", got, m4.Seq)
+		}
+	}
+	if want := []string{strconv.FormatInt(m1.Seq, 10), strconv.FormatInt(m2.Seq, 10), strconv.FormatInt(m3.Seq, 10), strconv.FormatInt(m4.Seq, 10)}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("the channel pushed messages %v, want %v", got, want)
 	}
 }
 

@@ -29,6 +29,13 @@ const refilled = `least($3::float8, tokens + greatest(0, $4::bigint - last_ms) /
 // it: concurrent takes on several replicas never together take more than
 // it holds. A new bucket starts full. p.N must be between 1 and p.Burst,
 // p.Rate above 0.
+//
+// A take commits without waiting for its WAL to reach the disk
+// (synchronous_commit off for that one statement), which makes it several
+// times cheaper (BenchmarkRateTake): a crash of the database server may
+// forget the takes of its last fraction of a second, letting a token
+// register that many more afterwards. Nothing else is at stake: the
+// registration itself commits durably in its own transaction.
 func (s *Store) RateTake(ctx context.Context, p RateTakeParams) (ok bool, retry time.Duration, err error) {
 	if p.Key == "" || p.Rate <= 0 || p.N < 1 || p.N > p.Burst {
 		return false, 0, vigil.Errorf(vigil.CodeInvalidRequest, "a rate take needs a key, a rate above 0 and 1 to burst (%d) tokens, not %d", p.Burst, p.N)
@@ -38,6 +45,7 @@ func (s *Store) RateTake(ctx context.Context, p RateTakeParams) (ok bool, retry 
 	// from it; if another take made it first, take from that one.
 	for attempt := range 2 {
 		tag, err := s.pool.Exec(ctx, `UPDATE rate_buckets SET tokens = `+refilled+` - $5, last_ms = greatest(last_ms, $4::bigint)
+			FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
 			WHERE key = $1 AND `+refilled+` >= $5`, p.Key, p.Rate, p.Burst, now, p.N)
 		if err != nil {
 			return false, 0, wrap("take from rate bucket", err)

@@ -65,4 +65,15 @@ func TestRateTakeAcrossStores(t *testing.T) {
 	if vigil.ErrorCode(err) != vigil.CodeInvalidRequest {
 		t.Errorf("a take past the burst: %v, want invalid_request", err)
 	}
+	// A take relaxes synchronous_commit for itself only: the connection
+	// goes back to the pool with it on.
+	one := openWith(t, u, &postgres.Options{MaxConns: 1})
+	t.Cleanup(func() { one.Close() })
+	if _, _, err := one.RateTake(t.Context(), postgres.RateTakeParams{Key: "tok_a", Rate: rate, Burst: burst, N: 1, Now: at.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	var sc string
+	if err := one.Pool().QueryRow(t.Context(), `SHOW synchronous_commit`).Scan(&sc); err != nil || sc != "on" {
+		t.Errorf("after a take, synchronous_commit = %q, %v; want on", sc, err)
+	}
 }

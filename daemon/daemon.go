@@ -70,6 +70,8 @@ type Daemon struct {
 	// to one daemon.
 	schedLock *schedulingLock
 	standby   atomic.Bool
+	// pgEvents, on PostgreSQL, announces what other daemons commit.
+	pgEvents *pgEvents
 	// replica is this daemon's id (ReplicaID).
 	replica string
 	// lock is held on the data directory from New to Close.
@@ -231,7 +233,13 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		// its commit; registrations may ask only for channels it has.
 		DeliverFunc:   disp.Deliver,
 		DeliverPolicy: policy,
+		// On PostgreSQL, what the other daemons commit is announced
+		// to it (pgEvents).
+		Shared: cfg.Postgres(),
 	})
+	if pg, ok := st.(*postgres.Store); ok {
+		d.pgEvents = newPGEvents(pg, d.eng, logger)
+	}
 	d.api = httpapi.New(httpapi.Options{
 		Service:          d.eng,
 		AdminToken:       token,
@@ -239,11 +247,14 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		Tokens:           tokens,
 		RegisterRate:     registerRate(cfg.RegisterRate),
 		RegisterBurst:    cfg.RegisterBurst,
-		Logger:           logger,
-		MaxWait:          cfg.Limits.MaxWait,
-		ReadyFunc:        d.readyz,
-		ObserveFunc:      d.metrics.Request,
-		UnsubscribeFunc:  d.unsubscribe,
+		// On PostgreSQL the buckets are the database's, shared by
+		// the replicas.
+		RateTakeFunc:    rateTake(st),
+		Logger:          logger,
+		MaxWait:         cfg.Limits.MaxWait,
+		ReadyFunc:       d.readyz,
+		ObserveFunc:     d.metrics.Request,
+		UnsubscribeFunc: d.unsubscribe,
 		// Against DNS rebinding: the Host must be this address, a
 		// loopback name or one the operator allows.
 		ListenAddr:   ln.Addr().String(),
@@ -416,6 +427,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	g.Go(func() error {
 		return d.disp.Run(engCtx)
 	})
+	if d.pgEvents != nil {
+		// What the other daemons on the database commit reaches this
+		// one's waits, long-polls and streams.
+		g.Go(func() error { return d.pgEvents.run(engCtx) })
+	}
 	for _, w := range d.watchers {
 		r, ok := w.(watcher.Runner)
 		if !ok {

@@ -25,7 +25,7 @@ import (
 // pgStore returns a store URL for a fresh schema of the test database
 // (VIGIL_TEST_POSTGRES), dropped at cleanup; it skips without one, and
 // fails under CI.
-func pgStore(t *testing.T) string {
+func pgStore(t testing.TB) string {
 	t.Helper()
 	base := os.Getenv("VIGIL_TEST_POSTGRES")
 	if base == "" {

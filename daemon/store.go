@@ -25,7 +25,10 @@ import (
 // checkDatabase) or the PostgreSQL database.
 func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (vigil.Store, error) {
 	if cfg.Postgres() {
-		st, err := postgres.Open(ctx, cfg.Store, &postgres.Options{Logger: logger})
+		st, err := postgres.Open(ctx, cfg.Store, &postgres.Options{Logger: logger,
+			// Every write is heard by the other daemons on the database
+			// (see pgEvents and its Listen).
+			Notify: true})
 		if err != nil {
 			return nil, fmt.Errorf("store: %w", err)
 		}

@@ -70,6 +70,11 @@ type Config struct {
 	// DeliverPolicy says which push channels registrations may ask for
 	// (see deliver.Policy); the zero value allows webhooks only.
 	DeliverPolicy deliver.Policy
+	// Shared says other daemons write to the same store (PostgreSQL
+	// replicas) and what they commit is announced to this engine
+	// (Announce, AnnounceWatch, Rewake): an event that reaches it both
+	// ways is then sent to subscribers once.
+	Shared bool
 }
 
 // Engine implements vigil.Service in-process.
@@ -111,6 +116,9 @@ func New(cfg Config) *Engine {
 		now:   func() time.Time { return cfg.NowFunc().UTC().Truncate(time.Millisecond) },
 		newID: cfg.NewIDFunc, log: log.With("component", "engine"), hub: newHub(),
 		deliver: cfg.DeliverPolicy, recent: newProbeLog(),
+	}
+	if cfg.Shared {
+		e.hub.seen = newSeen()
 	}
 	e.stoppers = make(map[vigil.Kind]watcher.Stopper)
 	if cfg.Watchers != nil {
@@ -368,13 +376,20 @@ func (e *Engine) Wait(ctx context.Context, id string, timeout time.Duration) (*v
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	select {
-	case <-s.ch:
-	case <-t.C:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	for {
+		// Woken by its settlement, or by Rewake: read it again, and
+		// wait on while it is still pending.
+		select {
+		case <-s.ch:
+		case <-t.C:
+			return e.get(ctx, id)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if w, err = e.get(ctx, id); err != nil || w.State != vigil.StatePending {
+			return w, err
+		}
 	}
-	return e.get(ctx, id)
 }
 
 // Cancel implements vigil.Service: a user's cancel leaves one neutral line in
@@ -548,14 +563,20 @@ func (e *Engine) Messages(ctx context.Context, r vigil.MessagesRequest) (vigil.M
 	if len(page.Messages) == 0 && wait > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
-		select {
-		case <-sub.ch:
-			if page, err = e.store.MessagesRead(ctx, p); err != nil {
-				return page, err
+	waiting:
+		for len(page.Messages) == 0 {
+			// Woken by a message for the recipient, or by Rewake: read
+			// again, and wait on while there is nothing to read.
+			select {
+			case <-sub.ch:
+				if page, err = e.store.MessagesRead(ctx, p); err != nil {
+					return page, err
+				}
+			case <-t.C:
+				break waiting
+			case <-ctx.Done():
+				return page, ctx.Err()
 			}
-		case <-t.C:
-		case <-ctx.Done():
-			return page, ctx.Err()
 		}
 	}
 	if page.Messages == nil {

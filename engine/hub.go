@@ -22,6 +22,11 @@ type hub struct {
 	all         map[*sub]struct{}            // no watch or recipient filter
 	byWatch     map[string]map[*sub]struct{} // filtered on a watch (and maybe a recipient)
 	byRecipient map[string]map[*sub]struct{} // filtered on a recipient only
+	// seen, on a store shared with other daemons (Config.Shared), keeps
+	// an event that reaches the hub twice (published here after the
+	// commit, and announced again as another daemon would see it) from
+	// being sent twice; nil otherwise.
+	seen *seen
 }
 
 type sub struct {
@@ -35,9 +40,21 @@ func newHub() *hub {
 	return &hub{all: make(map[*sub]struct{}), byWatch: make(map[string]map[*sub]struct{}), byRecipient: make(map[string]map[*sub]struct{})}
 }
 
-func (h *hub) publish(ev vigil.Event) {
+// publish sends ev, an event of what this engine committed, to its
+// subscribers.
+func (h *hub) publish(ev vigil.Event) { h.deliver(ev, false) }
+
+// announce sends ev, an event of what another daemon sharing the store
+// committed (or of what this one did, read back from the store), unless
+// it was sent already.
+func (h *hub) announce(ev vigil.Event) { h.deliver(ev, true) }
+
+func (h *hub) deliver(ev vigil.Event, announced bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.seen != nil && !h.seen.first(ev, announced) {
+		return
+	}
 	h.send(h.all, ev)
 	if ev.WatchID != "" {
 		h.send(h.byWatch[ev.WatchID], ev)
@@ -63,6 +80,43 @@ func (h *hub) send(set map[*sub]struct{}, ev vigil.Event) {
 		case s.ch <- ev:
 		default:
 		}
+	}
+}
+
+// wants reports whether a subscriber may want an event of recipient or
+// watch id: one that filters on neither, on the watch or on the recipient.
+func (h *hub) wants(recipient, id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.all) > 0 || len(h.byWatch[id]) > 0 || len(h.byRecipient[recipient]) > 0
+}
+
+// wakeType is the type of the event wake sends: it reaches only waits
+// and long-polls (subscribers restricted to types), never a stream.
+const wakeType = "wake"
+
+// wake makes every wait and long-poll look at the store again: what it
+// waits for may have happened while events could not come in.
+func (h *hub) wake() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	poke := func(set map[*sub]struct{}) {
+		for s := range set {
+			if s.types == nil {
+				continue
+			}
+			select {
+			case s.ch <- vigil.Event{Type: wakeType}:
+			default:
+			}
+		}
+	}
+	poke(h.all)
+	for _, set := range h.byWatch {
+		poke(set)
+	}
+	for _, set := range h.byRecipient {
+		poke(set)
 	}
 }
 
@@ -153,4 +207,57 @@ func (h *hub) stream(ctx context.Context, f vigil.EventFilter, allowed func(vigi
 		}
 	}()
 	return out
+}
+
+// seenKeys is how many events seen remembers: an event announced again
+// more than this many events after it was published here is sent again.
+const seenKeys = 1 << 15
+
+// seen remembers the last seenKeys events that can reach the hub twice on
+// a shared store (a message by its seq, a watch's creation and its
+// settlement by its id) and whether each was announced.
+type seen struct {
+	announced map[eventKey]bool
+	ring      []eventKey
+	next      int
+}
+
+type eventKey struct {
+	typ string
+	id  string
+	seq int64
+}
+
+func newSeen() *seen {
+	return &seen{announced: make(map[eventKey]bool), ring: make([]eventKey, seenKeys)}
+}
+
+// first reports whether ev should be sent, and remembers it. An event
+// published here after one published here is sent (as with no shared
+// store: the engine publishes each once); an announced event after any,
+// or a published one after an announced one, is not.
+func (s *seen) first(ev vigil.Event, announced bool) bool {
+	var k eventKey
+	switch ev.Type {
+	case vigil.EventMessage:
+		if ev.Seq <= 0 {
+			return true
+		}
+		k = eventKey{typ: ev.Type, seq: ev.Seq}
+	case vigil.EventWatchSettled, vigil.EventWatchCreated:
+		k = eventKey{typ: ev.Type, id: ev.WatchID}
+	default:
+		return true
+	}
+	was, ok := s.announced[k]
+	if ok {
+		return !announced && !was
+	}
+	if old := s.ring[s.next]; old != (eventKey{}) {
+		delete(s.announced, old)
+	}
+	s.ring[s.next] = k
+	s.next = (s.next + 1) % len(s.ring)
+	s.announced[k] = announced
+	return true
 }

@@ -22,10 +22,12 @@ const (
 	maxBuckets = 10_000
 )
 
-// limiter is a token bucket per key (a scoped token's id).
+// limiter is a token bucket per key (a scoped token's id), in memory or,
+// with take, wherever take keeps it (the database replicas share).
 type limiter struct {
 	rate  float64 // tokens per second; <= 0 disables
 	burst float64
+	take  func(ctx context.Context, key string, rate float64, burst, n int, now time.Time) (bool, time.Duration, error)
 	mu    sync.Mutex
 	b     map[string]*bucket
 }
@@ -41,10 +43,19 @@ func newLimiter(rate float64, burst int) *limiter {
 
 // allowN takes n tokens from key's bucket at now, or none and reports how
 // long until n are there. n is at most the burst (see allowRegisterN).
-func (l *limiter) allowN(key string, now time.Time, n int) (ok bool, retry time.Duration) {
+func (l *limiter) allowN(ctx context.Context, key string, now time.Time, n int) (ok bool, retry time.Duration, err error) {
 	if l == nil || l.rate <= 0 {
-		return true, 0
+		return true, 0, nil
 	}
+	if l.take != nil {
+		return l.take(ctx, key, l.rate, int(l.burst), n, now)
+	}
+	ok, retry = l.allowMem(key, now, n)
+	return ok, retry, nil
+}
+
+// allowMem is allowN on the buckets in memory.
+func (l *limiter) allowMem(key string, now time.Time, n int) (ok bool, retry time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.b[key]
@@ -85,7 +96,7 @@ func (l *limiter) sweep(now time.Time) {
 // not limited.
 func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request) error {
 	secs, err := s.allowRegister(r.Context())
-	if err != nil {
+	if err != nil && secs > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 	}
 	return err
@@ -117,7 +128,10 @@ func (s *Server) allowRegisterN(ctx context.Context, n int) (int, error) {
 	if s.limits.rate > 0 && float64(n) > s.limits.burst {
 		return 0, vigil.Errorf(vigil.CodeRateLimited, "this token may register at most %d watches at once, and this batch holds %d: split it", int(s.limits.burst), n)
 	}
-	ok, retry := s.limits.allowN(sc.TokenID, time.Now(), n)
+	ok, retry, err := s.limits.allowN(ctx, sc.TokenID, time.Now(), n)
+	if err != nil {
+		return 0, err
+	}
 	if ok {
 		return 0, nil
 	}

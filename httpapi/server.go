@@ -83,6 +83,12 @@ type Options struct {
 	// Past it, POST /v1/watches answers 429 rate_limited with Retry-After.
 	RegisterRate  float64
 	RegisterBurst int
+	// RateTakeFunc, when set, holds the buckets of that limit: it takes
+	// n registrations from bucket key (refilling at rate a second up to
+	// burst) at now, or none and says how long until n are there. The
+	// daemon on PostgreSQL keeps them in the database, so that the limit
+	// holds across replicas; nil keeps them in this process's memory.
+	RateTakeFunc func(ctx context.Context, key string, rate float64, burst, n int, now time.Time) (ok bool, retry time.Duration, err error)
 	// Recheck is how often a running request (an event stream, a
 	// long-poll, an MCP session) re-checks its scoped token through
 	// AuthenticateFunc, and ends once it no longer authenticates (default
@@ -189,6 +195,7 @@ func New(opts Options) *Server {
 		opts.RegisterBurst = DefaultRegisterBurst
 	}
 	s.limits = newLimiter(opts.RegisterRate, opts.RegisterBurst)
+	s.limits.take = opts.RateTakeFunc
 	s.recheckEvery = opts.Recheck
 	if s.recheckEvery <= 0 {
 		s.recheckEvery = DefaultRecheck

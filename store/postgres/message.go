@@ -194,3 +194,13 @@ func (s *Store) Prune(ctx context.Context, p vigil.PruneParams) (vigil.PruneResu
 	res.OldestSettled, res.OldestMessage, res.OldestKey = msTime(settled), msTime(message), msTime(key)
 	return res, nil
 }
+
+// MessagesLastSeq returns the seq of the newest message of every mailbox
+// (0 when there is none): where a reader of what comes next starts.
+func (s *Store) MessagesLastSeq(ctx context.Context) (int64, error) {
+	var seq int64
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM messages`).Scan(&seq); err != nil {
+		return 0, wrap("read the last message seq", err)
+	}
+	return seq, nil
+}

@@ -1,0 +1,112 @@
+package postgres_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// upSection returns the statements of a goose migration's Up part, with
+// the comments taken out.
+func upSection(sql string) []string {
+	_, up, _ := strings.Cut(sql, "-- +goose Up")
+	up, _, _ = strings.Cut(up, "-- +goose Down")
+	var b strings.Builder
+	for line := range strings.SplitSeq(up, "\n") {
+		line, _, _ = strings.Cut(line, "--")
+		b.WriteString(line + "\n")
+	}
+	var out []string
+	for stmt := range strings.SplitSeq(b.String(), ";") {
+		if stmt = strings.Join(strings.Fields(stmt), " "); stmt != "" {
+			out = append(out, stmt)
+		}
+	}
+	return out
+}
+
+// clauses splits a statement at the commas outside parentheses.
+func clauses(stmt string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i, r := range stmt {
+		switch r {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, stmt[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, stmt[start:])
+}
+
+var (
+	forbidden = regexp.MustCompile(`(?i)\b(DROP|RENAME|ALTER COLUMN|ADD CONSTRAINT|TRUNCATE|DELETE FROM|UPDATE)\b`)
+	addColumn = regexp.MustCompile(`(?i)\bADD COLUMN\b`)
+	notNull   = regexp.MustCompile(`(?i)\bNOT NULL\b`)
+	filled    = regexp.MustCompile(`(?i)\b(DEFAULT|GENERATED)\b`)
+)
+
+// onlyAdds returns why stmt is not a change a replica running the release
+// before tolerates ("" if it is): it may create tables and indexes, add
+// columns that are nullable or filled by a default, and insert rows; it
+// may not drop, rename, alter or constrain what exists, nor change rows.
+func onlyAdds(stmt string) string {
+	if m := forbidden.FindString(stmt); m != "" {
+		return m + " changes what an older release reads or writes"
+	}
+	for _, c := range clauses(stmt) {
+		if addColumn.MatchString(c) && notNull.MatchString(c) && !filled.MatchString(c) {
+			return "a NOT NULL column without a default fails an older release's inserts"
+		}
+	}
+	return ""
+}
+
+// TestMigrationsOnlyAdd holds every migration after the first to the rule
+// that lets replicas be upgraded one at a time (docs/operations.md): it
+// only adds, so the replicas still on the release before run on.
+func TestMigrationsOnlyAdd(t *testing.T) {
+	t.Parallel()
+	for stmt, want := range map[string]bool{
+		"CREATE TABLE t (a TEXT NOT NULL PRIMARY KEY)":                             true,
+		"ALTER TABLE w ADD COLUMN s TEXT, ADD COLUMN at BIGINT NOT NULL DEFAULT 0": true,
+		"ALTER TABLE w ADD COLUMN n INT GENERATED ALWAYS AS (f(id, 2)) STORED":     true,
+		"INSERT INTO meta (key, value) VALUES ('shards', 64)":                      true,
+		"ALTER TABLE w ADD COLUMN s TEXT NOT NULL":                                 false,
+		"ALTER TABLE w DROP COLUMN s":                                              false,
+		"ALTER TABLE w RENAME COLUMN s TO t":                                       false,
+		"ALTER TABLE w ALTER COLUMN s SET NOT NULL":                                false,
+		"ALTER TABLE w ADD CONSTRAINT c CHECK (a > 0)":                             false,
+		"UPDATE w SET s = 'x'":                                                     false,
+	} {
+		if got := onlyAdds(stmt) == ""; got != want {
+			t.Errorf("onlyAdds(%q) allows = %v, want %v", stmt, got, want)
+		}
+	}
+	files, err := filepath.Glob(filepath.Join("migrations", "*.sql"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no migrations: %v", err)
+	}
+	for _, f := range files {
+		if strings.HasPrefix(filepath.Base(f), "00001_") {
+			continue // the first creates everything
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, stmt := range upSection(string(b)) {
+			if why := onlyAdds(stmt); why != "" {
+				t.Errorf("%s: %q: %s", f, stmt, why)
+			}
+		}
+	}
+}

@@ -269,6 +269,23 @@ func (s *Scheduler) Remove(id string) {
 	}
 }
 
+// RemoveIf forgets every watch whose id drop says to, as Remove does (a
+// replica that lost the shards they are in), and returns how many.
+func (s *Scheduler) RemoveIf(drop func(id string) bool) int {
+	s.mu.Lock()
+	var ids []string
+	for id := range s.byID {
+		if drop(id) {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		s.Remove(id)
+	}
+	return len(ids)
+}
+
 // Poke makes a pending watch due now, for event-driven watchers (a file
 // system notification) that learn of a change before the next interval.
 // A watch already in flight is left alone: its next probe comes soon

@@ -39,6 +39,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -80,6 +81,16 @@ type Options struct {
 	// transaction, so it is heard only once the change is committed), for
 	// the stores that Listen on the same database and schema.
 	Notify bool
+	// Replica is this replica's id, written as settled_by on the watches
+	// its settling writes settle (empty: NULL).
+	Replica string
+	// IdleTxTimeout, when positive, ends a session left idle inside a
+	// transaction that long (PostgreSQL's
+	// idle_in_transaction_session_timeout): a replica frozen in the
+	// middle of a fenced write holds a share lock on its lease rows,
+	// which would keep the takeover of its shards waiting. Set it to the
+	// lease duration.
+	IdleTxTimeout time.Duration
 }
 
 // Store is the PostgreSQL implementation of vigil.Store. It is safe for
@@ -97,6 +108,11 @@ type Store struct {
 	margin int64
 	// sendEvents is Options.Notify.
 	sendEvents bool
+	// replica is Options.Replica.
+	replica string
+	// fence, once set (SetFence), conditions the settling writes and
+	// receipts on this replica's leases.
+	fence fenceRef
 
 	closeOnce sync.Once
 }
@@ -123,11 +139,14 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
 	}
+	if o.IdleTxTimeout > 0 {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(max(1, o.IdleTxTimeout.Milliseconds()), 10)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, wrap("connect", err)
 	}
-	s := &Store{pool: pool, sendEvents: o.Notify}
+	s := &Store{pool: pool, sendEvents: o.Notify, replica: o.Replica}
 	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&s.schema); err != nil {
 		pool.Close()
 		return nil, wrap("connect to "+cfg.ConnConfig.Host, err)
@@ -153,6 +172,10 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: max_connections %q is not a number", maxConns)
 	}
 	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := s.readShards(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}

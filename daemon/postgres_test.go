@@ -144,7 +144,6 @@ func TestBackupRefusesPostgres(t *testing.T) {
 	}
 }
 
-
 // shardsOf waits until the replicas behind cs hold every shard between
 // them, none twice, each at least want (its fair share), and returns each
 // one's shards. It asks each replica (GET /v1/daemon) until then.

@@ -167,22 +167,26 @@ func (m *Manager) Step(ctx context.Context) error {
 			needy = true
 		}
 	}
-	if len(held) > target && needy {
-		// Give the surplus to a replica that needs shards: forget it
-		// here first, then let go of it in the database, so the two
-		// never both hold it.
-		surplus := held[target:]
-		held = held[:target:target]
+	released := false
+	if len(held) > floor && needy {
+		// Give what is above the floor of the share to a replica that
+		// has less than that floor: forget it here first, then let go
+		// of it in the database, so the two never both hold it. (A
+		// replica under its share takes it back at its next step if
+		// nobody needed it.)
+		surplus := held[floor:]
+		held = held[:floor:floor]
 		m.set(held)
 		m.cfg.Lose(shardsOf(surplus))
 		if err := st.Release(ctx, m.cfg.Replica, surplus); err != nil {
 			// Not released: they lapse, and are taken then.
 			return err
 		}
+		released = true
 		m.log.Info("shards released to a replica that has fewer than its share", "shards", shardsOf(surplus), "share", target)
 	}
 	var got []postgres.Lease
-	if len(held) < target {
+	if len(held) < target && !released {
 		if got, err = st.Acquire(ctx, m.cfg.Replica, target-len(held), m.cfg.Lease, 0); err != nil {
 			return err
 		}
@@ -204,7 +208,13 @@ func (m *Manager) Step(ctx context.Context) error {
 	if len(got) == 0 {
 		return nil
 	}
-	all := append(slices.Clone(held), got...)
+	// A shard renewed at the start of a slow step may have lapsed and
+	// been taken again by this replica, at the next epoch: the new lease
+	// replaces the old.
+	all := slices.DeleteFunc(slices.Clone(held), func(h postgres.Lease) bool {
+		return slices.ContainsFunc(got, func(g postgres.Lease) bool { return g.Shard == h.Shard })
+	})
+	all = append(all, got...)
 	slices.SortFunc(all, func(a, b postgres.Lease) int { return a.Shard - b.Shard })
 	m.set(all)
 	if err := m.cfg.Gain(ctx, shardsOf(got)); err != nil {

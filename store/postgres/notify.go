@@ -85,8 +85,12 @@ func (s *Store) notify(ctx context.Context, tx pgx.Tx, evs ...Event) error {
 func (s *Store) Listen(ctx context.Context, fn func(Event)) error {
 	cfg := s.pool.Config().ConnConfig.Copy()
 	l := &pgxlisten.Listener{
-		Connect:        func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cfg) },
-		LogError:       func(_ context.Context, err error) { s.log.Warn("listening for other daemons' changes", "err", err) },
+		Connect: func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cfg) },
+		LogError: func(ctx context.Context, err error) {
+			if ctx.Err() == nil {
+				s.log.Warn("listening for other daemons' changes", "err", err)
+			}
+		},
 		ReconnectDelay: listenReconnect,
 	}
 	l.Handle(s.Channel(), listenHandler(fn))

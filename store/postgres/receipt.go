@@ -111,6 +111,13 @@ func (s *Store) receiptsResume(ctx context.Context, p vigil.ReceiptsResumeParams
 	err := s.write(ctx, func(tx pgx.Tx) error {
 		res = vigil.ReceiptsResumeResult{}
 		var err error
+		shards := shards
+		if f := s.fence.Load(); f != nil && shards != nil {
+			// Fenced: only the shards this replica still holds.
+			if shards, err = s.fenceShards(ctx, tx, f, shards); err != nil || len(shards) == 0 {
+				return err
+			}
+		}
 		// Lock them first, in a fixed order, as the receipts' writers do.
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM watches WHERE id IN (SELECT watch_id FROM receipts WHERE status = 'sending')
 			AND ($1::smallint[] IS NULL OR shard = ANY($1)) ORDER BY id FOR UPDATE`, shards); err != nil {

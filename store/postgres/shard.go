@@ -103,25 +103,18 @@ func (s *Store) fenceIDs(ctx context.Context, tx pgx.Tx, ids []string) ([]string
 		return ids, nil
 	}
 	var shards []int16
-	var epochs []int64
 	seen := map[int]bool{}
 	for _, id := range ids {
 		sh := ShardOf(id)
 		if f.epochs[sh] > 0 && !seen[sh] {
 			seen[sh] = true
-			shards, epochs = append(shards, int16(sh)), append(epochs, f.epochs[sh])
+			shards = append(shards, int16(sh))
 		}
 	}
 	if len(shards) == 0 {
 		return nil, nil
 	}
-	rows, err := tx.Query(ctx, `SELECT l.shard FROM leases AS l
-		JOIN unnest($1::smallint[], $2::bigint[]) AS f(shard, epoch) ON l.shard = f.shard AND l.epoch = f.epoch
-		WHERE l.owner = $3 AND l.expires_at > clock_timestamp() ORDER BY l.shard FOR SHARE OF l`, shards, epochs, f.owner)
-	if err != nil {
-		return nil, err
-	}
-	valid, err := pgx.CollectRows(rows, pgx.RowTo[int16])
+	valid, err := s.fenceShards(ctx, tx, f, shards)
 	if err != nil {
 		return nil, err
 	}
@@ -136,6 +129,24 @@ func (s *Store) fenceIDs(ctx context.Context, tx pgx.Tx, ids []string) ([]string
 		}
 	}
 	return out, nil
+}
+
+// fenceShards returns the shards, among those asked for, that f's owner
+// holds at f's epochs on a lease that has not lapsed, and locks their
+// lease rows FOR SHARE (in shard order) until tx ends.
+func (s *Store) fenceShards(ctx context.Context, tx pgx.Tx, f *fence, shards []int16) ([]int16, error) {
+	epochs := make([]int64, len(shards))
+	for i, sh := range shards {
+		epochs[i] = f.epochs[sh]
+	}
+	rows, err := tx.Query(ctx, `SELECT l.shard FROM leases AS l
+		JOIN unnest($1::smallint[], $2::bigint[]) AS f(shard, epoch) ON l.shard = f.shard AND l.epoch = f.epoch
+		JOIN lease_expiry AS x ON x.shard = l.shard
+		WHERE l.owner = $3 AND x.expires_at > clock_timestamp() ORDER BY l.shard FOR SHARE OF l`, shards, epochs, f.owner)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int16])
 }
 
 // readShards reads the shard count recorded at the database's creation
@@ -177,7 +188,8 @@ func (s *Store) Heartbeat(ctx context.Context, replica string, live time.Duratio
 		if p.Live, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 			return err
 		}
-		rows, err = tx.Query(ctx, `SELECT owner, count(*) FROM leases WHERE owner IS NOT NULL AND expires_at > now() GROUP BY owner`)
+		rows, err = tx.Query(ctx, `SELECT l.owner, count(*) FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard
+			WHERE l.owner IS NOT NULL AND x.expires_at > now() GROUP BY l.owner`)
 		if err != nil {
 			return err
 		}
@@ -195,8 +207,9 @@ func (s *Store) Heartbeat(ctx context.Context, replica string, live time.Duratio
 			return err
 		}
 		var ms *float64
-		if err := tx.QueryRow(ctx, `SELECT extract(epoch FROM min(expires_at) - now()) * 1000 FROM leases
-			WHERE owner IS NOT NULL AND expires_at > now() AND owner <> ALL($1)`, p.Live).Scan(&ms); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT extract(epoch FROM min(x.expires_at) - now()) * 1000 FROM leases AS l
+			JOIN lease_expiry AS x ON x.shard = l.shard
+			WHERE l.owner IS NOT NULL AND x.expires_at > now() AND l.owner <> ALL($1)`, p.Live).Scan(&ms); err != nil {
 			return err
 		}
 		if ms != nil {
@@ -233,11 +246,12 @@ func (s *Store) Renew(ctx context.Context, replica string, held []Lease, lease t
 		return nil, nil
 	}
 	shards, epochs := leaseArrays(held)
-	rows, err := s.pool.Query(ctx, `UPDATE leases SET expires_at = now() + $4::interval WHERE shard IN (
-			SELECT l.shard FROM leases AS l JOIN unnest($1::smallint[], $2::bigint[]) AS f(shard, epoch)
-				ON l.shard = f.shard AND l.epoch = f.epoch
-			WHERE l.owner = $3 AND l.expires_at > now() ORDER BY l.shard FOR UPDATE OF l)
-		RETURNING shard, epoch`, shards, epochs, replica, lease)
+	// Only the expiry rows: a renewal never waits for the fenced writes,
+	// which lock the lease rows.
+	rows, err := s.pool.Query(ctx, `UPDATE lease_expiry AS x SET expires_at = now() + $4::interval
+		FROM leases AS l, unnest($1::smallint[], $2::bigint[]) AS f(shard, epoch)
+		WHERE x.shard = l.shard AND l.shard = f.shard AND l.epoch = f.epoch AND l.owner = $3 AND x.expires_at > now()
+		RETURNING x.shard, l.epoch`, shards, epochs, replica, lease)
 	if err != nil {
 		return nil, wrap("renew leases", err)
 	}
@@ -252,10 +266,13 @@ func (s *Store) Acquire(ctx context.Context, replica string, n int, lease, lapse
 	if n <= 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `UPDATE leases SET owner = $1, epoch = epoch + 1, expires_at = now() + $2::interval
-		WHERE shard IN (SELECT shard FROM leases WHERE expires_at <= now() - $3::interval
-			ORDER BY shard LIMIT $4 FOR UPDATE SKIP LOCKED)
-		RETURNING shard, epoch`, replica, lease, lapsedFor, n)
+	rows, err := s.pool.Query(ctx, `WITH pick AS (
+			SELECT l.shard FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard
+			WHERE x.expires_at <= now() - $3::interval ORDER BY l.shard LIMIT $4 FOR UPDATE OF l SKIP LOCKED),
+		took AS (UPDATE leases SET owner = $1, epoch = leases.epoch + 1 FROM pick WHERE leases.shard = pick.shard
+			RETURNING leases.shard, leases.epoch),
+		renewed AS (UPDATE lease_expiry SET expires_at = now() + $2::interval FROM pick WHERE lease_expiry.shard = pick.shard)
+		SELECT shard, epoch FROM took`, replica, lease, lapsedFor, n)
 	if err != nil {
 		return nil, wrap("acquire leases", err)
 	}
@@ -271,10 +288,11 @@ func (s *Store) Release(ctx context.Context, replica string, held []Lease) error
 	}
 	shards, epochs := leaseArrays(held)
 	return wrap("release leases", s.write(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE leases SET owner = NULL, expires_at = now() WHERE shard IN (
+		if _, err := tx.Exec(ctx, `WITH rel AS (UPDATE leases SET owner = NULL WHERE shard IN (
 				SELECT l.shard FROM leases AS l JOIN unnest($1::smallint[], $2::bigint[]) AS f(shard, epoch)
 					ON l.shard = f.shard AND l.epoch = f.epoch
-				WHERE l.owner = $3 ORDER BY l.shard FOR UPDATE OF l)`, shards, epochs, replica); err != nil {
+				WHERE l.owner = $3 ORDER BY l.shard FOR UPDATE OF l) RETURNING shard)
+			UPDATE lease_expiry SET expires_at = now() FROM rel WHERE lease_expiry.shard = rel.shard`, shards, epochs, replica); err != nil {
 			return err
 		}
 		return s.notifyNow(ctx, tx, Event{Kind: EventRebalance})
@@ -286,8 +304,9 @@ func (s *Store) Release(ctx context.Context, replica string, held []Lease) error
 // at once rather than after its leases lapse.
 func (s *Store) Leave(ctx context.Context, replica string) error {
 	return wrap("leave", s.write(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE leases SET owner = NULL, expires_at = now() WHERE shard IN (
-				SELECT shard FROM leases WHERE owner = $1 ORDER BY shard FOR UPDATE)`, replica); err != nil {
+		if _, err := tx.Exec(ctx, `WITH rel AS (UPDATE leases SET owner = NULL WHERE shard IN (
+				SELECT shard FROM leases WHERE owner = $1 ORDER BY shard FOR UPDATE) RETURNING shard)
+			UPDATE lease_expiry SET expires_at = now() FROM rel WHERE lease_expiry.shard = rel.shard`, replica); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM replicas WHERE id = $1`, replica); err != nil {
@@ -300,7 +319,8 @@ func (s *Store) Leave(ctx context.Context, replica string) error {
 // ShardLeases returns every shard's lease as the database has it, for
 // status pages and tests.
 func (s *Store) ShardLeases(ctx context.Context) ([]LeaseRow, error) {
-	rows, err := s.pool.Query(ctx, `SELECT shard, coalesce(owner, ''), epoch, expires_at > now() FROM leases ORDER BY shard`)
+	rows, err := s.pool.Query(ctx, `SELECT l.shard, coalesce(l.owner, ''), l.epoch, x.expires_at > now()
+		FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard ORDER BY l.shard`)
 	if err != nil {
 		return nil, wrap("read leases", err)
 	}

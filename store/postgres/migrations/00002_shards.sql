@@ -33,18 +33,28 @@ ALTER TABLE watches
 -- since a given instant (the repair scan): both lead with the shard.
 CREATE INDEX watches_shard_pending ON watches (shard, inserted_at) WHERE state = 'pending';
 
--- One row per shard: who holds it (NULL: nobody), the epoch of that
--- holding (raised by each acquisition, so a write fenced on it fails for
--- a holder that lost the shard even if it got it back later) and when it
--- lapses, by the database's clock.
+-- One row per shard: who holds it (NULL: nobody) and the epoch of that
+-- holding (raised by each acquisition, so a write fenced on it fails for a
+-- holder that lost the shard even if it got it back later). A fenced write
+-- holds a share lock on the rows of its shards until it commits, so a
+-- takeover (which updates the row, skipping locked ones) never overlaps it.
 CREATE TABLE leases (
-    shard      SMALLINT    NOT NULL PRIMARY KEY,
-    owner      TEXT,
-    epoch      BIGINT      NOT NULL DEFAULT 0,
-    expires_at TIMESTAMPTZ NOT NULL DEFAULT '-infinity'
+    shard SMALLINT NOT NULL PRIMARY KEY,
+    owner TEXT,
+    epoch BIGINT   NOT NULL DEFAULT 0
 );
 
 INSERT INTO leases (shard) SELECT g FROM generate_series(0, 63) AS g;
+
+-- When each shard's lease lapses, by the database's clock, apart from
+-- leases: a renewal updates only this row, so it never waits for the
+-- fenced writes holding the lease row.
+CREATE TABLE lease_expiry (
+    shard      SMALLINT    NOT NULL PRIMARY KEY,
+    expires_at TIMESTAMPTZ NOT NULL DEFAULT '-infinity'
+);
+
+INSERT INTO lease_expiry (shard) SELECT g FROM generate_series(0, 63) AS g;
 
 -- Replicas say they are alive here at every renewal; the fair share of
 -- shards is the shard count over the replicas seen within one lease.
@@ -56,6 +66,7 @@ CREATE TABLE replicas (
 
 -- +goose Down
 DROP TABLE replicas;
+DROP TABLE lease_expiry;
 DROP TABLE leases;
 DROP INDEX watches_shard_pending;
 ALTER TABLE watches DROP COLUMN settled_by, DROP COLUMN inserted_at, DROP COLUMN shard;

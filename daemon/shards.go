@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -43,6 +44,10 @@ type shards struct {
 	// ids are watch ids heard of (registered or cancelled), for the
 	// holder to arm or forget.
 	ids chan string
+	// gained are shards taken and not yet armed: arming them (reading
+	// their watches, resuming their receipts) runs beside the lease
+	// manager, whose renewals must not wait for it.
+	gained chan []int
 	// since is the database's clock at the last repair scan (the zero
 	// time: none yet). Only the manager's goroutine touches it.
 	since time.Time
@@ -50,7 +55,8 @@ type shards struct {
 
 func newShards(cfg Config, pg *postgres.Store, replica string, eng *engine.Engine, sched *scheduler.Scheduler,
 	disp *deliver.Dispatcher, log *slog.Logger) (*shards, error) {
-	s := &shards{pg: pg, eng: eng, sched: sched, disp: disp, log: log.With("component", "shards"), ids: make(chan string, wakeQueue)}
+	s := &shards{pg: pg, eng: eng, sched: sched, disp: disp, log: log.With("component", "shards"), ids: make(chan string, wakeQueue),
+		gained: make(chan []int, postgres.Shards)}
 	l, r := cfg.leases()
 	mgr, err := lease.New(lease.Config{Store: pg, Replica: replica, Shards: postgres.Shards, Lease: l, Renew: r,
 		Gain: s.gain, Lose: s.lose, Renewed: s.repair, Logger: log})
@@ -71,15 +77,57 @@ func (s *shards) run(ctx context.Context) error {
 	g.Go(func() error { return s.mgr.Run(gctx) })
 	g.Go(func() error { return s.pg.Listen(gctx, s.heard) })
 	g.Go(func() error { s.wake(gctx); return nil })
+	g.Go(func() error { s.arm(gctx); return nil })
 	return g.Wait()
 }
 
-// gain arms the pending watches of the shards taken and resumes their
+// gain hands the shards taken to arm. It never blocks: there are at most
+// as many gains in flight as shards.
+func (s *shards) gain(_ context.Context, shards []int) error {
+	select {
+	case s.gained <- shards:
+		return nil
+	default:
+		return fmt.Errorf("too many shards waiting to be armed")
+	}
+}
+
+// arm arms the shards taken, in turn; a shard lost meanwhile is skipped,
+// and one that fails (the database) is tried again a second later while
+// this replica holds it.
+func (s *shards) arm(ctx context.Context) {
+	for {
+		var shards []int
+		select {
+		case <-ctx.Done():
+			return
+		case shards = <-s.gained:
+		}
+		for {
+			shards = slices.DeleteFunc(shards, func(sh int) bool { return !s.pg.HoldsShard(sh) })
+			if len(shards) == 0 {
+				break
+			}
+			err := s.prime(ctx, shards)
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			s.log.Warn("arming shards taken failed; trying again", "shards", shards, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// prime arms the pending watches of the shards taken and resumes their
 // deliveries, with the rules of a start: jittered re-arm, overdue
 // deadlines expired at once; sending receipts become unknown (not sent
 // again unless retry_unknown), settled watches never handed to a channel
 // are delivered.
-func (s *shards) gain(ctx context.Context, shards []int) error {
+func (s *shards) prime(ctx context.Context, shards []int) error {
 	rows, err := s.pg.WatchListPendingShards(ctx, shards)
 	if err != nil {
 		return err

@@ -76,6 +76,13 @@ func (s *Store) Holds(id string) bool {
 	return f == nil || f.epochs[ShardOf(id)] > 0
 }
 
+// HoldsShard reports whether the store's fence holds shard (true with no
+// fence).
+func (s *Store) HoldsShard(shard int) bool {
+	f := s.fence.Load()
+	return f == nil || (shard >= 0 && shard < Shards && f.epochs[shard] > 0)
+}
+
 // heldShards returns the shards the fence holds, or nil and false when
 // there is no fence.
 func (s *Store) heldShards() ([]int16, bool) {

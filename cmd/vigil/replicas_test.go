@@ -462,7 +462,7 @@ func TestReplicasFailover(t *testing.T) {
 	deliver := fmt.Sprintf(`{"webhook": {"url": %q}}`, hookURL)
 	var hooked []string
 	for i := 0; len(hooked) < 10; i++ {
-		w, err := reps[i%3].c.Register(t.Context(), timer(200*time.Millisecond, 100000+i, deliver))
+		w, err := reps[i%3].c.Register(t.Context(), timer(200*time.Millisecond, i, deliver))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -622,7 +622,7 @@ func TestReplicasFencing(t *testing.T) {
 	deliver := fmt.Sprintf(`{"webhook": {"url": %q}}`, hookURL)
 	var hooked, timers []string
 	for i := 0; len(hooked) < 5; i++ {
-		w, err := other.c.Register(t.Context(), timer(100*time.Millisecond, 200000+i, deliver))
+		w, err := other.c.Register(t.Context(), timer(100*time.Millisecond, i, deliver))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -97,9 +97,14 @@ type Options struct {
 // concurrent use, by any number of Stores in any number of processes on
 // the same database and schema.
 type Store struct {
-	pool   *pgxpool.Pool
-	log    *slog.Logger
-	schema string
+	pool *pgxpool.Pool
+	// leasePool is a second, small pool for the lease manager's
+	// statements: renewals must never queue behind the main pool's
+	// writes (a burst of settlements can hold every connection for
+	// longer than a lease).
+	leasePool *pgxpool.Pool
+	log       *slog.Logger
+	schema    string
 	// lockKey is the key of the mailbox's advisory lock, per schema.
 	lockKey int64
 	// capKey is the key of the global cap's advisory lock, per schema,
@@ -146,13 +151,21 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, wrap("connect", err)
 	}
-	s := &Store{pool: pool, sendEvents: o.Notify, replica: o.Replica}
-	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&s.schema); err != nil {
+	lcfg := cfg.Copy()
+	lcfg.MaxConns, lcfg.MinConns = 2, 0
+	leasePool, err := pgxpool.NewWithConfig(ctx, lcfg)
+	if err != nil {
 		pool.Close()
+		return nil, wrap("connect", err)
+	}
+	s := &Store{pool: pool, leasePool: leasePool, sendEvents: o.Notify, replica: o.Replica}
+
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&s.schema); err != nil {
+		s.Close()
 		return nil, wrap("connect to "+cfg.ConnConfig.Host, err)
 	}
 	if s.schema == "" {
-		pool.Close()
+		s.Close()
 		return nil, errors.New("postgres: the connection's search_path names no schema that exists: create it, or fix search_path in the store URL")
 	}
 	s.log = o.Logger.With("component", "store", "store", "postgres", "schema", s.schema)
@@ -164,19 +177,19 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	s.capKey = int64(h.Sum64())
 	var maxConns string
 	if err := pool.QueryRow(ctx, `SHOW max_connections`).Scan(&maxConns); err != nil {
-		pool.Close()
+		s.Close()
 		return nil, wrap("read max_connections", err)
 	}
 	if s.margin, err = strconv.ParseInt(maxConns, 10, 64); err != nil {
-		pool.Close()
+		s.Close()
 		return nil, fmt.Errorf("postgres: max_connections %q is not a number", maxConns)
 	}
 	if err := s.migrate(ctx); err != nil {
-		pool.Close()
+		s.Close()
 		return nil, err
 	}
 	if err := s.readShards(ctx); err != nil {
-		pool.Close()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -252,7 +265,10 @@ func SchemaVersion() int64 {
 // Close closes the pool, after the calls in flight return. Calls made after
 // Close fail. Close is idempotent.
 func (s *Store) Close() error {
-	s.closeOnce.Do(s.pool.Close)
+	s.closeOnce.Do(func() {
+		s.pool.Close()
+		s.leasePool.Close()
+	})
 	return nil
 }
 

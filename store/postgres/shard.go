@@ -177,7 +177,7 @@ func (s *Store) readShards(ctx context.Context) error {
 // due then, to take it over at once.
 func (s *Store) Heartbeat(ctx context.Context, replica string, live time.Duration) (Peers, error) {
 	var p Peers
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.leaseWrite(ctx, func(tx pgx.Tx) error {
 		p = Peers{Held: map[string]int{}}
 		var first bool
 		if err := tx.QueryRow(ctx, `INSERT INTO replicas (id, seen_at, started_at) VALUES ($1, now(), now())
@@ -255,7 +255,7 @@ func (s *Store) Renew(ctx context.Context, replica string, held []Lease, lease t
 	shards, epochs := leaseArrays(held)
 	// Only the expiry rows: a renewal never waits for the fenced writes,
 	// which lock the lease rows.
-	rows, err := s.pool.Query(ctx, `UPDATE lease_expiry AS x SET expires_at = now() + $4::interval
+	rows, err := s.leasePool.Query(ctx, `UPDATE lease_expiry AS x SET expires_at = now() + $4::interval
 		FROM leases AS l, unnest($1::smallint[], $2::bigint[]) AS f(shard, epoch)
 		WHERE x.shard = l.shard AND l.shard = f.shard AND l.epoch = f.epoch AND l.owner = $3 AND x.expires_at > now()
 		RETURNING x.shard, l.epoch`, shards, epochs, replica, lease)
@@ -273,7 +273,7 @@ func (s *Store) Acquire(ctx context.Context, replica string, n int, lease, lapse
 	if n <= 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `WITH pick AS (
+	rows, err := s.leasePool.Query(ctx, `WITH pick AS (
 			SELECT l.shard FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard
 			WHERE x.expires_at <= now() - $3::interval ORDER BY l.shard LIMIT $4 FOR UPDATE OF l SKIP LOCKED),
 		took AS (UPDATE leases SET owner = $1, epoch = leases.epoch + 1 FROM pick WHERE leases.shard = pick.shard
@@ -294,7 +294,7 @@ func (s *Store) Release(ctx context.Context, replica string, held []Lease) error
 		return nil
 	}
 	shards, epochs := leaseArrays(held)
-	return wrap("release leases", s.write(ctx, func(tx pgx.Tx) error {
+	return wrap("release leases", s.leaseWrite(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `WITH rel AS (UPDATE leases SET owner = NULL WHERE shard IN (
 				SELECT l.shard FROM leases AS l JOIN unnest($1::smallint[], $2::bigint[]) AS f(shard, epoch)
 					ON l.shard = f.shard AND l.epoch = f.epoch
@@ -310,7 +310,7 @@ func (s *Store) Release(ctx context.Context, replica string, held []Lease) error
 // replicas: a replica that stops says so, and the others take its shards
 // at once rather than after its leases lapse.
 func (s *Store) Leave(ctx context.Context, replica string) error {
-	return wrap("leave", s.write(ctx, func(tx pgx.Tx) error {
+	return wrap("leave", s.leaseWrite(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `WITH rel AS (UPDATE leases SET owner = NULL WHERE shard IN (
 				SELECT shard FROM leases WHERE owner = $1 ORDER BY shard FOR UPDATE) RETURNING shard)
 			UPDATE lease_expiry SET expires_at = now() FROM rel WHERE lease_expiry.shard = rel.shard`, replica); err != nil {
@@ -326,7 +326,7 @@ func (s *Store) Leave(ctx context.Context, replica string) error {
 // ShardLeases returns every shard's lease as the database has it, for
 // status pages and tests.
 func (s *Store) ShardLeases(ctx context.Context) ([]LeaseRow, error) {
-	rows, err := s.pool.Query(ctx, `SELECT l.shard, coalesce(l.owner, ''), l.epoch, x.expires_at > now()
+	rows, err := s.leasePool.Query(ctx, `SELECT l.shard, coalesce(l.owner, ''), l.epoch, x.expires_at > now()
 		FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard ORDER BY l.shard`)
 	if err != nil {
 		return nil, wrap("read leases", err)
@@ -432,4 +432,10 @@ func (s *Store) notifyNow(ctx context.Context, db interface {
 	}
 	_, err = db.Exec(ctx, `SELECT pg_notify($1, $2)`, s.Channel(), string(p))
 	return err
+}
+
+// leaseWrite runs fn in one transaction on the lease pool, committed if it
+// returns nil.
+func (s *Store) leaseWrite(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.leasePool, fn)
 }

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -236,6 +238,54 @@ func TestPostgresReplicas(t *testing.T) {
 		t.Errorf("mailbox holds %d messages, want %d", len(msgs), len(ids))
 	}
 
+	// Check-now on A of an http watch B holds: B probes it (the target
+	// answers a new count each time, so each probe is recorded), and a
+	// cancel on A makes B forget it (no probe after).
+	var hits atomic.Int64
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"n": %d}`, hits.Add(1))
+	}))
+	defer target.Close()
+	var hw *vigil.Watch
+	for i := 0; hw == nil; i++ {
+		w, err := ca.Register(t.Context(), vigil.RegisterRequest{Kind: vigil.KindHTTP, Recipient: "h", Every: "1h",
+			Predicate: json.RawMessage(fmt.Sprintf(`{"url": "%s/%d", "done": {"path": "n", "equals": -1}}`, target.URL, i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(held[1], postgres.ShardOf(w.ID)) {
+			hw = w
+		} else if _, err := ca.Cancel(t.Context(), w.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	polls := func() int {
+		var n int
+		if err := db.QueryRow(t.Context(), `SELECT polls FROM watches WHERE id = $1`, hw.ID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitFor(t, "the first probe by B", func() bool { return polls() >= 1 })
+	before := polls()
+	if _, err := ca.Check(t.Context(), hw.ID); err != nil {
+		t.Fatalf("Check on the replica that does not hold the watch: %v", err)
+	}
+	waitFor(t, "B's probe asked for on A", func() bool { return polls() > before })
+	if _, err := ca.Cancel(t.Context(), hw.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "B forgetting the cancelled watch", func() bool {
+		m, err := http.Get(b.URL() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(m.Body)
+		m.Body.Close()
+		return strings.Contains(string(body), "\nvigil_watches_pending 0\n")
+	})
+
 	// B stops: A holds everything again, and settles what was B's.
 	w, err := ca.Register(t.Context(), vigil.RegisterRequest{Kind: vigil.KindTimer, Predicate: json.RawMessage(`{"in": "3s"}`), Recipient: "r2"})
 	if err != nil {
@@ -287,5 +337,17 @@ func waitSettled(t *testing.T, db *pgx.Conn, ids []string) map[string]string {
 			t.Fatalf("%d of %d watches settled within 60 s", len(got), len(ids))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitFor waits (at most 30 s) until cond holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 30 s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

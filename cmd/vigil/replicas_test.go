@@ -237,16 +237,18 @@ func waitShared(t *testing.T, rs ...*replica) map[string][]int {
 				seen[s]++
 			}
 		}
-		for s, n := range seen {
-			if n > 1 {
-				t.Fatalf("shard %d held by %d replicas: %v", s, n, out)
-			}
+		// Two replicas may both say they hold a shard for a moment: one
+		// that was frozen says so until its next step (the fence stops
+		// its writes meanwhile). It must not last.
+		overlap := false
+		for _, n := range seen {
+			overlap = overlap || n > 1
 		}
-		if fair && len(seen) == 64 {
+		if fair && !overlap && len(seen) == 64 {
 			return out
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the replicas did not share the shards within 30 s: %v", out)
+			t.Fatalf("the replicas did not share the shards, each once, within 30 s: %v", out)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -30,26 +30,10 @@ func newStatusCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// The store's kind first: a standby answers this, and only
-			// this, so status can say what it is.
+			// The store's kind and, on PostgreSQL, the replica's shards.
 			info, err := c.Daemon(cmd.Context())
 			if err != nil && vigil.ErrorCode(err) != vigil.CodeNotFound {
 				return callErr(cmd, err)
-			}
-			if info.Role == "standby" {
-				addr := firstNonEmpty(cf.addr, e.getenv("VIGIL_ADDR"), daemon.DefaultListen)
-				if asJSON {
-					return writeJSON(e.stdout, struct {
-						Addr      string             `json:"addr"`
-						Reachable bool               `json:"reachable"`
-						Version   string             `json:"cli_version"`
-						Daemon    *client.DaemonInfo `json:"daemon"`
-					}{addr, true, vigil.Version(), &info})
-				}
-				fmt.Fprintf(e.stdout, "vigil daemon at %s: reachable\n", addr)
-				fmt.Fprintf(e.stdout, "cli version: %s\n", vigil.Version())
-				fmt.Fprintf(e.stdout, "store: %s, replica %s: standby (another daemon on the database serves)\n", info.Store, info.Replica)
-				return nil
 			}
 			counts := map[vigil.State]int{}
 			total, unreadable, more := 0, 0, false
@@ -92,6 +76,9 @@ func newStatusCmd(e *env) *cobra.Command {
 			fmt.Fprintf(e.stdout, "cli version: %s\n", vigil.Version())
 			if info.Store != "" {
 				fmt.Fprintf(e.stdout, "store: %s, replica %s: %s\n", info.Store, info.Replica, info.Role)
+			}
+			if info.ShardCount > 0 {
+				fmt.Fprintf(e.stdout, "shards held: %d of %d %s\n", len(info.Shards), info.ShardCount, shardList(info.Shards))
 			}
 			fmt.Fprintf(e.stdout, "watches: %s\n", countLine(counts, total, more))
 			if unreadable > 0 {
@@ -138,4 +125,27 @@ func countLine(counts map[vigil.State]int, total int, more bool) string {
 		parts[i] = fmt.Sprintf("%d %s", counts[vigil.State(s)], term(s))
 	}
 	return fmt.Sprintf("%d%s (%s)", total, plus, strings.Join(parts, ", "))
+}
+
+// shardList says which shards a replica holds, in ranges: "[0-3 7 9-10]".
+func shardList(ss []int) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i := 0; i < len(ss); {
+		j := i
+		for j+1 < len(ss) && ss[j+1] == ss[j]+1 {
+			j++
+		}
+		if b.Len() > 1 {
+			b.WriteByte(' ')
+		}
+		if j > i {
+			fmt.Fprintf(&b, "%d-%d", ss[i], ss[j])
+		} else {
+			fmt.Fprintf(&b, "%d", ss[i])
+		}
+		i = j + 1
+	}
+	b.WriteByte(']')
+	return b.String()
 }

@@ -320,9 +320,12 @@ type DaemonInfo struct {
 	Store string `json:"store"`
 	// Replica is the daemon's id among those on one database: host:pid.
 	Replica string `json:"replica"`
-	// Role is "active", "standby" (another daemon on the same PostgreSQL
-	// database schedules) or "starting".
+	// Role is "active" (it serves) or "starting".
 	Role string `json:"role"`
+	// Shards are the shards this replica holds, on PostgreSQL (it
+	// schedules and delivers their watches), of ShardCount.
+	Shards     []int `json:"shards,omitempty"`
+	ShardCount int   `json:"shard_count,omitempty"`
 }
 
 // Daemon returns what the daemon says about itself (GET /v1/daemon).

@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/pflag"
 
+	"github.com/vigil-run/vigil/internal/lease"
+
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/engine"
 	"github.com/vigil-run/vigil/forge"
@@ -83,6 +85,15 @@ type Config struct {
 	// Delivery configures push delivery: the SMTP server and default
 	// webhooks by recipient.
 	Delivery DeliveryConfig
+	// Lease and LeaseRenew are, on PostgreSQL, how long a replica's hold
+	// on a shard lasts without renewal and how often it renews (see
+	// docs/operations.md, "Running replicas"). Zero means the defaults
+	// (15 s; a third of the lease, at most 5 s).
+	Lease, LeaseRenew time.Duration
+	// Replica is this daemon's id among the replicas on one PostgreSQL
+	// database; empty means host:pid (ReplicaID). Two live replicas must
+	// not share one.
+	Replica string
 }
 
 // DefaultConfig returns the defaults of SPEC §10 for the current user.
@@ -213,6 +224,15 @@ func (c Config) Validate() error {
 		if !filepath.IsAbs(r) {
 			return fmt.Errorf("roots: %q must be an absolute path", r)
 		}
+	}
+	if c.Lease < 0 || c.LeaseRenew < 0 || (c.Lease > 0 && c.Lease < 100*time.Millisecond) || c.Lease > time.Hour {
+		return fmt.Errorf("lease %s: must be from 100ms to 1h", vigil.FormatDuration(c.Lease))
+	}
+	if len(c.Replica) > 200 || strings.IndexFunc(c.Replica, func(r rune) bool { return r < 0x21 || r == 0x7f }) >= 0 {
+		return fmt.Errorf("replica %q: at most 200 characters, with no spaces or control characters", c.Replica)
+	}
+	if lease, renew := c.leases(); renew >= lease {
+		return fmt.Errorf("lease_renew %s: must be shorter than the lease (%s)", vigil.FormatDuration(renew), vigil.FormatDuration(lease))
 	}
 	if c.ProbeWorkers < 1 || c.ProbeWorkers > 1024 {
 		return fmt.Errorf("probe_workers %d: must be from 1 to 1024", c.ProbeWorkers)
@@ -416,6 +436,9 @@ func configKeys() []key {
 			show: func(c Config) string { return strings.Join(c.Roots, string(filepath.ListSeparator)) },
 		},
 		intKey("probe_workers", "size of the probe worker pool", func(c *Config) *int { return &c.ProbeWorkers }),
+		stringKey("replica", "on PostgreSQL, this daemon's id among the replicas of one database (default host:pid)", false, func(c *Config) *string { return &c.Replica }),
+		durationKey("lease", "on PostgreSQL, how long a replica holds a shard without renewing (0: 15s)", func(c *Config) *time.Duration { return &c.Lease }),
+		durationKey("lease_renew", "on PostgreSQL, how often a replica renews its shards and rebalances (0: a third of the lease, at most 5s)", func(c *Config) *time.Duration { return &c.LeaseRenew }),
 		durationKey("min_every", "shortest re-check interval a watch may ask for", func(c *Config) *time.Duration { return &c.Limits.MinEvery }),
 		durationKey("max_deadline", "longest deadline a watch may ask for", func(c *Config) *time.Duration { return &c.Limits.MaxDeadline }),
 		intKey("max_active", "most pending watches in all", func(c *Config) *int { return &c.Limits.MaxActive }),
@@ -689,4 +712,16 @@ func flattenKeys(prefix string, in, out map[string]json.RawMessage, depth int) e
 		out[name] = v
 	}
 	return nil
+}
+
+// leases returns the lease and its renewal interval, defaults applied.
+func (c Config) leases() (time.Duration, time.Duration) {
+	l, r := c.Lease, c.LeaseRenew
+	if l <= 0 {
+		l = lease.DefaultLease
+	}
+	if r <= 0 {
+		r = min(lease.DefaultRenew, l/3)
+	}
+	return l, r
 }

@@ -15,6 +15,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,11 +66,10 @@ type Daemon struct {
 	log   *slog.Logger
 	token string
 	store vigil.Store
-	// sched is the scheduling lock on a PostgreSQL store, held from the
-	// start of Run; nil on SQLite, which the data directory's lock keeps
-	// to one daemon.
-	schedLock *schedulingLock
-	standby   atomic.Bool
+	// shards holds this replica's share of the shards of a PostgreSQL
+	// database and hears of the other replicas' changes; nil on SQLite,
+	// which the data directory's lock keeps to one daemon.
+	shards *shards
 	// pgEvents, on PostgreSQL, announces what other daemons commit.
 	pgEvents *pgEvents
 	// replica is this daemon's id (ReplicaID).
@@ -158,9 +158,16 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		return nil, err
 	}
 	undo = append(undo, func() { lock.release() })
-	st, err := openStore(ctx, cfg, logger)
+	replica := cmp.Or(cfg.Replica, ReplicaID())
+	st, err := openStore(ctx, cfg, replica, logger)
 	if err != nil {
 		return nil, err
+	}
+	pg, _ := st.(*postgres.Store)
+	if pg != nil {
+		// A replica holds no shard until its lease manager takes some:
+		// priming at start arms nothing, each shard taken is armed then.
+		pg.SetFence(replica, nil)
 	}
 	undo = append(undo, func() { st.Close() })
 	// The token only after the database: a data dir holding a token
@@ -200,7 +207,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	})
 
 	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, kinds: reg.Kinds(), primed: make(chan struct{}),
-		sched: sched, watchers: reg.Watchers(), fs: fs, forges: forges, replica: ReplicaID(), started: time.Now()}
+		sched: sched, watchers: reg.Watchers(), fs: fs, forges: forges, replica: replica, started: time.Now()}
 	// Scoped tokens: authenticated per request (cached briefly; a
 	// revocation here takes effect at once) and re-checked before every
 	// probe of the watches they made.
@@ -221,6 +228,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	}
 	d.disp = disp
 	d.metrics.Add(metrics.Gauges{DeliveriesQueued: disp.Pending})
+	var holds func(string) bool
+	var checkElsewhere func(context.Context, string) error
+	if pg != nil {
+		holds, checkElsewhere = pg.Holds, pg.NotifyCheck
+	}
 	d.eng = engine.New(engine.Config{
 		Store:     st,
 		Watchers:  reg,
@@ -234,11 +246,17 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		DeliverFunc:   disp.Deliver,
 		DeliverPolicy: policy,
 		// On PostgreSQL, what the other daemons commit is announced
-		// to it (pgEvents).
-		Shared: cfg.Postgres(),
+		// to it (pgEvents); the shards this replica holds are the
+		// watches it schedules; a check of another's asks its holder.
+		Shared:             cfg.Postgres(),
+		HoldsFunc:          holds,
+		CheckElsewhereFunc: checkElsewhere,
 	})
-	if pg, ok := st.(*postgres.Store); ok {
+	if pg != nil {
 		d.pgEvents = newPGEvents(pg, d.eng, logger)
+		if d.shards, err = newShards(cfg, pg, replica, d.eng, sched, disp, logger); err != nil {
+			return nil, err
+		}
 	}
 	d.api = httpapi.New(httpapi.Options{
 		Service:          d.eng,
@@ -319,9 +337,6 @@ func (d *Daemon) Ready() bool { return d.ready.Load() }
 func (d *Daemon) Primed() <-chan struct{} { return d.primed }
 
 func (d *Daemon) readyz(context.Context) error {
-	if d.standby.Load() {
-		return errStandby
-	}
 	if !d.ready.Load() {
 		return errStarting
 	}
@@ -330,20 +345,13 @@ func (d *Daemon) readyz(context.Context) error {
 
 var errStarting = &vigil.Error{Code: vigil.CodeUnavailable, Message: "vigil is starting; try again shortly"}
 
-var errStandby = &vigil.Error{Code: vigil.CodeUnavailable,
-	Message: "this vigil daemon is a standby: another daemon on the same PostgreSQL database serves; try that one, or again once it stops"}
-
 // gate answers API and MCP requests with 503 until the engine is primed;
 // /healthz, /readyz and /openapi.json are served all along.
 func (d *Daemon) gate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !d.ready.Load() && (strings.HasPrefix(r.URL.Path, "/v1/") && r.URL.Path != "/v1/daemon" || r.URL.Path == "/mcp") {
 			w.Header().Set("Retry-After", "1")
-			err := errStarting
-			if d.standby.Load() {
-				err = errStandby
-			}
-			d.api.Fail(w, r, err)
+			d.api.Fail(w, r, errStarting)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -377,30 +385,17 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return nil
 	})
 	g.Go(func() error {
-		// On PostgreSQL, one daemon of all those on the database
-		// schedules and delivers; this one waits for its turn.
-		if pg, ok := d.store.(*postgres.Store); ok {
-			l, err := takeSchedulingLock(engCtx, pg, func() {
-				d.standby.Store(true)
-				d.log.Info("another vigil daemon schedules the watches of this database: standing by (the API answers 503) until it stops")
-			})
-			if err != nil {
+		// Receipts left by the last run first: a watch the scheduler
+		// settles from here on is handed over afresh. A replica resumes
+		// each shard's as it takes it (see shards.gain), never all of
+		// them: the others' are in flight.
+		if d.shards == nil {
+			if err := d.disp.Resume(engCtx); err != nil {
 				if engCtx.Err() != nil {
 					return nil
 				}
 				return err
 			}
-			d.schedLock = l
-			d.standby.Store(false)
-			g.Go(func() error { return l.hold(engCtx) })
-		}
-		// Receipts left by the last run first: a watch the scheduler
-		// settles from here on is handed over afresh.
-		if err := d.disp.Resume(engCtx); err != nil {
-			if engCtx.Err() != nil {
-				return nil
-			}
-			return err
 		}
 		if err := d.eng.Prime(engCtx); err != nil {
 			if engCtx.Err() != nil {
@@ -416,6 +411,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		// only slowly. One collection now, cheap since the scheduler
 		// holds no pointers per watch, returns it at once.
 		debug.FreeOSMemory()
+		if d.shards != nil {
+			// Every replica serves the API from here on; the shards it
+			// takes are armed as it takes them.
+			g.Go(func() error { return d.shards.run(engCtx) })
+		}
 		if err := d.eng.Run(engCtx); err != nil && engCtx.Err() == nil {
 			return fmt.Errorf("engine: %w", err)
 		}
@@ -487,9 +487,6 @@ func (d *Daemon) Close() error {
 		if errors.Is(lerr, net.ErrClosed) {
 			lerr = nil
 		}
-		// The scheduling lock before the store: its connection is the
-		// pool's.
-		d.schedLock.release()
 		d.closeErr = errors.Join(lerr, d.store.Close(), d.lock.release())
 		d.forges.CloseIdleConnections()
 		for _, w := range d.watchers {

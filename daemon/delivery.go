@@ -22,6 +22,7 @@ import (
 	"github.com/vigil-run/vigil/deliver/email"
 	"github.com/vigil-run/vigil/deliver/webhook"
 	"github.com/vigil-run/vigil/internal/netguard"
+	"github.com/vigil-run/vigil/store/postgres"
 )
 
 // WebhookSecretFile holds the daemon's own webhook signing secrets, one
@@ -340,8 +341,13 @@ func newDispatcher(cfg Config, store vigil.Store, log *slog.Logger, receipt func
 	for r, u := range cfg.Delivery.Webhooks {
 		defaults[r] = deliver.WebhookOptions{URL: u}
 	}
-	d := deliver.New(deliver.Config{Store: store, Channels: chans, RecipientWebhooks: defaults,
+	dc := deliver.Config{Store: store, Channels: chans, RecipientWebhooks: defaults,
 		RecipientSecrets: cfg.Delivery.WebhookSecrets, Logger: log,
-		ResumeWindow: cfg.Limits.RetentionWatches, ReceiptFunc: receipt, AccessFunc: access})
+		ResumeWindow: cfg.Limits.RetentionWatches, ReceiptFunc: receipt, AccessFunc: access}
+	if pg, ok := store.(*postgres.Store); ok {
+		// A replica delivers for the shards it holds only.
+		dc.HoldsFunc = pg.Holds
+	}
+	d := deliver.New(dc)
 	return d, policy, nil
 }

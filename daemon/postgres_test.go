@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/client"
 	"github.com/vigil-run/vigil/daemon"
+	"github.com/vigil-run/vigil/store/postgres"
 )
 
 // pgStore returns a store URL for a fresh schema of the test database
@@ -131,142 +134,6 @@ func TestPostgresTimers(t *testing.T) {
 	}
 }
 
-// TestPostgresStandby: a second daemon on the same database stands by
-// (503, role standby) while the first schedules, and takes over when it
-// stops: a timer registered on the first fires once, on the second.
-func TestPostgresStandby(t *testing.T) {
-	t.Parallel()
-	store := pgStore(t)
-	cfg := testConfig(t.TempDir(), t.TempDir())
-	cfg.Store = store
-	a := start(t, cfg)
-	ca := newClient(t, a)
-
-	cfgB := testConfig(t.TempDir(), t.TempDir())
-	cfgB.Store = store
-	b, err := daemon.New(t.Context(), cfgB, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- b.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("standby Run = %v", err)
-		}
-	})
-	cb, err := client.New(b.Addr(), b.Token(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cb.CloseIdleConnections)
-	waitRole(t, cb, "standby")
-	select {
-	case <-b.Primed():
-		t.Fatal("second daemon primed while the first holds the scheduling lock")
-	default:
-	}
-	if _, err := cb.Watches(t.Context(), vigil.ListRequest{}); vigil.ErrorCode(err) != vigil.CodeUnavailable {
-		t.Errorf("standby's API: %v, want unavailable", err)
-	}
-
-	// A standby stopped while it waits for the lock stops at once.
-	cfgC := testConfig(t.TempDir(), t.TempDir())
-	cfgC.Store = store
-	dc, err := daemon.New(t.Context(), cfgC, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctxC, cancelC := context.WithCancel(context.Background())
-	errC := make(chan error, 1)
-	go func() { errC <- dc.Run(ctxC) }()
-	cc, err := client.New(dc.Addr(), dc.Token(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitRole(t, cc, "standby")
-	cc.CloseIdleConnections()
-	cancelC()
-	select {
-	case err := <-errC:
-		if err != nil {
-			t.Errorf("standby stopped while waiting: Run = %v, want nil", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("a standby did not stop within 20 s of being asked to")
-	}
-
-	w, err := ca.Register(t.Context(), vigil.RegisterRequest{Kind: vigil.KindTimer, Predicate: json.RawMessage(`{"in": "2s"}`), Recipient: "r"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.stop(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-b.Primed():
-	case err := <-errc:
-		t.Fatalf("standby stopped instead of taking over: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("standby did not take over within 30 s of the first daemon stopping")
-	}
-	got := settle(t, cb, w.ID)
-	if got.State != vigil.StateFired {
-		t.Fatalf("%s = %s on the new active daemon, want fired", w.ID, got.State)
-	}
-	if msgs := allMessages(t, cb, "r"); len(msgs) != 1 {
-		t.Errorf("mailbox holds %d messages, want 1", len(msgs))
-	}
-	if info, err := cb.Daemon(t.Context()); err != nil || info.Role != "active" {
-		t.Errorf("after taking over: Daemon() = %+v, %v; want active", info, err)
-	}
-}
-
-// TestPostgresLockLostStops: a daemon whose scheduling lock's session is
-// ended (a database restart, a partition) stops with an error rather than
-// schedule beside the daemon that may take the lock next.
-func TestPostgresLockLostStops(t *testing.T) {
-	t.Parallel()
-	store := pgStore(t)
-	cfg := testConfig(t.TempDir(), t.TempDir())
-	cfg.Store = store
-	d, err := daemon.New(t.Context(), cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- d.Run(context.Background()) }()
-	select {
-	case <-d.Primed():
-	case err := <-errc:
-		t.Fatalf("Run returned before it was primed: %v", err)
-	}
-	u, _ := url.Parse(store)
-	h := fnv.New64a()
-	h.Write([]byte("vigil scheduler " + u.Query().Get("search_path")))
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, os.Getenv("VIGIL_TEST_POSTGRES"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	var ended int
-	if err := c.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' AND granted
-		AND ((classid::bigint << 32) | objid::bigint) = $1`, int64(h.Sum64())).Scan(&ended); err != nil || ended != 1 {
-		t.Fatalf("ending the lock's session: %d ended, %v; want 1", ended, err)
-	}
-	select {
-	case err := <-errc:
-		if err == nil || !strings.Contains(err.Error(), "scheduling lock") {
-			t.Errorf("Run = %v, want an error about the scheduling lock", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the daemon kept running 30 s after losing its scheduling lock")
-	}
-}
-
 // TestBackupRefusesPostgres: vigil backup copies SQLite stores only and
 // says what to use instead, without the URL's password.
 func TestBackupRefusesPostgres(t *testing.T) {
@@ -279,18 +146,207 @@ func TestBackupRefusesPostgres(t *testing.T) {
 	}
 }
 
-// waitRole asks the daemon behind c for its role until it is want (it says
-// "starting" until it has asked for the scheduling lock).
-func waitRole(t *testing.T, c *client.Client, want string) {
+// shardsOf waits until the replicas behind cs hold every shard between
+// them, none twice, each at least want (its fair share), and returns each
+// one's shards. It asks each replica (GET /v1/daemon) until then.
+func shardsOf(t *testing.T, want int, cs ...*client.Client) [][]int {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
-		info, err := c.Daemon(t.Context())
-		if err == nil && info.Role == want {
-			return
+		out := make([][]int, len(cs))
+		seen := map[int]int{}
+		ok := true
+		for i, c := range cs {
+			info, err := c.Daemon(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i] = info.Shards
+			if len(info.Shards) < want {
+				ok = false
+			}
+			for _, s := range info.Shards {
+				seen[s]++
+			}
+		}
+		if ok && len(seen) == 64 {
+			for s, n := range seen {
+				if n != 1 {
+					t.Fatalf("shard %d is held by %d replicas", s, n)
+				}
+			}
+			return out
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Daemon() = %+v, %v; want role %s", info, err, want)
+			t.Fatalf("the replicas did not share the shards within 30 s: %v", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPostgresReplicas: two daemons on one database share the 64 shards
+// fairly; timers registered on one replica are settled, once each, by the
+// replica that holds their shard (it heard of them through the database);
+// a check-now on a replica that does not hold the watch reaches its
+// holder; when one replica stops, the other takes all its shards at once
+// (it left) and settles what it held.
+func TestPostgresReplicas(t *testing.T) {
+	t.Parallel()
+	store := pgStore(t)
+	cfgA := testConfig(t.TempDir(), t.TempDir())
+	cfgA.Store, cfgA.Replica, cfgA.Lease, cfgA.LeaseRenew = store, "replica-a", 3*time.Second, time.Second
+	a := start(t, cfgA)
+	ca := newClient(t, a)
+	if got := shardsOf(t, 64, ca); len(got[0]) != 64 {
+		t.Fatalf("one replica holds %d shards, want 64", len(got[0]))
+	}
+	cfgB := cfgA
+	cfgB.DataDir, cfgB.Replica = t.TempDir(), "replica-b"
+	b := start(t, cfgB)
+	cb := newClient(t, b)
+	held := shardsOf(t, 32, ca, cb)
+
+	// Timers registered on A, half of them (by shard) B's.
+	var ids []string
+	onB := 0
+	for i := range 40 {
+		w, err := ca.Register(t.Context(), vigil.RegisterRequest{Kind: vigil.KindTimer,
+			Predicate: json.RawMessage(fmt.Sprintf(`{"in": "%dms"}`, 500+i)), Recipient: "r"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, w.ID)
+		if slices.Contains(held[1], postgres.ShardOf(w.ID)) {
+			onB++
+		}
+	}
+	if onB == 0 || onB == len(ids) {
+		t.Fatalf("%d of %d watches are in B's shards: the test needs some on each", onB, len(ids))
+	}
+	db := pgConn(t, store)
+	settledBy := waitSettled(t, db, ids)
+	for _, id := range ids {
+		want := "replica-a"
+		if slices.Contains(held[1], postgres.ShardOf(id)) {
+			want = "replica-b"
+		}
+		if settledBy[id] != want {
+			t.Errorf("%s (shard %d) settled by %q, want %q, the holder of its shard", id, postgres.ShardOf(id), settledBy[id], want)
+		}
+	}
+	if msgs := allMessages(t, ca, "r"); len(msgs) != len(ids) {
+		t.Errorf("mailbox holds %d messages, want %d", len(msgs), len(ids))
+	}
+
+	// Check-now on A of an http watch B holds: B probes it (the target
+	// answers a new count each time, so each probe is recorded), and a
+	// cancel on A makes B forget it (no probe after).
+	var hits atomic.Int64
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"n": %d}`, hits.Add(1))
+	}))
+	defer target.Close()
+	var hw *vigil.Watch
+	for i := 0; hw == nil; i++ {
+		w, err := ca.Register(t.Context(), vigil.RegisterRequest{Kind: vigil.KindHTTP, Recipient: "h", Every: "1h",
+			Predicate: json.RawMessage(fmt.Sprintf(`{"url": "%s/%d", "done": {"path": "n", "equals": -1}}`, target.URL, i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(held[1], postgres.ShardOf(w.ID)) {
+			hw = w
+		} else if _, err := ca.Cancel(t.Context(), w.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	polls := func() int {
+		var n int
+		if err := db.QueryRow(t.Context(), `SELECT polls FROM watches WHERE id = $1`, hw.ID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitFor(t, "the first probe by B", func() bool { return polls() >= 1 })
+	before := polls()
+	if _, err := ca.Check(t.Context(), hw.ID); err != nil {
+		t.Fatalf("Check on the replica that does not hold the watch: %v", err)
+	}
+	waitFor(t, "B's probe asked for on A", func() bool { return polls() > before })
+	if _, err := ca.Cancel(t.Context(), hw.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "B forgetting the cancelled watch", func() bool {
+		m, err := http.Get(b.URL() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(m.Body)
+		m.Body.Close()
+		return strings.Contains(string(body), "\nvigil_watches_pending 0\n")
+	})
+
+	// B stops: A holds everything again, and settles what was B's.
+	w, err := ca.Register(t.Context(), vigil.RegisterRequest{Kind: vigil.KindTimer, Predicate: json.RawMessage(`{"in": "3s"}`), Recipient: "r2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.stop(); err != nil {
+		t.Fatal(err)
+	}
+	shardsOf(t, 64, ca)
+	if got := waitSettled(t, db, []string{w.ID}); got[w.ID] != "replica-a" {
+		t.Errorf("after B stopped, %s settled by %q, want replica-a", w.ID, got[w.ID])
+	}
+}
+
+// pgConn connects to the test database on the schema of store.
+func pgConn(t *testing.T, store string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(t.Context(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// waitSettled waits until every watch of ids has settled and returns who
+// settled each (settled_by).
+func waitSettled(t *testing.T, db *pgx.Conn, ids []string) map[string]string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		rows, err := db.Query(t.Context(), `SELECT id, coalesce(settled_by, '') FROM watches WHERE id = ANY($1) AND state <> 'pending'`, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for rows.Next() {
+			var id, by string
+			if err := rows.Scan(&id, &by); err != nil {
+				t.Fatal(err)
+			}
+			got[id] = by
+		}
+		rows.Close()
+		if len(got) == len(ids) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d watches settled within 60 s", len(got), len(ids))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitFor waits (at most 30 s) until cond holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 30 s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -70,6 +70,11 @@ type Config struct {
 	// revoked): a Denied error records the email undeliverable and sends
 	// nothing; any other error is retried.
 	AccessFunc func(ctx context.Context, w *vigil.Watch) error
+	// HoldsFunc, when set, says whether this dispatcher delivers for the
+	// watch id: on a replica, whether it holds the watch's shard. An
+	// attempt of a watch it does not hold (any more) is dropped before
+	// anything is written or sent: the holder resumes it. Nil: all.
+	HoldsFunc func(watchID string) bool
 }
 
 // Dispatcher runs push deliveries after settlements commit: one loop over
@@ -294,13 +299,20 @@ func (d *Dispatcher) pushLocked(j *job) {
 // queued, whatever became of the watch's other channels) is delivered
 // now. Call it once, before the scheduler settles anything.
 func (d *Dispatcher) Resume(ctx context.Context) error {
+	return d.ResumeWith(ctx, d.cfg.Store.ReceiptsResume)
+}
+
+// ResumeWith is Resume over what resume finds: a replica that took over
+// shards resumes their receipts only (see store/postgres
+// ReceiptsResumeShards), with the same rules.
+func (d *Dispatcher) ResumeWith(ctx context.Context, resume func(context.Context, vigil.ReceiptsResumeParams) (vigil.ReceiptsResumeResult, error)) error {
 	now := d.now()
 	p := vigil.ReceiptsResumeParams{Now: now, SettledSince: now.Add(-d.cfg.ResumeWindow),
 		Channels: []string{ChannelWebhook, ChannelCommand, ChannelEmail, ChannelResume}}
 	if len(d.cfg.RecipientWebhooks) > 0 {
 		p.DefaultChannels = []string{ChannelWebhook}
 	}
-	res, err := d.cfg.Store.ReceiptsResume(ctx, p)
+	res, err := resume(ctx, p)
 	if err != nil {
 		return fmt.Errorf("deliver: resume: %w", err)
 	}
@@ -455,6 +467,11 @@ func (d *Dispatcher) queueLocked(j *job) {
 
 // attempt makes one attempt of j and records its receipt before and after.
 func (d *Dispatcher) attempt(ctx context.Context, j *job) {
+	if d.cfg.HoldsFunc != nil && !d.cfg.HoldsFunc(j.watchID) {
+		// Its shard moved to another replica, which resumes it.
+		d.finish(j)
+		return
+	}
 	log := d.log.With("watch_id", j.watchID, "channel", j.channel)
 	w := j.w
 	if w == nil {

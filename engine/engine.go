@@ -75,6 +75,17 @@ type Config struct {
 	// (Announce, AnnounceWatch, Rewake): an event that reaches it both
 	// ways is then sent to subscribers once.
 	Shared bool
+	// HoldsFunc, when set, says whether this engine schedules the watch
+	// id: on a replica of several on one database, whether it holds the
+	// watch's shard. A registration of a watch it does not hold is not
+	// scheduled here (its holder hears of it from the database and arms
+	// it; registration with observe then answers without waiting), and
+	// Check of one asks CheckElsewhereFunc. Nil: every watch is this
+	// engine's.
+	HoldsFunc func(id string) bool
+	// CheckElsewhereFunc asks the holder of a watch this engine does not
+	// hold to probe it now (Check); nil answers conflict.
+	CheckElsewhereFunc func(ctx context.Context, id string) error
 }
 
 // Engine implements vigil.Service in-process.
@@ -90,6 +101,10 @@ type Engine struct {
 	probes   *prober
 	hub      *hub
 	deliver  deliver.Policy
+	// holds and checkElsewhere are Config.HoldsFunc and
+	// Config.CheckElsewhereFunc.
+	holds          func(id string) bool
+	checkElsewhere func(ctx context.Context, id string) error
 	// recent remembers each watch's last probes (the panel's).
 	recent *probeLog
 }
@@ -116,6 +131,7 @@ func New(cfg Config) *Engine {
 		now:   func() time.Time { return cfg.NowFunc().UTC().Truncate(time.Millisecond) },
 		newID: cfg.NewIDFunc, log: log.With("component", "engine"), hub: newHub(),
 		deliver: cfg.DeliverPolicy, recent: newProbeLog(),
+		holds: cfg.HoldsFunc, checkElsewhere: cfg.CheckElsewhereFunc,
 	}
 	if cfg.Shared {
 		e.hub.seen = newSeen()
@@ -149,6 +165,7 @@ func New(cfg Config) *Engine {
 			EventFunc: e.schedulerEvent, NewIDFunc: cfg.NewIDFunc, ProbeTimeout: cfg.ProbeTimeout, BatchSize: 512,
 			DeliverFunc: cfg.DeliverFunc, CheckFunc: cfg.CheckFunc, Metrics: cfg.Metrics,
 			ProbedFunc: func(w *vigil.Watch, obs *vigil.Observation) { e.recent.record(w.ID, obs, w.CheckedAt) },
+			HoldsFunc:  cfg.HoldsFunc,
 		},
 		log: log.With("component", "scheduler"), now: e.now, sched: e.sched,
 	}
@@ -192,6 +209,32 @@ func (e *Engine) stop(kind vigil.Kind, id string) {
 // their deadline, when they expire with reason ReasonNoWatcher; those
 // without a deadline are left untouched.
 func (e *Engine) Prime(ctx context.Context) error { return e.probes.prime(ctx) }
+
+// Adopt arms pending watches loaded after the start, as Prime arms those
+// it loads: a replica calls it with the pending watches of the shards it
+// took over. Overdue deadlines expire at once; watches held already are
+// left as they are.
+func (e *Engine) Adopt(ctx context.Context, rows []vigil.ScheduleEntry) error {
+	return e.probes.adopt(ctx, rows)
+}
+
+// ArmMany schedules pending watches registered elsewhere (on another replica,
+// in a shard this engine holds), as a registration here would have:
+// watches it holds already, or does not hold the shard of, are skipped.
+func (e *Engine) ArmMany(ws []*vigil.Watch) {
+	e.probes.addMany(ws)
+}
+
+// Forget stops scheduling the watches with ids: cancelled or closed on
+// another replica. What their probes started (a run's process) is stopped.
+func (e *Engine) Forget(ids ...string) {
+	for _, id := range ids {
+		if _, held := e.sched.Live(id); held {
+			e.sched.Remove(id)
+			e.stop("", id)
+		}
+	}
+}
 
 // Run runs the scheduler loop, the engine probing, until ctx is done.
 func (e *Engine) Run(ctx context.Context) error { return e.sched.Run(ctx, e.probes) }
@@ -449,6 +492,14 @@ func (e *Engine) Check(ctx context.Context, id string) (*vigil.Watch, error) {
 		return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s is a %s: the clock alone answers it, so there is nothing to check before it is due", id, w.Kind)
 	}
 	if _, held := e.sched.Live(id); !held {
+		if e.holds != nil && !e.holds(id) && e.checkElsewhere != nil {
+			// Another replica probes it: ask it to, now, and answer
+			// with the watch as it is (its probe's answer lands there).
+			if err := e.checkElsewhere(ctx, id); err != nil {
+				return nil, err
+			}
+			return w, nil
+		}
 		return nil, vigil.Errorf(vigil.CodeConflict, "watch %s is not being probed by this daemon, so it cannot be checked now", id)
 	}
 	// A probe that was already running when Check came (its answer may

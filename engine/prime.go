@@ -23,6 +23,47 @@ func (s *prober) prime(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	entries, overdue, err := s.load(ctx, rows, now)
+	if err != nil {
+		return err
+	}
+	s.sched.Prime(entries)
+	if err := s.expireAll(ctx, overdue, now); err != nil {
+		return err
+	}
+	s.sched.Primed(ctx, s, now)
+	return nil
+}
+
+// adopt arms pending watches loaded after the start (the watches of a
+// shard this replica took over) as prime arms those of a start: jittered
+// inside their interval, overdue deadlines expired at once. Those the
+// scheduler holds already are left as they are.
+func (s *prober) adopt(ctx context.Context, rows []vigil.ScheduleEntry) error {
+	now := s.now()
+	entries, overdue, err := s.load(ctx, rows, now)
+	if err != nil {
+		return err
+	}
+	s.sched.AddMany(entries)
+	return s.expireAll(ctx, overdue, now)
+}
+
+// expireAll expires the overdue watches, BatchSize at a time.
+func (s *prober) expireAll(ctx context.Context, overdue []string, now time.Time) error {
+	for len(overdue) > 0 {
+		n := min(len(overdue), s.cfg.BatchSize)
+		if err := s.expireOverdue(ctx, overdue[:n], now); err != nil {
+			return err
+		}
+		overdue = overdue[n:]
+	}
+	return nil
+}
+
+// load makes the scheduler entries of pending rows, and lists those whose
+// deadline passed (to expire at once).
+func (s *prober) load(ctx context.Context, rows []vigil.ScheduleEntry, now time.Time) ([]*scheduler.Entry, []string, error) {
 	var overdue []string
 	unknown := map[vigil.Kind]int{}
 	// The scheduler copies what it keeps of each entry into its own
@@ -89,19 +130,9 @@ func (s *prober) prime(ctx context.Context) error {
 	}
 	cal, err := s.primeCalendar(ctx, calendar, now)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	entries = append(entries, cal...)
-	s.sched.Prime(entries)
-	for len(overdue) > 0 {
-		n := min(len(overdue), s.cfg.BatchSize)
-		if err := s.expireOverdue(ctx, overdue[:n], now); err != nil {
-			return err
-		}
-		overdue = overdue[n:]
-	}
-	s.sched.Primed(ctx, s, now)
-	return nil
+	return append(entries, cal...), overdue, nil
 }
 
 func (s *prober) expireOverdue(ctx context.Context, ids []string, now time.Time) error {
@@ -146,6 +177,12 @@ func firstDue(spec vigil.KindSpec, every time.Duration, start, deadline, now tim
 // at its StartAt), and a waiting loop is woken. o, when non-nil, hears the
 // first observation (registration with observe).
 func (s *prober) add(w *vigil.Watch, o *scheduler.Observer) {
+	if !s.holds(w.ID) {
+		// Another replica's shard: its holder hears of it (see
+		// Config.HoldsFunc) and probes it.
+		o.Finish(nil)
+		return
+	}
 	e := s.entryFor(w)
 	if e == nil {
 		o.Finish(nil)
@@ -162,11 +199,20 @@ func (s *prober) add(w *vigil.Watch, o *scheduler.Observer) {
 func (s *prober) addMany(ws []*vigil.Watch) {
 	es := make([]*scheduler.Entry, 0, len(ws))
 	for _, w := range ws {
+		if !s.holds(w.ID) {
+			continue
+		}
 		if e := s.entryFor(w); e != nil {
 			es = append(es, e)
 		}
 	}
 	s.sched.AddMany(es)
+}
+
+// holds reports whether this daemon schedules the watch id: always on one
+// daemon; on a replica, when it holds the watch's shard.
+func (s *prober) holds(id string) bool {
+	return s.cfg.HoldsFunc == nil || s.cfg.HoldsFunc(id)
 }
 
 // entryFor returns the scheduler entry of a new pending watch, or nil when

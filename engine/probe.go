@@ -58,6 +58,8 @@ type probeConfig struct {
 	// or not, once what it decided is written (the panel's recent
 	// probes). It must not block.
 	ProbedFunc func(w *vigil.Watch, obs *vigil.Observation)
+	// HoldsFunc is Config.HoldsFunc.
+	HoldsFunc func(id string) bool
 }
 
 // prober is what happens when a watch's turn comes (it implements

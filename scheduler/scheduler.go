@@ -325,6 +325,27 @@ func (s *Scheduler) Remove(id string) {
 	s.release(k)
 }
 
+// RemoveIf forgets every watch whose id drop says to, as Remove does (a
+// replica that lost the shards they are in), and returns how many.
+func (s *Scheduler) RemoveIf(drop func(id string) bool) int {
+	s.mu.Lock()
+	var ids []string
+	for k := range s.slots {
+		x := &s.slots[k]
+		if x.flags&(flagFree|flagRemoved) != 0 || x.class&classPrune != 0 {
+			continue
+		}
+		if id := string(s.idBytes(x)); drop(id) {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		s.Remove(id)
+	}
+	return len(ids)
+}
+
 // Poke makes a pending watch due now, for event-driven watchers (a file
 // system notification) that learn of a change before the next interval.
 // A watch already in flight is left alone: its next probe comes soon

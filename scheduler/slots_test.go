@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -326,5 +327,36 @@ func TestStormGivesBack(t *testing.T) {
 	}
 	if s.Len() != 0 || s.slots != nil || s.arena != nil || s.ids.buckets != nil {
 		t.Fatalf("after the storm: %d held, %d slots, %d arena bytes, %d buckets", s.Len(), len(s.slots), len(s.arena), len(s.ids.buckets))
+	}
+}
+
+// TestRemoveIf: a replica that loses shards forgets exactly their watches,
+// and the prune entry stays.
+func TestRemoveIf(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	s := New(Config{NowFunc: func() time.Time { return now }})
+	for _, id := range []string{"a1", "b1", "a2", "b2", "a3"} {
+		e := NewEntry(id, vigil.KindHTTP, time.Minute, time.Time{}, false)
+		e.SetDue(now.Add(time.Minute))
+		s.Add(e)
+	}
+	s.Remove("a3")
+	s.ArmPrune(now.Add(time.Hour))
+	var asked []string
+	n := s.RemoveIf(func(id string) bool { asked = append(asked, id); return strings.HasPrefix(id, "a") })
+	if n != 2 {
+		t.Errorf("RemoveIf removed %d, want 2 (a1, a2)", n)
+	}
+	slices.Sort(asked)
+	if !slices.Equal(asked, []string{"a1", "a2", "b1", "b2"}) {
+		t.Errorf("RemoveIf asked about %q, want the four pending watches", asked)
+	}
+	got := s.IDs(vigil.KindHTTP)
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"b1", "b2"}) {
+		t.Errorf("left %q, want [b1 b2]", got)
+	}
+	if _, _, ok := s.Info("a1"); ok {
+		t.Error("a1 is still known")
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +43,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/client"
@@ -57,7 +60,12 @@ func main() {
 		"each taking up to 200 ms, so the daemon's delivery workers are busy and channels wait in their queue when it is killed")
 	seed := flag.Uint64("seed", 0, "random seed (0: from the clock); printed so a run can be repeated")
 	keep := flag.Bool("keep", false, "keep the temporary directory (data dir, daemon log) even when all is well")
+	replicas := flag.Int("replicas", 1, "daemons on one PostgreSQL database (-store); each kill SIGKILLs one of them at random and restarts it")
+	store := flag.String("store", "", "postgres://… URL: run the daemons on a fresh schema of this database (dropped afterwards unless -keep); empty: SQLite")
 	flag.Parse()
+	if *replicas < 1 || *replicas > 16 || (*replicas > 1 && *store == "") {
+		log.Fatalf("-replicas %d: from 1 to 16, and more than 1 needs -store postgres://…", *replicas)
+	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
 	}
@@ -67,7 +75,7 @@ func main() {
 	log.SetFlags(0)
 	log.SetPrefix("crash: ")
 	h := &harness{n: *n, kills: *kills, spread: *spread, hookShare: *hooks, seed: *seed, command: *channels == 2,
-		rnd: rand.New(rand.NewPCG(*seed, 0x5eed))}
+		rnd: rand.New(rand.NewPCG(*seed, 0x5eed)), replicas: *replicas, baseStore: *store, keep: *keep}
 	violations, err := h.run()
 	if h.dir != "" {
 		if err != nil || violations > 0 || *keep {
@@ -95,11 +103,18 @@ type harness struct {
 	// and makes both slow (-channels 2).
 	command bool
 
-	dir, bin, dataDir, addr string
-	ranDir                  string // one file per message id the delivery command ran for, a line per run
-	logf                    *os.File
-	proc                    *exec.Cmd
-	starts                  int
+	dir, bin string
+	ranDir   string // one file per message id the delivery command ran for, a line per run
+	logf     *os.File
+	starts   int
+	// replicas daemons, each with its address, data dir and process;
+	// on PostgreSQL (baseStore) they share store, a fresh schema.
+	replicas         int
+	baseStore, store string
+	keep             bool
+	addrs, dataDirs  []string
+	procs            []*exec.Cmd
+	killed           []int // kills per replica
 
 	flips    []atomic.Int64 // per http watch index: unix nanos after which it answers done
 	hookMu   sync.Mutex
@@ -121,8 +136,17 @@ func (h *harness) run() (int, error) {
 	if h.dir, err = os.MkdirTemp("", "vigil-crash-"); err != nil {
 		return 0, err
 	}
-	h.dataDir = filepath.Join(h.dir, "data")
 	h.bin = filepath.Join(h.dir, "vigil")
+	h.addrs, h.dataDirs, h.procs, h.killed = make([]string, h.replicas), make([]string, h.replicas), make([]*exec.Cmd, h.replicas), make([]int, h.replicas)
+	for i := range h.replicas {
+		h.dataDirs[i] = filepath.Join(h.dir, fmt.Sprintf("data%d", i))
+	}
+	if h.baseStore != "" {
+		if h.store, err = h.schema(); err != nil {
+			return 0, err
+		}
+		defer h.dropSchema()
+	}
 	if h.logf, err = os.Create(filepath.Join(h.dir, "daemon.log")); err != nil {
 		return 0, err
 	}
@@ -134,8 +158,10 @@ func (h *harness) run() (int, error) {
 	if err := h.build(); err != nil {
 		return 0, err
 	}
-	if h.addr, err = freeAddr(); err != nil {
-		return 0, err
+	for i := range h.addrs {
+		if h.addrs[i], err = freeAddr(); err != nil {
+			return 0, err
+		}
 	}
 	defer h.stop()
 
@@ -172,12 +198,14 @@ func (h *harness) run() (int, error) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if err := h.start(); err != nil {
-		return 0, err
-	}
-	c, err := h.ready(ctx)
-	if err != nil {
-		return 0, err
+	var c *client.Client
+	for i := range h.replicas {
+		if err := h.start(i); err != nil {
+			return 0, err
+		}
+		if c, err = h.ready(ctx, i); err != nil {
+			return 0, err
+		}
 	}
 
 	// Register: timers due across the spread, http watches whose endpoint
@@ -218,17 +246,21 @@ func (h *harness) run() (int, error) {
 	for k := range h.kills {
 		pause := time.Duration(h.rnd.Int64N(int64(2*window/time.Duration(h.kills)) + 1))
 		time.Sleep(pause)
-		if err := h.kill(); err != nil {
+		i := h.rnd.IntN(h.replicas)
+		if err := h.kill(i); err != nil {
 			return 0, err
 		}
-		if err := h.start(); err != nil {
+		if err := h.start(i); err != nil {
 			return 0, err
 		}
-		if c, err = h.ready(ctx); err != nil {
+		if c, err = h.ready(ctx, i); err != nil {
 			return 0, fmt.Errorf("after kill %d: %w", k+1, err)
 		}
 	}
 	lastKill := time.Now()
+	if h.replicas > 1 {
+		fmt.Printf("%d replicas on PostgreSQL; SIGKILLs per replica: %v\n", h.replicas, h.killed)
+	}
 
 	// Wait until every watch has settled and every receipt has an end,
 	// bounded: a watch still pending a minute after it fell due (and after
@@ -594,10 +626,13 @@ func (h *harness) commandRuns(messageID string) (int, error) {
 	return strings.Count(string(b), "ran\n"), nil
 }
 
-func (h *harness) start() error {
-	args := []string{"serve", "--listen", h.addr, "--data-dir", h.dataDir}
+func (h *harness) start(i int) error {
+	args := []string{"serve", "--listen", h.addrs[i], "--data-dir", h.dataDirs[i]}
 	if h.command {
 		args = append(args, "--allow-exec") // delivery commands
+	}
+	if h.store != "" {
+		args = append(args, "--store", h.store, "--replica", fmt.Sprintf("crash-%d", i))
 	}
 	cmd := exec.Command(h.bin, args...)
 	home := filepath.Join(h.dir, "home")
@@ -606,62 +641,105 @@ func (h *harness) start() error {
 	}
 	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
 	h.starts++
-	fmt.Fprintf(h.logf, "--- start %d at %s\n", h.starts, vigil.FormatTime(time.Now()))
+	fmt.Fprintf(h.logf, "--- start %d of daemon %d at %s\n", h.starts, i, vigil.FormatTime(time.Now()))
 	cmd.Stdout, cmd.Stderr = h.logf, h.logf
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	h.proc = cmd
+	h.procs[i] = cmd
 	return nil
 }
 
-func (h *harness) kill() error {
-	fmt.Fprintf(h.logf, "--- SIGKILL at %s\n", vigil.FormatTime(time.Now()))
-	if err := h.proc.Process.Signal(syscall.SIGKILL); err != nil {
+func (h *harness) kill(i int) error {
+	fmt.Fprintf(h.logf, "--- SIGKILL of daemon %d at %s\n", i, vigil.FormatTime(time.Now()))
+	if err := h.procs[i].Process.Signal(syscall.SIGKILL); err != nil {
 		return err
 	}
-	_ = h.proc.Wait()
-	h.proc = nil
+	_ = h.procs[i].Wait()
+	h.procs[i] = nil
+	h.killed[i]++
 	return nil
 }
 
 func (h *harness) stop() {
-	if h.proc != nil {
-		_ = h.proc.Process.Signal(syscall.SIGTERM)
+	for i, p := range h.procs {
+		if p == nil {
+			continue
+		}
+		_ = p.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
-		go func() { _ = h.proc.Wait(); close(done) }()
+		go func() { _ = p.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
-			_ = h.proc.Process.Kill()
+			_ = p.Process.Kill()
 			<-done
 		}
-		h.proc = nil
+		h.procs[i] = nil
 	}
 }
 
-// ready waits (at most 30 s) for /readyz and returns a client with the
-// admin token.
-func (h *harness) ready(ctx context.Context) (*client.Client, error) {
+// ready waits (at most 30 s) for daemon i's /readyz and returns a client
+// of it with its admin token.
+func (h *harness) ready(ctx context.Context, i int) (*client.Client, error) {
 	hc := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if resp, err := hc.Get("http://" + h.addr + "/readyz"); err == nil {
+		if resp, err := hc.Get("http://" + h.addrs[i] + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				break
 			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return nil, fmt.Errorf("the daemon (start %d) was not ready within 30 s", h.starts)
+			return nil, fmt.Errorf("daemon %d (start %d) was not ready within 30 s", i, h.starts)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	tok, err := daemon.ReadToken(daemon.TokenPath(h.dataDir))
+	tok, err := daemon.ReadToken(daemon.TokenPath(h.dataDirs[i]))
 	if err != nil {
 		return nil, err
 	}
-	return client.New(h.addr, tok, nil)
+	return client.New(h.addrs[i], tok, nil)
+}
+
+// schema creates a fresh schema on baseStore and returns the URL naming it.
+func (h *harness) schema() (string, error) {
+	u, err := url.Parse(h.baseStore)
+	if err != nil {
+		return "", fmt.Errorf("-store: %w", err)
+	}
+	name := fmt.Sprintf("vigil_crash_%d", h.seed%1_000_000_007)
+	if err := pgExec(h.baseStore, "CREATE SCHEMA "+name); err != nil {
+		return "", err
+	}
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+func (h *harness) dropSchema() {
+	if h.keep {
+		fmt.Fprintf(os.Stderr, "crash: kept schema %s\n", h.store)
+		return
+	}
+	u, _ := url.Parse(h.store)
+	if err := pgExec(h.baseStore, "DROP SCHEMA "+u.Query().Get("search_path")+" CASCADE"); err != nil {
+		log.Printf("dropping the schema: %v", err)
+	}
+}
+
+func pgExec(dsn, stmt string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	_, err = c.Exec(ctx, stmt)
+	return err
 }
 
 func freeAddr() (string, error) {

@@ -26,6 +26,12 @@ const (
 	// was not connected are lost, so whatever depends on them must be read
 	// again from the tables. Always the first event of Listen.
 	EventResync = "resync"
+	// EventCheck: someone asked for a probe of a watch now (WatchID,
+	// Shard); the replica holding its shard makes it.
+	EventCheck = "check"
+	// EventRebalance: a replica joined, released shards or left; the
+	// others run their lease step now rather than at their next renewal.
+	EventRebalance = "rebalance"
 )
 
 // Event is one change made through a store with Options.Notify, as Listen
@@ -35,6 +41,9 @@ type Event struct {
 	WatchID   string `json:"w,omitempty"`
 	Recipient string `json:"r,omitempty"`
 	Seq       int64  `json:"s,omitempty"`
+	// Shard is the shard of WatchID (ShardOf), for EventWatch and
+	// EventCheck.
+	Shard int `json:"h,omitempty"`
 }
 
 // listenReconnect is how long Listen waits before it connects again after
@@ -76,8 +85,12 @@ func (s *Store) notify(ctx context.Context, tx pgx.Tx, evs ...Event) error {
 func (s *Store) Listen(ctx context.Context, fn func(Event)) error {
 	cfg := s.pool.Config().ConnConfig.Copy()
 	l := &pgxlisten.Listener{
-		Connect:        func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cfg) },
-		LogError:       func(_ context.Context, err error) { s.log.Warn("listening for other daemons' changes", "err", err) },
+		Connect: func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cfg) },
+		LogError: func(ctx context.Context, err error) {
+			if ctx.Err() == nil {
+				s.log.Warn("listening for other daemons' changes", "err", err)
+			}
+		},
 		ReconnectDelay: listenReconnect,
 	}
 	l.Handle(s.Channel(), listenHandler(fn))

@@ -39,6 +39,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -80,15 +81,30 @@ type Options struct {
 	// transaction, so it is heard only once the change is committed), for
 	// the stores that Listen on the same database and schema.
 	Notify bool
+	// Replica is this replica's id, written as settled_by on the watches
+	// its settling writes settle (empty: NULL).
+	Replica string
+	// IdleTxTimeout, when positive, ends a session left idle inside a
+	// transaction that long (PostgreSQL's
+	// idle_in_transaction_session_timeout): a replica frozen in the
+	// middle of a fenced write holds a share lock on its lease rows,
+	// which would keep the takeover of its shards waiting. Set it to the
+	// lease duration.
+	IdleTxTimeout time.Duration
 }
 
 // Store is the PostgreSQL implementation of vigil.Store. It is safe for
 // concurrent use, by any number of Stores in any number of processes on
 // the same database and schema.
 type Store struct {
-	pool   *pgxpool.Pool
-	log    *slog.Logger
-	schema string
+	pool *pgxpool.Pool
+	// leasePool is a second, small pool for the lease manager's
+	// statements: renewals must never queue behind the main pool's
+	// writes (a burst of settlements can hold every connection for
+	// longer than a lease).
+	leasePool *pgxpool.Pool
+	log       *slog.Logger
+	schema    string
 	// lockKey is the key of the mailbox's advisory lock, per schema.
 	lockKey int64
 	// capKey is the key of the global cap's advisory lock, per schema,
@@ -97,6 +113,11 @@ type Store struct {
 	margin int64
 	// sendEvents is Options.Notify.
 	sendEvents bool
+	// replica is Options.Replica.
+	replica string
+	// fence, once set (SetFence), conditions the settling writes and
+	// receipts on this replica's leases.
+	fence fenceRef
 
 	closeOnce sync.Once
 }
@@ -123,17 +144,28 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
 	}
+	if o.IdleTxTimeout > 0 {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(max(1, o.IdleTxTimeout.Milliseconds()), 10)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, wrap("connect", err)
 	}
-	s := &Store{pool: pool, sendEvents: o.Notify}
-	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&s.schema); err != nil {
+	lcfg := cfg.Copy()
+	lcfg.MaxConns, lcfg.MinConns = 2, 0
+	leasePool, err := pgxpool.NewWithConfig(ctx, lcfg)
+	if err != nil {
 		pool.Close()
+		return nil, wrap("connect", err)
+	}
+	s := &Store{pool: pool, leasePool: leasePool, sendEvents: o.Notify, replica: o.Replica}
+
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&s.schema); err != nil {
+		s.Close()
 		return nil, wrap("connect to "+cfg.ConnConfig.Host, err)
 	}
 	if s.schema == "" {
-		pool.Close()
+		s.Close()
 		return nil, errors.New("postgres: the connection's search_path names no schema that exists: create it, or fix search_path in the store URL")
 	}
 	s.log = o.Logger.With("component", "store", "store", "postgres", "schema", s.schema)
@@ -145,15 +177,19 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	s.capKey = int64(h.Sum64())
 	var maxConns string
 	if err := pool.QueryRow(ctx, `SHOW max_connections`).Scan(&maxConns); err != nil {
-		pool.Close()
+		s.Close()
 		return nil, wrap("read max_connections", err)
 	}
 	if s.margin, err = strconv.ParseInt(maxConns, 10, 64); err != nil {
-		pool.Close()
+		s.Close()
 		return nil, fmt.Errorf("postgres: max_connections %q is not a number", maxConns)
 	}
 	if err := s.migrate(ctx); err != nil {
-		pool.Close()
+		s.Close()
+		return nil, err
+	}
+	if err := s.readShards(ctx); err != nil {
+		s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -229,7 +265,10 @@ func SchemaVersion() int64 {
 // Close closes the pool, after the calls in flight return. Calls made after
 // Close fail. Close is idempotent.
 func (s *Store) Close() error {
-	s.closeOnce.Do(s.pool.Close)
+	s.closeOnce.Do(func() {
+		s.pool.Close()
+		s.leasePool.Close()
+	})
 	return nil
 }
 

@@ -21,6 +21,13 @@ func (s *Store) ReceiptUpsert(ctx context.Context, p vigil.ReceiptUpsertParams) 
 		return vigil.Errorf(vigil.CodeInvalidRequest, "a receipt needs a watch id, a channel and a status")
 	}
 	return wrap("write receipt", s.write(ctx, func(tx pgx.Tx) error {
+		// Fenced: a receipt (the "sending" written before an attempt goes
+		// out above all) only for a watch whose shard this replica holds.
+		if ok, err := s.fenceIDs(ctx, tx, []string{r.WatchID}); err != nil {
+			return err
+		} else if len(ok) == 0 {
+			return ErrFenced
+		}
 		var one int
 		err := tx.QueryRow(ctx, `SELECT 1 FROM watches WHERE id = $1 FOR UPDATE`, r.WatchID).Scan(&one)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -81,19 +88,45 @@ func refreshReceipts(ctx context.Context, tx pgx.Tx, watchID string) error {
 // ReceiptsResume turns sending receipts into unknown and returns what the
 // dispatcher must pick up again after a start.
 func (s *Store) ReceiptsResume(ctx context.Context, p vigil.ReceiptsResumeParams) (vigil.ReceiptsResumeResult, error) {
+	return s.receiptsResume(ctx, p, nil)
+}
+
+// ReceiptsResumeShards is ReceiptsResume for the watches of shards only:
+// what a replica that gained them resumes (the receipts of the shards it
+// held already are its own deliveries, in flight).
+func (s *Store) ReceiptsResumeShards(ctx context.Context, p vigil.ReceiptsResumeParams, shards []int) (vigil.ReceiptsResumeResult, error) {
+	if len(shards) == 0 {
+		return vigil.ReceiptsResumeResult{}, nil
+	}
+	sh := make([]int16, len(shards))
+	for i, v := range shards {
+		sh[i] = int16(v)
+	}
+	return s.receiptsResume(ctx, p, sh)
+}
+
+// receiptsResume is ReceiptsResume over the watches of shards (nil: all).
+func (s *Store) receiptsResume(ctx context.Context, p vigil.ReceiptsResumeParams, shards []int16) (vigil.ReceiptsResumeResult, error) {
 	var res vigil.ReceiptsResumeResult
 	err := s.write(ctx, func(tx pgx.Tx) error {
 		res = vigil.ReceiptsResumeResult{}
 		var err error
+		shards := shards
+		if f := s.fence.Load(); f != nil && shards != nil {
+			// Fenced: only the shards this replica still holds.
+			if shards, err = s.fenceShards(ctx, tx, f, shards); err != nil || len(shards) == 0 {
+				return err
+			}
+		}
 		// Lock them first, in a fixed order, as the receipts' writers do.
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM watches WHERE id IN (SELECT watch_id FROM receipts WHERE status = 'sending')
-			ORDER BY id FOR UPDATE`); err != nil {
+			AND ($1::smallint[] IS NULL OR shard = ANY($1)) ORDER BY id FOR UPDATE`, shards); err != nil {
 			return err
 		}
-		if res.Unknown, err = openReceipts(ctx, tx, vigil.ReceiptSending); err != nil {
+		if res.Unknown, err = openReceipts(ctx, tx, vigil.ReceiptSending, shards); err != nil {
 			return err
 		}
-		if res.Retrying, err = openReceipts(ctx, tx, vigil.ReceiptRetrying); err != nil {
+		if res.Retrying, err = openReceipts(ctx, tx, vigil.ReceiptRetrying, shards); err != nil {
 			return err
 		}
 		now := p.Now.UnixMilli()
@@ -114,7 +147,7 @@ func (s *Store) ReceiptsResume(ctx context.Context, p vigil.ReceiptsResumeParams
 				}
 			}
 		}
-		res.Undispatched, err = undispatched(ctx, tx, p)
+		res.Undispatched, err = undispatched(ctx, tx, p, shards)
 		return err
 	})
 	if err != nil {
@@ -127,14 +160,19 @@ func (s *Store) ReceiptsResume(ctx context.Context, p vigil.ReceiptsResumeParams
 // attempt: a channel their deliver names among p.Channels, or one of
 // p.DefaultChannels, with no receipt. A deliver that is not a JSON object
 // names nothing.
-func undispatched(ctx context.Context, tx pgx.Tx, p vigil.ReceiptsResumeParams) ([]vigil.Undispatched, error) {
+func undispatched(ctx context.Context, tx pgx.Tx, p vigil.ReceiptsResumeParams, shards []int16) ([]vigil.Undispatched, error) {
 	var owed []string
 	args := []any{p.SettledSince.UnixMilli()}
+	inShards := ""
+	if shards != nil {
+		args = append(args, shards)
+		inShards = fmt.Sprintf(" AND w.shard = ANY($%d)", len(args))
+	}
 	if len(p.Channels) > 0 {
 		args = append(args, p.Channels)
-		owed = append(owed, `(w.deliver LIKE '{%' AND EXISTS (
+		owed = append(owed, fmt.Sprintf(`(w.deliver LIKE '{%%' AND EXISTS (
 			SELECT 1 FROM jsonb_object_keys(w.deliver::jsonb) AS j(key)
-			WHERE j.key = ANY($2) AND NOT EXISTS (SELECT 1 FROM receipts AS r WHERE r.watch_id = w.id AND r.channel = j.key)))`)
+			WHERE j.key = ANY($%d) AND NOT EXISTS (SELECT 1 FROM receipts AS r WHERE r.watch_id = w.id AND r.channel = j.key)))`, len(args)))
 	}
 	if len(p.DefaultChannels) > 0 {
 		args = append(args, p.DefaultChannels)
@@ -147,7 +185,7 @@ func undispatched(ctx context.Context, tx pgx.Tx, p vigil.ReceiptsResumeParams) 
 	q := `SELECT w.id, m.id, coalesce((SELECT array_agg(r.channel ORDER BY r.channel) FROM receipts AS r WHERE r.watch_id = w.id), '{}')
 		FROM watches AS w
 		JOIN messages AS m ON m.watch_id = w.id AND m.type IN ('fired', 'failed', 'expired', 'errored')
-		WHERE w.settled_at IS NOT NULL AND w.settled_at >= $1 AND NOT w.answered_at_creation
+		WHERE w.settled_at IS NOT NULL AND w.settled_at >= $1 AND NOT w.answered_at_creation` + inShards + `
 			AND (` + strings.Join(owed, " OR ") + `)`
 	rows, err := tx.Query(ctx, q, args...)
 	if err != nil {
@@ -172,9 +210,11 @@ func undispatched(ctx context.Context, tx pgx.Tx, p vigil.ReceiptsResumeParams) 
 	return out, nil
 }
 
-func openReceipts(ctx context.Context, tx pgx.Tx, status string) ([]vigil.ReceiptRecord, error) {
+func openReceipts(ctx context.Context, tx pgx.Tx, status string, shards []int16) ([]vigil.ReceiptRecord, error) {
 	rows, err := tx.Query(ctx, `SELECT watch_id, channel, message_id, status, attempts, detail, next_at, updated_at
-		FROM receipts WHERE status = $1 ORDER BY watch_id, channel`, status)
+		FROM receipts WHERE status = $1
+			AND ($2::smallint[] IS NULL OR watch_id IN (SELECT id FROM watches WHERE shard = ANY($2)))
+		ORDER BY watch_id, channel`, status, shards)
 	if err != nil {
 		return nil, err
 	}

@@ -167,7 +167,7 @@ func (s *Store) createWatch(ctx context.Context, tx pgx.Tx, p vigil.WatchCreateP
 		batch.Queue(sqlLedgerPut, w.Recipient, key, p.RequestHash, w.ID, false, created, since)
 	}
 	if s.sendEvents {
-		ev, err := json.Marshal(Event{Kind: EventWatch, WatchID: w.ID, Recipient: w.Recipient})
+		ev, err := json.Marshal(Event{Kind: EventWatch, WatchID: w.ID, Recipient: w.Recipient, Shard: ShardOf(w.ID)})
 		if err != nil {
 			return nil, err
 		}
@@ -438,10 +438,20 @@ func (s *Store) WatchCounts(ctx context.Context, recipients []string) ([]vigil.W
 }
 
 // WatchListPending returns what the scheduler needs to re-arm every pending
-// watch, whatever its kind: the store never interprets kinds.
+// watch, whatever its kind: the store never interprets kinds. With a fence
+// (SetFence), only the watches of the shards it holds.
 func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, error) {
+	if held, ok := s.heldShards(); ok {
+		return s.listPending(ctx, ` AND shard = ANY($1)`, held)
+	}
+	return s.listPending(ctx, ``)
+}
+
+// listPending lists the pending watches that the condition where (with
+// args) keeps.
+func (s *Store) listPending(ctx context.Context, where string, args ...any) ([]vigil.ScheduleEntry, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, kind, every_ms, deadline, start_at, created_at, polls, standing,
-		errors, consecutive_errors FROM watches WHERE state = 'pending'`)
+		errors, consecutive_errors FROM watches WHERE state = 'pending'`+where, args...)
 	if err != nil {
 		return nil, wrap("list pending watches", err)
 	}
@@ -502,6 +512,10 @@ func (s *Store) WatchObserve(ctx context.Context, p vigil.WatchObserveParams) (b
 		seq int64
 	)
 	err := s.write(ctx, func(tx pgx.Tx) error {
+		won = false
+		if ok, err := s.fenceIDs(ctx, tx, []string{p.ID}); err != nil || len(ok) == 0 {
+			return err // fenced: another replica holds its shard now
+		}
 		tag, err := tx.Exec(ctx, `UPDATE watches SET last_observation = $1, polls = $2, errors = $3, consecutive_errors = $4,
 			checked_at = coalesce($5, checked_at) WHERE id = $6 AND state = 'pending'`,
 			obs, p.Polls, nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt), p.ID)
@@ -585,7 +599,13 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 	err := s.write(ctx, func(tx pgx.Tx) error {
 		clear(won)
 		clear(seqs)
-		rows, err := tx.Query(ctx, `SELECT id, recipient FROM watches WHERE id = ANY($1) AND state = 'pending' ORDER BY id FOR UPDATE`, ids)
+		// Fenced: only the watches whose shards this replica still
+		// holds; the others report not won.
+		mine, err := s.fenceIDs(ctx, tx, ids)
+		if err != nil || len(mine) == 0 {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT id, recipient FROM watches WHERE id = ANY($1) AND state = 'pending' ORDER BY id FOR UPDATE`, mine)
 		if err != nil {
 			return err
 		}
@@ -622,10 +642,10 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 			delete(pending, p.ID)
 			batch.Queue(`UPDATE watches SET state = $1, outcome = $2, settled_at = $3, polls = $4,
 				last_observation = coalesce($5, last_observation), answered_at_creation = $6,
-				errors = $7, consecutive_errors = $8, checked_at = coalesce($9, checked_at)
+				errors = $7, consecutive_errors = $8, checked_at = coalesce($9, checked_at), settled_by = $11
 				WHERE id = $10 AND state = 'pending'`,
 				string(p.State), enc[i].outcome, p.SettledAt.UnixMilli(), p.Polls, enc[i].lastObs, p.AnsweredAtCreation,
-				nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt), p.ID)
+				nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt), p.ID, nullStr(s.replica))
 			order = append(order, i)
 			won[i] = true
 			settled[recipient] = append(settled[recipient], p.ID)
@@ -735,7 +755,7 @@ func (s *Store) WatchCancel(ctx context.Context, p vigil.WatchCancelParams) (*vi
 				if err := unpend(ctx, tx, map[string][]string{recipient: {p.ID}}); err != nil {
 					return err
 				}
-				if err := s.notify(ctx, tx, Event{Kind: EventWatch, WatchID: p.ID, Recipient: recipient}); err != nil {
+				if err := s.notify(ctx, tx, Event{Kind: EventWatch, WatchID: p.ID, Recipient: recipient, Shard: ShardOf(p.ID)}); err != nil {
 					return err
 				}
 				if msg != nil {

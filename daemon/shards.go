@@ -1,0 +1,266 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/engine"
+	"github.com/vigil-run/vigil/internal/lease"
+	"github.com/vigil-run/vigil/scheduler"
+	"github.com/vigil-run/vigil/store/postgres"
+)
+
+// Bounds of the replica's wake-ups.
+const (
+	// wakeQueue bounds the watch ids heard of and not yet looked at; past
+	// it they are dropped, and the next repair scan finds them.
+	wakeQueue = 8192
+	// wakeBatch is how many of them one read looks at.
+	wakeBatch = 512
+	// repairMargin is how far before the last scan the next one looks
+	// back (by the database's clock): a registration's row is stamped
+	// when it is inserted but seen only once its transaction commits.
+	repairMargin = 30 * time.Second
+)
+
+// shards is what a replica on PostgreSQL runs beside the engine: the lease
+// manager, which holds its share of the shards, and the listener, which
+// hears of registrations, cancels and checks made on any replica and hands
+// those of the shards it holds to the scheduler. On SQLite there is none.
+type shards struct {
+	pg    *postgres.Store
+	mgr   *lease.Manager
+	eng   *engine.Engine
+	sched *scheduler.Scheduler
+	disp  *deliver.Dispatcher
+	log   *slog.Logger
+	// ids are watch ids heard of (registered or cancelled), for the
+	// holder to arm or forget.
+	ids chan string
+	// gained are shards taken and not yet armed: arming them (reading
+	// their watches, resuming their receipts) runs beside the lease
+	// manager, whose renewals must not wait for it.
+	gained chan []int
+	// since is the database's clock at the last repair scan (the zero
+	// time: none yet). Only the manager's goroutine touches it.
+	since time.Time
+}
+
+func newShards(cfg Config, pg *postgres.Store, replica string, eng *engine.Engine, sched *scheduler.Scheduler,
+	disp *deliver.Dispatcher, log *slog.Logger) (*shards, error) {
+	s := &shards{pg: pg, eng: eng, sched: sched, disp: disp, log: log.With("component", "shards"), ids: make(chan string, wakeQueue),
+		gained: make(chan []int, postgres.Shards)}
+	l, r := cfg.leases()
+	mgr, err := lease.New(lease.Config{Store: pg, Replica: replica, Shards: postgres.Shards, Lease: l, Renew: r,
+		Gain: s.gain, Lose: s.lose, Renewed: s.repair, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	s.mgr = mgr
+	return s, nil
+}
+
+// held returns the shards this replica holds.
+func (s *shards) held() []int { return s.mgr.Held() }
+
+// run runs the manager and the listener until ctx ends; the manager lets
+// go of every shard on its way out.
+func (s *shards) run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.mgr.Run(gctx) })
+	g.Go(func() error { return s.pg.Listen(gctx, s.heard) })
+	g.Go(func() error { s.wake(gctx); return nil })
+	g.Go(func() error { s.arm(gctx); return nil })
+	return g.Wait()
+}
+
+// gain hands the shards taken to arm. It never blocks: there are at most
+// as many gains in flight as shards.
+func (s *shards) gain(_ context.Context, shards []int) error {
+	select {
+	case s.gained <- shards:
+		return nil
+	default:
+		return fmt.Errorf("too many shards waiting to be armed")
+	}
+}
+
+// arm arms the shards taken, in turn; a shard lost meanwhile is skipped,
+// and one that fails (the database) is tried again a second later while
+// this replica holds it.
+func (s *shards) arm(ctx context.Context) {
+	for {
+		var shards []int
+		select {
+		case <-ctx.Done():
+			return
+		case shards = <-s.gained:
+		}
+		for {
+			shards = slices.DeleteFunc(shards, func(sh int) bool { return !s.pg.HoldsShard(sh) })
+			if len(shards) == 0 {
+				break
+			}
+			err := s.prime(ctx, shards)
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			s.log.Warn("arming shards taken failed; trying again", "shards", shards, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// prime arms the pending watches of the shards taken and resumes their
+// deliveries, with the rules of a start: jittered re-arm, overdue
+// deadlines expired at once; sending receipts become unknown (not sent
+// again unless retry_unknown), settled watches never handed to a channel
+// are delivered.
+func (s *shards) prime(ctx context.Context, shards []int) error {
+	rows, err := s.pg.WatchListPendingShards(ctx, shards)
+	if err != nil {
+		return err
+	}
+	if err := s.eng.Adopt(ctx, rows); err != nil {
+		return fmt.Errorf("arming the watches of shards %v: %w", shards, err)
+	}
+	err = s.disp.ResumeWith(ctx, func(ctx context.Context, p vigil.ReceiptsResumeParams) (vigil.ReceiptsResumeResult, error) {
+		return s.pg.ReceiptsResumeShards(ctx, p, shards)
+	})
+	if err != nil {
+		return err
+	}
+	s.log.Debug("shards armed", "shards", shards, "watches", len(rows))
+	return nil
+}
+
+// lose forgets the watches of the shards lost: the fence stops their
+// writes already; the dispatcher drops their deliveries at their turn
+// (deliver.Config.HoldsFunc).
+func (s *shards) lose(shards []int) {
+	lost := map[int]bool{}
+	for _, sh := range shards {
+		lost[sh] = true
+	}
+	n := s.sched.RemoveIf(func(id string) bool { return lost[postgres.ShardOf(id)] })
+	s.log.Debug("shards let go", "shards", shards, "watches", n)
+}
+
+// heard takes the database's events: a watch registered or cancelled in a
+// shard held here is looked at (wake); a check asks for a probe now; a
+// rebalance steps the manager; a reconnection (events may have been lost)
+// steps it too, and its repair scan finds what was missed.
+func (s *shards) heard(ev postgres.Event) {
+	switch ev.Kind {
+	case postgres.EventWatch:
+		if ev.WatchID != "" && s.pg.Holds(ev.WatchID) {
+			select {
+			case s.ids <- ev.WatchID:
+			default:
+				// Full: the repair scan at the next step finds it.
+			}
+		}
+	case postgres.EventCheck:
+		if ev.WatchID != "" && s.pg.Holds(ev.WatchID) {
+			s.sched.Poke(ev.WatchID)
+		}
+	case postgres.EventRebalance, postgres.EventResync:
+		s.mgr.Kick()
+	}
+}
+
+// wake arms the watches heard of that are pending and not scheduled here,
+// and forgets those that are no longer pending, a batch at a time.
+func (s *shards) wake(ctx context.Context) {
+	batch := make([]string, 0, wakeBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-s.ids:
+			batch = append(batch, id)
+		}
+	more:
+		for len(batch) < wakeBatch {
+			select {
+			case id := <-s.ids:
+				batch = append(batch, id)
+			default:
+				break more
+			}
+		}
+		if err := s.reconcile(ctx, batch); err != nil && ctx.Err() == nil {
+			s.log.Warn("reading watches heard of; the repair scan will find them", "err", err)
+		}
+	}
+}
+
+// reconcile reads the watches ids and arms or forgets each.
+func (s *shards) reconcile(ctx context.Context, ids []string) error {
+	ws, err := s.pg.WatchGetMany(ctx, ids)
+	if err != nil {
+		return err
+	}
+	var arm []*vigil.Watch
+	var gone []string
+	for _, w := range ws {
+		_, scheduled := s.sched.Live(w.ID)
+		switch {
+		case w.State == vigil.StatePending && !scheduled:
+			arm = append(arm, w)
+		case w.State != vigil.StatePending && scheduled:
+			gone = append(gone, w.ID)
+		}
+	}
+	s.eng.ArmMany(arm)
+	s.eng.Forget(gone...)
+	return nil
+}
+
+// repair, after each lease step, finds the pending watches of the shards
+// held that were inserted since the last scan (less a margin) and are not
+// scheduled: registrations whose notification was lost. It reads only
+// those rows, through the index of each shard's pending rows by insertion
+// time, never every watch.
+func (s *shards) repair(ctx context.Context, held []int) {
+	since, scan := s.since, held
+	if since.IsZero() {
+		// The first scan only reads the clock: the shards just taken
+		// were loaded whole.
+		scan = nil
+	} else {
+		since = since.Add(-repairMargin)
+	}
+	ids, now, err := s.pg.PendingSince(ctx, scan, since)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("repair scan failed; it runs again at the next step", "err", err)
+		}
+		return
+	}
+	s.since = now
+	var missing []string
+	for _, id := range ids {
+		if _, ok := s.sched.Live(id); !ok {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	if err := s.reconcile(ctx, missing); err != nil && ctx.Err() == nil {
+		s.log.Warn("repair scan failed; it runs again at the next step", "err", err)
+	}
+}

@@ -1,0 +1,308 @@
+// Package lease runs a replica's share of the shards of one PostgreSQL
+// database: it says the replica is alive, renews the leases it holds,
+// gives up the shards it holds beyond its fair share when another replica
+// needs them, and takes free or lapsed ones up to its share, all at a fixed
+// interval (and at once when another replica joins, leaves or releases).
+// A step costs a handful of statements whatever the number of watches.
+//
+// The manager decides; the Store (store/postgres) holds the leases; the
+// daemon's Gain and Lose do the work of a shard changing hands (priming its
+// watches, resuming its deliveries; forgetting them). Every write that
+// settles or delivers is fenced on the leases in the database itself, so
+// what a slow manager has not yet noticed cannot be done twice.
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/vigil-run/vigil/store/postgres"
+)
+
+// Defaults of Config.
+const (
+	DefaultLease = 15 * time.Second
+	DefaultRenew = 5 * time.Second
+)
+
+// Store is what the manager asks of the database: store/postgres.Store.
+type Store interface {
+	Heartbeat(ctx context.Context, replica string, live time.Duration) (postgres.Peers, error)
+	Renew(ctx context.Context, replica string, held []postgres.Lease, lease time.Duration) ([]postgres.Lease, error)
+	Acquire(ctx context.Context, replica string, n int, lease, lapsedFor time.Duration) ([]postgres.Lease, error)
+	Release(ctx context.Context, replica string, held []postgres.Lease) error
+	Leave(ctx context.Context, replica string) error
+	SetFence(owner string, held []postgres.Lease)
+}
+
+// Config configures a Manager. Zero durations take the defaults.
+type Config struct {
+	Store   Store
+	Replica string
+	// Shards is the database's shard count (postgres.Shards).
+	Shards int
+	// Lease is how long a lease lasts without renewal; Renew how often
+	// the manager steps (renews, rebalances). Renew must be well under
+	// Lease: a third of it by default.
+	Lease, Renew time.Duration
+	// Gain is called with the shards taken, after the fence holds them:
+	// it arms their pending watches and resumes their deliveries. An
+	// error releases them (they are taken again at a later step).
+	Gain func(ctx context.Context, shards []int) error
+	// Lose is called with the shards lost or released, after the fence
+	// let go of them and, for a release, before the database hears of it:
+	// it forgets their watches and deliveries.
+	Lose func(shards []int)
+	// Renewed, when set, is called after each step that succeeded with
+	// the shards held (the daemon's repair scan).
+	Renewed func(ctx context.Context, held []int)
+	Logger  *slog.Logger
+	// NewTimer makes the step timer; nil uses time.NewTimer. Tests drive
+	// Step directly.
+	NewTimer func(d time.Duration) *time.Timer
+}
+
+// Manager holds a replica's leases. Make it with New; Run it, or drive it
+// with Step.
+type Manager struct {
+	cfg  Config
+	log  *slog.Logger
+	kick chan struct{}
+
+	mu   sync.Mutex
+	held []postgres.Lease
+	// next is when Run steps next, at most Renew away: sooner when a
+	// dead replica's lease lapses first.
+	next time.Duration
+}
+
+// New returns a manager holding no shard.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Store == nil || cfg.Replica == "" || cfg.Shards <= 0 {
+		return nil, errors.New("lease: a manager needs a store, a replica id and a shard count")
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = DefaultLease
+	}
+	if cfg.Renew <= 0 {
+		cfg.Renew = min(DefaultRenew, cfg.Lease/3)
+	}
+	if cfg.Renew >= cfg.Lease {
+		return nil, fmt.Errorf("lease: the renewal interval (%s) must be shorter than the lease (%s)", cfg.Renew, cfg.Lease)
+	}
+	if cfg.Gain == nil {
+		cfg.Gain = func(context.Context, []int) error { return nil }
+	}
+	if cfg.Lose == nil {
+		cfg.Lose = func([]int) {}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.NewTimer == nil {
+		cfg.NewTimer = time.NewTimer
+	}
+	return &Manager{cfg: cfg, log: cfg.Logger.With("component", "lease", "replica", cfg.Replica), kick: make(chan struct{}, 1)}, nil
+}
+
+// Held returns the shards the manager holds, in order.
+func (m *Manager) Held() []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return shardsOf(m.held)
+}
+
+// Kick makes Run step now (another replica joined, released or left).
+func (m *Manager) Kick() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// live is how long a replica's heartbeat counts it among the live: two
+// renewals and a half, so one that stops is no longer counted (and its
+// shards are shared among the others) by the time its leases lapse.
+func (m *Manager) live() time.Duration { return m.cfg.Renew*5/2 + m.cfg.Renew/10 }
+
+// Step does one round: heartbeat, renew, release surplus, acquire. It
+// returns the first error; what it did before the error stands.
+func (m *Manager) Step(ctx context.Context) error {
+	st := m.cfg.Store
+	peers, err := st.Heartbeat(ctx, m.cfg.Replica, m.live())
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	held := slices.Clone(m.held)
+	m.mu.Unlock()
+
+	// Renew; what was not renewed is lost (taken over after a lapse, or
+	// lapsed itself while this replica was frozen).
+	renewed, err := st.Renew(ctx, m.cfg.Replica, held, m.cfg.Lease)
+	if err != nil {
+		return err
+	}
+	if lost := minus(held, renewed); len(lost) > 0 {
+		m.log.Warn("shards lost: their leases lapsed or were taken over", "shards", shardsOf(lost))
+		m.set(renewed)
+		m.cfg.Lose(shardsOf(lost))
+	}
+	held = renewed
+
+	live := max(1, len(peers.Live))
+	if !slices.Contains(peers.Live, m.cfg.Replica) {
+		live++
+	}
+	target := (m.cfg.Shards + live - 1) / live
+	floor := m.cfg.Shards / live
+	needy := false
+	for _, r := range peers.Live {
+		if r != m.cfg.Replica && peers.Held[r] < floor {
+			needy = true
+		}
+	}
+	released := false
+	if len(held) > floor && needy {
+		// Give what is above the floor of the share to a replica that
+		// has less than that floor: forget it here first, then let go
+		// of it in the database, so the two never both hold it. (A
+		// replica under its share takes it back at its next step if
+		// nobody needed it.)
+		surplus := held[floor:]
+		held = held[:floor:floor]
+		m.set(held)
+		m.cfg.Lose(shardsOf(surplus))
+		if err := st.Release(ctx, m.cfg.Replica, surplus); err != nil {
+			// Not released: they lapse, and are taken then.
+			return err
+		}
+		released = true
+		m.log.Info("shards released to a replica that has fewer than its share", "shards", shardsOf(surplus), "share", target)
+	}
+	var got []postgres.Lease
+	if len(held) < target && !released {
+		if got, err = st.Acquire(ctx, m.cfg.Replica, target-len(held), m.cfg.Lease, 0); err != nil {
+			return err
+		}
+	}
+	// Shards lapsed for a whole lease are nobody's (the replicas that
+	// should have taken them are gone): take them whatever the share;
+	// the surplus goes back at a later step to a replica that needs it.
+	orphans, err := st.Acquire(ctx, m.cfg.Replica, m.cfg.Shards, m.cfg.Lease, m.cfg.Lease)
+	if err != nil {
+		return err
+	}
+	got = append(got, orphans...)
+	m.mu.Lock()
+	m.next = m.cfg.Renew
+	if peers.NextLapse > 0 && peers.NextLapse < m.next {
+		m.next = peers.NextLapse + 10*time.Millisecond
+	}
+	m.mu.Unlock()
+	if len(got) == 0 {
+		return nil
+	}
+	// A shard renewed at the start of a slow step may have lapsed and
+	// been taken again by this replica, at the next epoch: the new lease
+	// replaces the old.
+	all := slices.DeleteFunc(slices.Clone(held), func(h postgres.Lease) bool {
+		return slices.ContainsFunc(got, func(g postgres.Lease) bool { return g.Shard == h.Shard })
+	})
+	all = append(all, got...)
+	slices.SortFunc(all, func(a, b postgres.Lease) int { return a.Shard - b.Shard })
+	m.set(all)
+	if err := m.cfg.Gain(ctx, shardsOf(got)); err != nil {
+		m.set(held)
+		m.cfg.Lose(shardsOf(got))
+		rerr := st.Release(context.WithoutCancel(ctx), m.cfg.Replica, got)
+		return errors.Join(fmt.Errorf("lease: arming the shards taken: %w", err), rerr)
+	}
+	m.log.Info("shards taken", "shards", shardsOf(got), "held", len(all), "share", target, "replicas", live)
+	return nil
+}
+
+// set makes held what the manager holds and what the store fences on.
+func (m *Manager) set(held []postgres.Lease) {
+	m.mu.Lock()
+	m.held = slices.Clone(held)
+	m.mu.Unlock()
+	m.cfg.Store.SetFence(m.cfg.Replica, held)
+}
+
+// Run steps at once, then every Renew (sooner when a dead replica's lease
+// lapses first, at once on Kick), until ctx ends; then it lets go of every
+// shard (Lose, then Leave) so the other replicas take them at once. A step
+// that fails is logged and tried again at the next one: the leases it
+// could not renew lapse, and the fence stops what they covered.
+func (m *Manager) Run(ctx context.Context) error {
+	defer func() {
+		m.mu.Lock()
+		held := shardsOf(m.held)
+		m.mu.Unlock()
+		m.set(nil)
+		if len(held) > 0 {
+			m.cfg.Lose(held)
+		}
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := m.cfg.Store.Leave(lctx, m.cfg.Replica); err != nil {
+			m.log.Warn("leaving: the shards held lapse instead", "err", err)
+		}
+	}()
+	t := m.cfg.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-m.kick:
+		}
+		if err := m.Step(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			m.log.Error("lease step failed; trying again at the next", "err", err)
+		} else if m.cfg.Renewed != nil {
+			m.cfg.Renewed(ctx, m.Held())
+		}
+		m.mu.Lock()
+		next := m.next
+		m.mu.Unlock()
+		if next <= 0 {
+			next = m.cfg.Renew
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(next)
+	}
+}
+
+func shardsOf(ls []postgres.Lease) []int {
+	out := make([]int, len(ls))
+	for i, l := range ls {
+		out[i] = l.Shard
+	}
+	return out
+}
+
+// minus returns the leases of a not in b (by shard and epoch).
+func minus(a, b []postgres.Lease) []postgres.Lease {
+	var out []postgres.Lease
+	for _, l := range a {
+		if !slices.Contains(b, l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}

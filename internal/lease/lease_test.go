@@ -1,0 +1,365 @@
+package lease
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/vigil-run/vigil/store/postgres"
+)
+
+// fakeStore keeps leases in memory on an injected clock, with the rules
+// store/postgres applies in SQL (its own tests check those against the
+// database).
+type fakeStore struct {
+	mu      sync.Mutex
+	now     time.Time
+	shards  []fakeLease
+	seen    map[string]time.Time
+	fences  map[string][]postgres.Lease
+	onLease func() // called at each Release, before it applies
+}
+
+type fakeLease struct {
+	owner   string
+	epoch   int64
+	expires time.Time
+}
+
+func newFake(n int) *fakeStore {
+	return &fakeStore{now: time.Unix(1_000_000, 0), shards: make([]fakeLease, n), seen: map[string]time.Time{}, fences: map[string][]postgres.Lease{}}
+}
+
+func (f *fakeStore) advance(d time.Duration) {
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	f.mu.Unlock()
+}
+
+func (f *fakeStore) Heartbeat(_ context.Context, replica string, live time.Duration) (postgres.Peers, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, known := f.seen[replica]
+	f.seen[replica] = f.now
+	p := postgres.Peers{Held: map[string]int{}, Joined: !known}
+	for id, at := range f.seen {
+		if at.After(f.now.Add(-live)) {
+			p.Live = append(p.Live, id)
+		}
+	}
+	sort.Strings(p.Live)
+	for _, l := range f.shards {
+		if l.owner != "" && l.expires.After(f.now) {
+			p.Held[l.owner]++
+			if !slices.Contains(p.Live, l.owner) && (p.NextLapse == 0 || l.expires.Sub(f.now) < p.NextLapse) {
+				p.NextLapse = l.expires.Sub(f.now)
+			}
+		}
+	}
+	return p, nil
+}
+
+func (f *fakeStore) Renew(_ context.Context, replica string, held []postgres.Lease, lease time.Duration) ([]postgres.Lease, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []postgres.Lease
+	for _, h := range held {
+		l := &f.shards[h.Shard]
+		if l.owner == replica && l.epoch == h.Epoch && l.expires.After(f.now) {
+			l.expires = f.now.Add(lease)
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeStore) Acquire(_ context.Context, replica string, n int, lease, lapsedFor time.Duration) ([]postgres.Lease, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []postgres.Lease
+	for sh := range f.shards {
+		if len(out) == n {
+			break
+		}
+		l := &f.shards[sh]
+		if !l.expires.After(f.now.Add(-lapsedFor)) {
+			l.owner, l.epoch, l.expires = replica, l.epoch+1, f.now.Add(lease)
+			out = append(out, postgres.Lease{Shard: sh, Epoch: l.epoch})
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeStore) Release(_ context.Context, replica string, held []postgres.Lease) error {
+	if f.onLease != nil {
+		f.onLease()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, h := range held {
+		l := &f.shards[h.Shard]
+		if l.owner == replica && l.epoch == h.Epoch {
+			l.owner, l.expires = "", f.now
+		}
+	}
+	return nil
+}
+
+func (f *fakeStore) Leave(_ context.Context, replica string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.shards {
+		if f.shards[i].owner == replica {
+			f.shards[i].owner, f.shards[i].expires = "", f.now
+		}
+	}
+	delete(f.seen, replica)
+	return nil
+}
+
+func (f *fakeStore) SetFence(owner string, held []postgres.Lease) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fences[owner] = slices.Clone(held)
+}
+
+// owners returns who holds each shard on a lease not lapsed ("" for none).
+func (f *fakeStore) owners() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, len(f.shards))
+	for i, l := range f.shards {
+		if l.owner != "" && l.expires.After(f.now) {
+			out[i] = l.owner
+		}
+	}
+	return out
+}
+
+type rig struct {
+	t     *testing.T
+	store *fakeStore
+	m     map[string]*Manager
+	// armed is what each replica's Gain and Lose leave it holding.
+	armed map[string]map[int]bool
+}
+
+func newRig(t *testing.T) *rig {
+	return &rig{t: t, store: newFake(64), m: map[string]*Manager{}, armed: map[string]map[int]bool{}}
+}
+
+func (r *rig) add(id string) *Manager {
+	r.armed[id] = map[int]bool{}
+	m, err := New(Config{Store: r.store, Replica: id, Shards: 64, Lease: 15 * time.Second, Renew: 5 * time.Second,
+		Gain: func(_ context.Context, ss []int) error {
+			for _, s := range ss {
+				if r.armed[id][s] {
+					r.t.Errorf("%s gained shard %d twice", id, s)
+				}
+				r.armed[id][s] = true
+			}
+			return nil
+		},
+		Lose: func(ss []int) {
+			for _, s := range ss {
+				delete(r.armed[id], s)
+			}
+		}})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.m[id] = m
+	return m
+}
+
+func (r *rig) step(ids ...string) {
+	for _, id := range ids {
+		if err := r.m[id].Step(context.Background()); err != nil {
+			r.t.Fatalf("%s: Step = %v", id, err)
+		}
+	}
+}
+
+// check holds that the managers, their fences, what Gain and Lose left
+// armed and the store agree, that no shard has two holders, and returns
+// how many shards each replica holds.
+func (r *rig) check(frozen ...string) map[string]int {
+	r.t.Helper()
+	owners := r.store.owners()
+	count := map[string]int{}
+	for id, m := range r.m {
+		if slices.Contains(frozen, id) {
+			continue // it has not stepped: it does not know yet
+		}
+		held := m.Held()
+		count[id] = len(held)
+		r.store.mu.Lock()
+		fence := shardsOf(r.store.fences[id])
+		r.store.mu.Unlock()
+		if !slices.Equal(fence, held) {
+			r.t.Errorf("%s: fence %v, held %v", id, fence, held)
+		}
+		if len(r.armed[id]) != len(held) {
+			r.t.Errorf("%s: %d shards armed, %d held", id, len(r.armed[id]), len(held))
+		}
+		for _, s := range held {
+			if !r.armed[id][s] {
+				r.t.Errorf("%s holds shard %d without having armed it", id, s)
+			}
+			if owners[s] != id {
+				r.t.Errorf("%s holds shard %d, which the database gives to %q", id, s, owners[s])
+			}
+		}
+	}
+	return count
+}
+
+// TestFairShareAndJoin: one replica takes every shard; a second joining
+// gets half, moved without a moment with two holders (the first lets go
+// of each shard, in its scheduler and its fence, before the database
+// frees it); a third gets its share; the steps cost nothing more once
+// balanced.
+func TestFairShareAndJoin(t *testing.T) {
+	r := newRig(t)
+	r.add("a")
+	r.step("a")
+	if got := r.check(); got["a"] != 64 {
+		t.Fatalf("alone, a holds %d shards, want 64", got["a"])
+	}
+	r.add("b")
+	r.store.onLease = func() {
+		// Inside a's Release, before the database frees them: a has
+		// already let go of what it releases.
+		owners := r.store.owners()
+		for s := range r.armed["a"] {
+			if owners[s] != "a" {
+				t.Errorf("a still arms shard %d, which the database gives to %q", s, owners[s])
+			}
+		}
+		if n := len(r.armed["a"]); n != 32 {
+			t.Errorf("during the release a arms %d shards, want 32 (the surplus forgotten first)", n)
+		}
+	}
+	r.step("b") // joins: nothing free yet
+	if got := r.check(); got["b"] != 0 {
+		t.Fatalf("b took %d shards while a held them all", got["b"])
+	}
+	r.step("a") // a sees b needs shards: releases its surplus
+	r.store.onLease = nil
+	r.step("b")
+	if got := r.check(); got["a"] != 32 || got["b"] != 32 {
+		t.Fatalf("two replicas hold %v, want 32 each", got)
+	}
+	r.add("c")
+	r.step("c", "a", "b", "c")
+	got := r.check()
+	if got["a"]+got["b"]+got["c"] != 64 || got["c"] < 21 || got["a"] < 21 || got["b"] < 21 || got["a"] > 22 || got["b"] > 22 || got["c"] > 22 {
+		t.Fatalf("three replicas hold %v, want 21 or 22 each, 64 in all", got)
+	}
+	before := got
+	r.step("a", "b", "c")
+	if got := r.check(); got["a"] != before["a"] || got["b"] != before["b"] || got["c"] != before["c"] {
+		t.Fatalf("balanced replicas moved shards: %v then %v", before, got)
+	}
+}
+
+// TestTakeoverAfterLapse: a replica that stops stepping (killed, or
+// frozen) keeps its shards until its leases lapse by the store's clock,
+// then the others take them over at the next epoch; when the frozen one
+// steps again it finds it lost them (Lose before anything else), holds
+// none of them, and gets a fair share back by the usual moves.
+func TestTakeoverAfterLapse(t *testing.T) {
+	r := newRig(t)
+	r.add("a")
+	r.add("b")
+	r.step("a", "b", "a", "b")
+	if got := r.check(); got["a"] != 32 || got["b"] != 32 {
+		t.Fatalf("hold %v, want 32 each", got)
+	}
+	epochs := map[int]int64{}
+	for _, l := range r.m["a"].held {
+		epochs[l.Shard] = l.Epoch
+	}
+	// a is frozen: b steps alone every renewal.
+	for range 2 {
+		r.store.advance(5 * time.Second)
+		r.step("b")
+		if got := r.check("a"); got["b"] != 32 {
+			t.Fatalf("before a's leases lapse b holds %d shards, want 32", got["b"])
+		}
+	}
+	r.store.advance(5*time.Second + time.Millisecond) // a's leases lapsed 15 s after its renewal
+	r.step("b")
+	if got := r.check("a"); got["b"] != 64 {
+		t.Fatalf("after a's leases lapsed b holds %d shards, want 64", got["b"])
+	}
+	for _, l := range r.m["b"].held {
+		if e, ok := epochs[l.Shard]; ok && l.Epoch != e+1 {
+			t.Errorf("shard %d taken over at epoch %d, want %d", l.Shard, l.Epoch, e+1)
+		}
+	}
+	// a wakes: its renewal fails, it lets go of everything first.
+	if err := r.m["a"].Step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.check(); got["a"] != 0 {
+		t.Fatalf("the frozen replica still holds %d shards", got["a"])
+	}
+	r.step("b", "a")
+	if got := r.check(); got["a"] != 32 || got["b"] != 32 {
+		t.Fatalf("after a came back: %v, want 32 each", got)
+	}
+}
+
+// TestNextLapse: once a replica is no longer seen, the survivors' next
+// step is due when its first lease lapses, not a whole renewal later.
+func TestNextLapse(t *testing.T) {
+	r := newRig(t)
+	r.add("a")
+	r.add("b")
+	r.step("a", "b", "a", "b")
+	r.store.advance(13 * time.Second) // a last seen 13 s ago: not live (12.5 s)
+	r.step("b")
+	r.m["b"].mu.Lock()
+	next := r.m["b"].next
+	r.m["b"].mu.Unlock()
+	if want := 2*time.Second + 10*time.Millisecond; next != want {
+		t.Fatalf("next step in %s, want %s (when a's leases lapse)", next, want)
+	}
+}
+
+// TestLeaveOnStop: Run lets go of every shard when its context ends, so
+// another replica takes them at its next step.
+func TestLeaveOnStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		leaveOnStop(t)
+	})
+}
+
+func leaveOnStop(t *testing.T) {
+	r := newRig(t)
+	r.add("a")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.m["a"].Run(ctx) }()
+	synctest.Wait() // the first step, at once
+	if got := r.check(); got["a"] != 64 {
+		t.Fatalf("running, a holds %d shards, want 64", got["a"])
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := r.check(); got["a"] != 0 {
+		t.Fatalf("a holds %d shards after Run", got["a"])
+	}
+	r.add("b")
+	r.step("b")
+	if got := r.check(); got["b"] != 64 {
+		t.Fatalf("b took %d shards after a left, want 64", got["b"])
+	}
+}

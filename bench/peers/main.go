@@ -65,7 +65,7 @@ func main() {
 		return nil, fmt.Errorf("unknown peer %q", name)
 	}
 	for _, sc := range strings.Split(*scenario, ",") {
-		pg := pgConfig{bin: bin, admin: *pgURL, runs: *runs, n: *n, lead: *lead, idle: *idleFor, batch: *batchSize}
+		pg := pgConfig{bin: bin, admin: *pgURL, runs: *runs, n: *n, lead: *lead, idle: *idleFor}
 		if ok, err := runPG(ctx, sc, pg); ok {
 			if err != nil {
 				log.Fatal(err)

@@ -10,9 +10,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -42,7 +44,8 @@ var (
 	vigilBin = flag.String("vigil-bin", "", "the vigil binary to run as vigild and as the PostgreSQL replicas (empty: build ./cmd/vigil of the repository this module uses, e.g. go build -o /tmp/vigil ./cmd/vigil in another worktree, then -vigil-bin /tmp/vigil)")
 	pgPeers  = flag.String("pg-peers", "vigil1,vigil3,river", "pg-* scenarios: what runs side by side: vigilN (N `vigil serve --store postgres://…` replicas on one database) and river")
 	pgConc   = flag.Int("pg-conc", 32, "pg-register: clients registering one watch per call, spread round-robin over the replicas that serve")
-	pgBatchC = flag.Int("pg-batch-conc", 4, "pg-register, pg-idle, pg-storm: clients registering batches of -batch, spread round-robin over the replicas that serve")
+	pgBatch  = flag.Int("pg-batch", 200, "pg-register, pg-idle, pg-storm: waits per batch call (vigil: POST /v1/watches/batch, one transaction, which must end within the client's 30 s; River: InsertManyFast)")
+	pgBatchC = flag.Int("pg-batch-conc", 4, "pg-register, pg-idle, pg-storm: clients registering batches of -pg-batch, spread round-robin over the replicas that serve")
 	pgPool   = flag.Int("pg-pool", 0, "pg-*: each replica's connection pool (pool_max_conns in its store URL; 0: vigil's default, max(4, GOMAXPROCS))")
 	pgSettle = flag.Duration("pg-settle", 2*time.Second, "pg-*: pause after every replica answers, before the scenario starts (shard leases to spread)")
 )
@@ -55,7 +58,6 @@ type pgConfig struct {
 	n     int
 	lead  time.Duration
 	idle  time.Duration
-	batch int
 }
 
 // pgPeer is a peer with a database of its own on the shared server.
@@ -81,17 +83,17 @@ func runPG(ctx context.Context, sc string, cfg pgConfig) (bool, error) {
 	case "pg-idle":
 		n = cmpOr(cfg.n, 100_000)
 		do = func(ctx context.Context, a *pgAdmin, p pgPeer, n int) ([]result, error) {
-			return pgIdle(ctx, a, p, n, cfg.batch, cfg.idle)
+			return pgIdle(ctx, a, p, n, *pgBatch, cfg.idle)
 		}
 	case "pg-register":
 		n = cmpOr(cfg.n, 10_000)
 		do = func(ctx context.Context, a *pgAdmin, p pgPeer, n int) ([]result, error) {
-			return pgRegister(ctx, a, p, n, cfg.batch)
+			return pgRegister(ctx, a, p, n, *pgBatch)
 		}
 	case "pg-storm":
 		n = cmpOr(cfg.n, 20_000)
 		do = func(ctx context.Context, a *pgAdmin, p pgPeer, n int) ([]result, error) {
-			return pgStorm(ctx, p, n, cfg.batch, cfg.lead)
+			return pgStorm(ctx, p, n, *pgBatch, cfg.lead)
 		}
 	default:
 		return false, nil
@@ -233,8 +235,43 @@ type replica struct {
 	log  string
 	c    *client.Client
 	tok  string
-	info client.DaemonInfo
+	info daemonInfo
 }
+
+// daemonInfo is what GET /v1/daemon says, read as JSON rather than through
+// client.DaemonInfo so that a binary from another tree (-vigil-bin) may
+// say more: with shards, which it holds and how many there are.
+type daemonInfo struct {
+	Replica    string `json:"replica"`
+	Role       string `json:"role"`
+	Shards     []int  `json:"shards"`
+	ShardCount int    `json:"shard_count"`
+}
+
+// daemon reads GET /v1/daemon.
+func (r *replica) daemon(ctx context.Context, hc *http.Client) (daemonInfo, error) {
+	var out daemonInfo
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.addr+"/v1/daemon", nil)
+	if err != nil {
+		return out, err
+	}
+	req.Header.Set("Authorization", "Bearer "+r.tok)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return out, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return out, fmt.Errorf("GET /v1/daemon: %s", resp.Status)
+	}
+	return out, json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out)
+}
+
+// serves reports whether the replica takes calls: not a standby, not
+// starting.
+func (i daemonInfo) serves() bool { return i.Role != "standby" && i.Role != "starting" && i.Role != "" }
 
 var _ pgPeer = (*cluster)(nil)
 
@@ -279,41 +316,72 @@ func newCluster(ctx context.Context, n, k int, bin, db, dbURL string) (*cluster,
 				}
 			}
 			if r.c != nil {
-				cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				info, err := r.c.Daemon(cctx)
-				cancel()
+				info, err := r.daemon(ctx, hc)
 				if err == nil && info.Role != "starting" {
 					r.info = info
 					break
 				}
 			}
-			if r.cmd.ProcessState != nil || time.Now().After(deadline) {
+			if exited(r.cmd.Process.Pid) || time.Now().After(deadline) {
 				c.Close()
 				return nil, fmt.Errorf("replica %s not up in 60 s (log %s)", r.addr, r.log)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	c.balance(ctx, hc)
 	time.Sleep(*pgSettle)
 	for _, r := range c.reps {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		info, err := r.c.Daemon(cctx)
-		if err == nil {
-			r.info = info
-			if info.Role != "standby" && info.Role != "starting" {
-				_, err = r.c.Watches(cctx, vigil.ListRequest{Limit: 1})
-				if err == nil {
-					c.active = append(c.active, r)
-				}
+		info, err := r.daemon(ctx, hc)
+		if err != nil {
+			continue
+		}
+		r.info = info
+		if info.serves() {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err = r.c.Watches(cctx, vigil.ListRequest{Limit: 1})
+			cancel()
+			if err == nil {
+				c.active = append(c.active, r)
 			}
 		}
-		cancel()
 	}
 	if len(c.active) == 0 {
 		c.Close()
 		return nil, fmt.Errorf("none of %d replicas serves (logs under %s)", k, dir)
 	}
 	return c, nil
+}
+
+// balance waits, up to a minute, until the replicas that serve hold every
+// shard between them, each at least its fair share rounded down: at once
+// when the replicas say nothing of shards (one active daemon and
+// standbys).
+func (c *cluster) balance(ctx context.Context, hc *http.Client) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		total, count, least, serving := 0, 0, -1, 0
+		for _, r := range c.reps {
+			info, err := r.daemon(ctx, hc)
+			if err != nil || !info.serves() {
+				continue
+			}
+			serving++
+			total += len(info.Shards)
+			count = max(count, info.ShardCount)
+			if least < 0 || len(info.Shards) < least {
+				least = len(info.Shards)
+			}
+		}
+		if count == 0 || serving > 0 && total == count && least >= count/serving {
+			return
+		}
+		if time.Now().After(deadline) {
+			log.Printf("shards not balanced after a minute: %d of %d held, the least by one replica %d", total, count, least)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // startReplica starts `vigil serve` on a free loopback port with its data
@@ -351,10 +419,14 @@ func (c *cluster) Database() string { return c.db }
 func (c *cluster) Label() string {
 	var roles []string
 	for _, r := range c.reps {
-		roles = append(roles, r.info.Role)
+		role := r.info.Role
+		if r.info.ShardCount > 0 {
+			role += fmt.Sprintf(" %d/%d shards", len(r.info.Shards), r.info.ShardCount)
+		}
+		roles = append(roles, role)
 	}
-	return fmt.Sprintf("%d replicas started, %d serving (roles %s), database %s",
-		len(c.reps), len(c.active), strings.Join(roles, ","), c.db)
+	return fmt.Sprintf("%d replicas started, %d serving (%s), database %s",
+		len(c.reps), len(c.active), strings.Join(roles, "; "), c.db)
 }
 
 // next is the serving replica the next call goes to.

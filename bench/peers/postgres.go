@@ -45,7 +45,7 @@ var (
 	pgPeers  = flag.String("pg-peers", "vigil1,vigil3,river", "pg-* scenarios: what runs side by side: vigilN (N `vigil serve --store postgres://…` replicas on one database) and river")
 	pgConc   = flag.Int("pg-conc", 32, "pg-register: clients registering one watch per call, spread round-robin over the replicas that serve")
 	pgBatch  = flag.Int("pg-batch", 200, "pg-register, pg-idle, pg-storm: waits per batch call (vigil: POST /v1/watches/batch, one transaction, which must end within the client's 30 s; River: InsertManyFast)")
-	pgBatchC = flag.Int("pg-batch-conc", 4, "pg-register, pg-idle, pg-storm: clients registering batches of -pg-batch, spread round-robin over the replicas that serve")
+	pgBatchC = flag.Int("pg-batch-conc", 1, "pg-register, pg-idle, pg-storm: clients registering batches of -pg-batch, spread round-robin over the replicas that serve (above 1, vigil's concurrent batches deadlock on the pending counters and run again)")
 	pgPool   = flag.Int("pg-pool", 0, "pg-*: each replica's connection pool (pool_max_conns in its store URL; 0: vigil's default, max(4, GOMAXPROCS))")
 	pgSettle = flag.Duration("pg-settle", 2*time.Second, "pg-*: pause after every replica answers, before the scenario starts (shard leases to spread)")
 )
@@ -399,6 +399,9 @@ func startReplica(dir, bin, storeURL string) (*replica, error) {
 	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data"), "--store", storeURL,
 		"--max-active", "10000000", "--max-active-per-recipient", "10000000")
 	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
+	// A replica dies with the harness (interrupted, or failed before
+	// Close), never left serving on the database.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logf, err := os.Create(filepath.Join(dir, "daemon.log"))
 	if err != nil {
 		return nil, err

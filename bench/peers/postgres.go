@@ -602,6 +602,19 @@ func registerBatches(ctx context.Context, b batcher, n, size, conc int, at func(
 	return time.Since(start), lat, nil
 }
 
+// seed registers waits [0, n), wait i due at at(i), each peer its fastest
+// way on this store: vigil one per call from -pg-conc clients over the
+// replicas that serve (its batch call is slower on PostgreSQL: see
+// pg-register), River in batches of size (InsertManyFast).
+func seed(ctx context.Context, p pgPeer, n, size int, at func(int) time.Time) error {
+	if _, ok := p.(*cluster); ok {
+		_, _, err := registerAll(ctx, p, n, *pgConc, at)
+		return err
+	}
+	_, _, err := registerBatches(ctx, p, n, size, *pgBatchC, at)
+	return err
+}
+
 // pgSnap is what the server and the peer's processes have spent so far.
 type pgSnap struct {
 	at time.Time
@@ -702,13 +715,13 @@ func procCPU(pid int) (time.Duration, time.Duration, int64) {
 	return run, ticks, wr
 }
 
-// pgIdle: n waits due an hour from now and later (registered in batches),
+// pgIdle: n waits due an hour from now and later (registered by seed),
 // a quiet pause, then over d: the replicas' CPU (River: this process's),
 // the peer's PostgreSQL backends' CPU, transactions committed and rows
 // written in its database, and the server's WAL and buffer writes.
 func pgIdle(ctx context.Context, a *pgAdmin, p pgPeer, n, size int, d time.Duration) ([]result, error) {
 	at := time.Now().Add(time.Hour)
-	if _, _, err := registerBatches(ctx, p, n, size, *pgBatchC, func(i int) time.Time { return at.Add(time.Duration(i) * time.Millisecond) }); err != nil {
+	if err := seed(ctx, p, n, size, func(i int) time.Time { return at.Add(time.Duration(i) * time.Millisecond) }); err != nil {
 		return nil, err
 	}
 	time.Sleep(10 * time.Second) // let the registration's aftermath settle
@@ -817,7 +830,7 @@ func (s shiftBatcher) RegisterBatch(ctx context.Context, from int, ats []time.Ti
 	return s.b.RegisterBatch(ctx, s.off+from, ats)
 }
 
-// pgStorm: n waits due at one instant T, registered in batches ahead of it;
+// pgStorm: n waits due at one instant T, registered by seed ahead of it;
 // from T until every one has settled (vigil: the client first sees none
 // pending, every settlement committed; River: the last Work ran), each
 // one's lateness, how many settled before T (must be 0) and, for vigil,
@@ -829,7 +842,7 @@ func pgStorm(ctx context.Context, p pgPeer, n, size int, lead time.Duration) ([]
 	if c != nil {
 		before = c.settlements(ctx)
 	}
-	if _, _, err := registerBatches(ctx, p, n, size, *pgBatchC, func(int) time.Time { return at }); err != nil {
+	if err := seed(ctx, p, n, size, func(int) time.Time { return at }); err != nil {
 		return nil, err
 	}
 	if time.Until(at) < time.Second {

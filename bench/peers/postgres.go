@@ -354,13 +354,15 @@ func newCluster(ctx context.Context, n, k int, bin, db, dbURL string) (*cluster,
 }
 
 // balance waits, up to a minute, until the replicas that serve hold every
-// shard between them, each at least its fair share rounded down: at once
-// when the replicas say nothing of shards (one active daemon and
-// standbys).
+// shard between them, each at least one, and the split has not changed for
+// 2 s: at once when the replicas say nothing of shards (one active daemon
+// and standbys).
 func (c *cluster) balance(ctx context.Context, hc *http.Client) {
 	deadline := time.Now().Add(time.Minute)
+	last, since := "", time.Now()
 	for {
 		total, count, least, serving := 0, 0, -1, 0
+		var split []string
 		for _, r := range c.reps {
 			info, err := r.daemon(ctx, hc)
 			if err != nil || !info.serves() {
@@ -372,12 +374,19 @@ func (c *cluster) balance(ctx context.Context, hc *http.Client) {
 			if least < 0 || len(info.Shards) < least {
 				least = len(info.Shards)
 			}
+			split = append(split, strconv.Itoa(len(info.Shards)))
 		}
-		if count == 0 || serving > 0 && total == count && least >= count/serving {
+		if count == 0 {
+			return
+		}
+		if sig := strings.Join(split, ","); sig != last {
+			last, since = sig, time.Now()
+		}
+		if serving > 0 && total == count && least >= 1 && time.Since(since) >= 2*time.Second {
 			return
 		}
 		if time.Now().After(deadline) {
-			log.Printf("shards not balanced after a minute: %d of %d held, the least by one replica %d", total, count, least)
+			log.Printf("shards not settled after a minute: %d of %d held, split %s", total, count, last)
 			return
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -878,6 +878,7 @@ func pgStorm(ctx context.Context, p pgPeer, n, size int, lead time.Duration) ([]
 		"late_p50_ms":    ms(quantile(late, 0.5)),
 		"late_p99_ms":    ms(quantile(late, 0.99)),
 		"late_min_ms":    ms(slices.Min(late)),
+		"late_max_ms":    ms(slices.Max(late)),
 		"early":          float64(early),
 	}
 	if c != nil {

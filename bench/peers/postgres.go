@@ -724,12 +724,14 @@ func procCPU(pid int) (time.Duration, time.Duration, int64) {
 	return run, ticks, wr
 }
 
-// pgIdle: n waits due an hour from now and later (registered by seed),
+// pgIdle: n waits due a day from now and later (registered by seed),
 // a quiet pause, then over d: the replicas' CPU (River: this process's),
 // the peer's PostgreSQL backends' CPU, transactions committed and rows
 // written in its database, and the server's WAL and buffer writes.
 func pgIdle(ctx context.Context, a *pgAdmin, p pgPeer, n, size int, d time.Duration) ([]result, error) {
-	at := time.Now().Add(time.Hour)
+	// A day ahead: registering n can take long on a loaded machine, and
+	// a window that the first waits fall due in measures a storm.
+	at := time.Now().Add(24 * time.Hour)
 	if err := seed(ctx, p, n, size, func(i int) time.Time { return at.Add(time.Duration(i) * time.Millisecond) }); err != nil {
 		return nil, err
 	}
@@ -742,6 +744,9 @@ func pgIdle(ctx context.Context, a *pgAdmin, p pgPeer, n, size int, d time.Durat
 	s1, err := a.snap(ctx, p, statsFlush)
 	if err != nil {
 		return nil, err
+	}
+	if !time.Now().Before(at) {
+		return nil, fmt.Errorf("the first waits fell due (%s) before the window ended: registering took too long", vigil.FormatTime(at))
 	}
 	perMin := func(v float64) float64 { return v * float64(time.Minute) / float64(s1.at.Sub(s0.at)) }
 	msPerMin := func(x time.Duration) float64 { return perMin(ms(x)) }

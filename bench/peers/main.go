@@ -29,7 +29,7 @@ import (
 var allPeers = []string{"naive", "polling", "vigil", "vigild", "river", "asynq"}
 
 func main() {
-	scenario := flag.String("scenario", "storm", "storm | register | batch | idle | spread (comma-separated)")
+	scenario := flag.String("scenario", "storm", "storm | register | batch | idle | spread | pg-idle | pg-register | pg-storm (comma-separated; pg-*: see -pg-peers)")
 	peers := flag.String("peers", strings.Join(allPeers, ","), "peers to run (comma-separated): "+strings.Join(allPeers, ", "))
 	runs := flag.Int("runs", 1, "runs of each scenario per peer (the median is printed with the range)")
 	n := flag.Int("n", 0, "waits (0: the scenario's default: storm 20 000, register 20 000 (2 000 at concurrency 1), idle 100 000, spread 1 000)")
@@ -72,6 +72,13 @@ func main() {
 		return nil, fmt.Errorf("unknown peer %q", name)
 	}
 	for _, sc := range strings.Split(*scenario, ",") {
+		pg := pgConfig{bin: bin, admin: *pgURL, runs: *runs, n: *n, lead: *lead, idle: *idleFor}
+		if ok, err := runPG(ctx, sc, pg); ok {
+			if err != nil {
+				log.Fatal(err)
+			}
+			continue
+		}
 		for _, name := range strings.Split(*peers, ",") {
 			var lines []result
 			for run := range *runs {
@@ -404,8 +411,11 @@ func usage(pids []int) (time.Duration, int64) {
 }
 
 // buildVigil builds the real vigil binary from the repository this module
-// replaces vigil with.
+// replaces vigil with, unless -vigil-bin names one.
 func buildVigil() (string, func(), error) {
+	if *vigilBin != "" {
+		return *vigilBin, func() {}, nil
+	}
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/vigil-run/vigil").Output()
 	if err != nil {
 		return "", nil, fmt.Errorf("go list: %w", err)

@@ -39,6 +39,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -118,6 +119,9 @@ type Store struct {
 	// fence, once set (SetFence), conditions the settling writes and
 	// receipts on this replica's leases.
 	fence fenceRef
+	// raced counts the write transactions run again because they lost a
+	// race (deadlock, serialization failure, errRetry): a test reads it.
+	raced atomic.Int64
 
 	closeOnce sync.Once
 }
@@ -287,6 +291,7 @@ func (s *Store) write(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return err
 		}
+		s.raced.Add(1)
 	}
 	return &vigil.Error{Code: vigil.CodeUnavailable, Err: err,
 		Message: fmt.Sprintf("the database kept refusing this write as it raced others (%d attempts): try again", maxAttempts)}

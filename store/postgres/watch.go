@@ -887,9 +887,37 @@ func (s *Store) WatchCreateMany(ctx context.Context, ps []vigil.WatchCreateParam
 		}
 		pre[i] = prepared{stored: stored, args: enc.args(&nw)}
 	}
+	// The counters the items move, locked first, in the order every
+	// registration takes them (the total's stripes in stripe order, then
+	// the recipients' counters in name order): items locking them one by
+	// one in item order would deadlock two batches that meet.
+	var (
+		stripeSet []int32
+		recipSet  []string
+	)
+	for i, p := range ps {
+		if res[i].Err == nil {
+			stripeSet = append(stripeSet, stripe(p.Watch.ID))
+			recipSet = append(recipSet, p.Watch.Recipient)
+		}
+	}
+	slices.Sort(stripeSet)
+	stripeSet = slices.Compact(stripeSet)
+	slices.Sort(recipSet)
+	recipSet = slices.Compact(recipSet)
 	var out []vigil.WatchCreateResult
 	err := s.write(ctx, func(tx pgx.Tx) error {
 		out = slices.Clone(res)
+		if len(stripeSet) > 1 {
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM totals WHERE stripe = ANY($1) ORDER BY stripe FOR UPDATE`, stripeSet); err != nil {
+				return err
+			}
+		}
+		if len(recipSet) > 1 {
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM counters WHERE recipient = ANY($1) ORDER BY recipient FOR UPDATE`, recipSet); err != nil {
+				return err
+			}
+		}
 		for i, p := range ps {
 			if out[i].Err != nil {
 				continue

@@ -257,6 +257,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		if d.shards, err = newShards(cfg, pg, replica, d.eng, sched, disp, logger); err != nil {
 			return nil, err
 		}
+		d.pgEvents.also = d.shards.heard
 	}
 	d.api = httpapi.New(httpapi.Options{
 		Service:          d.eng,

@@ -41,6 +41,9 @@ type pgEvents struct {
 	log *slog.Logger
 	// kick has work for loop (capacity 1).
 	kick chan struct{}
+	// also hears every event too, on the same connection (the shards'
+	// listener); it must not block.
+	also func(postgres.Event)
 
 	mu      sync.Mutex
 	high    int64               // the highest message seq heard of
@@ -74,7 +77,15 @@ func (p *pgEvents) run(ctx context.Context) error {
 		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return p.st.Listen(gctx, p.heard) })
+	// One connection listens for the daemon: the shards hear on it too.
+	g.Go(func() error {
+		return p.st.Listen(gctx, func(ev postgres.Event) {
+			p.heard(ev)
+			if p.also != nil {
+				p.also(ev)
+			}
+		})
+	})
 	g.Go(func() error { p.loop(gctx, cursor); return nil })
 	return g.Wait()
 }

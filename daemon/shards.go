@@ -70,12 +70,12 @@ func newShards(cfg Config, pg *postgres.Store, replica string, eng *engine.Engin
 // held returns the shards this replica holds.
 func (s *shards) held() []int { return s.mgr.Held() }
 
-// run runs the manager and the listener until ctx ends; the manager lets
-// go of every shard on its way out.
+// run runs the manager and what arms the watches heard of until ctx ends
+// (the daemon's one listener, pgEvents, hands heard its events); the
+// manager lets go of every shard on its way out.
 func (s *shards) run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.mgr.Run(gctx) })
-	g.Go(func() error { return s.pg.Listen(gctx, s.heard) })
 	g.Go(func() error { s.wake(gctx); return nil })
 	g.Go(func() error { s.arm(gctx); return nil })
 	return g.Wait()

@@ -7,7 +7,8 @@
 -- and the triggers keep the counts whoever writes).
 --
 -- The indexes build inside the migration's transaction, so writes to the
--- watches wait while they build (about a second per 100 000 watches).
+-- watches wait while they build (4 s at 100 000 watches, 3.4 s of it the
+-- trigram indexes, on a loaded 2-core machine).
 
 -- +goose Up
 

@@ -1,10 +1,12 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -149,5 +151,25 @@ func TestOpenHidesPassword(t *testing.T) {
 	}
 	if got := err.Error(); strings.Contains(got, "s3cret") {
 		t.Errorf("Open error %q repeats the password", got)
+	}
+}
+
+// TestOpenWarnsWithoutTrigramIndexes: a schema whose text-filter indexes
+// are missing (schema 4 applied where pg_trgm was unavailable) opens, with
+// a warning; one that has them opens without.
+func TestOpenWarnsWithoutTrigramIndexes(t *testing.T) {
+	u := newSchema(t)
+	logs := func() string {
+		var buf bytes.Buffer
+		s := openWith(t, u, &postgres.Options{MaxConns: 2, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+		s.Close()
+		return buf.String()
+	}
+	if got := logs(); strings.Contains(got, "pg_trgm") {
+		t.Errorf("Open with the trigram indexes logged %q", got)
+	}
+	admin(t, u, "DROP INDEX watches_predicate_trgm")
+	if got := logs(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "pg_trgm") {
+		t.Errorf("Open without the trigram indexes logged %q, want a warning naming pg_trgm", got)
 	}
 }

@@ -2,10 +2,13 @@ package postgres_test
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/vigil-run/vigil"
 )
 
@@ -273,4 +276,114 @@ func TestReplicasMailboxOrder(t *testing.T) {
 	if missing > 0 {
 		t.Errorf("%d of %d messages were never seen: a cursor passed them before they committed", missing, writers*each)
 	}
+}
+
+// TestReplicasCounts: registrations, settlements (in opposite orders),
+// cancels and deletes from two stores at once leave watch_counts equal to
+// the watches counted one by one, and Prune keeps no count of 0.
+func TestReplicasCounts(t *testing.T) {
+	u := newSchema(t)
+	a, b := open(t, u), open(t, u)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	stores := [2]vigil.Store{a, b}
+	ctx := t.Context()
+	const n = 60
+	ws, errs := race(t, stores, n, func(i int) vigil.WatchCreateParams {
+		w := timerWatch(fmt.Sprintf("w%02d", i), fmt.Sprintf("r%d", i%3), fmt.Sprintf(`{"n":%d}`, i))
+		if i%2 == 1 {
+			w.Kind = vigil.KindHTTP
+		}
+		return vigil.WatchCreateParams{Watch: w}
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("create %d: %v", i, err)
+		}
+	}
+	var ps []vigil.WatchSettleParams
+	for _, w := range ws[:n/2] {
+		ps = append(ps, vigil.WatchSettleParams{ID: w.ID, State: vigil.StateFired, SettledAt: at.Add(time.Minute),
+			Outcome: &vigil.Outcome{State: vigil.StateFired, Reason: "time"}})
+	}
+	var wg sync.WaitGroup
+	for k := range 4 {
+		batch := slices.Clone(ps)
+		if k%2 == 1 {
+			slices.Reverse(batch)
+		}
+		wg.Go(func() {
+			if _, err := stores[k%2].WatchSettle(ctx, batch); err != nil {
+				t.Errorf("settle %d: %v", k, err)
+			}
+		})
+	}
+	for i, w := range ws[n/2:] {
+		if i%3 != 0 {
+			continue
+		}
+		wg.Go(func() {
+			if _, _, err := stores[i%2].WatchCancel(ctx, vigil.WatchCancelParams{ID: w.ID, SettledAt: at.Add(time.Minute),
+				Outcome: &vigil.Outcome{State: vigil.StateCancelled, Reason: "cancelled"}}); err != nil {
+				t.Errorf("cancel %s: %v", w.ID, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, w := range ws[:5] {
+		if err := stores[1].WatchDelete(ctx, w.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		got, err := stores[0].WatchCounts(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotMap := map[string]int{}
+		for _, c := range got {
+			gotMap[string(c.State)+"/"+string(c.Kind)] = c.N
+		}
+		conn, err := pgx.Connect(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		rows, err := conn.Query(ctx, `SELECT state || '/' || kind, count(*)::int FROM watches GROUP BY state, kind`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct {
+			k string
+			n int
+		}, error) {
+			var v struct {
+				k string
+				n int
+			}
+			return v, r.Scan(&v.k, &v.n)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantMap := map[string]int{}
+		for _, v := range want {
+			wantMap[v.k] = v.n
+		}
+		if !maps.Equal(gotMap, wantMap) {
+			t.Errorf("%s: WatchCounts = %v, the watches counted one by one %v", when, gotMap, wantMap)
+		}
+		var zero int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM watch_counts WHERE n = 0`).Scan(&zero); err != nil {
+			t.Fatal(err)
+		}
+		if when == "after Prune" && zero != 0 {
+			t.Errorf("after Prune, %d counts are 0, want none kept", zero)
+		}
+	}
+	check("after the race")
+	if _, err := stores[0].Prune(ctx, vigil.PruneParams{WatchesBefore: at.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	check("after Prune")
 }

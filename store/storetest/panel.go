@@ -134,6 +134,20 @@ func testWatchCounts(t *testing.T, newStore NewStoreFunc) {
 	if got := count("nobody"); len(got) != 0 {
 		t.Errorf("WatchCounts(nobody) = %v, want none", got)
 	}
+	// A cancel moves a watch between states, and a delete takes it out.
+	if _, _, err := s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w1", SettledAt: base.Add(time.Minute),
+		Outcome: &vigil.Outcome{State: vigil.StateCancelled, Reason: "cancelled", Sentence: "cancelled"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WatchDelete(ctx, "w2"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := count(), map[string]int{"pending/http": 1, "cancelled/http": 1, "pending/timer": 1}; !mapsEqual(got, want) {
+		t.Errorf("WatchCounts() after a cancel and a delete = %v, want %v", got, want)
+	}
+	if got, want := count("r1"), map[string]int{"cancelled/http": 1}; !mapsEqual(got, want) {
+		t.Errorf("WatchCounts(r1) after a cancel and a delete = %v, want %v", got, want)
+	}
 }
 
 func mapsEqual(a, b map[string]int) bool {

@@ -183,15 +183,6 @@ func (s *Store) Prune(ctx context.Context, p vigil.PruneParams) (vigil.PruneResu
 			}
 		}
 	}
-	if !p.WatchesBefore.IsZero() {
-		// The counts that fell to 0 go (schema 4). A registration that
-		// counts in one of them meanwhile waits on its row lock and
-		// then inserts it again; a count that grew is not 0 when the
-		// delete re-checks it under that lock.
-		if _, err := s.pool.Exec(ctx, `DELETE FROM watch_counts WHERE n = 0`); err != nil {
-			return res, wrap("prune counts", err)
-		}
-	}
 	var settled, message, key *int64
 	err := s.pool.QueryRow(ctx, `SELECT
 		(SELECT min(settled_at) FROM watches WHERE settled_at IS NOT NULL),

@@ -58,62 +58,8 @@ END
 $$;
 -- +goose StatementEnd
 
--- watch_counts holds how many watches each recipient has in each (state,
--- kind), kept by row triggers in the transaction that inserts, settles or
--- deletes the watch, so the counts over all watches sum a few rows. A
--- registration moves its recipient's (pending, kind) row, as it already
--- moves its recipient's counters row: concurrent registrations for one
--- recipient already wait on each other there, and those for different
--- recipients touch different rows. Two transactions that settle watches
--- of several recipients in opposite orders may deadlock on these rows;
--- PostgreSQL aborts one and the store retries it (40P01). Rows that fall
--- to 0 stay (WatchCounts leaves them out).
-CREATE TABLE watch_counts (
-    recipient TEXT   NOT NULL,
-    state     TEXT   NOT NULL,
-    kind      TEXT   NOT NULL,
-    n         BIGINT NOT NULL,
-    PRIMARY KEY (recipient, state, kind)
-);
-
-INSERT INTO watch_counts (recipient, state, kind, n)
-    SELECT recipient, state, kind, count(*) FROM watches GROUP BY recipient, state, kind;
-
--- The functions resolve watch_counts in the schema they were created in,
--- whatever the caller's search_path.
--- +goose StatementBegin
-CREATE FUNCTION watch_counts_change() RETURNS trigger LANGUAGE plpgsql
-SET search_path FROM CURRENT AS $$
-BEGIN
-    IF TG_OP IN ('UPDATE', 'DELETE') THEN
-        UPDATE watch_counts SET n = n - 1
-            WHERE recipient = OLD.recipient AND state = OLD.state AND kind = OLD.kind;
-    END IF;
-    IF TG_OP IN ('INSERT', 'UPDATE') THEN
-        INSERT INTO watch_counts AS c (recipient, state, kind, n) VALUES (NEW.recipient, NEW.state, NEW.kind, 1)
-            ON CONFLICT (recipient, state, kind) DO UPDATE SET n = c.n + 1;
-    END IF;
-    RETURN NULL;
-END
-$$;
--- +goose StatementEnd
-
-CREATE TRIGGER watch_counts_insert AFTER INSERT ON watches
-    FOR EACH ROW EXECUTE FUNCTION watch_counts_change();
-CREATE TRIGGER watch_counts_update AFTER UPDATE OF recipient, state, kind ON watches
-    FOR EACH ROW WHEN (OLD.recipient IS DISTINCT FROM NEW.recipient OR OLD.state IS DISTINCT FROM NEW.state
-        OR OLD.kind IS DISTINCT FROM NEW.kind)
-    EXECUTE FUNCTION watch_counts_change();
-CREATE TRIGGER watch_counts_delete AFTER DELETE ON watches
-    FOR EACH ROW EXECUTE FUNCTION watch_counts_change();
-
 -- +goose Down
 
-DROP TRIGGER watch_counts_delete ON watches;
-DROP TRIGGER watch_counts_update ON watches;
-DROP TRIGGER watch_counts_insert ON watches;
-DROP FUNCTION watch_counts_change();
-DROP TABLE watch_counts;
 DROP INDEX IF EXISTS watches_predicate_trgm;
 DROP INDEX IF EXISTS watches_note_trgm;
 DROP INDEX watches_labels;

@@ -89,6 +89,9 @@ const (
 	// restartPages is how many pages the writer commits between two
 	// checkpoints of its own, which let the WAL start over.
 	restartPages = 4 * checkpointPages
+	// restartRetryPages is how many pages later the writer tries its own
+	// checkpoint again when one could not copy every frame.
+	restartRetryPages = checkpointPages / 10
 	// walPrealloc is the size the WAL file is extended to, with zeros, at
 	// Open: a little more than the frames the WAL holds between two of the
 	// writer's checkpoints, so that commits rewrite the file's blocks
@@ -252,7 +255,9 @@ func (s *Store) checkpoints() {
 			return
 		}
 		var busy, frames, copied int
+		s.w.checkpointMu.Lock()
 		err := s.readDB.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
+		s.w.checkpointMu.Unlock()
 		if err != nil {
 			// No caller to return this to; the next checkpoint retries.
 			s.log.Warn("checkpoint failed", "err", err)

@@ -61,6 +61,11 @@ type writer struct {
 	// writer goroutine touches them.
 	walPages, sinceOwn int
 	checkpoint         chan struct{} // buffered(1)
+	// checkpointMu is held by whichever of the writer and the background
+	// checkpointer is checkpointing: SQLite runs one checkpoint at a time
+	// and answers another with SQLITE_BUSY, so without it the writer's own
+	// checkpoint, colliding with a background one, did nothing.
+	checkpointMu sync.Mutex
 	// checkpointFailed reports a failed checkpoint (there is no caller to
 	// return it to; the next one retries).
 	checkpointFailed func(error)
@@ -417,11 +422,20 @@ func (w *writer) committed() {
 // PASSIVE never waits for readers: a reader still on an old snapshot only
 // keeps the frames it needs, and the next checkpoint takes the rest.
 func (w *writer) finishCheckpoint() {
-	w.sinceOwn = 0
+	w.checkpointMu.Lock() // a background checkpoint in flight finishes first
 	var busy, frames, copied int
 	err := w.conn.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
+	w.checkpointMu.Unlock()
+	w.sinceOwn = 0
 	if err != nil && w.checkpointFailed != nil {
 		w.checkpointFailed(err)
+	}
+	if err != nil || busy != 0 || copied < frames {
+		// Another program's checkpoint held the lock, or a reader's
+		// snapshot kept frames back: try again after a few more batches,
+		// not a whole interval later, or the WAL outgrows its
+		// preallocation.
+		w.sinceOwn = restartPages - restartRetryPages
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -414,19 +415,35 @@ func TestExitCode(t *testing.T) {
 func TestWaitLiveLine(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t)
-	id := strings.TrimSpace(d.vigil(t, "add", "timer", "1s", "--for", "gus", "-q").stdout)
-	var out, errb bytes.Buffer
+	// A watch that settles only when told, so that the live line is
+	// drawn however slowly wait starts (a 1 s timer could fire first on a
+	// loaded machine, and wait then had no line to draw).
+	id := strings.TrimSpace(d.vigil(t, "add", "timer", "1h", "--for", "gus", "-q").stdout)
+	var out, errb lockedBuffer
 	vars := map[string]string{"VIGIL_ADDR": d.Addr(), "VIGIL_TOKEN": d.Token()}
 	root := newRoot(&env{stdout: &out, stderr: &errb, getenv: func(k string) string { return vars[k] }, terminal: func(io.Writer) bool { return true }})
 	root.SetArgs([]string{"wait", id})
-	if err := root.ExecuteContext(t.Context()); err != nil {
-		t.Fatalf("wait: %v (%s)", err, errb.String())
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(t.Context()) }()
+	const line = "\r\x1b[2K⠋ waiting 0s for the timer set for "
+	giveUp := time.After(time.Minute) // a bound on a hang, not a timing claim
+	for !strings.Contains(out.String(), line) {
+		select {
+		case err := <-done:
+			t.Fatalf("wait returned before drawing the live line: %v (stdout %q, stderr %q)", err, out.String(), errb.String())
+		case <-giveUp:
+			t.Fatalf("output %q lacks the live line", out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if r := d.vigil(t, "cancel", id); r.code != 0 {
+		t.Fatalf("cancel: %+v", r)
+	}
+	if err := <-done; err == nil {
+		t.Errorf("wait on a cancelled watch returned no error, want exit %d", ExitStopped)
 	}
 	s := out.String()
-	if !strings.Contains(s, "\r\x1b[2K⠋ waiting 0s for the timer set for ") {
-		t.Errorf("output %q lacks the live line", s)
-	}
-	if !strings.HasSuffix(s, "\r\x1b[2Kfired: "+strings.SplitN(s, "fired: ", 2)[1]) {
+	if !strings.HasSuffix(s, "\r\x1b[2Kcancelled: "+strings.SplitN(s, "cancelled: ", 2)[1]) {
 		t.Errorf("output %q does not clear the line before the result", s)
 	}
 }

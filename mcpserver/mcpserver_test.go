@@ -167,10 +167,42 @@ func TestWaitSettles(t *testing.T) {
 			defer mu.Unlock()
 			progress = append(progress, req.Params)
 		}})
-	w := callOK[watchResult](t, cs, "watch_create", map[string]any{"kind": "timer", "predicate": map[string]any{"in": "1s"}}).Watch
+	// A token watch settles only when completed: it is completed once a
+	// progress notification has come, however slowly the wait started (a
+	// 1 s timer could fire first on a loaded machine, before any progress).
+	w := callOK[watchResult](t, cs, "watch_create", map[string]any{"kind": "token", "predicate": map[string]any{}}).Watch
 	params := &mcp.CallToolParams{Name: "watch_wait", Arguments: map[string]any{"id": w.ID}}
 	params.SetProgressToken("wait-1")
-	res, err := cs.CallTool(t.Context(), params)
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		res, err := cs.CallTool(t.Context(), params)
+		answered <- answer{res, err}
+	}()
+	giveUp := time.After(time.Minute) // a bound on a hang, not a timing claim
+	for {
+		mu.Lock()
+		n := len(progress)
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		select {
+		case a := <-answered:
+			t.Fatalf("watch_wait answered %v, %v before any progress notification", a.res, a.err)
+		case <-giveUp:
+			t.Fatal("watch_wait sent no progress notification, want at least one")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if _, err := e.Complete(t.Context(), vigil.CompleteRequest{Token: w.CompletionToken, Status: vigil.CompleteSuccess}); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	a := <-answered
+	res, err := a.res, a.err
 	if err != nil || res.IsError {
 		t.Fatalf("watch_wait = %v, %v", err, res)
 	}
@@ -188,7 +220,7 @@ func TestWaitSettles(t *testing.T) {
 		t.Fatal("watch_wait sent no progress notification, want at least one")
 	}
 	for _, p := range progress {
-		if p.ProgressToken != "wait-1" || !strings.HasPrefix(p.Message, "Waiting for the timer") || p.Total != 50 {
+		if p.ProgressToken != "wait-1" || !strings.HasPrefix(p.Message, "Waiting for ") || p.Total != 50 {
 			t.Errorf("progress = %+v, want token wait-1, a message and total 50", p)
 		}
 	}

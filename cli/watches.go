@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/client"
 	"github.com/vigil-run/vigil/deliver"
 	"github.com/vigil-run/vigil/watcher/command"
 	"github.com/vigil-run/vigil/wording"
@@ -130,34 +131,23 @@ func nextOrSettled(w *vigil.Watch) string {
 func oneLine(s string) string { return term(strings.Join(strings.Fields(s), " ")) }
 
 func newShowCmd(e *env) *cobra.Command {
-	var (
-		cf     clientFlags
-		asJSON bool
-	)
 	cmd := &cobra.Command{
 		Use:     "show ID",
 		Short:   "Show one watch",
 		GroupID: "watch",
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(e)
-			if err != nil {
-				return err
-			}
-			w, err := c.Watch(cmd.Context(), args[0])
-			if err != nil {
-				return callErr(cmd, err)
-			}
-			if asJSON {
-				return writeJSON(e.stdout, w)
-			}
-			printWatch(e.stdout, w)
-			return nil
-		},
 	}
-	cf.bind(cmd, false)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	return cmd
+	return withClient(e, cmd, "print JSON", func(cmd *cobra.Command, c *client.Client, args []string, asJSON bool) error {
+		w, err := c.Watch(cmd.Context(), args[0])
+		if err != nil {
+			return callErr(cmd, err)
+		}
+		if asJSON {
+			return writeJSON(e.stdout, w)
+		}
+		printWatch(e.stdout, w)
+		return nil
+	})
 }
 
 // printWatch writes one watch, a field a line.
@@ -289,91 +279,65 @@ func formatLabels(ls map[string]string) string {
 }
 
 func newWhyCmd(e *env) *cobra.Command {
-	var (
-		cf     clientFlags
-		asJSON bool
-	)
 	cmd := &cobra.Command{
 		Use:     "why ID",
 		Short:   "Say, in one sentence, why a watch has not settled (or how it did)",
 		GroupID: "watch",
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(e)
-			if err != nil {
-				return err
-			}
-			why, err := c.Why(cmd.Context(), args[0])
-			if err != nil {
-				return callErr(cmd, err)
-			}
-			if asJSON {
-				return writeJSON(e.stdout, why)
-			}
-			fmt.Fprintln(e.stdout, oneLine(why.Sentence))
-			if w := why.Watch; w != nil {
-				if o := w.LastObservation; o != nil {
-					fmt.Fprintf(e.stdout, "Last check, %s: %s\n", timeOrEmpty(lastCheck(w)), oneLine(observationText(o)))
-				} else if w.Kind != vigil.KindTimer {
-					fmt.Fprintln(e.stdout, "No check has been made yet.")
-				}
-				// A pending watch's sentence says it already.
-				if w.Errors > 0 && w.State != vigil.StatePending {
-					fmt.Fprintf(e.stdout, "Errors: %s.\n", oneLine(wording.Errors(w)))
-				}
-			}
-			return nil
-		},
 	}
-	cf.bind(cmd, false)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	return cmd
+	return withClient(e, cmd, "print JSON", func(cmd *cobra.Command, c *client.Client, args []string, asJSON bool) error {
+		why, err := c.Why(cmd.Context(), args[0])
+		if err != nil {
+			return callErr(cmd, err)
+		}
+		if asJSON {
+			return writeJSON(e.stdout, why)
+		}
+		fmt.Fprintln(e.stdout, oneLine(why.Sentence))
+		if w := why.Watch; w != nil {
+			if o := w.LastObservation; o != nil {
+				fmt.Fprintf(e.stdout, "Last check, %s: %s\n", timeOrEmpty(lastCheck(w)), oneLine(observationText(o)))
+			} else if w.Kind != vigil.KindTimer {
+				fmt.Fprintln(e.stdout, "No check has been made yet.")
+			}
+			// A pending watch's sentence says it already.
+			if w.Errors > 0 && w.State != vigil.StatePending {
+				fmt.Fprintf(e.stdout, "Errors: %s.\n", oneLine(wording.Errors(w)))
+			}
+		}
+		return nil
+	})
 }
 
 func newCancelCmd(e *env) *cobra.Command {
-	var (
-		cf     clientFlags
-		asJSON bool
-	)
 	cmd := &cobra.Command{
 		Use:     "cancel ID",
 		Short:   "Stop a pending watch (leaves one neutral line in its mailbox)",
 		GroupID: "watch",
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(e)
-			if err != nil {
-				return err
-			}
-			before, err := c.Watch(cmd.Context(), args[0])
-			if err != nil {
-				return callErr(cmd, err)
-			}
-			w, err := c.Cancel(cmd.Context(), args[0])
-			if err != nil {
-				return callErr(cmd, err)
-			}
-			if asJSON {
-				return writeJSON(e.stdout, w)
-			}
-			if !before.State.Terminal() && w.State == vigil.StateCancelled {
-				fmt.Fprintf(e.stdout, "Cancelled %s: %s\n", term(w.ID), oneLine(outcomeSentence(w)))
-			} else {
-				fmt.Fprintf(e.stdout, "%s had already settled (%s): %s\n", term(w.ID), term(string(w.State)), oneLine(outcomeSentence(w)))
-			}
-			return nil
-		},
 	}
-	cf.bind(cmd, false)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the watch as JSON")
-	return cmd
+	return withClient(e, cmd, "print the watch as JSON", func(cmd *cobra.Command, c *client.Client, args []string, asJSON bool) error {
+		before, err := c.Watch(cmd.Context(), args[0])
+		if err != nil {
+			return callErr(cmd, err)
+		}
+		w, err := c.Cancel(cmd.Context(), args[0])
+		if err != nil {
+			return callErr(cmd, err)
+		}
+		if asJSON {
+			return writeJSON(e.stdout, w)
+		}
+		if !before.State.Terminal() && w.State == vigil.StateCancelled {
+			fmt.Fprintf(e.stdout, "Cancelled %s: %s\n", term(w.ID), oneLine(outcomeSentence(w)))
+		} else {
+			fmt.Fprintf(e.stdout, "%s had already settled (%s): %s\n", term(w.ID), term(string(w.State)), oneLine(outcomeSentence(w)))
+		}
+		return nil
+	})
 }
 
 func newCheckCmd(e *env) *cobra.Command {
-	var (
-		cf     clientFlags
-		asJSON bool
-	)
 	cmd := &cobra.Command{
 		Use:   "check ID",
 		Short: "Probe a pending watch now, once, and show what it found",
@@ -383,36 +347,29 @@ that has already settled is refused (conflict), as is a timer, which the clock
 alone answers.`,
 		GroupID: "watch",
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(e)
-			if err != nil {
-				return err
-			}
-			w, err := c.Check(cmd.Context(), args[0])
-			if err != nil {
-				return callErr(cmd, err)
-			}
-			if asJSON {
-				return writeJSON(e.stdout, w)
-			}
-			if w.State.Terminal() {
-				fmt.Fprintf(e.stdout, "Checked %s: %s: %s\n", term(w.ID), term(string(w.State)), oneLine(outcomeSentence(w)))
-				return nil
-			}
-			summary := "no observation yet"
-			if o := w.LastObservation; o != nil {
-				summary = o.Summary
-				if summary == "" {
-					summary = o.Reason
-				}
-			}
-			fmt.Fprintf(e.stdout, "Checked %s: still %s after %d checks: %s\n", term(w.ID), term(string(w.State)), w.Polls, oneLine(summary))
-			return nil
-		},
 	}
-	cf.bind(cmd, false)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the watch as JSON")
-	return cmd
+	return withClient(e, cmd, "print the watch as JSON", func(cmd *cobra.Command, c *client.Client, args []string, asJSON bool) error {
+		w, err := c.Check(cmd.Context(), args[0])
+		if err != nil {
+			return callErr(cmd, err)
+		}
+		if asJSON {
+			return writeJSON(e.stdout, w)
+		}
+		if w.State.Terminal() {
+			fmt.Fprintf(e.stdout, "Checked %s: %s: %s\n", term(w.ID), term(string(w.State)), oneLine(outcomeSentence(w)))
+			return nil
+		}
+		summary := "no observation yet"
+		if o := w.LastObservation; o != nil {
+			summary = o.Summary
+			if summary == "" {
+				summary = o.Reason
+			}
+		}
+		fmt.Fprintf(e.stdout, "Checked %s: still %s after %d checks: %s\n", term(w.ID), term(string(w.State)), w.Polls, oneLine(summary))
+		return nil
+	})
 }
 
 func newRmCmd(e *env) *cobra.Command {
@@ -435,5 +392,25 @@ func newRmCmd(e *env) *cobra.Command {
 		},
 	}
 	cf.bind(cmd, false)
+	return cmd
+}
+
+// withClient completes cmd as a command that calls the daemon: the client
+// flags, --json (described by jsonHelp), and a RunE that makes the client
+// from them and hands it to run.
+func withClient(e *env, cmd *cobra.Command, jsonHelp string, run func(cmd *cobra.Command, c *client.Client, args []string, asJSON bool) error) *cobra.Command {
+	var (
+		cf     clientFlags
+		asJSON bool
+	)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		c, err := cf.client(e)
+		if err != nil {
+			return err
+		}
+		return run(cmd, c, args, asJSON)
+	}
+	cf.bind(cmd, false)
+	cmd.Flags().BoolVar(&asJSON, "json", false, jsonHelp)
 	return cmd
 }

@@ -145,6 +145,10 @@ func bulkInsert(b testing.TB, s *Store, from, n int64) {
 	const chunk = 10_000
 	for start := from; start < from+n; start += chunk {
 		err := s.w.do(context.Background(), func(t *wtx) error {
+			var last int64
+			if err := t.queryRow(t.watchMaxRowid).Scan(&last); err != nil {
+				return err
+			}
 			for i := start; i < min(start+chunk, from+n); i++ {
 				w := benchWatch(i)
 				enc, err := encodeWatch(w)
@@ -158,7 +162,7 @@ func bulkInsert(b testing.TB, s *Store, from, n int64) {
 					return err
 				}
 			}
-			return nil
+			return indexNew(t, last+1)
 		})
 		if err != nil {
 			b.Fatal(err)

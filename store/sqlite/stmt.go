@@ -40,7 +40,10 @@ type writeStmts struct {
 	// WatchCreateMany's: each takes a JSON array.
 	ledgerGetMany, watchIDsByIdentities, watchIDsTaken, countsMany, watchesByIDs *sql.Stmt
 	pendingAddMany, pendingTotalAdd                                              *sql.Stmt
-	messageInsert, readerAck                                                     *sql.Stmt
+	// What a new watch adds beside its row (schema 10), for the rows from
+	// a rowid on; and the largest rowid so far.
+	newCounts, newText, newLabels, watchMaxRowid *sql.Stmt
+	messageInsert, readerAck                     *sql.Stmt
 }
 
 type stmtDef struct {
@@ -59,6 +62,20 @@ func (s *writeStmts) defs() []stmtDef {
 
 		{&s.watchInsert, `INSERT INTO watches (` + watchColumns + `) VALUES (` + placeholders(watchColumnCount) + `)`},
 		{&s.watchByID, `SELECT ` + watchColumns + ` FROM watches WHERE id = ?`},
+		// The rows schema 9's insert triggers wrote for each new watch,
+		// written for all the watches from rowid ?1 on (see indexNew).
+		{&s.newCounts, `INSERT INTO watch_counts (recipient, state, kind, n)
+			SELECT recipient, state, kind, count(*) FROM watches WHERE rowid >= ?1 GROUP BY recipient, state, kind
+			ON CONFLICT DO UPDATE SET n = n + excluded.n`},
+		{&s.newText, `INSERT INTO watch_text (created_at, watch_id, note, predicate)
+			SELECT created_at, id, iif(short, lower(coalesce(note, '')), NULL), iif(short, lower(coalesce(CAST(predicate AS TEXT), '')), NULL)
+			FROM (SELECT created_at, id, note, predicate,
+				coalesce(octet_length(note), 0) + coalesce(octet_length(predicate), 0) <= 900 AS short
+				FROM watches WHERE rowid >= ?1)`},
+		{&s.newLabels, `INSERT OR IGNORE INTO watch_labels (key, value, created_at, watch_id)
+			SELECT l.key, l.value, w.created_at, w.id FROM watches AS w, json_each(w.labels) AS l
+			WHERE w.rowid >= ?1 AND w.labels IS NOT NULL AND json_valid(w.labels) AND l.type = 'text'`},
+		{&s.watchMaxRowid, `SELECT coalesce(max(rowid), 0) FROM watches`},
 		{&s.watchIDByIdentity, `SELECT id FROM watches WHERE identity = ? AND state = 'pending'`},
 		{&s.watchHead, `SELECT recipient, state FROM watches WHERE id = ?`},
 		{&s.watchesPending, `SELECT rowid, id, recipient FROM watches

@@ -274,6 +274,13 @@ func insertWatches(t *wtx, items []batchItem) error {
 			batch = append(batch, &items[i])
 		}
 	}
+	if len(batch) == 0 {
+		return nil
+	}
+	var last int64
+	if err := t.queryRow(t.watchMaxRowid).Scan(&last); err != nil {
+		return wrap("insert watches", err)
+	}
 	for _, n := range insertChunks {
 		for len(batch) >= n {
 			st, err := t.insertMany(n)
@@ -290,7 +297,7 @@ func insertWatches(t *wtx, items []batchItem) error {
 			batch = batch[n:]
 		}
 	}
-	return nil
+	return indexNew(t, last+1)
 }
 
 // insertMany returns the prepared insert of n watch rows, preparing it on

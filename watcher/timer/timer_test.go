@@ -125,3 +125,20 @@ func TestCanonicalIsEncoded(t *testing.T) {
 		}
 	}
 }
+
+// TestCanonicalizeSimpleAllocs: the spelling clients send, {"at":"…"} or
+// {"in":"…"}, is read without the JSON decoder (its allocations were most
+// of a batched timer's Canonicalize); what it gives is TestCanonicalize's.
+func TestCanonicalizeSimpleAllocs(t *testing.T) {
+	w := timer.New(timer.Config{})
+	for _, raw := range []string{`{"at":"2026-03-01T10:00:00Z"}`, `{"in":"90m"}`} {
+		allocs := testing.AllocsPerRun(100, func() {
+			if _, err := w.Canonicalize(context.Background(), json.RawMessage(raw), now); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs > 6 {
+			t.Errorf("Canonicalize(%s) allocates %.0f times, want at most 6 (no JSON decoder)", raw, allocs)
+		}
+	}
+}

@@ -47,6 +47,7 @@ var (
 	pgBatch  = flag.Int("pg-batch", 200, "pg-register, pg-idle, pg-storm: waits per batch call (vigil: POST /v1/watches/batch, one transaction, which must end within the client's 30 s; River: InsertManyFast)")
 	pgBatchC = flag.Int("pg-batch-conc", 1, "pg-register, pg-idle, pg-storm: clients registering batches of -pg-batch, spread round-robin over the replicas that serve (above 1, vigil's concurrent batches deadlock on the pending counters and run again)")
 	pgPool   = flag.Int("pg-pool", 0, "pg-*: each replica's connection pool (pool_max_conns in its store URL; 0: vigil's default, max(4, GOMAXPROCS))")
+	pgSeed   = flag.String("pg-seed", "one", "pg-storm, pg-idle: how vigil's waits are registered before the scenario: one (one per call from -pg-conc clients) or batch (calls of -pg-batch from -pg-batch-conc clients, quicker on a loaded machine)")
 	pgSettle = flag.Duration("pg-settle", 2*time.Second, "pg-*: pause after every replica answers, before the scenario starts (shard leases to spread)")
 )
 
@@ -93,7 +94,7 @@ func runPG(ctx context.Context, sc string, cfg pgConfig) (bool, error) {
 	case "pg-storm":
 		n = cmpOr(cfg.n, 20_000)
 		do = func(ctx context.Context, a *pgAdmin, p pgPeer, n int) ([]result, error) {
-			return pgStorm(ctx, p, n, *pgBatch, cfg.lead)
+			return pgStorm(ctx, a, p, n, *pgBatch, cfg.lead)
 		}
 	default:
 		return false, nil
@@ -225,8 +226,10 @@ type cluster struct {
 	reps   []*replica
 	active []*replica
 	rr     atomic.Uint64
-	// completed is when Settled first saw no pending watch.
-	completed time.Time
+	// completed is when Settled first saw no pending watch; onComplete,
+	// if set, runs then (pg-storm's CPU snapshot).
+	completed  time.Time
+	onComplete func()
 }
 
 type replica struct {
@@ -479,6 +482,9 @@ func (c *cluster) Settled(ctx context.Context) ([]time.Time, error) {
 	}
 	if c.completed.IsZero() {
 		c.completed = time.Now()
+		if c.onComplete != nil {
+			c.onComplete()
+		}
 	}
 	after := ""
 	for {
@@ -614,9 +620,10 @@ func registerBatches(ctx context.Context, b batcher, n, size, conc int, at func(
 // seed registers waits [0, n), wait i due at at(i), each peer its fastest
 // way on this store: vigil one per call from -pg-conc clients over the
 // replicas that serve (its batch call is slower on PostgreSQL: see
-// pg-register), River in batches of size (InsertManyFast).
+// pg-register; -pg-seed batch: in batches), River in batches of size
+// (InsertManyFast).
 func seed(ctx context.Context, p pgPeer, n, size int, at func(int) time.Time) error {
-	if _, ok := p.(*cluster); ok {
+	if _, ok := p.(*cluster); ok && *pgSeed != "batch" {
 		_, _, err := registerAll(ctx, p, n, *pgConc, at)
 		return err
 	}
@@ -847,9 +854,11 @@ func (s shiftBatcher) RegisterBatch(ctx context.Context, from int, ats []time.Ti
 // pgStorm: n waits due at one instant T, registered by seed ahead of it;
 // from T until every one has settled (vigil: the client first sees none
 // pending, every settlement committed; River: the last Work ran), each
-// one's lateness, how many settled before T (must be 0) and, for vigil,
-// how the settlements spread over the replicas (vigil_settlements_total).
-func pgStorm(ctx context.Context, p pgPeer, n, size int, lead time.Duration) ([]result, error) {
+// one's lateness, how many settled before T (must be 0), the CPU per wait
+// of the replicas, the peer's PostgreSQL backends and this process from
+// just before T until then, and, for vigil, how the settlements spread
+// over the replicas (vigil_settlements_total).
+func pgStorm(ctx context.Context, a *pgAdmin, p pgPeer, n, size int, lead time.Duration) ([]result, error) {
 	at := time.Now().Add(lead).Truncate(time.Millisecond)
 	c, _ := p.(*cluster)
 	var before []float64
@@ -862,10 +871,30 @@ func pgStorm(ctx context.Context, p pgPeer, n, size int, lead time.Duration) ([]
 	if time.Until(at) < time.Second {
 		return nil, fmt.Errorf("registration ended %v before the instant: raise -lead", time.Until(at))
 	}
+	// The CPU spent from just before T until every wait has settled (for
+	// vigil: when the client first sees none pending), per wait: it holds
+	// on a loaded machine, where the wall time does not.
+	time.Sleep(time.Until(at) - 300*time.Millisecond)
+	s0, err := a.snap(ctx, p, 0)
+	if err != nil {
+		return nil, err
+	}
+	var s1 pgSnap
+	var s1err error
+	if c != nil {
+		c.onComplete = func() { s1, s1err = a.snap(ctx, p, 0) }
+	}
 	got, err := waitSettled(ctx, p, n, at.Add(3*time.Minute))
 	if err != nil {
 		return nil, err
 	}
+	if c == nil {
+		s1, s1err = a.snap(ctx, p, 0)
+	}
+	if s1err != nil {
+		return nil, s1err
+	}
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(n) }
 	late := make([]time.Duration, n)
 	early := 0
 	for i, t := range got {
@@ -885,6 +914,12 @@ func pgStorm(ctx context.Context, p pgPeer, n, size int, lead time.Duration) ([]
 		"late_min_ms":    ms(slices.Min(late)),
 		"late_max_ms":    ms(slices.Max(late)),
 		"early":          float64(early),
+		// This process's CPU is River's work for River, the client's
+		// polling for vigil.
+		"replicas_cpu_us":    us(s1.replicas - s0.replicas),
+		"pg_backends_cpu_us": us(backendCPU(s0, s1)),
+		"this_cpu_us":        us(s1.self - s0.self),
+		"cpu_us":             us(s1.replicas - s0.replicas + backendCPU(s0, s1) + s1.self - s0.self),
 	}
 	if c != nil {
 		after := c.settlements(ctx)

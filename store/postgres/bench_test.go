@@ -53,6 +53,25 @@ func benchStore(b *testing.B) *Store { return internalStore(b, 32) }
 // schema, dropped at cleanup, and returns the first.
 func internalStore(b testing.TB, maxConns int32, more ...**Store) *Store {
 	b.Helper()
+	u := benchSchema(b)
+	s, err := Open(context.Background(), u, &Options{MaxConns: maxConns})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	for _, m := range more {
+		if *m, err = Open(context.Background(), u, &Options{MaxConns: maxConns}); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { (*m).Close() })
+	}
+	return s
+}
+
+// benchSchema makes a fresh schema, dropped at cleanup, and returns the
+// URL of VIGIL_TEST_POSTGRES with it as the search path.
+func benchSchema(b testing.TB) string {
+	b.Helper()
 	base := os.Getenv("VIGIL_TEST_POSTGRES")
 	if base == "" {
 		b.Skip("VIGIL_TEST_POSTGRES is not set")
@@ -77,18 +96,7 @@ func internalStore(b testing.TB, maxConns int32, more ...**Store) *Store {
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	s, err := Open(context.Background(), u.String(), &Options{MaxConns: maxConns})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	for _, m := range more {
-		if *m, err = Open(context.Background(), u.String(), &Options{MaxConns: maxConns}); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { (*m).Close() })
-	}
-	return s
+	return u.String()
 }
 
 func benchCreate(s *Store, i int64) error {
@@ -130,7 +138,10 @@ func BenchmarkWatchCreateParallel(b *testing.B) {
 }
 
 // bulkInsert writes n watches in large transactions, for benchmark setup.
-func bulkInsert(b *testing.B, s *Store, n int64) {
+func bulkInsert(b *testing.B, s *Store, n int64) { bulkInsertOf(b, s, n, benchWatch) }
+
+// bulkInsertOf writes watches mk(0) to mk(n-1), as bulkInsert.
+func bulkInsertOf(b *testing.B, s *Store, n int64, mk func(int64) *vigil.Watch) {
 	b.Helper()
 	ctx := context.Background()
 	const chunk = 5000
@@ -138,7 +149,7 @@ func bulkInsert(b *testing.B, s *Store, n int64) {
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			batch := &pgx.Batch{}
 			for i := start; i < min(start+chunk, n); i++ {
-				w := benchWatch(i)
+				w := mk(i)
 				enc, err := encodeWatch(w)
 				if err != nil {
 					return err

@@ -342,10 +342,6 @@ func scanMessage(row pgx.Row) (*vigil.Message, error) {
 	return &m, nil
 }
 
-func messageArgs(m *vigil.Message) []any {
-	return []any{m.ID, m.Recipient, nullStr(m.WatchID), string(m.Type), m.Text, rawText(m.Data), m.CreatedAt.UnixMilli()}
-}
-
 func pageLimit(n int) int {
 	if n <= 0 {
 		return listLimit

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/vigil-run/vigil"
 )
 
@@ -20,31 +23,56 @@ func (s *Store) insertMessages(ctx context.Context, tx pgx.Tx, ms ...*vigil.Mess
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.lockKey); err != nil {
 		return nil, err
 	}
-	b := &pgx.Batch{}
-	for _, m := range ms {
-		b.Queue(`INSERT INTO messages (id, recipient, watch_id, type, text, data, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq`, messageArgs(m)...)
+	// One statement, however many messages: the lock above is held by
+	// every mailbox write of every replica until its commit, so the time
+	// between it and the commit is what a storm's settlements queue on.
+	// The rows are inserted in the order of ms, and their seqs drawn in
+	// that order.
+	ids, recipients, watches, types, texts, data, created := make([]string, len(ms)), make([]string, len(ms)),
+		make([]*string, len(ms)), make([]string, len(ms)), make([]string, len(ms)), make([]*string, len(ms)), make([]int64, len(ms))
+	for j, m := range ms {
+		ids[j], recipients[j], watches[j], types[j], texts[j], data[j], created[j] =
+			m.ID, m.Recipient, nullStr(m.WatchID), string(m.Type), m.Text, rawText(m.Data), m.CreatedAt.UnixMilli()
 	}
-	br := tx.SendBatch(ctx, b)
-	seqs := make([]int64, len(ms))
-	for i := range ms {
-		if err := br.QueryRow().Scan(&seqs[i]); err != nil {
-			br.Close()
-			if constraint(err) == "messages_outcome" {
-				return nil, &vigil.Error{Code: vigil.CodeConflict, Err: err,
-					Message: fmt.Sprintf("watch %s already has its outcome message", ms[i].WatchID)}
-			}
-			return nil, err
-		}
-	}
-	if err := br.Close(); err != nil {
+	rows, err := tx.Query(ctx, `INSERT INTO messages (id, recipient, watch_id, type, text, data, created_at)
+		SELECT id, recipient, watch_id, type, text, data, created_at
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[])
+			WITH ORDINALITY AS m(id, recipient, watch_id, type, text, data, created_at, n)
+		ORDER BY n RETURNING seq`, ids, recipients, watches, types, texts, data, created)
+	if err != nil {
 		return nil, err
 	}
+	seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		if constraint(err) == "messages_outcome" {
+			return nil, &vigil.Error{Code: vigil.CodeConflict, Err: err,
+				Message: fmt.Sprintf("watch %s already has its outcome message", outcomeConflict(err, ms))}
+		}
+		return nil, err
+	}
+	if len(seqs) != len(ms) {
+		return nil, fmt.Errorf("insert messages: %d rows inserted, want %d", len(seqs), len(ms))
+	}
+	slices.Sort(seqs)
 	evs := make([]Event, len(ms))
 	for i, m := range ms {
 		evs[i] = Event{Kind: EventMessage, Recipient: m.Recipient, WatchID: m.WatchID, Seq: seqs[i]}
 	}
 	return seqs, s.notify(ctx, tx, evs...)
+}
+
+// outcomeConflict is the watch whose second outcome message err refused:
+// the one the violation's detail names, else the first of ms.
+func outcomeConflict(err error, ms []*vigil.Message) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		for _, m := range ms {
+			if m.WatchID != "" && strings.Contains(pe.Detail, "("+m.WatchID+")") {
+				return m.WatchID
+			}
+		}
+	}
+	return ms[0].WatchID
 }
 
 func validateMessage(m *vigil.Message) error {

@@ -64,15 +64,19 @@ func (s *Store) notify(ctx context.Context, tx pgx.Tx, evs ...Event) error {
 	if !s.sendEvents || len(evs) == 0 {
 		return nil
 	}
-	b := &pgx.Batch{}
-	for _, ev := range evs {
+	// One statement, however many events (a settlement of 512 timers
+	// sends 512): each is its own notification, in order, as listeners of
+	// any version read them.
+	ps := make([]string, len(evs))
+	for i, ev := range evs {
 		p, err := json.Marshal(ev)
 		if err != nil {
 			return err
 		}
-		b.Queue(`SELECT pg_notify($1, $2)`, s.Channel(), string(p))
+		ps[i] = string(p)
 	}
-	return tx.SendBatch(ctx, b).Close()
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, p) FROM unnest($2::text[]) WITH ORDINALITY AS e(p, n) ORDER BY n`, s.Channel(), ps)
+	return err
 }
 
 // Listen calls fn with each Event sent by the stores with Options.Notify on

@@ -112,6 +112,10 @@ type Store struct {
 	// and margin the server's max_connections: see checkTotal.
 	capKey int64
 	margin int64
+	// nearCap is set when a registration found the total near the
+	// global cap, so the next take the cap lock exclusive at once
+	// (createOne).
+	nearCap atomic.Bool
 	// sendEvents is Options.Notify.
 	sendEvents bool
 	// replica is Options.Replica.

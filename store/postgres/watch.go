@@ -30,41 +30,6 @@ const (
 
 var sqlWatchInsertFull = fmt.Sprintf(sqlWatchInsert, placeholders(1, watchColumnCount))
 
-// WatchCreate registers p.Watch (SPEC §3). In order, in one transaction: a
-// live idempotency ledger entry replays its watch (Replayed) or, for another
-// request hash, is an idempotency_conflict; a pending watch with the same
-// identity is returned (Existing); the watch is inserted; the caps are
-// enforced by conditional increments of the counters (quota_exceeded); the
-// ledger entry is written. A registration that races another of the same
-// identity or key, in any process, runs again and finds the winner's.
-func (s *Store) WatchCreate(ctx context.Context, p vigil.WatchCreateParams) (*vigil.Watch, error) {
-	w := p.Watch
-	if err := validateNew(w, p.IdempotencyKey, p.RequestHash); err != nil {
-		return nil, err
-	}
-	nw := *w
-	nw.State = vigil.StatePending
-	enc, err := encodeWatch(&nw)
-	if err != nil {
-		return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: %v", w.ID, err)
-	}
-	stored, err := enc.stored(&nw)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: watch %s: %w", w.ID, err)
-	}
-	args := enc.args(&nw)
-	var out *vigil.Watch
-	err = s.write(ctx, func(tx pgx.Tx) error {
-		var err error
-		out, err = s.createWatch(ctx, tx, p, stored, args)
-		return err
-	})
-	if err != nil {
-		return nil, wrap("create watch", err)
-	}
-	return out, nil
-}
-
 func validateNew(w *vigil.Watch, key, hash string) error {
 	switch {
 	case w == nil:

@@ -109,7 +109,7 @@ type Store struct {
 	// lockKey is the key of the mailbox's advisory lock, per schema.
 	lockKey int64
 	// capKey is the key of the global cap's advisory lock, per schema,
-	// and margin the server's max_connections: see checkTotal.
+	// and margin the server's max_connections: see createOne.
 	capKey int64
 	margin int64
 	// nearCap is set when a registration found the total near the

@@ -21,7 +21,8 @@ const (
 	// the transaction ends.
 	sqlMineTake = `INSERT INTO counters (recipient, pending, created_at) VALUES ($1, $2, $3)
 		ON CONFLICT (recipient) DO UPDATE SET pending = counters.pending + excluded.pending RETURNING pending`
-	sqlMineSub = `UPDATE counters SET pending = pending - $2 WHERE recipient = $1`
+	sqlTotalAdd = `UPDATE totals SET pending = pending + $2 WHERE stripe = $1`
+	sqlMineSub  = `UPDATE counters SET pending = pending - $2 WHERE recipient = $1`
 	// sqlLedgerExpire and sqlLedgerInsert write a key's entry, taking
 	// over only an expired one: an entry written meanwhile by a
 	// registration that committed first breaks idempotency_pkey, and the
@@ -156,7 +157,7 @@ func (s *Store) createOne(ctx context.Context, c *pgx.Conn, p vigil.WatchCreateP
 		}
 		b.Queue(sqlTotalSum)
 	}
-	b.Queue(`UPDATE totals SET pending = pending + 1 WHERE stripe = $1`, st)
+	b.Queue(sqlTotalAdd, st, 1)
 	b.Queue(sqlMineTake, w.Recipient, 1, created)
 	var (
 		replayHash, replayID string
@@ -226,7 +227,7 @@ func (s *Store) createOne(ctx context.Context, c *pgx.Conn, p vigil.WatchCreateP
 		if key == "" {
 			return existing, nil // nothing to write: rolled back
 		}
-		b.Queue(`UPDATE totals SET pending = pending - 1 WHERE stripe = $1`, st)
+		b.Queue(sqlTotalAdd, st, -1)
 		b.Queue(sqlMineSub, w.Recipient, 1)
 		b.Queue(sqlLedgerExpire, w.Recipient, key, since)
 		b.Queue(sqlLedgerInsert, w.Recipient, key, p.RequestHash, existing.ID, true, created)

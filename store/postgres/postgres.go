@@ -7,8 +7,8 @@
 // committed whole or rolled back whole. What must hold across concurrent
 // writers in any number of processes is held by the database itself, never
 // by a lock in memory: a unique index keeps one pending watch per identity;
-// the caps are conditional increments of counter rows that PostgreSQL
-// re-checks under the row lock; an idempotency key is a primary key that
+// the caps are counter rows, incremented under their row locks and
+// checked before the commit; an idempotency key is a primary key that
 // only an expired entry may take over; settling and cancelling are
 // compare-and-set on state = 'pending' with the rows locked (SELECT … FOR
 // UPDATE); and the mailbox's seq is handed out under an advisory

@@ -88,10 +88,12 @@ func backendPIDs(b *testing.B, pool *pgxpool.Pool, n int) []int {
 	b.Helper()
 	var pids []int
 	var conns []*pgxpool.Conn
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	for range n {
-		c, err := pool.Acquire(context.Background())
+		c, err := pool.Acquire(ctx)
 		if err != nil {
-			b.Fatal(err)
+			b.Fatalf("open the pool's %d connections: %v", n, err)
 		}
 		conns = append(conns, c)
 		var pid int

@@ -12,9 +12,13 @@ import (
 	"github.com/vigil-run/vigil"
 )
 
-// insertRows bounds the rows of one multi-row insert of watches: 500 rows
-// of 30 columns stay inside PostgreSQL's 65 535 parameters of a statement.
-const insertRows = 500
+// insertChunks are the row counts of the multi-row inserts of watches,
+// largest first: a batch is cut into as many of the largest as fit, then
+// the next, down to one row, so a connection prepares at most five of
+// them (each is a prepared statement of its own, cached per connection),
+// whatever sizes the batches have. 256 rows of 30 columns stay inside
+// PostgreSQL's 65 535 parameters of a statement.
+var insertChunks = [...]int{256, 64, 16, 4, 1}
 
 const (
 	sqlLedgerGetMany = `SELECT recipient, key, request_hash, watch_id, existing, created_at FROM idempotency
@@ -386,12 +390,16 @@ func (s *Store) createMany(ctx context.Context, c *pgx.Conn, items []batchItem, 
 	if len(backR) > 0 {
 		b.Queue(sqlMineSubMany, backR, backN)
 	}
-	for chunk := range slices.Chunk(create, insertRows) {
-		args := make([]any, 0, len(chunk)*watchColumnCount)
-		for _, it := range chunk {
-			args = append(args, it.args...)
+	rest := create
+	for _, n := range insertChunks {
+		for len(rest) >= n {
+			args := make([]any, 0, n*watchColumnCount)
+			for _, it := range rest[:n] {
+				args = append(args, it.args...)
+			}
+			b.Queue(insertManySQL(n), args...)
+			rest = rest[n:]
 		}
-		b.Queue(insertManySQL(len(chunk)), args...)
 	}
 	if len(putR) > 0 {
 		b.Queue(sqlLedgerExpireMany, putR, putK, putSince)

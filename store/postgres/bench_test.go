@@ -155,7 +155,7 @@ func bulkInsertOf(b *testing.B, s *Store, n int64, mk func(int64) *vigil.Watch) 
 					return err
 				}
 				batch.Queue(sqlWatchInsertFull, enc.args(w)...)
-				batch.Queue(sqlMineAdd, w.Recipient, 1, w.CreatedAt.UnixMilli(), 0)
+				batch.Queue(sqlMineTake, w.Recipient, 1, w.CreatedAt.UnixMilli())
 				batch.Queue(sqlTotalAdd, stripe(w.ID), 1)
 			}
 			return tx.SendBatch(ctx, batch).Close()

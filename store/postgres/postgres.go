@@ -7,8 +7,8 @@
 // committed whole or rolled back whole. What must hold across concurrent
 // writers in any number of processes is held by the database itself, never
 // by a lock in memory: a unique index keeps one pending watch per identity;
-// the caps are conditional increments of counter rows that PostgreSQL
-// re-checks under the row lock; an idempotency key is a primary key that
+// the caps are counter rows, incremented under their row locks and
+// checked before the commit; an idempotency key is a primary key that
 // only an expired entry may take over; settling and cancelling are
 // compare-and-set on state = 'pending' with the rows locked (SELECT … FOR
 // UPDATE); and the mailbox's seq is handed out under an advisory
@@ -109,9 +109,13 @@ type Store struct {
 	// lockKey is the key of the mailbox's advisory lock, per schema.
 	lockKey int64
 	// capKey is the key of the global cap's advisory lock, per schema,
-	// and margin the server's max_connections: see checkTotal.
+	// and margin the server's max_connections: see createOne.
 	capKey int64
 	margin int64
+	// nearCap is set when a registration found the total near the
+	// global cap, so the next take the cap lock exclusive at once
+	// (createOne).
+	nearCap atomic.Bool
 	// sendEvents is Options.Notify.
 	sendEvents bool
 	// replica is Options.Replica.

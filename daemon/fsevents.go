@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/folder"
@@ -69,4 +70,29 @@ func (f *fsWake) run(ctx context.Context, folders []string, watchers []watcher.W
 		}
 	}
 	return f.n.Run(ctx)
+}
+
+// adopt wakes the folder watches of a shard this replica took, as run
+// wakes those primed at start: each is probed at a random point of the
+// polling interval (the scheduler armed it inside its long event-driven
+// one), and that probe registers its folder with the notifier. Without it
+// the watch would wait for its interval, deaf to events.
+func (f *fsWake) adopt(rows []vigil.ScheduleEntry, now time.Time) int {
+	n := 0
+	for i := range rows {
+		if rows[i].Kind == vigil.KindFolder {
+			f.n.WakeAt(rows[i].ID, now.Add(time.Duration(rand.Int64N(int64(folder.PollEvery)))))
+			n++
+		}
+	}
+	return n
+}
+
+// drop forgets the watches of a shard another replica took: their
+// directories are no longer watched here, their wakes are cancelled, and
+// the watchers let go of what they kept for them.
+func (f *fsWake) drop(ids []string) {
+	for _, id := range ids {
+		f.n.Drop(id)
+	}
 }

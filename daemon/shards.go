@@ -40,7 +40,11 @@ type shards struct {
 	eng   *engine.Engine
 	sched *scheduler.Scheduler
 	disp  *deliver.Dispatcher
-	log   *slog.Logger
+	// fs is the file system notifier: the folder watches of a shard
+	// taken are woken to register with it, and those of a shard lost
+	// are forgotten by it.
+	fs  *fsWake
+	log *slog.Logger
 	// ids are watch ids heard of (registered or cancelled), for the
 	// holder to arm or forget.
 	ids chan string
@@ -54,8 +58,8 @@ type shards struct {
 }
 
 func newShards(cfg Config, pg *postgres.Store, replica string, eng *engine.Engine, sched *scheduler.Scheduler,
-	disp *deliver.Dispatcher, log *slog.Logger) (*shards, error) {
-	s := &shards{pg: pg, eng: eng, sched: sched, disp: disp, log: log.With("component", "shards"), ids: make(chan string, wakeQueue),
+	disp *deliver.Dispatcher, fs *fsWake, log *slog.Logger) (*shards, error) {
+	s := &shards{pg: pg, eng: eng, sched: sched, disp: disp, fs: fs, log: log.With("component", "shards"), ids: make(chan string, wakeQueue),
 		gained: make(chan []int, postgres.Shards)}
 	l, r := cfg.leases()
 	mgr, err := lease.New(lease.Config{Store: pg, Replica: replica, Shards: postgres.Shards, Lease: l, Renew: r,
@@ -135,6 +139,9 @@ func (s *shards) prime(ctx context.Context, shards []int) error {
 	if err := s.eng.Adopt(ctx, rows); err != nil {
 		return fmt.Errorf("arming the watches of shards %v: %w", shards, err)
 	}
+	// Folder watches hear of changes through the notifier, which they
+	// register with when probed: wake them soon, as at a start.
+	s.fs.adopt(rows, time.Now())
 	err = s.disp.ResumeWith(ctx, func(ctx context.Context, p vigil.ReceiptsResumeParams) (vigil.ReceiptsResumeResult, error) {
 		return s.pg.ReceiptsResumeShards(ctx, p, shards)
 	})
@@ -147,14 +154,24 @@ func (s *shards) prime(ctx context.Context, shards []int) error {
 
 // lose forgets the watches of the shards lost: the fence stops their
 // writes already; the dispatcher drops their deliveries at their turn
-// (deliver.Config.HoldsFunc).
+// (deliver.Config.HoldsFunc); the file system notifier stops watching
+// their folders. A run's process is left to end (see watcher/run: the
+// new holder settles the watch errored rather than start it again).
 func (s *shards) lose(shards []int) {
 	lost := map[int]bool{}
 	for _, sh := range shards {
 		lost[sh] = true
 	}
-	n := s.sched.RemoveIf(func(id string) bool { return lost[postgres.ShardOf(id)] })
-	s.log.Debug("shards let go", "shards", shards, "watches", n)
+	var ids []string
+	s.sched.RemoveIf(func(id string) bool {
+		if lost[postgres.ShardOf(id)] {
+			ids = append(ids, id)
+			return true
+		}
+		return false
+	})
+	s.fs.drop(ids)
+	s.log.Debug("shards let go", "shards", shards, "watches", len(ids))
 }
 
 // heard takes the database's events: a watch registered or cancelled in a

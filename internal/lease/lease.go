@@ -3,7 +3,8 @@
 // gives up the shards it holds beyond its fair share when another replica
 // needs them, and takes free or lapsed ones up to its share, all at a fixed
 // interval (and at once when another replica joins, leaves or releases).
-// A step costs a handful of statements whatever the number of watches.
+// A step costs one round trip whatever the number of watches (a heartbeat
+// that renews; acquisitions only when a shard is free).
 //
 // The manager decides; the Store (store/postgres) holds the leases; the
 // daemon's Gain and Lose do the work of a shard changing hands (priming its
@@ -32,8 +33,9 @@ const (
 
 // Store is what the manager asks of the database: store/postgres.Store.
 type Store interface {
-	Heartbeat(ctx context.Context, replica string, live time.Duration) (postgres.Peers, error)
-	Renew(ctx context.Context, replica string, held []postgres.Lease, lease time.Duration) ([]postgres.Lease, error)
+	// Heartbeat says the replica is alive and renews the leases of held,
+	// in one transaction (postgres.Store.Heartbeat).
+	Heartbeat(ctx context.Context, replica string, live time.Duration, held []postgres.Lease, lease time.Duration) (postgres.Peers, error)
 	Acquire(ctx context.Context, replica string, n int, lease, lapsedFor time.Duration) ([]postgres.Lease, error)
 	Release(ctx context.Context, replica string, held []postgres.Lease) error
 	Leave(ctx context.Context, replica string) error
@@ -134,20 +136,17 @@ func (m *Manager) live() time.Duration { return m.cfg.Renew*5/2 + m.cfg.Renew/10
 // returns the first error; what it did before the error stands.
 func (m *Manager) Step(ctx context.Context) error {
 	st := m.cfg.Store
-	peers, err := st.Heartbeat(ctx, m.cfg.Replica, m.live())
-	if err != nil {
-		return err
-	}
 	m.mu.Lock()
 	held := slices.Clone(m.held)
 	m.mu.Unlock()
-
-	// Renew; what was not renewed is lost (taken over after a lapse, or
-	// lapsed itself while this replica was frozen).
-	renewed, err := st.Renew(ctx, m.cfg.Replica, held, m.cfg.Lease)
+	// Heartbeat and renew, in one round trip; what was not renewed is
+	// lost (taken over after a lapse, or lapsed itself while this
+	// replica was frozen).
+	peers, err := st.Heartbeat(ctx, m.cfg.Replica, m.live(), held, m.cfg.Lease)
 	if err != nil {
 		return err
 	}
+	renewed := peers.Renewed
 	if lost := minus(held, renewed); len(lost) > 0 {
 		m.log.Warn("shards lost: their leases lapsed or were taken over", "shards", shardsOf(lost))
 		m.set(renewed)
@@ -185,20 +184,26 @@ func (m *Manager) Step(ctx context.Context) error {
 		released = true
 		m.log.Info("shards released to a replica that has fewer than its share", "shards", shardsOf(surplus), "share", target)
 	}
+	// With no shard free (the steady state) there is nothing to acquire,
+	// and no statement is sent for it: a shard that lapses after the
+	// heartbeat is taken at the next step, which NextLapse brings forward.
 	var got []postgres.Lease
-	if len(held) < target && !released {
+	if len(held) < target && !released && peers.Free > 0 {
 		if got, err = st.Acquire(ctx, m.cfg.Replica, target-len(held), m.cfg.Lease, 0); err != nil {
 			return err
 		}
 	}
-	// Shards lapsed for a whole lease are nobody's (the replicas that
-	// should have taken them are gone): take them whatever the share;
-	// the surplus goes back at a later step to a replica that needs it.
-	orphans, err := st.Acquire(ctx, m.cfg.Replica, m.cfg.Shards, m.cfg.Lease, m.cfg.Lease)
-	if err != nil {
-		return err
+	if peers.Free > 0 {
+		// Shards lapsed for a whole lease are nobody's (the replicas
+		// that should have taken them are gone): take them whatever the
+		// share; the surplus goes back at a later step to a replica
+		// that needs it.
+		orphans, err := st.Acquire(ctx, m.cfg.Replica, m.cfg.Shards, m.cfg.Lease, m.cfg.Lease)
+		if err != nil {
+			return err
+		}
+		got = append(got, orphans...)
 	}
-	got = append(got, orphans...)
 	m.mu.Lock()
 	m.next = m.cfg.Renew
 	if peers.NextLapse > 0 && peers.NextLapse < m.next {

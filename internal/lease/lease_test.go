@@ -40,12 +40,13 @@ func (f *fakeStore) advance(d time.Duration) {
 	f.mu.Unlock()
 }
 
-func (f *fakeStore) Heartbeat(_ context.Context, replica string, live time.Duration) (postgres.Peers, error) {
+func (f *fakeStore) Heartbeat(ctx context.Context, replica string, live time.Duration, held []postgres.Lease, lease time.Duration) (postgres.Peers, error) {
+	renewed, _ := f.Renew(ctx, replica, held, lease)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	_, known := f.seen[replica]
 	f.seen[replica] = f.now
-	p := postgres.Peers{Held: map[string]int{}, Joined: !known}
+	p := postgres.Peers{Held: map[string]int{}, Joined: !known, Renewed: renewed}
 	for id, at := range f.seen {
 		if at.After(f.now.Add(-live)) {
 			p.Live = append(p.Live, id)
@@ -53,6 +54,9 @@ func (f *fakeStore) Heartbeat(_ context.Context, replica string, live time.Durat
 	}
 	sort.Strings(p.Live)
 	for _, l := range f.shards {
+		if !l.expires.After(f.now) {
+			p.Free++
+		}
 		if l.owner != "" && l.expires.After(f.now) {
 			p.Held[l.owner]++
 			if !slices.Contains(p.Live, l.owner) && (p.NextLapse == 0 || l.expires.Sub(f.now) < p.NextLapse) {

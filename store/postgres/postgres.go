@@ -94,6 +94,10 @@ type Options struct {
 	IdleTxTimeout time.Duration
 }
 
+// leasePingIdle is how long a connection of the lease pool may sit idle
+// before it is pinged on its next use.
+const leasePingIdle = time.Minute
+
 // Store is the PostgreSQL implementation of vigil.Store. It is safe for
 // concurrent use, by any number of Stores in any number of processes on
 // the same database and schema.
@@ -161,6 +165,11 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	}
 	lcfg := cfg.Copy()
 	lcfg.MaxConns, lcfg.MinConns = 2, 0
+	// pgxpool pings a connection idle for over a second before handing
+	// it out: a lease step every few seconds would pay a round trip for
+	// each of its statements. A step that finds its connection dead
+	// fails and runs again at the next one, well inside a lease.
+	lcfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration > leasePingIdle }
 	leasePool, err := pgxpool.NewWithConfig(ctx, lcfg)
 	if err != nil {
 		pool.Close()

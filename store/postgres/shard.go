@@ -170,64 +170,70 @@ func (s *Store) readShards(ctx context.Context) error {
 }
 
 // Heartbeat records that replica is alive (now, by the database's clock),
-// forgets replicas not seen for a long time, and returns the replicas seen
-// within live (sorted), how many shards each of them holds on a lease that
-// has not lapsed, and how long until the first lease held by a replica not
-// among them lapses (zero when none is held): the caller's next step is
-// due then, to take it over at once.
-func (s *Store) Heartbeat(ctx context.Context, replica string, live time.Duration) (Peers, error) {
-	var p Peers
-	err := s.leaseWrite(ctx, func(tx pgx.Tx) error {
-		p = Peers{Held: map[string]int{}}
-		var first bool
-		if err := tx.QueryRow(ctx, `INSERT INTO replicas (id, seen_at, started_at) VALUES ($1, now(), now())
-			ON CONFLICT (id) DO UPDATE SET seen_at = now() RETURNING xmax = 0`, replica).Scan(&first); err != nil {
+// renews the leases of held as Renew does (Peers.Renewed: the others are
+// lost), forgets replicas not seen for a long time, and returns the
+// replicas seen within live (sorted), how many shards each of them holds on
+// a lease that has not lapsed, how many shards are free (lapsed or
+// released: none means there is nothing to acquire), and how long until
+// the first lease held by a replica not among them lapses (zero when none
+// is held): the caller's next step is due then, to take it over at once.
+// Its statements go in one round trip, as one transaction: it runs every
+// few seconds on every replica, and is most of what an idle replica costs
+// the database.
+func (s *Store) Heartbeat(ctx context.Context, replica string, live time.Duration, held []Lease, lease time.Duration) (Peers, error) {
+	p := Peers{Held: map[string]int{}}
+	ev, err := json.Marshal(Event{Kind: EventRebalance})
+	if err != nil {
+		return p, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO replicas (id, seen_at, started_at) VALUES ($1, now(), now())
+		ON CONFLICT (id) DO UPDATE SET seen_at = now() RETURNING xmax = 0`, replica).QueryRow(func(r pgx.Row) error {
+		return r.Scan(&p.Joined)
+	})
+	if len(held) > 0 {
+		shards, epochs := leaseArrays(held)
+		b.Queue(renewSQL, shards, epochs, replica, lease).Query(func(rows pgx.Rows) error {
+			var err error
+			p.Renewed, err = collectLeases(rows, "renew leases")
 			return err
-		}
-		p.Joined = first
-		if _, err := tx.Exec(ctx, `DELETE FROM replicas WHERE seen_at < now() - $1::interval * 100`, live); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT id FROM replicas WHERE seen_at > now() - $1::interval ORDER BY id`, live)
-		if err != nil {
-			return err
-		}
-		if p.Live, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-			return err
-		}
-		rows, err = tx.Query(ctx, `SELECT l.owner, count(*) FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard
-			WHERE l.owner IS NOT NULL AND x.expires_at > now() GROUP BY l.owner`)
-		if err != nil {
-			return err
-		}
+		})
+	}
+	b.Queue(`DELETE FROM replicas WHERE seen_at < now() - $1::interval * 100`, live)
+	b.Queue(`SELECT id FROM replicas WHERE seen_at > now() - $1::interval ORDER BY id`, live).Query(func(rows pgx.Rows) error {
+		var err error
+		p.Live, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	// Per owner, the shards held on leases not lapsed, and the free ones
+	// (owner ''); the first lapse of a lease held by a replica not live.
+	b.Queue(`SELECT coalesce(l.owner, ''), count(*) FILTER (WHERE x.expires_at > now()), count(*) FILTER (WHERE x.expires_at <= now()),
+			extract(epoch FROM min(x.expires_at) FILTER (WHERE x.expires_at > now() AND l.owner IS NOT NULL
+				AND l.owner NOT IN (SELECT id FROM replicas WHERE seen_at > now() - $1::interval))) - extract(epoch FROM now())
+		FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard GROUP BY 1`, live).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var o string
-			var n int
-			if err := rows.Scan(&o, &n); err != nil {
-				rows.Close()
+			var held, lapsed int
+			var next *float64
+			if err := rows.Scan(&o, &held, &lapsed, &next); err != nil {
 				return err
 			}
-			p.Held[o] = n
+			p.Free += lapsed
+			if o != "" && held > 0 {
+				p.Held[o] = held
+			}
+			if next != nil {
+				if d := time.Duration(*next * float64(time.Second)); p.NextLapse == 0 || d < p.NextLapse {
+					p.NextLapse = d
+				}
+			}
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		var ms *float64
-		if err := tx.QueryRow(ctx, `SELECT extract(epoch FROM min(x.expires_at) - now()) * 1000 FROM leases AS l
-			JOIN lease_expiry AS x ON x.shard = l.shard
-			WHERE l.owner IS NOT NULL AND x.expires_at > now() AND l.owner <> ALL($1)`, p.Live).Scan(&ms); err != nil {
-			return err
-		}
-		if ms != nil {
-			p.NextLapse = time.Duration(*ms * float64(time.Millisecond))
-		}
-		if first {
-			return s.notifyNow(ctx, tx, Event{Kind: EventRebalance})
-		}
-		return nil
+		return rows.Err()
 	})
-	return p, wrap("heartbeat", err)
+	// The first heartbeat (the row was just inserted: started now) tells
+	// the others, which release their surplus at once.
+	b.Queue(`SELECT pg_notify($1, $2) FROM replicas WHERE id = $3 AND started_at = seen_at`, s.Channel(), string(ev), replica)
+	return p, wrap("heartbeat", s.leasePool.SendBatch(ctx, b).Close())
 }
 
 // Peers is what Heartbeat found.
@@ -240,9 +246,21 @@ type Peers struct {
 	// NextLapse is how long until the first lease of a replica not live
 	// lapses; zero when there is none.
 	NextLapse time.Duration
+	// Renewed are the leases of held that were renewed, in shard order.
+	Renewed []Lease
+	// Free counts the shards whose lease lapsed or was released: with
+	// none, there is nothing to acquire.
+	Free int
 	// Joined is true on the replica's first heartbeat.
 	Joined bool
 }
+
+// renewSQL renews leases: only the expiry rows, so a renewal never waits
+// for the fenced writes, which lock the lease rows.
+const renewSQL = `UPDATE lease_expiry AS x SET expires_at = now() + $4::interval
+	FROM leases AS l, unnest($1::smallint[], $2::bigint[]) AS f(shard, epoch)
+	WHERE x.shard = l.shard AND l.shard = f.shard AND l.epoch = f.epoch AND l.owner = $3 AND x.expires_at > now()
+	RETURNING x.shard, l.epoch`
 
 // Renew extends the leases of held that replica still holds at their
 // epoch and that have not lapsed, to lease from now by the database's
@@ -253,12 +271,7 @@ func (s *Store) Renew(ctx context.Context, replica string, held []Lease, lease t
 		return nil, nil
 	}
 	shards, epochs := leaseArrays(held)
-	// Only the expiry rows: a renewal never waits for the fenced writes,
-	// which lock the lease rows.
-	rows, err := s.leasePool.Query(ctx, `UPDATE lease_expiry AS x SET expires_at = now() + $4::interval
-		FROM leases AS l, unnest($1::smallint[], $2::bigint[]) AS f(shard, epoch)
-		WHERE x.shard = l.shard AND l.shard = f.shard AND l.epoch = f.epoch AND l.owner = $3 AND x.expires_at > now()
-		RETURNING x.shard, l.epoch`, shards, epochs, replica, lease)
+	rows, err := s.leasePool.Query(ctx, renewSQL, shards, epochs, replica, lease)
 	if err != nil {
 		return nil, wrap("renew leases", err)
 	}
@@ -392,8 +405,12 @@ func (s *Store) WatchListPendingShards(ctx context.Context, shards []int) ([]vig
 // query ran: the repair scan, which finds what a lost notification did not
 // say, through the index of each shard's pending rows by insertion time.
 func (s *Store) PendingSince(ctx context.Context, shards []int, since time.Time) ([]string, time.Time, error) {
+	// On the lease pool, whose connection the step just used. The clock
+	// and the rows are two statements: folded into one (an aggregate
+	// over a subquery) the planner read every watch at each scan, 67 000
+	// blocks a scan at 100 000 pending.
 	var now time.Time
-	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+	if err := s.leasePool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
 		return nil, time.Time{}, wrap("read the clock", err)
 	}
 	if len(shards) == 0 {
@@ -403,7 +420,7 @@ func (s *Store) PendingSince(ctx context.Context, shards []int, since time.Time)
 	for i, v := range shards {
 		sh[i] = int16(v)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id FROM watches WHERE shard = ANY($1) AND state = 'pending' AND inserted_at > $2`, sh, since)
+	rows, err := s.leasePool.Query(ctx, `SELECT id FROM watches WHERE shard = ANY($1) AND state = 'pending' AND inserted_at > $2`, sh, since)
 	if err != nil {
 		return nil, time.Time{}, wrap("list new pending watches", err)
 	}

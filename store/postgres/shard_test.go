@@ -280,3 +280,70 @@ func TestPendingSince(t *testing.T) {
 		t.Fatalf("PendingSince = %v, %v; want [%s]", ids, err, fresh.ID)
 	}
 }
+
+// TestHeartbeat: the heartbeat's one round trip says who is live, how many
+// shards each holds, how many are free, when the first lease of a replica
+// that is not live lapses, and whether this was the replica's first beat
+// (which tells the others, once).
+func TestHeartbeat(t *testing.T) {
+	u := newSchema(t)
+	s := open(t, u)
+	defer s.Close()
+	ctx := t.Context()
+	heard := make(chan postgres.Event, 16)
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = s.Listen(lctx, func(ev postgres.Event) { heard <- ev }) }()
+	if ev := <-heard; ev.Kind != postgres.EventResync {
+		t.Fatalf("first event %+v, want a resync", ev)
+	}
+
+	p, err := s.Heartbeat(ctx, "a", time.Minute, nil, 0)
+	if err != nil || !p.Joined || !slices.Equal(p.Live, []string{"a"}) || len(p.Held) != 0 || p.Free != 64 || p.NextLapse != 0 {
+		t.Fatalf("a's first heartbeat = %+v, %v; want joined, live [a], none held, 64 free", p, err)
+	}
+	if ev := <-heard; ev.Kind != postgres.EventRebalance {
+		t.Fatalf("after the first heartbeat heard %+v, want a rebalance", ev)
+	}
+	la, err := s.Acquire(ctx, "a", 40, time.Minute, 0)
+	if err != nil || len(la) != 40 {
+		t.Fatalf("a acquires %d, %v", len(la), err)
+	}
+	if _, err := s.Acquire(ctx, "b", 10, time.Minute, 0); err != nil {
+		t.Fatal(err)
+	}
+	p, err = s.Heartbeat(ctx, "a", time.Minute, nil, 0)
+	if err != nil || p.Joined || !slices.Equal(p.Live, []string{"a"}) || p.Held["a"] != 40 || p.Held["b"] != 10 || p.Free != 14 {
+		t.Fatalf("a's second heartbeat = %+v, %v; want live [a], 40 and 10 held, 14 free", p, err)
+	}
+	// b never beat: it is not live, so its first lapse is due.
+	if p.NextLapse <= 50*time.Second || p.NextLapse > time.Minute {
+		t.Errorf("next lapse in %v, want b's lease, about a minute", p.NextLapse)
+	}
+	// A lapsed lease is free, not held.
+	admin(t, u, `UPDATE lease_expiry SET expires_at = now() - interval '1 second' WHERE shard = $1`, la[0].Shard)
+	// The heartbeat renews what is still held, in the same transaction:
+	// the lapsed lease is lost.
+	p, err = s.Heartbeat(ctx, "a", time.Minute, la, time.Minute)
+	if err != nil || !slices.Equal(p.Renewed, la[1:]) || p.Held["a"] != 39 || p.Free != 15 {
+		t.Fatalf("a's heartbeat renewing %d leases = %+v, %v; want the 39 not lapsed renewed, 15 free", len(la), p, err)
+	}
+	p, err = s.Heartbeat(ctx, "b", time.Minute, nil, 0)
+	if err != nil || !p.Joined || !slices.Equal(p.Live, []string{"a", "b"}) || p.Held["a"] != 39 || p.Free != 15 || p.NextLapse != 0 {
+		t.Fatalf("b's first heartbeat = %+v, %v; want live [a b], 39 held by a, 15 free, no lapse to wait for", p, err)
+	}
+	if ev := <-heard; ev.Kind != postgres.EventRebalance {
+		t.Fatalf("after b's first heartbeat heard %+v, want a rebalance", ev)
+	}
+	if _, err := s.Heartbeat(ctx, "b", time.Minute, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	// A later heartbeat tells nobody: the next event heard is the
+	// check sent after it.
+	if err := s.NotifyCheck(ctx, "w-marker"); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-heard; ev.Kind != postgres.EventCheck {
+		t.Fatalf("after b's second heartbeat heard %+v, want only the check sent after it", ev)
+	}
+}

@@ -550,6 +550,19 @@ func (n *Notifier) drop(w *watch) {
 	}
 }
 
+// Drop forgets watch id as Unwatch does and, if the notifier knew it,
+// tells Config.DropFunc and OnDrop's functions, as of a watch found stale:
+// the daemon calls it for the watches of a shard another replica took,
+// which are no longer this notifier's to wake.
+func (n *Notifier) Drop(id string) {
+	n.mu.Lock()
+	w := n.ids[id]
+	n.mu.Unlock()
+	if w != nil {
+		n.drop(w)
+	}
+}
+
 // OnDrop adds f to what hears of each watch forgotten as stale (as
 // Config.DropFunc does): the watcher that registered a watch lets go of
 // what it kept for it. A watcher calls it once, when it is made.

@@ -92,3 +92,30 @@ func TestProgramDoesNotHoldThePidFile(t *testing.T) {
 		t.Errorf("the program holds the pid file; its open files:\n%s", tail)
 	}
 }
+
+// TestNotStartedAgainElsewhere: a watch whose run was recorded as started
+// (its last observation is pending: running) and that has no pid file in
+// this run directory was started by another daemon (the replica that held
+// its shard before it moved): the probe settles it errored and does not
+// run the program a second time.
+func TestNotStartedAgainElsewhere(t *testing.T) {
+	t.Parallel()
+	dir, tmp := t.TempDir(), t.TempDir()
+	count := filepath.Join(tmp, "count")
+	w := run.New(testConfig(t, dir, nil, nil))
+	canon, err := w.Canonicalize(t.Context(), json.RawMessage(`{"shell":"echo ran >> `+count+`"}`), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := &vigil.Observation{Verdict: vigil.VerdictPending, Summary: "running (pid 4242)", Facts: map[string]any{"pid": 4242}}
+	obs, err := w.Probe(t.Context(), watcher.Probe{WatchID: "01MOVED", Kind: vigil.KindRun, Predicate: canon.Predicate, Now: time.Now(), Last: last})
+	if err == nil || !watcher.IsPermanent(err) || !strings.Contains(err.Error(), "another daemon") {
+		t.Fatalf("probe of a run started elsewhere = %+v, %v; want a permanent error saying so", obs, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "01MOVED.pid")); !os.IsNotExist(err) {
+		t.Errorf("a pid file was made (%v): the run was started again", err)
+	}
+	if _, err := os.Stat(count); !os.IsNotExist(err) {
+		t.Errorf("the program ran here (%v)", err)
+	}
+}

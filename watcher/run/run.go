@@ -50,6 +50,16 @@
 // the status. The watch expires. A run that never started by then is not
 // started.
 //
+// # Replicas
+//
+// On a PostgreSQL store with several replicas the run directory is each
+// replica's own. A watch whose shard moves to another replica (one joined,
+// or its holder stopped) is not started again there: the new holder's
+// first probe finds no pid file although the watch recorded its run as
+// started, and settles it errored (the program goes on, unobserved, where
+// it started). A run that had not started, or whose start was not yet
+// recorded when the shard moved, starts on the new holder.
+//
 // # Files left behind
 //
 // Status and pid files stay after their watch settles (the answer must
@@ -310,6 +320,9 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 		if p.Final {
 			return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "never started"}, nil
 		}
+		if startedElsewhere(p.Last) {
+			return vigil.Observation{}, watcher.Permanent(errStartedElsewhere)
+		}
 		return w.start(ctx, p.WatchID, c, p.ChainDepth)
 	case err != nil:
 		return vigil.Observation{}, err
@@ -345,6 +358,21 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: fmt.Sprintf("still running at the deadline (pid %d); its process group was terminated", pr.Pid), Facts: facts}, nil
 	}
 	return vigil.Observation{Verdict: vigil.VerdictPending, Summary: fmt.Sprintf("running (pid %d)", pr.Pid), Facts: facts}, nil
+}
+
+// errStartedElsewhere settles a run whose start this daemon has no record
+// of although the watch recorded it as started.
+var errStartedElsewhere = errors.New("the run was started by another daemon (the replica that held the watch's shard before it moved here) " +
+	"or its run directory was lost: its process and exit status cannot be seen here, and it is not started a second time")
+
+// startedElsewhere reports whether the last recorded observation says the
+// run started ("starting", "running"): only a run that has a pid file
+// answers pending before its deadline. With no pid file here, the run
+// belongs to another run directory: a replica of a PostgreSQL store that
+// held the watch's shard before it moved to this one. Starting it again
+// would run the program twice.
+func startedElsewhere(last *vigil.Observation) bool {
+	return last != nil && last.Verdict == vigil.VerdictPending
 }
 
 // answer turns a status into an observation.

@@ -632,9 +632,14 @@ func TestReplicasFencing(t *testing.T) {
 			hooked = append(hooked, w.ID)
 		}
 	}
-	// Timers of the zombie's shards due while it is frozen.
+	// Timers of the zombie's shards due while it is frozen: armed in its
+	// memory now, due well after the freeze below however slowly this
+	// setup runs (3 s was overrun on a loaded machine, and the zombie
+	// then settled some before it was frozen, as it should).
+	const timersIn = 15 * time.Second
+	due := time.Now().Add(timersIn)
 	for i := 0; len(timers) < 50; i++ {
-		w, err := other.c.Register(t.Context(), timer(3*time.Second+time.Duration(len(timers))*20*time.Millisecond, i, ""))
+		w, err := other.c.Register(t.Context(), timer(timersIn+time.Duration(len(timers))*20*time.Millisecond, i, ""))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -648,6 +653,9 @@ func TestReplicasFencing(t *testing.T) {
 	byWatch := messageIDs(t, db, hooked)
 	waitReceipts(t, db, hooked, vigil.ReceiptRetrying)
 	zombie.signal(t, syscall.SIGSTOP)
+	if time.Now().After(due) {
+		t.Fatalf("the setup took more than %s: the timers fell due before the zombie was frozen", timersIn)
+	}
 	frozen := true
 	defer func() {
 		if frozen {

@@ -420,7 +420,12 @@ func (s *Store) PendingSince(ctx context.Context, shards []int, since time.Time)
 	for i, v := range shards {
 		sh[i] = int16(v)
 	}
-	rows, err := s.leasePool.Query(ctx, `SELECT id FROM watches WHERE shard = ANY($1) AND state = 'pending' AND inserted_at > $2`, sh, since)
+	// Planned per call (QueryExecModeExec), with since's value: the
+	// cached generic plan, which cannot know since is seconds ago, read
+	// each held shard's pending rows whole (about 26 ms of backend CPU a
+	// scan, 0.96 s a minute for 3 idle replicas at 100 000 pending).
+	rows, err := s.leasePool.Query(ctx, `SELECT id FROM watches WHERE shard = ANY($1) AND state = 'pending' AND inserted_at > $2`,
+		pgx.QueryExecModeExec, sh, since)
 	if err != nil {
 		return nil, time.Time{}, wrap("list new pending watches", err)
 	}

@@ -656,6 +656,31 @@ type pgSnap struct {
 // up to 10 s later (PGSTAT_IDLE_INTERVAL), so a figure read at once would
 // miss the last seconds' transactions. The peer should be quiet during the
 // pause.
+// quiet waits until no client backend of the peer's database has been
+// running a statement for 3 s (polled every 500 ms), for at most 10 minutes.
+func (a *pgAdmin) quiet(ctx context.Context, p pgPeer) error {
+	const poll, still, most = 500 * time.Millisecond, 6, 10 * time.Minute
+	end := time.Now().Add(most)
+	for n := 0; n < still; {
+		var active int
+		err := a.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = $1 AND state = 'active' AND backend_type = 'client backend'`, p.Database()).Scan(&active)
+		if err != nil {
+			return err
+		}
+		if active > 0 {
+			n = 0
+		} else {
+			n++
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("the peer's database was still busy %s after its waits were registered", most)
+		}
+		time.Sleep(poll)
+	}
+	return nil
+}
+
 func (a *pgAdmin) snap(ctx context.Context, p pgPeer, flush time.Duration) (pgSnap, error) {
 	s := pgSnap{at: time.Now(), self: selfCPU(), backends: map[int]time.Duration{}}
 	for _, pid := range p.Replicas() {
@@ -742,7 +767,15 @@ func pgIdle(ctx context.Context, a *pgAdmin, p pgPeer, n, size int, d time.Durat
 	if err := seed(ctx, p, n, size, func(i int) time.Time { return at.Add(time.Duration(i) * time.Millisecond) }); err != nil {
 		return nil, err
 	}
-	time.Sleep(10 * time.Second) // let the registration's aftermath settle
+	// Let the registration's aftermath settle: the shard holders read the
+	// watches other replicas registered (a backlog that ran for over a
+	// minute after 100 000 in batches, and counted as idle).
+	seeded := time.Now()
+	if err := a.quiet(ctx, p); err != nil {
+		return nil, err
+	}
+	log.Printf("pg-idle %s: its database went quiet %s after the waits were registered", p.Database(), time.Since(seeded).Round(time.Second))
+	time.Sleep(10 * time.Second)
 	s0, err := a.snap(ctx, p, statsFlush)
 	if err != nil {
 		return nil, err

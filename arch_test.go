@@ -168,8 +168,10 @@ func archRules(pkgs map[string]pkg) []string {
 		if slices.Contains(mineImports, "daemon") && !under(name, "cli", "cmd", "internal/daemontest") {
 			bad = append(bad, name+" imports daemon: only cli and cmd may")
 		}
-		if slices.Contains(mineImports, "internal/daemontest") {
-			bad = append(bad, name+" imports internal/daemontest: only tests may")
+		for _, helper := range []string{"internal/daemontest", "internal/pgtest"} {
+			if slices.Contains(mineImports, helper) {
+				bad = append(bad, name+" imports "+helper+": only tests may")
+			}
 		}
 		_ = outsideDeps
 	}
@@ -229,6 +231,7 @@ func TestImportRulesCatchBrokenArrows(t *testing.T) {
 		{"client", "engine"},
 		{"mcpserver", "daemon"},
 		{"httpapi", "internal/daemontest"},
+		{"store/postgres", "internal/pgtest"},
 	} {
 		if _, ok := real[c.name]; !ok {
 			t.Fatalf("no package %q in the graph", c.name)

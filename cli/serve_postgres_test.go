@@ -3,8 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"net/url"
 	"os"
@@ -12,44 +10,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/vigil-run/vigil/internal/pgtest"
 )
 
 // TestServePostgresFromEnv: VIGIL_STORE=postgres://… makes vigil serve run
 // on PostgreSQL: it says so (without the password), and writes no SQLite
 // file into the data dir.
 func TestServePostgresFromEnv(t *testing.T) {
-	base := os.Getenv("VIGIL_TEST_POSTGRES")
-	if base == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("VIGIL_TEST_POSTGRES is empty under CI")
-		}
-		t.Skip("VIGIL_TEST_POSTGRES is not set: this test needs a PostgreSQL database")
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "vigil_cli_" + hex.EncodeToString(b[:])
-	exec := func(stmt string) {
-		ctx := context.Background()
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, stmt); err != nil {
-			t.Fatal(err)
-		}
-	}
-	exec("CREATE SCHEMA " + schema)
-	t.Cleanup(func() { exec("DROP SCHEMA " + schema + " CASCADE") })
-	u, err := url.Parse(base)
+	u, err := url.Parse(pgtest.Schema(t, "vigil_cli"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	u.User = url.UserPassword(u.User.Username(), "pw-not-shown") // trust auth ignores it
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
 
 	dataDir := t.TempDir()
 	ctx, cancel := context.WithCancel(t.Context())

@@ -2,15 +2,11 @@ package daemon_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -22,6 +18,7 @@ import (
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/client"
 	"github.com/vigil-run/vigil/daemon"
+	"github.com/vigil-run/vigil/internal/pgtest"
 	"github.com/vigil-run/vigil/store/postgres"
 )
 
@@ -30,37 +27,7 @@ import (
 // fails under CI.
 func pgStore(t testing.TB) string {
 	t.Helper()
-	base := os.Getenv("VIGIL_TEST_POSTGRES")
-	if base == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("VIGIL_TEST_POSTGRES is empty under CI: the daemon's PostgreSQL tests must run there")
-		}
-		t.Skip("VIGIL_TEST_POSTGRES is not set: the daemon's PostgreSQL tests need a database (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "vigil_daemon_" + hex.EncodeToString(b[:])
-	exec := func(stmt string) {
-		ctx := context.Background()
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Fatalf("connect to the test database: %v", err)
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	exec("CREATE SCHEMA " + schema)
-	t.Cleanup(func() { exec("DROP SCHEMA " + schema + " CASCADE") })
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return pgtest.Schema(t, "vigil_daemon")
 }
 
 // TestPostgresTimers: a daemon on PostgreSQL registers and fires timer

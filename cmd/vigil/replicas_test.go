@@ -7,14 +7,11 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +28,7 @@ import (
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/client"
 	"github.com/vigil-run/vigil/daemon"
+	"github.com/vigil-run/vigil/internal/pgtest"
 	"github.com/vigil-run/vigil/store/postgres"
 )
 
@@ -66,36 +64,7 @@ func vigilBin(t *testing.T) string {
 // under CI.
 func pgSchema(t *testing.T) string {
 	t.Helper()
-	base := os.Getenv("VIGIL_TEST_POSTGRES")
-	if base == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("VIGIL_TEST_POSTGRES is empty under CI: the replica tests must run there")
-		}
-		t.Skip("VIGIL_TEST_POSTGRES is not set: the replica tests need a PostgreSQL database")
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "vigil_replicas_" + hex.EncodeToString(b[:])
-	exec := func(stmt string) {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Fatalf("connect to the test database: %v", err)
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	exec("CREATE SCHEMA " + schema)
-	t.Cleanup(func() { exec("DROP SCHEMA " + schema + " CASCADE") })
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return pgtest.Schema(t, "vigil_replicas")
 }
 
 // replica is one `vigil serve` process.

@@ -2,11 +2,7 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"net/url"
-	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -14,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/pgtest"
 )
 
 // The benchmarks mirror store/sqlite's, on the database VIGIL_TEST_POSTGRES
@@ -72,31 +69,7 @@ func internalStore(b testing.TB, maxConns int32, more ...**Store) *Store {
 // URL of VIGIL_TEST_POSTGRES with it as the search path.
 func benchSchema(b testing.TB) string {
 	b.Helper()
-	base := os.Getenv("VIGIL_TEST_POSTGRES")
-	if base == "" {
-		b.Skip("VIGIL_TEST_POSTGRES is not set")
-	}
-	var r [6]byte
-	rand.Read(r[:])
-	schema := "vigil_bench_" + hex.EncodeToString(r[:])
-	exec := func(stmt string) {
-		ctx := context.Background()
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, stmt); err != nil {
-			b.Fatal(err)
-		}
-	}
-	exec("CREATE SCHEMA " + schema)
-	b.Cleanup(func() { exec("DROP SCHEMA " + schema + " CASCADE") })
-	u, _ := url.Parse(base)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return pgtest.Schema(b, "vigil_bench")
 }
 
 func benchCreate(s *Store, i int64) error {

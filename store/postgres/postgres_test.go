@@ -3,18 +3,14 @@ package postgres_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"log/slog"
-	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/pgtest"
 	"github.com/vigil-run/vigil/store/postgres"
 	"github.com/vigil-run/vigil/store/storetest"
 )
@@ -27,50 +23,20 @@ const EnvURL = "VIGIL_TEST_POSTGRES"
 // none — or failing it under CI, which always provides one.
 func baseURL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv(EnvURL)
-	if u == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is empty under CI: the PostgreSQL store must be tested there (start PostgreSQL and export %s=postgres://…)", EnvURL, EnvURL)
-		}
-		t.Skipf("%s is not set: the PostgreSQL store's tests need a database (e.g. %s=postgres://postgres@127.0.0.1:5432/test?sslmode=disable)", EnvURL, EnvURL)
-	}
-	return u
+	return pgtest.URL(t)
 }
 
 // newSchema creates an empty schema for t, dropped at its cleanup, and
 // returns a URL whose search_path names it.
 func newSchema(t testing.TB) string {
 	t.Helper()
-	base := baseURL(t)
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	schema := "vigil_test_" + hex.EncodeToString(b[:])
-	admin(t, base, "CREATE SCHEMA "+schema)
-	t.Cleanup(func() { admin(t, base, "DROP SCHEMA "+schema+" CASCADE") })
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("%s does not parse: %v", EnvURL, err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return pgtest.Schema(t, "vigil_test")
 }
 
 // admin runs one statement on its own connection.
 func admin(t testing.TB, u, stmt string, args ...any) {
 	t.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, u)
-	if err != nil {
-		t.Fatalf("connect to the test database: %v", err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, stmt, args...); err != nil {
-		t.Fatalf("%s: %v", stmt, err)
-	}
+	pgtest.Exec(t, u, stmt, args...)
 }
 
 func open(t testing.TB, u string) *postgres.Store {

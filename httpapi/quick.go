@@ -2,10 +2,9 @@ package httpapi
 
 import (
 	"encoding/json"
-	"strconv"
-	"unicode/utf8"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/wire"
 )
 
 // quickRegister decodes a registration (the body of POST /v1/watches, an
@@ -20,28 +19,28 @@ import (
 // On every registration the decoder's reflection cost more than the rest
 // of the handler.
 func quickRegister(b []byte, req *vigil.RegisterRequest) bool {
-	s := scanner{b: b}
-	s.space()
-	if !s.byte('{') {
+	s := scanner{wire.Scanner{B: b}}
+	s.Space()
+	if !s.Byte('{') {
 		return false
 	}
 	var out vigil.RegisterRequest
 	var seen uint32
-	s.space()
-	if s.byte('}') {
+	s.Space()
+	if s.Byte('}') {
 		return s.end(req, &out)
 	}
 	for {
-		s.space()
-		key, ok := s.plainString()
+		s.Space()
+		key, ok := s.PlainString()
 		if !ok {
 			return false
 		}
-		s.space()
-		if !s.byte(':') {
+		s.Space()
+		if !s.Byte(':') {
 			return false
 		}
-		s.space()
+		s.Space()
 		f := registerField(key)
 		if f < 0 || seen&(1<<f) != 0 {
 			return false
@@ -50,11 +49,11 @@ func quickRegister(b []byte, req *vigil.RegisterRequest) bool {
 		if !s.registerValue(f, &out) {
 			return false
 		}
-		s.space()
-		if s.byte('}') {
+		s.Space()
+		if s.Byte('}') {
 			return s.end(req, &out)
 		}
-		if !s.byte(',') {
+		if !s.Byte(',') {
 			return false
 		}
 	}
@@ -122,235 +121,98 @@ func (s *scanner) registerValue(f int, r *vigil.RegisterRequest) bool {
 	switch f {
 	case rfKind:
 		var v string
-		v, ok = s.plainString()
+		v, ok = s.PlainString()
 		r.Kind = vigil.Kind(v)
 	case rfPredicate:
 		r.Predicate, ok = s.object()
 	case rfRecipient:
-		r.Recipient, ok = s.plainString()
+		r.Recipient, ok = s.PlainString()
 	case rfDeadline:
-		r.Deadline, ok = s.plainString()
+		r.Deadline, ok = s.PlainString()
 	case rfEvery:
-		r.Every, ok = s.plainString()
+		r.Every, ok = s.PlainString()
 	case rfMode:
 		var v string
-		v, ok = s.plainString()
+		v, ok = s.PlainString()
 		r.Mode = vigil.Mode(v)
 	case rfNote:
-		r.Note, ok = s.plainString()
+		r.Note, ok = s.PlainString()
 	case rfLabels:
 		r.Labels, ok = s.labels()
 	case rfDeliver:
 		r.Deliver, ok = s.object()
 	case rfIdempotencyKey:
-		r.IdempotencyKey, ok = s.plainString()
+		r.IdempotencyKey, ok = s.PlainString()
 	case rfMaxPolls:
-		r.MaxPolls, ok = s.integer()
+		r.MaxPolls, ok = s.Integer()
 	case rfMaxErrors:
-		r.MaxErrors, ok = s.integer()
+		r.MaxErrors, ok = s.Integer()
 	case rfStable:
-		r.Stable, ok = s.integer()
+		r.Stable, ok = s.Integer()
 	case rfStableFor:
-		r.StableFor, ok = s.plainString()
+		r.StableFor, ok = s.PlainString()
 	case rfObserve:
-		r.Observe, ok = s.boolean()
+		r.Observe, ok = s.Boolean()
 	}
 	return ok
 }
 
-// scanner reads b from i, for quickRegister and quickBatch.
-type scanner struct {
-	b []byte
-	i int
-}
-
-func (s *scanner) space() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-// byte consumes c if it comes next.
-func (s *scanner) byte(c byte) bool {
-	if s.i < len(s.b) && s.b[s.i] == c {
-		s.i++
-		return true
-	}
-	return false
-}
+// scanner is wire.Scanner with what registrations need besides.
+type scanner struct{ wire.Scanner }
 
 // end accepts the registration just closed if only white space follows.
 func (s *scanner) end(req, out *vigil.RegisterRequest) bool {
-	s.space()
-	if s.i != len(s.b) {
+	if !s.End() {
 		return false
 	}
 	*req = *out
 	return true
 }
 
-// plainString reads a string with no escape, no control character and
-// valid UTF-8: what encoding/json decodes to its bytes unchanged.
-func (s *scanner) plainString() (string, bool) {
-	if !s.byte('"') {
-		return "", false
-	}
-	start := s.i
-	ascii := true
-	for ; s.i < len(s.b); s.i++ {
-		switch c := s.b[s.i]; {
-		case c == '"':
-			v := s.b[start:s.i]
-			s.i++
-			if !ascii && !utf8.Valid(v) {
-				return "", false
-			}
-			return string(v), true
-		case c == '\\' || c < 0x20:
-			return "", false
-		case c >= utf8.RuneSelf:
-			ascii = false
-		}
-	}
-	return "", false
-}
-
-// integer reads a JSON integer of at most nine digits.
-func (s *scanner) integer() (int, bool) {
-	start := s.i
-	s.byte('-')
-	digits := s.i
-	for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
-		s.i++
-	}
-	n := s.i - digits
-	if n == 0 || n > 9 || (n > 1 && s.b[digits] == '0') {
-		return 0, false
-	}
-	if s.i < len(s.b) {
-		switch s.b[s.i] {
-		case '.', 'e', 'E':
-			return 0, false
-		}
-	}
-	v, err := strconv.Atoi(string(s.b[start:s.i]))
-	return v, err == nil
-}
-
-// boolean reads true or false.
-func (s *scanner) boolean() (bool, bool) {
-	switch {
-	case len(s.b)-s.i >= 4 && string(s.b[s.i:s.i+4]) == "true":
-		s.i += 4
-		return true, true
-	case len(s.b)-s.i >= 5 && string(s.b[s.i:s.i+5]) == "false":
-		s.i += 5
-		return false, true
-	}
-	return false, false
-}
-
 // object returns a copy of the object or array that comes next, which must
 // be JSON with no key given twice at any depth (duplicateKey).
 func (s *scanner) object() (json.RawMessage, bool) {
-	start := s.i
-	if s.i >= len(s.b) || (s.b[s.i] != '{' && s.b[s.i] != '[') {
+	if s.I >= len(s.B) || (s.B[s.I] != '{' && s.B[s.I] != '[') {
 		return nil, false
 	}
-	if !s.skip() {
-		return nil, false
-	}
-	v := s.b[start:s.i]
-	if !json.Valid(v) || duplicateKey(v) != nil {
+	v, ok := s.Skip()
+	if !ok || !json.Valid(v) || duplicateKey(v) != nil {
 		return nil, false
 	}
 	return append(json.RawMessage(nil), v...), true
 }
 
-// skip moves past the value that comes next, trusting it to be JSON (the
-// caller checks it): strings to their closing quote, objects and arrays to
-// their closing bracket, anything else to the next delimiter.
-func (s *scanner) skip() bool {
-	if s.i >= len(s.b) {
-		return false
-	}
-	switch s.b[s.i] {
-	case '"':
-		end, _ := stringEnd(s.b, s.i)
-		if end < 0 {
-			return false
-		}
-		s.i = end
-		return true
-	case '{', '[':
-		depth := 0
-		for ; s.i < len(s.b); s.i++ {
-			switch s.b[s.i] {
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					s.i++
-					return true
-				}
-			case '"':
-				end, _ := stringEnd(s.b, s.i)
-				if end < 0 {
-					return false
-				}
-				s.i = end - 1
-			}
-		}
-		return false
-	}
-	start := s.i
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return s.i > start
-		}
-		s.i++
-	}
-	return s.i > start
-}
-
 // labels reads an object of plain strings, no key given twice.
 func (s *scanner) labels() (map[string]string, bool) {
-	if !s.byte('{') {
+	if !s.Byte('{') {
 		return nil, false
 	}
 	m := map[string]string{}
-	s.space()
-	if s.byte('}') {
+	s.Space()
+	if s.Byte('}') {
 		return m, true
 	}
 	for {
-		s.space()
-		k, ok := s.plainString()
+		s.Space()
+		k, ok := s.PlainString()
 		if !ok {
 			return nil, false
 		}
-		s.space()
-		if !s.byte(':') {
+		s.Space()
+		if !s.Byte(':') {
 			return nil, false
 		}
-		s.space()
-		v, ok := s.plainString()
+		s.Space()
+		v, ok := s.PlainString()
 		if _, twice := m[k]; !ok || twice {
 			return nil, false
 		}
 		m[k] = v
-		s.space()
-		if s.byte('}') {
+		s.Space()
+		if s.Byte('}') {
 			return m, true
 		}
-		if !s.byte(',') {
+		if !s.Byte(',') {
 			return nil, false
 		}
 	}
@@ -364,46 +226,45 @@ func quickBatch(b []byte) ([]json.RawMessage, bool) {
 	if !json.Valid(b) {
 		return nil, false
 	}
-	s := scanner{b: b}
-	s.space()
-	if !s.byte('{') {
+	s := wire.Scanner{B: b}
+	s.Space()
+	if !s.Byte('{') {
 		return nil, false
 	}
-	s.space()
-	if key, ok := s.plainString(); !ok || key != "watches" {
+	s.Space()
+	if key, ok := s.PlainString(); !ok || key != "watches" {
 		return nil, false
 	}
-	s.space()
-	if !s.byte(':') {
+	s.Space()
+	if !s.Byte(':') {
 		return nil, false
 	}
-	s.space()
-	if !s.byte('[') {
+	s.Space()
+	if !s.Byte('[') {
 		return nil, false
 	}
 	var items []json.RawMessage
-	s.space()
-	if !s.byte(']') {
+	s.Space()
+	if !s.Byte(']') {
 		for {
-			s.space()
-			start := s.i
-			if !s.skip() {
+			s.Space()
+			v, ok := s.Skip()
+			if !ok {
 				return nil, false
 			}
-			items = append(items, json.RawMessage(b[start:s.i:s.i]))
-			s.space()
-			if s.byte(']') {
+			items = append(items, json.RawMessage(v[:len(v):len(v)]))
+			s.Space()
+			if s.Byte(']') {
 				break
 			}
-			if !s.byte(',') {
+			if !s.Byte(',') {
 				return nil, false
 			}
 		}
 	}
-	s.space()
-	if !s.byte('}') {
+	s.Space()
+	if !s.Byte('}') {
 		return nil, false
 	}
-	s.space()
-	return items, s.i == len(b)
+	return items, s.End()
 }

@@ -112,3 +112,28 @@ func FuzzQuickRegister(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodeRegister decodes a registration as POST /v1/watches
+// does, by quickRegister and by decodeJSON (duplicateKey, then
+// encoding/json).
+func BenchmarkDecodeRegister(b *testing.B) {
+	body := []byte(`{"kind":"timer","recipient":"r12345","predicate":{"at":"2026-12-01T18:00:00.000Z"},"note":"12345"}`)
+	b.Run("quick", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var req vigil.RegisterRequest
+			if !quickRegister(body, &req) {
+				b.Fatal("not quick")
+			}
+		}
+	})
+	b.Run("reflect", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var req vigil.RegisterRequest
+			if err := decodeJSON(body, &req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

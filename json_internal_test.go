@@ -205,3 +205,28 @@ func BenchmarkWatchUnmarshal(b *testing.B) {
 		}
 	})
 }
+
+// FuzzQuickWatch: for any text, Watch.UnmarshalJSON gives what
+// encoding/json over watchJSON gives, the same watch or the same error.
+func FuzzQuickWatch(f *testing.F) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 20 {
+		w := randomWatchOf(r, []string{"", "plain", "héllo", "r-1"})
+		b, err := w.MarshalJSON()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	for _, s := range []string{`{}`, `{"id":"a","id":"b"}`, `{"polls":1e2}`, `{"predicate":null}`, `{"labels":{"a":"1","a":"2"}}`, "{\"note\":\"bad\xff\"}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var want, got Watch
+		werr := want.unmarshalReflect(b)
+		gerr := got.UnmarshalJSON(b)
+		if (werr != nil) != (gerr != nil) || (werr != nil && werr.Error() != gerr.Error()) || !reflect.DeepEqual(got, want) {
+			t.Errorf("UnmarshalJSON(%q) = %+v (%v), encoding/json gives %+v (%v)", b, got, gerr, want, werr)
+		}
+	})
+}

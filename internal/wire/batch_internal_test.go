@@ -68,3 +68,27 @@ func TestBatchResponseQuickMatches(t *testing.T) {
 		}
 	}
 }
+
+// FuzzBatchResponseQuick: for any text, BatchResponse.UnmarshalJSON gives
+// what encoding/json gives, the same answer or the same error.
+func FuzzBatchResponseQuick(f *testing.F) {
+	w := &vigil.Watch{ID: "w", Kind: vigil.KindTimer, Recipient: "r", State: vigil.StatePending,
+		Predicate: json.RawMessage(`{"at":"2026-12-01T12:00:00.000Z"}`), CreatedAt: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	b, err := BatchResponse{Results: []BatchItem{{Status: "created", Watch: w}, {Status: "refused", Error: &BatchError{Code: "invalid_request", Message: "m", Field: "f"}}}}.AppendJSON(nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	for _, s := range []string{`{"results":[]}`, `{"results":null}`, `{"results":[{"status":"a","status":"b"}]}`, `{"results":[{}]}x`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		type batchResponse BatchResponse
+		var want, got BatchResponse
+		werr := json.Unmarshal(b, (*batchResponse)(&want))
+		gerr := got.UnmarshalJSON(b)
+		if (werr != nil) != (gerr != nil) || (werr != nil && werr.Error() != gerr.Error()) || !reflect.DeepEqual(got, want) {
+			t.Errorf("UnmarshalJSON(%q) = %+v (%v), encoding/json gives %+v (%v)", b, got, gerr, want, werr)
+		}
+	})
+}

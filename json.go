@@ -310,6 +310,15 @@ func appendRawJSON(b []byte, raw json.RawMessage) ([]byte, error) {
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (w *Watch) UnmarshalJSON(b []byte) error {
+	if quickWatch(b, w) {
+		return nil
+	}
+	return w.unmarshalReflect(b)
+}
+
+// unmarshalReflect decodes b with encoding/json over watchJSON: what
+// quickWatch does not read.
+func (w *Watch) unmarshalReflect(b []byte) error {
 	var j watchJSON
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -31,8 +32,12 @@ func reflectWatchJSON(w Watch) ([]byte, error) {
 // randomWatch fills each field of a watch or leaves it zero, with strings
 // that need escaping now and then.
 func randomWatch(r *rand.Rand) Watch {
-	strs := []string{"", "plain", "r-1", `quo"te`, `back\slash`, "<b>", "a<b", "a>b", "x&y", "tab\there", "new\nline",
-		"\x01ctl", "héllo wörld", "\u2028sep\u2029", "bad\xffutf8", "\x7fdel", "emoji 🙂"}
+	return randomWatchOf(r, []string{"", "plain", "r-1", `quo"te`, `back\slash`, "<b>", "a<b", "a>b", "x&y", "tab\there", "new\nline",
+		"\x01ctl", "héllo wörld", "\u2028sep\u2029", "bad\xffutf8", "\x7fdel", "emoji 🙂"})
+}
+
+// randomWatchOf is randomWatch with its strings taken from strs.
+func randomWatchOf(r *rand.Rand, strs []string) Watch {
 	str := func() string { return strs[r.IntN(len(strs))] }
 	some := func() bool { return r.IntN(2) == 0 }
 	at := func() time.Time {
@@ -110,4 +115,118 @@ func TestWatchJSONRefusesBadRaw(t *testing.T) {
 			t.Errorf("reflection with predicate %q succeeded: the test's premise is wrong", raw)
 		}
 	}
+}
+
+// quickWatch reads what Watch.MarshalJSON writes, and gives what
+// encoding/json gives for it; what it does not read (or reads wrong) is
+// left to encoding/json, with the same answer and the same error.
+func TestQuickWatchMatches(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	quick, slow := 0, 0
+	plainStrs := []string{"", "plain", "r-1", "héllo wörld", "emoji 🙂", "a b", "01JBENCH000000000000000001"}
+	for i := range 5000 {
+		w := randomWatch(r)
+		if i%2 == 0 {
+			w = randomWatchOf(r, plainStrs)
+		}
+		b, err := w.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want, got Watch
+		werr := want.unmarshalReflect(b)
+		if quickWatch(b, &got) {
+			quick++
+		} else {
+			got = Watch{}
+			if i%2 == 0 {
+				slow++
+				if slow == 1 {
+					t.Logf("left to encoding/json: %s", b)
+				}
+			}
+		}
+		gerr := got.UnmarshalJSON(b)
+		if (werr != nil) != (gerr != nil) || !reflect.DeepEqual(got, want) {
+			t.Fatalf("watch %d: %s\n got %+v (%v)\nwant %+v (%v)", i, b, got, gerr, want, werr)
+		}
+	}
+	// A watch whose strings need no escape goes the quick way.
+	if slow > 0 {
+		t.Errorf("quickWatch left %d of the 2 500 watches with plain strings to encoding/json (it read %d of 5 000)", slow, quick)
+	}
+	for _, in := range []string{
+		`{"id":"w1","kind":"timer","predicate":{"at":"2026-12-01T12:00:00.000Z"},"recipient":"r","state":"pending","mode":"until","created_at":"2026-12-01T11:00:00.000Z","polls":0}`,
+		" { \"id\" : \"w1\" ,\n\t\"polls\" : -0 , \"labels\" : { } , \"receipts\" : [ ] } \n",
+		`{}`, ` {} `, `{"labels":{"a":"1","a":"2"}}`, `{"predicate":[1,{"a":"}"},"\"]"]}`,
+		`{"id":"a","id":"b"}`, `{"ID":"a"}`, `{"unknown":1}`, `{"id":null}`, `{"polls":1.0}`, `{"polls":1e2}`,
+		`{"polls":01}`, `{"polls":99999999999999999999}`, `{"polls":"1"}`, `{"standing":tru}`, `{"standing":truex}`,
+		`{"predicate":{"a":}}`, `{"predicate":"s"}`, `{"predicate":null}`, `{"every":"soon"}`, `{"every":""}`,
+		`{"created_at":"yesterday"}`, `{"note":"caf\u00e9"}`, "{\"note\":\"bad\xff\"}", "{\"note\":\"tab\there\"}",
+		`{"id":"w"}x`, `{"id":"w"`, `{"id":"w",}`, `{"id" "w"}`, `[]`, `null`, ``, `{"last_observation":{"verdict":"pending","at":"2026-12-01T12:00:00.000Z"}}`,
+		`{"last_observation":{"at":"never"}}`, `{"outcome":{"state":"fired","sentence":"s","extra":1}}`, `{"receipts":[{"channel":"webhook","attempts":"x"}]}`,
+		`{"labels":{"a":1}}`, `{"labels":{"a":"1",}}`, `{"deliver":{"webhook":{"url":"http://x/"}},"existing":true,"answered_at_creation":false}`,
+	} {
+		var want, got Watch
+		werr := want.unmarshalReflect([]byte(in))
+		gerr := got.UnmarshalJSON([]byte(in))
+		if (werr != nil) != (gerr != nil) || (werr != nil && werr.Error() != gerr.Error()) || !reflect.DeepEqual(got, want) {
+			t.Errorf("UnmarshalJSON(%s) = %+v (%v), encoding/json gives %+v (%v)", in, got, gerr, want, werr)
+		}
+	}
+}
+
+// BenchmarkWatchUnmarshal decodes a registration's answer as the Go client
+// does, by quickWatch and by encoding/json over watchJSON.
+func BenchmarkWatchUnmarshal(b *testing.B) {
+	w := Watch{ID: "01KB7S9J1W0X2Y3Z4A5B6C7D8E", Kind: "timer", Predicate: json.RawMessage(`{"at":"2026-12-01T18:00:00.000Z"}`),
+		Recipient: "r12345", State: StatePending, Mode: "until", Deadline: time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC),
+		CreatedAt: time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC), NextDue: time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC), Note: "12345"}
+	raw, err := w.MarshalJSON()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("quick", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var got Watch
+			if err := got.UnmarshalJSON(raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("reflect", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var got Watch
+			if err := got.unmarshalReflect(raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// FuzzQuickWatch: for any text, Watch.UnmarshalJSON gives what
+// encoding/json over watchJSON gives, the same watch or the same error.
+func FuzzQuickWatch(f *testing.F) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 20 {
+		w := randomWatchOf(r, []string{"", "plain", "héllo", "r-1"})
+		b, err := w.MarshalJSON()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	for _, s := range []string{`{}`, `{"id":"a","id":"b"}`, `{"polls":1e2}`, `{"predicate":null}`, `{"labels":{"a":"1","a":"2"}}`, "{\"note\":\"bad\xff\"}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var want, got Watch
+		werr := want.unmarshalReflect(b)
+		gerr := got.UnmarshalJSON(b)
+		if (werr != nil) != (gerr != nil) || (werr != nil && werr.Error() != gerr.Error()) || !reflect.DeepEqual(got, want) {
+			t.Errorf("UnmarshalJSON(%q) = %+v (%v), encoding/json gives %+v (%v)", b, got, gerr, want, werr)
+		}
+	})
 }

@@ -70,7 +70,7 @@ func RedactURL(s string) string {
 // in every string that is a URL. raw comes back unchanged (the same bytes)
 // when it holds none, or when it is not JSON.
 func RedactJSON(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 {
+	if len(raw) == 0 || !mayHoldSecret(raw) {
 		return raw
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -90,6 +90,38 @@ func RedactJSON(raw json.RawMessage) json.RawMessage {
 		return raw
 	}
 	return json.RawMessage(bytes.TrimRight(b.Bytes(), "\n"))
+}
+
+// mayHoldSecret reports whether raw might hold something RedactJSON
+// replaces: a secret word (secretWords, in any ASCII case), or a URL's
+// "://" and an "@", somewhere in its bytes. Text with an escape or a byte outside
+// ASCII (where strings.ToLower may fold other letters into a secret word)
+// is always read whole. Every registration's answer and every event of a
+// watch goes through RedactJSON, and most predicates hold neither: this
+// scan spares them a full decode.
+func mayHoldSecret(raw []byte) bool {
+	var buf [512]byte
+	lower := buf[:0]
+	for _, c := range raw {
+		switch {
+		case c == '\\' || c >= 0x80:
+			return true
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		lower = append(lower, c)
+	}
+	// RedactURL changes a URL only for a password, which needs an "@",
+	// or for a secret-named query parameter, which needs a secret word.
+	if bytes.IndexByte(lower, '@') >= 0 && bytes.Contains(lower, []byte("://")) {
+		return true
+	}
+	for _, w := range secretWords {
+		if bytes.Contains(lower, []byte(w)) {
+			return true
+		}
+	}
+	return false
 }
 
 func redactValue(v any) (any, bool) {

@@ -43,3 +43,33 @@ func TestRedactJSON(t *testing.T) {
 		t.Errorf("RedactJSON(%s) copied a predicate with no secrets", plain)
 	}
 }
+
+// TestRedactJSONQuick holds the scan that lets a predicate with nothing to
+// redact through without decoding it: such a predicate costs no
+// allocation, and what only a decode can see (an escaped key, a letter
+// outside ASCII that lowers into a secret word, a password in a URL) is
+// still redacted. Not parallel: AllocsPerRun refuses to run beside other
+// tests.
+func TestRedactJSONQuick(t *testing.T) {
+	for _, in := range []string{
+		`{"at":"2026-12-01T18:00:00Z"}`,
+		`{"url":"https://example.com/health?x=1","status":200}`,
+		`{"provider":"github","repo":"acme/api","sha":"0123456789abcdef"}`,
+	} {
+		raw := json.RawMessage(in)
+		if n := testing.AllocsPerRun(100, func() { vigil.RedactJSON(raw) }); n != 0 {
+			t.Errorf("RedactJSON(%s) allocated %v times, want 0", in, n)
+		}
+	}
+	for in, secret := range map[string]string{
+		`{"headers":{"\u0041uthorization":"Bearer s3cret"}}`: "s3cret",
+		"{\"API_\u212AEY\":\"k3y\"}":                         "k3y",
+		`{"url":"https://bob:pw0rd@example.com/"}`:           "pw0rd",
+		`{"url":"https://example.com/?access_TOKEN=t0k"}`:    "t0k",
+		`{"URL":"HTTPS://bob:pw0rd@EXAMPLE.COM/"}`:           "pw0rd",
+	} {
+		if got := string(vigil.RedactJSON(json.RawMessage(in))); strings.Contains(got, secret) {
+			t.Errorf("RedactJSON(%s) = %s, kept %q", in, got, secret)
+		}
+	}
+}

@@ -108,6 +108,24 @@ func decodeBatch(r *http.Request) ([]json.RawMessage, error) {
 	if err != nil {
 		return nil, decodeError(err)
 	}
+	items, ok := quickBatch(b)
+	if !ok {
+		if items, err = splitBatch(b); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case len(items) == 0:
+		return nil, invalid("watches", "a batch holds 1 to %d watches; this one holds none", vigil.MaxBatch)
+	case len(items) > vigil.MaxBatch:
+		return nil, vigil.FieldErrorf(vigil.CodePayloadTooLarge, "watches", "a batch holds at most %d watches; this one holds %d: split it", vigil.MaxBatch, len(items))
+	}
+	return items, nil
+}
+
+// splitBatch reads the envelope with encoding/json, refusing what is not
+// {"watches": [...]}.
+func splitBatch(b []byte) ([]json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		if err != nil {
@@ -147,13 +165,8 @@ func decodeBatch(r *http.Request) ([]json.RawMessage, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, invalid("", "the request body holds more than one JSON value")
 	}
-	switch {
-	case !seen:
+	if !seen {
 		return nil, invalid("watches", "watches is required: an array of 1 to %d registrations", vigil.MaxBatch)
-	case len(items) == 0:
-		return nil, invalid("watches", "a batch holds 1 to %d watches; this one holds none", vigil.MaxBatch)
-	case len(items) > vigil.MaxBatch:
-		return nil, vigil.FieldErrorf(vigil.CodePayloadTooLarge, "watches", "a batch holds at most %d watches; this one holds %d: split it", vigil.MaxBatch, len(items))
 	}
 	return items, nil
 }
@@ -164,6 +177,9 @@ func decodeItem(raw json.RawMessage) (vigil.RegisterRequest, error) {
 	var req vigil.RegisterRequest
 	if len(raw) == 0 || raw[0] != '{' {
 		return req, invalid("", "this item is not a JSON object; each item of watches is a registration object")
+	}
+	if quickRegister(raw, &req) {
+		return req, nil
 	}
 	if err := duplicateKey(raw); err != nil {
 		return req, err

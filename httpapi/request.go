@@ -79,6 +79,14 @@ func decodeBody(r *http.Request, v any) error {
 	if err != nil {
 		return decodeError(err)
 	}
+	if req, ok := v.(*vigil.RegisterRequest); ok && quickRegister(b, req) {
+		return nil
+	}
+	return decodeJSON(b, v)
+}
+
+// decodeJSON is decodeBody's reading of a body read whole.
+func decodeJSON(b []byte, v any) error {
 	if err := duplicateKey(b); err != nil {
 		return err
 	}

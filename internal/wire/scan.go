@@ -1,0 +1,167 @@
+package wire
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// Scanner reads the plain JSON a vigil client sends or a vigil daemon
+// answers, a token at a time, for the decoders that read it without
+// reflection (the daemon's registrations, the client's batch answers).
+// Each method reports false for what it does not read exactly as
+// encoding/json would, and the caller then leaves the whole text to
+// encoding/json. (The root package keeps its own copy for Watch, as it
+// imports only the standard library.)
+type Scanner struct {
+	B []byte // the text
+	I int    // the offset of the next byte to read
+}
+
+// Space skips white space.
+func (s *Scanner) Space() {
+	for s.I < len(s.B) {
+		switch s.B[s.I] {
+		case ' ', '\t', '\n', '\r':
+			s.I++
+		default:
+			return
+		}
+	}
+}
+
+// Byte consumes c if it comes next.
+func (s *Scanner) Byte(c byte) bool {
+	if s.I < len(s.B) && s.B[s.I] == c {
+		s.I++
+		return true
+	}
+	return false
+}
+
+// End reports whether only white space is left.
+func (s *Scanner) End() bool {
+	s.Space()
+	return s.I == len(s.B)
+}
+
+// PlainString reads a string with no escape, no control character and
+// valid UTF-8: what encoding/json decodes to its bytes unchanged.
+func (s *Scanner) PlainString() (string, bool) {
+	if !s.Byte('"') {
+		return "", false
+	}
+	start := s.I
+	ascii := true
+	for ; s.I < len(s.B); s.I++ {
+		switch c := s.B[s.I]; {
+		case c == '"':
+			v := s.B[start:s.I]
+			s.I++
+			if !ascii && !utf8.Valid(v) {
+				return "", false
+			}
+			return string(v), true
+		case c == '\\' || c < 0x20:
+			return "", false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return "", false
+}
+
+// Integer reads a JSON integer of at most nine digits.
+func (s *Scanner) Integer() (int, bool) {
+	start := s.I
+	s.Byte('-')
+	digits := s.I
+	for s.I < len(s.B) && '0' <= s.B[s.I] && s.B[s.I] <= '9' {
+		s.I++
+	}
+	n := s.I - digits
+	if n == 0 || n > 9 || (n > 1 && s.B[digits] == '0') {
+		return 0, false
+	}
+	if s.I < len(s.B) {
+		switch s.B[s.I] {
+		case '.', 'e', 'E':
+			return 0, false
+		}
+	}
+	v, err := strconv.Atoi(string(s.B[start:s.I]))
+	return v, err == nil
+}
+
+// Boolean reads true or false.
+func (s *Scanner) Boolean() (bool, bool) {
+	switch {
+	case len(s.B)-s.I >= 4 && string(s.B[s.I:s.I+4]) == "true":
+		s.I += 4
+		return true, true
+	case len(s.B)-s.I >= 5 && string(s.B[s.I:s.I+5]) == "false":
+		s.I += 5
+		return false, true
+	}
+	return false, false
+}
+
+// Skip moves past the value that comes next and returns its bytes,
+// trusting it to be JSON (the caller checks it, or decodes it strictly):
+// a string to its closing quote, an object or array to its closing
+// bracket, anything else to the next delimiter.
+func (s *Scanner) Skip() ([]byte, bool) {
+	start := s.I
+	if s.I >= len(s.B) {
+		return nil, false
+	}
+	switch s.B[s.I] {
+	case '"':
+		if !s.skipString() {
+			return nil, false
+		}
+		return s.B[start:s.I], true
+	case '{', '[':
+		depth := 0
+		for s.I < len(s.B) {
+			switch s.B[s.I] {
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					s.I++
+					return s.B[start:s.I], true
+				}
+			case '"':
+				if !s.skipString() {
+					return nil, false
+				}
+				continue
+			}
+			s.I++
+		}
+		return nil, false
+	}
+	for s.I < len(s.B) {
+		switch s.B[s.I] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return s.B[start:s.I], s.I > start
+		}
+		s.I++
+	}
+	return s.B[start:s.I], s.I > start
+}
+
+// skipString moves past the string that starts at I.
+func (s *Scanner) skipString() bool {
+	for s.I++; s.I < len(s.B); s.I++ {
+		switch s.B[s.I] {
+		case '\\':
+			s.I++
+		case '"':
+			s.I++
+			return true
+		}
+	}
+	return false
+}

@@ -749,3 +749,77 @@ func TestInsertWritesNoTemporaryTable(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCountsFollowEveryPath drives every write that changes a watch's
+// state or deletes a watch (a settlement of each outcome, in one batch and
+// alone, a lost one, a cancel, a deletion, a recipient's close, a prune)
+// and after each compares watch_counts with the watches: since schema 11
+// the store moves the counts itself, with no trigger behind it, so a path
+// that forgot to would leave a count wrong here.
+func TestCountsFollowEveryPath(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
+	defer s.Close()
+	ctx := t.Context()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	kinds := []vigil.Kind{vigil.KindTimer, vigil.KindHTTP, vigil.KindCI}
+	var ps []vigil.WatchCreateParams
+	for i := range 24 {
+		w := timerWatch(fmt.Sprintf("w%02d", i), fmt.Sprintf("r%d", i%3))
+		w.Kind = kinds[i%len(kinds)]
+		ps = append(ps, vigil.WatchCreateParams{Watch: w})
+	}
+	if _, err := s.WatchCreateMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	checkCounters(t, s)
+	step := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		checkCounters(t, s)
+		if t.Failed() {
+			t.Fatalf("the counts are wrong after %s", what)
+		}
+	}
+
+	var batch []vigil.WatchSettleParams
+	for i, st := range []vigil.State{vigil.StateFired, vigil.StateFailed, vigil.StateExpired, vigil.StateErrored, vigil.StateCancelled, vigil.StateFired, vigil.StateFailed} {
+		batch = append(batch, vigil.WatchSettleParams{ID: fmt.Sprintf("w%02d", i), State: st, SettledAt: at})
+	}
+	// Lost: settled earlier in the batch, and no such watch.
+	batch = append(batch, vigil.WatchSettleParams{ID: "w00", State: vigil.StateExpired, SettledAt: at},
+		vigil.WatchSettleParams{ID: "nope", State: vigil.StateFired, SettledAt: at})
+	_, err := s.WatchSettle(ctx, batch)
+	step("a batch of settlements", err)
+	_, err = s.WatchSettle(ctx, []vigil.WatchSettleParams{{ID: "w07", State: vigil.StateExpired, SettledAt: at}})
+	step("one settlement", err)
+	_, err = s.WatchSettle(ctx, []vigil.WatchSettleParams{{ID: "w07", State: vigil.StateFired, SettledAt: at}})
+	step("a lost settlement", err)
+	_, _, err = s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w08", SettledAt: at})
+	step("a cancel", err)
+	_, _, err = s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w08", SettledAt: at})
+	step("a cancel of a settled watch", err)
+	step("a deletion", s.WatchDelete(ctx, "w01"))
+	_, err = s.RecipientClose(ctx, vigil.RecipientCloseParams{Recipient: "r2", SettledAt: at})
+	step("a recipient's close", err)
+	_, err = s.Prune(ctx, vigil.PruneParams{WatchesBefore: at.Add(time.Hour)})
+	step("a prune", err)
+
+	cs, err := s.WatchCounts(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, c := range cs {
+		if c.State != vigil.StatePending {
+			t.Errorf("after the prune, %d %s %s watches are counted, want only pending ones", c.N, c.State, c.Kind)
+		}
+		n += c.N
+	}
+	// 24 less 8 settled, 1 cancelled, and r2's 8 less the 3 of them already
+	// settled or cancelled (w02, w05, w08).
+	if want := 24 - 8 - 1 - 5; n != want {
+		t.Errorf("after the prune, %d pending watches are counted, want %d", n, want)
+	}
+}

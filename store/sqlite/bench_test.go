@@ -201,6 +201,50 @@ func BenchmarkWatchSettleBatch512(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "settles/s")
 }
 
+// BenchmarkWatchSettleStorm settles the storm of bench/peers: timers due
+// at one instant, each with a recipient of its own (so no two share a row
+// of counters or watch_counts), 512 per call with their outcome messages,
+// and reports the store's CPU per settlement. -benchtime 20000x is the
+// storm's 20 000.
+func BenchmarkWatchSettleStorm(b *testing.B) {
+	const batch = 512
+	s := benchStore(b)
+	ps := make([]vigil.WatchCreateParams, 0, 1000)
+	for start := 0; start < b.N; start += cap(ps) {
+		ps = ps[:0]
+		for i := start; i < min(start+cap(ps), b.N); i++ {
+			ps = append(ps, vigil.WatchCreateParams{Watch: &vigil.Watch{ID: fmt.Sprintf("01JSTORM%018d", i), Kind: vigil.KindTimer,
+				Recipient: fmt.Sprintf("r%d", i), Predicate: []byte(`{"at":"2026-03-04T06:06:07Z"}`), Note: fmt.Sprint(i),
+				Identity: fmt.Sprintf("%032x", i), CreatedAt: benchAt, Deadline: benchAt.Add(2 * time.Hour)}})
+		}
+		if _, err := s.WatchCreateMany(context.Background(), ps); err != nil {
+			b.Fatal(err)
+		}
+	}
+	out := &vigil.Outcome{State: vigil.StateFired, Sentence: "The timer set for 06:06 went off.", Reason: "satisfied",
+		Observation: &vigil.Observation{Verdict: vigil.VerdictSatisfied, At: benchAt, Summary: "06:06 passed"}}
+	all := make([]vigil.WatchSettleParams, b.N)
+	for n := range all {
+		all[n] = vigil.WatchSettleParams{ID: fmt.Sprintf("01JSTORM%018d", n), State: vigil.StateFired, Outcome: out,
+			SettledAt: benchAt.Add(time.Hour), Polls: 1, Message: &vigil.Message{ID: fmt.Sprintf("01JMSG%020d", n),
+				Type: vigil.MessageFired, Text: out.Sentence, CreatedAt: benchAt.Add(time.Hour)}}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for start := 0; start < b.N; start += batch {
+		ps := all[start:min(start+batch, b.N)]
+		won, err := s.WatchSettle(context.Background(), ps)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !won[0] || !won[len(ps)-1] {
+			b.Fatal("a settlement lost")
+		}
+	}
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/settle")
+}
+
 // BenchmarkWatchListPending reads every pending watch, as the scheduler does
 // at start-up, and reports the bytes each takes on disk. An op is one
 // watch: -benchtime 1000000x builds a million rows first (which takes a

@@ -1,20 +1,22 @@
 -- Schema 11 of the vigil SQLite store: watch_counts follows a settlement,
 -- a cancel, a recipient's close and a deletion by the store's own
--- statement, one per transaction for all the watches it moves, instead of
--- by a trigger per changed row (issue #18: a storm of 20 000 watches due
--- at one instant settled in about 1 600 ms over HTTP at schema 9, 820 ms
--- before it).
+-- statement, one per write for all the watches it moves, instead of by a
+-- trigger per changed row (issue #18: a storm of 20 000 watches due at one
+-- instant settled in about 1 600 ms over HTTP at schema 9, 820 ms before).
 --
--- watch_counts_update ran two statements of its own for every settled
--- watch (take one from its pending count, add one to its new state's),
--- each a lookup and a write of the same few hot rows: the settling batch
--- wrote its counts 2 × 512 times where once per (recipient, state, kind)
--- does. The store now adds up what each transaction moves, grouped by
--- (recipient, state, kind), and writes it in one statement (countsMove).
--- What the table holds is unchanged; the counts are taken again from the
--- watches here, so a database opened by this build starts right whatever
--- it held. The triggers on watch_text and watch_labels stay: no
--- settlement runs them (they follow a watch's text, labels and deletion).
+-- watch_counts_update made every settling UPDATE of a watch a statement
+-- that may abort halfway: SQLite then opens a statement journal for it,
+-- copies each page the statement changes into it first, and frees it at
+-- the statement's end, which modernc's allocator hands back to the system
+-- (a madvise call per settled watch). In a storm's profile that, not the
+-- trigger's two writes, was half the writer's CPU. The store now adds up
+-- what each write moves, by (recipient, state, kind), and writes it in one
+-- statement (countMoves in watch.go); a single-row UPDATE without a
+-- trigger needs no statement journal. What the table holds is unchanged;
+-- the counts are taken again from the watches here, so a database opened
+-- by this build starts right whatever it held. The triggers on watch_text
+-- and watch_labels stay: no settlement runs them (they follow a watch's
+-- text, labels and deletion).
 
 -- +goose Up
 

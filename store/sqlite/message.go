@@ -181,6 +181,7 @@ func (s *Store) Prune(ctx context.Context, p vigil.PruneParams) (vigil.PruneResu
 			var n int64
 			err := s.w.do(ctx, func(t *wtx) error {
 				if step.count == &res.Watches {
+					// It returns what it deleted, to count it out.
 					return pruneWatches(t, step.query, step.before.UnixMilli(), &n)
 				}
 				r, err := t.conn.ExecContext(context.Background(), step.query, step.before.UnixMilli(), pruneChunk)

@@ -35,7 +35,7 @@ type writeStmts struct {
 
 	watchInsert, watchByID, watchIDByIdentity, watchHead, watchesPending *sql.Stmt
 	watchSettle, watchCancel, watchObserve, watchDelete, watchDeliverSet *sql.Stmt
-	counts, pendingAdd, pendingSettled, pendingTotal, recipientClose     *sql.Stmt
+	counts, pendingAdd, recipientClose                                   *sql.Stmt
 	ledgerGet, ledgerPut                                                 *sql.Stmt
 	// WatchCreateMany's: each takes a JSON array.
 	ledgerGetMany, watchIDsByIdentities, watchIDsTaken, countsMany, watchesByIDs *sql.Stmt
@@ -103,8 +103,6 @@ func (s *writeStmts) defs() []stmtDef {
 			coalesce((SELECT pending FROM counters WHERE recipient = ?), 0)`},
 		{&s.pendingAdd, `INSERT INTO counters (recipient, pending, created_at) VALUES (?1, ?2, ?3), ('', ?2, 0)
 			ON CONFLICT (recipient) DO UPDATE SET pending = pending + excluded.pending`},
-		{&s.pendingSettled, `UPDATE counters SET pending = pending - ?2 WHERE recipient = ?1`},
-		{&s.pendingTotal, `UPDATE counters SET pending = pending + ? WHERE recipient = ''`},
 		{&s.recipientClose, `UPDATE watches SET state = 'cancelled', outcome = ?, settled_at = ?
 			WHERE recipient = ? AND state = 'pending' RETURNING id, kind`},
 		// Rows of [recipient, state, kind, delta] (see countMoves).

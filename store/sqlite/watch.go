@@ -686,19 +686,15 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 			}
 		}
 		// A settled watch's recipient has its counters row (made with its
-		// first watch, never deleted): update in place, and the total once
-		// for the whole batch rather than once per recipient.
-		total := 0
-		for _, r := range slices.Sorted(maps.Keys(settled)) {
-			if _, err := t.exec(t.pendingSettled, r, settled[r]); err != nil {
-				return wrap("count pending watches of "+r, err)
-			}
-			total += settled[r]
+		// first watch, never deleted): one statement for every recipient
+		// (a storm's watches often have one each), and the total once.
+		total := int64(0)
+		for r, n := range settled {
+			settled[r] = -n
+			total -= int64(n)
 		}
-		if total > 0 {
-			if _, err := t.exec(t.pendingTotal, -total); err != nil {
-				return wrap("count pending watches", err)
-			}
+		if err := addPendingMany(t, settled, nil, total); err != nil {
+			return err
 		}
 		return moves.write(t)
 	})

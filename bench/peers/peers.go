@@ -195,10 +195,15 @@ type served struct {
 	// completed is when Settled first saw no pending watch: every
 	// settlement committed (settled_at is stamped before the commit).
 	completed time.Time
+	// completedCPU is the daemon's CPU (usage) at completed.
+	completedCPU time.Duration
 }
 
 // Completed implements completer.
 func (p *served) Completed() time.Time { return p.completed }
+
+// CompletedCPU implements completedCPU.
+func (p *served) CompletedCPU() time.Duration { return p.completedCPU }
 
 func newServed(ctx context.Context, n int, bin string) (*served, error) {
 	dir, err := os.MkdirTemp("", "vigil-peers-serve-")
@@ -272,6 +277,7 @@ func (p *served) Settled(ctx context.Context) ([]time.Time, error) {
 	}
 	if p.completed.IsZero() {
 		p.completed = time.Now()
+		p.completedCPU, _ = usage(p.Pids())
 	}
 	after := ""
 	for {

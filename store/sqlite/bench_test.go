@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -199,6 +200,64 @@ func BenchmarkWatchSettleBatch512(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "settles/s")
+}
+
+// BenchmarkWatchSettleStorm settles the storm of bench/peers: timers due
+// at one instant, each with a recipient of its own (so no two share a row
+// of counters or watch_counts), 512 per call with their outcome messages,
+// from the scheduler's 8 workers at once (so the writer commits several
+// calls together, each in its savepoint, as in the daemon), and reports
+// the store's CPU per settlement. -benchtime 20000x is the storm's 20 000.
+func BenchmarkWatchSettleStorm(b *testing.B) {
+	const batch = 512
+	s := benchStore(b)
+	ps := make([]vigil.WatchCreateParams, 0, 1000)
+	for start := 0; start < b.N; start += cap(ps) {
+		ps = ps[:0]
+		for i := start; i < min(start+cap(ps), b.N); i++ {
+			ps = append(ps, vigil.WatchCreateParams{Watch: &vigil.Watch{ID: fmt.Sprintf("01JSTORM%018d", i), Kind: vigil.KindTimer,
+				Recipient: fmt.Sprintf("r%d", i), Predicate: []byte(`{"at":"2026-03-04T06:06:07Z"}`), Note: fmt.Sprint(i),
+				Identity: fmt.Sprintf("%032x", i), CreatedAt: benchAt, Deadline: benchAt.Add(2 * time.Hour)}})
+		}
+		if _, err := s.WatchCreateMany(context.Background(), ps); err != nil {
+			b.Fatal(err)
+		}
+	}
+	out := &vigil.Outcome{State: vigil.StateFired, Sentence: "The timer set for 06:06 went off.", Reason: "satisfied",
+		Observation: &vigil.Observation{Verdict: vigil.VerdictSatisfied, At: benchAt, Summary: "06:06 passed"}}
+	all := make([]vigil.WatchSettleParams, b.N)
+	for n := range all {
+		all[n] = vigil.WatchSettleParams{ID: fmt.Sprintf("01JSTORM%018d", n), State: vigil.StateFired, Outcome: out,
+			SettledAt: benchAt.Add(time.Hour), Polls: 1, Message: &vigil.Message{ID: fmt.Sprintf("01JMSG%020d", n),
+				Type: vigil.MessageFired, Text: out.Sentence, CreatedAt: benchAt.Add(time.Hour)}}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				start := int(next.Add(batch)) - batch
+				if start >= b.N {
+					return
+				}
+				ps := all[start:min(start+batch, b.N)]
+				won, err := s.WatchSettle(context.Background(), ps)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if !won[0] || !won[len(ps)-1] {
+					b.Error("a settlement lost")
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/settle")
 }
 
 // BenchmarkWatchListPending reads every pending watch, as the scheduler does

@@ -127,6 +127,32 @@ func (s *Store) MessagesAck(ctx context.Context, p vigil.MessagesAckParams) erro
 	})
 }
 
+// pruneWatches runs query, a deletion of up to pruneChunk watches settled
+// before before, and takes what it deleted from watch_counts (schema 11:
+// no trigger does); n is how many it deleted.
+func pruneWatches(t *wtx, query string, before int64, n *int64) error {
+	rows, err := t.conn.QueryContext(context.Background(), query, before, pruneChunk)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	moves := countMoves{}
+	*n = 0
+	for rows.Next() {
+		var recipient, state, kind string
+		if err := rows.Scan(&recipient, &state, &kind); err != nil {
+			return err
+		}
+		moves.move(recipient, kind, vigil.State(state), "", 1)
+		*n++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows.Close()
+	return moves.write(t)
+}
+
 // Prune deletes settled watches settled before p.WatchesBefore (with their
 // idempotency entries), messages created before p.MessagesBefore and
 // idempotency entries created before p.IdempotencyBefore; a zero cut-off
@@ -142,7 +168,7 @@ func (s *Store) Prune(ctx context.Context, p vigil.PruneParams) (vigil.PruneResu
 		count  *int
 	}{
 		{p.WatchesBefore, `DELETE FROM watches WHERE rowid IN (SELECT rowid FROM watches
-			WHERE settled_at < ? AND state <> 'pending' LIMIT ?)`, &res.Watches},
+			WHERE settled_at < ? AND state <> 'pending' LIMIT ?) RETURNING recipient, state, kind`, &res.Watches},
 		{p.MessagesBefore, `DELETE FROM messages WHERE seq IN (SELECT seq FROM messages
 			WHERE created_at < ? LIMIT ?)`, &res.Messages},
 		{p.IdempotencyBefore, `DELETE FROM idempotency WHERE (recipient, key) IN (SELECT recipient, key
@@ -154,6 +180,10 @@ func (s *Store) Prune(ctx context.Context, p vigil.PruneParams) (vigil.PruneResu
 		for {
 			var n int64
 			err := s.w.do(ctx, func(t *wtx) error {
+				if step.count == &res.Watches {
+					// It returns what it deleted, to count it out.
+					return pruneWatches(t, step.query, step.before.UnixMilli(), &n)
+				}
 				r, err := t.conn.ExecContext(context.Background(), step.query, step.before.UnixMilli(), pruneChunk)
 				if err != nil {
 					return err

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -748,4 +751,222 @@ func TestInsertWritesNoTemporaryTable(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestCountsFollowEveryPath drives every write that changes a watch's
+// state or deletes a watch (a settlement of each outcome, in one batch and
+// alone, a lost one, a cancel, a deletion, a recipient's close, a prune)
+// and after each compares watch_counts with the watches: since schema 11
+// the store moves the counts itself, with no trigger behind it, so a path
+// that forgot to would leave a count wrong here.
+func TestCountsFollowEveryPath(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
+	defer s.Close()
+	ctx := t.Context()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	kinds := []vigil.Kind{vigil.KindTimer, vigil.KindHTTP, vigil.KindCI}
+	var ps []vigil.WatchCreateParams
+	for i := range 24 {
+		w := timerWatch(fmt.Sprintf("w%02d", i), fmt.Sprintf("r%d", i%3))
+		w.Kind = kinds[i%len(kinds)]
+		ps = append(ps, vigil.WatchCreateParams{Watch: w})
+	}
+	if _, err := s.WatchCreateMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	checkCounters(t, s)
+	step := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		checkCounters(t, s)
+		if t.Failed() {
+			t.Fatalf("the counts are wrong after %s", what)
+		}
+	}
+
+	var batch []vigil.WatchSettleParams
+	for i, st := range []vigil.State{vigil.StateFired, vigil.StateFailed, vigil.StateExpired, vigil.StateErrored, vigil.StateCancelled, vigil.StateFired, vigil.StateFailed} {
+		batch = append(batch, vigil.WatchSettleParams{ID: fmt.Sprintf("w%02d", i), State: st, SettledAt: at})
+	}
+	// Lost: settled earlier in the batch, and no such watch.
+	batch = append(batch, vigil.WatchSettleParams{ID: "w00", State: vigil.StateExpired, SettledAt: at},
+		vigil.WatchSettleParams{ID: "nope", State: vigil.StateFired, SettledAt: at})
+	_, err := s.WatchSettle(ctx, batch)
+	step("a batch of settlements", err)
+	_, err = s.WatchSettle(ctx, []vigil.WatchSettleParams{{ID: "w07", State: vigil.StateExpired, SettledAt: at}})
+	step("one settlement", err)
+	_, err = s.WatchSettle(ctx, []vigil.WatchSettleParams{{ID: "w07", State: vigil.StateFired, SettledAt: at}})
+	step("a lost settlement", err)
+	_, _, err = s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w08", SettledAt: at})
+	step("a cancel", err)
+	_, _, err = s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w08", SettledAt: at})
+	step("a cancel of a settled watch", err)
+	step("a deletion", s.WatchDelete(ctx, "w01"))
+	_, err = s.RecipientClose(ctx, vigil.RecipientCloseParams{Recipient: "r2", SettledAt: at})
+	step("a recipient's close", err)
+	_, err = s.Prune(ctx, vigil.PruneParams{WatchesBefore: at.Add(time.Hour)})
+	step("a prune", err)
+
+	cs, err := s.WatchCounts(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, c := range cs {
+		if c.State != vigil.StatePending {
+			t.Errorf("after the prune, %d %s %s watches are counted, want only pending ones", c.N, c.State, c.Kind)
+		}
+		n += c.N
+	}
+	// 24 less 8 settled, 1 cancelled, and r2's 8 less the 3 of them already
+	// settled or cancelled (w02, w05, w08).
+	if want := 24 - 8 - 1 - 5; n != want {
+		t.Errorf("after the prune, %d pending watches are counted, want %d", n, want)
+	}
+}
+
+// TestSchema11KeepsCounts: a database at schema 10 with watches in it
+// (pending and settled, counted by schema 9's triggers, and one count
+// gone wrong) opens with its counts taken again from the watches and
+// without the counts' triggers, and the store's settlements and cancels
+// then keep them right.
+func TestSchema11KeepsCounts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	db := openRaw(t, path)
+	fsys, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Schema 9's insert triggers count the rows inserted here; schema 10
+	// has none.
+	if _, err := p.UpTo(t.Context(), 9); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for i := range 6 {
+		w := benchWatch(int64(i))
+		enc, err := encodeWatch(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO watches (`+watchColumns+`) VALUES (`+placeholders(watchColumnCount)+`)`, enc.args(w)...); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO counters (recipient, pending, created_at) VALUES (?1, 1, 0), ('', 1, 0)
+			ON CONFLICT (recipient) DO UPDATE SET pending = pending + 1`, w.Recipient); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.UpTo(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	// Settled at schema 10: its trigger moves the count.
+	if _, err := db.ExecContext(ctx, `UPDATE watches SET state = 'fired', settled_at = 1 WHERE id = ?`, benchWatch(0).ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE counters SET pending = pending - 1 WHERE recipient IN (?, '')`, benchWatch(0).Recipient); err != nil {
+		t.Fatal(err)
+	}
+	// And a count that went wrong.
+	if _, err := db.ExecContext(ctx, `UPDATE watch_counts SET n = n + 5 WHERE recipient = ?`, benchWatch(1).Recipient); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s := open(t, path, nil)
+	defer s.Close()
+	checkCounters(t, s)
+	var triggers int
+	if err := s.readDB.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = 'watches'
+		AND name LIKE 'watch_counts%'`).Scan(&triggers); err != nil || triggers != 0 {
+		t.Errorf("after the migration, %d triggers keep watch_counts (%v), want none", triggers, err)
+	}
+	at := benchAt.Add(time.Hour)
+	if _, err := s.WatchSettle(ctx, []vigil.WatchSettleParams{{ID: benchWatch(1).ID, State: vigil.StateFailed, SettledAt: at}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.WatchCancel(ctx, vigil.WatchCancelParams{ID: benchWatch(2).ID, SettledAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	checkCounters(t, s)
+	cs, err := s.WatchCounts(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[vigil.State]int{}
+	for _, c := range cs {
+		got[c.State] += c.N
+	}
+	if want := map[vigil.State]int{vigil.StatePending: 3, vigil.StateFired: 1, vigil.StateFailed: 1, vigil.StateCancelled: 1}; !maps.Equal(got, want) {
+		t.Errorf("counts = %v, want %v", got, want)
+	}
+}
+
+// TestSettleRunsNoTrigger: the statements that settle, cancel and close
+// watches run no trigger program. A row trigger on watches made each
+// settling UPDATE open a statement journal, copy every page it changed
+// into it and free it at the statement's end (with modernc's allocator, a
+// madvise system call each time): about half the store's CPU in a storm
+// at schema 9 and 10. Schema 11 moves the counts in the store
+// (countMoves), and TestCountsFollowEveryPath checks what it writes.
+func TestSettleRunsNoTrigger(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	s := open(t, path, nil)
+	var ws writeStmts
+	var queries []string
+	for _, d := range ws.defs() {
+		switch d.dst {
+		case &ws.watchSettle, &ws.watchCancel, &ws.recipientClose, &ws.watchObserve:
+			queries = append(queries, d.query)
+		}
+	}
+	s.Close()
+	if len(queries) != 4 {
+		t.Fatalf("found %d of the 4 statements", len(queries))
+	}
+	db := openRaw(t, path)
+	defer db.Close()
+	for _, q := range queries {
+		rows, err := db.QueryContext(t.Context(), "EXPLAIN "+q, make([]any, numParams(q))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var (
+				addr                     int
+				op                       string
+				p1, p2, p3, p4, p5, note any
+			)
+			if err := rows.Scan(&addr, &op, &p1, &p2, &p3, &p4, &p5, &note); err != nil {
+				t.Fatal(err)
+			}
+			if op == "Program" {
+				t.Errorf("%s runs a trigger program", strings.Join(strings.Fields(q), " "))
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+	}
+}
+
+// numParams is how many values q binds: its largest ?N, or else how many
+// ? it has.
+func numParams(q string) int {
+	n := 0
+	for _, m := range regexp.MustCompile(`\?(\d+)`).FindAllStringSubmatch(q, -1) {
+		k, _ := strconv.Atoi(m[1])
+		n = max(n, k)
+	}
+	if n == 0 {
+		n = strings.Count(q, "?")
+	}
+	return n
 }

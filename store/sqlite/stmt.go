@@ -35,7 +35,7 @@ type writeStmts struct {
 
 	watchInsert, watchByID, watchIDByIdentity, watchHead, watchesPending *sql.Stmt
 	watchSettle, watchCancel, watchObserve, watchDelete, watchDeliverSet *sql.Stmt
-	counts, pendingAdd, pendingSettled, pendingTotal, recipientClose     *sql.Stmt
+	counts, pendingAdd, recipientClose                                   *sql.Stmt
 	ledgerGet, ledgerPut                                                 *sql.Stmt
 	// WatchCreateMany's: each takes a JSON array.
 	ledgerGetMany, watchIDsByIdentities, watchIDsTaken, countsMany, watchesByIDs *sql.Stmt
@@ -43,7 +43,10 @@ type writeStmts struct {
 	// What a new watch adds beside its row (schema 10), for the rows from
 	// a rowid on; and the largest rowid so far.
 	newCounts, newText, newLabels, watchMaxRowid *sql.Stmt
-	messageInsert, readerAck                     *sql.Stmt
+	// How a transaction's settlements, cancels and deletions move
+	// watch_counts (schema 11), all in one JSON array.
+	countsMove               *sql.Stmt
+	messageInsert, readerAck *sql.Stmt
 }
 
 type stmtDef struct {
@@ -77,8 +80,8 @@ func (s *writeStmts) defs() []stmtDef {
 			WHERE w.rowid >= ?1 AND w.labels IS NOT NULL AND json_valid(w.labels) AND l.type = 'text'`},
 		{&s.watchMaxRowid, `SELECT coalesce(max(rowid), 0) FROM watches`},
 		{&s.watchIDByIdentity, `SELECT id FROM watches WHERE identity = ? AND state = 'pending'`},
-		{&s.watchHead, `SELECT recipient, state FROM watches WHERE id = ?`},
-		{&s.watchesPending, `SELECT rowid, id, recipient FROM watches
+		{&s.watchHead, `SELECT recipient, state, kind FROM watches WHERE id = ?`},
+		{&s.watchesPending, `SELECT rowid, id, recipient, kind FROM watches
 			WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'`},
 		{&s.watchSettle, `UPDATE watches SET state = ?, outcome = ?, settled_at = ?, polls = ?,
 			last_observation = coalesce(?, last_observation), answered_at_creation = ?,
@@ -100,10 +103,12 @@ func (s *writeStmts) defs() []stmtDef {
 			coalesce((SELECT pending FROM counters WHERE recipient = ?), 0)`},
 		{&s.pendingAdd, `INSERT INTO counters (recipient, pending, created_at) VALUES (?1, ?2, ?3), ('', ?2, 0)
 			ON CONFLICT (recipient) DO UPDATE SET pending = pending + excluded.pending`},
-		{&s.pendingSettled, `UPDATE counters SET pending = pending - ?2 WHERE recipient = ?1`},
-		{&s.pendingTotal, `UPDATE counters SET pending = pending + ? WHERE recipient = ''`},
 		{&s.recipientClose, `UPDATE watches SET state = 'cancelled', outcome = ?, settled_at = ?
-			WHERE recipient = ? AND state = 'pending' RETURNING id`},
+			WHERE recipient = ? AND state = 'pending' RETURNING id, kind`},
+		// Rows of [recipient, state, kind, delta] (see countMoves).
+		{&s.countsMove, `INSERT INTO watch_counts (recipient, state, kind, n)
+			SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?) WHERE true
+			ON CONFLICT DO UPDATE SET n = n + excluded.n`},
 
 		{&s.ledgerGet, `SELECT request_hash, watch_id, existing FROM idempotency
 			WHERE recipient = ? AND key = ? AND created_at >= ?`},

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/base64"
@@ -197,6 +198,52 @@ func addPending(t *wtx, recipient string, delta int, createdAt int64) error {
 	return nil
 }
 
+// countKey is one row of watch_counts.
+type countKey struct{ recipient, state, kind string }
+
+// countMoves adds up how one write moves watches between the rows of
+// watch_counts, so that it writes each row once however many watches
+// moved (schema 11: no trigger follows an update or a deletion of a
+// watch). Every statement that changes a watch's state, or deletes a
+// watch, notes its rows here, and write runs before the op returns.
+type countMoves map[countKey]int
+
+// move notes n watches of recipient and kind gone from state from to
+// state to; an empty to is a deletion.
+func (m countMoves) move(recipient, kind string, from, to vigil.State, n int) {
+	if from == to || n == 0 {
+		return
+	}
+	m[countKey{recipient, string(from), kind}] -= n
+	if to != "" {
+		m[countKey{recipient, string(to), kind}] += n
+	}
+}
+
+// write applies the moves in one statement, in the table's key order. A
+// row that falls to 0 stays until Prune removes it.
+func (m countMoves) write(t *wtx) error {
+	rows := make([][4]any, 0, len(m))
+	for _, k := range slices.SortedFunc(maps.Keys(m), func(a, b countKey) int {
+		return cmp.Or(cmp.Compare(a.recipient, b.recipient), cmp.Compare(a.state, b.state), cmp.Compare(a.kind, b.kind))
+	}) {
+		if n := m[k]; n != 0 {
+			rows = append(rows, [4]any{k.recipient, k.state, k.kind, n})
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	arr, err := json.Marshal(rows)
+	if err != nil {
+		return wrap("count watches", err)
+	}
+	if _, err := t.exec(t.countsMove, string(arr)); err != nil {
+		return wrap("count watches", err)
+	}
+	return nil
+}
+
 // WatchGet returns one watch, or a not_found error.
 func (s *Store) WatchGet(ctx context.Context, id string) (*vigil.Watch, error) {
 	w, err := scanWatch(s.r.watchByID.QueryRowContext(ctx, id))
@@ -270,9 +317,9 @@ func (s *Store) WatchList(ctx context.Context, p vigil.WatchListParams) (vigil.W
 }
 
 // WatchCounts implements vigil.Store: it sums the rows of watch_counts
-// (schema 9), which the store's inserts (indexNew) and triggers keep in
-// step with the watches, so it reads a
-// few rows per recipient, not every watch.
+// (schema 9), which the store keeps in step with the watches in the
+// transaction that changes them (indexNew, countMoves), so it reads a few
+// rows per recipient, not every watch.
 func (s *Store) WatchCounts(ctx context.Context, recipients []string) ([]vigil.WatchCount, error) {
 	q := `SELECT state, kind, sum(n) FROM watch_counts`
 	var args []any
@@ -612,6 +659,7 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 			return err
 		}
 		settled := map[string]int{} // recipient -> watches settled
+		moves := countMoves{}
 		for i := range ps {
 			p := &ps[i]
 			row, ok := pending[p.ID]
@@ -629,6 +677,7 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 			}
 			won[i] = true
 			settled[row.recipient]++
+			moves.move(row.recipient, row.kind, vigil.StatePending, p.State, 1)
 			if m := enc[i].msg; m != nil {
 				m.Recipient = cmpOr(m.Recipient, row.recipient)
 				if seqs[i], err = insertMessage(t, m); err != nil {
@@ -637,21 +686,17 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 			}
 		}
 		// A settled watch's recipient has its counters row (made with its
-		// first watch, never deleted): update in place, and the total once
-		// for the whole batch rather than once per recipient.
-		total := 0
-		for _, r := range slices.Sorted(maps.Keys(settled)) {
-			if _, err := t.exec(t.pendingSettled, r, settled[r]); err != nil {
-				return wrap("count pending watches of "+r, err)
-			}
-			total += settled[r]
+		// first watch, never deleted): one statement for every recipient
+		// (a storm's watches often have one each), and the total once.
+		total := int64(0)
+		for r, n := range settled {
+			settled[r] = -n
+			total -= int64(n)
 		}
-		if total > 0 {
-			if _, err := t.exec(t.pendingTotal, -total); err != nil {
-				return wrap("count pending watches", err)
-			}
+		if err := addPendingMany(t, settled, nil, total); err != nil {
+			return err
 		}
-		return nil
+		return moves.write(t)
 	})
 	if err != nil {
 		return nil, err
@@ -673,8 +718,8 @@ func settleIDs(ps []vigil.WatchSettleParams) []string {
 }
 
 type pendingRow struct {
-	rowid     int64
-	recipient string
+	rowid           int64
+	recipient, kind string
 }
 
 // pendingRows returns the pending watches among ids (a JSON array), by id.
@@ -690,7 +735,7 @@ func pendingRows(t *wtx, ids []byte) (map[string]pendingRow, error) {
 			id string
 			r  pendingRow
 		)
-		if err := rows.Scan(&r.rowid, &id, &r.recipient); err != nil {
+		if err := rows.Scan(&r.rowid, &id, &r.recipient, &r.kind); err != nil {
 			return nil, wrap("find pending watches", err)
 		}
 		out[id] = r
@@ -742,8 +787,8 @@ func (s *Store) WatchCancel(ctx context.Context, p vigil.WatchCancelParams) (*vi
 	)
 	err := s.w.do(ctx, func(t *wtx) error {
 		won = false
-		var recipient, state string
-		err := t.queryRow(t.watchHead, p.ID).Scan(&recipient, &state)
+		var recipient, state, kind string
+		err := t.queryRow(t.watchHead, p.ID).Scan(&recipient, &state, &kind)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && len(p.Recipients) > 0 && !slices.Contains(p.Recipients, recipient)) {
 			return notFound(p.ID)
 		}
@@ -763,6 +808,11 @@ func (s *Store) WatchCancel(ctx context.Context, p vigil.WatchCancelParams) (*vi
 			won = n == 1
 			if won {
 				if err := addPending(t, recipient, -1, 0); err != nil {
+					return err
+				}
+				moves := countMoves{}
+				moves.move(recipient, kind, vigil.StatePending, vigil.StateCancelled, 1)
+				if err := moves.write(t); err != nil {
 					return err
 				}
 			}
@@ -792,8 +842,8 @@ func (s *Store) WatchCancel(ctx context.Context, p vigil.WatchCancelParams) (*vi
 // not_found if there is no such watch.
 func (s *Store) WatchDelete(ctx context.Context, id string) error {
 	return s.w.do(ctx, func(t *wtx) error {
-		var recipient, state string
-		err := t.queryRow(t.watchHead, id).Scan(&recipient, &state)
+		var recipient, state, kind string
+		err := t.queryRow(t.watchHead, id).Scan(&recipient, &state, &kind)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound(id)
 		}
@@ -806,7 +856,9 @@ func (s *Store) WatchDelete(ctx context.Context, id string) error {
 		if _, err := t.exec(t.watchDelete, id); err != nil {
 			return wrap("delete watch "+id, err)
 		}
-		return nil
+		moves := countMoves{}
+		moves.move(recipient, kind, vigil.State(state), "", 1)
+		return moves.write(t)
 	})
 }
 
@@ -847,22 +899,27 @@ func (s *Store) RecipientClose(ctx context.Context, p vigil.RecipientCloseParams
 	var ids []string
 	err := s.w.do(ctx, func(t *wtx) error {
 		ids = ids[:0]
+		moves := countMoves{}
 		rows, err := t.query(t.recipientClose, outcome, p.SettledAt.UnixMilli(), p.Recipient)
 		if err != nil {
 			return wrap("close recipient "+p.Recipient, err)
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
+			var id, kind string
+			if err := rows.Scan(&id, &kind); err != nil {
 				return wrap("close recipient "+p.Recipient, err)
 			}
 			ids = append(ids, id)
+			moves.move(p.Recipient, kind, vigil.StatePending, vigil.StateCancelled, 1)
 		}
 		if err := rows.Err(); err != nil {
 			return wrap("close recipient "+p.Recipient, err)
 		}
 		rows.Close()
+		if err := moves.write(t); err != nil {
+			return err
+		}
 		return addPending(t, p.Recipient, -len(ids), 0)
 	})
 	if err != nil {

@@ -29,6 +29,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
 	"embed"
 	"errors"
 	"fmt"
@@ -124,6 +125,8 @@ type Store struct {
 	sendEvents bool
 	// replica is Options.Replica.
 	replica string
+	// origin is Origin.
+	origin string
 	// fence, once set (SetFence), conditions the settling writes and
 	// receipts on this replica's leases.
 	fence fenceRef
@@ -175,7 +178,7 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		pool.Close()
 		return nil, wrap("connect", err)
 	}
-	s := &Store{pool: pool, leasePool: leasePool, sendEvents: o.Notify, replica: o.Replica}
+	s := &Store{pool: pool, leasePool: leasePool, sendEvents: o.Notify, replica: o.Replica, origin: rand.Text()[:10]}
 
 	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&s.schema); err != nil {
 		s.Close()

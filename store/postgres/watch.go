@@ -580,7 +580,7 @@ func (s *Store) WatchCancel(ctx context.Context, p vigil.WatchCancelParams) (*vi
 				if err := unpend(ctx, tx, map[string][]string{recipient: {p.ID}}); err != nil {
 					return err
 				}
-				if err := s.notify(ctx, tx, Event{Kind: EventWatch, WatchID: p.ID, Recipient: recipient, Shard: ShardOf(p.ID)}); err != nil {
+				if err := s.notify(ctx, tx, Event{Kind: EventWatch, WatchID: p.ID, Recipient: recipient, Shard: ShardOf(p.ID), Origin: s.origin, Gone: true}); err != nil {
 					return err
 				}
 				if msg != nil {

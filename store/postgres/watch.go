@@ -209,12 +209,6 @@ func (s *Store) WatchList(ctx context.Context, p vigil.WatchListParams) (vigil.W
 	return page, nil
 }
 
-// The ASCII letters, for translate.
-const (
-	upperASCII = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	lowerASCII = "abcdefghijklmnopqrstuvwxyz"
-)
-
 // likeEscaper escapes LIKE's wildcards and its escape character, so a
 // pattern '%'+escaped+'%' matches exactly the strings that contain the text.
 var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)

@@ -254,7 +254,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	})
 	if pg != nil {
 		d.pgEvents = newPGEvents(pg, d.eng, logger)
-		if d.shards, err = newShards(cfg, pg, replica, d.eng, sched, disp, fs, logger); err != nil {
+		if d.shards, err = newShards(cfg, pg, replica, d.eng, sched, disp, fs, calendarKind(reg), logger); err != nil {
 			return nil, err
 		}
 		d.pgEvents.also = d.shards.heard

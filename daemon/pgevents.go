@@ -28,7 +28,7 @@ const pgEventsMaxWatches = 4096
 // commit to this daemon's waits, long-polls, event streams and MCP
 // subscriptions, as if committed here: it listens to the store's changes
 // (postgres.Store.Listen) and announces them to the engine
-// (engine.Announce, AnnounceWatch), reading from the store only what a
+// (engine.Announce, AnnounceCreated, AnnounceWatch), reading from the store only what a
 // subscriber of this daemon may want. Messages are read in seq order from
 // a cursor, so a notification that was lost (the listening connection
 // was down: Listen's resync) is repaired by reading on from the cursor,
@@ -51,6 +51,7 @@ type pgEvents struct {
 	resync  bool                // the listener (re)connected: catch up, wake every wait
 	rewake  bool                // wake every wait (a recipient closed, too many watches)
 	watches map[string]struct{} // watches registered or cancelled, to read
+	created []*vigil.Watch      // watches registered, as their events described them
 }
 
 func newPGEvents(st *postgres.Store, eng *engine.Engine, log *slog.Logger) *pgEvents {
@@ -104,6 +105,20 @@ func (p *pgEvents) heard(ev postgres.Event) {
 		}
 	case postgres.EventWatch:
 		if p.eng.Wants(ev.Recipient, ev.WatchID) {
+			if w := ev.Watch(); w != nil {
+				// A registration whose event says what watch.created
+				// needs: no read (and none at all for one made here,
+				// which the engine published).
+				if ev.Origin == p.st.Origin() {
+					break
+				}
+				if len(p.created) < pgEventsMaxWatches {
+					p.created = append(p.created, w)
+				} else {
+					p.rewake = true
+				}
+				break
+			}
 			if len(p.watches) < pgEventsMaxWatches {
 				p.watches[ev.WatchID] = struct{}{}
 			} else {
@@ -132,9 +147,13 @@ func (p *pgEvents) loop(ctx context.Context, cursor int64) {
 		case <-p.kick:
 		}
 		p.mu.Lock()
-		high, want, resync, rewake, watches := p.high, p.want, p.resync, p.rewake, p.watches
-		p.want, p.resync, p.rewake, p.watches = false, false, false, make(map[string]struct{})
+		high, want, resync, rewake, watches, created := p.high, p.want, p.resync, p.rewake, p.watches, p.created
+		p.want, p.resync, p.rewake, p.watches, p.created = false, false, false, make(map[string]struct{}), nil
 		p.mu.Unlock()
+
+		for _, w := range created {
+			p.eng.AnnounceCreated(w)
+		}
 
 		var err error
 		if want || resync {

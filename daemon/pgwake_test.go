@@ -248,6 +248,30 @@ func TestPostgresReplicaWake(t *testing.T) {
 	expect(vigil.EventWatchSettled+" "+ws[1].ID, vigil.EventMessage+" "+strconv.FormatInt(m2.Seq, 10))
 	mcpWoken("A's cancel")
 
+	// 2b. A registration on B reaches A's stream as watch.created from
+	// its event alone, unread: the first event here names a watch that
+	// has no row (a read would find nothing and announce nothing), sent
+	// before a real registration of B's.
+	ghost, err := json.Marshal(postgres.Event{Kind: postgres.EventWatch, WatchID: "ghost", Recipient: "r", Shard: postgres.ShardOf("ghost"),
+		Origin: "elsewhere", Sched: &postgres.Sched{Kind: string(vigil.KindTimer), CreatedAt: now.UnixMilli()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Pool().Exec(ctx, `SELECT pg_notify($1, $2)`, b.Channel(), string(ghost)); err != nil {
+		t.Fatal(err)
+	}
+	real := &vigil.Watch{ID: "real-" + ws[0].ID, Recipient: "r", Kind: vigil.KindTimer, Mode: vigil.ModeUntil,
+		Predicate: json.RawMessage(`{"at":"` + now.Add(3*time.Hour).Format(time.RFC3339) + `"}`), CreatedAt: now, Deadline: now.Add(3 * time.Hour)}
+	real.Identity = vigil.Identity(real.Recipient, real.Kind, real.Mode, real.Predicate)
+	if _, err := b.WatchCreate(ctx, vigil.WatchCreateParams{Watch: real}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"ghost", real.ID} {
+		if ev := nextEvent(t, events); ev.Type != vigil.EventWatchCreated || ev.WatchID != id {
+			t.Errorf("A's stream: %s %s, want %s %s", ev.Type, ev.WatchID, vigil.EventWatchCreated, id)
+		}
+	}
+
 	// 3. A's listening connection dies; B writes before A listens again.
 	polled = longPoll("lp")
 	longCalls(t, a, 3)
@@ -348,4 +372,68 @@ func BenchmarkPostgresReplicaWake(bm *testing.B) {
 	}
 	bm.ReportMetric(float64(sum.Microseconds())/1000/float64(bm.N), "wake-ms")
 	bm.ReportMetric(float64(most.Microseconds())/1000, "max-wake-ms")
+}
+
+// gauge waits until d's /metrics shows name at want, and fails the test if
+// it has not within a minute (as nextEvent).
+func gauge(t *testing.T, d *running, name string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for backoff := time.Millisecond; ; backoff = min(2*backoff, 100*time.Millisecond) {
+		resp, err := http.Get(d.URL() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got := -1
+		for line := range strings.SplitSeq(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				got = int(f)
+			}
+		}
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %d, want %d", name, got, want)
+		}
+		time.Sleep(backoff)
+	}
+}
+
+// TestPostgresHolderArmsFromEvent: the holder of a watch's shard arms a
+// watch registered on another replica from its registration's event, and
+// forgets a cancelled one from the cancel's, without reading the row: the
+// watch here has no row, so a read would find nothing to arm or forget.
+func TestPostgresHolderArmsFromEvent(t *testing.T) {
+	t.Parallel()
+	url := pgStore(t)
+	cfg := testConfig(t.TempDir(), t.TempDir())
+	cfg.Store = url
+	a := start(t, cfg)
+	if got := shardsOf(t, 64, newClient(t, a)); len(got[0]) != 64 {
+		t.Fatalf("one replica holds %d shards, want 64", len(got[0]))
+	}
+	b := replicaB(t, url)
+	gauge(t, a, "vigil_watches_pending", 0)
+	now := time.Now()
+	send := func(ev postgres.Event) {
+		t.Helper()
+		p, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Pool().Exec(t.Context(), `SELECT pg_notify($1, $2)`, b.Channel(), string(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev := postgres.Event{Kind: postgres.EventWatch, WatchID: "ghost", Recipient: "r", Shard: postgres.ShardOf("ghost"), Origin: "elsewhere",
+		Sched: &postgres.Sched{Kind: string(vigil.KindHTTP), Every: time.Hour.Milliseconds(), StartAt: now.Add(time.Hour).UnixMilli(), CreatedAt: now.UnixMilli()}}
+	send(ev)
+	gauge(t, a, "vigil_watches_pending", 1)
+	ev.Sched, ev.Gone = nil, true
+	send(ev)
+	gauge(t, a, "vigil_watches_pending", 0)
 }

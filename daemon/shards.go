@@ -15,6 +15,7 @@ import (
 	"github.com/vigil-run/vigil/internal/lease"
 	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/store/postgres"
+	"github.com/vigil-run/vigil/watcher"
 )
 
 // Bounds of the replica's wake-ups.
@@ -45,9 +46,12 @@ type shards struct {
 	// are forgotten by it.
 	fs  *fsWake
 	log *slog.Logger
-	// ids are watch ids heard of (registered or cancelled), for the
+	// ids are the watches heard of (registered or cancelled), for the
 	// holder to arm or forget.
-	ids chan string
+	ids chan heardWatch
+	// needsRow says whether a kind's first due depends on its predicate
+	// (a calendar): such a watch is read back before it is armed.
+	needsRow func(vigil.Kind) bool
 	// gained are shards taken and not yet armed: arming them (reading
 	// their watches, resuming their receipts) runs beside the lease
 	// manager, whose renewals must not wait for it.
@@ -58,9 +62,9 @@ type shards struct {
 }
 
 func newShards(cfg Config, pg *postgres.Store, replica string, eng *engine.Engine, sched *scheduler.Scheduler,
-	disp *deliver.Dispatcher, fs *fsWake, log *slog.Logger) (*shards, error) {
-	s := &shards{pg: pg, eng: eng, sched: sched, disp: disp, fs: fs, log: log.With("component", "shards"), ids: make(chan string, wakeQueue),
-		gained: make(chan []int, postgres.Shards)}
+	disp *deliver.Dispatcher, fs *fsWake, needsRow func(vigil.Kind) bool, log *slog.Logger) (*shards, error) {
+	s := &shards{pg: pg, eng: eng, sched: sched, disp: disp, fs: fs, log: log.With("component", "shards"), ids: make(chan heardWatch, wakeQueue),
+		gained: make(chan []int, postgres.Shards), needsRow: needsRow}
 	l, r := cfg.leases()
 	mgr, err := lease.New(lease.Config{Store: pg, Replica: replica, Shards: postgres.Shards, Lease: l, Renew: r,
 		Gain: s.gain, Lose: s.lose, Renewed: s.repair, Logger: log})
@@ -174,19 +178,41 @@ func (s *shards) lose(shards []int) {
 	s.log.Debug("shards let go", "shards", shards, "watches", len(ids))
 }
 
+// heardWatch is a watch heard of: registered (w, its schedule, when the
+// event carried it), cancelled (gone), or either (neither: read it).
+type heardWatch struct {
+	id   string
+	w    *vigil.Watch
+	gone bool
+}
+
 // heard takes the database's events: a watch registered or cancelled in a
-// shard held here is looked at (wake); a check asks for a probe now; a
-// rebalance steps the manager; a reconnection (events may have been lost)
-// steps it too, and its repair scan finds what was missed.
+// shard held here is looked at (wake), unless this replica registered it
+// (the engine armed it, if this replica held its shard then; if it did
+// not, the shard's rows were read when it was taken, or the repair scan
+// finds it); a check asks for a probe now; a rebalance steps the manager;
+// a reconnection (events may have been lost) steps it too, and its
+// repair scan finds what was missed.
 func (s *shards) heard(ev postgres.Event) {
 	switch ev.Kind {
 	case postgres.EventWatch:
-		if ev.WatchID != "" && s.pg.Holds(ev.WatchID) {
-			select {
-			case s.ids <- ev.WatchID:
-			default:
-				// Full: the repair scan at the next step finds it.
-			}
+		if ev.WatchID == "" || !s.pg.Holds(ev.WatchID) {
+			return
+		}
+		h := heardWatch{id: ev.WatchID, gone: ev.Gone}
+		if !ev.Gone && ev.Origin != "" && ev.Origin == s.pg.Origin() {
+			// Registered here: arming it from here could race the
+			// engine's own (and take its first observation's
+			// observer's place).
+			return
+		}
+		if w := ev.Watch(); w != nil && (s.needsRow == nil || !s.needsRow(w.Kind)) {
+			h.w = w
+		}
+		select {
+		case s.ids <- h:
+		default:
+			// Full: the repair scan at the next step finds it.
 		}
 	case postgres.EventCheck:
 		if ev.WatchID != "" && s.pg.Holds(ev.WatchID) {
@@ -200,28 +226,70 @@ func (s *shards) heard(ev postgres.Event) {
 // wake arms the watches heard of that are pending and not scheduled here,
 // and forgets those that are no longer pending, a batch at a time.
 func (s *shards) wake(ctx context.Context) {
-	batch := make([]string, 0, wakeBatch)
+	batch := make([]heardWatch, 0, wakeBatch)
 	for {
 		batch = batch[:0]
 		select {
 		case <-ctx.Done():
 			return
-		case id := <-s.ids:
-			batch = append(batch, id)
+		case h := <-s.ids:
+			batch = append(batch, h)
 		}
 	more:
 		for len(batch) < wakeBatch {
 			select {
-			case id := <-s.ids:
-				batch = append(batch, id)
+			case h := <-s.ids:
+				batch = append(batch, h)
 			default:
 				break more
 			}
 		}
-		if err := s.reconcile(ctx, batch); err != nil && ctx.Err() == nil {
+		if err := s.take(ctx, batch); err != nil && ctx.Err() == nil {
 			s.log.Warn("reading watches heard of; the repair scan will find them", "err", err)
 		}
 	}
+}
+
+// take arms or forgets the watches heard of, in the order heard: a
+// cancelled one is forgotten, a registered one whose schedule the event
+// carried is armed as it is (a registration costs the database no read),
+// and the others are read (reconcile).
+func (s *shards) take(ctx context.Context, batch []heardWatch) error {
+	gone := map[string]bool{}
+	for _, h := range batch {
+		if h.gone {
+			gone[h.id] = true
+		}
+	}
+	var arm []*vigil.Watch
+	var read []string
+	seen := map[string]bool{}
+	for _, h := range batch {
+		if gone[h.id] || seen[h.id] {
+			continue
+		}
+		seen[h.id] = true
+		switch {
+		case h.w == nil:
+			read = append(read, h.id)
+		default:
+			// A watch settled here meanwhile and armed again is
+			// dropped at its first probe, which reads the row.
+			if _, scheduled := s.sched.Live(h.id); !scheduled {
+				arm = append(arm, h.w)
+			}
+		}
+	}
+	s.eng.ArmMany(arm)
+	var forget []string
+	for id := range gone {
+		forget = append(forget, id)
+	}
+	s.eng.Forget(forget...)
+	if len(read) == 0 {
+		return nil
+	}
+	return s.reconcile(ctx, read)
 }
 
 // reconcile reads the watches ids and arms or forgets each.
@@ -279,5 +347,18 @@ func (s *shards) repair(ctx context.Context, held []int) {
 	}
 	if err := s.reconcile(ctx, missing); err != nil && ctx.Err() == nil {
 		s.log.Warn("repair scan failed; it runs again at the next step", "err", err)
+	}
+}
+
+// calendarKind returns whether a kind of reg computes its first due from
+// its predicate (engine.NextDuer).
+func calendarKind(reg *watcher.Registry) func(vigil.Kind) bool {
+	return func(k vigil.Kind) bool {
+		wt, ok := reg.Lookup(k)
+		if !ok {
+			return false
+		}
+		_, cal := wt.(engine.NextDuer)
+		return cal
 	}
 }

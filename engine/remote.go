@@ -57,6 +57,15 @@ func (e *Engine) AnnounceWatch(ctx context.Context, id string) error {
 	return nil
 }
 
+// AnnounceCreated publishes watch.created for w, a pending watch
+// registered on another daemon as the store's event of its registration
+// describes it (ID, Recipient, Polls, CreatedAt), without reading it,
+// unless this engine published it already.
+func (e *Engine) AnnounceCreated(w *vigil.Watch) {
+	e.hub.announce(vigil.Event{Type: vigil.EventWatchCreated, WatchID: w.ID, Recipient: w.Recipient,
+		State: vigil.StatePending, Polls: w.Polls, At: w.CreatedAt})
+}
+
 // Rewake makes every wait and mailbox long-poll read the store again, and
 // go on waiting if nothing changed: events may have been lost (the
 // daemon stopped hearing the store's changes for a while).

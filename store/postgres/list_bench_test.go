@@ -19,7 +19,7 @@ func BenchmarkWatchListFilters(b *testing.B) {
 	s := benchStore(b)
 	bulkInsert(b, s, n)
 	ctx := context.Background()
-	if _, err := s.pool.Exec(ctx, "ANALYZE watches"); err != nil {
+	if _, err := s.pool.Exec(ctx, "ANALYZE watches, watch_text"); err != nil {
 		b.Fatal(err)
 	}
 	for _, tc := range []struct {

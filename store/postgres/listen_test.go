@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/store/postgres"
@@ -138,4 +139,58 @@ func TestListen(t *testing.T) {
 		t.Fatal(err)
 	}
 	next(t, events, postgres.EventMessage)
+}
+
+// TestListenSchedule: the event of a registration, single or in a batch,
+// carries the watch's schedule as stored (Event.Watch), so the holder of
+// its shard arms it without reading the row; a cancel's says the watch is
+// gone; both say which store sent them.
+func TestListenSchedule(t *testing.T) {
+	u := newSchema(t)
+	a := open(t, u)
+	b := openWith(t, u, &postgres.Options{MaxConns: 4, Notify: true})
+	t.Cleanup(func() { a.Close(); b.Close() })
+	if a.Origin() == "" || a.Origin() == b.Origin() {
+		t.Fatalf("origins %q and %q, want two different ones", a.Origin(), b.Origin())
+	}
+	events := listen(t, a)
+	next(t, events, postgres.EventResync)
+	ctx := t.Context()
+
+	// Times to the nanosecond: the store keeps milliseconds.
+	created := at.Add(123456789 * time.Nanosecond)
+	w1 := timerWatch("w1", "r", `{"n":1}`)
+	w1.Kind, w1.Every, w1.CreatedAt = "http", 1500*time.Millisecond, created
+	w1.StartAt, w1.Deadline = created.Add(time.Minute), created.Add(time.Hour)
+	w2 := timerWatch("w2", "r", `{"n":2}`)
+	w3 := timerWatch("w3", "q", `{"n":3}`)
+	w3.Deadline = time.Time{}
+	if _, err := b.WatchCreate(ctx, vigil.WatchCreateParams{Watch: w1}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.WatchCreateMany(ctx, []vigil.WatchCreateParams{{Watch: w2}, {Watch: w3}})
+	if err != nil || res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("WatchCreateMany = %v, %v", res, err)
+	}
+	for _, id := range []string{"w1", "w2", "w3"} {
+		ev := next(t, events, postgres.EventWatch)
+		if ev.WatchID != id || ev.Origin != b.Origin() || ev.Gone {
+			t.Fatalf("event = %+v, want the registration of %s from b (%s)", ev, id, b.Origin())
+		}
+		row, err := a.WatchGet(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := &vigil.Watch{ID: row.ID, Recipient: row.Recipient, Kind: row.Kind, State: vigil.StatePending, Every: row.Every,
+			StartAt: row.StartAt, Deadline: row.Deadline, CreatedAt: row.CreatedAt, Polls: row.Polls}
+		if diff := cmp.Diff(want, ev.Watch()); diff != "" {
+			t.Errorf("event of %s: Watch() differs from the row (-row +event):\n%s", id, diff)
+		}
+	}
+	if _, _, err := b.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w2", SettledAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, events, postgres.EventWatch); ev.WatchID != "w2" || !ev.Gone || ev.Watch() != nil {
+		t.Errorf("cancel event = %+v (Watch() = %v), want w2 gone and no schedule", ev, ev.Watch())
+	}
 }

@@ -72,6 +72,9 @@ func clauses(stmt string) []string {
 
 var (
 	forbidden = regexp.MustCompile(`(?i)\b(DROP|RENAME|ALTER COLUMN|ADD CONSTRAINT|TRUNCATE|DELETE FROM|UPDATE)\b`)
+	// An index no release names in a statement may be dropped: an older
+	// release's statements run on without it (planned otherwise).
+	dropIndex = regexp.MustCompile(`(?i)^\s*DROP\s+INDEX\s+(IF\s+EXISTS\s+)?(\w+)\s*$`)
 	addColumn = regexp.MustCompile(`(?i)\bADD COLUMN\b`)
 	notNull   = regexp.MustCompile(`(?i)\bNOT NULL\b`)
 	filled    = regexp.MustCompile(`(?i)\b(DEFAULT|GENERATED)\b`)
@@ -81,6 +84,17 @@ var (
 	routine = regexp.MustCompile(`(?is)^\s*CREATE\s+(OR\s+REPLACE\s+)?(TRIGGER|FUNCTION)\b`)
 )
 
+// droppable are the indexes no release of the store names in a statement
+// (they only serve the planner): dropping one leaves an older release
+// slower, never failing. Add one here only after checking every release's
+// statements.
+var droppable = map[string]bool{
+	// Schema 4's list filter indexes, moved to watch_text by schema 5
+	// (trigramWarning of the schema-4 release names the trigram ones in
+	// to_regclass, to warn when they are missing, which it then does).
+	"watches_labels": true, "watches_note_trgm": true, "watches_predicate_trgm": true,
+}
+
 // onlyAdds returns why stmt is not a change a replica running the release
 // before tolerates ("" if it is): it may create tables and indexes, add
 // columns that are nullable or filled by a default, and insert rows; it
@@ -88,6 +102,12 @@ var (
 func onlyAdds(stmt string) string {
 	if routine.MatchString(stmt) {
 		return ""
+	}
+	if m := dropIndex.FindStringSubmatch(stmt); m != nil {
+		if droppable[m[2]] {
+			return ""
+		}
+		return "DROP INDEX " + m[2] + ": not an index that no release names"
 	}
 	if m := forbidden.FindString(stmt); m != "" {
 		return m + " changes what an older release reads or writes"
@@ -118,6 +138,8 @@ func TestMigrationsOnlyAdd(t *testing.T) {
 		"UPDATE w SET s = 'x'":                                                          false,
 		"CREATE TRIGGER c AFTER UPDATE OF state ON w FOR EACH ROW EXECUTE FUNCTION f()": true,
 		"DROP TRIGGER c ON w":                                                           false,
+		"DROP INDEX IF EXISTS watches_note_trgm":                                        true,
+		"DROP INDEX watches_created":                                                    false,
 	} {
 		if got := onlyAdds(stmt) == ""; got != want {
 			t.Errorf("onlyAdds(%q) allows = %v, want %v", stmt, got, want)

@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgxlisten"
+
+	"github.com/vigil-run/vigil"
 )
 
 // Kinds of Event.
@@ -44,7 +46,87 @@ type Event struct {
 	// Shard is the shard of WatchID (ShardOf), for EventWatch and
 	// EventCheck.
 	Shard int `json:"h,omitempty"`
+	// Origin is the store that sent it (Store.Origin), for EventWatch.
+	Origin string `json:"o,omitempty"`
+	// Sched, on the EventWatch of a registration, is what the holder of
+	// the watch's shard needs to schedule it (Watch), so that it need not
+	// read the row back; nil when the payload would not fit, or from a
+	// build that did not send it: the holder reads the row.
+	Sched *Sched `json:"a,omitempty"`
+	// Gone, on the EventWatch of a cancel: the watch is no longer pending
+	// (and never will be again).
+	Gone bool `json:"x,omitempty"`
 }
+
+// Sched is the schedule of a watch just registered, as stored: times in
+// Unix milliseconds (0: none), durations in milliseconds.
+type Sched struct {
+	Kind      string `json:"k"`
+	Every     int64  `json:"e,omitempty"`
+	StartAt   int64  `json:"s,omitempty"`
+	Deadline  int64  `json:"d,omitempty"`
+	CreatedAt int64  `json:"c,omitempty"`
+	Polls     int    `json:"p,omitempty"`
+	Errors    int    `json:"r,omitempty"`
+	// Consecutive is the watch's ConsecutiveErrors.
+	Consecutive int `json:"q,omitempty"`
+}
+
+// maxPayload bounds a notification's payload: PostgreSQL refuses one of
+// 8 000 bytes or more.
+const maxPayload = 7999
+
+// Watch returns the pending watch ev registered, with what the scheduler
+// needs to arm it (no predicate, note or delivery: a probe reads the
+// row), or nil when ev does not carry it (Sched).
+func (ev Event) Watch() *vigil.Watch {
+	if ev.Kind != EventWatch || ev.Sched == nil || ev.WatchID == "" || ev.Gone {
+		return nil
+	}
+	a := ev.Sched
+	return &vigil.Watch{ID: ev.WatchID, Recipient: ev.Recipient, Kind: vigil.Kind(a.Kind), State: vigil.StatePending,
+		Every: time.Duration(a.Every) * time.Millisecond, StartAt: fromMS(a.StartAt), Deadline: fromMS(a.Deadline),
+		CreatedAt: fromMS(a.CreatedAt), Polls: a.Polls, Errors: a.Errors, ConsecutiveErrors: a.Consecutive}
+}
+
+// fromMS is the UTC time of Unix milliseconds ms, or the zero time for 0.
+func fromMS(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// toMS is t in Unix milliseconds, or 0 for the zero time.
+func toMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// createdEvent is the payload of the EventWatch of w's registration, with
+// its schedule when that fits (w as stored: times to the millisecond).
+func (s *Store) createdEvent(w *vigil.Watch) (string, error) {
+	ev := Event{Kind: EventWatch, WatchID: w.ID, Recipient: w.Recipient, Shard: ShardOf(w.ID), Origin: s.origin,
+		Sched: &Sched{Kind: string(w.Kind), Every: w.Every.Milliseconds(), StartAt: toMS(w.StartAt), Deadline: toMS(w.Deadline),
+			CreatedAt: toMS(w.CreatedAt), Polls: w.Polls, Errors: w.Errors, Consecutive: w.ConsecutiveErrors}}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return "", err
+	}
+	if len(b) > maxPayload {
+		ev.Sched = nil
+		if b, err = json.Marshal(ev); err != nil {
+			return "", err
+		}
+	}
+	return string(b), nil
+}
+
+// Origin identifies this store among those sending events on the same
+// schema (Event.Origin): random, drawn when it was opened.
+func (s *Store) Origin() string { return s.origin }
 
 // listenReconnect is how long Listen waits before it connects again after
 // losing its connection.

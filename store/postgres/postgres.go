@@ -29,6 +29,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
 	"embed"
 	"errors"
 	"fmt"
@@ -124,6 +125,8 @@ type Store struct {
 	sendEvents bool
 	// replica is Options.Replica.
 	replica string
+	// origin is Origin.
+	origin string
 	// fence, once set (SetFence), conditions the settling writes and
 	// receipts on this replica's leases.
 	fence fenceRef
@@ -175,7 +178,7 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		pool.Close()
 		return nil, wrap("connect", err)
 	}
-	s := &Store{pool: pool, leasePool: leasePool, sendEvents: o.Notify, replica: o.Replica}
+	s := &Store{pool: pool, leasePool: leasePool, sendEvents: o.Notify, replica: o.Replica, origin: rand.Text()[:10]}
 
 	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&s.schema); err != nil {
 		s.Close()
@@ -216,17 +219,18 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
-// trigramWarning logs a warning when schema 4 was applied without the
+// trigramWarning logs a warning when schema 5 was applied without the
 // pg_trgm extension (its migration then skips the trigram indexes): the
-// watch list's text filter still answers the same, but reads every watch.
+// watch list's text filter still answers the same, but reads the text of
+// every watch.
 func (s *Store) trigramWarning(ctx context.Context) error {
 	var missing bool
-	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('watches_note_trgm') IS NULL OR to_regclass('watches_predicate_trgm') IS NULL`).Scan(&missing); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('watch_text_note_trgm') IS NULL OR to_regclass('watch_text_predicate_trgm') IS NULL`).Scan(&missing); err != nil {
 		return wrap("look for the text filter's indexes", err)
 	}
 	if missing {
-		s.log.Warn("the watch list's text filter reads every watch: PostgreSQL's pg_trgm extension was unavailable when schema 4 was applied; " +
-			"have it installed (CREATE EXTENSION pg_trgm SCHEMA public) and create the two trigram indexes as store/postgres/migrations/00004_list_filters.sql does")
+		s.log.Warn("the watch list's text filter reads the text of every watch: PostgreSQL's pg_trgm extension was unavailable when schema 5 was applied; " +
+			"have it installed (CREATE EXTENSION pg_trgm SCHEMA public) and create the two trigram indexes as store/postgres/migrations/00005_watch_text.sql does")
 	}
 	return nil
 }

@@ -121,7 +121,7 @@ func TestOpenHidesPassword(t *testing.T) {
 }
 
 // TestOpenWarnsWithoutTrigramIndexes: a schema whose text-filter indexes
-// are missing (schema 4 applied where pg_trgm was unavailable) opens, with
+// are missing (schema 5 applied where pg_trgm was unavailable) opens, with
 // a warning; one that has them opens without.
 func TestOpenWarnsWithoutTrigramIndexes(t *testing.T) {
 	u := newSchema(t)
@@ -134,7 +134,7 @@ func TestOpenWarnsWithoutTrigramIndexes(t *testing.T) {
 	if got := logs(); strings.Contains(got, "pg_trgm") {
 		t.Errorf("Open with the trigram indexes logged %q", got)
 	}
-	admin(t, u, "DROP INDEX watches_predicate_trgm")
+	admin(t, u, "DROP INDEX watch_text_predicate_trgm")
 	if got := logs(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "pg_trgm") {
 		t.Errorf("Open without the trigram indexes logged %q, want a warning naming pg_trgm", got)
 	}

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -59,11 +58,9 @@ func (s *Store) WatchCreate(ctx context.Context, p vigil.WatchCreateParams) (*vi
 	args := enc.args(&nw)
 	var ev string
 	if s.sendEvents {
-		b, err := json.Marshal(Event{Kind: EventWatch, WatchID: w.ID, Recipient: w.Recipient, Shard: ShardOf(w.ID)})
-		if err != nil {
+		if ev, err = s.createdEvent(stored); err != nil {
 			return nil, err
 		}
-		ev = string(b)
 	}
 	excl := s.nearCap.Load()
 	var out *vigil.Watch

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -97,11 +96,9 @@ func (s *Store) WatchCreateMany(ctx context.Context, ps []vigil.WatchCreateParam
 		}
 		items[i] = batchItem{p: p, stored: stored, args: enc.args(&nw)}
 		if s.sendEvents {
-			b, err := json.Marshal(Event{Kind: EventWatch, WatchID: nw.ID, Recipient: nw.Recipient, Shard: ShardOf(nw.ID)})
-			if err != nil {
+			if items[i].ev, err = s.createdEvent(stored); err != nil {
 				return nil, err
 			}
-			items[i].ev = string(b)
 		}
 	}
 	var res []vigil.WatchCreateResult

@@ -154,17 +154,23 @@ func (s *Store) WatchList(ctx context.Context, p vigil.WatchListParams) (vigil.W
 	if p.Kind != "" {
 		where = append(where, "kind = "+arg(string(p.Kind)))
 	}
+	// The labels and the text are those of watch_text (schema 5), which
+	// holds them with their GIN indexes apart from the watches, so that a
+	// settlement's UPDATE adds no entry to those indexes.
+	var text []string
 	for _, k := range slices.Sorted(maps.Keys(p.Labels)) {
-		where = append(where, "labels IS NOT NULL AND labels::jsonb @> jsonb_build_object("+arg(k)+"::text, "+arg(p.Labels[k])+"::text)")
+		text = append(text, "labels @> jsonb_build_object("+arg(k)+"::text, "+arg(p.Labels[k])+"::text)")
 	}
 	if p.Text != "" {
-		// translate folds ASCII letters only, as the Store's Text does
-		// (lower would fold others too, by the database's locale). The
-		// expressions are those of the trigram indexes of schema 4, and
-		// LIKE (not strpos) is what those indexes answer.
+		// The note and predicate are stored with ASCII letters folded
+		// (translate), as the Store's Text folds (lower would fold others
+		// too, by the database's locale); LIKE (not strpos) is what their
+		// trigram indexes answer.
 		t := arg("%" + likeEscaper.Replace(asciiLower(p.Text)) + "%")
-		where = append(where, "(translate(coalesce(note, ''), '"+upperASCII+"', '"+lowerASCII+"') LIKE "+t+" OR "+
-			"translate(coalesce(predicate, ''), '"+upperASCII+"', '"+lowerASCII+"') LIKE "+t+")")
+		text = append(text, "(note LIKE "+t+" OR predicate LIKE "+t+")")
+	}
+	if len(text) > 0 {
+		where = append(where, "id IN (SELECT id FROM watch_text WHERE "+strings.Join(text, " AND ")+")")
 	}
 	if p.After != "" {
 		at, id, err := decodeCursor(p.After)
@@ -202,12 +208,6 @@ func (s *Store) WatchList(ctx context.Context, p vigil.WatchListParams) (vigil.W
 	}
 	return page, nil
 }
-
-// The ASCII letters, for translate.
-const (
-	upperASCII = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	lowerASCII = "abcdefghijklmnopqrstuvwxyz"
-)
 
 // likeEscaper escapes LIKE's wildcards and its escape character, so a
 // pattern '%'+escaped+'%' matches exactly the strings that contain the text.
@@ -580,7 +580,7 @@ func (s *Store) WatchCancel(ctx context.Context, p vigil.WatchCancelParams) (*vi
 				if err := unpend(ctx, tx, map[string][]string{recipient: {p.ID}}); err != nil {
 					return err
 				}
-				if err := s.notify(ctx, tx, Event{Kind: EventWatch, WatchID: p.ID, Recipient: recipient, Shard: ShardOf(p.ID)}); err != nil {
+				if err := s.notify(ctx, tx, Event{Kind: EventWatch, WatchID: p.ID, Recipient: recipient, Shard: ShardOf(p.ID), Origin: s.origin, Gone: true}); err != nil {
 					return err
 				}
 				if msg != nil {

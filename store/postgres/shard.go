@@ -327,23 +327,23 @@ const heartbeatSQL = `WITH prev AS (
 	gone AS (
 		DELETE FROM replicas WHERE seen_at < now() - $5::interval * 100 AND id <> $1),
 	live AS (SELECT id FROM replicas WHERE seen_at > now() - $5::interval UNION SELECT $1),
-	shard AS (
+	holding AS (
 		SELECT l.owner, coalesce(r.lease_until, x.expires_at) AS until,
 			CASE WHEN l.owner = $1 THEN EXISTS (SELECT FROM renewed WHERE renewed.shard = l.shard)
 				ELSE coalesce(r.lease_until, x.expires_at) > now() END AS held
 		FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard LEFT JOIN replicas AS r ON r.id = l.owner),
-	owner AS (
-		SELECT owner, count(*) AS held FROM shard WHERE held AND owner IS NOT NULL GROUP BY owner),
+	owners AS (
+		SELECT owner, count(*) AS held FROM holding WHERE held AND owner IS NOT NULL GROUP BY owner),
 	pending AS (
 		SELECT w.id FROM renewed CROSS JOIN LATERAL (
 			SELECT id FROM watches WHERE watches.shard = renewed.shard AND state = 'pending' AND inserted_at > $8::timestamptz
 			ORDER BY inserted_at) AS w)
 	SELECT (SELECT coalesce(bool_or(joined), false) FROM me),
 		(SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM live),
-		(SELECT coalesce(array_agg(owner ORDER BY owner), '{}') FROM owner),
-		(SELECT coalesce(array_agg(held::int ORDER BY owner), '{}') FROM owner),
-		(SELECT count(*)::int FROM shard WHERE NOT held),
-		(SELECT extract(epoch FROM min(until)) - extract(epoch FROM now()) FROM shard
+		(SELECT coalesce(array_agg(owner ORDER BY owner), '{}') FROM owners),
+		(SELECT coalesce(array_agg(held::int ORDER BY owner), '{}') FROM owners),
+		(SELECT count(*)::int FROM holding WHERE NOT held),
+		(SELECT extract(epoch FROM min(until)) - extract(epoch FROM now()) FROM holding
 			WHERE held AND owner IS NOT NULL AND owner NOT IN (SELECT id FROM live)),
 		(SELECT coalesce(array_agg(shard ORDER BY shard), '{}') FROM renewed),
 		(SELECT coalesce(array_agg(epoch ORDER BY shard), '{}') FROM renewed),

@@ -213,10 +213,6 @@ type HeartbeatParams struct {
 // heartbeatSQL for why that is safe).
 func (s *Store) Heartbeat(ctx context.Context, hp HeartbeatParams) (Peers, error) {
 	p := Peers{Held: map[string]int{}}
-	ev, err := json.Marshal(Event{Kind: EventRebalance})
-	if err != nil {
-		return p, err
-	}
 	shards, epochs := leaseArrays(hp.Held)
 	var since *time.Time
 	if !hp.PendingSince.IsZero() {
@@ -231,8 +227,8 @@ func (s *Store) Heartbeat(ctx context.Context, hp HeartbeatParams) (Peers, error
 		recovered int64
 		told      int64
 	)
-	err = s.leasePool.QueryRow(ctx, heartbeatSQL, hp.Replica, shards, epochs, hp.Lease, hp.Live,
-		s.Channel(), string(ev), since).Scan(&p.Joined, &p.Live, &owners, &counts, &p.Free, &next, &rs, &re, &p.Now, &p.Pending, &recovered, &told)
+	err := s.leasePool.QueryRow(ctx, heartbeatSQL, hp.Replica, shards, epochs, hp.Lease, hp.Live,
+		s.Channel(), rebalancePayload, since).Scan(&p.Joined, &p.Live, &owners, &counts, &p.Free, &next, &rs, &re, &p.Now, &p.Pending, &recovered, &told)
 	if err != nil {
 		return Peers{}, wrap("heartbeat", err)
 	}
@@ -249,6 +245,10 @@ func (s *Store) Heartbeat(ctx context.Context, hp HeartbeatParams) (Peers, error
 	p.Freed = int(recovered)
 	return p, nil
 }
+
+// rebalancePayload is the NOTIFY payload of a rebalance event (a first
+// heartbeat's).
+const rebalancePayload = `{"k":"` + EventRebalance + `"}`
 
 // Peers is what Heartbeat found.
 type Peers struct {

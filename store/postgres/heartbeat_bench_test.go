@@ -15,8 +15,9 @@ import (
 // of pending watches in those shards. Besides the client's time it reports
 // the CPU the server's backends spent per heartbeat (backend-us/op, from
 // /proc/PID/schedstat of the lease pool's backends: run it on the
-// database's machine), which is what 3 idle replicas cost PostgreSQL, 36
-// heartbeats a minute.
+// database's machine) and the WAL the server wrote per heartbeat
+// (wal-B/op: every database's, so an upper bound on a shared server):
+// 3 idle replicas make 36 heartbeats a minute.
 //
 //	VIGIL_TEST_POSTGRES=postgres://… go test ./store/postgres -run XXX -bench Heartbeat -benchtime 2000x
 func BenchmarkHeartbeat(b *testing.B) {
@@ -66,7 +67,14 @@ func BenchmarkHeartbeat(b *testing.B) {
 		}
 		return d
 	}
-	c0 := cpu()
+	lsn := func() int64 {
+		var n int64
+		if err := s.pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn() - '0/0'`).Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	w0, c0 := lsn(), cpu()
 	b.ResetTimer()
 	for range b.N {
 		if p, err := s.Heartbeat(ctx, hp); err != nil || len(p.Renewed) != 21 {
@@ -74,6 +82,9 @@ func BenchmarkHeartbeat(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	// The server's WAL, whoever wrote it: an upper bound on a shared
+	// server.
+	b.ReportMetric(float64(lsn()-w0)/float64(b.N), "wal-B/op")
 	if c1 := cpu(); c0 >= 0 && c1 >= 0 {
 		b.ReportMetric(float64(c1-c0)/float64(time.Microsecond)/float64(b.N), "backend-us/op")
 	}

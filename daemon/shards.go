@@ -67,7 +67,7 @@ func newShards(cfg Config, pg *postgres.Store, replica string, eng *engine.Engin
 		gained: make(chan []int, postgres.Shards), needsRow: needsRow}
 	l, r := cfg.leases()
 	mgr, err := lease.New(lease.Config{Store: pg, Replica: replica, Shards: postgres.Shards, Lease: l, Renew: r,
-		Gain: s.gain, Lose: s.lose, Renewed: s.repair, Logger: log})
+		Gain: s.gain, Lose: s.lose, Since: s.repairSince, Renewed: s.repair, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -314,31 +314,29 @@ func (s *shards) reconcile(ctx context.Context, ids []string) error {
 	return nil
 }
 
-// repair, after each lease step, finds the pending watches of the shards
-// held that were inserted since the last scan (less a margin) and are not
-// scheduled: registrations whose notification was lost. It reads only
-// those rows, through the index of each shard's pending rows by insertion
-// time, never every watch.
-func (s *shards) repair(ctx context.Context, held []int) {
-	since, scan := s.since, held
-	if since.IsZero() {
-		// The first scan only reads the clock: the shards just taken
-		// were loaded whole.
-		scan = nil
-	} else {
-		since = since.Add(-repairMargin)
+// repairSince is the instant from which the next heartbeat's repair scan
+// reads: the database's clock at the last one, less a margin (a
+// registration's row is stamped when it is inserted but seen only once its
+// transaction commits); none before the first (the shards just taken were
+// loaded whole).
+func (s *shards) repairSince() time.Time {
+	if s.since.IsZero() {
+		return time.Time{}
 	}
-	ids, now, err := s.pg.PendingSince(ctx, scan, since)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("repair scan failed; it runs again at the next step", "err", err)
-		}
-		return
-	}
-	s.since = now
+	return s.since.Add(-repairMargin)
+}
+
+// repair, after each lease step, arms the pending watches the step's
+// heartbeat found inserted in the shards it renewed since the last scan
+// (repairSince) that are not scheduled: registrations whose notification
+// was lost. The heartbeat read only those rows, through the index of each
+// shard's pending rows by insertion time, never every watch, in the same
+// statement as the renewal.
+func (s *shards) repair(ctx context.Context, _ []int, found postgres.Peers) {
+	s.since = found.Now
 	var missing []string
-	for _, id := range ids {
-		if _, ok := s.sched.Live(id); !ok {
+	for _, id := range found.Pending {
+		if _, ok := s.sched.Live(id); !ok && s.pg.Holds(id) {
 			missing = append(missing, id)
 		}
 	}

@@ -33,9 +33,10 @@ const (
 
 // Store is what the manager asks of the database: store/postgres.Store.
 type Store interface {
-	// Heartbeat says the replica is alive and renews the leases of held,
-	// in one transaction (postgres.Store.Heartbeat).
-	Heartbeat(ctx context.Context, replica string, live time.Duration, held []postgres.Lease, lease time.Duration) (postgres.Peers, error)
+	// Heartbeat says the replica is alive and renews its lease, which
+	// holds the leases of p.Held, in one statement
+	// (postgres.Store.Heartbeat).
+	Heartbeat(ctx context.Context, p postgres.HeartbeatParams) (postgres.Peers, error)
 	Acquire(ctx context.Context, replica string, n int, lease, lapsedFor time.Duration) ([]postgres.Lease, error)
 	Release(ctx context.Context, replica string, held []postgres.Lease) error
 	Leave(ctx context.Context, replica string) error
@@ -60,9 +61,15 @@ type Config struct {
 	// let go of them and, for a release, before the database hears of it:
 	// it forgets their watches and deliveries.
 	Lose func(shards []int)
+	// Since, when set, is asked before each heartbeat for the instant
+	// (by the database's clock) from which the heartbeat's repair scan
+	// reads the new pending watches of the shards it renews; the zero
+	// time asks for no scan.
+	Since func() time.Time
 	// Renewed, when set, is called after each step that succeeded with
-	// the shards held (the daemon's repair scan).
-	Renewed func(ctx context.Context, held []int)
+	// the shards held and what the step's heartbeat found (the
+	// database's clock, the repair scan's ids): the daemon's repair.
+	Renewed func(ctx context.Context, held []int, found postgres.Peers)
 	Logger  *slog.Logger
 	// NewTimer makes the step timer; nil uses time.NewTimer. Tests drive
 	// Step directly.
@@ -81,6 +88,8 @@ type Manager struct {
 	// next is when Run steps next, at most Renew away: sooner when a
 	// dead replica's lease lapses first.
 	next time.Duration
+	// found is what the last step's heartbeat found, for Renewed.
+	found postgres.Peers
 }
 
 // New returns a manager holding no shard.
@@ -142,10 +151,17 @@ func (m *Manager) Step(ctx context.Context) error {
 	// Heartbeat and renew, in one round trip; what was not renewed is
 	// lost (taken over after a lapse, or lapsed itself while this
 	// replica was frozen).
-	peers, err := st.Heartbeat(ctx, m.cfg.Replica, m.live(), held, m.cfg.Lease)
+	hp := postgres.HeartbeatParams{Replica: m.cfg.Replica, Live: m.live(), Held: held, Lease: m.cfg.Lease}
+	if m.cfg.Since != nil {
+		hp.PendingSince = m.cfg.Since()
+	}
+	peers, err := st.Heartbeat(ctx, hp)
 	if err != nil {
 		return err
 	}
+	m.mu.Lock()
+	m.found = peers
+	m.mu.Unlock()
 	renewed := peers.Renewed
 	if lost := minus(held, renewed); len(lost) > 0 {
 		m.log.Warn("shards lost: their leases lapsed or were taken over", "shards", shardsOf(lost))
@@ -275,7 +291,10 @@ func (m *Manager) Run(ctx context.Context) error {
 			}
 			m.log.Error("lease step failed; trying again at the next", "err", err)
 		} else if m.cfg.Renewed != nil {
-			m.cfg.Renewed(ctx, m.Held())
+			m.mu.Lock()
+			found := m.found
+			m.mu.Unlock()
+			m.cfg.Renewed(ctx, m.Held(), found)
 		}
 		m.mu.Lock()
 		next := m.next

@@ -40,8 +40,9 @@ func (f *fakeStore) advance(d time.Duration) {
 	f.mu.Unlock()
 }
 
-func (f *fakeStore) Heartbeat(ctx context.Context, replica string, live time.Duration, held []postgres.Lease, lease time.Duration) (postgres.Peers, error) {
-	renewed, _ := f.Renew(ctx, replica, held, lease)
+func (f *fakeStore) Heartbeat(ctx context.Context, hp postgres.HeartbeatParams) (postgres.Peers, error) {
+	replica, live := hp.Replica, hp.Live
+	renewed, _ := f.Renew(ctx, replica, hp.Held, hp.Lease)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	_, known := f.seen[replica]

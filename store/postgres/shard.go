@@ -140,21 +140,28 @@ func (s *Store) fenceIDs(ctx context.Context, tx pgx.Tx, ids []string) ([]string
 
 // fenceShards returns the shards, among those asked for, that f's owner
 // holds at f's epochs on a lease that has not lapsed, and locks their
-// lease rows FOR SHARE (in shard order) until tx ends.
+// lease rows FOR SHARE (in shard order) until tx ends. One statement: the
+// holder and epoch are the shard's leases row, the lease is the owner's
+// one row in replicas (lease_until, by the database's clock); the
+// renewal rewrites only that row, so it never waits for this lock, and a
+// takeover, which rewrites the leases row, skips it or waits for tx.
 func (s *Store) fenceShards(ctx context.Context, tx pgx.Tx, f *fence, shards []int16) ([]int16, error) {
 	epochs := make([]int64, len(shards))
 	for i, sh := range shards {
 		epochs[i] = f.epochs[sh]
 	}
-	rows, err := tx.Query(ctx, `SELECT l.shard FROM leases AS l
-		JOIN unnest($1::smallint[], $2::bigint[]) AS f(shard, epoch) ON l.shard = f.shard AND l.epoch = f.epoch
-		JOIN lease_expiry AS x ON x.shard = l.shard
-		WHERE l.owner = $3 AND x.expires_at > clock_timestamp() ORDER BY l.shard FOR SHARE OF l`, shards, epochs, f.owner)
+	rows, err := tx.Query(ctx, fenceSQL, shards, epochs, f.owner)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[int16])
 }
+
+// fenceSQL is the fence: $1 the shards, $2 their epochs, $3 the owner.
+const fenceSQL = `SELECT l.shard FROM leases AS l
+	JOIN unnest($1::smallint[], $2::bigint[]) AS f(shard, epoch) ON l.shard = f.shard AND l.epoch = f.epoch
+	WHERE l.owner = $3 AND EXISTS (SELECT FROM replicas AS r WHERE r.id = $3 AND r.lease_until > clock_timestamp())
+	ORDER BY l.shard FOR SHARE OF l`
 
 // readShards reads the shard count recorded at the database's creation
 // and refuses one this build does not know.
@@ -169,72 +176,79 @@ func (s *Store) readShards(ctx context.Context) error {
 	return nil
 }
 
-// Heartbeat records that replica is alive (now, by the database's clock),
-// renews the leases of held as Renew does (Peers.Renewed: the others are
-// lost), forgets replicas not seen for a long time, and returns the
-// replicas seen within live (sorted), how many shards each of them holds on
-// a lease that has not lapsed, how many shards are free (lapsed or
-// released: none means there is nothing to acquire), and how long until
-// the first lease held by a replica not among them lapses (zero when none
-// is held): the caller's next step is due then, to take it over at once.
-// Its statements go in one round trip, as one transaction: it runs every
-// few seconds on every replica, and is most of what an idle replica costs
-// the database.
-func (s *Store) Heartbeat(ctx context.Context, replica string, live time.Duration, held []Lease, lease time.Duration) (Peers, error) {
-	p := Peers{Held: map[string]int{}}
-	ev, err := json.Marshal(Event{Kind: EventRebalance})
-	if err != nil {
-		return p, err
-	}
-	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO replicas (id, seen_at, started_at) VALUES ($1, now(), now())
-		ON CONFLICT (id) DO UPDATE SET seen_at = now() RETURNING xmax = 0`, replica).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&p.Joined)
-	})
-	if len(held) > 0 {
-		shards, epochs := leaseArrays(held)
-		b.Queue(renewSQL, shards, epochs, replica, lease).Query(func(rows pgx.Rows) error {
-			var err error
-			p.Renewed, err = collectLeases(rows, "renew leases")
-			return err
-		})
-	}
-	b.Queue(`DELETE FROM replicas WHERE seen_at < now() - $1::interval * 100`, live)
-	b.Queue(`SELECT id FROM replicas WHERE seen_at > now() - $1::interval ORDER BY id`, live).Query(func(rows pgx.Rows) error {
-		var err error
-		p.Live, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		return err
-	})
-	// Per owner, the shards held on leases not lapsed, and the free ones
-	// (owner ''); the first lapse of a lease held by a replica not live.
-	b.Queue(`SELECT coalesce(l.owner, ''), count(*) FILTER (WHERE x.expires_at > now()), count(*) FILTER (WHERE x.expires_at <= now()),
-			extract(epoch FROM min(x.expires_at) FILTER (WHERE x.expires_at > now() AND l.owner IS NOT NULL
-				AND l.owner NOT IN (SELECT id FROM replicas WHERE seen_at > now() - $1::interval))) - extract(epoch FROM now())
-		FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard GROUP BY 1`, live).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var o string
-			var held, lapsed int
-			var next *float64
-			if err := rows.Scan(&o, &held, &lapsed, &next); err != nil {
-				return err
-			}
-			p.Free += lapsed
-			if o != "" && held > 0 {
-				p.Held[o] = held
-			}
-			if next != nil {
-				if d := time.Duration(*next * float64(time.Second)); p.NextLapse == 0 || d < p.NextLapse {
-					p.NextLapse = d
-				}
-			}
-		}
-		return rows.Err()
-	})
-	// The first heartbeat (the row was just inserted: started now) tells
-	// the others, which release their surplus at once.
-	b.Queue(`SELECT pg_notify($1, $2) FROM replicas WHERE id = $3 AND started_at = seen_at`, s.Channel(), string(ev), replica)
-	return p, wrap("heartbeat", s.leasePool.SendBatch(ctx, b).Close())
+// HeartbeatParams is what a replica's heartbeat says and asks.
+type HeartbeatParams struct {
+	// Replica is the replica's id.
+	Replica string
+	// Live is how recently a replica must have beaten to count as live.
+	Live time.Duration
+	// Held are the leases the replica holds (its manager's view).
+	Held []Lease
+	// Lease is how long the replica's lease lasts from now once renewed.
+	Lease time.Duration
+	// PendingSince, when not zero, makes the heartbeat also read the ids
+	// of the pending watches of the shards renewed inserted after it (by
+	// the database's clock): the repair scan (Peers.Pending).
+	PendingSince time.Time
 }
+
+// Heartbeat records that the replica is alive and renews its lease (now
+// plus Lease, by the database's clock), if it had not lapsed, in one
+// statement that writes one row, the replica's: a replica holds all its
+// shards on that one lease, and a shard's row (holder and epoch) changes
+// only when the shard changes hands. Held that the replica still holds at
+// their epoch are renewed (Peers.Renewed); a lease that had lapsed renews
+// none of them, and every shard the database says the replica holds and
+// that is not renewed (a lapse, or a holding the manager does not know
+// of, such as a restart under the same id) is freed, lapsed now. It also
+// forgets replicas not seen for a long time, and returns the replicas seen
+// within Live (sorted), how many shards each of them holds on a lease
+// that has not lapsed, how many are free (lapsed or released: none means
+// there is nothing to acquire), how long until the first lease held by a
+// replica not among them lapses (zero when none is held; the caller's
+// next step is due then, to take it over at once), the database's clock,
+// and the repair scan's ids (HeartbeatParams.PendingSince). It runs every
+// few seconds on every replica, and is most of what an idle replica costs
+// the database: it commits without waiting for the WAL flush (see
+// heartbeatSQL for why that is safe).
+func (s *Store) Heartbeat(ctx context.Context, hp HeartbeatParams) (Peers, error) {
+	p := Peers{Held: map[string]int{}}
+	shards, epochs := leaseArrays(hp.Held)
+	var since *time.Time
+	if !hp.PendingSince.IsZero() {
+		since = &hp.PendingSince
+	}
+	var (
+		owners    []string
+		counts    []int32
+		next      *float64
+		rs        []int16
+		re        []int64
+		recovered int64
+		told      int64
+	)
+	err := s.leasePool.QueryRow(ctx, heartbeatSQL, hp.Replica, shards, epochs, hp.Lease, hp.Live,
+		s.Channel(), rebalancePayload, since).Scan(&p.Joined, &p.Live, &owners, &counts, &p.Free, &next, &rs, &re, &p.Now, &p.Pending, &recovered, &told)
+	if err != nil {
+		return Peers{}, wrap("heartbeat", err)
+	}
+	for i, o := range owners {
+		p.Held[o] = int(counts[i])
+	}
+	if next != nil {
+		p.NextLapse = time.Duration(*next * float64(time.Second))
+	}
+	p.Renewed = make([]Lease, len(rs))
+	for i := range rs {
+		p.Renewed[i] = Lease{Shard: int(rs[i]), Epoch: re[i]}
+	}
+	p.Freed = int(recovered)
+	return p, nil
+}
+
+// rebalancePayload is the NOTIFY payload of a rebalance event (a first
+// heartbeat's).
+const rebalancePayload = `{"k":"` + EventRebalance + `"}`
 
 // Peers is what Heartbeat found.
 type Peers struct {
@@ -246,49 +260,114 @@ type Peers struct {
 	// NextLapse is how long until the first lease of a replica not live
 	// lapses; zero when there is none.
 	NextLapse time.Duration
-	// Renewed are the leases of held that were renewed, in shard order.
+	// Renewed are the leases of Held that were renewed, in shard order.
 	Renewed []Lease
 	// Free counts the shards whose lease lapsed or was released: with
 	// none, there is nothing to acquire.
 	Free int
+	// Freed counts the shards the database said this replica held and
+	// that the heartbeat freed (not renewed).
+	Freed int
 	// Joined is true on the replica's first heartbeat.
 	Joined bool
+	// Now is the database's clock as the heartbeat ran.
+	Now time.Time
+	// Pending are the ids of the pending watches of the shards renewed
+	// inserted after HeartbeatParams.PendingSince (none when it is zero).
+	Pending []string
 }
 
-// renewSQL renews leases: only the expiry rows, so a renewal never waits
-// for the fenced writes, which lock the lease rows.
-const renewSQL = `UPDATE lease_expiry AS x SET expires_at = now() + $4::interval
-	FROM leases AS l, unnest($1::smallint[], $2::bigint[]) AS f(shard, epoch)
-	WHERE x.shard = l.shard AND l.shard = f.shard AND l.epoch = f.epoch AND l.owner = $3 AND x.expires_at > now()
-	RETURNING x.shard, l.epoch`
-
-// Renew extends the leases of held that replica still holds at their
-// epoch and that have not lapsed, to lease from now by the database's
-// clock, and returns those: the others are lost. The rows are locked in
-// shard order.
-func (s *Store) Renew(ctx context.Context, replica string, held []Lease, lease time.Duration) ([]Lease, error) {
-	if len(held) == 0 {
-		return nil, nil
-	}
-	shards, epochs := leaseArrays(held)
-	rows, err := s.leasePool.Query(ctx, renewSQL, shards, epochs, replica, lease)
-	if err != nil {
-		return nil, wrap("renew leases", err)
-	}
-	return collectLeases(rows, "renew leases")
-}
+// heartbeatSQL is the heartbeat: $1 the replica, $2 and $3 the shards and
+// epochs it holds, $4 the lease, $5 the live window, $6 and $7 the
+// channel and payload of the rebalance event of a first beat, $8 the
+// repair scan's instant (NULL: no scan).
+//
+// Every CTE sees the same snapshot, from before the statement's own
+// writes: prev is the replica's lease before this renewal. In the steady
+// state the statement writes one row (me); freed, lapsed and compat write
+// only when a shard changes hands or a replica of an older build (its
+// lease_until NULL) is live, whose fence and acquisitions read
+// lease_expiry, so the shards of this one must be renewed there too.
+//
+// A shard's lease lapses at its holder's lease_until, or at its
+// lease_expiry row when its holder has none (an older build, or gone) or
+// nobody holds it. The repair scan reads each renewed shard's pending
+// rows inserted after $8 through watches_shard_pending (shard,
+// inserted_at), one index range per shard, whatever the plan's
+// parameters.
+//
+// It commits without waiting for the WAL flush (synchronous_commit off,
+// for this transaction only): a crash of the server may forget the last
+// renewals, which only shortens leases (a replica whose renewal was
+// forgotten finds its writes fenced, and its shards lost, as after any
+// lapse), and whatever commits durably afterwards (a settlement that read
+// a renewal through the fence) flushes the WAL that holds it first.
+const heartbeatSQL = `WITH prev AS (
+		SELECT coalesce(bool_or(lease_until > now()), false) AS valid FROM replicas WHERE id = $1),
+	me AS (
+		INSERT INTO replicas (id, seen_at, started_at, lease_until)
+		SELECT $1, now(), now(), now() + $4::interval FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
+		ON CONFLICT (id) DO UPDATE SET seen_at = now(), lease_until = now() + $4::interval
+		RETURNING xmax = 0 AS joined),
+	told AS (SELECT pg_notify($6, $7) FROM me WHERE me.joined),
+	renewed AS (
+		SELECT l.shard, l.epoch FROM leases AS l
+			JOIN unnest($2::smallint[], $3::bigint[]) AS f(shard, epoch) ON l.shard = f.shard AND l.epoch = f.epoch
+		WHERE l.owner = $1 AND (SELECT valid FROM prev)),
+	freed AS (
+		UPDATE leases AS l SET owner = NULL
+		WHERE l.owner = $1 AND NOT EXISTS (SELECT FROM renewed WHERE renewed.shard = l.shard)
+		RETURNING l.shard),
+	lapsed AS (
+		UPDATE lease_expiry AS x SET expires_at = now() FROM freed WHERE x.shard = freed.shard),
+	compat AS (
+		UPDATE lease_expiry AS x SET expires_at = now() + $4::interval FROM renewed
+		WHERE x.shard = renewed.shard
+			AND EXISTS (SELECT FROM replicas WHERE lease_until IS NULL AND seen_at > now() - $5::interval)),
+	gone AS (
+		DELETE FROM replicas WHERE seen_at < now() - $5::interval * 100 AND id <> $1),
+	live AS (SELECT id FROM replicas WHERE seen_at > now() - $5::interval UNION SELECT $1),
+	holding AS (
+		SELECT l.owner, coalesce(r.lease_until, x.expires_at) AS until,
+			CASE WHEN l.owner = $1 THEN EXISTS (SELECT FROM renewed WHERE renewed.shard = l.shard)
+				ELSE coalesce(r.lease_until, x.expires_at) > now() END AS held
+		FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard LEFT JOIN replicas AS r ON r.id = l.owner),
+	owners AS (
+		SELECT owner, count(*) AS held FROM holding WHERE held AND owner IS NOT NULL GROUP BY owner),
+	pending AS (
+		SELECT w.id FROM renewed CROSS JOIN LATERAL (
+			SELECT id FROM watches WHERE watches.shard = renewed.shard AND state = 'pending' AND inserted_at > $8::timestamptz
+			ORDER BY inserted_at) AS w)
+	SELECT (SELECT coalesce(bool_or(joined), false) FROM me),
+		(SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM live),
+		(SELECT coalesce(array_agg(owner ORDER BY owner), '{}') FROM owners),
+		(SELECT coalesce(array_agg(held::int ORDER BY owner), '{}') FROM owners),
+		(SELECT count(*)::int FROM holding WHERE NOT held),
+		(SELECT extract(epoch FROM min(until)) - extract(epoch FROM now()) FROM holding
+			WHERE held AND owner IS NOT NULL AND owner NOT IN (SELECT id FROM live)),
+		(SELECT coalesce(array_agg(shard ORDER BY shard), '{}') FROM renewed),
+		(SELECT coalesce(array_agg(epoch ORDER BY shard), '{}') FROM renewed),
+		now(),
+		(SELECT coalesce(array_agg(id), '{}') FROM pending),
+		(SELECT count(*) FROM freed),
+		(SELECT count(*) FROM told)`
 
 // Acquire takes up to n shards (n <= 0: none) whose lease lapsed at least
 // lapsedFor ago (a shard released has lapsed at its release), skipping
-// rows another transaction has locked, for replica, at the next epoch, to
-// lease from now; it returns those it took.
+// rows another transaction has locked, for replica, at the next epoch; it
+// returns those it took. They are held on the replica's own lease, which
+// must not have lapsed (Heartbeat renews it): a replica whose lease lapsed
+// takes nothing. Their lease_expiry rows are set to lapse a lease from now,
+// for replicas of an older build, which read them.
 func (s *Store) Acquire(ctx context.Context, replica string, n int, lease, lapsedFor time.Duration) ([]Lease, error) {
 	if n <= 0 {
 		return nil, nil
 	}
 	rows, err := s.leasePool.Query(ctx, `WITH pick AS (
-			SELECT l.shard FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard
-			WHERE x.expires_at <= now() - $3::interval ORDER BY l.shard LIMIT $4 FOR UPDATE OF l SKIP LOCKED),
+			SELECT l.shard FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard LEFT JOIN replicas AS r ON r.id = l.owner
+			WHERE coalesce(r.lease_until, x.expires_at) <= now() - $3::interval
+				AND EXISTS (SELECT FROM replicas WHERE id = $1 AND lease_until > now())
+			ORDER BY l.shard LIMIT $4 FOR UPDATE OF l SKIP LOCKED),
 		took AS (UPDATE leases SET owner = $1, epoch = leases.epoch + 1 FROM pick WHERE leases.shard = pick.shard
 			RETURNING leases.shard, leases.epoch),
 		renewed AS (UPDATE lease_expiry SET expires_at = now() + $2::interval FROM pick WHERE lease_expiry.shard = pick.shard)
@@ -339,8 +418,8 @@ func (s *Store) Leave(ctx context.Context, replica string) error {
 // ShardLeases returns every shard's lease as the database has it, for
 // status pages and tests.
 func (s *Store) ShardLeases(ctx context.Context) ([]LeaseRow, error) {
-	rows, err := s.leasePool.Query(ctx, `SELECT l.shard, coalesce(l.owner, ''), l.epoch, x.expires_at > now()
-		FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard ORDER BY l.shard`)
+	rows, err := s.leasePool.Query(ctx, `SELECT l.shard, coalesce(l.owner, ''), l.epoch, coalesce(r.lease_until, x.expires_at) > now()
+		FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard LEFT JOIN replicas AS r ON r.id = l.owner ORDER BY l.shard`)
 	if err != nil {
 		return nil, wrap("read leases", err)
 	}
@@ -398,42 +477,6 @@ func (s *Store) WatchListPendingShards(ctx context.Context, shards []int) ([]vig
 		sh[i] = int16(v)
 	}
 	return s.listPending(ctx, ` AND shard = ANY($1)`, sh)
-}
-
-// PendingSince returns the ids of the pending watches of shards inserted
-// since since (by the database's clock), and the database's clock as the
-// query ran: the repair scan, which finds what a lost notification did not
-// say, through the index of each shard's pending rows by insertion time.
-func (s *Store) PendingSince(ctx context.Context, shards []int, since time.Time) ([]string, time.Time, error) {
-	// On the lease pool, whose connection the step just used. The clock
-	// and the rows are two statements: folded into one (an aggregate
-	// over a subquery) the planner read every watch at each scan, 67 000
-	// blocks a scan at 100 000 pending.
-	var now time.Time
-	if err := s.leasePool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
-		return nil, time.Time{}, wrap("read the clock", err)
-	}
-	if len(shards) == 0 {
-		return nil, now, nil
-	}
-	sh := make([]int16, len(shards))
-	for i, v := range shards {
-		sh[i] = int16(v)
-	}
-	// Planned per call (QueryExecModeExec), with since's value: the
-	// cached generic plan, which cannot know since is seconds ago, read
-	// each held shard's pending rows whole (about 26 ms of backend CPU a
-	// scan, 0.96 s a minute for 3 idle replicas at 100 000 pending).
-	rows, err := s.leasePool.Query(ctx, `SELECT id FROM watches WHERE shard = ANY($1) AND state = 'pending' AND inserted_at > $2`,
-		pgx.QueryExecModeExec, sh, since)
-	if err != nil {
-		return nil, time.Time{}, wrap("list new pending watches", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, time.Time{}, wrap("list new pending watches", err)
-	}
-	return ids, now, nil
 }
 
 // NotifyCheck asks the replica that holds the watch id's shard to probe it

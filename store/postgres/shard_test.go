@@ -80,6 +80,11 @@ func TestFencing(t *testing.T) {
 	t.Cleanup(func() { a.Close(); b.Close() })
 	ctx := t.Context()
 
+	if lb, err := b.Acquire(ctx, "b", 64, time.Minute, 0); err != nil || len(lb) != 0 {
+		t.Fatalf("b acquires %v, %v before its first heartbeat (no lease); want none", lb, err)
+	}
+	beat(t, a, "a", nil)
+	beat(t, b, "b", nil)
 	la, err := a.Acquire(ctx, "a", 64, time.Minute, 0)
 	if err != nil || len(la) != 64 || la[0].Epoch != 1 {
 		t.Fatalf("a acquires %v, %v; want all 64 shards at epoch 1", la, err)
@@ -138,20 +143,23 @@ func TestFencing(t *testing.T) {
 		t.Fatal("b settled a watch of a shard it does not hold")
 	}
 
-	// a's lease of shard 1 lapses (by the database's clock): a can no
-	// longer settle it, nor renew it.
-	admin(t, u, `UPDATE lease_expiry SET expires_at = now() - interval '1 second' WHERE shard = 1`)
+	// a renews: every shard but the one it released.
+	if p := beat(t, a, "a", la); len(p.Renewed) != 63 || slices.ContainsFunc(p.Renewed, func(l postgres.Lease) bool { return l.Shard == 2 }) {
+		t.Fatalf("a renews %d leases; want the 63 it still holds", len(p.Renewed))
+	}
+	// a's lease lapses (by the database's clock): a can no longer settle
+	// a watch of any shard it held, nor renew them.
+	admin(t, u, `UPDATE replicas SET lease_until = now() - interval '1 second' WHERE id = 'a'`)
 	if settle(a, w1) {
 		t.Fatal("a settled a watch of a shard whose lease lapsed")
 	}
-	renewed, err := a.Renew(ctx, "a", la, time.Minute)
-	if err != nil || len(renewed) != 62 || slices.ContainsFunc(renewed, func(l postgres.Lease) bool { return l.Shard == 1 || l.Shard == 2 }) {
-		t.Fatalf("a renews %d leases (%v); want the 62 it still holds", len(renewed), err)
+	if p := beat(t, a, "a", la); len(p.Renewed) != 0 || p.Freed != 63 {
+		t.Fatalf("a's heartbeat after its lease lapsed renews %d and frees %d; want none renewed, its 63 freed", len(p.Renewed), p.Freed)
 	}
 	// Taken over after the lapse, at the next epoch.
 	lb2, err := b.Acquire(ctx, "b", 64, time.Minute, 0)
-	if err != nil || len(lb2) != 1 || lb2[0] != (postgres.Lease{Shard: 1, Epoch: 2}) {
-		t.Fatalf("b acquires %v, %v; want shard 1 at epoch 2", lb2, err)
+	if err != nil || len(lb2) != 63 || !slices.Contains(lb2, postgres.Lease{Shard: 1, Epoch: 2}) {
+		t.Fatalf("b acquires %v, %v; want the 63 a held, shard 1 at epoch 2", lb2, err)
 	}
 	b.SetFence("b", append(lb, lb2...))
 	if !settle(b, w1) {
@@ -179,6 +187,8 @@ func TestFenceHoldsTakeover(t *testing.T) {
 	b := openWith(t, u, &postgres.Options{MaxConns: 4, Replica: "b"})
 	t.Cleanup(func() { a.Close(); b.Close() })
 	ctx := t.Context()
+	beat(t, a, "a", nil)
+	beat(t, b, "b", nil)
 	la, err := a.Acquire(ctx, "a", 64, time.Minute, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -194,8 +204,8 @@ func TestFenceHoldsTakeover(t *testing.T) {
 	}
 	// The holder renews meanwhile: a renewal does not wait for the
 	// fenced writes.
-	if renewed, err := a.Renew(ctx, "a", la, time.Minute); err != nil || len(renewed) != 64 {
-		t.Fatalf("a renews %d leases (%v) while its write holds one; want 64", len(renewed), err)
+	if p := beat(t, a, "a", la); len(p.Renewed) != 64 {
+		t.Fatalf("a renews %d leases while its write holds one; want 64", len(p.Renewed))
 	}
 	// As if every lease had lapsed (lapsedFor negative: lapsed by two
 	// hours from now), b takes all it can: every shard but the one a's
@@ -211,8 +221,120 @@ func TestFenceHoldsTakeover(t *testing.T) {
 	if err != nil || !slices.Contains(got, postgres.Lease{Shard: 5, Epoch: 2}) {
 		t.Fatalf("b acquires %v, %v once a's write ended; want shard 5", got, err)
 	}
-	if renewed, err := a.Renew(ctx, "a", la[5:6], time.Minute); err != nil || len(renewed) != 0 {
-		t.Fatalf("a renews %v, %v after b took shard 5; want nothing", renewed, err)
+	if p := beat(t, a, "a", la[5:6]); len(p.Renewed) != 0 {
+		t.Fatalf("a renews %v after b took shard 5; want nothing", p.Renewed)
+	}
+}
+
+// TestFenceLapsedLease: a replica holds all its shards on its one lease
+// (its row's lease_until): once that lapses by the database's clock it can
+// neither settle, nor observe, nor write a receipt for a watch of any of
+// them, though nobody took them over (the holder and epoch are still its
+// own); its renewal then renews none of them and frees them all, and a
+// fresh lease does not bring them back.
+func TestFenceLapsedLease(t *testing.T) {
+	u := newSchema(t)
+	a := openWith(t, u, &postgres.Options{MaxConns: 4, Replica: "a"})
+	t.Cleanup(func() { a.Close() })
+	ctx := t.Context()
+	beat(t, a, "a", nil)
+	la, err := a.Acquire(ctx, "a", 64, time.Minute, 0)
+	if err != nil || len(la) != 64 {
+		t.Fatalf("a acquires %d, %v; want 64", len(la), err)
+	}
+	a.SetFence("a", la)
+	w1, w2 := inShard(t, 1, "one"), inShard(t, 2, "two")
+	for _, w := range []*vigil.Watch{w1, w2} {
+		if _, err := a.WatchCreate(ctx, vigil.WatchCreateParams{Watch: w}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	settle := func(w *vigil.Watch) bool {
+		t.Helper()
+		won, err := a.WatchSettle(ctx, []vigil.WatchSettleParams{{ID: w.ID, State: vigil.StateFired, SettledAt: now,
+			Outcome: &vigil.Outcome{State: vigil.StateFired}, Message: &vigil.Message{ID: "m-" + w.ID, Text: "fired", CreatedAt: now}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return won[0]
+	}
+	if !settle(w1) {
+		t.Fatal("the holder could not settle on its lease")
+	}
+	admin(t, u, `UPDATE replicas SET lease_until = now() - interval '1 millisecond' WHERE id = 'a'`)
+	if settle(w2) {
+		t.Fatal("a settled a watch on a lease that lapsed")
+	}
+	if won, err := a.WatchObserve(ctx, vigil.WatchObserveParams{ID: w2.ID, Polls: 1, Observation: &vigil.Observation{At: now}}); err != nil || won {
+		t.Fatalf("an observation on a lease that lapsed: %v, %v; want not written", won, err)
+	}
+	receipt := vigil.ReceiptUpsertParams{ReceiptRecord: vigil.ReceiptRecord{WatchID: w2.ID, MessageID: "m",
+		Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptSending, Attempts: 1, UpdatedAt: now}}}
+	if err := a.ReceiptUpsert(ctx, receipt); !errors.Is(err, postgres.ErrFenced) {
+		t.Fatalf("a receipt on a lease that lapsed: %v, want ErrFenced", err)
+	}
+	p := beat(t, a, "a", la)
+	if len(p.Renewed) != 0 || p.Freed != 64 || p.Free != 64 {
+		t.Fatalf("the heartbeat after the lapse renews %d, frees %d, counts %d free; want 0, 64, 64", len(p.Renewed), p.Freed, p.Free)
+	}
+	// The lease is fresh again, but the shards are nobody's: the fence
+	// (still naming them at their epochs) passes nothing.
+	if settle(w2) {
+		t.Fatal("a settled a watch of a shard its lapsed lease had held")
+	}
+	var state string
+	if err := a.Pool().QueryRow(ctx, `SELECT state FROM watches WHERE id = $1`, w2.ID).Scan(&state); err != nil || state != "pending" {
+		t.Fatalf("w2 is %q (%v), want pending", state, err)
+	}
+}
+
+// TestHeartbeatWritesOneRow: in the steady state a renewal writes one
+// row, the replica's own (counted by the rows whose xmin is the
+// heartbeat's transaction), whatever the number of shards it holds; while
+// a replica of an older build (no lease_until) is live it also renews its
+// shards' lease_expiry rows, which that replica reads.
+func TestHeartbeatWritesOneRow(t *testing.T) {
+	u := newSchema(t)
+	a := openWith(t, u, &postgres.Options{MaxConns: 4, Replica: "a"})
+	t.Cleanup(func() { a.Close() })
+	ctx := t.Context()
+	beat(t, a, "a", nil)
+	la, err := a.Acquire(ctx, "a", 21, time.Minute, 0)
+	if err != nil || len(la) != 21 {
+		t.Fatalf("a acquires %d, %v; want 21", len(la), err)
+	}
+	written := func() int {
+		t.Helper()
+		var n int
+		if err := a.Pool().QueryRow(ctx, `WITH hb AS (SELECT xmin FROM replicas WHERE id = 'a')
+			SELECT (SELECT count(*) FROM replicas, hb WHERE replicas.xmin = hb.xmin)
+				+ (SELECT count(*) FROM leases, hb WHERE leases.xmin = hb.xmin)
+				+ (SELECT count(*) FROM lease_expiry, hb WHERE lease_expiry.xmin = hb.xmin)
+				+ (SELECT count(*) FROM watches, hb WHERE watches.xmin = hb.xmin)`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for range 3 {
+		if p := beat(t, a, "a", la); len(p.Renewed) != 21 {
+			t.Fatalf("a renews %d, want 21", len(p.Renewed))
+		}
+		if n := written(); n != 1 {
+			t.Fatalf("a renewal of 21 shards wrote %d rows, want 1", n)
+		}
+	}
+	// A replica of an older build is live: a's shards' lease_expiry rows
+	// are renewed too, so that replica sees them held.
+	admin(t, u, `INSERT INTO replicas (id, seen_at, started_at) VALUES ('old', now(), now())`)
+	beat(t, a, "a", la)
+	if n := written(); n != 22 {
+		t.Fatalf("a renewal of 21 shards beside an older replica wrote %d rows, want 22", n)
+	}
+	var lapsed int
+	if err := a.Pool().QueryRow(ctx, `SELECT count(*) FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard
+		WHERE l.owner = 'a' AND x.expires_at <= now() + interval '50 seconds'`).Scan(&lapsed); err != nil || lapsed != 0 {
+		t.Fatalf("%d of a's shards lapse within 50 s in lease_expiry (%v), want none", lapsed, err)
 	}
 }
 
@@ -254,20 +376,27 @@ func TestReceiptsResumeShards(t *testing.T) {
 	}
 }
 
-// TestPendingSince: the repair scan finds the pending watches of the
-// shards asked for inserted after the instant given, and no others.
-func TestPendingSince(t *testing.T) {
+// TestHeartbeatRepairScan: the heartbeat's repair scan finds the pending
+// watches of the shards it renews inserted after the instant given, and no
+// others; with no instant it reads none.
+func TestHeartbeatRepairScan(t *testing.T) {
 	u := newSchema(t)
 	s := open(t, u)
 	defer s.Close()
 	ctx := t.Context()
+	beat(t, s, "a", nil)
+	la, err := s.Acquire(ctx, "a", 64, time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := slices.DeleteFunc(la, func(l postgres.Lease) bool { return l.Shard == 10 })
 	old := inShard(t, 9, "old")
 	if _, err := s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: old}); err != nil {
 		t.Fatal(err)
 	}
-	_, mark, err := s.PendingSince(ctx, nil, time.Time{})
-	if err != nil {
-		t.Fatal(err)
+	p := beat(t, s, "a", held)
+	if len(p.Pending) != 0 || p.Now.IsZero() {
+		t.Fatalf("a heartbeat with no instant found %v at %v; want nothing, and the clock", p.Pending, p.Now)
 	}
 	fresh, other := inShard(t, 9, "fresh"), inShard(t, 10, "other")
 	for _, w := range []*vigil.Watch{fresh, other} {
@@ -275,9 +404,9 @@ func TestPendingSince(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ids, _, err := s.PendingSince(ctx, []int{9}, mark)
-	if err != nil || !slices.Equal(ids, []string{fresh.ID}) {
-		t.Fatalf("PendingSince = %v, %v; want [%s]", ids, err, fresh.ID)
+	p, err = s.Heartbeat(ctx, postgres.HeartbeatParams{Replica: "a", Live: time.Minute, Held: held, Lease: time.Minute, PendingSince: p.Now})
+	if err != nil || !slices.Equal(p.Pending, []string{fresh.ID}) {
+		t.Fatalf("the repair scan found %v, %v; want [%s]", p.Pending, err, fresh.ID)
 	}
 }
 
@@ -298,9 +427,9 @@ func TestHeartbeat(t *testing.T) {
 		t.Fatalf("first event %+v, want a resync", ev)
 	}
 
-	p, err := s.Heartbeat(ctx, "a", time.Minute, nil, 0)
-	if err != nil || !p.Joined || !slices.Equal(p.Live, []string{"a"}) || len(p.Held) != 0 || p.Free != 64 || p.NextLapse != 0 {
-		t.Fatalf("a's first heartbeat = %+v, %v; want joined, live [a], none held, 64 free", p, err)
+	p := beat(t, s, "a", nil)
+	if !p.Joined || !slices.Equal(p.Live, []string{"a"}) || len(p.Held) != 0 || p.Free != 64 || p.NextLapse != 0 {
+		t.Fatalf("a's first heartbeat = %+v; want joined, live [a], none held, 64 free", p)
 	}
 	if ev := <-heard; ev.Kind != postgres.EventRebalance {
 		t.Fatalf("after the first heartbeat heard %+v, want a rebalance", ev)
@@ -309,35 +438,40 @@ func TestHeartbeat(t *testing.T) {
 	if err != nil || len(la) != 40 {
 		t.Fatalf("a acquires %d, %v", len(la), err)
 	}
+	// b holds 10 shards on a lease of a minute, and has not beaten
+	// within the live window.
+	admin(t, u, `INSERT INTO replicas (id, seen_at, started_at, lease_until) VALUES ('b', now() - interval '2 minutes', now() - interval '2 minutes', now() + interval '1 minute')`)
 	if _, err := s.Acquire(ctx, "b", 10, time.Minute, 0); err != nil {
 		t.Fatal(err)
 	}
-	p, err = s.Heartbeat(ctx, "a", time.Minute, nil, 0)
-	if err != nil || p.Joined || !slices.Equal(p.Live, []string{"a"}) || p.Held["a"] != 40 || p.Held["b"] != 10 || p.Free != 14 {
-		t.Fatalf("a's second heartbeat = %+v, %v; want live [a], 40 and 10 held, 14 free", p, err)
+	p = beat(t, s, "a", la)
+	if p.Joined || !slices.Equal(p.Live, []string{"a"}) || p.Held["a"] != 40 || p.Held["b"] != 10 || p.Free != 14 || len(p.Renewed) != 40 {
+		t.Fatalf("a's second heartbeat = %+v; want live [a], 40 and 10 held, 14 free, 40 renewed", p)
 	}
-	// b never beat: it is not live, so its first lapse is due.
+	// b is not live, so its lapse is due.
 	if p.NextLapse <= 50*time.Second || p.NextLapse > time.Minute {
 		t.Errorf("next lapse in %v, want b's lease, about a minute", p.NextLapse)
 	}
-	// A lapsed lease is free, not held.
-	admin(t, u, `UPDATE lease_expiry SET expires_at = now() - interval '1 second' WHERE shard = $1`, la[0].Shard)
-	// The heartbeat renews what is still held, in the same transaction:
-	// the lapsed lease is lost.
-	p, err = s.Heartbeat(ctx, "a", time.Minute, la, time.Minute)
-	if err != nil || !slices.Equal(p.Renewed, la[1:]) || p.Held["a"] != 39 || p.Free != 15 {
-		t.Fatalf("a's heartbeat renewing %d leases = %+v, %v; want the 39 not lapsed renewed, 15 free", len(la), p, err)
+	// A shard a holds and does not know it holds is freed: lapsed, not
+	// held.
+	p = beat(t, s, "a", la[1:])
+	if !slices.Equal(p.Renewed, la[1:]) || p.Freed != 1 || p.Held["a"] != 39 || p.Free != 15 {
+		t.Fatalf("a's heartbeat renewing %d of its 40 leases = %+v; want the 39 renewed, 1 freed, 15 free", len(la)-1, p)
 	}
-	p, err = s.Heartbeat(ctx, "b", time.Minute, nil, 0)
-	if err != nil || !p.Joined || !slices.Equal(p.Live, []string{"a", "b"}) || p.Held["a"] != 39 || p.Free != 15 || p.NextLapse != 0 {
-		t.Fatalf("b's first heartbeat = %+v, %v; want live [a b], 39 held by a, 15 free, no lapse to wait for", p, err)
+	p = beat(t, s, "b", nil)
+	if p.Joined || !slices.Equal(p.Live, []string{"a", "b"}) || p.Held["a"] != 39 || p.Free != 25 || p.Freed != 10 || p.NextLapse != 0 {
+		t.Fatalf("b's heartbeat holding nothing = %+v; want live [a b], 39 held by a, its 10 freed, 25 free, no lapse to wait for", p)
+	}
+	// b starts again under its id (its row gone): it joins, which tells
+	// the others.
+	admin(t, u, `DELETE FROM replicas WHERE id = 'b'`)
+	if p := beat(t, s, "b", nil); !p.Joined {
+		t.Fatalf("b's heartbeat after its row went = %+v; want joined", p)
 	}
 	if ev := <-heard; ev.Kind != postgres.EventRebalance {
 		t.Fatalf("after b's first heartbeat heard %+v, want a rebalance", ev)
 	}
-	if _, err := s.Heartbeat(ctx, "b", time.Minute, nil, 0); err != nil {
-		t.Fatal(err)
-	}
+	beat(t, s, "b", nil)
 	// A later heartbeat tells nobody: the next event heard is the
 	// check sent after it.
 	if err := s.NotifyCheck(ctx, "w-marker"); err != nil {
@@ -346,4 +480,15 @@ func TestHeartbeat(t *testing.T) {
 	if ev := <-heard; ev.Kind != postgres.EventCheck {
 		t.Fatalf("after b's second heartbeat heard %+v, want only the check sent after it", ev)
 	}
+}
+
+// beat is replica's heartbeat on s renewing held, on a lease of a minute
+// with a live window of a minute.
+func beat(t *testing.T, s *postgres.Store, replica string, held []postgres.Lease) postgres.Peers {
+	t.Helper()
+	p, err := s.Heartbeat(t.Context(), postgres.HeartbeatParams{Replica: replica, Live: time.Minute, Held: held, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -27,6 +27,9 @@ func BenchmarkSettleStorm(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
+	if _, err := s.Heartbeat(ctx, HeartbeatParams{Replica: "bench", Live: time.Hour, Lease: time.Hour}); err != nil {
+		b.Fatal(err)
+	}
 	held, err := s.Acquire(ctx, "bench", 64, time.Hour, 0)
 	if err != nil || len(held) != 64 {
 		b.Fatalf("acquire: %d shards, %v", len(held), err)

@@ -1,0 +1,91 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkHeartbeat is an idle replica's lease step: the heartbeat of a
+// replica holding 21 of the 64 shards, with the repair scan, over a table
+// of pending watches in those shards. Besides the client's time it reports
+// the CPU the server's backends spent per heartbeat (backend-us/op, from
+// /proc/PID/schedstat of the lease pool's backends: run it on the
+// database's machine) and the WAL the server wrote per heartbeat
+// (wal-B/op: every database's, so an upper bound on a shared server):
+// 3 idle replicas make 36 heartbeats a minute.
+//
+//	VIGIL_TEST_POSTGRES=postgres://… go test ./store/postgres -run XXX -bench Heartbeat -benchtime 2000x
+func BenchmarkHeartbeat(b *testing.B) {
+	ctx := context.Background()
+	s := internalStore(b, 4)
+	hp := HeartbeatParams{Replica: "bench", Live: 13 * time.Second, Lease: 15 * time.Second}
+	if _, err := s.Heartbeat(ctx, hp); err != nil {
+		b.Fatal(err)
+	}
+	held, err := s.Acquire(ctx, "bench", 21, 15*time.Second, 0)
+	if err != nil || len(held) != 21 {
+		b.Fatalf("acquire: %d shards, %v", len(held), err)
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO watches (id, recipient, kind, state, identity, created_at)
+		SELECT 'w' || g, 'r', 'timer', 'pending', 'i' || g, g FROM generate_series(1, 10000) AS g`); err != nil {
+		b.Logf("no watches inserted (%v): the scan reads an empty index", err)
+	}
+	hp.Held = held
+	p, err := s.Heartbeat(ctx, hp)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hp.PendingSince = p.Now
+	// Warm both connections of the lease pool, then note their backends.
+	for range 10 {
+		if _, err := s.Heartbeat(ctx, hp); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var pids []int
+	for _, c := range s.leasePool.AcquireAllIdle(ctx) {
+		var pid int
+		if err := c.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err == nil {
+			pids = append(pids, pid)
+		}
+		c.Release()
+	}
+	cpu := func() time.Duration {
+		var d time.Duration
+		for _, pid := range pids {
+			bs, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+			if err != nil {
+				return -1
+			}
+			ns, _ := strconv.ParseInt(strings.Fields(string(bs))[0], 10, 64)
+			d += time.Duration(ns)
+		}
+		return d
+	}
+	lsn := func() int64 {
+		var n int64
+		if err := s.pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn() - '0/0'`).Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	w0, c0 := lsn(), cpu()
+	b.ResetTimer()
+	for range b.N {
+		if p, err := s.Heartbeat(ctx, hp); err != nil || len(p.Renewed) != 21 {
+			b.Fatalf("heartbeat: %d renewed, %v", len(p.Renewed), err)
+		}
+	}
+	b.StopTimer()
+	// The server's WAL, whoever wrote it: an upper bound on a shared
+	// server.
+	b.ReportMetric(float64(lsn()-w0)/float64(b.N), "wal-B/op")
+	if c1 := cpu(); c0 >= 0 && c1 >= 0 {
+		b.ReportMetric(float64(c1-c0)/float64(time.Microsecond)/float64(b.N), "backend-us/op")
+	}
+}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"time"
 
+	"github.com/vigil-run/vigil/store/postgres"
 	"github.com/vigil-run/vigil/store/sqlite"
 )
 
@@ -20,3 +21,20 @@ func (d *Daemon) TickFiles(now time.Time) int { return d.fs.n.Tick(now) }
 // FilesWatched lists the directories the file system notifier watches
 // for watch id.
 func (d *Daemon) FilesWatched(id string) []string { return d.fs.n.Watched(id) }
+
+// PostgresStore returns the daemon's store, for tests that drive its
+// fence; nil on another store.
+func (d *Daemon) PostgresStore() *postgres.Store {
+	st, _ := d.store.(*postgres.Store)
+	return st
+}
+
+// Forget drops watches from the schedule as the engine does when a
+// settlement loses.
+func (d *Daemon) Forget(ids ...string) { d.eng.Forget(ids...) }
+
+// Scheduled reports whether watch id is on the schedule.
+func (d *Daemon) Scheduled(id string) bool {
+	_, ok := d.sched.Live(id)
+	return ok
+}

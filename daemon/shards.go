@@ -332,11 +332,19 @@ func (s *shards) repairSince() time.Time {
 // was lost. The heartbeat read only those rows, through the index of each
 // shard's pending rows by insertion time, never every watch, in the same
 // statement as the renewal.
+//
+// It also arms again the watches a fenced write refused since the last
+// step (postgres.Store.Refused) whose shards this step kept: the engine
+// dropped them as lost, and a renewal that committed just as the lease
+// lapsed, unseen by the refused write, left them here with nobody to arm
+// them. Those whose shards moved are the new holder's, which primes them.
 func (s *shards) repair(ctx context.Context, _ []int, found postgres.Peers) {
 	s.since = found.Now
 	var missing []string
-	for _, id := range found.Pending {
-		if _, ok := s.sched.Live(id); !ok && s.pg.Holds(id) {
+	seen := map[string]bool{}
+	for _, id := range slices.Concat(found.Pending, s.pg.Refused()) {
+		if _, ok := s.sched.Live(id); !ok && !seen[id] && s.pg.Holds(id) {
+			seen[id] = true
 			missing = append(missing, id)
 		}
 	}

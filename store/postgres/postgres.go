@@ -130,6 +130,9 @@ type Store struct {
 	// fence, once set (SetFence), conditions the settling writes and
 	// receipts on this replica's leases.
 	fence fenceRef
+	// refused holds the watches a fenced write refused while this
+	// replica's fence still held their shard (Refused drains it).
+	refused refusedSet
 	// raced counts the write transactions run again because they lost a
 	// race (deadlock, serialization failure, errRetry): a test reads it.
 	raced atomic.Int64

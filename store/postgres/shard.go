@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -130,12 +131,60 @@ func (s *Store) fenceIDs(ctx context.Context, tx pgx.Tx, ids []string) ([]string
 		ok[int(sh)] = true
 	}
 	out := make([]string, 0, len(ids))
+	var refused []string
 	for _, id := range ids {
-		if ok[ShardOf(id)] {
+		switch sh := ShardOf(id); {
+		case ok[sh]:
 			out = append(out, id)
+		case f.epochs[sh] > 0:
+			refused = append(refused, id)
 		}
 	}
+	s.refused.add(refused)
 	return out, nil
+}
+
+// refusedSet is the set of watches a fenced write refused although the
+// replica's fence held their shard: the database said its lease had lapsed
+// or the shard had moved. The engine drops such a watch from its schedule
+// as it drops one settled elsewhere; if the replica's next heartbeat keeps
+// the shard after all (a renewal that committed just as the lease lapsed,
+// unseen by the write), nobody else arms the watch, so the daemon reads
+// these back after each lease step (Refused) and arms the pending ones of
+// the shards it still holds. Its size is bounded by the watches the
+// replica had scheduled: each id enters once until drained.
+type refusedSet struct {
+	mu  sync.Mutex
+	ids map[string]struct{}
+}
+
+func (r *refusedSet) add(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ids == nil {
+		r.ids = make(map[string]struct{}, len(ids))
+	}
+	for _, id := range ids {
+		r.ids[id] = struct{}{}
+	}
+}
+
+// Refused returns, and forgets, the watches fenced writes refused since
+// the last call although this replica's fence held their shards (see
+// refusedSet): the caller arms again those still pending in the shards it
+// still holds.
+func (s *Store) Refused() []string {
+	s.refused.mu.Lock()
+	defer s.refused.mu.Unlock()
+	out := make([]string, 0, len(s.refused.ids))
+	for id := range s.refused.ids {
+		out = append(out, id)
+	}
+	s.refused.ids = nil
+	return out
 }
 
 // fenceShards returns the shards, among those asked for, that f's owner

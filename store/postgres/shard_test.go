@@ -492,3 +492,66 @@ func beat(t *testing.T, s *postgres.Store, replica string, held []postgres.Lease
 	}
 	return p
 }
+
+// TestFenceRefusalsAreKept: the watches a fenced write refused while the
+// replica's fence held their shards are handed back once by Refused (the
+// daemon arms them again if its next heartbeat keeps the shards); one of a
+// shard the fence did not hold, and one settled, are not.
+func TestFenceRefusalsAreKept(t *testing.T) {
+	u := newSchema(t)
+	a := openWith(t, u, &postgres.Options{MaxConns: 4, Replica: "a"})
+	t.Cleanup(func() { a.Close() })
+	ctx := t.Context()
+	beat(t, a, "a", nil)
+	la, err := a.Acquire(ctx, "a", 64, time.Minute, 0)
+	if err != nil || len(la) != 64 {
+		t.Fatalf("a acquires %d, %v; want 64", len(la), err)
+	}
+	w1, w2, w3 := inShard(t, 1, "one"), inShard(t, 2, "two"), inShard(t, 3, "three")
+	for _, w := range []*vigil.Watch{w1, w2, w3} {
+		if _, err := a.WatchCreate(ctx, vigil.WatchCreateParams{Watch: w}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The fence holds every shard but 3's.
+	var held []postgres.Lease
+	for _, l := range la {
+		if l.Shard != 3 {
+			held = append(held, l)
+		}
+	}
+	a.SetFence("a", held)
+	now := time.Now()
+	settle := func(ws ...*vigil.Watch) []bool {
+		t.Helper()
+		ps := make([]vigil.WatchSettleParams, len(ws))
+		for i, w := range ws {
+			ps[i] = vigil.WatchSettleParams{ID: w.ID, State: vigil.StateFired, SettledAt: now,
+				Outcome: &vigil.Outcome{State: vigil.StateFired}, Message: &vigil.Message{ID: "m-" + w.ID, Text: "fired", CreatedAt: now}}
+		}
+		won, err := a.WatchSettle(ctx, ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return won
+	}
+	if won := settle(w1); !won[0] {
+		t.Fatal("the holder could not settle on its lease")
+	}
+	if got := a.Refused(); len(got) != 0 {
+		t.Fatalf("Refused after a settlement that won = %v, want none", got)
+	}
+	admin(t, u, `UPDATE replicas SET lease_until = now() - interval '1 millisecond' WHERE id = 'a'`)
+	if won := settle(w2, w3); won[0] || won[1] {
+		t.Fatalf("settled on a lease that lapsed: %v", won)
+	}
+	if won, err := a.WatchObserve(ctx, vigil.WatchObserveParams{ID: w2.ID, Polls: 1, Observation: &vigil.Observation{At: now}}); err != nil || won {
+		t.Fatalf("an observation on a lease that lapsed: %v, %v; want not written", won, err)
+	}
+	if got := a.Refused(); !slices.Equal(got, []string{w2.ID}) {
+		t.Fatalf("Refused = %v, want [%s] (w3's shard was not held by the fence)", got, w2.ID)
+	}
+	if got := a.Refused(); len(got) != 0 {
+		t.Fatalf("Refused a second time = %v, want none", got)
+	}
+}

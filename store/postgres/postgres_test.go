@@ -15,17 +15,6 @@ import (
 	"github.com/vigil-run/vigil/store/storetest"
 )
 
-// EnvURL names the variable holding the URL of the PostgreSQL database the
-// tests use; each test works in a schema of its own, dropped at cleanup.
-const EnvURL = "VIGIL_TEST_POSTGRES"
-
-// baseURL returns the test database's URL, skipping the test when there is
-// none — or failing it under CI, which always provides one.
-func baseURL(t testing.TB) string {
-	t.Helper()
-	return pgtest.URL(t)
-}
-
 // newSchema creates an empty schema for t, dropped at its cleanup, and
 // returns a URL whose search_path names it.
 func newSchema(t testing.TB) string {

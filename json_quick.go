@@ -2,9 +2,9 @@ package vigil
 
 import (
 	"encoding/json"
-	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/vigil-run/vigil/internal/jsonscan"
 )
 
 // quickWatch decodes the watch JSON that Watch.MarshalJSON writes without
@@ -18,28 +18,28 @@ import (
 // not JSON. Watch.UnmarshalJSON then decodes b as before, so the answer
 // (and every error) stays that of encoding/json (TestQuickWatchMatches).
 func quickWatch(b []byte, w *Watch) bool {
-	s := quickScanner{b: b}
-	s.space()
-	if !s.byte('{') {
+	s := quickScanner{jsonscan.Scanner{B: b}}
+	s.Space()
+	if !s.Byte('{') {
 		return false
 	}
 	var out Watch
 	var seen uint64
-	s.space()
-	if s.byte('}') {
+	s.Space()
+	if s.Byte('}') {
 		return s.end(w, &out)
 	}
 	for {
-		s.space()
-		key, ok := s.plainString()
+		s.Space()
+		key, ok := s.PlainString()
 		if !ok {
 			return false
 		}
-		s.space()
-		if !s.byte(':') {
+		s.Space()
+		if !s.Byte(':') {
 			return false
 		}
-		s.space()
+		s.Space()
 		f, known := watchField(key)
 		if !known || seen&(1<<f) != 0 {
 			return false
@@ -48,11 +48,11 @@ func quickWatch(b []byte, w *Watch) bool {
 		if !s.field(f, &out) {
 			return false
 		}
-		s.space()
-		if s.byte('}') {
+		s.Space()
+		if s.Byte('}') {
 			return s.end(w, &out)
 		}
-		if !s.byte(',') {
+		if !s.Byte(',') {
 			return false
 		}
 	}
@@ -168,126 +168,42 @@ func watchField(key string) (int, bool) {
 	return 0, false
 }
 
-// quickScanner reads b from i.
-type quickScanner struct {
-	b []byte
-	i int
-}
-
-func (s *quickScanner) space() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-// byte consumes c if it comes next.
-func (s *quickScanner) byte(c byte) bool {
-	if s.i < len(s.b) && s.b[s.i] == c {
-		s.i++
-		return true
-	}
-	return false
-}
+// quickScanner is jsonscan.Scanner with what a Watch needs besides.
+type quickScanner struct{ jsonscan.Scanner }
 
 // end accepts the object just closed if only white space follows it.
 func (s *quickScanner) end(w, out *Watch) bool {
-	s.space()
-	if s.i != len(s.b) {
+	s.Space()
+	if s.I != len(s.B) {
 		return false
 	}
 	*w = *out
 	return true
 }
 
-// plainString reads a string with no escape, no control character and
-// valid UTF-8: what encoding/json decodes to its bytes unchanged.
-func (s *quickScanner) plainString() (string, bool) {
-	if !s.byte('"') {
-		return "", false
-	}
-	start := s.i
-	ascii := true
-	for ; s.i < len(s.b); s.i++ {
-		switch c := s.b[s.i]; {
-		case c == '"':
-			v := s.b[start:s.i]
-			s.i++
-			if !ascii && !utf8.Valid(v) {
-				return "", false
-			}
-			return string(v), true
-		case c == '\\' || c < 0x20:
-			return "", false
-		case c >= utf8.RuneSelf:
-			ascii = false
-		}
-	}
-	return "", false
-}
-
-// integer reads a JSON integer that fits an int on every platform.
-func (s *quickScanner) integer() (int, bool) {
-	start := s.i
-	s.byte('-')
-	digits := s.i
-	for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
-		s.i++
-	}
-	n := s.i - digits
-	if n == 0 || n > 9 || (n > 1 && s.b[digits] == '0') {
-		return 0, false
-	}
-	if s.i < len(s.b) {
-		switch s.b[s.i] {
-		case '.', 'e', 'E':
-			return 0, false
-		}
-	}
-	v, err := strconv.Atoi(string(s.b[start:s.i]))
-	return v, err == nil
-}
-
-// boolean reads true or false.
-func (s *quickScanner) boolean() (bool, bool) {
-	switch {
-	case len(s.b)-s.i >= 4 && string(s.b[s.i:s.i+4]) == "true":
-		s.i += 4
-		return true, true
-	case len(s.b)-s.i >= 5 && string(s.b[s.i:s.i+5]) == "false":
-		s.i += 5
-		return false, true
-	}
-	return false, false
-}
-
 // composite returns the bytes of the object or array that comes next,
 // checked to be JSON.
 func (s *quickScanner) composite() ([]byte, bool) {
-	start := s.i
-	if s.i >= len(s.b) || (s.b[s.i] != '{' && s.b[s.i] != '[') {
+	start := s.I
+	if s.I >= len(s.B) || (s.B[s.I] != '{' && s.B[s.I] != '[') {
 		return nil, false
 	}
 	depth := 0
-	for ; s.i < len(s.b); s.i++ {
-		switch s.b[s.i] {
+	for ; s.I < len(s.B); s.I++ {
+		switch s.B[s.I] {
 		case '{', '[':
 			depth++
 		case '}', ']':
 			depth--
 			if depth == 0 {
-				s.i++
-				v := s.b[start:s.i]
+				s.I++
+				v := s.B[start:s.I]
 				return v, json.Valid(v)
 			}
 		case '"':
-			for s.i++; s.i < len(s.b) && s.b[s.i] != '"'; s.i++ {
-				if s.b[s.i] == '\\' {
-					s.i++
+			for s.I++; s.I < len(s.B) && s.B[s.I] != '"'; s.I++ {
+				if s.B[s.I] == '\\' {
+					s.I++
 				}
 			}
 		}
@@ -297,35 +213,35 @@ func (s *quickScanner) composite() ([]byte, bool) {
 
 // labels reads an object of plain strings.
 func (s *quickScanner) labels() (map[string]string, bool) {
-	if !s.byte('{') {
+	if !s.Byte('{') {
 		return nil, false
 	}
 	m := map[string]string{}
-	s.space()
-	if s.byte('}') {
+	s.Space()
+	if s.Byte('}') {
 		return m, true
 	}
 	for {
-		s.space()
-		k, ok := s.plainString()
+		s.Space()
+		k, ok := s.PlainString()
 		if !ok {
 			return nil, false
 		}
-		s.space()
-		if !s.byte(':') {
+		s.Space()
+		if !s.Byte(':') {
 			return nil, false
 		}
-		s.space()
-		v, ok := s.plainString()
+		s.Space()
+		v, ok := s.PlainString()
 		if !ok {
 			return nil, false
 		}
 		m[k] = v
-		s.space()
-		if s.byte('}') {
+		s.Space()
+		if s.Byte('}') {
 			return m, true
 		}
-		if !s.byte(',') {
+		if !s.Byte(',') {
 			return nil, false
 		}
 	}
@@ -334,12 +250,12 @@ func (s *quickScanner) labels() (map[string]string, bool) {
 // field reads the value of field f into w.
 func (s *quickScanner) field(f int, w *Watch) bool {
 	str := func(dst *string) bool {
-		v, ok := s.plainString()
+		v, ok := s.PlainString()
 		*dst = v
 		return ok
 	}
 	tm := func(dst *time.Time) bool {
-		v, ok := s.plainString()
+		v, ok := s.PlainString()
 		if !ok {
 			return false
 		}
@@ -348,7 +264,7 @@ func (s *quickScanner) field(f int, w *Watch) bool {
 		return err == nil
 	}
 	dur := func(dst *time.Duration) bool {
-		v, ok := s.plainString()
+		v, ok := s.PlainString()
 		if !ok {
 			return false
 		}
@@ -360,19 +276,19 @@ func (s *quickScanner) field(f int, w *Watch) bool {
 		return err == nil
 	}
 	num := func(dst *int) bool {
-		v, ok := s.integer()
+		v, ok := s.Integer()
 		*dst = v
 		return ok
 	}
 	flag := func(dst *bool) bool {
-		v, ok := s.boolean()
+		v, ok := s.Boolean()
 		*dst = v
 		return ok
 	}
 	raw := func(dst *json.RawMessage) bool {
-		if len(s.b)-s.i >= 4 && string(s.b[s.i:s.i+4]) == "null" {
+		if len(s.B)-s.I >= 4 && string(s.B[s.I:s.I+4]) == "null" {
 			// json.RawMessage keeps a null as its four bytes.
-			s.i += 4
+			s.I += 4
 			*dst = json.RawMessage("null")
 			return true
 		}

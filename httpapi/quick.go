@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/internal/wire"
+	"github.com/vigil-run/vigil/internal/jsonscan"
 )
 
 // quickRegister decodes a registration (the body of POST /v1/watches, an
@@ -19,7 +19,7 @@ import (
 // On every registration the decoder's reflection cost more than the rest
 // of the handler.
 func quickRegister(b []byte, req *vigil.RegisterRequest) bool {
-	s := scanner{wire.Scanner{B: b}}
+	s := scanner{jsonscan.Scanner{B: b}}
 	s.Space()
 	if !s.Byte('{') {
 		return false
@@ -157,8 +157,8 @@ func (s *scanner) registerValue(f int, r *vigil.RegisterRequest) bool {
 	return ok
 }
 
-// scanner is wire.Scanner with what registrations need besides.
-type scanner struct{ wire.Scanner }
+// scanner is jsonscan.Scanner with what registrations need besides.
+type scanner struct{ jsonscan.Scanner }
 
 // end accepts the registration just closed if only white space follows.
 func (s *scanner) end(req, out *vigil.RegisterRequest) bool {
@@ -226,7 +226,7 @@ func quickBatch(b []byte) ([]json.RawMessage, bool) {
 	if !json.Valid(b) {
 		return nil, false
 	}
-	s := wire.Scanner{B: b}
+	s := jsonscan.Scanner{B: b}
 	s.Space()
 	if !s.Byte('{') {
 		return nil, false

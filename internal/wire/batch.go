@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/jsonscan"
 )
 
 // BatchResponse is the answer of POST /v1/watches/batch: one result per
@@ -96,7 +97,7 @@ func (r *BatchResponse) UnmarshalJSON(b []byte) error {
 // quickBatchResponse decodes b into r if it reads all of it exactly as
 // encoding/json would; it reports false, having changed nothing, if not.
 func quickBatchResponse(b []byte, r *BatchResponse) bool {
-	s := Scanner{B: b}
+	s := jsonscan.Scanner{B: b}
 	s.Space()
 	if !s.Byte('{') {
 		return false
@@ -118,7 +119,7 @@ func quickBatchResponse(b []byte, r *BatchResponse) bool {
 	if !s.Byte(']') {
 		for {
 			s.Space()
-			it, ok := s.batchItem()
+			it, ok := batchItem(&s)
 			if !ok {
 				return false
 			}
@@ -141,7 +142,7 @@ func quickBatchResponse(b []byte, r *BatchResponse) bool {
 }
 
 // batchItem reads one item of a batch answer.
-func (s *Scanner) batchItem() (BatchItem, bool) {
+func batchItem(s *jsonscan.Scanner) (BatchItem, bool) {
 	var it BatchItem
 	if !s.Byte('{') {
 		return it, false

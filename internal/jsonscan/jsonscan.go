@@ -1,4 +1,8 @@
-package wire
+// Package jsonscan reads, a token at a time, the plain JSON a vigil client
+// sends or a vigil daemon answers, for the decoders that read it without
+// reflection. It imports only the standard library, so the root package
+// may use it.
+package jsonscan
 
 import (
 	"strconv"
@@ -10,8 +14,7 @@ import (
 // reflection (the daemon's registrations, the client's batch answers).
 // Each method reports false for what it does not read exactly as
 // encoding/json would, and the caller then leaves the whole text to
-// encoding/json. (The root package keeps its own copy for Watch, as it
-// imports only the standard library.)
+// encoding/json.
 type Scanner struct {
 	B []byte // the text
 	I int    // the offset of the next byte to read

@@ -211,42 +211,6 @@ func (s *quickScanner) composite() ([]byte, bool) {
 	return nil, false
 }
 
-// labels reads an object of plain strings.
-func (s *quickScanner) labels() (map[string]string, bool) {
-	if !s.Byte('{') {
-		return nil, false
-	}
-	m := map[string]string{}
-	s.Space()
-	if s.Byte('}') {
-		return m, true
-	}
-	for {
-		s.Space()
-		k, ok := s.PlainString()
-		if !ok {
-			return nil, false
-		}
-		s.Space()
-		if !s.Byte(':') {
-			return nil, false
-		}
-		s.Space()
-		v, ok := s.PlainString()
-		if !ok {
-			return nil, false
-		}
-		m[k] = v
-		s.Space()
-		if s.Byte('}') {
-			return m, true
-		}
-		if !s.Byte(',') {
-			return nil, false
-		}
-	}
-}
-
 // field reads the value of field f into w.
 func (s *quickScanner) field(f int, w *Watch) bool {
 	str := func(dst *string) bool {
@@ -346,7 +310,7 @@ func (s *quickScanner) field(f int, w *Watch) bool {
 	case wfNote:
 		return str(&w.Note)
 	case wfLabels:
-		m, ok := s.labels()
+		m, ok := s.Labels(true)
 		w.Labels = m
 		return ok
 	case wfStable:

@@ -138,7 +138,7 @@ func (s *scanner) registerValue(f int, r *vigil.RegisterRequest) bool {
 	case rfNote:
 		r.Note, ok = s.PlainString()
 	case rfLabels:
-		r.Labels, ok = s.labels()
+		r.Labels, ok = s.Labels(false)
 	case rfDeliver:
 		r.Deliver, ok = s.object()
 	case rfIdempotencyKey:
@@ -180,42 +180,6 @@ func (s *scanner) object() (json.RawMessage, bool) {
 		return nil, false
 	}
 	return append(json.RawMessage(nil), v...), true
-}
-
-// labels reads an object of plain strings, no key given twice.
-func (s *scanner) labels() (map[string]string, bool) {
-	if !s.Byte('{') {
-		return nil, false
-	}
-	m := map[string]string{}
-	s.Space()
-	if s.Byte('}') {
-		return m, true
-	}
-	for {
-		s.Space()
-		k, ok := s.PlainString()
-		if !ok {
-			return nil, false
-		}
-		s.Space()
-		if !s.Byte(':') {
-			return nil, false
-		}
-		s.Space()
-		v, ok := s.PlainString()
-		if _, twice := m[k]; !ok || twice {
-			return nil, false
-		}
-		m[k] = v
-		s.Space()
-		if s.Byte('}') {
-			return m, true
-		}
-		if !s.Byte(',') {
-			return nil, false
-		}
-	}
 }
 
 // quickBatch splits a batch body {"watches": [...]} into its items, for a

@@ -168,3 +168,40 @@ func (s *Scanner) skipString() bool {
 	}
 	return false
 }
+
+// Labels reads an object of plain strings. A key given twice is refused
+// unless twiceOK, and then the last value wins, as encoding/json has it.
+func (s *Scanner) Labels(twiceOK bool) (map[string]string, bool) {
+	if !s.Byte('{') {
+		return nil, false
+	}
+	m := map[string]string{}
+	s.Space()
+	if s.Byte('}') {
+		return m, true
+	}
+	for {
+		s.Space()
+		k, ok := s.PlainString()
+		if !ok {
+			return nil, false
+		}
+		s.Space()
+		if !s.Byte(':') {
+			return nil, false
+		}
+		s.Space()
+		v, ok := s.PlainString()
+		if _, twice := m[k]; !ok || (twice && !twiceOK) {
+			return nil, false
+		}
+		m[k] = v
+		s.Space()
+		if s.Byte('}') {
+			return m, true
+		}
+		if !s.Byte(',') {
+			return nil, false
+		}
+	}
+}

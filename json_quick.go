@@ -20,42 +20,17 @@ import (
 func quickWatch(b []byte, w *Watch) bool {
 	s := quickScanner{jsonscan.Scanner{B: b}}
 	s.Space()
-	if !s.Byte('{') {
-		return false
-	}
 	var out Watch
 	var seen uint64
-	s.Space()
-	if s.Byte('}') {
-		return s.end(w, &out)
-	}
-	for {
-		s.Space()
-		key, ok := s.PlainString()
-		if !ok {
-			return false
-		}
-		s.Space()
-		if !s.Byte(':') {
-			return false
-		}
-		s.Space()
+	ok := s.Object(func(key string) bool {
 		f, known := watchField(key)
 		if !known || seen&(1<<f) != 0 {
 			return false
 		}
 		seen |= 1 << f
-		if !s.field(f, &out) {
-			return false
-		}
-		s.Space()
-		if s.Byte('}') {
-			return s.end(w, &out)
-		}
-		if !s.Byte(',') {
-			return false
-		}
-	}
+		return s.field(f, &out)
+	})
+	return ok && s.end(w, &out)
 }
 
 // The fields quickWatch reads (watchField names them by their JSON key).

@@ -21,42 +21,17 @@ import (
 func quickRegister(b []byte, req *vigil.RegisterRequest) bool {
 	s := scanner{jsonscan.Scanner{B: b}}
 	s.Space()
-	if !s.Byte('{') {
-		return false
-	}
 	var out vigil.RegisterRequest
 	var seen uint32
-	s.Space()
-	if s.Byte('}') {
-		return s.end(req, &out)
-	}
-	for {
-		s.Space()
-		key, ok := s.PlainString()
-		if !ok {
-			return false
-		}
-		s.Space()
-		if !s.Byte(':') {
-			return false
-		}
-		s.Space()
+	ok := s.Object(func(key string) bool {
 		f := registerField(key)
 		if f < 0 || seen&(1<<f) != 0 {
 			return false
 		}
 		seen |= 1 << f
-		if !s.registerValue(f, &out) {
-			return false
-		}
-		s.Space()
-		if s.Byte('}') {
-			return s.end(req, &out)
-		}
-		if !s.Byte(',') {
-			return false
-		}
-	}
+		return s.registerValue(f, &out)
+	})
+	return ok && s.end(req, &out)
 }
 
 // The fields of vigil.RegisterRequest quickRegister reads.

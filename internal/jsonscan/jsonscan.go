@@ -169,39 +169,56 @@ func (s *Scanner) skipString() bool {
 	return false
 }
 
-// Labels reads an object of plain strings. A key given twice is refused
-// unless twiceOK, and then the last value wins, as encoding/json has it.
-func (s *Scanner) Labels(twiceOK bool) (map[string]string, bool) {
+// Object reads an object whose keys are plain strings: for each member it
+// reads the key and the colon, skips white space and calls value, which
+// must read the member's value (and may refuse the key). It reports
+// whether the whole object was read and every value accepted.
+func (s *Scanner) Object(value func(key string) bool) bool {
 	if !s.Byte('{') {
-		return nil, false
+		return false
 	}
-	m := map[string]string{}
 	s.Space()
 	if s.Byte('}') {
-		return m, true
+		return true
 	}
 	for {
 		s.Space()
-		k, ok := s.PlainString()
+		key, ok := s.PlainString()
 		if !ok {
-			return nil, false
+			return false
 		}
 		s.Space()
 		if !s.Byte(':') {
-			return nil, false
+			return false
 		}
 		s.Space()
-		v, ok := s.PlainString()
-		if _, twice := m[k]; !ok || (twice && !twiceOK) {
-			return nil, false
+		if !value(key) {
+			return false
 		}
-		m[k] = v
 		s.Space()
 		if s.Byte('}') {
-			return m, true
+			return true
 		}
 		if !s.Byte(',') {
-			return nil, false
+			return false
 		}
 	}
+}
+
+// Labels reads an object of plain strings. A key given twice is refused
+// unless twiceOK, and then the last value wins, as encoding/json has it.
+func (s *Scanner) Labels(twiceOK bool) (map[string]string, bool) {
+	m := map[string]string{}
+	ok := s.Object(func(k string) bool {
+		v, ok := s.PlainString()
+		if _, twice := m[k]; !ok || (twice && !twiceOK) {
+			return false
+		}
+		m[k] = v
+		return true
+	})
+	if !ok {
+		return nil, false
+	}
+	return m, true
 }

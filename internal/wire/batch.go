@@ -144,71 +144,40 @@ func quickBatchResponse(b []byte, r *BatchResponse) bool {
 // batchItem reads one item of a batch answer.
 func batchItem(s *jsonscan.Scanner) (BatchItem, bool) {
 	var it BatchItem
-	if !s.Byte('{') {
-		return it, false
-	}
-	s.Space()
-	if s.Byte('}') {
-		return it, true
-	}
 	var seen [4]bool
-	for {
-		s.Space()
-		key, ok := s.PlainString()
-		if !ok {
-			return it, false
-		}
-		s.Space()
-		if !s.Byte(':') {
-			return it, false
-		}
-		s.Space()
+	ok := s.Object(func(key string) bool {
+		var ok bool
 		switch key {
 		case "status":
 			if seen[0] {
-				return it, false
+				return false
 			}
 			seen[0] = true
-			if it.Status, ok = s.PlainString(); !ok {
-				return it, false
-			}
+			it.Status, ok = s.PlainString()
 		case "replayed":
 			if seen[1] {
-				return it, false
+				return false
 			}
 			seen[1] = true
-			if it.Replayed, ok = s.Boolean(); !ok {
-				return it, false
-			}
+			it.Replayed, ok = s.Boolean()
 		case "watch":
 			if seen[2] || s.I >= len(s.B) || s.B[s.I] != '{' {
-				return it, false
+				return false
 			}
 			seen[2] = true
-			v, ok := s.Skip()
+			v, read := s.Skip()
 			it.Watch = new(vigil.Watch)
-			if !ok || it.Watch.UnmarshalJSON(v) != nil {
-				return it, false
-			}
+			ok = read && it.Watch.UnmarshalJSON(v) == nil
 		case "error":
 			if seen[3] || s.I >= len(s.B) || s.B[s.I] != '{' {
-				return it, false
+				return false
 			}
 			seen[3] = true
-			v, ok := s.Skip()
+			v, read := s.Skip()
 			it.Error = new(BatchError)
-			if !ok || json.Unmarshal(v, it.Error) != nil {
-				return it, false
-			}
-		default:
-			return it, false
+			ok = read && json.Unmarshal(v, it.Error) == nil
 		}
-		s.Space()
-		if s.Byte('}') {
-			return it, true
-		}
-		if !s.Byte(',') {
-			return it, false
-		}
-	}
+		return ok
+	})
+	return it, ok
 }

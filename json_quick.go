@@ -159,31 +159,11 @@ func (s *quickScanner) end(w, out *Watch) bool {
 // composite returns the bytes of the object or array that comes next,
 // checked to be JSON.
 func (s *quickScanner) composite() ([]byte, bool) {
-	start := s.I
 	if s.I >= len(s.B) || (s.B[s.I] != '{' && s.B[s.I] != '[') {
 		return nil, false
 	}
-	depth := 0
-	for ; s.I < len(s.B); s.I++ {
-		switch s.B[s.I] {
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth == 0 {
-				s.I++
-				v := s.B[start:s.I]
-				return v, json.Valid(v)
-			}
-		case '"':
-			for s.I++; s.I < len(s.B) && s.B[s.I] != '"'; s.I++ {
-				if s.B[s.I] == '\\' {
-					s.I++
-				}
-			}
-		}
-	}
-	return nil, false
+	v, ok := s.Skip()
+	return v, ok && json.Valid(v)
 }
 
 // field reads the value of field f into w.

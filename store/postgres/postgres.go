@@ -162,6 +162,15 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
 	}
+	if cfg.MinConns == 0 {
+		// The pool stays open (pool_min_conns in the URL says
+		// otherwise): a burst (a storm's settlements, a fleet
+		// registering) found most of its connections closed and started
+		// a backend for each, its process and caches, in the middle of
+		// the burst (eight of three replicas' twelve in a storm). An
+		// idle connection costs the server no CPU.
+		cfg.MinConns = cfg.MaxConns
+	}
 	if o.IdleTxTimeout > 0 {
 		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(max(1, o.IdleTxTimeout.Milliseconds()), 10)
 	}

@@ -6,9 +6,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/vigil-run/vigil"
 )
@@ -52,6 +55,31 @@ func BenchmarkSettleStorm(b *testing.B) {
 			Message: &vigil.Message{ID: fmt.Sprintf("01JMSG%020d", n), Recipient: w.Recipient, WatchID: w.ID,
 				Type: vigil.MessageFired, Text: out.Sentence, CreatedAt: benchAt.Add(time.Hour)}}
 	}
+	// Three replicas listen, as in a cluster: each hears every message's
+	// notification.
+	lctx, stopListen := context.WithCancel(ctx)
+	var listeners []int
+	var wg sync.WaitGroup
+	for range 3 {
+		conn, err := pgx.Connect(ctx, s.pool.Config().ConnConfig.ConnString())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, `LISTEN "`+s.Channel()+`"`); err != nil {
+			b.Fatal(err)
+		}
+		listeners = append(listeners, int(conn.PgConn().PID()))
+		wg.Go(func() {
+			defer conn.Close(context.Background())
+			for {
+				if _, err := conn.WaitForNotification(lctx); err != nil {
+					return
+				}
+			}
+		})
+	}
+	defer func() { stopListen(); wg.Wait() }()
+	l0 := pidsCPU(listeners)
 	pg0, self0 := s.backendsCPU(b), selfCPU()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -67,14 +95,17 @@ func BenchmarkSettleStorm(b *testing.B) {
 	}
 	b.StopTimer()
 	pg1, self1 := s.backendsCPU(b), selfCPU()
+	l1 := pidsCPU(listeners)
 	var pg time.Duration
 	for pid, run := range pg1 {
 		pg += run - pg0[pid]
 	}
+	lis := l1 - l0
 	per := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(b.N) }
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "settles/s")
 	b.ReportMetric(per(self1-self0), "client-cpu-µs/settle")
 	b.ReportMetric(per(pg), "pg-cpu-µs/settle")
+	b.ReportMetric(per(lis), "listen-cpu-µs/settle")
 }
 
 // backendsCPU is the run time of the pool's PostgreSQL backends

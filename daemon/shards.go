@@ -26,9 +26,14 @@ const (
 	// wakeBatch is how many of them one read looks at.
 	wakeBatch = 512
 	// repairMargin is how far before the last scan the next one looks
-	// back (by the database's clock): a registration's row is stamped
-	// when it is inserted but seen only once its transaction commits.
+	// back (by the database's clock) when the heartbeat could not say
+	// where the oldest transaction that had written then began
+	// (postgres.Peers.Horizon): a registration's row is stamped when it
+	// is inserted but seen only once its transaction commits.
 	repairMargin = 30 * time.Second
+	// repairSlack is how far before that horizon the next scan looks
+	// back, for a database clock stepped back meanwhile.
+	repairSlack = 2 * time.Second
 )
 
 // shards is what a replica on PostgreSQL runs beside the engine: the lease
@@ -56,8 +61,8 @@ type shards struct {
 	// their watches, resuming their receipts) runs beside the lease
 	// manager, whose renewals must not wait for it.
 	gained chan []int
-	// since is the database's clock at the last repair scan (the zero
-	// time: none yet). Only the manager's goroutine touches it.
+	// since is where the next repair scan starts (repairSince; the zero
+	// time: no scan yet). Only the manager's goroutine touches it.
 	since time.Time
 }
 
@@ -315,15 +320,17 @@ func (s *shards) reconcile(ctx context.Context, ids []string) error {
 }
 
 // repairSince is the instant from which the next heartbeat's repair scan
-// reads: the database's clock at the last one, less a margin (a
-// registration's row is stamped when it is inserted but seen only once its
-// transaction commits); none before the first (the shards just taken were
-// loaded whole).
+// reads (set by repair): where the oldest transaction that had written
+// when the last scan ran began, or the database's clock then when none
+// had, less repairSlack; the clock then less repairMargin when the
+// heartbeat could not tell. A row the last scan could not see (its
+// transaction had not committed) was inserted after its transaction
+// began, so the next scan reads it, and rows the last scan saw are not
+// read again and again (with a fixed look-back of 30 s, every step of the
+// half minute after a burst read the whole burst again). None before the
+// first (the shards just taken were loaded whole).
 func (s *shards) repairSince() time.Time {
-	if s.since.IsZero() {
-		return time.Time{}
-	}
-	return s.since.Add(-repairMargin)
+	return s.since
 }
 
 // repair, after each lease step, arms the pending watches the step's
@@ -339,7 +346,11 @@ func (s *shards) repairSince() time.Time {
 // lapsed, unseen by the refused write, left them here with nobody to arm
 // them. Those whose shards moved are the new holder's, which primes them.
 func (s *shards) repair(ctx context.Context, _ []int, found postgres.Peers) {
-	s.since = found.Now
+	if found.Horizon.IsZero() {
+		s.since = found.Now.Add(-repairMargin)
+	} else {
+		s.since = found.Horizon.Add(-repairSlack)
+	}
 	var missing []string
 	seen := map[string]bool{}
 	for _, id := range slices.Concat(found.Pending, s.pg.Refused()) {

@@ -275,9 +275,10 @@ func (s *Store) Heartbeat(ctx context.Context, hp HeartbeatParams) (Peers, error
 		re        []int64
 		recovered int64
 		told      int64
+		horizon   *time.Time
 	)
 	err := s.leasePool.QueryRow(ctx, heartbeatSQL, hp.Replica, shards, epochs, hp.Lease, hp.Live,
-		s.Channel(), rebalancePayload, since).Scan(&p.Joined, &p.Live, &owners, &counts, &p.Free, &next, &rs, &re, &p.Now, &p.Pending, &recovered, &told)
+		s.Channel(), rebalancePayload, since).Scan(&p.Joined, &p.Live, &owners, &counts, &p.Free, &next, &rs, &re, &p.Now, &p.Pending, &recovered, &told, &horizon)
 	if err != nil {
 		return Peers{}, wrap("heartbeat", err)
 	}
@@ -292,6 +293,12 @@ func (s *Store) Heartbeat(ctx context.Context, hp HeartbeatParams) (Peers, error
 		p.Renewed[i] = Lease{Shard: int(rs[i]), Epoch: re[i]}
 	}
 	p.Freed = int(recovered)
+	if horizon != nil {
+		p.Horizon = *horizon
+		if p.Now.Before(p.Horizon) {
+			p.Horizon = p.Now
+		}
+	}
 	return p, nil
 }
 
@@ -321,6 +328,15 @@ type Peers struct {
 	Joined bool
 	// Now is the database's clock as the heartbeat ran.
 	Now time.Time
+	// Horizon is where the next repair scan must start for it to see
+	// every row the heartbeat's snapshot did not (a registration's row is
+	// stamped when it is inserted but seen only once its transaction
+	// commits): the start of the oldest transaction of this database
+	// that had written when the heartbeat ran, or Now when there was
+	// none. When a session of the database cannot be seen (another
+	// role's, without pg_read_all_stats), it is the zero time: the caller
+	// falls back to a fixed margin.
+	Horizon time.Time
 	// Pending are the ids of the pending watches of the shards renewed
 	// inserted after HeartbeatParams.PendingSince (none when it is zero).
 	Pending []string
@@ -343,7 +359,11 @@ type Peers struct {
 // nobody holds it. The repair scan reads each renewed shard's pending
 // rows inserted after $8 through watches_shard_pending (shard,
 // inserted_at), one index range per shard, whatever the plan's
-// parameters.
+// parameters. The last column is Peers.Horizon: the start of the oldest
+// transaction of this database that has written (it may insert rows this
+// snapshot cannot see, stamped no earlier than it began), the statement's
+// clock when there is none, NULL when pg_stat_activity hides a session's
+// (another role's).
 //
 // It commits without waiting for the WAL flush (synchronous_commit off,
 // for this transaction only): a crash of the server may forget the last
@@ -399,7 +419,9 @@ const heartbeatSQL = `WITH prev AS (
 		now(),
 		(SELECT coalesce(array_agg(id), '{}') FROM pending),
 		(SELECT count(*) FROM freed),
-		(SELECT count(*) FROM told)`
+		(SELECT count(*) FROM told),
+		(SELECT CASE WHEN bool_or(a.state IS NULL) THEN NULL ELSE least(now(), min(a.xact_start) FILTER (WHERE a.backend_xid IS NOT NULL)) END
+			FROM pg_stat_activity AS a WHERE a.datname = current_database() AND a.backend_type = 'client backend')`
 
 // Acquire takes up to n shards (n <= 0: none) whose lease lapsed at least
 // lapsedFor ago (a shard released has lapsed at its release), skipping

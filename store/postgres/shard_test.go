@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/store/postgres"
 )
@@ -407,6 +409,61 @@ func TestHeartbeatRepairScan(t *testing.T) {
 	p, err = s.Heartbeat(ctx, postgres.HeartbeatParams{Replica: "a", Live: time.Minute, Held: held, Lease: time.Minute, PendingSince: p.Now})
 	if err != nil || !slices.Equal(p.Pending, []string{fresh.ID}) {
 		t.Fatalf("the repair scan found %v, %v; want [%s]", p.Pending, err, fresh.ID)
+	}
+}
+
+// TestHeartbeatHorizon: a row inserted by a transaction still open when
+// a heartbeat ran is invisible to its scan; the next scan, from the
+// heartbeat's Horizon, finds it once it commits, where one from the
+// heartbeat's clock would not (the row was stamped before it).
+func TestHeartbeatHorizon(t *testing.T) {
+	u := newSchema(t)
+	s := open(t, u)
+	defer s.Close()
+	ctx := t.Context()
+	beat(t, s, "a", nil)
+	held, err := s.Acquire(ctx, "a", 64, time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	var began time.Time
+	if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&began); err != nil {
+		t.Fatal(err)
+	}
+	late := inShard(t, 9, "late")
+	if _, err := tx.Exec(ctx, `INSERT INTO watches (id, recipient, kind, state, identity, created_at) VALUES ($1, 'r', 'timer', 'pending', $1, 0)`, late.ID); err != nil {
+		t.Fatal(err)
+	}
+	p := beat(t, s, "a", held)
+	if p.Horizon.IsZero() || p.Horizon.After(began) || p.Horizon.After(p.Now) {
+		t.Fatalf("Horizon = %v with a transaction open since %v (now %v): want at or before it", p.Horizon, began, p.Now)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	scan := func(since time.Time) []string {
+		t.Helper()
+		q, err := s.Heartbeat(ctx, postgres.HeartbeatParams{Replica: "a", Live: time.Minute, Held: held, Lease: time.Minute, PendingSince: since})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q.Pending
+	}
+	if got := scan(p.Now); slices.Contains(got, late.ID) {
+		t.Fatalf("a scan from the heartbeat's clock found %v: the test no longer shows what the horizon is for", got)
+	}
+	if got := scan(p.Horizon); !slices.Contains(got, late.ID) {
+		t.Fatalf("the scan from the horizon found %v, want %s, committed after the heartbeat", got, late.ID)
 	}
 }
 

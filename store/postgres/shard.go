@@ -362,8 +362,12 @@ type Peers struct {
 // parameters. The last column is Peers.Horizon: the start of the oldest
 // transaction of this database that has written (it may insert rows this
 // snapshot cannot see, stamped no earlier than it began), the statement's
-// clock when there is none, NULL when pg_stat_activity hides a session's
-// (another role's).
+// clock when there is none; NULL when pg_stat_activity hides a session of
+// this database (another role's), or when a transaction in progress as
+// the statement's snapshot was taken is no longer listed by the time
+// pg_stat_activity is read (it ended in between, its rows unseen and its
+// start unknown). A transaction that writes first after the snapshot
+// stamps its rows after the statement's clock.
 //
 // It commits without waiting for the WAL flush (synchronous_commit off,
 // for this transaction only): a crash of the server may forget the last
@@ -420,8 +424,12 @@ const heartbeatSQL = `WITH prev AS (
 		(SELECT coalesce(array_agg(id), '{}') FROM pending),
 		(SELECT count(*) FROM freed),
 		(SELECT count(*) FROM told),
-		(SELECT CASE WHEN bool_or(a.state IS NULL) THEN NULL ELSE least(now(), min(a.xact_start) FILTER (WHERE a.backend_xid IS NOT NULL)) END
-			FROM pg_stat_activity AS a WHERE a.datname = current_database() AND a.backend_type = 'client backend')`
+		(SELECT CASE
+			WHEN bool_or(a.state IS NULL AND a.datname = current_database() AND a.backend_type = 'client backend') THEN NULL
+			WHEN EXISTS (SELECT FROM pg_snapshot_xip(pg_current_snapshot()) AS x(xid) WHERE NOT EXISTS (
+				SELECT FROM pg_stat_activity AS b WHERE b.backend_xid::text = (x.xid::text::numeric % 4294967296)::text)) THEN NULL
+			ELSE least(now(), min(a.xact_start) FILTER (WHERE a.backend_xid IS NOT NULL AND a.datname = current_database()))
+			END FROM pg_stat_activity AS a)`
 
 // Acquire takes up to n shards (n <= 0: none) whose lease lapsed at least
 // lapsedFor ago (a shard released has lapsed at its release), skipping

@@ -444,7 +444,13 @@ func TestHeartbeatHorizon(t *testing.T) {
 	if _, err := tx.Exec(ctx, `INSERT INTO watches (id, recipient, kind, state, identity, created_at) VALUES ($1, 'r', 'timer', 'pending', $1, 0)`, late.ID); err != nil {
 		t.Fatal(err)
 	}
+	// A transaction of another test that ends between the heartbeat's
+	// snapshot and its read of pg_stat_activity makes the horizon
+	// unknown (zero) for that beat: beat again.
 	p := beat(t, s, "a", held)
+	for i := 0; p.Horizon.IsZero() && i < 50; i++ {
+		p = beat(t, s, "a", held)
+	}
 	if p.Horizon.IsZero() || p.Horizon.After(began) || p.Horizon.After(p.Now) {
 		t.Fatalf("Horizon = %v with a transaction open since %v (now %v): want at or before it", p.Horizon, began, p.Now)
 	}

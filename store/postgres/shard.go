@@ -334,8 +334,9 @@ type Peers struct {
 	// commits): the start of the oldest transaction of this database
 	// that had written when the heartbeat ran, or Now when there was
 	// none. When a session of the database cannot be seen (another
-	// role's, without pg_read_all_stats), it is the zero time: the caller
-	// falls back to a fixed margin.
+	// role's, without pg_read_all_stats), or a transaction ended while
+	// the heartbeat ran (see heartbeatSQL), it is the zero time: the
+	// caller falls back to a fixed margin.
 	Horizon time.Time
 	// Pending are the ids of the pending watches of the shards renewed
 	// inserted after HeartbeatParams.PendingSince (none when it is zero).

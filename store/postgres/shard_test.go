@@ -382,15 +382,8 @@ func TestReceiptsResumeShards(t *testing.T) {
 // watches of the shards it renews inserted after the instant given, and no
 // others; with no instant it reads none.
 func TestHeartbeatRepairScan(t *testing.T) {
-	u := newSchema(t)
-	s := open(t, u)
-	defer s.Close()
+	_, s, la := holdingAll(t)
 	ctx := t.Context()
-	beat(t, s, "a", nil)
-	la, err := s.Acquire(ctx, "a", 64, time.Minute, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	held := slices.DeleteFunc(la, func(l postgres.Lease) bool { return l.Shard == 10 })
 	old := inShard(t, 9, "old")
 	if _, err := s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: old}); err != nil {
@@ -406,7 +399,7 @@ func TestHeartbeatRepairScan(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p, err = s.Heartbeat(ctx, postgres.HeartbeatParams{Replica: "a", Live: time.Minute, Held: held, Lease: time.Minute, PendingSince: p.Now})
+	p, err := s.Heartbeat(ctx, postgres.HeartbeatParams{Replica: "a", Live: time.Minute, Held: held, Lease: time.Minute, PendingSince: p.Now})
 	if err != nil || !slices.Equal(p.Pending, []string{fresh.ID}) {
 		t.Fatalf("the repair scan found %v, %v; want [%s]", p.Pending, err, fresh.ID)
 	}
@@ -417,15 +410,8 @@ func TestHeartbeatRepairScan(t *testing.T) {
 // heartbeat's Horizon, finds it once it commits, where one from the
 // heartbeat's clock would not (the row was stamped before it).
 func TestHeartbeatHorizon(t *testing.T) {
-	u := newSchema(t)
-	s := open(t, u)
-	defer s.Close()
+	u, s, held := holdingAll(t)
 	ctx := t.Context()
-	beat(t, s, "a", nil)
-	held, err := s.Acquire(ctx, "a", 64, time.Minute, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	conn, err := pgx.Connect(ctx, u)
 	if err != nil {
 		t.Fatal(err)
@@ -471,6 +457,22 @@ func TestHeartbeatHorizon(t *testing.T) {
 	if got := scan(p.Horizon); !slices.Contains(got, late.ID) {
 		t.Fatalf("the scan from the horizon found %v, want %s, committed after the heartbeat", got, late.ID)
 	}
+}
+
+// holdingAll opens a store on a new schema whose replica "a" has beaten
+// once and holds every shard on a lease of a minute; the store closes
+// with the test.
+func holdingAll(t *testing.T) (string, *postgres.Store, []postgres.Lease) {
+	t.Helper()
+	u := newSchema(t)
+	s := open(t, u)
+	t.Cleanup(func() { s.Close() })
+	beat(t, s, "a", nil)
+	held, err := s.Acquire(t.Context(), "a", 64, time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u, s, held
 }
 
 // TestHeartbeat: the heartbeat's one round trip says who is live, how many

@@ -235,15 +235,8 @@ func TestFenceHoldsTakeover(t *testing.T) {
 // own); its renewal then renews none of them and frees them all, and a
 // fresh lease does not bring them back.
 func TestFenceLapsedLease(t *testing.T) {
-	u := newSchema(t)
-	a := openWith(t, u, &postgres.Options{MaxConns: 4, Replica: "a"})
-	t.Cleanup(func() { a.Close() })
+	u, a, la := holding(t, 64)
 	ctx := t.Context()
-	beat(t, a, "a", nil)
-	la, err := a.Acquire(ctx, "a", 64, time.Minute, 0)
-	if err != nil || len(la) != 64 {
-		t.Fatalf("a acquires %d, %v; want 64", len(la), err)
-	}
 	a.SetFence("a", la)
 	w1, w2 := inShard(t, 1, "one"), inShard(t, 2, "two")
 	for _, w := range []*vigil.Watch{w1, w2} {
@@ -297,15 +290,8 @@ func TestFenceLapsedLease(t *testing.T) {
 // a replica of an older build (no lease_until) is live it also renews its
 // shards' lease_expiry rows, which that replica reads.
 func TestHeartbeatWritesOneRow(t *testing.T) {
-	u := newSchema(t)
-	a := openWith(t, u, &postgres.Options{MaxConns: 4, Replica: "a"})
-	t.Cleanup(func() { a.Close() })
+	u, a, la := holding(t, 21)
 	ctx := t.Context()
-	beat(t, a, "a", nil)
-	la, err := a.Acquire(ctx, "a", 21, time.Minute, 0)
-	if err != nil || len(la) != 21 {
-		t.Fatalf("a acquires %d, %v; want 21", len(la), err)
-	}
 	written := func() int {
 		t.Helper()
 		var n int
@@ -382,7 +368,7 @@ func TestReceiptsResumeShards(t *testing.T) {
 // watches of the shards it renews inserted after the instant given, and no
 // others; with no instant it reads none.
 func TestHeartbeatRepairScan(t *testing.T) {
-	_, s, la := holdingAll(t)
+	_, s, la := holding(t, 64)
 	ctx := t.Context()
 	held := slices.DeleteFunc(la, func(l postgres.Lease) bool { return l.Shard == 10 })
 	old := inShard(t, 9, "old")
@@ -410,7 +396,7 @@ func TestHeartbeatRepairScan(t *testing.T) {
 // heartbeat's Horizon, finds it once it commits, where one from the
 // heartbeat's clock would not (the row was stamped before it).
 func TestHeartbeatHorizon(t *testing.T) {
-	u, s, held := holdingAll(t)
+	u, s, held := holding(t, 64)
 	ctx := t.Context()
 	conn, err := pgx.Connect(ctx, u)
 	if err != nil {
@@ -459,18 +445,18 @@ func TestHeartbeatHorizon(t *testing.T) {
 	}
 }
 
-// holdingAll opens a store on a new schema whose replica "a" has beaten
-// once and holds every shard on a lease of a minute; the store closes
-// with the test.
-func holdingAll(t *testing.T) (string, *postgres.Store, []postgres.Lease) {
+// holding opens a store on a new schema, as replica "a", which has beaten
+// once and holds n shards on a lease of a minute; the store closes with
+// the test.
+func holding(t *testing.T, n int) (string, *postgres.Store, []postgres.Lease) {
 	t.Helper()
 	u := newSchema(t)
-	s := open(t, u)
+	s := openWith(t, u, &postgres.Options{MaxConns: 4, Replica: "a"})
 	t.Cleanup(func() { s.Close() })
 	beat(t, s, "a", nil)
-	held, err := s.Acquire(t.Context(), "a", 64, time.Minute, 0)
-	if err != nil {
-		t.Fatal(err)
+	held, err := s.Acquire(t.Context(), "a", n, time.Minute, 0)
+	if err != nil || len(held) != n {
+		t.Fatalf("a acquires %d, %v; want %d", len(held), err, n)
 	}
 	return u, s, held
 }
@@ -563,15 +549,8 @@ func beat(t *testing.T, s *postgres.Store, replica string, held []postgres.Lease
 // daemon arms them again if its next heartbeat keeps the shards); one of a
 // shard the fence did not hold, and one settled, are not.
 func TestFenceRefusalsAreKept(t *testing.T) {
-	u := newSchema(t)
-	a := openWith(t, u, &postgres.Options{MaxConns: 4, Replica: "a"})
-	t.Cleanup(func() { a.Close() })
+	u, a, la := holding(t, 64)
 	ctx := t.Context()
-	beat(t, a, "a", nil)
-	la, err := a.Acquire(ctx, "a", 64, time.Minute, 0)
-	if err != nil || len(la) != 64 {
-		t.Fatalf("a acquires %d, %v; want 64", len(la), err)
-	}
 	w1, w2, w3 := inShard(t, 1, "one"), inShard(t, 2, "two"), inShard(t, 3, "three")
 	for _, w := range []*vigil.Watch{w1, w2, w3} {
 		if _, err := a.WatchCreate(ctx, vigil.WatchCreateParams{Watch: w}); err != nil {

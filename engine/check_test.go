@@ -2,9 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/engine"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/watchertest"
 )
@@ -55,4 +57,88 @@ func TestCheckProbesNow(t *testing.T) {
 	if _, err := v.eng.Check(v.ctx, "no-such-watch"); vigil.ErrorCode(err) != vigil.CodeNotFound {
 		t.Errorf("Check of an unknown id: %v; want not_found", err)
 	}
+}
+
+// TestCheckCountsOnlyLaterProbes: a Check that comes while a probe is
+// looking is not answered by that probe, even on a clock that has not
+// moved since it started; it is answered by the one probe its poke makes,
+// and no probe more is made.
+func TestCheckCountsOnlyLaterProbes(t *testing.T) {
+	started, release := make(chan string), make(chan struct{})
+	gated := watchertest.Func(vigil.KindHTTP, func(ctx context.Context, p watcher.Probe) (vigil.Observation, error) {
+		select { // a failed test cancels the probes it leaves
+		case started <- p.WatchID:
+		case <-ctx.Done():
+			return vigil.Observation{}, ctx.Err()
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return vigil.Observation{}, ctx.Err()
+		}
+		return vigil.Observation{Verdict: vigil.VerdictPending, At: p.Now, Summary: "not yet"}, nil
+	})
+	v := newEnv(t, envOpts{watchers: []watcher.Watcher{gated}})
+	ctx, cancel := context.WithCancel(v.ctx)
+	done := make(chan error, 1)
+	go func() { done <- v.eng.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	w := v.register(vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: []byte(`{"url":"http://example.test/"}`),
+		Every: "1h", Deadline: "24h"})
+	<-started // a new watch's first probe runs at once
+	release <- struct{}{}
+	for len(probesOf(t, v, w.ID)) < 1 {
+		runtime.Gosched()
+	}
+	type answer struct {
+		w   *vigil.Watch
+		err error
+	}
+	check := func() chan answer {
+		c := make(chan answer, 1)
+		go func() {
+			got, err := v.eng.Check(v.ctx, w.ID)
+			c <- answer{got, err}
+		}()
+		return c
+	}
+	first := check()
+	<-started // the first Check's probe is looking
+	second := check()
+	// Both wait: the probe looking now must answer the first alone.
+	for v.eng.CheckWaiters(w.ID) < 2 {
+		runtime.Gosched()
+	}
+	release <- struct{}{}
+	a := <-first
+	if a.err != nil || a.w.Polls != 2 {
+		t.Fatalf("first Check = %+v, %v; want the 2nd probe", a.w, a.err)
+	}
+	<-started // the probe the second Check's poke made
+	select {
+	case b := <-second:
+		t.Fatalf("second Check answered by the probe that was looking when it came: %+v, %v", b.w, b.err)
+	default:
+	}
+	release <- struct{}{}
+	b := <-second
+	if b.err != nil || b.w.Polls != 3 {
+		t.Fatalf("second Check = %+v, %v; want the 3rd probe", b.w, b.err)
+	}
+	if l, ok := v.sched.Live(w.ID); !ok || !l.NextDue.After(v.clock.Now()) {
+		t.Errorf("after both Checks: live %+v, %v; want the next probe in an hour, not one more now", l, ok)
+	}
+	if n := gated.Probes(w.ID); n != 3 {
+		t.Errorf("%d probes; want 3", n)
+	}
+}
+
+func probesOf(t *testing.T, v *env, id string) []engine.Probe {
+	t.Helper()
+	ps, err := v.eng.Probes(v.ctx, id)
+	if err != nil {
+		t.Fatalf("Probes: %v", err)
+	}
+	return ps
 }

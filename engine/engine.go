@@ -164,8 +164,11 @@ func New(cfg Config) *Engine {
 			Store: cfg.Store, Watchers: cfg.Watchers, Limits: cfg.Limits, JitterFunc: cfg.JitterFunc,
 			EventFunc: e.schedulerEvent, NewIDFunc: cfg.NewIDFunc, ProbeTimeout: cfg.ProbeTimeout, BatchSize: 512,
 			DeliverFunc: cfg.DeliverFunc, CheckFunc: cfg.CheckFunc, Metrics: cfg.Metrics,
-			ProbedFunc: func(w *vigil.Watch, obs *vigil.Observation) { e.recent.record(w.ID, obs, w.CheckedAt) },
-			HoldsFunc:  cfg.HoldsFunc,
+			ProbedFunc: func(w *vigil.Watch, obs *vigil.Observation, ticket uint64) {
+				e.recent.record(w.ID, obs, w.CheckedAt, ticket)
+			},
+			StartFunc: e.recent.start,
+			HoldsFunc: cfg.HoldsFunc,
 		},
 		log: log.With("component", "scheduler"), now: e.now, sched: e.sched,
 	}
@@ -502,30 +505,24 @@ func (e *Engine) Check(ctx context.Context, id string) (*vigil.Watch, error) {
 		}
 		return nil, vigil.Errorf(vigil.CodeConflict, "watch %s is not being probed by this daemon, so it cannot be checked now", id)
 	}
-	// A probe that was already running when Check came (its answer may
-	// predate the call) does not count: Check returns once a probe has
-	// raised the watch's count of probes, or settled it.
-	before := w.Polls
+	// A probe that was already looking when Check came (its answer may
+	// predate the call) does not count: Check returns once a probe that
+	// started after it has been recorded. One poke makes that probe: the
+	// watch comes due now, or, its probe in flight, again as that ends.
+	// (A poke per probe heard would ask for one more than was wanted.)
+	done, stop := e.recent.wait(id)
+	defer stop()
+	e.sched.Poke(id)
 	t := time.NewTimer(e.limits.MaxWait)
 	defer t.Stop()
-	for {
-		done, stop := e.recent.wait(id, e.now())
-		e.sched.Poke(id)
-		select {
-		case <-done:
-		case <-t.C:
-			stop()
-			return nil, vigil.Errorf(vigil.CodeUnavailable, "the probe of watch %s did not finish within %s; it goes on, see its detail later", id, e.limits.MaxWait)
-		case <-ctx.Done():
-			stop()
-			return nil, ctx.Err()
-		}
-		stop()
-		after, err := e.get(ctx, id)
-		if err != nil || after.State != vigil.StatePending || after.Polls > before {
-			return after, err
-		}
+	select {
+	case <-done:
+	case <-t.C:
+		return nil, vigil.Errorf(vigil.CodeUnavailable, "the probe of watch %s did not finish within %s; it goes on, see its detail later", id, e.limits.MaxWait)
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
+	return e.get(ctx, id)
 }
 
 // Probes returns the last probes of a watch the caller may see, newest

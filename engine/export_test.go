@@ -23,3 +23,10 @@ func (e *Engine) HookEvents(f func(vigil.Event)) {
 	prev := e.probes.cfg.EventFunc
 	e.probes.cfg.EventFunc = func(ev vigil.Event) { prev(ev); f(ev) }
 }
+
+// CheckWaiters is how many Checks of watch id wait for its next probe.
+func (e *Engine) CheckWaiters(id string) int {
+	e.recent.mu.Lock()
+	defer e.recent.mu.Unlock()
+	return len(e.recent.waiters[id])
+}

@@ -56,8 +56,12 @@ type probeConfig struct {
 	Metrics     Metrics
 	// ProbedFunc, when set, hears of each probe's observation, settling
 	// or not, once what it decided is written (the panel's recent
-	// probes). It must not block.
-	ProbedFunc func(w *vigil.Watch, obs *vigil.Observation)
+	// probes), with the ticket StartFunc gave the probe (0 for the
+	// clock's batches, which it is not asked for). It must not block.
+	ProbedFunc func(w *vigil.Watch, obs *vigil.Observation, ticket uint64)
+	// StartFunc, when set, is called as a probe of watch id starts
+	// looking; what it returns is handed to ProbedFunc.
+	StartFunc func(id string) uint64
 	// HoldsFunc is Config.HoldsFunc.
 	HoldsFunc func(id string) bool
 }
@@ -134,6 +138,10 @@ func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, t
 		s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: w.Polls}}, now)
 		return
 	}
+	var ticket uint64
+	if f := s.cfg.StartFunc; f != nil {
+		ticket = f(w.ID)
+	}
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProbeTimeout)
 	obs, err := watcher.Run(pctx, wt, watcher.Probe{WatchID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Now: now, Created: w.CreatedAt,
 		Last: w.LastObservation, ChainDepth: w.ChainDepth, Final: final})
@@ -152,7 +160,7 @@ func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, t
 	}
 	if f := s.cfg.ProbedFunc; f != nil {
 		// Once what the probe decided is written.
-		defer f(w, &obs)
+		defer f(w, &obs, ticket)
 	}
 	prog := e.Progress().Advance(obs.Verdict, now)
 	w.Errors, w.ConsecutiveErrors, w.CheckedAt = prog.Errors, prog.Consecutive, now
@@ -322,7 +330,7 @@ func (s *prober) Instant(ctx context.Context, es []*scheduler.Entry, now time.Ti
 	defer func() {
 		// Once what the probes decided is written.
 		for _, p := range probed {
-			s.cfg.ProbedFunc(p.w, &p.obs)
+			s.cfg.ProbedFunc(p.w, &p.obs, 0)
 		}
 	}()
 	for _, e := range es {

@@ -37,14 +37,19 @@ type probeRing struct {
 // probeLog remembers the recent probes of the most recently probed watches
 // and wakes the callers waiting for a watch's next probe (Check).
 type probeLog struct {
-	mu      sync.Mutex
-	rings   map[string]*probeRing
-	order   []string // ids in the order first remembered, for eviction
+	mu    sync.Mutex
+	rings map[string]*probeRing
+	order []string // ids in the order first remembered, for eviction
+	// waiters wait for a probe of a watch that starts after they came.
+	// Probes are told apart by the order they start in (started counts
+	// the probes of watches someone waits for), never by their clock:
+	// two instants read from a coarse (or a test's) clock can be equal.
 	waiters map[string][]probeWaiter
+	started uint64
 }
 
 type probeWaiter struct {
-	since time.Time
+	after uint64 // started when it came
 	ch    chan struct{}
 }
 
@@ -52,8 +57,23 @@ func newProbeLog() *probeLog {
 	return &probeLog{rings: make(map[string]*probeRing), waiters: make(map[string][]probeWaiter)}
 }
 
-// record remembers one probe of watch id made at obs.At (or at).
-func (l *probeLog) record(id string, obs *vigil.Observation, at time.Time) {
+// start is called as a probe of watch id starts looking: it returns the
+// probe's ticket for record, 0 when no one waits (the probe then wakes no
+// one: it may have started before a waiter came).
+func (l *probeLog) start(id string) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.waiters[id]; !ok {
+		return 0
+	}
+	l.started++
+	return l.started
+}
+
+// record remembers one probe of watch id made at obs.At (or at), and
+// wakes the waiters that came before it started (ticket, from start; 0
+// wakes none).
+func (l *probeLog) record(id string, obs *vigil.Observation, at time.Time, ticket uint64) {
 	text := obs.Summary
 	if text == "" {
 		text = obs.Reason
@@ -77,10 +97,13 @@ func (l *probeLog) record(id string, obs *vigil.Observation, at time.Time) {
 	r.buf[r.next] = p
 	r.next = (r.next + 1) % ProbesPerWatch
 	r.n = min(r.n+1, ProbesPerWatch)
-	ws := l.waiters[id]
+	ws, ok := l.waiters[id]
+	if !ok || ticket == 0 {
+		return
+	}
 	kept := ws[:0]
 	for _, w := range ws {
-		if !at.Before(w.since) {
+		if ticket > w.after {
 			close(w.ch)
 			continue
 		}
@@ -108,12 +131,12 @@ func (l *probeLog) recent(id string) []Probe {
 	return out
 }
 
-// wait returns a channel closed by the first probe of id made at or after
-// since, and the function that stops waiting.
-func (l *probeLog) wait(id string, since time.Time) (<-chan struct{}, func()) {
+// wait returns a channel closed once a probe of id that starts after
+// this call has been recorded, and the function that stops waiting.
+func (l *probeLog) wait(id string) (<-chan struct{}, func()) {
 	ch := make(chan struct{})
 	l.mu.Lock()
-	l.waiters[id] = append(l.waiters[id], probeWaiter{since: since, ch: ch})
+	l.waiters[id] = append(l.waiters[id], probeWaiter{after: l.started, ch: ch})
 	l.mu.Unlock()
 	return ch, func() {
 		l.mu.Lock()

@@ -48,9 +48,87 @@ type observationJSON struct {
 	Permanent bool           `json:"permanent,omitempty"`
 }
 
-// MarshalJSON implements json.Marshaler.
+// MarshalJSON implements json.Marshaler. It writes what encoding/json
+// writes for observationJSON, byte for byte, without reflection but for
+// facts other than strings (TestOutcomeJSONMatchesReflection).
 func (o Observation) MarshalJSON() ([]byte, error) {
-	return json.Marshal(observationJSON{o.Verdict, FormatTime(o.At), o.Summary, o.Facts, o.Reason, o.Permanent})
+	return o.AppendJSON(make([]byte, 0, 128))
+}
+
+// AppendJSON appends what MarshalJSON returns to b. A store encoding a
+// settlement calls it directly: through encoding/json, a Marshaler's
+// output is parsed once more to be checked and compacted.
+func (o *Observation) AppendJSON(b []byte) ([]byte, error) {
+	b = appendKeyString(b, `{"verdict":`, string(o.Verdict))
+	if !o.At.IsZero() {
+		// FormatTime's, without the string: nothing in it needs escaping.
+		b = append(o.At.UTC().AppendFormat(append(b, `,"at":"`...), TimeFormat), '"')
+	}
+	b = appendOptString(b, `,"summary":`, o.Summary)
+	if len(o.Facts) > 0 {
+		var err error
+		if b, err = appendFacts(append(b, `,"facts":`...), o.Facts); err != nil {
+			return nil, err
+		}
+	}
+	b = appendOptString(b, `,"reason":`, o.Reason)
+	if o.Permanent {
+		b = append(b, `,"permanent":true`...)
+	}
+	return append(b, '}'), nil
+}
+
+// appendFacts appends facts as encoding/json writes a map[string]any:
+// keys sorted; without reflection when every value is a string (a
+// timer's facts), through encoding/json otherwise.
+func appendFacts(b []byte, facts map[string]any) ([]byte, error) {
+	keys := make([]string, 0, len(facts))
+	for k, v := range facts {
+		if _, ok := v.(string); !ok {
+			j, err := json.Marshal(facts)
+			if err != nil {
+				return nil, err
+			}
+			return append(b, j...), nil
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
+		b = appendJSONString(append(b, ':'), facts[k].(string))
+	}
+	return append(b, '}'), nil
+}
+
+// MarshalJSON implements json.Marshaler: what encoding/json writes for
+// Outcome's fields, without reflection (see Observation.MarshalJSON).
+func (o Outcome) MarshalJSON() ([]byte, error) {
+	return o.AppendJSON(make([]byte, 0, 256))
+}
+
+// AppendJSON appends what MarshalJSON returns to b.
+func (o *Outcome) AppendJSON(b []byte) ([]byte, error) {
+	b = appendKeyString(b, `{"state":`, string(o.State))
+	b = appendKeyString(b, `,"sentence":`, o.Sentence)
+	if o.Attention {
+		b = append(b, `,"attention":true`...)
+	}
+	if o.Held {
+		b = append(b, `,"held":true`...)
+	}
+	b = appendKeyString(b, `,"reason":`, o.Reason)
+	if o.Observation != nil {
+		var err error
+		if b, err = o.Observation.AppendJSON(append(b, `,"observation":`...)); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -193,12 +271,12 @@ func (w *Watch) appendJSON(b []byte) ([]byte, error) {
 	b = appendOptInt(b, `,"consecutive_errors":`, w.ConsecutiveErrors)
 	b = appendOptString(b, `,"checked_at":`, FormatTime(w.CheckedAt))
 	if w.LastObservation != nil {
-		if b, err = appendMarshaled(b, `,"last_observation":`, w.LastObservation); err != nil {
+		if b, err = w.LastObservation.AppendJSON(append(b, `,"last_observation":`...)); err != nil {
 			return nil, err
 		}
 	}
 	if w.Outcome != nil {
-		if b, err = appendMarshaled(b, `,"outcome":`, w.Outcome); err != nil {
+		if b, err = w.Outcome.AppendJSON(append(b, `,"outcome":`...)); err != nil {
 			return nil, err
 		}
 	}

@@ -230,3 +230,78 @@ func FuzzQuickWatch(f *testing.F) {
 		}
 	})
 }
+
+// The wire shapes of an observation and an outcome, for encoding/json
+// alone (no MarshalJSON anywhere inside).
+type reflectObservation struct {
+	Verdict   Verdict        `json:"verdict"`
+	At        string         `json:"at,omitempty"`
+	Summary   string         `json:"summary,omitempty"`
+	Facts     map[string]any `json:"facts,omitempty"`
+	Reason    string         `json:"reason,omitempty"`
+	Permanent bool           `json:"permanent,omitempty"`
+}
+
+type reflectOutcome struct {
+	State       State               `json:"state"`
+	Sentence    string              `json:"sentence"`
+	Attention   bool                `json:"attention,omitempty"`
+	Held        bool                `json:"held,omitempty"`
+	Reason      string              `json:"reason"`
+	Observation *reflectObservation `json:"observation,omitempty"`
+}
+
+func reflectObs(o *Observation) *reflectObservation {
+	if o == nil {
+		return nil
+	}
+	return &reflectObservation{o.Verdict, FormatTime(o.At), o.Summary, o.Facts, o.Reason, o.Permanent}
+}
+
+// Outcome.MarshalJSON and Observation.MarshalJSON (and their AppendJSON,
+// which the stores call) write, byte for byte, what encoding/json writes
+// for their wire shapes by reflection, on their own and inside a value;
+// facts of strings only, of other values, and none.
+func TestOutcomeJSONMatchesReflection(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	strs := []string{"", "plain", `quo"te`, `back\slash`, "<b>", "x&y", "tab\there", "\x01ctl", "héllo", "\u2028sep\u2029", "bad\xffutf8", "emoji 🙂"}
+	str := func() string { return strs[r.IntN(len(strs))] }
+	some := func() bool { return r.IntN(2) == 0 }
+	for i := range 5000 {
+		var obs *Observation
+		if some() {
+			obs = &Observation{Verdict: Verdict(str()), Summary: str(), Reason: str(), Permanent: some()}
+			if some() {
+				obs.At = time.Date(2026, 12, 1, 12, 0, 0, 0, time.FixedZone("x", 3600)).Add(time.Duration(r.Int64N(int64(48 * time.Hour))))
+			}
+			switch r.IntN(3) {
+			case 0:
+				obs.Facts = map[string]any{str(): str(), str(): str(), "at": str()}
+			case 1:
+				obs.Facts = map[string]any{str(): str(), "n": 1.5, "l": []any{"a", 2}}
+			}
+		}
+		out := &Outcome{State: State(str()), Sentence: str(), Attention: some(), Held: some(), Reason: str(), Observation: obs}
+		want, err := json.Marshal(reflectOutcome{out.State, out.Sentence, out.Attention, out.Held, out.Reason, reflectObs(obs)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := out.AppendJSON([]byte("prefix"))
+		if err != nil || string(got) != "prefix"+string(want) {
+			t.Fatalf("outcome %d (%+v):\n got %s (%v)\nwant prefix%s", i, out, got, err, want)
+		}
+		if got, err := json.Marshal(map[string]*Outcome{"o": out}); err != nil || string(got) != `{"o":`+string(want)+`}` {
+			t.Fatalf("outcome %d inside a value:\n got %s (%v)\nwant {\"o\":%s}", i, got, err, want)
+		}
+		if obs == nil {
+			continue
+		}
+		want, err = json.Marshal(reflectObs(obs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := obs.MarshalJSON(); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("observation %d (%+v):\n got %s (%v)\nwant %s", i, obs, got, err, want)
+		}
+	}
+}

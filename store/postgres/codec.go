@@ -106,7 +106,24 @@ func rawText(b []byte) *string {
 
 // jsonText marshals v as TEXT; nil (a nil pointer, map or slice) is NULL.
 func jsonText(v any) (*string, error) {
-	b, err := json.Marshal(v)
+	var b []byte
+	var err error
+	switch x := v.(type) {
+	case *vigil.Outcome:
+		if x == nil {
+			return nil, nil
+		}
+		// It writes itself: encoding/json would parse what it wrote once
+		// more (a settlement's outcome and observation).
+		b, err = x.AppendJSON(make([]byte, 0, 256))
+	case *vigil.Observation:
+		if x == nil {
+			return nil, nil
+		}
+		b, err = x.AppendJSON(make([]byte, 0, 128))
+	default:
+		b, err = json.Marshal(v)
+	}
 	if err != nil {
 		return nil, err
 	}

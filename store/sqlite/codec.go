@@ -186,8 +186,22 @@ func rawText(b []byte) any {
 	return string(b)
 }
 
-// jsonText marshals v as TEXT.
+// jsonText marshals v as TEXT. An outcome or an observation (a
+// settlement's) writes itself (vigil.Outcome.AppendJSON), not through
+// encoding/json, which would parse what it wrote once more.
 func jsonText(v any) (any, error) {
+	switch x := v.(type) {
+	case *vigil.Outcome:
+		if x != nil {
+			b, err := x.AppendJSON(make([]byte, 0, 256))
+			return string(b), err
+		}
+	case *vigil.Observation:
+		if x != nil {
+			b, err := x.AppendJSON(make([]byte, 0, 128))
+			return string(b), err
+		}
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err

@@ -364,7 +364,8 @@ type Peers struct {
 // transaction of this database that has written (it may insert rows this
 // snapshot cannot see, stamped no earlier than it began), the statement's
 // clock when there is none; NULL when pg_stat_activity hides a session of
-// this database (another role's), or when a transaction in progress as
+// this database (another role's, or a background worker's: its row then
+// shows neither its state nor its backend_type), or when a transaction in progress as
 // the statement's snapshot was taken is no longer listed by the time
 // pg_stat_activity is read (it ended in between, its rows unseen and its
 // start unknown). A transaction that writes first after the snapshot
@@ -426,7 +427,7 @@ const heartbeatSQL = `WITH prev AS (
 		(SELECT count(*) FROM freed),
 		(SELECT count(*) FROM told),
 		(SELECT CASE
-			WHEN bool_or(a.state IS NULL AND a.datname = current_database() AND a.backend_type = 'client backend') THEN NULL
+			WHEN bool_or(a.state IS NULL AND a.backend_type IS NULL AND a.datname = current_database()) THEN NULL
 			WHEN EXISTS (SELECT FROM pg_snapshot_xip(pg_current_snapshot()) AS x(xid) WHERE NOT EXISTS (
 				SELECT FROM pg_stat_activity AS b WHERE b.backend_xid::text = (x.xid::text::numeric % 4294967296)::text)) THEN NULL
 			ELSE least(now(), min(a.xact_start) FILTER (WHERE a.backend_xid IS NOT NULL AND a.datname = current_database()))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"testing"
 	"time"
@@ -442,6 +443,62 @@ func TestHeartbeatHorizon(t *testing.T) {
 	}
 	if got := scan(p.Horizon); !slices.Contains(got, late.ID) {
 		t.Fatalf("the scan from the horizon found %v, want %s, committed after the heartbeat", got, late.ID)
+	}
+}
+
+// TestHeartbeatHorizonHidden: a replica whose role cannot see another
+// role's session of the database (no pg_read_all_stats) cannot tell where
+// that session's transactions began, so its heartbeat gives no horizon
+// (zero: the repair scan falls back to its fixed margin), even with that
+// session idle; a superuser's heartbeat, seeing every session, gives one.
+func TestHeartbeatHorizonHidden(t *testing.T) {
+	u, _, held := holding(t, 4)
+	ctx := t.Context()
+	pu, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := pu.Query().Get("search_path") + "_replica" // unique: the schema's name is
+	admin(t, u, `CREATE ROLE `+role+` LOGIN`)
+	t.Cleanup(func() {
+		admin(t, u, `DROP OWNED BY `+role)
+		admin(t, u, `DROP ROLE `+role)
+	})
+	schema := pu.Query().Get("search_path")
+	for _, stmt := range []string{`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + role,
+		`GRANT ALL ON ALL TABLES IN SCHEMA ` + schema + ` TO ` + role,
+		`GRANT ALL ON ALL SEQUENCES IN SCHEMA ` + schema + ` TO ` + role} {
+		admin(t, u, stmt)
+	}
+	ru := *pu
+	ru.User = url.User(role)
+	r := openWith(t, ru.String(), &postgres.Options{MaxConns: 2, Replica: "a"})
+	defer r.Close()
+
+	// Another role's session of the database, idle: the store opened
+	// above as the superuser keeps its pool's connections open, and one
+	// more is held here so that the test does not rest on that.
+	other, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	for range 3 {
+		if p := beat(t, r, "a", held); !p.Horizon.IsZero() {
+			t.Fatalf("Horizon = %v for a role that cannot see another role's session: want none (zero)", p.Horizon)
+		}
+	}
+	// The premise: the same database seen by the superuser gives a
+	// horizon (a beat may miss one, as another test's transaction ends
+	// while it reads: beat again).
+	s := openWith(t, u, &postgres.Options{MaxConns: 2, Replica: "b"})
+	defer s.Close()
+	p := beat(t, s, "b", nil)
+	for i := 0; p.Horizon.IsZero() && i < 50; i++ {
+		p = beat(t, s, "b", nil)
+	}
+	if p.Horizon.IsZero() {
+		t.Fatalf("the superuser's heartbeat gives no horizon either: the test no longer shows what hides it")
 	}
 }
 

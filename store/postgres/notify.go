@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgxlisten"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/jsonscan"
 )
 
 // Kinds of Event.
@@ -190,6 +191,11 @@ type listenHandler func(Event)
 
 func (h listenHandler) HandleNotification(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
 	var ev Event
+	if quickEvent([]byte(n.Payload), &ev) {
+		h(ev)
+		return nil
+	}
+	ev = Event{}
 	if err := json.Unmarshal([]byte(n.Payload), &ev); err != nil {
 		return fmt.Errorf("notification %q: %w", n.Payload, err)
 	}
@@ -201,4 +207,37 @@ func (h listenHandler) HandleNotification(_ context.Context, n *pgconn.Notificat
 func (h listenHandler) HandleBacklog(context.Context, string, *pgx.Conn) error {
 	h(Event{Kind: EventResync})
 	return nil
+}
+
+// quickEvent decodes payload into ev without reflection when it reads all
+// of it exactly as encoding/json would (a message's event, every storm's
+// most frequent, is one); it reports false for anything else (a
+// registration's schedule, a key it does not know, an escape, a seq past
+// nine digits), and the caller leaves the payload to encoding/json.
+func quickEvent(payload []byte, ev *Event) bool {
+	s := jsonscan.Scanner{B: payload}
+	s.Space()
+	ok := s.Object(func(key string) bool {
+		var ok bool
+		switch key {
+		case "k":
+			ev.Kind, ok = s.PlainString()
+		case "w":
+			ev.WatchID, ok = s.PlainString()
+		case "r":
+			ev.Recipient, ok = s.PlainString()
+		case "o":
+			ev.Origin, ok = s.PlainString()
+		case "s":
+			var n int
+			n, ok = s.Integer()
+			ev.Seq = int64(n)
+		case "h":
+			ev.Shard, ok = s.Integer()
+		case "x":
+			ev.Gone, ok = s.Boolean()
+		}
+		return ok
+	})
+	return ok && s.End()
 }

@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -22,5 +24,64 @@ func TestCreatedEventFits(t *testing.T) {
 	ev, err = s.createdEvent(w)
 	if err != nil || strings.Contains(ev, `"a":{`) || len(ev) > maxPayload {
 		t.Errorf("createdEvent(long kind) = %.200s… (%d bytes), %v; want no schedule, under %d bytes", ev, len(ev), err, maxPayload)
+	}
+}
+
+// quickEvent reads what it reads exactly as encoding/json does, and
+// leaves the rest (it says false) to encoding/json.
+func FuzzQuickEvent(f *testing.F) {
+	for _, seed := range []string{
+		`{"k":"message","w":"01M8SX8SXK3FXF06EABWY2YWCH","r":"agent-1","s":123456}`,
+		`{"k":"message","r":"agent-1","s":1}`,
+		`{"k":"watch","w":"w1","r":"r","h":17,"o":"abcdefghij","x":true}`,
+		`{"k":"watch","w":"w1","r":"r","h":17,"o":"abcdefghij","a":{"k":"timer","d":1790000000000}}`,
+		`{"k":"close","r":"r"}`, `{"k":"rebalance"}`, `{}`, ` { "k" : "check" , "w" : "w" , "h" : 3 } `,
+		`{"k":"message","s":12345678901}`, `{"k":"message","s":1.5}`, `{"k":"message","s":-0}`, `{"k":"message","s":007}`,
+		`{"K":"message"}`, `{"k":"a\"b"}`, `{"k":"é","r":"\u00e9"}`, `{"k":null}`, `{"k":"m","k":"n"}`,
+		`{"x":false,"x":true}`, `{"k":"m"} x`, `{"k":"m",}`, `[{"k":"m"}]`, ``, `{"w":"` + "\xff" + `"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var quick, slow Event
+		if !quickEvent(b, &quick) {
+			return
+		}
+		if err := json.Unmarshal(b, &slow); err != nil {
+			t.Fatalf("quickEvent read %q, which encoding/json refuses: %v", b, err)
+		}
+		if !reflect.DeepEqual(quick, slow) {
+			t.Fatalf("quickEvent(%q) = %+v; encoding/json reads %+v", b, quick, slow)
+		}
+	})
+}
+
+// The events the stores send are read by quickEvent, but for a
+// registration's schedule and a seq past nine digits.
+func TestQuickEventReadsWhatIsSent(t *testing.T) {
+	for _, ev := range []Event{
+		{Kind: EventMessage, Recipient: "agent-1", WatchID: "01M8SX8SXK3FXF06EABWY2YWCH", Seq: 987654321},
+		{Kind: EventWatch, WatchID: "w", Recipient: "r", Shard: 63, Origin: "abcdefghij", Gone: true},
+		{Kind: EventClose, Recipient: "héllo wörld"},
+		{Kind: EventCheck, WatchID: "w", Shard: 0},
+		{Kind: EventRebalance},
+	} {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Event
+		if !quickEvent(b, &got) || got != ev {
+			t.Errorf("quickEvent(%s) = %+v; want %+v", b, got, ev)
+		}
+	}
+	for _, ev := range []Event{
+		{Kind: EventWatch, WatchID: "w", Sched: &Sched{Kind: "timer", Deadline: 1790000000000}},
+		{Kind: EventMessage, Seq: 1234567890},
+	} {
+		b, _ := json.Marshal(ev)
+		if quickEvent(b, new(Event)) {
+			t.Errorf("quickEvent read %s; it should leave it to encoding/json", b)
+		}
 	}
 }

@@ -231,31 +231,22 @@ func FuzzQuickWatch(f *testing.F) {
 	})
 }
 
-// The wire shapes of an observation and an outcome, for encoding/json
-// alone (no MarshalJSON anywhere inside).
-type reflectObservation struct {
-	Verdict   Verdict        `json:"verdict"`
-	At        string         `json:"at,omitempty"`
-	Summary   string         `json:"summary,omitempty"`
-	Facts     map[string]any `json:"facts,omitempty"`
-	Reason    string         `json:"reason,omitempty"`
-	Permanent bool           `json:"permanent,omitempty"`
-}
-
+// The wire shape of an outcome, for encoding/json alone (no MarshalJSON
+// anywhere inside: observationJSON, the observation's, has none).
 type reflectOutcome struct {
-	State       State               `json:"state"`
-	Sentence    string              `json:"sentence"`
-	Attention   bool                `json:"attention,omitempty"`
-	Held        bool                `json:"held,omitempty"`
-	Reason      string              `json:"reason"`
-	Observation *reflectObservation `json:"observation,omitempty"`
+	State       State            `json:"state"`
+	Sentence    string           `json:"sentence"`
+	Attention   bool             `json:"attention,omitempty"`
+	Held        bool             `json:"held,omitempty"`
+	Reason      string           `json:"reason"`
+	Observation *observationJSON `json:"observation,omitempty"`
 }
 
-func reflectObs(o *Observation) *reflectObservation {
+func reflectObs(o *Observation) *observationJSON {
 	if o == nil {
 		return nil
 	}
-	return &reflectObservation{o.Verdict, FormatTime(o.At), o.Summary, o.Facts, o.Reason, o.Permanent}
+	return &observationJSON{o.Verdict, FormatTime(o.At), o.Summary, o.Facts, o.Reason, o.Permanent}
 }
 
 // Outcome.MarshalJSON and Observation.MarshalJSON (and their AppendJSON,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/settlement"
 )
 
 const (
@@ -370,54 +371,15 @@ func (s *Store) WatchObserve(ctx context.Context, p vigil.WatchObserveParams) (b
 	return won, nil
 }
 
-// settleArgs is one WatchSettleParams, encoded before the transaction.
-type settleArgs struct {
-	outcome, lastObs *string
-	msg              *vigil.Message
-}
-
 // WatchSettle settles each watch of ps that is still pending, with its
 // outcome message, all in one transaction, and reports per entry whether it
 // won the compare-and-set. The watches are locked (FOR UPDATE) before their
 // state is read, so two daemons settling the same watch cannot both win.
 // Each message it inserts gets its Seq set.
 func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) ([]bool, error) {
-	enc := make([]settleArgs, len(ps))
-	for i := range ps {
-		p := &ps[i]
-		if !p.State.Terminal() {
-			return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: cannot settle as %q, which is not a settled state", p.ID, p.State)
-		}
-		if p.SettledAt.IsZero() {
-			return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: settling needs the time it settled", p.ID)
-		}
-		var err error
-		switch {
-		case p.Outcome == nil:
-		case i > 0 && p.Outcome == ps[i-1].Outcome:
-			enc[i].outcome, enc[i].lastObs = enc[i-1].outcome, enc[i-1].lastObs
-		default:
-			if enc[i].outcome, err = jsonText(p.Outcome); err != nil {
-				return nil, fmt.Errorf("postgres: watch %s: encode outcome: %w", p.ID, err)
-			}
-			if p.Outcome.Observation != nil {
-				if enc[i].lastObs, err = jsonText(p.Outcome.Observation); err != nil {
-					return nil, fmt.Errorf("postgres: watch %s: encode observation: %w", p.ID, err)
-				}
-			}
-		}
-		if p.Message != nil {
-			m := *p.Message
-			m.WatchID = cmpOr(m.WatchID, p.ID)
-			m.Type = cmpOr(m.Type, vigil.MessageTypeFor(p.State))
-			if m.CreatedAt.IsZero() {
-				m.CreatedAt = p.SettledAt
-			}
-			if m.ID == "" {
-				return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: the outcome message has no id", p.ID)
-			}
-			enc[i].msg = &m
-		}
+	enc, err := settlement.Prepare("postgres", ps)
+	if err != nil {
+		return nil, err
 	}
 	ids := make([]string, len(ps))
 	for i := range ps {
@@ -425,7 +387,7 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 	}
 	won := make([]bool, len(ps))
 	seqs := make([]int64, len(ps))
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err = s.write(ctx, func(tx pgx.Tx) error {
 		clear(won)
 		clear(seqs)
 		// Fenced: only the watches whose shards this replica still
@@ -487,14 +449,14 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 			delete(pending, p.ID)
 			order = append(order, i)
 			uIDs, uStates = append(uIDs, p.ID), append(uStates, string(p.State))
-			uOutcomes, uLastObs = append(uOutcomes, enc[i].outcome), append(uLastObs, enc[i].lastObs)
+			uOutcomes, uLastObs = append(uOutcomes, enc[i].Outcome), append(uLastObs, enc[i].LastObs)
 			uSettled, uPolls = append(uSettled, p.SettledAt.UnixMilli()), append(uPolls, int64(p.Polls))
 			uErrors, uConsecutive = append(uErrors, nullInt(p.Errors)), append(uConsecutive, nullInt(p.ConsecutiveErrors))
 			uAnswered = append(uAnswered, p.AnsweredAtCreation)
 			uHasChecked, uChecked = append(uHasChecked, !p.CheckedAt.IsZero()), append(uChecked, p.CheckedAt.UnixMilli())
 			won[i] = true
 			settled[recipient] = append(settled[recipient], p.ID)
-			if m := enc[i].msg; m != nil {
+			if m := enc[i].Message; m != nil {
 				m.Recipient = cmpOr(m.Recipient, recipient)
 				msgs, at = append(msgs, m), append(at, i)
 			}

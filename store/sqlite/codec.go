@@ -535,3 +535,11 @@ func scanMessage(sc scanner) (*vigil.Message, error) {
 func messageArgs(m *vigil.Message) []any {
 	return []any{m.ID, m.Recipient, nullStr(m.WatchID), string(m.Type), m.Text, rawText(m.Data), m.CreatedAt.UnixMilli()}
 }
+
+// textOrNull binds s as TEXT, nil as NULL.
+func textOrNull(s *string) any {
+	if s == nil {
+		return nil
+	}
+	return *s
+}

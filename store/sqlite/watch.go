@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/settlement"
 )
 
 // WatchCreate registers p.Watch (SPEC §3). In order, in one transaction: a
@@ -593,55 +594,15 @@ func (s *Store) WatchObserve(ctx context.Context, p vigil.WatchObserveParams) (b
 	return won, err
 }
 
-// settleArgs is one WatchSettleParams, encoded before it reaches the writer.
-type settleArgs struct {
-	outcome, lastObs any
-	msg              *vigil.Message
-}
-
 // WatchSettle settles each watch of ps that is still pending, with its
 // outcome message, all in one transaction, and reports per entry whether it
 // won the compare-and-set. Each message it inserts gets its Seq set. A
 // message's WatchID, Recipient, Type and CreatedAt default to the watch's
 // id and recipient, the outcome type and SettledAt.
 func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) ([]bool, error) {
-	enc := make([]settleArgs, len(ps))
-	for i := range ps {
-		p := &ps[i]
-		if !p.State.Terminal() {
-			return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: cannot settle as %q, which is not a settled state", p.ID, p.State)
-		}
-		if p.SettledAt.IsZero() {
-			return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: settling needs the time it settled", p.ID)
-		}
-		var err error
-		switch {
-		case p.Outcome == nil:
-		case i > 0 && p.Outcome == ps[i-1].Outcome:
-			// A batch of timers often shares one outcome: encode it once.
-			enc[i].outcome, enc[i].lastObs = enc[i-1].outcome, enc[i-1].lastObs
-		default:
-			if enc[i].outcome, err = jsonText(p.Outcome); err != nil {
-				return nil, fmt.Errorf("sqlite: watch %s: encode outcome: %w", p.ID, err)
-			}
-			if p.Outcome.Observation != nil {
-				if enc[i].lastObs, err = jsonText(p.Outcome.Observation); err != nil {
-					return nil, fmt.Errorf("sqlite: watch %s: encode observation: %w", p.ID, err)
-				}
-			}
-		}
-		if p.Message != nil {
-			m := *p.Message
-			m.WatchID = cmpOr(m.WatchID, p.ID)
-			m.Type = cmpOr(m.Type, vigil.MessageTypeFor(p.State))
-			if m.CreatedAt.IsZero() {
-				m.CreatedAt = p.SettledAt
-			}
-			if m.ID == "" {
-				return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: the outcome message has no id", p.ID)
-			}
-			enc[i].msg = &m
-		}
+	enc, err := settlement.Prepare("sqlite", ps)
+	if err != nil {
+		return nil, err
 	}
 	ids, err := json.Marshal(settleIDs(ps))
 	if err != nil {
@@ -667,8 +628,8 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 				continue // already settled, no such watch, or settled earlier in ps: lost
 			}
 			delete(pending, p.ID)
-			res, err := t.exec(t.watchSettle, string(p.State), enc[i].outcome, p.SettledAt.UnixMilli(), p.Polls,
-				enc[i].lastObs, b2i(p.AnsweredAtCreation), nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt), row.rowid)
+			res, err := t.exec(t.watchSettle, string(p.State), textOrNull(enc[i].Outcome), p.SettledAt.UnixMilli(), p.Polls,
+				textOrNull(enc[i].LastObs), b2i(p.AnsweredAtCreation), nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt), row.rowid)
 			if err != nil {
 				return wrap("settle watch "+p.ID, err)
 			}
@@ -678,7 +639,7 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 			won[i] = true
 			settled[row.recipient]++
 			moves.move(row.recipient, row.kind, vigil.StatePending, p.State, 1)
-			if m := enc[i].msg; m != nil {
+			if m := enc[i].Message; m != nil {
 				m.Recipient = cmpOr(m.Recipient, row.recipient)
 				if seqs[i], err = insertMessage(t, m); err != nil {
 					return wrap("settle watch "+p.ID+": insert outcome message", err)

@@ -1,0 +1,77 @@
+// Package settlement checks a batch of settlements and encodes what every
+// store writes for each of them (the outcome and last observation as JSON
+// text, the outcome message with its defaults), once for both stores.
+package settlement
+
+import (
+	"fmt"
+
+	"github.com/vigil-run/vigil"
+)
+
+// Prepared is one vigil.WatchSettleParams, checked and encoded: its
+// outcome and last observation as JSON text (nil: NULL, the observation
+// kept as it was), and its outcome message with its defaults filled in
+// (nil: none).
+type Prepared struct {
+	Outcome, LastObs *string
+	Message          *vigil.Message
+}
+
+// Prepare checks each entry of ps and encodes it; store names the store in
+// the errors that are not the caller's (an outcome that does not encode).
+// A message's WatchID, Type and CreatedAt default to the watch's id, the
+// outcome's type and SettledAt; its Recipient is left to the store, which
+// knows the watch's. Entries that share one outcome (a batch of timers)
+// share its encoding.
+func Prepare(store string, ps []vigil.WatchSettleParams) ([]Prepared, error) {
+	out := make([]Prepared, len(ps))
+	for i := range ps {
+		p := &ps[i]
+		if !p.State.Terminal() {
+			return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: cannot settle as %q, which is not a settled state", p.ID, p.State)
+		}
+		if p.SettledAt.IsZero() {
+			return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: settling needs the time it settled", p.ID)
+		}
+		switch {
+		case p.Outcome == nil:
+		case i > 0 && p.Outcome == ps[i-1].Outcome:
+			out[i].Outcome, out[i].LastObs = out[i-1].Outcome, out[i-1].LastObs
+		default:
+			b, err := p.Outcome.AppendJSON(make([]byte, 0, 256))
+			if err != nil {
+				return nil, fmt.Errorf("%s: watch %s: encode outcome: %w", store, p.ID, err)
+			}
+			out[i].Outcome = text(b)
+			if o := p.Outcome.Observation; o != nil {
+				if b, err = o.AppendJSON(make([]byte, 0, 128)); err != nil {
+					return nil, fmt.Errorf("%s: watch %s: encode observation: %w", store, p.ID, err)
+				}
+				out[i].LastObs = text(b)
+			}
+		}
+		if p.Message != nil {
+			m := *p.Message
+			if m.ID == "" {
+				return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: the outcome message has no id", p.ID)
+			}
+			if m.WatchID == "" {
+				m.WatchID = p.ID
+			}
+			if m.Type == "" {
+				m.Type = vigil.MessageTypeFor(p.State)
+			}
+			if m.CreatedAt.IsZero() {
+				m.CreatedAt = p.SettledAt
+			}
+			out[i].Message = &m
+		}
+	}
+	return out, nil
+}
+
+func text(b []byte) *string {
+	s := string(b)
+	return &s
+}

@@ -1,0 +1,56 @@
+package settlement_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/settlement"
+)
+
+// TestPrepare: a message's defaults are filled in, outcomes and
+// observations are encoded (one shared outcome once), and a settlement a
+// store must not write is refused as the caller's error.
+func TestPrepare(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	obs := &vigil.Observation{Verdict: vigil.VerdictSatisfied, At: at, Summary: "<done>"}
+	shared := &vigil.Outcome{State: vigil.StateFired, Sentence: "s", Reason: "satisfied", Observation: obs}
+	ps := []vigil.WatchSettleParams{
+		{ID: "w1", State: vigil.StateFired, SettledAt: at, Outcome: shared, Message: &vigil.Message{ID: "m1"}},
+		{ID: "w2", State: vigil.StateFired, SettledAt: at, Outcome: shared},
+		{ID: "w3", State: vigil.StateCancelled, SettledAt: at,
+			Message: &vigil.Message{ID: "m3", WatchID: "other", Type: vigil.MessageType("note"), CreatedAt: at.Add(time.Second)}},
+	}
+	got, err := settlement.Prepare("test", ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcome := `{"state":"fired","sentence":"s","reason":"satisfied","observation":{"verdict":"satisfied","at":"2026-12-01T12:00:00.000Z","summary":"\u003cdone\u003e"}}`
+	if got[0].Outcome == nil || *got[0].Outcome != wantOutcome {
+		t.Errorf("outcome = %v; want %s", got[0].Outcome, wantOutcome)
+	}
+	if got[0].LastObs == nil || *got[0].LastObs != `{"verdict":"satisfied","at":"2026-12-01T12:00:00.000Z","summary":"\u003cdone\u003e"}` {
+		t.Errorf("last observation = %v", got[0].LastObs)
+	}
+	if got[1].Outcome != got[0].Outcome || got[1].LastObs != got[0].LastObs || got[1].Message != nil {
+		t.Errorf("second entry = %+v; want the first's encoding shared, no message", got[1])
+	}
+	if m := got[0].Message; m == nil || m.WatchID != "w1" || m.Type != vigil.MessageTypeFor(vigil.StateFired) || !m.CreatedAt.Equal(at) || m == ps[0].Message {
+		t.Errorf("message = %+v; want a copy with the watch's id, the outcome's type and the settling time", m)
+	}
+	if m := got[2].Message; m == nil || m.WatchID != "other" || m.Type != "note" || !m.CreatedAt.Equal(at.Add(time.Second)) {
+		t.Errorf("message given its own fields = %+v; want them kept", m)
+	}
+	if got[2].Outcome != nil || got[2].LastObs != nil {
+		t.Errorf("no outcome encoded as %v, %v; want NULL", got[2].Outcome, got[2].LastObs)
+	}
+	for name, bad := range map[string]vigil.WatchSettleParams{
+		"pending":            {ID: "w", State: vigil.StatePending, SettledAt: at},
+		"no settling time":   {ID: "w", State: vigil.StateFired},
+		"message without id": {ID: "w", State: vigil.StateFired, SettledAt: at, Message: &vigil.Message{}},
+	} {
+		if _, err := settlement.Prepare("test", []vigil.WatchSettleParams{ps[1], bad}); vigil.ErrorCode(err) != vigil.CodeInvalidRequest {
+			t.Errorf("%s: %v; want invalid_request", name, err)
+		}
+	}
+}

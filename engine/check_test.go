@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/engine"
@@ -141,4 +142,59 @@ func probesOf(t *testing.T, v *env, id string) []engine.Probe {
 		t.Fatalf("Probes: %v", err)
 	}
 	return ps
+}
+
+// TestCheckAnsweredBySettlement: a Check waiting for its probe while the
+// watch is cancelled returns the cancelled watch at once, not when its
+// wait runs out (the cancelled watch is never probed again).
+func TestCheckAnsweredBySettlement(t *testing.T) {
+	started, release := make(chan string), make(chan struct{})
+	gated := watchertest.Func(vigil.KindHTTP, func(ctx context.Context, p watcher.Probe) (vigil.Observation, error) {
+		select {
+		case started <- p.WatchID:
+		case <-ctx.Done():
+			return vigil.Observation{}, ctx.Err()
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return vigil.Observation{}, ctx.Err()
+		}
+		return vigil.Observation{Verdict: vigil.VerdictPending, At: p.Now, Summary: "not yet"}, nil
+	})
+	v := newEnv(t, envOpts{watchers: []watcher.Watcher{gated}})
+	ctx, cancel := context.WithCancel(v.ctx)
+	done := make(chan error, 1)
+	go func() { done <- v.eng.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	w := v.register(vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: []byte(`{"url":"http://example.test/"}`),
+		Every: "1h", Deadline: "24h"})
+	<-started // a new watch's first probe runs at once
+	release <- struct{}{}
+	for len(probesOf(t, v, w.ID)) < 1 {
+		runtime.Gosched()
+	}
+	type answer struct {
+		w   *vigil.Watch
+		err error
+	}
+	checked := make(chan answer, 1)
+	go func() {
+		got, err := v.eng.Check(v.ctx, w.ID)
+		checked <- answer{got, err}
+	}()
+	<-started // the probe Check asked for is looking
+	if _, err := v.eng.Cancel(v.ctx, w.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-checked:
+		if a.err != nil || a.w.State != vigil.StateCancelled {
+			t.Errorf("Check = %+v, %v; want the cancelled watch", a.w, a.err)
+		}
+	case <-time.After(30 * time.Second): // a hang guard, not a timing claim
+		t.Fatal("Check still waits for a probe after its watch was cancelled")
+	}
+	release <- struct{}{}
 }

@@ -510,19 +510,30 @@ func (e *Engine) Check(ctx context.Context, id string) (*vigil.Watch, error) {
 	// started after it has been recorded. One poke makes that probe: the
 	// watch comes due now, or, its probe in flight, again as that ends.
 	// (A poke per probe heard would ask for one more than was wanted.)
+	// A watch settled meanwhile some other way (cancelled, completed, a
+	// recipient closed) is never probed again: its settlement answers.
+	settled, unsub := e.hub.subscribe(vigil.EventFilter{WatchID: id}, 1, vigil.EventWatchSettled)
+	defer unsub()
 	done, stop := e.recent.wait(id)
 	defer stop()
 	e.sched.Poke(id)
 	t := time.NewTimer(e.limits.MaxWait)
 	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		return nil, vigil.Errorf(vigil.CodeUnavailable, "the probe of watch %s did not finish within %s; it goes on, see its detail later", id, e.limits.MaxWait)
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	for {
+		select {
+		case <-done:
+			return e.get(ctx, id)
+		case <-settled.ch:
+			// Or woken by Rewake: answer only once it has settled.
+			if w, err := e.get(ctx, id); err != nil || w.State != vigil.StatePending {
+				return w, err
+			}
+		case <-t.C:
+			return nil, vigil.Errorf(vigil.CodeUnavailable, "the probe of watch %s did not finish within %s; it goes on, see its detail later", id, e.limits.MaxWait)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
-	return e.get(ctx, id)
 }
 
 // Probes returns the last probes of a watch the caller may see, newest

@@ -65,33 +65,7 @@ func TestCheckProbesNow(t *testing.T) {
 // moved since it started; it is answered by the one probe its poke makes,
 // and no probe more is made.
 func TestCheckCountsOnlyLaterProbes(t *testing.T) {
-	started, release := make(chan string), make(chan struct{})
-	gated := watchertest.Func(vigil.KindHTTP, func(ctx context.Context, p watcher.Probe) (vigil.Observation, error) {
-		select { // a failed test cancels the probes it leaves
-		case started <- p.WatchID:
-		case <-ctx.Done():
-			return vigil.Observation{}, ctx.Err()
-		}
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return vigil.Observation{}, ctx.Err()
-		}
-		return vigil.Observation{Verdict: vigil.VerdictPending, At: p.Now, Summary: "not yet"}, nil
-	})
-	v := newEnv(t, envOpts{watchers: []watcher.Watcher{gated}})
-	ctx, cancel := context.WithCancel(v.ctx)
-	done := make(chan error, 1)
-	go func() { done <- v.eng.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-
-	w := v.register(vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: []byte(`{"url":"http://example.test/"}`),
-		Every: "1h", Deadline: "24h"})
-	<-started // a new watch's first probe runs at once
-	release <- struct{}{}
-	for len(probesOf(t, v, w.ID)) < 1 {
-		runtime.Gosched()
-	}
+	v, w, gated, started, release := gatedWatch(t)
 	type answer struct {
 		w   *vigil.Watch
 		err error
@@ -148,33 +122,7 @@ func probesOf(t *testing.T, v *env, id string) []engine.Probe {
 // watch is cancelled returns the cancelled watch at once, not when its
 // wait runs out (the cancelled watch is never probed again).
 func TestCheckAnsweredBySettlement(t *testing.T) {
-	started, release := make(chan string), make(chan struct{})
-	gated := watchertest.Func(vigil.KindHTTP, func(ctx context.Context, p watcher.Probe) (vigil.Observation, error) {
-		select {
-		case started <- p.WatchID:
-		case <-ctx.Done():
-			return vigil.Observation{}, ctx.Err()
-		}
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return vigil.Observation{}, ctx.Err()
-		}
-		return vigil.Observation{Verdict: vigil.VerdictPending, At: p.Now, Summary: "not yet"}, nil
-	})
-	v := newEnv(t, envOpts{watchers: []watcher.Watcher{gated}})
-	ctx, cancel := context.WithCancel(v.ctx)
-	done := make(chan error, 1)
-	go func() { done <- v.eng.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-
-	w := v.register(vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: []byte(`{"url":"http://example.test/"}`),
-		Every: "1h", Deadline: "24h"})
-	<-started // a new watch's first probe runs at once
-	release <- struct{}{}
-	for len(probesOf(t, v, w.ID)) < 1 {
-		runtime.Gosched()
-	}
+	v, w, _, started, release := gatedWatch(t)
 	type answer struct {
 		w   *vigil.Watch
 		err error
@@ -197,4 +145,40 @@ func TestCheckAnsweredBySettlement(t *testing.T) {
 		t.Fatal("Check still waits for a probe after its watch was cancelled")
 	}
 	release <- struct{}{}
+}
+
+// gatedWatch starts an engine whose http probes each wait to be let go,
+// and registers one http watch, due hourly, whose first probe has been let
+// go and recorded. A probe sends the watch's id on started as it starts
+// looking and ends (not yet) when release is sent; the test's end cancels
+// the probes it leaves, and stops the engine.
+func gatedWatch(t *testing.T) (v *env, w *vigil.Watch, gated *watchertest.Fake, started <-chan string, release chan<- struct{}) {
+	t.Helper()
+	start, let := make(chan string), make(chan struct{})
+	gated = watchertest.Func(vigil.KindHTTP, func(ctx context.Context, p watcher.Probe) (vigil.Observation, error) {
+		select {
+		case start <- p.WatchID:
+		case <-ctx.Done():
+			return vigil.Observation{}, ctx.Err()
+		}
+		select {
+		case <-let:
+		case <-ctx.Done():
+			return vigil.Observation{}, ctx.Err()
+		}
+		return vigil.Observation{Verdict: vigil.VerdictPending, At: p.Now, Summary: "not yet"}, nil
+	})
+	v = newEnv(t, envOpts{watchers: []watcher.Watcher{gated}})
+	ctx, cancel := context.WithCancel(v.ctx)
+	done := make(chan error, 1)
+	go func() { done <- v.eng.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	w = v.register(vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: []byte(`{"url":"http://example.test/"}`),
+		Every: "1h", Deadline: "24h"})
+	<-start // a new watch's first probe runs at once
+	let <- struct{}{}
+	for len(probesOf(t, v, w.ID)) < 1 {
+		runtime.Gosched()
+	}
+	return v, w, gated, start, let
 }

@@ -3,6 +3,7 @@ package schedule_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 	_ "time/tzdata" // the zones below, wherever the system lacks them
@@ -132,4 +133,20 @@ func TestNeverFiresIsRefused(t *testing.T) {
 			t.Errorf("NextDue(%q) = never, want a fire", cron)
 		}
 	}
+}
+
+// TestEmptyListItemIsRefused: a cron list with an empty item (which
+// robfig/cron reads as no value, so ", 0 1 1 0" never fires) is refused,
+// naming the field.
+func TestEmptyListItemIsRefused(t *testing.T) {
+	t.Parallel()
+	w := newWatcher()
+	for _, cron := range []string{", 0 01 1 0", "0 , * * *", "1,,2 * * * *", "0 0 1, * *", "0 0 * * ,1"} {
+		_, err := w.Canonicalize(context.Background(), json.RawMessage(`{"cron":"`+cron+`","argv":["date"]}`), time.Time{})
+		if vigil.ErrorCode(err) != vigil.CodeInvalidPredicate || vigil.ErrorField(err) != "predicate.cron" ||
+			!strings.Contains(vigil.ErrorMessage(err), "has an empty item in its list") {
+			t.Errorf("Canonicalize(cron %q) = %v; want invalid_predicate on predicate.cron: an empty item", cron, err)
+		}
+	}
+	canonical(t, w, `{"cron":"0,30 9 1,15 * 1,3","tz":"UTC","argv":["date"]}`)
 }

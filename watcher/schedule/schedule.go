@@ -51,6 +51,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -217,6 +218,11 @@ func parseCron(expr string) (*cron.SpecSchedule, error) {
 		return nil, watcher.InvalidPredicate("cron", "must have 5 fields (minute hour day-of-month month day-of-week), not %d", len(fields))
 	}
 	for i, f := range fields {
+		if slices.Contains(strings.Split(f, ","), "") {
+			// robfig/cron reads an empty item as no value at all: a
+			// minute field of "," would never fire.
+			return nil, watcher.InvalidPredicate("cron", "field %d (%s) %q has an empty item in its list", i+1, cronFields[i], watcher.Clip(f, 40))
+		}
 		probe := []string{"*", "*", "*", "*", "*"}
 		probe[i] = f
 		if _, err := cronParser.Parse(strings.Join(probe, " ")); err != nil {

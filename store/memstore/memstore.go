@@ -5,6 +5,7 @@
 package memstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -226,11 +227,21 @@ func (s *Store) WatchList(_ context.Context, p vigil.WatchListParams) (vigil.Wat
 		limit = 100
 	}
 	limit = min(limit, 1000)
+	if p.After != "" && !validCursor(p.After) {
+		return vigil.WatchPage{}, vigil.FieldErrorf(vigil.CodeInvalidRequest, "after", "after %q is not a cursor this store made", p.After)
+	}
+	// Newest first by (created ms, id), the order of cursorOf's strings,
+	// compared without formatting them: a page is a scan, not n log n
+	// Sprintfs.
+	afterMS, afterID := cursorKey(p.After)
 	all := make([]*vigil.Watch, 0, len(s.watches))
 	for _, w := range s.watches {
 		if p.Recipient != "" && w.Recipient != p.Recipient ||
 			len(p.Recipients) > 0 && !slices.Contains(p.Recipients, w.Recipient) ||
 			p.State != "" && w.State != p.State || p.Kind != "" && w.Kind != p.Kind {
+			continue
+		}
+		if p.After != "" && compareKey(w.CreatedAt.UnixMilli(), w.ID, afterMS, afterID) >= 0 {
 			continue
 		}
 		match := p.Text == "" || vigil.TextMatches(p.Text, w.Note, string(w.Predicate))
@@ -243,16 +254,12 @@ func (s *Store) WatchList(_ context.Context, p vigil.WatchListParams) (vigil.Wat
 			all = append(all, w)
 		}
 	}
-	sort.Slice(all, func(i, j int) bool { return cursorOf(all[i]) > cursorOf(all[j]) })
-	if p.After != "" && !validCursor(p.After) {
-		return vigil.WatchPage{}, vigil.FieldErrorf(vigil.CodeInvalidRequest, "after", "after %q is not a cursor this store made", p.After)
-	}
+	slices.SortFunc(all, func(a, b *vigil.Watch) int {
+		return compareKey(b.CreatedAt.UnixMilli(), b.ID, a.CreatedAt.UnixMilli(), a.ID)
+	})
 	var page vigil.WatchPage
-	page.Watches = []*vigil.Watch{}
+	page.Watches = make([]*vigil.Watch, 0, min(limit, len(all)))
 	for _, w := range all {
-		if p.After != "" && cursorOf(w) >= p.After {
-			continue
-		}
 		if len(page.Watches) == limit {
 			page.Next = cursorOf(page.Watches[limit-1])
 			break
@@ -290,6 +297,22 @@ func validCursor(c string) bool {
 	ts, id, ok := strings.Cut(c, ".")
 	_, err := strconv.ParseUint(ts, 10, 64)
 	return ok && len(ts) == 20 && err == nil && id != ""
+}
+
+// cursorKey reads a cursor made by cursorOf (validCursor holds); zeros
+// for none.
+func cursorKey(c string) (int64, string) {
+	ts, id, _ := strings.Cut(c, ".")
+	ms, _ := strconv.ParseInt(ts, 10, 64)
+	return ms, id
+}
+
+// compareKey orders (ms, id) pairs as their cursors' strings order.
+func compareKey(ams int64, aid string, bms int64, bid string) int {
+	if c := cmp.Compare(ams, bms); c != 0 {
+		return c
+	}
+	return strings.Compare(aid, bid)
 }
 
 func cursorOf(w *vigil.Watch) string {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vigil-run/vigil"
@@ -46,6 +47,9 @@ type probeLog struct {
 	// two instants read from a coarse (or a test's) clock can be equal.
 	waiters map[string][]probeWaiter
 	started uint64
+	// waiting is len(waiters), read without the lock by start: a probe
+	// that starts while no one waits takes no lock to learn it.
+	waiting atomic.Int64
 }
 
 type probeWaiter struct {
@@ -61,6 +65,11 @@ func newProbeLog() *probeLog {
 // probe's ticket for record, 0 when no one waits (the probe then wakes no
 // one: it may have started before a waiter came).
 func (l *probeLog) start(id string) uint64 {
+	if l.waiting.Load() == 0 {
+		// No one waits, or a waiter came after this probe started
+		// (wait counts itself under the lock, before its caller pokes).
+		return 0
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, ok := l.waiters[id]; !ok {
@@ -111,6 +120,7 @@ func (l *probeLog) record(id string, obs *vigil.Observation, at time.Time, ticke
 	}
 	if len(kept) == 0 {
 		delete(l.waiters, id)
+		l.waiting.Add(-1)
 	} else {
 		l.waiters[id] = kept
 	}
@@ -136,6 +146,9 @@ func (l *probeLog) recent(id string) []Probe {
 func (l *probeLog) wait(id string) (<-chan struct{}, func()) {
 	ch := make(chan struct{})
 	l.mu.Lock()
+	if _, ok := l.waiters[id]; !ok {
+		l.waiting.Add(1)
+	}
 	l.waiters[id] = append(l.waiters[id], probeWaiter{after: l.started, ch: ch})
 	l.mu.Unlock()
 	return ch, func() {
@@ -149,7 +162,10 @@ func (l *probeLog) wait(id string) (<-chan struct{}, func()) {
 			}
 		}
 		if len(ws) == 0 {
-			delete(l.waiters, id)
+			if _, ok := l.waiters[id]; ok {
+				delete(l.waiters, id)
+				l.waiting.Add(-1)
+			}
 		} else {
 			l.waiters[id] = ws
 		}

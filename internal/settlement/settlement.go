@@ -4,6 +4,7 @@
 package settlement
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/vigil-run/vigil"
@@ -74,4 +75,23 @@ func Prepare(store string, ps []vigil.WatchSettleParams) ([]Prepared, error) {
 func text(b []byte) *string {
 	s := string(b)
 	return &s
+}
+
+// JSON encodes v as a store's JSON column holds it: an outcome or an
+// observation writes itself (encoding/json would reflect over it and then
+// parse what its MarshalJSON wrote once more), anything else goes through
+// encoding/json. A nil outcome or observation is JSON null, as encoding/json
+// writes it.
+func JSON(v any) ([]byte, error) {
+	switch x := v.(type) {
+	case *vigil.Outcome:
+		if x != nil {
+			return x.AppendJSON(make([]byte, 0, 256))
+		}
+	case *vigil.Observation:
+		if x != nil {
+			return x.AppendJSON(make([]byte, 0, 128))
+		}
+	}
+	return json.Marshal(v)
 }

@@ -1,6 +1,7 @@
 package settlement_test
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -51,6 +52,27 @@ func TestPrepare(t *testing.T) {
 	} {
 		if _, err := settlement.Prepare("test", []vigil.WatchSettleParams{ps[1], bad}); vigil.ErrorCode(err) != vigil.CodeInvalidRequest {
 			t.Errorf("%s: %v; want invalid_request", name, err)
+		}
+	}
+}
+
+// TestJSON: outcomes and observations are written as encoding/json writes
+// them, nil ones as null, and anything else through encoding/json.
+func TestJSON(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	obs := &vigil.Observation{Verdict: vigil.VerdictSatisfied, At: at, Summary: "<done>", Facts: map[string]any{"n": 1.5, "s": "x"}}
+	out := &vigil.Outcome{State: vigil.StateFired, Sentence: "s", Reason: "satisfied", Observation: obs}
+	for _, v := range []any{out, obs, (*vigil.Outcome)(nil), (*vigil.Observation)(nil), map[string]string{"b": "2", "a": "1"}, []string(nil)} {
+		got, err := settlement.JSON(v)
+		if err != nil {
+			t.Fatalf("%T: %v", v, err)
+		}
+		want, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("%T: %s; want %s", v, got, want)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/settlement"
 )
 
 // watchColumns are the columns of a watch, in the order scanWatch and
@@ -106,24 +107,7 @@ func rawText(b []byte) *string {
 
 // jsonText marshals v as TEXT; nil (a nil pointer, map or slice) is NULL.
 func jsonText(v any) (*string, error) {
-	var b []byte
-	var err error
-	switch x := v.(type) {
-	case *vigil.Outcome:
-		if x == nil {
-			return nil, nil
-		}
-		// It writes itself: encoding/json would parse what it wrote once
-		// more (a settlement's outcome and observation).
-		b, err = x.AppendJSON(make([]byte, 0, 256))
-	case *vigil.Observation:
-		if x == nil {
-			return nil, nil
-		}
-		b, err = x.AppendJSON(make([]byte, 0, 128))
-	default:
-		b, err = json.Marshal(v)
-	}
+	b, err := settlement.JSON(v)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/settlement"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -186,23 +187,10 @@ func rawText(b []byte) any {
 	return string(b)
 }
 
-// jsonText marshals v as TEXT. An outcome or an observation (a
-// settlement's) writes itself (vigil.Outcome.AppendJSON), not through
-// encoding/json, which would parse what it wrote once more.
+// jsonText marshals v as TEXT (settlement.JSON: an outcome or an
+// observation writes itself).
 func jsonText(v any) (any, error) {
-	switch x := v.(type) {
-	case *vigil.Outcome:
-		if x != nil {
-			b, err := x.AppendJSON(make([]byte, 0, 256))
-			return string(b), err
-		}
-	case *vigil.Observation:
-		if x != nil {
-			b, err := x.AppendJSON(make([]byte, 0, 128))
-			return string(b), err
-		}
-	}
-	b, err := json.Marshal(v)
+	b, err := settlement.JSON(v)
 	if err != nil {
 		return nil, err
 	}

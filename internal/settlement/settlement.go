@@ -40,13 +40,13 @@ func Prepare(store string, ps []vigil.WatchSettleParams) ([]Prepared, error) {
 		case i > 0 && p.Outcome == ps[i-1].Outcome:
 			out[i].Outcome, out[i].LastObs = out[i-1].Outcome, out[i-1].LastObs
 		default:
-			b, err := p.Outcome.AppendJSON(make([]byte, 0, 256))
+			b, err := JSON(p.Outcome)
 			if err != nil {
 				return nil, fmt.Errorf("%s: watch %s: encode outcome: %w", store, p.ID, err)
 			}
 			out[i].Outcome = text(b)
 			if o := p.Outcome.Observation; o != nil {
-				if b, err = o.AppendJSON(make([]byte, 0, 128)); err != nil {
+				if b, err = JSON(o); err != nil {
 					return nil, fmt.Errorf("%s: watch %s: encode observation: %w", store, p.ID, err)
 				}
 				out[i].LastObs = text(b)

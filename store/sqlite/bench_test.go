@@ -64,7 +64,7 @@ func BenchmarkCommitFloor(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		err := s.w.do(context.Background(), func(t *wtx) error {
-			_, err := t.exec(t.pendingAdd, "floor", i%2*2-1, 0)
+			_, err := t.exec(t.pendingTotalAdd, i%2*2-1)
 			return err
 		})
 		if err != nil {
@@ -159,7 +159,7 @@ func bulkInsert(b testing.TB, s *Store, from, n int64) {
 				if _, err := t.exec(t.watchInsert, enc.args(w)...); err != nil {
 					return err
 				}
-				if err := addPending(t, w.Recipient, 1, w.CreatedAt.UnixMilli()); err != nil {
+				if err := addPending(t, 1); err != nil {
 					return err
 				}
 			}

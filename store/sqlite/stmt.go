@@ -35,11 +35,11 @@ type writeStmts struct {
 
 	watchInsert, watchByID, watchIDByIdentity, watchHead, watchesPending *sql.Stmt
 	watchSettle, watchCancel, watchObserve, watchDelete, watchDeliverSet *sql.Stmt
-	counts, pendingAdd, recipientClose                                   *sql.Stmt
+	counts, recipientClose                                               *sql.Stmt
 	ledgerGet, ledgerPut                                                 *sql.Stmt
 	// WatchCreateMany's: each takes a JSON array.
 	ledgerGetMany, watchIDsByIdentities, watchIDsTaken, countsMany, watchesByIDs *sql.Stmt
-	pendingAddMany, pendingTotalAdd                                              *sql.Stmt
+	pendingTotalAdd                                                              *sql.Stmt
 	// What a new watch adds beside its row (schema 10), for the rows from
 	// a rowid on; and the largest rowid so far.
 	newCounts, newText, newLabels, watchMaxRowid *sql.Stmt
@@ -100,9 +100,7 @@ func (s *writeStmts) defs() []stmtDef {
 		{&s.watchDeliverSet, `UPDATE watches SET deliver = ? WHERE id = ?`},
 
 		{&s.counts, `SELECT (SELECT pending FROM counters WHERE recipient = ''),
-			coalesce((SELECT pending FROM counters WHERE recipient = ?), 0)`},
-		{&s.pendingAdd, `INSERT INTO counters (recipient, pending, created_at) VALUES (?1, ?2, ?3), ('', ?2, 0)
-			ON CONFLICT (recipient) DO UPDATE SET pending = pending + excluded.pending`},
+			coalesce((SELECT sum(n) FROM watch_counts WHERE recipient = ? AND state = 'pending'), 0)`},
 		{&s.recipientClose, `UPDATE watches SET state = 'cancelled', outcome = ?, settled_at = ?
 			WHERE recipient = ? AND state = 'pending' RETURNING id, kind`},
 		// Rows of [recipient, state, kind, delta] (see countMoves).
@@ -126,11 +124,10 @@ func (s *writeStmts) defs() []stmtDef {
 			WHERE w.identity = iif(length(j.value) = 32 AND j.value = lower(j.value) AND unhex(j.value) IS NOT NULL, unhex(j.value), j.value)
 			AND w.state = 'pending'`},
 		{&s.watchIDsTaken, `SELECT w.id FROM json_each(?) AS j CROSS JOIN watches AS w WHERE w.id = j.value`},
-		{&s.countsMany, `SELECT recipient, pending FROM counters WHERE recipient IN (SELECT value FROM json_each(?))`},
-		// Rows of [recipient, delta, created_at]; the total moves apart.
-		{&s.pendingAddMany, `INSERT INTO counters (recipient, pending, created_at)
-			SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?) WHERE true
-			ON CONFLICT (recipient) DO UPDATE SET pending = pending + excluded.pending`},
+		{&s.countsMany, `SELECT '', pending FROM counters WHERE recipient = ''
+			UNION ALL
+			SELECT recipient, sum(n) FROM watch_counts
+			WHERE recipient IN (SELECT value FROM json_each(?)) AND state = 'pending' GROUP BY recipient`},
 		{&s.pendingTotalAdd, `INSERT INTO counters (recipient, pending, created_at) VALUES ('', ?, 0)
 			ON CONFLICT (recipient) DO UPDATE SET pending = pending + excluded.pending`},
 		{&s.watchesByIDs, `SELECT ` + watchColumns + ` FROM watches WHERE id IN (SELECT value FROM json_each(?))`},

@@ -155,7 +155,7 @@ func createWatch(t *wtx, p vigil.WatchCreateParams, w *vigil.Watch, args []any) 
 	if err := indexNew(t, rowid); err != nil {
 		return nil, err
 	}
-	if err := addPending(t, w.Recipient, 1, created); err != nil {
+	if err := addPending(t, 1); err != nil {
 		return nil, err
 	}
 	if key != "" {
@@ -187,14 +187,15 @@ func indexNew(t *wtx, rowid int64) error {
 	return nil
 }
 
-// addPending moves the pending counts, the recipient's and the total, by
-// delta. A recipient is created on first use, at createdAt.
-func addPending(t *wtx, recipient string, delta int, createdAt int64) error {
+// addPending moves the total of pending watches (the counters row) by
+// delta. A recipient's own count is the sum of its pending rows of
+// watch_counts (schema 12), which the same transaction moves.
+func addPending(t *wtx, delta int) error {
 	if delta == 0 {
 		return nil
 	}
-	if _, err := t.exec(t.pendingAdd, recipient, delta, createdAt); err != nil {
-		return wrap("count pending watches of "+recipient, err)
+	if _, err := t.exec(t.pendingTotalAdd, delta); err != nil {
+		return wrap("count pending watches", err)
 	}
 	return nil
 }
@@ -619,7 +620,7 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 		if err != nil {
 			return err
 		}
-		settled := map[string]int{} // recipient -> watches settled
+		settled := 0
 		moves := countMoves{}
 		for i := range ps {
 			p := &ps[i]
@@ -637,7 +638,7 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 				return fmt.Errorf("sqlite: settle watch %s: %d rows changed (%v), want 1", p.ID, n, err)
 			}
 			won[i] = true
-			settled[row.recipient]++
+			settled++
 			moves.move(row.recipient, row.kind, vigil.StatePending, p.State, 1)
 			if m := enc[i].Message; m != nil {
 				m.Recipient = cmpOr(m.Recipient, row.recipient)
@@ -646,15 +647,7 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 				}
 			}
 		}
-		// A settled watch's recipient has its counters row (made with its
-		// first watch, never deleted): one statement for every recipient
-		// (a storm's watches often have one each), and the total once.
-		total := int64(0)
-		for r, n := range settled {
-			settled[r] = -n
-			total -= int64(n)
-		}
-		if err := addPendingMany(t, settled, nil, total); err != nil {
+		if err := addPending(t, -settled); err != nil {
 			return err
 		}
 		return moves.write(t)
@@ -768,7 +761,7 @@ func (s *Store) WatchCancel(ctx context.Context, p vigil.WatchCancelParams) (*vi
 			}
 			won = n == 1
 			if won {
-				if err := addPending(t, recipient, -1, 0); err != nil {
+				if err := addPending(t, -1); err != nil {
 					return err
 				}
 				moves := countMoves{}
@@ -881,7 +874,7 @@ func (s *Store) RecipientClose(ctx context.Context, p vigil.RecipientCloseParams
 		if err := moves.write(t); err != nil {
 			return err
 		}
-		return addPending(t, p.Recipient, -len(ids), 0)
+		return addPending(t, -len(ids))
 	})
 	if err != nil {
 		return nil, err

@@ -141,7 +141,6 @@ func createMany(t *wtx, items []batchItem, out []vigil.WatchCreateResult) error 
 	var puts []ledgerPut
 	created := map[string]*vigil.Watch{} // by id, in this batch
 	added := map[string]int{}            // pending added, by recipient
-	firstAt := map[string]int64{}        // a recipient's first use, if new
 	var nAdded int64
 	for i := range items {
 		if out[i].Err != nil {
@@ -200,9 +199,6 @@ func createMany(t *wtx, items []batchItem, out []vigil.WatchCreateResult) error 
 		takenIDs[w.ID] = true
 		created[w.ID] = w
 		pendingByIdentity[w.Identity] = w.ID
-		if added[w.Recipient] == 0 {
-			firstAt[w.Recipient] = createdMS
-		}
 		added[w.Recipient]++
 		nAdded++
 		if key != "" {
@@ -216,37 +212,13 @@ func createMany(t *wtx, items []batchItem, out []vigil.WatchCreateResult) error 
 	if err := insertWatches(t, items); err != nil {
 		return err
 	}
-	if err := addPendingMany(t, added, firstAt, nAdded); err != nil {
+	if err := addPending(t, int(nAdded)); err != nil {
 		return err
 	}
 	for _, l := range puts {
 		if _, err := t.exec(t.ledgerPut, l.recipient, l.key, l.hash, l.id, l.existing, l.created); err != nil {
 			return wrap("record idempotency key", err)
 		}
-	}
-	return nil
-}
-
-// addPendingMany moves the pending counts of a batch: each recipient's by
-// what the batch added for it (a recipient new to the store is created at
-// firstAt), and the total once, in two statements.
-func addPendingMany(t *wtx, added map[string]int, firstAt map[string]int64, total int64) error {
-	if total == 0 {
-		return nil
-	}
-	rows := make([][3]any, 0, len(added))
-	for r, n := range added {
-		rows = append(rows, [3]any{r, n, firstAt[r]})
-	}
-	arr, err := json.Marshal(rows)
-	if err != nil {
-		return wrap("count pending watches", err)
-	}
-	if _, err := t.exec(t.pendingAddMany, string(arr)); err != nil {
-		return wrap("count pending watches", err)
-	}
-	if _, err := t.exec(t.pendingTotalAdd, total); err != nil {
-		return wrap("count pending watches", err)
 	}
 	return nil
 }

@@ -49,6 +49,13 @@ type writeStmts struct {
 	messageInsert, readerAck *sql.Stmt
 }
 
+// messageInsertHead is the insert of a message up to its rows; each row is
+// messageColumnCount values, in messageArgs' order.
+const (
+	messageInsertHead  = `INSERT INTO messages (id, recipient, watch_id, type, text, data, created_at) VALUES `
+	messageColumnCount = 7
+)
+
 type stmtDef struct {
 	dst   **sql.Stmt
 	query string
@@ -132,8 +139,7 @@ func (s *writeStmts) defs() []stmtDef {
 			ON CONFLICT (recipient) DO UPDATE SET pending = pending + excluded.pending`},
 		{&s.watchesByIDs, `SELECT ` + watchColumns + ` FROM watches WHERE id IN (SELECT value FROM json_each(?))`},
 
-		{&s.messageInsert, `INSERT INTO messages (id, recipient, watch_id, type, text, data, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`},
+		{&s.messageInsert, messageInsertHead + "(" + placeholders(messageColumnCount) + ")"},
 		{&s.readerAck, `INSERT INTO readers (recipient, reader, cursor) VALUES (?, ?, ?)
 			ON CONFLICT (recipient, reader) DO UPDATE SET cursor = max(cursor, excluded.cursor)`},
 	}

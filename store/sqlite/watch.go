@@ -622,6 +622,8 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 		}
 		settled := 0
 		moves := countMoves{}
+		var msgs []*vigil.Message // the winners' messages, in ps' order
+		var at []int              // their indexes in ps
 		for i := range ps {
 			p := &ps[i]
 			row, ok := pending[p.ID]
@@ -642,10 +644,15 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 			moves.move(row.recipient, row.kind, vigil.StatePending, p.State, 1)
 			if m := enc[i].Message; m != nil {
 				m.Recipient = cmpOr(m.Recipient, row.recipient)
-				if seqs[i], err = insertMessage(t, m); err != nil {
-					return wrap("settle watch "+p.ID+": insert outcome message", err)
-				}
+				msgs, at = append(msgs, m), append(at, i)
 			}
+		}
+		got := make([]int64, len(msgs))
+		if err := insertMessages(t, msgs, got); err != nil {
+			return wrap("settle: insert outcome messages", err)
+		}
+		for j, i := range at {
+			seqs[i] = got[j]
 		}
 		if err := addPending(t, -settled); err != nil {
 			return err

@@ -278,12 +278,20 @@ func (t *wtx) insertMany(n int) (*sql.Stmt, error) {
 	if n == 1 {
 		return t.watchInsert, nil
 	}
-	if st := t.inserts[n]; st != nil {
+	return t.multiInsert("INSERT OR FAIL INTO watches ("+watchColumns+") VALUES ", watchColumnCount, n)
+}
+
+// multiInsert returns head (an INSERT up to its VALUES) followed by n rows
+// of cols placeholders each, prepared on the writer connection on first
+// use and kept with its other statements.
+func (t *wtx) multiInsert(head string, cols, n int) (*sql.Stmt, error) {
+	key := multiKey{head, n}
+	if st := t.inserts[key]; st != nil {
 		return st, nil
 	}
-	row := "(" + placeholders(watchColumnCount) + ")"
-	q := make([]byte, 0, len(row)*n+128)
-	q = append(q, "INSERT OR FAIL INTO watches ("+watchColumns+") VALUES "...)
+	row := "(" + placeholders(cols) + ")"
+	q := make([]byte, 0, len(head)+(len(row)+2)*n)
+	q = append(q, head...)
 	for i := range n {
 		if i > 0 {
 			q = append(q, ", "...)
@@ -292,13 +300,19 @@ func (t *wtx) insertMany(n int) (*sql.Stmt, error) {
 	}
 	st, err := t.conn.PrepareContext(context.Background(), string(q))
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: prepare the insert of %d watches: %w", n, err)
+		return nil, fmt.Errorf("sqlite: prepare a multi-row insert of %d rows: %w", n, err)
 	}
 	if t.inserts == nil {
-		t.inserts = map[int]*sql.Stmt{}
+		t.inserts = map[multiKey]*sql.Stmt{}
 	}
-	t.inserts[n] = st
+	t.inserts[key] = st
 	return st, nil
+}
+
+// multiKey names a multi-row insert: its head and its number of rows.
+type multiKey struct {
+	head string
+	n    int
 }
 
 // readLedger reads the ledger entries of keys (recipient, key), whatever

@@ -86,9 +86,9 @@ type writer struct {
 type wtx struct {
 	conn *sql.Conn
 	writeStmts
-	// inserts are the multi-row watch inserts, by row count, prepared on
-	// first use (see insertMany).
-	inserts map[int]*sql.Stmt
+	// inserts are the multi-row inserts, prepared on first use (see
+	// multiInsert).
+	inserts map[multiKey]*sql.Stmt
 }
 
 func newWriter(ctx context.Context, db *sql.DB, checkpointFailed func(error), fullChanged func(bool)) (*writer, error) {

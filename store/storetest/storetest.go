@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"CapsFreedByOneBatch", testCapsFreedByOneBatch},
 		{"SettleCAS", testSettleCAS},
 		{"SettleRollsBack", testSettleRollsBack},
+		{"SettleManyMessages", testSettleManyMessages},
 		{"CancelBeforeSettle", testCancelBeforeSettle},
 		{"CancelScoped", testCancelScoped},
 		{"SettleCancelRace", testSettleCancelRace},
@@ -569,6 +570,55 @@ func testSettleCAS(t *testing.T, newStore NewStoreFunc) {
 	}
 	if _, err := s.WatchSettle(ctx, []vigil.WatchSettleParams{{ID: "w1", State: vigil.StatePending, SettledAt: base}}); err == nil {
 		t.Errorf("WatchSettle to pending: no error")
+	}
+}
+
+// testSettleManyMessages settles a storm's batch in one call, some
+// entries losing and some without a message: every winner's message is in
+// the mailbox once, in the order of the call, with the Seq WatchSettle set
+// on it.
+func testSettleManyMessages(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	const n = 300 // more than one of any batched insert a store makes
+	var ps []vigil.WatchSettleParams
+	var want []string
+	lost := make([]bool, n+1)
+	for i := range n {
+		w := create(t, s, httpWatch(fmt.Sprintf("w%03d", i), "r", i, base))
+		p := settle(w, vigil.StateFired, fmt.Sprintf("m%03d", i), base.Add(time.Minute))
+		switch {
+		case i%7 == 3:
+			p.Message = nil
+		case i%11 == 5:
+			settleAll(t, s, settle(w, vigil.StateFailed, fmt.Sprintf("early%03d", i), base))
+			want = append(want, fmt.Sprintf("early%03d", i))
+			lost[i] = true
+		}
+		ps = append(ps, p)
+	}
+	ps = append(ps, settle(httpWatch("nope", "r", n, base), vigil.StateFired, "nope", base)) // no such watch
+	lost[n] = true
+	won := settleAll(t, s, ps...)
+	var seqs []int64
+	for i, p := range ps {
+		if won[i] == lost[i] {
+			t.Fatalf("entry %d (%s) won = %v, want %v", i, p.ID, won[i], !lost[i])
+		}
+		if won[i] && p.Message != nil {
+			want = append(want, p.Message.ID)
+			seqs = append(seqs, p.Message.Seq)
+		}
+	}
+	got := mailbox(t, s, "r")
+	if diff := gocmp.Diff(want, messageIDs(got)); diff != "" {
+		t.Fatalf("mailbox (-want +got):\n%s", diff)
+	}
+	var stored []int64
+	for _, m := range got[len(want)-len(seqs):] {
+		stored = append(stored, m.Seq)
+	}
+	if diff := gocmp.Diff(seqs, stored); diff != "" {
+		t.Errorf("the seqs WatchSettle set are not the stored ones (-set +stored):\n%s", diff)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/storecheck"
 )
 
 // Store is an in-memory vigil.Store. The zero value is not usable; call New.
@@ -133,11 +134,8 @@ func (s *Store) WatchCreateMany(_ context.Context, ps []vigil.WatchCreateParams)
 // create is WatchCreate with s.mu held.
 func (s *Store) create(p vigil.WatchCreateParams) (*vigil.Watch, error) {
 	w := p.Watch
-	switch {
-	case w == nil:
-		return nil, vigil.Errorf(vigil.CodeInvalidRequest, "no watch to create")
-	case w.ID == "" || w.Identity == "" || w.Recipient == "":
-		return nil, vigil.Errorf(vigil.CodeInvalidRequest, "the watch lacks an id, identity or recipient")
+	if err := storecheck.NewWatch(w, p.IdempotencyKey, p.RequestHash); err != nil {
+		return nil, err
 	}
 	key := [2]string{w.Recipient, p.IdempotencyKey}
 	if p.IdempotencyKey != "" {
@@ -523,6 +521,9 @@ func (s *Store) MessageCreate(_ context.Context, m *vigil.Message) (*vigil.Messa
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if err := storecheck.Message(m); err != nil {
 		return nil, err
 	}
 	if isOutcome(m.Type) && s.outcome[m.WatchID] {

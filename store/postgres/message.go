@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/storecheck"
 )
 
 // insertMessages appends ms in order and returns their seqs. It first
@@ -75,27 +76,11 @@ func outcomeConflict(err error, ms []*vigil.Message) string {
 	return ms[0].WatchID
 }
 
-func validateMessage(m *vigil.Message) error {
-	switch {
-	case m == nil:
-		return vigil.Errorf(vigil.CodeInvalidRequest, "no message to create")
-	case m.ID == "":
-		return vigil.Errorf(vigil.CodeInvalidRequest, "the message has no id")
-	case m.Recipient == "":
-		return vigil.Errorf(vigil.CodeInvalidRequest, "message %s has no recipient", m.ID)
-	case m.Type == "":
-		return vigil.Errorf(vigil.CodeInvalidRequest, "message %s has no type", m.ID)
-	case m.CreatedAt.IsZero():
-		return vigil.Errorf(vigil.CodeInvalidRequest, "message %s has no creation time", m.ID)
-	}
-	return nil
-}
-
 // MessageCreate appends m to its recipient's mailbox and returns it as
 // stored, with its Seq. A second outcome message (fired, failed, expired,
 // errored, cancelled) for the same watch is refused with conflict.
 func (s *Store) MessageCreate(ctx context.Context, m *vigil.Message) (*vigil.Message, error) {
-	if err := validateMessage(m); err != nil {
+	if err := storecheck.Message(m); err != nil {
 		return nil, err
 	}
 	out := *m

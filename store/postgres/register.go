@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/storecheck"
 )
 
 const (
@@ -42,7 +43,7 @@ const (
 // It costs two round trips to the database (see createOne).
 func (s *Store) WatchCreate(ctx context.Context, p vigil.WatchCreateParams) (*vigil.Watch, error) {
 	w := p.Watch
-	if err := validateNew(w, p.IdempotencyKey, p.RequestHash); err != nil {
+	if err := storecheck.NewWatch(w, p.IdempotencyKey, p.RequestHash); err != nil {
 		return nil, err
 	}
 	nw := *w

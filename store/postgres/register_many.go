@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/storecheck"
 )
 
 // insertChunks are the row counts of the multi-row inserts of watches,
@@ -79,7 +80,7 @@ func (s *Store) WatchCreateMany(ctx context.Context, ps []vigil.WatchCreateParam
 	out := make([]vigil.WatchCreateResult, len(ps))
 	items := make([]batchItem, len(ps))
 	for i, p := range ps {
-		if err := validateNew(p.Watch, p.IdempotencyKey, p.RequestHash); err != nil {
+		if err := storecheck.NewWatch(p.Watch, p.IdempotencyKey, p.RequestHash); err != nil {
 			out[i].Err = err
 			continue
 		}

@@ -23,30 +23,6 @@ const (
 
 var sqlWatchInsertFull = fmt.Sprintf(sqlWatchInsert, placeholders(1, watchColumnCount))
 
-func validateNew(w *vigil.Watch, key, hash string) error {
-	switch {
-	case w == nil:
-		return vigil.Errorf(vigil.CodeInvalidRequest, "no watch to create")
-	case w.ID == "":
-		return vigil.Errorf(vigil.CodeInvalidRequest, "the watch has no id")
-	case w.Recipient == "":
-		return vigil.FieldErrorf(vigil.CodeInvalidRequest, "recipient", "the watch has no recipient")
-	case w.Kind == "":
-		return vigil.FieldErrorf(vigil.CodeInvalidRequest, "kind", "the watch has no kind")
-	case w.Identity == "":
-		return vigil.Errorf(vigil.CodeInvalidRequest, "watch %s has no identity", w.ID)
-	case w.CreatedAt.IsZero():
-		return vigil.Errorf(vigil.CodeInvalidRequest, "watch %s has no creation time", w.ID)
-	case w.State != "" && w.State != vigil.StatePending:
-		return vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: a new watch is pending, not %s", w.ID, w.State)
-	case key != "" && hash == "":
-		return vigil.Errorf(vigil.CodeInvalidRequest, "an idempotency key needs the request hash")
-	case len(w.Deliver) > 0 && !json.Valid(w.Deliver):
-		return vigil.FieldErrorf(vigil.CodeInvalidRequest, "deliver", "watch %s: the delivery options are not JSON", w.ID)
-	}
-	return nil
-}
-
 // stripes is how many rows totals has.
 const stripes = 64
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/internal/settlement"
+	"github.com/vigil-run/vigil/internal/storecheck"
 )
 
 // WatchCreate registers p.Watch (SPEC §3). In order, in one transaction: a
@@ -25,7 +26,7 @@ import (
 // the watch and its ledger entry are inserted.
 func (s *Store) WatchCreate(ctx context.Context, p vigil.WatchCreateParams) (*vigil.Watch, error) {
 	w := p.Watch
-	if err := validateNew(w, p.IdempotencyKey, p.RequestHash); err != nil {
+	if err := storecheck.NewWatch(w, p.IdempotencyKey, p.RequestHash); err != nil {
 		return nil, err
 	}
 	nw := *w
@@ -55,28 +56,6 @@ func (s *Store) WatchCreate(ctx context.Context, p vigil.WatchCreateParams) (*vi
 		return c.res.Watch, nil
 	}
 	return out, nil
-}
-
-func validateNew(w *vigil.Watch, key, hash string) error {
-	switch {
-	case w == nil:
-		return vigil.Errorf(vigil.CodeInvalidRequest, "no watch to create")
-	case w.ID == "":
-		return vigil.Errorf(vigil.CodeInvalidRequest, "the watch has no id")
-	case w.Recipient == "":
-		return vigil.FieldErrorf(vigil.CodeInvalidRequest, "recipient", "the watch has no recipient")
-	case w.Kind == "":
-		return vigil.FieldErrorf(vigil.CodeInvalidRequest, "kind", "the watch has no kind")
-	case w.Identity == "":
-		return vigil.Errorf(vigil.CodeInvalidRequest, "watch %s has no identity", w.ID)
-	case w.CreatedAt.IsZero():
-		return vigil.Errorf(vigil.CodeInvalidRequest, "watch %s has no creation time", w.ID)
-	case w.State != "" && w.State != vigil.StatePending:
-		return vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: a new watch is pending, not %s", w.ID, w.State)
-	case key != "" && hash == "":
-		return vigil.Errorf(vigil.CodeInvalidRequest, "an idempotency key needs the request hash")
-	}
-	return nil
 }
 
 // createWatch is the body of WatchCreate, run by the writer.

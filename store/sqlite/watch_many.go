@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/storecheck"
 )
 
 // insertChunks are the row counts of the multi-row inserts WatchCreateMany
@@ -40,7 +41,7 @@ func (s *Store) WatchCreateMany(ctx context.Context, ps []vigil.WatchCreateParam
 	out := make([]vigil.WatchCreateResult, len(ps))
 	items := make([]batchItem, len(ps))
 	for i, p := range ps {
-		if err := validateNew(p.Watch, p.IdempotencyKey, p.RequestHash); err != nil {
+		if err := storecheck.NewWatch(p.Watch, p.IdempotencyKey, p.RequestHash); err != nil {
 			out[i].Err = err
 			continue
 		}

@@ -33,6 +33,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 	}{
 		{"CreateGetRoundTrip", testCreateGetRoundTrip},
 		{"CreateMinimal", testCreateMinimal},
+		{"RefusesIncomplete", testRefusesIncomplete},
 		{"IdentityDedup", testIdentityDedup},
 		{"TwoRecipientsSameThing", testTwoRecipients},
 		{"DedupOnlyAmongPending", testDedupOnlyAmongPending},
@@ -290,6 +291,46 @@ func testCreateMinimal(t *testing.T, newStore NewStoreFunc) {
 	}
 	if _, err := s.WatchGet(t.Context(), "missing"); !errorsIs(err, vigil.ErrNotFound) {
 		t.Errorf("WatchGet(missing) error = %v, want not_found", err)
+	}
+}
+
+// testRefusesIncomplete: a watch or message missing what every row needs
+// is refused as invalid_request, alone or in a batch, and nothing of it
+// is written.
+func testRefusesIncomplete(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	bad := map[string]func(w *vigil.Watch){
+		"no kind":      func(w *vigil.Watch) { w.Kind = "" },
+		"no identity":  func(w *vigil.Watch) { w.Identity = "" },
+		"no time":      func(w *vigil.Watch) { w.CreatedAt = time.Time{} },
+		"settled":      func(w *vigil.Watch) { w.State = vigil.StateFired },
+		"deliver":      func(w *vigil.Watch) { w.Deliver = json.RawMessage(`{"webhook":`) },
+		"no recipient": func(w *vigil.Watch) { w.Recipient = "" },
+		"no id":        func(w *vigil.Watch) { w.ID = "" },
+	}
+	for name, spoil := range bad {
+		w := httpWatch("bad", "r", 1, base)
+		spoil(w)
+		_, err := s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: w})
+		wantCode(t, "WatchCreate ("+name+")", err, vigil.CodeInvalidRequest)
+		res, err := s.WatchCreateMany(ctx, []vigil.WatchCreateParams{{Watch: w}})
+		if err == nil && len(res) == 1 {
+			err = res[0].Err
+		}
+		wantCode(t, "WatchCreateMany ("+name+")", err, vigil.CodeInvalidRequest)
+	}
+	_, err := s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: httpWatch("k", "r", 2, base), IdempotencyKey: "k"})
+	wantCode(t, "WatchCreate (a key without its request hash)", err, vigil.CodeInvalidRequest)
+	m := message("m1", "r", "", vigil.MessageNote, base)
+	m.Type = ""
+	_, err = s.MessageCreate(ctx, m)
+	wantCode(t, "MessageCreate (no type)", err, vigil.CodeInvalidRequest)
+	if got := mailbox(t, s, "r"); len(got) != 0 {
+		t.Errorf("refused input left %d messages", len(got))
+	}
+	if _, err := s.WatchGet(ctx, "bad"); !errorsIs(err, vigil.ErrNotFound) {
+		t.Errorf("WatchGet(bad) after refusals error = %v, want not_found", err)
 	}
 }
 

@@ -1,4 +1,4 @@
-// Package settlement checks a batch of settlements and encodes what every
+// Package settlement checks a batch of settlements, or a cancel, and encodes what every
 // store writes for each of them (the outcome and last observation as JSON
 // text, the outcome message with its defaults), once for both stores.
 package settlement
@@ -68,6 +68,39 @@ func Prepare(store string, ps []vigil.WatchSettleParams) ([]Prepared, error) {
 			}
 			out[i].Message = &m
 		}
+	}
+	return out, nil
+}
+
+// Cancel checks a cancel and encodes what a store writes for it, as
+// Prepare does for a settlement: the outcome as JSON text (nil: NULL) and
+// the cancel message, if any, whose WatchID, Type and CreatedAt default to
+// the watch's id, cancelled and SettledAt. LastObs stays nil: a cancel
+// keeps the watch's last observation.
+func Cancel(store string, p vigil.WatchCancelParams) (Prepared, error) {
+	var out Prepared
+	if p.Outcome != nil {
+		b, err := JSON(p.Outcome)
+		if err != nil {
+			return Prepared{}, fmt.Errorf("%s: watch %s: encode outcome: %w", store, p.ID, err)
+		}
+		out.Outcome = text(b)
+	}
+	if p.SettledAt.IsZero() {
+		return Prepared{}, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: cancelling needs the time it settled", p.ID)
+	}
+	if p.Message != nil {
+		m := *p.Message
+		if m.WatchID == "" {
+			m.WatchID = p.ID
+		}
+		if m.Type == "" {
+			m.Type = vigil.MessageCancelled
+		}
+		if m.CreatedAt.IsZero() {
+			m.CreatedAt = p.SettledAt
+		}
+		out.Message = &m
 	}
 	return out, nil
 }

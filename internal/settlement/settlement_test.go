@@ -56,6 +56,33 @@ func TestPrepare(t *testing.T) {
 	}
 }
 
+// TestCancel: a cancel's message gets the watch's id, the cancelled type
+// and the settling time unless it has its own; its outcome is encoded;
+// without a settling time it is refused as the caller's error.
+func TestCancel(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	msg := &vigil.Message{ID: "m1"}
+	got, err := settlement.Cancel("test", vigil.WatchCancelParams{ID: "w1", SettledAt: at, Message: msg,
+		Outcome: &vigil.Outcome{State: vigil.StateCancelled, Sentence: "s", Reason: "cancelled"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Outcome == nil || *got.Outcome != `{"state":"cancelled","sentence":"s","reason":"cancelled"}` || got.LastObs != nil {
+		t.Errorf("outcome = %v, last observation = %v", got.Outcome, got.LastObs)
+	}
+	if m := got.Message; m == nil || m == msg || m.WatchID != "w1" || m.Type != vigil.MessageCancelled || !m.CreatedAt.Equal(at) {
+		t.Errorf("message = %+v; want a copy with the watch's id, cancelled and the settling time", m)
+	}
+	own := &vigil.Message{ID: "m2", WatchID: "other", Type: vigil.MessageNote, CreatedAt: at.Add(time.Second)}
+	if got, err := settlement.Cancel("test", vigil.WatchCancelParams{ID: "w1", SettledAt: at, Message: own}); err != nil ||
+		got.Outcome != nil || got.Message.WatchID != "other" || got.Message.Type != vigil.MessageNote || !got.Message.CreatedAt.Equal(own.CreatedAt) {
+		t.Errorf("Cancel with the message's own fields = %+v, %v; want them kept, no outcome", got, err)
+	}
+	if _, err := settlement.Cancel("test", vigil.WatchCancelParams{ID: "w1"}); vigil.ErrorCode(err) != vigil.CodeInvalidRequest {
+		t.Errorf("Cancel without a settling time: %v; want invalid_request", err)
+	}
+}
+
 // TestJSON: outcomes and observations are written as encoding/json writes
 // them, nil ones as null, and anything else through encoding/json.
 func TestJSON(t *testing.T) {

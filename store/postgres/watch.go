@@ -487,32 +487,17 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 // false. not_found if there is no such watch, or it belongs to a recipient
 // outside a non-empty p.Recipients.
 func (s *Store) WatchCancel(ctx context.Context, p vigil.WatchCancelParams) (*vigil.Watch, bool, error) {
-	var outcome *string
-	if p.Outcome != nil {
-		var err error
-		if outcome, err = jsonText(p.Outcome); err != nil {
-			return nil, false, fmt.Errorf("postgres: watch %s: encode outcome: %w", p.ID, err)
-		}
+	prep, err := settlement.Cancel("postgres", p)
+	if err != nil {
+		return nil, false, err
 	}
-	if p.SettledAt.IsZero() {
-		return nil, false, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: cancelling needs the time it settled", p.ID)
-	}
-	var msg *vigil.Message
-	if p.Message != nil {
-		m := *p.Message
-		m.WatchID = cmpOr(m.WatchID, p.ID)
-		m.Type = cmpOr(m.Type, vigil.MessageCancelled)
-		if m.CreatedAt.IsZero() {
-			m.CreatedAt = p.SettledAt
-		}
-		msg = &m
-	}
+	outcome, msg := prep.Outcome, prep.Message
 	var (
 		out *vigil.Watch
 		won bool
 		seq int64
 	)
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err = s.write(ctx, func(tx pgx.Tx) error {
 		won = false
 		var recipient, state string
 		err := tx.QueryRow(ctx, `SELECT recipient, state FROM watches WHERE id = $1 FOR UPDATE`, p.ID).Scan(&recipient, &state)

@@ -700,32 +700,17 @@ func cmpOr[T comparable](v, fallback T) T {
 // false. not_found if there is no such watch, or it belongs to a recipient
 // outside a non-empty p.Recipients.
 func (s *Store) WatchCancel(ctx context.Context, p vigil.WatchCancelParams) (*vigil.Watch, bool, error) {
-	var outcome any
-	if p.Outcome != nil {
-		var err error
-		if outcome, err = jsonText(p.Outcome); err != nil {
-			return nil, false, fmt.Errorf("sqlite: watch %s: encode outcome: %w", p.ID, err)
-		}
+	prep, err := settlement.Cancel("sqlite", p)
+	if err != nil {
+		return nil, false, err
 	}
-	if p.SettledAt.IsZero() {
-		return nil, false, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: cancelling needs the time it settled", p.ID)
-	}
-	var msg *vigil.Message
-	if p.Message != nil {
-		m := *p.Message
-		m.WatchID = cmpOr(m.WatchID, p.ID)
-		m.Type = cmpOr(m.Type, vigil.MessageCancelled)
-		if m.CreatedAt.IsZero() {
-			m.CreatedAt = p.SettledAt
-		}
-		msg = &m
-	}
+	outcome, msg := prep.Outcome, prep.Message
 	var (
 		out *vigil.Watch
 		won bool
 		seq int64
 	)
-	err := s.w.do(ctx, func(t *wtx) error {
+	err = s.w.do(ctx, func(t *wtx) error {
 		won = false
 		var recipient, state, kind string
 		err := t.queryRow(t.watchHead, p.ID).Scan(&recipient, &state, &kind)
@@ -736,7 +721,7 @@ func (s *Store) WatchCancel(ctx context.Context, p vigil.WatchCancelParams) (*vi
 			return wrap("cancel watch "+p.ID, err)
 		}
 		if vigil.State(state) == vigil.StatePending {
-			res, err := t.exec(t.watchCancel, outcome, p.SettledAt.UnixMilli(), p.ID, ms(p.CheckedAt),
+			res, err := t.exec(t.watchCancel, textOrNull(outcome), p.SettledAt.UnixMilli(), p.ID, ms(p.CheckedAt),
 				p.Polls, nullInt(p.Errors), nullInt(p.ConsecutiveErrors))
 			if err != nil {
 				return wrap("cancel watch "+p.ID, err)

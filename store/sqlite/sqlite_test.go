@@ -594,8 +594,8 @@ func steadyWrites(t *testing.T, beside func(context.Context, *Store)) {
 
 // TestListFiltersUseIndexes: a list with one filter reads its rows through
 // an index that holds them in the list's order (a state's, a kind's, a
-// label's), whatever else is in the table, with no sort; walking
-// watches_created would read every other row newer than the page.
+// label's, every watch's in watch_text), whatever else is in the table,
+// with no sort.
 func TestListFiltersUseIndexes(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
 	defer s.Close()
@@ -609,7 +609,10 @@ func TestListFiltersUseIndexes(t *testing.T) {
 		{p: vigil.WatchListParams{State: vigil.StateFired}, want: "watches_state_created"},
 		{p: vigil.WatchListParams{Kind: vigil.KindHTTP}, want: "watches_kind_created"},
 		{p: vigil.WatchListParams{Labels: map[string]string{"a": "b", "c": "d"}}, want: "SEARCH lb USING PRIMARY KEY"},
-		// A text walks the narrow rows of watch_text, not the watches.
+		// No filter, or a text, walks the narrow rows of watch_text, in
+		// the list's order (schema 13).
+		{p: vigil.WatchListParams{}, want: "SCAN tx"},
+		{p: vigil.WatchListParams{After: encodeCursor(benchAt, "01J")}, want: "SEARCH tx USING PRIMARY KEY"},
 		{p: vigil.WatchListParams{Text: "deploy"}, want: "SCAN tx"},
 		{p: vigil.WatchListParams{Text: "deploy", After: encodeCursor(benchAt, "01J")}, want: "SEARCH tx USING PRIMARY KEY"},
 		{p: vigil.WatchListParams{Text: "deploy", State: vigil.StateFired}, want: "_created"},

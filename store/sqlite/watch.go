@@ -339,18 +339,21 @@ func listQuery(p vigil.WatchListParams) (q string, args []any, limit int, err er
 	// Without a label, a text drives it: the narrow rows of watch_text
 	// (schema 9) are walked in the list's order, so a text that matches
 	// few watches reads a fifth of the pages that the watches' rows take,
-	// and one that matches many stops when the page is full.
+	// and one that matches many stops when the page is full. So does the
+	// list without any filter (schema 13: watch_text is the only index of
+	// every watch in the list's order).
 	from, order, at, id := "watches", "created_at DESC, id DESC", "created_at", "id"
 	keys := slices.Sorted(maps.Keys(p.Labels))
 	text := asciiLower(p.Text)
 	var where []string
+	unfiltered := p.Recipient == "" && len(p.Recipients) == 0 && p.State == "" && p.Kind == ""
 	switch {
 	case len(keys) > 0:
 		from = "watch_labels AS lb JOIN watches ON watches.id = lb.watch_id"
 		order, at, id = "lb.created_at DESC, lb.watch_id DESC", "lb.created_at", "lb.watch_id"
 		where, args = append(where, "lb.key = ? AND lb.value = ?"), append(args, keys[0], p.Labels[keys[0]])
 		keys = keys[1:]
-	case text != "":
+	case text != "" || unfiltered:
 		// A row of watch_text without its text (a long one) is looked
 		// up in watches; the others are never read there but for the
 		// page's.
@@ -358,16 +361,18 @@ func listQuery(p vigil.WatchListParams) (q string, args []any, limit int, err er
 		// drive instead, in its order (the planner picks): the list's
 		// order is then named by the watch's columns.
 		from = "watch_text AS tx JOIN watches ON watches.created_at = tx.created_at AND watches.id = tx.watch_id"
-		if p.Recipient == "" && len(p.Recipients) == 0 && p.State == "" && p.Kind == "" {
+		if unfiltered {
 			order, at, id = "tx.created_at DESC, tx.watch_id DESC", "tx.created_at", "tx.watch_id"
 		} else {
 			order, at, id = "watches.created_at DESC, watches.id DESC", "watches.created_at", "watches.id"
 		}
-		where = append(where, `CASE WHEN tx.note IS NULL THEN EXISTS (SELECT 1 FROM watches AS lw WHERE lw.id = tx.watch_id
+		if text != "" {
+			where = append(where, `CASE WHEN tx.note IS NULL THEN EXISTS (SELECT 1 FROM watches AS lw WHERE lw.id = tx.watch_id
 			AND (instr(lower(lw.note), ?) > 0 OR instr(lower(CAST(lw.predicate AS TEXT)), ?) > 0))
 			ELSE instr(tx.note, ?) > 0 OR instr(tx.predicate, ?) > 0 END`)
-		args = append(args, text, text, text, text)
-		text = ""
+			args = append(args, text, text, text, text)
+			text = ""
+		}
 	}
 	if p.Recipient != "" {
 		where, args = append(where, "recipient = ?"), append(args, p.Recipient)

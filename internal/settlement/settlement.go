@@ -1,6 +1,7 @@
-// Package settlement checks a batch of settlements, or a cancel, and encodes what every
-// store writes for each of them (the outcome and last observation as JSON
-// text, the outcome message with its defaults), once for both stores.
+// Package settlement checks a batch of settlements, or a cancel, and
+// encodes what every store writes for each of them (the outcome and last
+// observation as JSON text, the outcome message with its defaults), once
+// for both stores.
 package settlement
 
 import (

@@ -21,29 +21,19 @@ func insertMessage(t *wtx, m *vigil.Message) (int64, error) {
 }
 
 // insertMessages appends ms to their mailboxes in their order, with as
-// few statements as insertChunks allows (a settlement of a storm's batch
+// few statements as forChunks allows (a settlement of a storm's batch
 // writes hundreds), and sets seqs[i] to ms[i]'s seq. The rows of one
 // statement take consecutive seqs, in order: messages.seq is the rowid,
 // which SQLite gives each new row as one more than the largest so far
 // (AUTOINCREMENT: ever), and only this connection writes.
 func insertMessages(t *wtx, ms []*vigil.Message, seqs []int64) error {
-	for done := 0; done < len(ms); {
-		n := 1
-		for _, c := range insertChunks {
-			if c <= len(ms)-done {
-				n = c
-				break
-			}
-		}
-		st := t.messageInsert
-		if n > 1 {
-			var err error
-			if st, err = t.multiInsert(messageInsertHead, messageColumnCount, n); err != nil {
-				return err
-			}
+	return forChunks(len(ms), func(from, n int) error {
+		st, err := t.insertMessagesStmt(n)
+		if err != nil {
+			return err
 		}
 		args := make([]any, 0, n*messageColumnCount)
-		for _, m := range ms[done : done+n] {
+		for _, m := range ms[from : from+n] {
 			args = append(args, messageArgs(m)...)
 		}
 		res, err := t.exec(st, args...)
@@ -55,11 +45,10 @@ func insertMessages(t *wtx, ms []*vigil.Message, seqs []int64) error {
 			return err
 		}
 		for i := range n {
-			seqs[done+i] = last - int64(n-1-i)
+			seqs[from+i] = last - int64(n-1-i)
 		}
-		done += n
-	}
-	return nil
+		return nil
+	})
 }
 
 // MessageCreate appends m to its recipient's mailbox and returns it as

@@ -10,11 +10,26 @@ import (
 	"github.com/vigil-run/vigil/internal/storecheck"
 )
 
-// insertChunks are the row counts of the multi-row inserts WatchCreateMany
-// uses, largest first: a batch is cut into as many of the largest as fit,
-// then the next, down to one row. 256 rows of 30 columns stay well inside
-// SQLite's limit on bound values (32 766).
+// insertChunks are the row counts of the multi-row inserts (of watches,
+// of a settlement's messages), largest first: rows are cut into as many
+// of the largest as fit, then the next, down to one row (see forChunks).
+// 256 rows of 30 columns stay well inside SQLite's limit on bound values
+// (32 766).
 var insertChunks = [...]int{256, 64, 16, 4, 1}
+
+// forChunks cuts total rows into insertChunks and calls fn with each
+// chunk's first row and size, in order, until fn fails.
+func forChunks(total int, fn func(from, n int) error) error {
+	from := 0
+	for _, n := range insertChunks {
+		for ; total-from >= n; from += n {
+			if err := fn(from, n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
 
 // batchItem is one item of WatchCreateMany while it is resolved.
 type batchItem struct {
@@ -254,21 +269,22 @@ func insertWatches(t *wtx, items []batchItem) error {
 	if err := t.queryRow(t.watchMaxRowid).Scan(&last); err != nil {
 		return wrap("insert watches", err)
 	}
-	for _, n := range insertChunks {
-		for len(batch) >= n {
-			st, err := t.insertMany(n)
-			if err != nil {
-				return err
-			}
-			args := make([]any, 0, n*watchColumnCount)
-			for _, it := range batch[:n] {
-				args = append(args, it.args...)
-			}
-			if _, err := t.exec(st, args...); err != nil {
-				return wrap("insert watches", interpretError(err))
-			}
-			batch = batch[n:]
+	err := forChunks(len(batch), func(from, n int) error {
+		st, err := t.insertMany(n)
+		if err != nil {
+			return err
 		}
+		args := make([]any, 0, n*watchColumnCount)
+		for _, it := range batch[from : from+n] {
+			args = append(args, it.args...)
+		}
+		if _, err := t.exec(st, args...); err != nil {
+			return wrap("insert watches", interpretError(err))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return indexNew(t, last+1)
 }
@@ -280,6 +296,15 @@ func (t *wtx) insertMany(n int) (*sql.Stmt, error) {
 		return t.watchInsert, nil
 	}
 	return t.multiInsert("INSERT OR FAIL INTO watches ("+watchColumns+") VALUES ", watchColumnCount, n)
+}
+
+// insertMessagesStmt returns the prepared insert of n message rows,
+// preparing it on first use.
+func (t *wtx) insertMessagesStmt(n int) (*sql.Stmt, error) {
+	if n == 1 {
+		return t.messageInsert, nil
+	}
+	return t.multiInsert(messageInsertHead, messageColumnCount, n)
 }
 
 // multiInsert returns head (an INSERT up to its VALUES) followed by n rows
@@ -398,8 +423,7 @@ func readStrings(t *wtx, st *sql.Stmt, vs []string) ([]string, error) {
 
 // readCounts returns the total of pending watches and each recipient's.
 func readCounts(t *wtx, recipients map[string]bool) (int64, map[string]int64, error) {
-	rs := make([]string, 0, len(recipients)+1)
-	rs = append(rs, "")
+	rs := make([]string, 0, len(recipients))
 	for r := range recipients {
 		rs = append(rs, r)
 	}

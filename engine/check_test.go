@@ -107,8 +107,8 @@ func TestCheckCountsOnlyLaterProbes(t *testing.T) {
 	if n := gated.Probes(w.ID); n != 3 {
 		t.Errorf("%d probes; want 3", n)
 	}
-	if counted, held := v.eng.WaitedWatches(); counted != 0 || held != 0 {
-		t.Errorf("after both Checks the probe log counts %d waited watches and holds %d; want none", counted, held)
+	if held := v.eng.WaitedWatches(); held != 0 {
+		t.Errorf("after both Checks the probe log holds %d waited watches; want none", held)
 	}
 }
 

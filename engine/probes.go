@@ -28,11 +28,32 @@ type Probe struct {
 }
 
 // probeRing is a watch's last ProbesPerWatch probes, oldest first from
-// next once full.
+// next once full, in the order they started (seq).
 type probeRing struct {
 	buf  [ProbesPerWatch]Probe
+	seq  [ProbesPerWatch]uint64
 	n    int // how many are held (at most ProbesPerWatch)
 	next int // where the next one goes
+}
+
+// add puts p, started at seq (0: unknown, taken as the newest), in its
+// place: a probe is recorded once what it decided is written, and one
+// that started earlier can finish writing later (a registration's first
+// probe, whose caller is answered before the probe log hears of it). A
+// probe older than all of a full ring is dropped.
+func (r *probeRing) add(p Probe, seq uint64) {
+	at := func(i int) int { return (r.next - i + 2*ProbesPerWatch) % ProbesPerWatch } // i-th newest, from 1
+	if seq != 0 && r.n == ProbesPerWatch && r.seq[at(r.n)] > seq {
+		return
+	}
+	r.buf[r.next], r.seq[r.next] = p, seq
+	r.next = (r.next + 1) % ProbesPerWatch
+	r.n = min(r.n+1, ProbesPerWatch)
+	for i := 1; i < r.n && seq != 0 && r.seq[at(i+1)] > seq; i++ {
+		a, b := at(i), at(i+1)
+		r.buf[a], r.buf[b] = r.buf[b], r.buf[a]
+		r.seq[a], r.seq[b] = r.seq[b], r.seq[a]
+	}
 }
 
 // probeLog remembers the recent probes of the most recently probed watches
@@ -43,13 +64,10 @@ type probeLog struct {
 	order []string // ids in the order first remembered, for eviction
 	// waiters wait for a probe of a watch that starts after they came.
 	// Probes are told apart by the order they start in (started counts
-	// the probes of watches someone waits for), never by their clock:
-	// two instants read from a coarse (or a test's) clock can be equal.
+	// every probe that starts, without a lock), never by their clock: two
+	// instants read from a coarse (or a test's) clock can be equal.
 	waiters map[string][]probeWaiter
-	started uint64
-	// waiting is len(waiters), read without the lock by start: a probe
-	// that starts while no one waits takes no lock to learn it.
-	waiting atomic.Int64
+	started atomic.Uint64
 }
 
 type probeWaiter struct {
@@ -62,26 +80,14 @@ func newProbeLog() *probeLog {
 }
 
 // start is called as a probe of watch id starts looking: it returns the
-// probe's ticket for record, 0 when no one waits (the probe then wakes no
-// one: it may have started before a waiter came).
-func (l *probeLog) start(id string) uint64 {
-	if l.waiting.Load() == 0 {
-		// No one waits, or a waiter came after this probe started
-		// (wait counts itself under the lock, before its caller pokes).
-		return 0
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, ok := l.waiters[id]; !ok {
-		return 0
-	}
-	l.started++
-	return l.started
+// probe's ticket for record, its place in the order probes start.
+func (l *probeLog) start(string) uint64 {
+	return l.started.Add(1)
 }
 
-// record remembers one probe of watch id made at obs.At (or at), and
-// wakes the waiters that came before it started (ticket, from start; 0
-// wakes none).
+// record remembers one probe of watch id made at obs.At (or at), in the
+// order probes started (ticket, from start; 0: unknown, the newest), and
+// wakes the waiters that came before it started (0 wakes none).
 func (l *probeLog) record(id string, obs *vigil.Observation, at time.Time, ticket uint64) {
 	text := obs.Summary
 	if text == "" {
@@ -103,9 +109,7 @@ func (l *probeLog) record(id string, obs *vigil.Observation, at time.Time, ticke
 		l.rings[id] = r
 		l.order = append(l.order, id)
 	}
-	r.buf[r.next] = p
-	r.next = (r.next + 1) % ProbesPerWatch
-	r.n = min(r.n+1, ProbesPerWatch)
+	r.add(p, ticket)
 	ws, ok := l.waiters[id]
 	if !ok || ticket == 0 {
 		return
@@ -120,7 +124,6 @@ func (l *probeLog) record(id string, obs *vigil.Observation, at time.Time, ticke
 	}
 	if len(kept) == 0 {
 		delete(l.waiters, id)
-		l.waiting.Add(-1)
 	} else {
 		l.waiters[id] = kept
 	}
@@ -146,10 +149,7 @@ func (l *probeLog) recent(id string) []Probe {
 func (l *probeLog) wait(id string) (<-chan struct{}, func()) {
 	ch := make(chan struct{})
 	l.mu.Lock()
-	if _, ok := l.waiters[id]; !ok {
-		l.waiting.Add(1)
-	}
-	l.waiters[id] = append(l.waiters[id], probeWaiter{after: l.started, ch: ch})
+	l.waiters[id] = append(l.waiters[id], probeWaiter{after: l.started.Load(), ch: ch})
 	l.mu.Unlock()
 	return ch, func() {
 		l.mu.Lock()
@@ -162,10 +162,7 @@ func (l *probeLog) wait(id string) (<-chan struct{}, func()) {
 			}
 		}
 		if len(ws) == 0 {
-			if _, ok := l.waiters[id]; ok {
-				delete(l.waiters, id)
-				l.waiting.Add(-1)
-			}
+			delete(l.waiters, id)
 		} else {
 			l.waiters[id] = ws
 		}

@@ -158,16 +158,36 @@ func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, t
 	if m := s.cfg.Metrics; m != nil {
 		m.Probed(w.Kind, obs.Verdict, now.Sub(e.Due()), s.now().Sub(now))
 	}
+	// probed tells ProbedFunc once what the probe decided is written, and
+	// before anyone is told of it: a Check woken by the settlement, or a
+	// registration answered by its first observation, then finds the
+	// probe among the watch's recent ones.
+	probed := func() {}
 	if f := s.cfg.ProbedFunc; f != nil {
-		// Once what the probe decided is written.
-		defer f(w, &obs, ticket)
+		told := false
+		probed = func() {
+			if !told {
+				told = true
+				f(w, &obs, ticket)
+			}
+		}
 	}
+	// finish, when set, answers the registration waiting for this first
+	// observation: after probed, and after the watch is rescheduled (its
+	// progress is what a Check woken by probed reads).
+	var finish func()
+	defer func() {
+		probed()
+		if finish != nil {
+			finish()
+		}
+	}()
 	prog := e.Progress().Advance(obs.Verdict, now)
 	w.Errors, w.ConsecutiveErrors, w.CheckedAt = prog.Errors, prog.Consecutive, now
 	d := vigil.Decide(w, &obs, prog, now, final)
 	if d.Settle {
 		out := &vigil.Outcome{State: d.State, Reason: d.Reason, Held: d.Held, Attention: d.Attention, Observation: &obs}
-		s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: prog.Polls}}, now)
+		s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: prog.Polls, probed: probed}}, now)
 		return
 	}
 	if s.record(ctx, wt, e, w, &obs, prog.Polls, now) {
@@ -182,10 +202,10 @@ func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, t
 		s.cfg.EventFunc(vigil.Event{Type: vigil.EventWatchProgress, WatchID: w.ID, Recipient: w.Recipient,
 			State: w.State, Polls: prog.Polls, Text: text, At: now})
 	}
-	if e.Observer() != nil {
+	if o := e.Observer(); o != nil {
 		w.Polls = prog.Polls
-		e.Observer().Finish(w)
 		e.Observed()
+		finish = func() { o.Finish(w) }
 	}
 	if next, due, cal := calendarDue(wt, w.Predicate, w.CreatedAt, laterOf(now, s.now())); cal {
 		// A calendar counts from when the probe ended: fires that came due

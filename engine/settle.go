@@ -17,6 +17,9 @@ type settlement struct {
 	out   *vigil.Outcome
 	polls int
 	quiet bool
+	// probed, when set, is called once the settlement is written (or
+	// failed to be), before anyone hears of it (see prober.Probe).
+	probed func()
 }
 
 // messageData is the machine-readable part of an outcome message.
@@ -59,6 +62,11 @@ func (s *prober) commit(ctx context.Context, ss []settlement, now time.Time) ([]
 		ps[i] = p
 	}
 	won, err := s.cfg.Store.WatchSettle(ctx, ps)
+	for _, st := range ss {
+		if st.probed != nil {
+			st.probed()
+		}
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Error("settling watches", "err", err, "count", len(ss))

@@ -136,6 +136,8 @@ type Store struct {
 	// raced counts the write transactions run again because they lost a
 	// race (deadlock, serialization failure, errRetry): a test reads it.
 	raced atomic.Int64
+	// horizons holds each replica's last horizon reading (Heartbeat).
+	horizons horizons
 
 	closeOnce sync.Once
 }

@@ -293,13 +293,42 @@ func (s *Store) Heartbeat(ctx context.Context, hp HeartbeatParams) (Peers, error
 		p.Renewed[i] = Lease{Shard: int(rs[i]), Epoch: re[i]}
 	}
 	p.Freed = int(recovered)
-	if horizon != nil {
-		p.Horizon = *horizon
-		if p.Now.Before(p.Horizon) {
-			p.Horizon = p.Now
-		}
+	var h time.Time
+	switch {
+	case horizon == nil:
+	case horizon.After(p.Now):
+		h = p.Now
+	default:
+		h = *horizon
 	}
+	p.Horizon = s.horizons.next(hp.Replica, h)
 	return p, nil
+}
+
+// horizons holds each replica's last horizon reading (Peers.Horizon).
+type horizons struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+// next records replica's reading h (the zero time: unknown) and returns
+// Peers.Horizon: the earlier of h and the previous reading, the zero time
+// when either is unknown or there was none.
+func (hs *horizons) next(replica string, h time.Time) time.Time {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	prev, ok := hs.last[replica]
+	if hs.last == nil {
+		hs.last = map[string]time.Time{}
+	}
+	hs.last[replica] = h
+	if !ok || prev.IsZero() || h.IsZero() {
+		return time.Time{}
+	}
+	if h.Before(prev) {
+		return h
+	}
+	return prev
 }
 
 // rebalancePayload is the NOTIFY payload of a rebalance event (a first
@@ -331,12 +360,16 @@ type Peers struct {
 	// Horizon is where the next repair scan must start for it to see
 	// every row the heartbeat's snapshot did not (a registration's row is
 	// stamped when it is inserted but seen only once its transaction
-	// commits): the start of the oldest transaction of this database
-	// that had written when the heartbeat ran, or Now when there was
-	// none. When a session of the database cannot be seen (another
-	// role's, without pg_read_all_stats), or a transaction ended while
-	// the heartbeat ran (see heartbeatSQL), it is the zero time: the
-	// caller falls back to a fixed margin.
+	// commits): the earlier of two readings, this heartbeat's and the
+	// replica's previous one on this store, each the start of the oldest
+	// transaction of this database that had written as the reading was
+	// taken, or its heartbeat's clock when there was none. This
+	// heartbeat's reading alone would miss a transaction that ended
+	// between its snapshot and its reading; the previous reading saw that
+	// one (or it wrote first after that reading). It is the zero time, and
+	// the caller falls back to a fixed margin, on the replica's first
+	// heartbeat on this store and when a session of the database cannot be
+	// seen (another role's, without pg_read_all_stats).
 	Horizon time.Time
 	// Pending are the ids of the pending watches of the shards renewed
 	// inserted after HeartbeatParams.PendingSince (none when it is zero).
@@ -360,16 +393,8 @@ type Peers struct {
 // nobody holds it. The repair scan reads each renewed shard's pending
 // rows inserted after $8 through watches_shard_pending (shard,
 // inserted_at), one index range per shard, whatever the plan's
-// parameters. The last column is Peers.Horizon: the start of the oldest
-// transaction of this database that has written (it may insert rows this
-// snapshot cannot see, stamped no earlier than it began), the statement's
-// clock when there is none; NULL when pg_stat_activity hides a session of
-// this database (another role's, or a background worker's: its row then
-// shows neither its state nor its backend_type), or when a transaction in progress as
-// the statement's snapshot was taken is no longer listed by the time
-// pg_stat_activity is read (it ended in between, its rows unseen and its
-// start unknown). A transaction that writes first after the snapshot
-// stamps its rows after the statement's clock.
+// parameters. The last column is this heartbeat's horizon reading
+// (horizonSQL, and Peers.Horizon).
 //
 // It commits without waiting for the WAL flush (synchronous_commit off,
 // for this transaction only): a crash of the server may forget the last
@@ -426,12 +451,21 @@ const heartbeatSQL = `WITH prev AS (
 		(SELECT coalesce(array_agg(id), '{}') FROM pending),
 		(SELECT count(*) FROM freed),
 		(SELECT count(*) FROM told),
-		(SELECT CASE
-			WHEN bool_or(a.state IS NULL AND a.backend_type IS NULL AND a.datname = current_database()) THEN NULL
-			WHEN EXISTS (SELECT FROM pg_snapshot_xip(pg_current_snapshot()) AS x(xid) WHERE NOT EXISTS (
-				SELECT FROM pg_stat_activity AS b WHERE b.backend_xid::text = (x.xid::text::numeric % 4294967296)::text)) THEN NULL
-			ELSE least(now(), min(a.xact_start) FILTER (WHERE a.backend_xid IS NOT NULL AND a.datname = current_database()))
-			END FROM pg_stat_activity AS a)`
+		` + horizonSQL
+
+// horizonSQL is a heartbeat's horizon reading (see Peers.Horizon): the
+// start of the oldest transaction of this database that has written (it
+// may insert rows the statement's snapshot cannot see, stamped no earlier
+// than it began), the statement's clock when there is none; NULL when the
+// activity of the server's sessions hides one of this database (another
+// role's, or a background worker's: its row then shows neither its state
+// nor its backend_type). A transaction that writes first after the
+// reading stamps its rows after the statement's clock. It reads
+// pg_stat_get_activity, pg_stat_activity without the names joined in.
+const horizonSQL = `(SELECT CASE
+			WHEN bool_or(a.state IS NULL AND a.backend_type IS NULL AND a.datid = d.oid) THEN NULL
+			ELSE least(now(), min(a.xact_start) FILTER (WHERE a.backend_xid IS NOT NULL AND a.datid = d.oid))
+			END FROM pg_stat_get_activity(NULL) AS a, (SELECT oid FROM pg_database WHERE datname = current_database()) AS d)`
 
 // Acquire takes up to n shards (n <= 0: none) whose lease lapsed at least
 // lapsedFor ago (a shard released has lapsed at its release), skipping

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -443,6 +444,101 @@ func TestHeartbeatHorizon(t *testing.T) {
 	}
 	if got := scan(p.Horizon); !slices.Contains(got, late.ID) {
 		t.Fatalf("the scan from the horizon found %v, want %s, committed after the heartbeat", got, late.ID)
+	}
+}
+
+// TestHeartbeatHorizonRace: a transaction that writes after a heartbeat,
+// is unseen by the next heartbeat's snapshot and ends before that
+// heartbeat reads who is writing is left out of its reading; its rows are
+// found by the next scan all the same, which starts at the earlier
+// heartbeat's reading. The heartbeat is held between its snapshot and its
+// reading by a lock on the replica's row, which its renewal waits for.
+// (With no transaction ending after the writer took its id and before
+// that snapshot, the writer is not among the snapshot's transactions in
+// progress either: xip lists only ids below the latest that ended.)
+func TestHeartbeatHorizonRace(t *testing.T) {
+	u, s, held := holding(t, 64)
+	ctx := t.Context()
+	connect := func() *pgx.Conn {
+		t.Helper()
+		c, err := pgx.Connect(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(context.Background()) })
+		return c
+	}
+	hp := postgres.HeartbeatParams{Replica: "a", Live: time.Minute, Held: held, Lease: time.Minute}
+	first, err := s.Heartbeat(ctx, hp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The writer, after that heartbeat: its row is stamped now, and
+	// committed later.
+	writer, err := connect().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Rollback(context.Background())
+	late := inShard(t, 9, "late")
+	var stamped time.Time
+	if err := writer.QueryRow(ctx, `INSERT INTO watches (id, recipient, kind, state, identity, created_at) VALUES ($1, 'r', 'timer', 'pending', $1, 0)
+		RETURNING inserted_at`, late.ID).Scan(&stamped); err != nil {
+		t.Fatal(err)
+	}
+	// The next heartbeat takes its snapshot, then waits for the lock on
+	// a's row while the writer commits.
+	hp.PendingSince = first.Now
+	locker := connect()
+	lock, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(context.Background())
+	var lockPID int
+	if err := lock.QueryRow(ctx, `SELECT pg_backend_pid() FROM replicas WHERE id = 'a' FOR UPDATE`).Scan(&lockPID); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		p   postgres.Peers
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		p, err := s.Heartbeat(ctx, hp)
+		done <- result{p, err}
+	}()
+	for waiting := false; !waiting; {
+		if err := locker.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)))`, lockPID).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if !waiting {
+			runtime.Gosched()
+		}
+	}
+	if err := writer.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if slices.Contains(r.p.Pending, late.ID) {
+		t.Fatalf("the held heartbeat's scan found %s: its snapshot was taken after the writer committed, the test shows nothing", late.ID)
+	}
+	if r.p.Horizon.IsZero() || !r.p.Horizon.Before(stamped) {
+		t.Fatalf("the held heartbeat's horizon is %v (its clock %v), want one before the writer's row, stamped %v", r.p.Horizon, r.p.Now, stamped)
+	}
+	hp.PendingSince = r.p.Horizon
+	p, err := s.Heartbeat(ctx, hp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(p.Pending, late.ID) {
+		t.Fatalf("the scan from the held heartbeat's horizon %v (its clock %v) found %v, want %s, committed while it ran", r.p.Horizon, r.p.Now, p.Pending, late.ID)
 	}
 }
 

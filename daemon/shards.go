@@ -64,12 +64,20 @@ type shards struct {
 	// since is where the next repair scan starts (repairSince; the zero
 	// time: no scan yet). Only the manager's goroutine touches it.
 	since time.Time
+	// again are the watches the last repair could not settle the fate
+	// of, looked at by the next one: those it could not read, and those
+	// a fenced write refused that were still scheduled (the write had not
+	// returned; the engine drops them when it does). Only the manager's
+	// goroutine touches it.
+	again []string
+	// refused is the store's Refused (a test sets its own).
+	refused func() []string
 }
 
 func newShards(cfg Config, pg *postgres.Store, replica string, eng *engine.Engine, sched *scheduler.Scheduler,
 	disp *deliver.Dispatcher, fs *fsWake, needsRow func(vigil.Kind) bool, log *slog.Logger) (*shards, error) {
 	s := &shards{pg: pg, eng: eng, sched: sched, disp: disp, fs: fs, log: log.With("component", "shards"), ids: make(chan heardWatch, wakeQueue),
-		gained: make(chan []int, postgres.Shards), needsRow: needsRow}
+		gained: make(chan []int, postgres.Shards), needsRow: needsRow, refused: pg.Refused}
 	l, r := cfg.leases()
 	mgr, err := lease.New(lease.Config{Store: pg, Replica: replica, Shards: postgres.Shards, Lease: l, Renew: r,
 		Gain: s.gain, Lose: s.lose, Since: s.repairSince, Renewed: s.repair, Logger: log})
@@ -345,24 +353,42 @@ func (s *shards) repairSince() time.Time {
 // dropped them as lost, and a renewal that committed just as the lease
 // lapsed, unseen by the refused write, left them here with nobody to arm
 // them. Those whose shards moved are the new holder's, which primes them.
+// One still scheduled is looked at again at the next step (the refused
+// write may not have returned yet, and the engine drops it when it does),
+// and so are all it found when reading them failed: the scan's window has
+// moved on, and nothing else would find them.
 func (s *shards) repair(ctx context.Context, _ []int, found postgres.Peers) {
 	if found.Horizon.IsZero() {
 		s.since = found.Now.Add(-repairMargin)
 	} else {
 		s.since = found.Horizon.Add(-repairSlack)
 	}
+	again := s.again
+	s.again = nil
 	var missing []string
 	seen := map[string]bool{}
-	for _, id := range slices.Concat(found.Pending, s.pg.Refused()) {
-		if _, ok := s.sched.Live(id); !ok && !seen[id] && s.pg.Holds(id) {
-			seen[id] = true
-			missing = append(missing, id)
+	look := func(id string, refused bool) {
+		if seen[id] || !s.pg.Holds(id) {
+			return
 		}
+		seen[id] = true
+		if _, ok := s.sched.Live(id); !ok {
+			missing = append(missing, id)
+		} else if refused {
+			s.again = append(s.again, id)
+		}
+	}
+	for _, id := range s.refused() {
+		look(id, true)
+	}
+	for _, id := range slices.Concat(found.Pending, again) {
+		look(id, false)
 	}
 	if len(missing) == 0 {
 		return
 	}
 	if err := s.reconcile(ctx, missing); err != nil && ctx.Err() == nil {
+		s.again = append(s.again, missing...)
 		s.log.Warn("repair scan failed; it runs again at the next step", "err", err)
 	}
 }

@@ -1,8 +1,13 @@
 package daemon
 
 import (
+	"log/slog"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/scheduler"
 
 	"github.com/vigil-run/vigil/internal/pgtest"
 	"github.com/vigil-run/vigil/store/postgres"
@@ -18,7 +23,7 @@ func TestRepairStartsAtTheHorizon(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	s := &shards{pg: st}
+	s := &shards{pg: st, refused: st.Refused}
 	if !s.repairSince().IsZero() {
 		t.Fatalf("before any step the scan reads from %v, want nothing (the shards were loaded whole)", s.repairSince())
 	}
@@ -31,5 +36,46 @@ func TestRepairStartsAtTheHorizon(t *testing.T) {
 	s.repair(t.Context(), nil, postgres.Peers{Now: now})
 	if got, want := s.repairSince(), now.Add(-repairMargin); !got.Equal(want) {
 		t.Errorf("after a step with no horizon, the scan reads from %v, want %v", got, want)
+	}
+}
+
+// TestRepairLooksAgain: a watch a fenced write refused while it was still
+// scheduled (the write had not returned, and the engine drops it when it
+// does) is looked at again at the next step, not forgotten; and the
+// watches a step could not read (the database failing, as it does when
+// notifications are lost) are looked at again at the next, whose scan no
+// longer reads them.
+func TestRepairLooksAgain(t *testing.T) {
+	st, err := postgres.Open(t.Context(), pgtest.Schema(t, "vigil_repair"), &postgres.Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sched := scheduler.New(scheduler.Config{})
+	sched.Add(scheduler.NewEntry("w-refused", vigil.KindTimer, 0, time.Now().Add(time.Hour), true))
+	refused := []string{"w-refused"}
+	s := &shards{pg: st, sched: sched, log: slog.New(slog.DiscardHandler), refused: func() []string {
+		out := refused
+		refused = nil
+		return out
+	}}
+	now := time.Now()
+	s.repair(t.Context(), nil, postgres.Peers{Now: now, Horizon: now})
+	if !slices.Equal(s.again, []string{"w-refused"}) {
+		t.Fatalf("after a refusal of a watch still scheduled, the next step looks at %v, want [w-refused]", s.again)
+	}
+	// The refused write returns: the engine drops the watch. The store
+	// fails from now on.
+	sched.Remove("w-refused")
+	st.Close()
+	s.repair(t.Context(), nil, postgres.Peers{Now: now, Horizon: now, Pending: []string{"w-lost"}})
+	slices.Sort(s.again)
+	if !slices.Equal(s.again, []string{"w-lost", "w-refused"}) {
+		t.Fatalf("after a step that could not read them, the next looks at %v, want [w-lost w-refused]", s.again)
+	}
+	s.repair(t.Context(), nil, postgres.Peers{Now: now, Horizon: now})
+	slices.Sort(s.again)
+	if !slices.Equal(s.again, []string{"w-lost", "w-refused"}) {
+		t.Fatalf("after a second step that could not read them, the next looks at %v, want both still", s.again)
 	}
 }

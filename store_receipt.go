@@ -33,7 +33,10 @@ const (
 type ReceiptStore interface {
 	// ReceiptUpsert writes the receipt of (p.WatchID, p.Channel), replacing
 	// the one before, and refreshes the watch's Receipts in the same
-	// transaction. ErrNotFound if there is no such watch.
+	// transaction. ErrNotFound if there is no such watch. With p.Claim it
+	// writes only if the receipt there is the one the attempt follows
+	// (ReceiptClaimable), and otherwise writes nothing and returns an
+	// error with code conflict (ErrClaimed).
 	ReceiptUpsert(ctx context.Context, p ReceiptUpsertParams) error
 	// ReceiptsResume runs once at start-up, before anything is sent: it
 	// turns every "sending" receipt into "unknown" (at p.Now) and returns
@@ -61,6 +64,36 @@ type ReceiptRecord struct {
 // ReceiptUpsertParams are the arguments of Store.ReceiptUpsert.
 type ReceiptUpsertParams struct {
 	ReceiptRecord
+	// Claim makes the write the start of a delivery attempt (the
+	// "sending" written before it goes out, or the final status written
+	// instead of sending): it is made only if the channel's receipt is
+	// still the one the attempt follows, which had Prior attempts (see
+	// ReceiptClaimable). Two attempts that follow the same receipt (two
+	// jobs of one delivery, on one daemon or on two replicas the watch's
+	// shard moved between) cannot both go out.
+	Claim bool
+	// Prior is how many attempts the receipt a claim follows had: 0 for
+	// a first attempt, which follows no receipt.
+	Prior int
+}
+
+// ErrClaimed is the error of a claim (ReceiptUpsertParams.Claim) that
+// found the receipt moved on: another attempt took the delivery over, and
+// the caller sends nothing.
+var ErrClaimed = &Error{Code: CodeConflict, Message: "another attempt took this delivery over"}
+
+// ReceiptClaimable reports whether an attempt that follows prior attempts
+// may start over the channel's receipt as stored (exists false: none):
+// with none, only a first attempt; over one, only if it had prior
+// attempts and is waiting for the next (retrying, or unknown for a
+// delivery that opted into retry_unknown). A receipt sending (another
+// attempt on its way) or final (delivered, undeliverable) is nobody's to
+// start again.
+func ReceiptClaimable(exists bool, status string, attempts, prior int) bool {
+	if !exists {
+		return prior == 0
+	}
+	return attempts == prior && (status == ReceiptRetrying || status == ReceiptUnknown)
 }
 
 // ReceiptsResumeParams are the arguments of Store.ReceiptsResume.

@@ -149,6 +149,16 @@ func (s *shards) arm(ctx context.Context) {
 // again unless retry_unknown), settled watches never handed to a channel
 // are delivered.
 func (s *shards) prime(ctx context.Context, shards []int) error {
+	// Deliveries first, as at a start (deliver.Dispatcher.Resume): the
+	// watches armed next may settle at once (overdue deadlines), and
+	// their deliveries are new jobs. (A job of the same delivery on both
+	// sides would still go out once: each attempt claims its receipt.)
+	err := s.disp.ResumeWith(ctx, func(ctx context.Context, p vigil.ReceiptsResumeParams) (vigil.ReceiptsResumeResult, error) {
+		return s.pg.ReceiptsResumeShards(ctx, p, shards)
+	})
+	if err != nil {
+		return err
+	}
 	rows, err := s.pg.WatchListPendingShards(ctx, shards)
 	if err != nil {
 		return err
@@ -159,12 +169,6 @@ func (s *shards) prime(ctx context.Context, shards []int) error {
 	// Folder watches hear of changes through the notifier, which they
 	// register with when probed: wake them soon, as at a start.
 	s.fs.adopt(rows, time.Now())
-	err = s.disp.ResumeWith(ctx, func(ctx context.Context, p vigil.ReceiptsResumeParams) (vigil.ReceiptsResumeResult, error) {
-		return s.pg.ReceiptsResumeShards(ctx, p, shards)
-	})
-	if err != nil {
-		return err
-	}
 	s.log.Debug("shards armed", "shards", shards, "watches", len(rows))
 	return nil
 }

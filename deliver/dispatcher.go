@@ -530,18 +530,21 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 	if rec.Status != "" {
 		rec.Attempts = j.attempts
 		rec.UpdatedAt = d.now()
-		d.record(ctx, log, j, rec)
-		d.finish(j)
+		if d.claim(ctx, log, j, rec) {
+			if d.cfg.ReceiptFunc != nil {
+				d.cfg.ReceiptFunc(rec.Channel, rec.Status)
+			}
+			d.finish(j)
+		}
 		return
 	}
 	// The receipt exists before anything leaves: a crash from here on
-	// reads back as unknown.
+	// reads back as unknown. It is claimed: written only over the receipt
+	// this attempt follows, so that no other job of the same delivery (on
+	// this daemon, or on the replica the watch's shard moved from or to)
+	// has sent or is sending it.
 	rec.Status, rec.UpdatedAt = vigil.ReceiptSending, d.now()
-	if err := d.cfg.Store.ReceiptUpsert(ctx, vigil.ReceiptUpsertParams{ReceiptRecord: rec}); err != nil {
-		if ctx.Err() == nil {
-			log.Error("recording receipt before sending", "err", err)
-		}
-		d.retryLater(j, storeRetry)
+	if !d.claim(ctx, log, j, rec) {
 		return
 	}
 	payload, _ := json.Marshal(NewPayload(w, j.messageID))
@@ -586,6 +589,30 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 		return
 	}
 	d.finish(j)
+}
+
+// claim writes rec, the receipt that starts j's attempt, if the receipt
+// stored is still the one j follows (vigil.ReceiptUpsertParams.Claim). When
+// another attempt took the delivery over it finishes j, which sends
+// nothing; when the store fails it tries j again later. It reports whether
+// rec was written.
+func (d *Dispatcher) claim(ctx context.Context, log *slog.Logger, j *job, rec vigil.ReceiptRecord) bool {
+	err := d.cfg.Store.ReceiptUpsert(ctx, vigil.ReceiptUpsertParams{ReceiptRecord: rec, Claim: true, Prior: j.attempts})
+	switch {
+	case err == nil:
+		return true
+	case vigil.ErrorCode(err) == vigil.CodeConflict:
+		log.Info("delivery taken over by another attempt: not sent again", "attempts", j.attempts)
+		d.finish(j)
+	case errors.Is(err, vigil.ErrNotFound):
+		d.finish(j)
+	default:
+		if ctx.Err() == nil {
+			log.Error("recording receipt before sending", "err", err)
+		}
+		d.retryLater(j, storeRetry)
+	}
+	return false
 }
 
 // record writes a receipt after an attempt; on failure the receipt stays

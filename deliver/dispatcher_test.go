@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -447,5 +448,69 @@ func TestResumeSecondChannel(t *testing.T) {
 			t.Errorf("Pending() = %d after the restart, want 0", n)
 		}
 		second.stop()
+	})
+}
+
+// TestResumeAfterDelivery: a delivery made while a resume reads the
+// receipts (a shard's new holder expires an overdue watch and delivers it
+// at once, while resuming the shard's deliveries) is not made again by the
+// resume, which found the watch owing it a first attempt.
+func TestResumeAfterDelivery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, func(int) (int, bool, bool) { return http.StatusOK, false, false }, nil)
+		w, m := settled(t, r.st, "a", hookOpts, vigil.StateExpired)
+		err := r.d.ResumeWith(t.Context(), func(ctx context.Context, p vigil.ReceiptsResumeParams) (vigil.ReceiptsResumeResult, error) {
+			res, err := r.st.ReceiptsResume(ctx, p)
+			if err == nil && len(res.Undispatched) != 1 {
+				t.Errorf("the resume found %+v, want the watch owing its webhook", res)
+			}
+			// Meanwhile the settlement's own delivery goes out, and
+			// lands.
+			r.d.Deliver(w, m)
+			synctest.Wait()
+			return res, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if n := len(r.rv.requests()); n != 1 {
+			t.Fatalf("the webhook was called %d times, want once", n)
+		}
+		if rc := r.receipt(t, "a", "webhook"); rc.Status != vigil.ReceiptDelivered || rc.Attempts != 1 {
+			t.Errorf("receipt = %+v, want delivered on attempt 1", rc)
+		}
+	})
+}
+
+// TestTwoDispatchersOneRetry: two dispatchers holding a job for the same
+// retry (the replica a watch's shard moved from still had it queued when
+// the shard came back, and the one it moved to resumed it) make the retry
+// once: the first to claim the receipt sends, the other sends nothing.
+func TestTwoDispatchersOneRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int32 // over both receivers
+		r := newRig(t, func(int) (int, bool, bool) {
+			if calls.Add(1) == 1 {
+				return http.StatusServiceUnavailable, false, false
+			}
+			return http.StatusOK, false, false
+		}, nil)
+		w, m := settled(t, r.st, "w1", hookOpts, vigil.StateFired)
+		r.d.Deliver(w, m)
+		synctest.Wait()
+		if got := r.receipt(t, "w1", "webhook"); got.Status != vigil.ReceiptRetrying || got.Attempts != 1 {
+			t.Fatalf("after the first 503: receipt = %+v, want retrying after 1 attempt", got)
+		}
+		// A second dispatcher on the same store resumes the retry too.
+		r2 := newRigOn(t, r)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := len(r.rv.requests()) + len(r2.rv.requests()); n != 2 || calls.Load() != 2 {
+			t.Fatalf("the webhook was called %d times, want twice (the failed attempt and one retry)", n)
+		}
+		if rc := r.receipt(t, "w1", "webhook"); rc.Status != vigil.ReceiptDelivered || rc.Attempts != 2 {
+			t.Errorf("receipt = %+v, want delivered on attempt 2", rc)
+		}
 	})
 }

@@ -30,6 +30,12 @@ func (s *Store) ReceiptUpsert(_ context.Context, p vigil.ReceiptUpsertParams) er
 		s.rcpt = map[string]map[string]vigil.ReceiptRecord{}
 	}
 	byCh := s.rcpt[r.WatchID]
+	if p.Claim {
+		old, exists := byCh[r.Channel]
+		if !vigil.ReceiptClaimable(exists, old.Status, old.Attempts, p.Prior) {
+			return vigil.ErrClaimed
+		}
+	}
 	if byCh == nil {
 		byCh = map[string]vigil.ReceiptRecord{}
 		s.rcpt[r.WatchID] = byCh

@@ -36,6 +36,20 @@ func (s *Store) ReceiptUpsert(ctx context.Context, p vigil.ReceiptUpsertParams) 
 		if err != nil {
 			return err
 		}
+		if p.Claim {
+			// The watch's row is locked: every writer of its receipts
+			// waits here, and reads what the one before committed.
+			var status string
+			var attempts int
+			err := tx.QueryRow(ctx, `SELECT status, attempts FROM receipts WHERE watch_id = $1 AND channel = $2`,
+				r.WatchID, r.Channel).Scan(&status, &attempts)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			if !vigil.ReceiptClaimable(err == nil, status, attempts, p.Prior) {
+				return vigil.ErrClaimed
+			}
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO receipts
 			(watch_id, channel, message_id, status, attempts, detail, next_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)

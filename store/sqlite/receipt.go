@@ -30,6 +30,18 @@ func (s *Store) ReceiptUpsert(ctx context.Context, p vigil.ReceiptUpsertParams) 
 		if err != nil {
 			return wrap("write receipt", err)
 		}
+		if p.Claim {
+			var status string
+			var attempts int
+			err := t.conn.QueryRowContext(bg, `SELECT status, attempts FROM receipts WHERE watch_id = ? AND channel = ?`,
+				r.WatchID, r.Channel).Scan(&status, &attempts)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return wrap("write receipt", err)
+			}
+			if !vigil.ReceiptClaimable(err == nil, status, attempts, p.Prior) {
+				return vigil.ErrClaimed
+			}
+		}
 		if _, err := t.conn.ExecContext(bg, `INSERT INTO receipts
 			(watch_id, channel, message_id, status, attempts, detail, next_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)

@@ -21,6 +21,86 @@ func upsert(t *testing.T, s vigil.Store, r vigil.ReceiptRecord) {
 	}
 }
 
+// testReceiptClaim: a claimed write (the start of an attempt) is made only
+// over the receipt the attempt follows: none for a first attempt, one
+// retrying or unknown with as many attempts as it follows; over anything
+// else (another attempt sending, a delivery done) it writes nothing and
+// says conflict.
+func testReceiptClaim(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	w := create(t, s, httpWatch("w1", "r", 1, base))
+	settleAll(t, s, settle(w, vigil.StateFired, "m1", base))
+	at := base.Add(time.Second)
+	rec := func(channel, status string, attempts int) vigil.ReceiptRecord {
+		return vigil.ReceiptRecord{WatchID: "w1", MessageID: "m1", Receipt: vigil.Receipt{Channel: channel, Status: status, Attempts: attempts, UpdatedAt: at}}
+	}
+	claim := func(r vigil.ReceiptRecord, prior int) error {
+		return s.ReceiptUpsert(t.Context(), vigil.ReceiptUpsertParams{ReceiptRecord: r, Claim: true, Prior: prior})
+	}
+	stored := func(channel string) vigil.Receipt {
+		t.Helper()
+		for _, r := range get(t, s, "w1").Receipts {
+			if r.Channel == channel {
+				return r
+			}
+		}
+		return vigil.Receipt{}
+	}
+	for _, c := range []struct {
+		what    string
+		r       vigil.ReceiptRecord
+		prior   int
+		ok      bool
+		after   string // the webhook receipt's status after it
+		attempt int
+	}{
+		{"a first attempt that follows an attempt", rec("webhook", vigil.ReceiptSending, 2), 1, false, "", 0},
+		{"a first attempt", rec("webhook", vigil.ReceiptSending, 1), 0, true, vigil.ReceiptSending, 1},
+		{"a second first attempt, the first on its way", rec("webhook", vigil.ReceiptSending, 1), 0, false, vigil.ReceiptSending, 1},
+	} {
+		err := claim(c.r, c.prior)
+		if c.ok && err != nil || !c.ok && vigil.ErrorCode(err) != vigil.CodeConflict {
+			t.Fatalf("%s: ReceiptUpsert error = %v, want ok %v (or conflict)", c.what, err, c.ok)
+		}
+		if got := stored("webhook"); got.Status != c.after || got.Attempts != c.attempt {
+			t.Fatalf("after %s the receipt is %+v, want %s after %d attempts", c.what, got, c.after, c.attempt)
+		}
+	}
+	// The attempt fails; the next one follows it, once.
+	upsert(t, s, rec("webhook", vigil.ReceiptRetrying, 1))
+	if err := claim(rec("webhook", vigil.ReceiptSending, 2), 0); vigil.ErrorCode(err) != vigil.CodeConflict {
+		t.Fatalf("a first attempt over a retrying receipt: error = %v, want conflict", err)
+	}
+	if err := claim(rec("webhook", vigil.ReceiptSending, 2), 1); err != nil {
+		t.Fatalf("the second attempt: %v", err)
+	}
+	if err := claim(rec("webhook", vigil.ReceiptSending, 2), 1); vigil.ErrorCode(err) != vigil.CodeConflict {
+		t.Fatalf("the second attempt again: error = %v, want conflict", err)
+	}
+	// It lands: nothing starts again, whatever it follows.
+	upsert(t, s, rec("webhook", vigil.ReceiptDelivered, 2))
+	for prior := range 4 {
+		if err := claim(rec("webhook", vigil.ReceiptUndeliverable, prior), prior); vigil.ErrorCode(err) != vigil.CodeConflict {
+			t.Fatalf("an attempt after %d over a delivered receipt: error = %v, want conflict", prior, err)
+		}
+	}
+	if got := stored("webhook"); got.Status != vigil.ReceiptDelivered || got.Attempts != 2 {
+		t.Fatalf("the delivered receipt became %+v", got)
+	}
+	// An unknown receipt (a crash mid-send) is claimed by the attempt that
+	// follows it, as retry_unknown asks.
+	upsert(t, s, rec("command", vigil.ReceiptUnknown, 3))
+	if err := claim(rec("command", vigil.ReceiptSending, 4), 3); err != nil {
+		t.Fatalf("an attempt after an unknown receipt: %v", err)
+	}
+	if vigil.ReceiptClaimable(true, vigil.ReceiptSending, 4, 4) {
+		t.Fatalf("ReceiptClaimable holds a sending receipt claimable")
+	}
+	err := s.ReceiptUpsert(t.Context(), vigil.ReceiptUpsertParams{ReceiptRecord: vigil.ReceiptRecord{WatchID: "missing", MessageID: "m",
+		Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptSending, Attempts: 1, UpdatedAt: at}}, Claim: true})
+	wantCode(t, "ReceiptUpsert(missing watch, claimed)", err, vigil.CodeNotFound)
+}
+
 // testReceipts: a receipt is written per (watch, channel), replaced by the
 // next write, and comes back with the watch from get, get-many and list.
 func testReceipts(t *testing.T, newStore NewStoreFunc) {

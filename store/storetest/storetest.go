@@ -69,6 +69,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"Prune", testPrune},
 		{"Close", testClose},
 		{"Receipts", testReceipts},
+		{"ReceiptClaim", testReceiptClaim},
 		{"ReceiptsResume", testReceiptsResume},
 		{"ReceiptsResumePartial", testReceiptsResumePartial},
 		{"Tokens", testTokens},

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/vigil-run/vigil"
@@ -40,6 +41,9 @@ func (s *prober) prime(ctx context.Context) error {
 // inside their interval, overdue deadlines expired at once. Those the
 // scheduler holds already are left as they are.
 func (s *prober) adopt(ctx context.Context, rows []vigil.ScheduleEntry) error {
+	// A shard lost while its rows were read is the new holder's.
+	// (A copy: the caller's rows stay as they were.)
+	rows = slices.DeleteFunc(slices.Clone(rows), func(r vigil.ScheduleEntry) bool { return !s.holds(r.ID) })
 	now := s.now()
 	entries, overdue, err := s.load(ctx, rows, now)
 	if err != nil {

@@ -85,6 +85,15 @@ var _ scheduler.Prober = (*prober)(nil)
 // Probe implements scheduler.Prober: it probes e's watch and acts on the
 // answer, in a turn of the watch's recipient (see scheduler.Run).
 func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, turn func(recipient string) bool) {
+	if !s.holds(e.ID()) {
+		// Its shard moved to another replica after it was armed here (a
+		// shard lost while it was being primed, or between a holds check
+		// and the scheduler's lock): the holder probes it, and nothing of
+		// it runs here, a run watch's program above all.
+		s.sched.Drop(e)
+		e.Observer().Finish(nil)
+		return
+	}
 	log := s.log.With("watch_id", e.ID())
 	w, err := s.cfg.Store.WatchGet(ctx, e.ID())
 	if errors.Is(err, vigil.ErrNotFound) {

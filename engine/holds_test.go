@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/engine"
-	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/store/memstore"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/watchertest"
@@ -27,13 +25,12 @@ func TestNothingRunsForAShardLost(t *testing.T) {
 	fake := watchertest.NeverSettles(vigil.KindHTTP)
 	var held atomic.Bool
 	held.Store(true)
-	clock := func() time.Time { return now }
-	sched := scheduler.New(scheduler.Config{NowFunc: clock})
-	e := engine.New(engine.Config{Store: st, Watchers: watcher.NewRegistry(fake), Scheduler: sched, NowFunc: clock,
+	r := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(fake), NowFunc: func() time.Time { return now },
 		HoldsFunc: func(string) bool { return held.Load() }})
-	if err := e.Prime(ctx); err != nil {
+	if err := r.Prime(ctx); err != nil {
 		t.Fatal(err)
 	}
+	e, sched := r.eng, r.Scheduler
 	w := newWatch("w1", 30*time.Second, now)
 	create(t, st, w)
 	e.Arm(w, nil)

@@ -21,6 +21,9 @@ type schedConfig struct {
 	JitterFunc func(time.Duration) time.Duration
 	// EventFunc hears every event the probes publish, as they publish it.
 	EventFunc func(vigil.Event)
+	// HoldsFunc says which watches this engine schedules (a replica's
+	// shards; see engine.Config).
+	HoldsFunc func(id string) bool
 }
 
 // schedRig is a scheduler with the engine as its prober, driven the way
@@ -34,7 +37,7 @@ type schedRig struct {
 func newSched(cfg schedConfig) *schedRig {
 	s := scheduler.New(scheduler.Config{NowFunc: cfg.NowFunc, Workers: cfg.Workers})
 	e := engine.New(engine.Config{Store: cfg.Store, Watchers: cfg.Watchers, Scheduler: s, NowFunc: cfg.NowFunc,
-		JitterFunc: cfg.JitterFunc})
+		JitterFunc: cfg.JitterFunc, HoldsFunc: cfg.HoldsFunc})
 	if cfg.EventFunc != nil {
 		e.HookEvents(cfg.EventFunc)
 	}

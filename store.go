@@ -166,7 +166,21 @@ type WatchObserveParams struct {
 	// watch's change is recorded with its new baseline, so a crash can
 	// neither lose nor repeat it. The store sets its Seq.
 	Message *Message
+	// Baseline is, with Message, the observation the change was found
+	// against: the watch's last observation as the probe read it (nil: it
+	// had none). The write is made only if the stored last observation is
+	// still that one (Observation.IsBaseline); otherwise nothing is written
+	// and the error is ErrBaselineMoved. Another probe recorded a change
+	// between this one's read and its write (a replica that held the
+	// watch's shard meanwhile), and the same change is not reported twice.
+	Baseline *Observation
 }
+
+// ErrBaselineMoved is the error of a standing watch's change
+// (WatchObserveParams.Baseline) found against a baseline that is no longer
+// the stored one: another probe recorded a change first, and the next
+// probe compares against that one.
+var ErrBaselineMoved = &Error{Code: CodeConflict, Message: "the watch's baseline changed while it was probed: another probe recorded the change"}
 
 // WatchSettleParams settles one watch.
 type WatchSettleParams struct {

@@ -120,6 +120,17 @@ func (o *Observation) Same(p *Observation) bool {
 	return err1 == nil && err2 == nil && bytes.Equal(a, b)
 }
 
+// IsBaseline reports whether o, a watch's stored last observation, is still
+// baseline, the one a probe read before it found a change: both none, or
+// both made at the same instant (each write of a standing watch's baseline
+// is a probe's own observation, stamped with the time of that probe).
+func (o *Observation) IsBaseline(baseline *Observation) bool {
+	if o == nil || baseline == nil {
+		return o == baseline
+	}
+	return o.At.Equal(baseline.At)
+}
+
 // Outcome is how a watch settled: the state, the one sentence, and the frozen
 // observation it was built from.
 type Outcome struct {

@@ -263,8 +263,9 @@ func wrongKind(err error, now time.Time) vigil.Observation {
 // watch writes only when its observation differs from the last one. A
 // standing watch's change (a satisfied answer) is written with its
 // "changed" message in one transaction, the new observation becoming the
-// baseline; its unavailable answers are never written, so the baseline is
-// always the last real observation.
+// baseline, and only over the baseline the probe compared against; its
+// unavailable answers are never written, so the baseline is always the
+// last real observation.
 func (s *prober) record(ctx context.Context, wt watcher.Watcher, e *scheduler.Entry, w *vigil.Watch, obs *vigil.Observation, polls int, now time.Time) (gone bool) {
 	p := vigil.WatchObserveParams{ID: w.ID, Observation: obs, Polls: polls, Errors: w.Errors, ConsecutiveErrors: w.ConsecutiveErrors, CheckedAt: w.CheckedAt}
 	switch {
@@ -275,11 +276,18 @@ func (s *prober) record(ctx context.Context, wt watcher.Watcher, e *scheduler.En
 		typ, text := standingMessage(wt, w, obs)
 		p.Message = &vigil.Message{ID: s.cfg.NewIDFunc(), Recipient: w.Recipient, WatchID: w.ID, Type: typ,
 			Text: text, Data: data, CreatedAt: now}
+		p.Baseline = w.LastObservation
 	case obs.Same(w.LastObservation):
 		return false
 	}
 	ok, err := s.cfg.Store.WatchObserve(ctx, p)
 	switch {
+	case errors.Is(err, vigil.ErrBaselineMoved):
+		// Another probe reported this change first (a replica that held
+		// the shard while this probe ran): nothing is written, and the
+		// next probe compares against the baseline it wrote.
+		s.log.Info("a change found against an old baseline was not reported again", "watch_id", w.ID)
+		return false
 	case err != nil:
 		if ctx.Err() == nil {
 			s.log.Error("recording observation", "watch_id", w.ID, "err", err)

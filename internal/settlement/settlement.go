@@ -106,6 +106,21 @@ func Cancel(store string, p vigil.WatchCancelParams) (Prepared, error) {
 	return out, nil
 }
 
+// BaselineHolds reports whether a watch's stored last observation, its
+// column's text (nil: NULL), is still baseline: the check of a standing
+// watch's change (vigil.WatchObserveParams.Baseline). A column that cannot
+// be read is not the baseline.
+func BaselineHolds(stored *string, baseline *vigil.Observation) bool {
+	var o *vigil.Observation
+	if stored != nil && *stored != "null" {
+		o = new(vigil.Observation)
+		if err := json.Unmarshal([]byte(*stored), o); err != nil {
+			return false
+		}
+	}
+	return o.IsBaseline(baseline)
+}
+
 func text(b []byte) *string {
 	s := string(b)
 	return &s

@@ -345,6 +345,9 @@ func (s *Store) WatchObserve(_ context.Context, p vigil.WatchObserveParams) (boo
 	if !ok || w.State != vigil.StatePending {
 		return false, nil
 	}
+	if p.Message != nil && !w.LastObservation.IsBaseline(p.Baseline) {
+		return false, vigil.ErrBaselineMoved
+	}
 	w.LastObservation = msObs(cloneObs(p.Observation))
 	w.Polls = p.Polls
 	setCounts(w, p.Errors, p.ConsecutiveErrors, p.CheckedAt)

@@ -322,6 +322,22 @@ func (s *Store) WatchObserve(ctx context.Context, p vigil.WatchObserveParams) (b
 		if ok, err := s.fenceIDs(ctx, tx, []string{p.ID}); err != nil || len(ok) == 0 {
 			return err // fenced: another replica holds its shard now
 		}
+		if msg != nil {
+			var (
+				state  string
+				stored *string
+			)
+			switch err := tx.QueryRow(ctx, `SELECT state, last_observation FROM watches WHERE id = $1 FOR UPDATE`, p.ID).Scan(&state, &stored); {
+			case errors.Is(err, pgx.ErrNoRows):
+				return nil
+			case err != nil:
+				return err
+			case state != string(vigil.StatePending):
+				return nil
+			case !settlement.BaselineHolds(stored, p.Baseline):
+				return vigil.ErrBaselineMoved
+			}
+		}
 		tag, err := tx.Exec(ctx, `UPDATE watches SET last_observation = $1, polls = $2, errors = $3, consecutive_errors = $4,
 			checked_at = coalesce($5, checked_at) WHERE id = $6 AND state = 'pending'`,
 			obs, p.Polls, nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt), p.ID)

@@ -35,6 +35,7 @@ type writeStmts struct {
 
 	watchInsert, watchByID, watchIDByIdentity, watchHead, watchesPending *sql.Stmt
 	watchSettle, watchCancel, watchObserve, watchDelete, watchDeliverSet *sql.Stmt
+	watchBaseline                                                        *sql.Stmt
 	counts, recipientClose                                               *sql.Stmt
 	ledgerGet, ledgerPut                                                 *sql.Stmt
 	// WatchCreateMany's: each takes a JSON array.
@@ -103,6 +104,7 @@ func (s *writeStmts) defs() []stmtDef {
 		{&s.watchObserve, `UPDATE watches SET last_observation = ?, polls = ?,
 			errors = ?, consecutive_errors = ?, checked_at = coalesce(?, checked_at)
 			WHERE id = ? AND state = 'pending'`},
+		{&s.watchBaseline, `SELECT state, last_observation FROM watches WHERE id = ?`},
 		{&s.watchDelete, `DELETE FROM watches WHERE id = ?`},
 		{&s.watchDeliverSet, `UPDATE watches SET deliver = ? WHERE id = ?`},
 

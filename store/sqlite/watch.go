@@ -557,6 +557,23 @@ func (s *Store) WatchObserve(ctx context.Context, p vigil.WatchObserveParams) (b
 	var won bool
 	var seq int64
 	err := s.w.do(ctx, func(t *wtx) error {
+		won = false
+		if msg != nil {
+			var (
+				state  string
+				stored *string
+			)
+			switch err := t.queryRow(t.watchBaseline, p.ID).Scan(&state, &stored); {
+			case errors.Is(err, sql.ErrNoRows):
+				return nil
+			case err != nil:
+				return wrap("observe watch "+p.ID+": read its baseline", err)
+			case state != string(vigil.StatePending):
+				return nil
+			case !settlement.BaselineHolds(stored, p.Baseline):
+				return vigil.ErrBaselineMoved
+			}
+		}
 		res, err := t.exec(t.watchObserve, obs, p.Polls, nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt), p.ID)
 		if err != nil {
 			return wrap("observe watch "+p.ID, err)

@@ -7,6 +7,7 @@ package storetest
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -893,29 +894,58 @@ func testObserve(t *testing.T, newStore NewStoreFunc) {
 }
 
 // testObserveWithMessage: a standing watch's change and its new baseline
-// commit together; many changes each leave one message.
+// commit together; many changes each leave one message; a change found
+// against a baseline that is no longer the stored one (another probe
+// recorded a change first) writes nothing and says so.
 func testObserveWithMessage(t *testing.T, newStore NewStoreFunc) {
 	s, reopen := newStore(t)
 	ctx := t.Context()
 	w := httpWatch("w1", "r", 1, base)
 	w.Standing, w.Deadline = true, time.Time{}
 	create(t, s, w)
+	var prior *vigil.Observation
 	for i := range 3 {
 		obs := &vigil.Observation{Verdict: vigil.VerdictSatisfied, At: base.Add(time.Duration(i) * time.Minute), Summary: fmt.Sprintf("title is v%d", i)}
 		m := message(fmt.Sprintf("c%d", i), "r", "w1", vigil.MessageChanged, obs.At)
-		if ok, err := s.WatchObserve(ctx, vigil.WatchObserveParams{ID: "w1", Observation: obs, Polls: i + 1, Message: m}); err != nil || !ok {
+		if ok, err := s.WatchObserve(ctx, vigil.WatchObserveParams{ID: "w1", Observation: obs, Polls: i + 1, Message: m, Baseline: prior}); err != nil || !ok {
 			t.Fatalf("WatchObserve with a change message = %v, %v", ok, err)
 		}
 		if m.Seq == 0 {
 			t.Errorf("WatchObserve did not set the change message's Seq")
 		}
+		// As a probe reads it back: the stored baseline, not the caller's.
+		prior = get(t, s, "w1").LastObservation
 	}
 	s = reopen()
 	if diff := gocmp.Diff([]string{"c0", "c1", "c2"}, messageIDs(mailbox(t, s, "r"))); diff != "" {
 		t.Errorf("change messages (-want +got):\n%s", diff)
 	}
-	if got := get(t, s, "w1"); got.LastObservation == nil || got.LastObservation.Summary != "title is v2" || got.State != vigil.StatePending {
+	got := get(t, s, "w1")
+	if got.LastObservation == nil || got.LastObservation.Summary != "title is v2" || got.State != vigil.StatePending {
 		t.Errorf("after three changes: state %s, last %+v; want pending with the newest baseline", got.State, got.LastObservation)
+	}
+	// Two probes read the baseline v2; the first records its change, the
+	// second's, found against v2 too (or against none), is refused whole.
+	v2 := got.LastObservation
+	first := &vigil.Observation{Verdict: vigil.VerdictSatisfied, At: base.Add(10 * time.Minute), Summary: "title is v3"}
+	if ok, err := s.WatchObserve(ctx, vigil.WatchObserveParams{ID: "w1", Observation: first, Polls: 4,
+		Message: message("c3", "r", "w1", vigil.MessageChanged, first.At), Baseline: v2}); err != nil || !ok {
+		t.Fatalf("WatchObserve over the stored baseline = %v, %v; want true", ok, err)
+	}
+	second := &vigil.Observation{Verdict: vigil.VerdictSatisfied, At: base.Add(11 * time.Minute), Summary: "title is v3, again"}
+	for _, stale := range []*vigil.Observation{v2, nil} {
+		ok, err := s.WatchObserve(ctx, vigil.WatchObserveParams{ID: "w1", Observation: second, Polls: 5,
+			Message: message("c3-again", "r", "w1", vigil.MessageChanged, second.At), Baseline: stale})
+		if ok || !errors.Is(err, vigil.ErrBaselineMoved) {
+			t.Errorf("WatchObserve over baseline %+v after another change = %v, %v; want false, ErrBaselineMoved", stale, ok, err)
+		}
+	}
+	s = reopen()
+	if diff := gocmp.Diff([]string{"c0", "c1", "c2", "c3"}, messageIDs(mailbox(t, s, "r"))); diff != "" {
+		t.Errorf("change messages after a refused one (-want +got):\n%s", diff)
+	}
+	if got := get(t, s, "w1"); got.LastObservation == nil || got.LastObservation.Summary != "title is v3" || got.Polls != 4 {
+		t.Errorf("after a refused change: last %+v, polls %d; want the first change's baseline and counts", got.LastObservation, got.Polls)
 	}
 }
 

@@ -166,14 +166,17 @@ type WatchObserveParams struct {
 	// watch's change is recorded with its new baseline, so a crash can
 	// neither lose nor repeat it. The store sets its Seq.
 	Message *Message
-	// Baseline is, with Message, the observation the change was found
-	// against: the watch's last observation as the probe read it (nil: it
-	// had none). The write is made only if the stored last observation is
-	// still that one (Observation.IsBaseline); otherwise nothing is written
-	// and the error is ErrBaselineMoved. Another probe recorded a change
-	// between this one's read and its write (a replica that held the
+	// Baseline is, with Message or CheckBaseline, the observation this
+	// write follows: the watch's last observation as the caller read it
+	// (nil: it had none). The write is made only if the stored last
+	// observation is still that one (Observation.IsBaseline); otherwise
+	// nothing is written and the error is ErrBaselineMoved. Another probe
+	// wrote between this one's read and its write (a replica that held the
 	// watch's shard meanwhile), and the same change is not reported twice.
 	Baseline *Observation
+	// CheckBaseline checks Baseline for a write without a Message: a run
+	// watch's start, recorded before its program starts.
+	CheckBaseline bool
 }
 
 // ErrBaselineMoved is the error of a standing watch's change

@@ -47,6 +47,7 @@ import (
 	"github.com/vigil-run/vigil/store/postgres"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/kinds"
+	"github.com/vigil-run/vigil/watcher/run"
 	"github.com/vigil-run/vigil/web"
 )
 
@@ -193,6 +194,12 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	// share each token's cache, coalescing and rate-limit state), and the
 	// scheduler's Poke for the watchers that learn of a change (a run that
 	// ends pokes its watch).
+	// With replicas a run's start is recorded, fenced, with the replica
+	// that makes it (startIn).
+	runReplica := ""
+	if pg != nil {
+		runReplica = replica
+	}
 	reg := watcher.Build(kinds.Builtin(), watcher.Deps{
 		DenyPrivate: cfg.DenyPrivate,
 		Roots:       cfg.Roots,
@@ -203,7 +210,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		Notifier:    fs.n,
 		Forges:      forges,
 		PokeFunc:    sched.Poke,
-		PendingFunc: pendingIn(st),
+		StartFunc:   run.StoreStart(st, pg != nil),
+		Replica:     runReplica,
 	})
 
 	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, kinds: reg.Kinds(), primed: make(chan struct{}),
@@ -514,21 +522,6 @@ func registerRate(n int) float64 {
 		return -1
 	}
 	return float64(n)
-}
-
-// pendingIn reports from st whether a watch is still pending: a watch that
-// is gone is not.
-func pendingIn(st vigil.Store) func(context.Context, string) (bool, error) {
-	return func(ctx context.Context, id string) (bool, error) {
-		w, err := st.WatchGet(ctx, id)
-		if errors.Is(err, vigil.ErrNotFound) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		return w.State == vigil.StatePending, nil
-	}
 }
 
 // allowedHosts are the host names a request's Host may name besides the

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/forge"
 	"github.com/vigil-run/vigil/watcher/fsevent"
 )
@@ -39,9 +40,12 @@ type Deps struct {
 	// PokeFunc makes a watch due now (the scheduler's Poke), for a kind
 	// that learns of a change between its checks; nil tells nobody.
 	PokeFunc func(id string)
-	// PendingFunc reports whether a watch is still pending (the daemon
-	// reads the store); nil asks nobody.
-	PendingFunc func(ctx context.Context, id string) (bool, error)
+	// StartFunc is asked just before a run watch's program starts (see
+	// run.Config.StartFunc); nil asks nobody.
+	StartFunc func(ctx context.Context, id string, last, starting *vigil.Observation) (bool, error)
+	// Replica is this daemon's replica id on a store with replicas, ""
+	// on one daemon.
+	Replica string
 }
 
 // Runner is a watcher with work of its own in the background (the run

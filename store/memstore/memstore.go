@@ -345,7 +345,7 @@ func (s *Store) WatchObserve(_ context.Context, p vigil.WatchObserveParams) (boo
 	if !ok || w.State != vigil.StatePending {
 		return false, nil
 	}
-	if p.Message != nil && !w.LastObservation.IsBaseline(p.Baseline) {
+	if (p.Message != nil || p.CheckBaseline) && !w.LastObservation.IsBaseline(p.Baseline) {
 		return false, vigil.ErrBaselineMoved
 	}
 	w.LastObservation = msObs(cloneObs(p.Observation))

@@ -322,7 +322,7 @@ func (s *Store) WatchObserve(ctx context.Context, p vigil.WatchObserveParams) (b
 		if ok, err := s.fenceIDs(ctx, tx, []string{p.ID}); err != nil || len(ok) == 0 {
 			return err // fenced: another replica holds its shard now
 		}
-		if msg != nil {
+		if msg != nil || p.CheckBaseline {
 			var (
 				state  string
 				stored *string

@@ -558,7 +558,7 @@ func (s *Store) WatchObserve(ctx context.Context, p vigil.WatchObserveParams) (b
 	var seq int64
 	err := s.w.do(ctx, func(t *wtx) error {
 		won = false
-		if msg != nil {
+		if msg != nil || p.CheckBaseline {
 			var (
 				state  string
 				stored *string

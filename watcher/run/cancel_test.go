@@ -67,21 +67,6 @@ func TestCancelBeforeStart(t *testing.T) {
 	}
 }
 
-// pendingIn reports from st whether a watch is still pending, as the
-// daemon wires run.Config.PendingFunc.
-func pendingIn(st vigil.Store) func(context.Context, string) (bool, error) {
-	return func(ctx context.Context, id string) (bool, error) {
-		w, err := st.WatchGet(ctx, id)
-		if errors.Is(err, vigil.ErrNotFound) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		return w.State == vigil.StatePending, nil
-	}
-}
-
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {

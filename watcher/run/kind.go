@@ -62,9 +62,9 @@ process group is terminated. The daemon must be started with --allow-exec.`,
 func (*Watcher) Descriptor() watcher.Descriptor { return Descriptor() }
 
 // fromDeps builds the watcher the daemon registers, with the daemon's
-// allow_exec, <data_dir>/run, its logger, and the scheduler's Poke and the
-// store's pending check.
+// allow_exec, <data_dir>/run, its logger and replica id, and the
+// scheduler's Poke and the store's check before a start.
 func fromDeps(d watcher.Deps) watcher.Watcher {
 	return New(Config{AllowExec: d.AllowExec, Dir: filepath.Join(d.DataDir, DirName), Logger: d.Logger,
-		PokeFunc: d.PokeFunc, PendingFunc: d.PendingFunc})
+		PokeFunc: d.PokeFunc, StartFunc: d.StartFunc, Replica: d.Replica})
 }

@@ -57,8 +57,11 @@
 // or its holder stopped) is not started again there: the new holder's
 // first probe finds no pid file although the watch recorded its run as
 // started, and settles it errored (the program goes on, unobserved, where
-// it started). A run that had not started, or whose start was not yet
-// recorded when the shard moved, starts on the new holder.
+// it started). The start is recorded (Starting) before the program starts,
+// fenced on the replica's lease and only over the observation the probe
+// read (Config.StartFunc), so two replicas never both start a run: one
+// that could not record its start starts nothing. A run that had not
+// started when the shard moved starts on the new holder.
 //
 // # Files left behind
 //
@@ -70,6 +73,7 @@ package run
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -126,13 +130,27 @@ type Config struct {
 	PokeFunc func(id string)
 	// Retention is how long status files are kept (default DefaultRetention).
 	Retention time.Duration
-	// PendingFunc reports whether a watch is still pending; the daemon
-	// reads the store. A first probe asks it once the start is registered
-	// (so that Stop finds it) and before anything is made, so that a watch
-	// cancelled after the scheduler read it as pending never starts its
-	// program: a cancel committed before the question is answered here,
-	// one committed after it finds the start registered. Nil asks nobody.
-	PendingFunc func(ctx context.Context, id string) (bool, error)
+	// StartFunc is asked just before a first probe starts the program,
+	// once the start is registered (so that Stop finds it) and before
+	// anything is made, and reports whether the program may start. last
+	// is the watch's last observation as the probe read it, starting the
+	// observation that records the start (Starting). The daemon answers
+	// false for a watch no longer pending, so that a watch cancelled after
+	// the scheduler read it as pending never starts its program (a cancel
+	// committed before the question is answered here, one committed after
+	// it finds the start registered). On a store with replicas it first
+	// records starting, fenced on this replica's lease and only over last
+	// (vigil.WatchObserveParams.CheckBaseline), and answers false if it
+	// could not: a replica that takes the watch's shard afterwards finds
+	// the run started and does not start it again, and one that held the
+	// shard meanwhile and recorded its own start leaves nothing to start
+	// here. Nil asks nobody.
+	StartFunc func(ctx context.Context, id string, last, starting *vigil.Observation) (bool, error)
+	// Replica is this daemon's replica id on a store with replicas ("" on
+	// one daemon). It is a fact of the start's record (Starting), so that a
+	// start this replica recorded but never made (it failed before its pid
+	// file) is tried again here, not taken for another replica's.
+	Replica string
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -320,10 +338,10 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 		if p.Final {
 			return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "never started"}, nil
 		}
-		if startedElsewhere(p.Last) {
+		if w.startedElsewhere(p.Last) {
 			return vigil.Observation{}, watcher.Permanent(errStartedElsewhere)
 		}
-		return w.start(ctx, p.WatchID, c, p.ChainDepth)
+		return w.start(ctx, p, c)
 	case err != nil:
 		return vigil.Observation{}, err
 	}
@@ -370,9 +388,53 @@ var errStartedElsewhere = errors.New("the run was started by another daemon (the
 // answers pending before its deadline. With no pid file here, the run
 // belongs to another run directory: a replica of a PostgreSQL store that
 // held the watch's shard before it moved to this one. Starting it again
-// would run the program twice.
-func startedElsewhere(last *vigil.Observation) bool {
-	return last != nil && last.Verdict == vigil.VerdictPending
+// would run the program twice. A start this replica recorded itself
+// (Starting) and never made, as there is no pid file, is not another's.
+func (w *Watcher) startedElsewhere(last *vigil.Observation) bool {
+	if last == nil || last.Verdict != vigil.VerdictPending {
+		return false
+	}
+	by, _ := last.Facts[factReplica].(string)
+	return w.cfg.Replica == "" || by != w.cfg.Replica
+}
+
+// factReplica is the fact of a start's record (Starting) that names the
+// replica that recorded it.
+const factReplica = "starting_on"
+
+// Starting is the observation that records, before the program starts,
+// that replica is starting the run (see Config.StartFunc).
+func Starting(replica string, at time.Time) vigil.Observation {
+	return vigil.Observation{Verdict: vigil.VerdictPending, At: at, Summary: "starting on replica " + cmp.Or(replica, "(one daemon)"),
+		Facts: map[string]any{factReplica: replica}}
+}
+
+// StoreStart answers Config.StartFunc from st, as the daemon does: a watch
+// that is gone or no longer pending may not start. With replicas the start
+// is recorded first, fenced on this replica's lease (the store's fence)
+// and only over the observation the probe read, and a start that could not
+// be recorded does not happen: the watch's shard moved (the fence refused
+// the write), or a replica that held it meanwhile recorded its own start
+// (vigil.ErrBaselineMoved).
+func StoreStart(st vigil.Store, replicas bool) func(context.Context, string, *vigil.Observation, *vigil.Observation) (bool, error) {
+	return func(ctx context.Context, id string, last, starting *vigil.Observation) (bool, error) {
+		w, err := st.WatchGet(ctx, id)
+		if errors.Is(err, vigil.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil || w.State != vigil.StatePending {
+			return false, err
+		}
+		if !replicas {
+			return true, nil
+		}
+		ok, err := st.WatchObserve(ctx, vigil.WatchObserveParams{ID: id, Observation: starting, Polls: w.Polls,
+			Errors: w.Errors, ConsecutiveErrors: w.ConsecutiveErrors, Baseline: last, CheckBaseline: true})
+		if errors.Is(err, vigil.ErrBaselineMoved) {
+			return false, nil
+		}
+		return ok, err
+	}
 }
 
 // answer turns a status into an observation.
@@ -446,7 +508,8 @@ type job struct {
 // start makes the pid file (at most one start per watch, ever) and starts
 // the supervisor, waiting until it has taken the lock and started the
 // program.
-func (w *Watcher) start(ctx context.Context, id string, c *canonical, depth int) (vigil.Observation, error) {
+func (w *Watcher) start(ctx context.Context, p watcher.Probe, c *canonical) (vigil.Observation, error) {
+	id, depth := p.WatchID, p.ChainDepth
 	prog := c.Program
 	env := make(map[string]string, len(prog.Env)+1)
 	for k, v := range prog.Env {
@@ -475,13 +538,14 @@ func (w *Watcher) start(ctx context.Context, id string, c *canonical, depth int)
 			_, _ = w.terminate(id)
 		}
 	}()
-	if w.cfg.PendingFunc != nil {
-		pending, err := w.cfg.PendingFunc(ctx, id)
+	if w.cfg.StartFunc != nil {
+		starting := Starting(w.cfg.Replica, p.Now)
+		ok, err := w.cfg.StartFunc(ctx, id, p.Last, &starting)
 		if err != nil {
-			return vigil.Observation{}, fmt.Errorf("checking the watch is still pending: %w", err)
+			return vigil.Observation{}, fmt.Errorf("checking the watch may start: %w", err)
 		}
-		if !pending {
-			return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "not started: the watch is no longer pending"}, nil
+		if !ok {
+			return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "not started: the watch is no longer pending here"}, nil
 		}
 	}
 	f, err := os.OpenFile(w.pidPath(id), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)

@@ -56,7 +56,8 @@ func newWatcher(t *testing.T, dir string, poke func(string)) *run.Watcher {
 }
 
 // testConfig is the run watcher's configuration with this test binary as
-// the supervisor; st, when set, answers PendingFunc as the daemon's store.
+// the supervisor; st, when set, answers StartFunc as the daemon's store
+// does on one daemon.
 func testConfig(t *testing.T, dir string, poke func(string), st vigil.Store) run.Config {
 	t.Helper()
 	exe, err := os.Executable()
@@ -66,7 +67,7 @@ func testConfig(t *testing.T, dir string, poke func(string), st vigil.Store) run
 	c := run.Config{AllowExec: true, Dir: dir, SupervisorArgv: []string{exe}, SupervisorEnv: []string{"VIGIL_TEST_SUPERVISE=1"},
 		KillGrace: 500 * time.Millisecond, PokeFunc: poke}
 	if st != nil {
-		c.PendingFunc = pendingIn(st)
+		c.StartFunc = run.StoreStart(st, false)
 	}
 	return c
 }

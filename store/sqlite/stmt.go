@@ -44,10 +44,7 @@ type writeStmts struct {
 	// What a new watch adds beside its row (schema 10), for the rows from
 	// a rowid on; and the largest rowid so far.
 	newCounts, newText, newLabels, watchMaxRowid *sql.Stmt
-	// How a transaction's settlements, cancels and deletions move
-	// watch_counts (schema 11), all in one JSON array.
-	countsMove               *sql.Stmt
-	messageInsert, readerAck *sql.Stmt
+	messageInsert, readerAck                     *sql.Stmt
 }
 
 // messageInsertHead is the insert of a message up to its rows; each row is
@@ -112,10 +109,6 @@ func (s *writeStmts) defs() []stmtDef {
 			coalesce((SELECT sum(n) FROM watch_counts WHERE recipient = ? AND state = 'pending'), 0)`},
 		{&s.recipientClose, `UPDATE watches SET state = 'cancelled', outcome = ?, settled_at = ?
 			WHERE recipient = ? AND state = 'pending' RETURNING id, kind`},
-		// Rows of [recipient, state, kind, delta] (see countMoves).
-		{&s.countsMove, `INSERT INTO watch_counts (recipient, state, kind, n)
-			SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?) WHERE true
-			ON CONFLICT DO UPDATE SET n = n + excluded.n`},
 
 		{&s.ledgerGet, `SELECT request_hash, watch_id, existing FROM idempotency
 			WHERE recipient = ? AND key = ? AND created_at >= ?`},

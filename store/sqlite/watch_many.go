@@ -311,12 +311,17 @@ func (t *wtx) insertMessagesStmt(n int) (*sql.Stmt, error) {
 // of cols placeholders each, prepared on the writer connection on first
 // use and kept with its other statements.
 func (t *wtx) multiInsert(head string, cols, n int) (*sql.Stmt, error) {
-	key := multiKey{head, n}
+	return t.multiStmt(head, "", cols, n)
+}
+
+// multiStmt is multiInsert with tail (an upsert clause) after the rows.
+func (t *wtx) multiStmt(head, tail string, cols, n int) (*sql.Stmt, error) {
+	key := multiKey{head, tail, n}
 	if st := t.inserts[key]; st != nil {
 		return st, nil
 	}
 	row := "(" + placeholders(cols) + ")"
-	q := make([]byte, 0, len(head)+(len(row)+2)*n)
+	q := make([]byte, 0, len(head)+(len(row)+2)*n+len(tail))
 	q = append(q, head...)
 	for i := range n {
 		if i > 0 {
@@ -324,6 +329,7 @@ func (t *wtx) multiInsert(head string, cols, n int) (*sql.Stmt, error) {
 		}
 		q = append(q, row...)
 	}
+	q = append(q, tail...)
 	st, err := t.conn.PrepareContext(context.Background(), string(q))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: prepare a multi-row insert of %d rows: %w", n, err)
@@ -335,10 +341,10 @@ func (t *wtx) multiInsert(head string, cols, n int) (*sql.Stmt, error) {
 	return st, nil
 }
 
-// multiKey names a multi-row insert: its head and its number of rows.
+// multiKey names a multi-row insert: its head, tail and number of rows.
 type multiKey struct {
-	head string
-	n    int
+	head, tail string
+	n          int
 }
 
 // readLedger reads the ledger entries of keys (recipient, key), whatever

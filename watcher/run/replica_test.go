@@ -156,3 +156,53 @@ func TestOwnStartNotMadeIsTriedAgain(t *testing.T) {
 		t.Fatalf("the program ran %d times, want once", n)
 	}
 }
+
+// TestStartedRecordSurvivesUnreadableFiles: on replicas, a probe of a run
+// recorded as started that cannot read its files for a passing reason
+// answers pending with the record's facts, not an error: the error's
+// unavailable observation would replace the record, and a replica taking
+// the shard would then start the program again. On one daemon the error
+// stands, as before.
+func TestStartedRecordSurvivesUnreadableFiles(t *testing.T) {
+	t.Parallel()
+	r := newReplicaRun(t)
+	a, dirA := r.replica("replica-a")
+	// The pid path cannot be read as a file: a passing error of the probe.
+	if err := os.Mkdir(filepath.Join(dirA, replicaWatch+".pid"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	last := &vigil.Observation{Verdict: vigil.VerdictPending, Summary: "running (pid 4242)", Facts: map[string]any{"pid": 4242}}
+	obs, err := r.probe(a, last)
+	if err != nil || obs.Verdict != vigil.VerdictPending || obs.Facts["pid"] != 4242 {
+		t.Fatalf("probe of a started run whose files cannot be read = %+v, %v; want pending with its facts", obs, err)
+	}
+	one := run.New(testConfig(t, dirA, nil, nil))
+	if _, err := one.Probe(context.Background(), watcher.Probe{WatchID: replicaWatch, Kind: vigil.KindRun, Predicate: r.canon, Now: time.Now(), Last: last}); err == nil {
+		t.Fatalf("on one daemon the probe answered without its error")
+	}
+}
+
+// TestFailedStartStaysRecorded: on replicas, a start that fails after it
+// was recorded (here the supervisor cannot be started) answers this
+// replica's start record, not an error, so the record is not replaced: the
+// next probe here tries again, and a replica that takes the shard does not
+// start it.
+func TestFailedStartStaysRecorded(t *testing.T) {
+	t.Parallel()
+	r := newReplicaRun(t)
+	dir := t.TempDir()
+	c := testConfig(t, dir, nil, nil)
+	c.StartFunc, c.Replica = run.StoreStart(r.st, true), "replica-a"
+	c.SupervisorArgv = []string{filepath.Join(t.TempDir(), "no-such-supervisor")}
+	obs, err := r.probe(run.New(c), nil)
+	if err != nil || obs.Verdict != vigil.VerdictPending || obs.Facts["starting_on"] != "replica-a" || !strings.Contains(obs.Summary, "failed") {
+		t.Fatalf("probe whose start failed after it was recorded = %+v, %v; want replica a's start record, saying it failed", obs, err)
+	}
+	b, dirB := r.replica("replica-b")
+	if _, err := r.probe(b, &obs); err == nil || !watcher.IsPermanent(err) {
+		t.Fatalf("replica b's probe after a's failed start = %v; want the run found started by another daemon", err)
+	}
+	if _, err := os.Stat(filepath.Join(dirB, replicaWatch+".pid")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("replica b made a pid file (%v)", err)
+	}
+}

@@ -312,7 +312,23 @@ func (w *Watcher) statusPath(id string) string { return filepath.Join(w.cfg.Dir,
 
 // Probe answers from the run's files, and starts the run on the first
 // probe; see the package comment.
+//
+// On replicas (Config.Replica) a run recorded as started (its last
+// observation is pending) stays recorded so: a probe that cannot read its
+// files for a passing reason answers pending, with the last observation's
+// facts, instead of an error. The error's unavailable observation would
+// replace the record, and a replica that took the watch's shard then
+// would find nothing started and start the program again.
 func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation, error) {
+	obs, err := w.probe(ctx, p)
+	if err != nil && w.cfg.Replica != "" && !watcher.IsPermanent(err) && p.Last != nil && p.Last.Verdict == vigil.VerdictPending {
+		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "started; its files could not be read: " + watcher.Clip(err.Error(), 300),
+			Facts: p.Last.Facts}, nil
+	}
+	return obs, err
+}
+
+func (w *Watcher) probe(ctx context.Context, p watcher.Probe) (vigil.Observation, error) {
 	if err := watcher.CheckKind(p, vigil.KindRun); err != nil {
 		return vigil.Observation{}, err
 	}
@@ -508,8 +524,20 @@ type job struct {
 // start makes the pid file (at most one start per watch, ever) and starts
 // the supervisor, waiting until it has taken the lock and started the
 // program.
-func (w *Watcher) start(ctx context.Context, p watcher.Probe, c *canonical) (vigil.Observation, error) {
+func (w *Watcher) start(ctx context.Context, p watcher.Probe, c *canonical) (obs vigil.Observation, err error) {
 	id, depth := p.WatchID, p.ChainDepth
+	recorded := false
+	defer func() {
+		if recorded && err != nil && !watcher.IsPermanent(err) {
+			// The start is recorded as this replica's (StartFunc): it stays
+			// so, and is tried again here at the next probe; a replica that
+			// takes the shard meanwhile does not start it (a supervisor may
+			// be up even so: a start given up on after it came up).
+			obs = Starting(w.cfg.Replica, p.Now)
+			obs.Summary += "; the start failed and is tried again: " + watcher.Clip(err.Error(), 300)
+			err = nil
+		}
+	}()
 	prog := c.Program
 	env := make(map[string]string, len(prog.Env)+1)
 	for k, v := range prog.Env {
@@ -547,6 +575,7 @@ func (w *Watcher) start(ctx context.Context, p watcher.Probe, c *canonical) (vig
 		if !ok {
 			return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "not started: the watch is no longer pending here"}, nil
 		}
+		recorded = w.cfg.Replica != ""
 	}
 	f, err := os.OpenFile(w.pidPath(id), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
 	if errors.Is(err, fs.ErrExist) {

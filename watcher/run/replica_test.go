@@ -66,6 +66,16 @@ func (r *replicaRun) last() *vigil.Observation {
 	return w.LastObservation
 }
 
+// recordStart records replica's start of the run, as its StartFunc does
+// before the program starts.
+func (r *replicaRun) recordStart(replica string) {
+	r.t.Helper()
+	obs := run.Starting(replica, time.Now())
+	if ok, err := r.st.WatchObserve(context.Background(), vigil.WatchObserveParams{ID: replicaWatch, Observation: &obs, CheckBaseline: true}); err != nil || !ok {
+		r.t.Fatalf("recording %s's start = %v, %v", replica, ok, err)
+	}
+}
+
 // runs is how many times the program ran, once every start has ended.
 func (r *replicaRun) runs() int {
 	b, err := os.ReadFile(r.count)
@@ -116,10 +126,7 @@ func TestStartRecordedBeforeItIsMade(t *testing.T) {
 func TestNotStartedOverAnotherStart(t *testing.T) {
 	t.Parallel()
 	r := newReplicaRun(t)
-	other := run.Starting("replica-b", time.Now())
-	if ok, err := r.st.WatchObserve(context.Background(), vigil.WatchObserveParams{ID: replicaWatch, Observation: &other, CheckBaseline: true}); err != nil || !ok {
-		t.Fatalf("recording replica b's start = %v, %v", ok, err)
-	}
+	r.recordStart("replica-b")
 	a, dirA := r.replica("replica-a")
 	obs, err := r.probe(a, nil) // it read the watch before replica b's record
 	if err != nil || !strings.HasPrefix(obs.Summary, "not started") {
@@ -142,10 +149,7 @@ func TestNotStartedOverAnotherStart(t *testing.T) {
 func TestOwnStartNotMadeIsTriedAgain(t *testing.T) {
 	t.Parallel()
 	r := newReplicaRun(t)
-	mine := run.Starting("replica-a", time.Now())
-	if ok, err := r.st.WatchObserve(context.Background(), vigil.WatchObserveParams{ID: replicaWatch, Observation: &mine, CheckBaseline: true}); err != nil || !ok {
-		t.Fatalf("recording replica a's start = %v, %v", ok, err)
-	}
+	r.recordStart("replica-a")
 	a, dirA := r.replica("replica-a")
 	obs, err := r.probe(a, r.last())
 	if err != nil || !strings.HasPrefix(obs.Summary, "running") {

@@ -179,10 +179,10 @@ type WatchObserveParams struct {
 	CheckBaseline bool
 }
 
-// ErrBaselineMoved is the error of a standing watch's change
-// (WatchObserveParams.Baseline) found against a baseline that is no longer
-// the stored one: another probe recorded a change first, and the next
-// probe compares against that one.
+// ErrBaselineMoved is the error of a write checked against its baseline
+// (WatchObserveParams.Baseline) that is no longer the stored one: another
+// probe wrote first (a standing watch's change, a run's start), and the
+// next probe reads what it wrote.
 var ErrBaselineMoved = &Error{Code: CodeConflict, Message: "the watch's baseline changed while it was probed: another probe recorded the change"}
 
 // WatchSettleParams settles one watch.

@@ -193,9 +193,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	// daemon shares: one forge.Set for the kinds that ask forges (they
 	// share each token's cache, coalescing and rate-limit state), and the
 	// scheduler's Poke for the watchers that learn of a change (a run that
-	// ends pokes its watch).
-	// With replicas a run's start is recorded, fenced, with the replica
-	// that makes it (startIn).
+	// ends pokes its watch). With replicas a run's start is recorded,
+	// fenced, with the id of the replica that makes it (run.StoreStart).
 	runReplica := ""
 	if pg != nil {
 		runReplica = replica

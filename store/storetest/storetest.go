@@ -944,8 +944,20 @@ func testObserveWithMessage(t *testing.T, newStore NewStoreFunc) {
 	if diff := gocmp.Diff([]string{"c0", "c1", "c2", "c3"}, messageIDs(mailbox(t, s, "r"))); diff != "" {
 		t.Errorf("change messages after a refused one (-want +got):\n%s", diff)
 	}
-	if got := get(t, s, "w1"); got.LastObservation == nil || got.LastObservation.Summary != "title is v3" || got.Polls != 4 {
+	got = get(t, s, "w1")
+	if got.LastObservation == nil || got.LastObservation.Summary != "title is v3" || got.Polls != 4 {
 		t.Errorf("after a refused change: last %+v, polls %d; want the first change's baseline and counts", got.LastObservation, got.Polls)
+	}
+	// CheckBaseline makes the same check without a message (a run's start).
+	start := &vigil.Observation{Verdict: vigil.VerdictPending, At: base.Add(12 * time.Minute), Summary: "starting"}
+	if ok, err := s.WatchObserve(ctx, vigil.WatchObserveParams{ID: "w1", Observation: start, Polls: 6, Baseline: v2, CheckBaseline: true}); ok || !errors.Is(err, vigil.ErrBaselineMoved) {
+		t.Errorf("WatchObserve with CheckBaseline over an old baseline = %v, %v; want false, ErrBaselineMoved", ok, err)
+	}
+	if ok, err := s.WatchObserve(ctx, vigil.WatchObserveParams{ID: "w1", Observation: start, Polls: 6, Baseline: got.LastObservation, CheckBaseline: true}); err != nil || !ok {
+		t.Errorf("WatchObserve with CheckBaseline over the stored baseline = %v, %v; want true", ok, err)
+	}
+	if got := get(t, s, "w1"); got.LastObservation == nil || got.LastObservation.Summary != "starting" {
+		t.Errorf("after a checked write: last %+v; want it written", got.LastObservation)
 	}
 }
 

@@ -34,7 +34,7 @@ type writeStmts struct {
 	savepoint, release, rollbackTo *sql.Stmt
 
 	watchInsert, watchByID, watchIDByIdentity, watchHead, watchesPending *sql.Stmt
-	watchSettle, watchCancel, watchObserve, watchDelete, watchDeliverSet *sql.Stmt
+	watchCancel, watchObserve, watchDelete, watchDeliverSet              *sql.Stmt
 	watchBaseline                                                        *sql.Stmt
 	counts, recipientClose                                               *sql.Stmt
 	ledgerGet, ledgerPut                                                 *sql.Stmt
@@ -88,10 +88,6 @@ func (s *writeStmts) defs() []stmtDef {
 		{&s.watchHead, `SELECT recipient, state, kind FROM watches WHERE id = ?`},
 		{&s.watchesPending, `SELECT rowid, id, recipient, kind FROM watches
 			WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'`},
-		{&s.watchSettle, `UPDATE watches SET state = ?, outcome = ?, settled_at = ?, polls = ?,
-			last_observation = coalesce(?, last_observation), answered_at_creation = ?,
-			errors = ?, consecutive_errors = ?, checked_at = coalesce(?, checked_at)
-			WHERE rowid = ? AND state = 'pending'`},
 		// ?4 (checked_at) is NULL when the caller has no live counts:
 		// then the stored ones stay.
 		{&s.watchCancel, `UPDATE watches SET state = 'cancelled', outcome = ?1, settled_at = ?2,

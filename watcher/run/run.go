@@ -61,7 +61,10 @@
 // fenced on the replica's lease and only over the observation the probe
 // read (Config.StartFunc), so two replicas never both start a run: one
 // that could not record its start starts nothing. A run that had not
-// started when the shard moved starts on the new holder.
+// started when the shard moved starts on the new holder. A passing error
+// of a started run's probe keeps the record (startRecord): it is counted
+// by max_errors as on one daemon, and its observation still says the run
+// started.
 //
 // # Files left behind
 //
@@ -80,6 +83,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -313,17 +317,19 @@ func (w *Watcher) statusPath(id string) string { return filepath.Join(w.cfg.Dir,
 // Probe answers from the run's files, and starts the run on the first
 // probe; see the package comment.
 //
-// On replicas (Config.Replica) a run recorded as started (its last
-// observation is pending) stays recorded so: a probe that cannot read its
-// files for a passing reason answers pending, with the last observation's
-// facts, instead of an error. The error's unavailable observation would
-// replace the record, and a replica that took the watch's shard then
-// would find nothing started and start the program again.
+// On replicas (Config.Replica) a run recorded as started stays recorded
+// so: a probe that cannot read its files for a passing reason answers its
+// error, which max_errors counts as on one daemon, with the record's facts
+// and the started fact (see startRecord). Without them the error's
+// unavailable observation would replace the record, and a replica that
+// took the watch's shard then would find nothing started and start the
+// program again.
 func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation, error) {
 	obs, err := w.probe(ctx, p)
-	if err != nil && w.cfg.Replica != "" && !watcher.IsPermanent(err) && p.Last != nil && p.Last.Verdict == vigil.VerdictPending {
-		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "started; its files could not be read: " + watcher.Clip(err.Error(), 300),
-			Facts: p.Last.Facts}, nil
+	if err != nil && w.cfg.Replica != "" && !watcher.IsPermanent(err) {
+		if facts, ok := startRecord(p.Last); ok {
+			return vigil.Observation{Facts: facts}, err
+		}
 	}
 	return obs, err
 }
@@ -407,7 +413,7 @@ var errStartedElsewhere = errors.New("the run was started by another daemon (the
 // would run the program twice. A start this replica recorded itself
 // (Starting) and never made, as there is no pid file, is not another's.
 func (w *Watcher) startedElsewhere(last *vigil.Observation) bool {
-	if last == nil || last.Verdict != vigil.VerdictPending {
+	if _, ok := startRecord(last); !ok {
 		return false
 	}
 	by, _ := last.Facts[factReplica].(string)
@@ -417,6 +423,35 @@ func (w *Watcher) startedElsewhere(last *vigil.Observation) bool {
 // factReplica is the fact of a start's record (Starting) that names the
 // replica that recorded it.
 const factReplica = "starting_on"
+
+// factStarted is the fact that keeps a run's start recorded through an
+// error: on replicas, the unavailable observation of a probe of a started
+// run carries it, with the facts of the record it replaces.
+const factStarted = "started"
+
+// startRecord reports whether last records the run as started: a pending
+// observation (only a run with a pid file, or a start recorded before it
+// was made, answers pending before its deadline), or an error's that
+// carries factStarted. It returns the facts an error's observation
+// carries to keep the record: last's, and factStarted.
+func startRecord(last *vigil.Observation) (map[string]any, bool) {
+	if last == nil {
+		return nil, false
+	}
+	switch last.Verdict {
+	case vigil.VerdictPending:
+	case vigil.VerdictUnavailable:
+		if started, _ := last.Facts[factStarted].(bool); !started {
+			return nil, false
+		}
+	default:
+		return nil, false
+	}
+	facts := make(map[string]any, len(last.Facts)+1)
+	maps.Copy(facts, last.Facts)
+	facts[factStarted] = true
+	return facts, true
+}
 
 // Starting is the observation that records, before the program starts,
 // that replica is starting the run (see Config.StartFunc).
@@ -529,13 +564,13 @@ func (w *Watcher) start(ctx context.Context, p watcher.Probe, c *canonical) (obs
 	recorded := false
 	defer func() {
 		if recorded && err != nil && !watcher.IsPermanent(err) {
-			// The start is recorded as this replica's (StartFunc): it stays
-			// so, and is tried again here at the next probe; a replica that
+			// The start is recorded as this replica's (StartFunc): the
+			// error (counted by max_errors) carries the record, the start
+			// is tried again here at the next probe, and a replica that
 			// takes the shard meanwhile does not start it (a supervisor may
 			// be up even so: a start given up on after it came up).
-			obs = Starting(w.cfg.Replica, p.Now)
-			obs.Summary += "; the start failed and is tried again: " + watcher.Clip(err.Error(), 300)
-			err = nil
+			starting := Starting(w.cfg.Replica, p.Now)
+			obs.Facts, _ = startRecord(&starting)
 		}
 	}()
 	prog := c.Program

@@ -138,6 +138,8 @@ type Store struct {
 	raced atomic.Int64
 	// horizons holds each replica's last horizon reading (Heartbeat).
 	horizons horizons
+	// warm has the watches table analyzed early in its growth.
+	warm statsWarmer
 
 	closeOnce sync.Once
 }
@@ -226,6 +228,12 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
+	var tuples float64
+	if err := pool.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = to_regclass('watches')`).Scan(&tuples); err != nil {
+		s.Close()
+		return nil, wrap("read the watches table's statistics", err)
+	}
+	s.warm.arm(tuples)
 	if err := s.trigramWarning(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -320,6 +328,7 @@ func SchemaVersion() int64 {
 // Close fail. Close is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.warm.stop()
 		s.pool.Close()
 		s.leasePool.Close()
 	})

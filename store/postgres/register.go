@@ -73,6 +73,9 @@ func (s *Store) WatchCreate(ctx context.Context, p vigil.WatchCreateParams) (*vi
 	if err != nil {
 		return nil, wrap("create watch", err)
 	}
+	if !out.Existing && !out.Replayed {
+		s.wroteWatches(1)
+	}
 	return out, nil
 }
 

@@ -110,6 +110,13 @@ func (s *Store) WatchCreateMany(ctx context.Context, ps []vigil.WatchCreateParam
 	if err != nil {
 		return nil, wrap("create watches", err)
 	}
+	n := 0
+	for _, r := range res {
+		if r.Err == nil && r.Watch != nil && !r.Watch.Existing && !r.Watch.Replayed {
+			n++
+		}
+	}
+	s.wroteWatches(n)
 	return res, nil
 }
 

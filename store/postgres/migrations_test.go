@@ -93,6 +93,8 @@ var droppable = map[string]bool{
 	// (trigramWarning of the schema-4 release names the trigram ones in
 	// to_regclass, to warn when they are missing, which it then does).
 	"watches_labels": true, "watches_note_trgm": true, "watches_predicate_trgm": true,
+	// Schema 7: no release names it; only a comment did (git log -S).
+	"watches_pending_created": true,
 }
 
 // onlyAdds returns why stmt is not a change a replica running the release

@@ -134,7 +134,7 @@ func (s *Store) WatchList(ctx context.Context, p vigil.WatchListParams) (vigil.W
 	switch p.State {
 	case "":
 	case vigil.StatePending:
-		// The literal matches the partial index watches_pending_created.
+		// The literal lets watches_state_created serve the list in its order.
 		where = append(where, "state = 'pending'")
 	default:
 		where = append(where, "state = "+arg(string(p.State)))

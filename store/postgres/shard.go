@@ -378,8 +378,13 @@ type Peers struct {
 
 // heartbeatSQL is the heartbeat: $1 the replica, $2 and $3 the shards and
 // epochs it holds, $4 the lease, $5 the live window, $6 and $7 the
-// channel and payload of the rebalance event of a first beat, $8 the
-// repair scan's instant (NULL: no scan).
+// channel and payload of the rebalance event, $8 the repair scan's instant
+// (NULL: no scan).
+//
+// A replica's first beat tells the others (a rebalance event), and so
+// does a beat that frees shards (its lease had lapsed, or the replica
+// restarted under the same id and holds none of what its row still held),
+// so that the others take them at once rather than at their next step.
 //
 // Every CTE sees the same snapshot, from before the statement's own
 // writes: prev is the replica's lease before this renewal. In the steady
@@ -409,7 +414,6 @@ const heartbeatSQL = `WITH prev AS (
 		SELECT $1, now(), now(), now() + $4::interval FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
 		ON CONFLICT (id) DO UPDATE SET seen_at = now(), lease_until = now() + $4::interval
 		RETURNING xmax = 0 AS joined),
-	told AS (SELECT pg_notify($6, $7) FROM me WHERE me.joined),
 	renewed AS (
 		SELECT l.shard, l.epoch FROM leases AS l
 			JOIN unnest($2::smallint[], $3::bigint[]) AS f(shard, epoch) ON l.shard = f.shard AND l.epoch = f.epoch
@@ -420,6 +424,7 @@ const heartbeatSQL = `WITH prev AS (
 		RETURNING l.shard),
 	lapsed AS (
 		UPDATE lease_expiry AS x SET expires_at = now() FROM freed WHERE x.shard = freed.shard),
+	told AS (SELECT pg_notify($6, $7) FROM me WHERE me.joined OR EXISTS (SELECT FROM freed)),
 	compat AS (
 		UPDATE lease_expiry AS x SET expires_at = now() + $4::interval FROM renewed
 		WHERE x.shard = renewed.shard

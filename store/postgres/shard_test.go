@@ -617,7 +617,7 @@ func holding(t *testing.T, n int) (string, *postgres.Store, []postgres.Lease) {
 // TestHeartbeat: the heartbeat's one round trip says who is live, how many
 // shards each holds, how many are free, when the first lease of a replica
 // that is not live lapses, and whether this was the replica's first beat
-// (which tells the others, once).
+// (which tells the others, once, as does a beat that frees shards).
 func TestHeartbeat(t *testing.T) {
 	u := newSchema(t)
 	s := open(t, u)
@@ -658,13 +658,31 @@ func TestHeartbeat(t *testing.T) {
 	}
 	// A shard a holds and does not know it holds is freed: lapsed, not
 	// held.
+	// Renewing all of them tells nobody; freeing one tells the others
+	// (the check sent between the two comes first).
+	beat(t, s, "a", la)
+	if err := s.NotifyCheck(ctx, "w-marker"); err != nil {
+		t.Fatal(err)
+	}
 	p = beat(t, s, "a", la[1:])
 	if !slices.Equal(p.Renewed, la[1:]) || p.Freed != 1 || p.Held["a"] != 39 || p.Free != 15 {
 		t.Fatalf("a's heartbeat renewing %d of its 40 leases = %+v; want the 39 renewed, 1 freed, 15 free", len(la)-1, p)
 	}
+	if ev := <-heard; ev.Kind != postgres.EventCheck {
+		t.Fatalf("after a's heartbeat renewing all it holds heard %+v, want only the check sent after it", ev)
+	}
+	if ev := nextEvent(t, heard); ev.Kind != postgres.EventRebalance {
+		t.Fatalf("after a's heartbeat that freed a shard heard %+v, want a rebalance", ev)
+	}
+	// b starts again under its id, its row still there: its first beat
+	// frees what the row held, and tells the others, so that they take
+	// those shards at once.
 	p = beat(t, s, "b", nil)
 	if p.Joined || !slices.Equal(p.Live, []string{"a", "b"}) || p.Held["a"] != 39 || p.Free != 25 || p.Freed != 10 || p.NextLapse != 0 {
 		t.Fatalf("b's heartbeat holding nothing = %+v; want live [a b], 39 held by a, its 10 freed, 25 free, no lapse to wait for", p)
+	}
+	if ev := nextEvent(t, heard); ev.Kind != postgres.EventRebalance {
+		t.Fatalf("after b's heartbeat that freed its shards heard %+v, want a rebalance", ev)
 	}
 	// b starts again under its id (its row gone): it joins, which tells
 	// the others.
@@ -683,6 +701,19 @@ func TestHeartbeat(t *testing.T) {
 	}
 	if ev := <-heard; ev.Kind != postgres.EventCheck {
 		t.Fatalf("after b's second heartbeat heard %+v, want only the check sent after it", ev)
+	}
+}
+
+// nextEvent is the next event heard, or a failure if none comes (the
+// bound only ends a test that would otherwise hang).
+func nextEvent(t *testing.T, heard <-chan postgres.Event) postgres.Event {
+	t.Helper()
+	select {
+	case ev := <-heard:
+		return ev
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event heard")
+		return postgres.Event{}
 	}
 }
 

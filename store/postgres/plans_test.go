@@ -84,3 +84,36 @@ func lookupIndex(t *testing.T, c *pgxpool.Conn) string {
 	}
 	return p[0].Plan.IndexName
 }
+
+// TestWarmAnalyzeGivesWayToVacuum: while a VACUUM or ANALYZE of watches
+// holds its lock (autovacuum's, here a session that took the same lock),
+// the store's own ANALYZE gives up after a second instead of holding a
+// pooled connection until that one ends.
+func TestWarmAnalyzeGivesWayToVacuum(t *testing.T) {
+	t.Parallel()
+	s := internalStore(t, 3)
+	ctx := context.Background()
+	holder, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release()
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `LOCK TABLE watches IN SHARE UPDATE EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(warmRows) {
+		if _, err := s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: benchWatch(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-s.warm.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the store's ANALYZE waited on the lock of another one")
+	}
+}

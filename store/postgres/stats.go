@@ -2,9 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // warmRows is how many watches a store registers in a table it found
@@ -74,10 +78,31 @@ func (s *Store) wroteWatches(n int) {
 		defer close(w.done)
 		ctx, cancel := context.WithTimeout(w.ctx, warmTimeout)
 		defer cancel()
-		if _, err := s.pool.Exec(ctx, `ANALYZE watches`); err != nil && w.ctx.Err() == nil {
+		// A VACUUM or ANALYZE of the table already running (autovacuum's)
+		// holds the lock ANALYZE takes, and updates the statistics
+		// itself: waiting for it would only keep a pooled connection.
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '1s'`); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `ANALYZE watches`)
+			return err
+		})
+		switch {
+		case err == nil, w.ctx.Err() != nil:
+		case isLockTimeout(err):
+			s.log.Debug("the watches table is being vacuumed or analyzed already", "err", err)
+		default:
 			s.log.Warn("could not analyze the watches table after its first registrations; autovacuum will", "err", err)
 		}
 	})
+}
+
+// isLockTimeout reports whether err is PostgreSQL's lock_not_available
+// (lock_timeout ran out).
+func isLockTimeout(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "55P03"
 }
 
 // stop ends a running ANALYZE and waits for it; none starts after.

@@ -107,13 +107,7 @@ func TestStartRecordedBeforeItIsMade(t *testing.T) {
 	}
 	waitFile(filepath.Join(dirA, replicaWatch+".json"))
 	// The shard moves to replica b before replica a wrote "running".
-	b, dirB := r.replica("replica-b")
-	if _, err := r.probe(b, rec); err == nil || !watcher.IsPermanent(err) || !strings.Contains(err.Error(), "another daemon") {
-		t.Fatalf("replica b's probe = %v; want the run found started by another daemon", err)
-	}
-	if _, err := os.Stat(filepath.Join(dirB, replicaWatch+".pid")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("replica b made a pid file (%v): it started the run again", err)
-	}
+	r.notStartedBy(rec)
 	if n := r.runs(); n != 1 {
 		t.Fatalf("the program ran %d times, want once", n)
 	}
@@ -132,9 +126,7 @@ func TestNotStartedOverAnotherStart(t *testing.T) {
 	if err != nil || !strings.HasPrefix(obs.Summary, "not started") {
 		t.Fatalf("replica a's probe = %+v, %v; want not started", obs, err)
 	}
-	if _, err := os.Stat(filepath.Join(dirA, replicaWatch+".pid")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("replica a made a pid file (%v)", err)
-	}
+	noPidFile(t, dirA, "replica a")
 	if n := r.runs(); n != 0 {
 		t.Fatalf("the program ran %d times here, want never", n)
 	}
@@ -190,8 +182,14 @@ func (r *replicaRun) notStartedBy(last *vigil.Observation) {
 	if obs := r.run(b, last); obs.Verdict != vigil.VerdictUnavailable || !obs.Permanent || !strings.Contains(obs.Reason, "another daemon") {
 		r.t.Errorf("replica b's probe over %+v = %+v; want the run found started by another daemon", last, obs)
 	}
-	if _, err := os.Stat(filepath.Join(dirB, replicaWatch+".pid")); !errors.Is(err, os.ErrNotExist) {
-		r.t.Errorf("replica b made a pid file (%v): it started the run again", err)
+	noPidFile(r.t, dirB, "replica b")
+}
+
+// noPidFile checks that who, whose run directory is dir, started no run.
+func noPidFile(t *testing.T, dir, who string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(dir, replicaWatch+".pid")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s made a pid file (%v): it started the run", who, err)
 	}
 }
 

@@ -31,6 +31,10 @@ const (
 	DefaultResumeWindow = 7 * 24 * time.Hour
 	// storeRetry is the wait after the store failed to record a receipt.
 	storeRetry = 5 * time.Second
+	// finalWrite bounds the write of the receipt that ends an attempt,
+	// which does not end with the dispatcher's context: what the attempt
+	// did is known, and is recorded even while the daemon shuts down.
+	finalWrite = 5 * time.Second
 	maxDetail  = 300
 )
 
@@ -617,11 +621,15 @@ func (d *Dispatcher) claim(ctx context.Context, log *slog.Logger, j *job, rec vi
 
 // record writes a receipt after an attempt; on failure the receipt stays
 // as it was (sending: unknown at the next start) and the job is dropped.
+// The write outlives ctx (a shutdown that came while the attempt ran), for
+// at most finalWrite: a store that refuses a write whose context is done
+// (SQLite) would otherwise leave an attempt that ended "sending".
 func (d *Dispatcher) record(ctx context.Context, log *slog.Logger, j *job, rec vigil.ReceiptRecord) bool {
-	if err := d.cfg.Store.ReceiptUpsert(ctx, vigil.ReceiptUpsertParams{ReceiptRecord: rec}); err != nil {
-		if ctx.Err() == nil {
-			log.Error("recording receipt", "status", rec.Status, "err", err)
-		}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWrite)
+	err := d.cfg.Store.ReceiptUpsert(wctx, vigil.ReceiptUpsertParams{ReceiptRecord: rec})
+	cancel()
+	if err != nil {
+		log.Error("recording receipt", "status", rec.Status, "err", err)
 		d.finish(j)
 		return false
 	}

@@ -368,8 +368,12 @@ func (d *Dispatcher) Pending() int {
 }
 
 // Run delivers until ctx is done, then waits for the attempts in flight
-// (each bounded by its channel's timeout) and returns nil. An attempt cut
-// short by ctx leaves its receipt "sending", read back as "unknown".
+// and returns nil. ctx is the attempts' too: its end cuts them short, and
+// each is recorded as its channel reports it (the final write outlives
+// ctx, see record). One that ended anyway is recorded as it ended; one the
+// channel says never left (it may be tried again: a webhook still
+// connecting) is "retrying", due at once, so the next start sends it; one
+// cut mid-send leaves its receipt "sending", read back as "unknown".
 func (d *Dispatcher) Run(ctx context.Context) error {
 	work := make(chan grant)
 	var wg sync.WaitGroup
@@ -553,15 +557,21 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 	}
 	payload, _ := json.Marshal(NewPayload(w, j.messageID))
 	retry, err := ch.Send(ctx, &Delivery{Watch: w, MessageID: j.messageID, Options: o, Payload: payload, Attempt: rec.Attempts, Now: rec.UpdatedAt})
-	if err != nil && ctx.Err() != nil {
-		// Shutting down mid-send: the receipt stays sending (unknown at
-		// the next start); nothing more is known.
+	stopped := err != nil && ctx.Err() != nil
+	if stopped && (!retry || IsUnknown(err)) {
+		// Cut short by the shutdown mid-send: it may have landed. The
+		// receipt stays sending (unknown at the next start).
 		return
 	}
 	now := d.now()
 	rec.UpdatedAt, rec.Detail = now, ""
 	var again time.Duration
 	switch {
+	case stopped:
+		// Cut short by the shutdown before anything left (the channel
+		// says it may be tried again): due at once, so that the next
+		// start sends it, whatever rung of the ladder it was on.
+		rec.Status, rec.Detail, rec.NextAt = vigil.ReceiptRetrying, clip(err.Error()), now
 	case err == nil:
 		rec.Status = vigil.ReceiptDelivered
 	case IsUnknown(err):
@@ -587,9 +597,9 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 	if !d.record(ctx, log, j, rec) {
 		return
 	}
-	if again > 0 {
+	if rec.Status == vigil.ReceiptRetrying {
 		j.attempts = rec.Attempts
-		d.retryLater(j, again)
+		d.retryLater(j, rec.NextAt.Sub(now))
 		return
 	}
 	d.finish(j)

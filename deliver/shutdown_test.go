@@ -2,13 +2,71 @@ package deliver_test
 
 import (
 	"context"
+	"net/http"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/deliver/webhook"
+	"github.com/vigil-run/vigil/store/memstore"
 	"github.com/vigil-run/vigil/store/sqlite"
 )
+
+// connecting is a transport still connecting (a slow TCP handshake, TLS):
+// it never writes the request, and gives up when the request's context
+// ends.
+type connecting struct{}
+
+func (connecting) RoundTrip(req *http.Request) (*http.Response, error) {
+	<-req.Context().Done()
+	return nil, req.Context().Err()
+}
+
+// TestShutdownBeforeSent: a webhook still connecting when the daemon shuts
+// down gracefully never left, and its channel says so: the receipt is
+// retrying, due at once, and the next start sends it. It was left
+// "sending", read back as unknown and never sent.
+func TestShutdownBeforeSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		slow, err := webhook.New(webhook.Config{Client: &http.Client{Transport: connecting{}}, Secrets: []string{testSecret}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := &rig{st: st, d: deliver.New(deliver.Config{Store: st, Channels: map[string]deliver.Channel{deliver.ChannelWebhook: slow}})}
+		startRun(t, first)
+		w, m := settled(t, st, "w1", hookOpts, vigil.StateFired)
+		first.d.Deliver(w, m)
+		synctest.Wait()
+		if rc := first.receipt(t, "w1", "webhook"); rc.Status != vigil.ReceiptSending {
+			t.Fatalf("receipt while connecting = %+v, want sending", rc)
+		}
+		stopped := time.Now()
+		first.stop() // graceful shutdown (SIGTERM)
+		rc := first.receipt(t, "w1", "webhook")
+		if rc.Status != vigil.ReceiptRetrying || rc.Attempts != 1 || !rc.UpdatedAt.Equal(stopped.UTC()) {
+			t.Fatalf("receipt after the shutdown = %+v, want retrying after 1 attempt, at the shutdown", rc)
+		}
+
+		// The next start, with a receiver that answers: sent at once.
+		next := build(t, st, func(int) (int, bool, bool) { return http.StatusOK, false, false }, nil)
+		if err := next.d.Resume(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		startRun(t, next)
+		synctest.Wait()
+		if got := next.rv.requests(); len(got) != 1 || got[0].id != m.ID || !got[0].at.Equal(stopped) {
+			t.Errorf("requests at the next start = %+v, want one under %s at once", got, m.ID)
+		}
+		if rc := next.receipt(t, "w1", "webhook"); rc.Status != vigil.ReceiptDelivered || rc.Attempts != 2 {
+			t.Errorf("receipt after the next start = %+v, want delivered on attempt 2", rc)
+		}
+		next.stop()
+	})
+}
 
 // endsAnyway is a channel whose attempt outlives the dispatcher's context,
 // as an SMTP conversation on its connection's deadline does: the shutdown

@@ -118,6 +118,10 @@ type job struct {
 	// first turn reads its watch), never per attempt. Never written
 	// through.
 	opts *Options
+	// owed is the receipt that ended its last attempt when the store
+	// failed to record it: its next turn writes it again, and sends
+	// nothing.
+	owed *vigil.ReceiptRecord
 }
 
 // unresolved is the recipient and destination of a job whose watch is not
@@ -481,6 +485,13 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 		return
 	}
 	log := d.log.With("watch_id", j.watchID, "channel", j.channel)
+	if rec := j.owed; rec != nil {
+		// The attempt was made: only its receipt is left to record.
+		if d.record(ctx, log, j, *rec) {
+			d.advance(j, *rec)
+		}
+		return
+	}
 	w := j.w
 	if w == nil {
 		var err error
@@ -594,15 +605,21 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 		rec.NextAt = now.Add(again)
 	}
 	log.Info("delivery attempt", "status", rec.Status, "attempt", rec.Attempts, "detail", rec.Detail)
-	if !d.record(ctx, log, j, rec) {
+	if d.record(ctx, log, j, rec) {
+		d.advance(j, rec)
+	}
+}
+
+// advance moves j on once rec, the receipt its attempt ended with, is
+// recorded: to its next attempt, due at rec.NextAt, when rec is retrying;
+// else j is done.
+func (d *Dispatcher) advance(j *job, rec vigil.ReceiptRecord) {
+	if rec.Status != vigil.ReceiptRetrying {
+		d.finish(j)
 		return
 	}
-	if rec.Status == vigil.ReceiptRetrying {
-		j.attempts = rec.Attempts
-		d.retryLater(j, rec.NextAt.Sub(now))
-		return
-	}
-	d.finish(j)
+	j.attempts = rec.Attempts
+	d.retryAt(j, rec.NextAt)
 }
 
 // claim writes rec, the receipt that starts j's attempt, if the receipt
@@ -629,20 +646,32 @@ func (d *Dispatcher) claim(ctx context.Context, log *slog.Logger, j *job, rec vi
 	return false
 }
 
-// record writes a receipt after an attempt; on failure the receipt stays
-// as it was (sending: unknown at the next start) and the job is dropped.
-// The write outlives ctx (a shutdown that came while the attempt ran), for
-// at most finalWrite: a store that refuses a write whose context is done
-// (SQLite) would otherwise leave an attempt that ended "sending".
+// record writes rec, the receipt that ends j's attempt, and reports
+// whether it did. The write outlives ctx (a shutdown that came while the
+// attempt ran), for at most finalWrite: a store that refuses a write whose
+// context is done (SQLite) would otherwise leave an attempt that ended
+// "sending". When the store fails, j keeps rec (owed) and writes it again
+// storeRetry later, as claim tries again, until it is written or the
+// watch's shard has moved to another replica (HoldsFunc): that replica's
+// fence refuses the write, and it resumes the delivery (the receipt left
+// sending is unknown there). Dropping j instead left a retry (a 5xx) not
+// retried, and its receipt "sending", until the next start.
 func (d *Dispatcher) record(ctx context.Context, log *slog.Logger, j *job, rec vigil.ReceiptRecord) bool {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWrite)
 	err := d.cfg.Store.ReceiptUpsert(wctx, vigil.ReceiptUpsertParams{ReceiptRecord: rec})
 	cancel()
 	if err != nil {
-		log.Error("recording receipt", "status", rec.Status, "err", err)
-		d.finish(j)
+		if d.cfg.HoldsFunc != nil && !d.cfg.HoldsFunc(j.watchID) {
+			log.Warn("recording receipt: the watch's shard moved to another replica, which resumes the delivery", "status", rec.Status, "err", err)
+			d.finish(j)
+			return false
+		}
+		log.Error("recording receipt; trying again", "status", rec.Status, "err", err, "in", storeRetry)
+		j.owed = &rec
+		d.retryLater(j, storeRetry)
 		return false
 	}
+	j.owed = nil
 	if d.cfg.ReceiptFunc != nil {
 		d.cfg.ReceiptFunc(rec.Channel, rec.Status)
 	}
@@ -650,8 +679,13 @@ func (d *Dispatcher) record(ctx context.Context, log *slog.Logger, j *job, rec v
 }
 
 func (d *Dispatcher) retryLater(j *job, wait time.Duration) {
+	d.retryAt(j, d.now().Add(wait))
+}
+
+// retryAt queues j again, due at at.
+func (d *Dispatcher) retryAt(j *job, at time.Time) {
 	d.mu.Lock()
-	j.due = d.now().Add(wait).UnixNano()
+	j.due = at.UnixNano()
 	heap.Push(&d.h, j)
 	d.mu.Unlock()
 	d.signal()

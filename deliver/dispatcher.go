@@ -103,6 +103,14 @@ type Dispatcher struct {
 	due fairQueue
 	// idle counts the workers free to take an attempt.
 	idle int
+	// resumed are attempts a resume found due (a retrying receipt, or an
+	// unknown one under retry_unknown) while a job of the same delivery
+	// was active: one left from before the watch's shard moved away and
+	// came back, queued or in flight. Such a job follows an older receipt
+	// and its claim fails: when it ends, the attempt resumed is queued in
+	// its place (finish). One that claims the receipt makes the attempt
+	// itself, and the one resumed is forgotten.
+	resumed map[string]*job
 }
 
 // job is one delivery waiting for its next attempt.
@@ -185,7 +193,7 @@ func New(cfg Config) *Dispatcher {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Dispatcher{cfg: cfg, log: log.With("component", "deliver"), active: map[string]bool{}, wake: make(chan struct{}, 1),
+	return &Dispatcher{cfg: cfg, log: log.With("component", "deliver"), active: map[string]bool{}, resumed: map[string]*job{}, wake: make(chan struct{}, 1),
 		due: newFairQueue(cfg.PerRecipient, cfg.PerDestination)}
 }
 
@@ -300,6 +308,16 @@ func (d *Dispatcher) pushLocked(j *job) {
 	heap.Push(&d.h, j)
 }
 
+// resumeLocked queues j, an attempt a resume found due, or keeps it for
+// when the job of the same delivery still active ends (resumed).
+func (d *Dispatcher) resumeLocked(j *job) {
+	if d.active[j.key()] {
+		d.resumed[j.key()] = j
+		return
+	}
+	d.pushLocked(j)
+}
+
 // Resume picks up what a previous run left: receipts left "sending" are
 // now "unknown" (resent only with retry_unknown), "retrying" ones are due
 // at their next rung, and each channel a settled watch asks for that has
@@ -312,7 +330,9 @@ func (d *Dispatcher) Resume(ctx context.Context) error {
 
 // ResumeWith is Resume over what resume finds: a replica that took over
 // shards resumes their receipts only (see store/postgres
-// ReceiptsResumeShards), with the same rules.
+// ReceiptsResumeShards), with the same rules. An attempt found due for a
+// delivery that still has a job here (from before its shard moved away and
+// back) is made when that job ends without making it (resumeLocked).
 func (d *Dispatcher) ResumeWith(ctx context.Context, resume func(context.Context, vigil.ReceiptsResumeParams) (vigil.ReceiptsResumeResult, error)) error {
 	now := d.now()
 	p := vigil.ReceiptsResumeParams{Now: now, SettledSince: now.Add(-d.cfg.ResumeWindow),
@@ -348,11 +368,11 @@ func (d *Dispatcher) ResumeWith(ctx context.Context, resume func(context.Context
 		}
 		if o, err := d.Options(w); err == nil && o.Webhook != nil && o.Webhook.RetryUnknown {
 			j := &job{watchID: r.WatchID, channel: r.Channel, messageID: r.MessageID, attempts: r.Attempts, due: now.UnixNano(), w: w, opts: &o}
-			d.pushLocked(j)
+			d.resumeLocked(j)
 		}
 	}
 	for _, r := range res.Retrying {
-		d.pushLocked(&job{watchID: r.WatchID, channel: r.Channel, messageID: r.MessageID, attempts: r.Attempts, due: r.NextAt.UnixNano()})
+		d.resumeLocked(&job{watchID: r.WatchID, channel: r.Channel, messageID: r.MessageID, attempts: r.Attempts, due: r.NextAt.UnixNano()})
 	}
 	d.mu.Unlock()
 	for _, u := range res.Undispatched {
@@ -631,6 +651,10 @@ func (d *Dispatcher) claim(ctx context.Context, log *slog.Logger, j *job, rec vi
 	err := d.cfg.Store.ReceiptUpsert(ctx, vigil.ReceiptUpsertParams{ReceiptRecord: rec, Claim: true, Prior: j.attempts})
 	switch {
 	case err == nil:
+		// The receipt a resume found is the one j followed.
+		d.mu.Lock()
+		delete(d.resumed, j.key())
+		d.mu.Unlock()
 		return true
 	case vigil.ErrorCode(err) == vigil.CodeConflict:
 		log.Info("delivery taken over by another attempt: not sent again", "attempts", j.attempts)
@@ -691,10 +715,20 @@ func (d *Dispatcher) retryAt(j *job, at time.Time) {
 	d.signal()
 }
 
+// finish forgets j, and queues in its place the attempt a resume found due
+// meanwhile, if any (resumed).
 func (d *Dispatcher) finish(j *job) {
 	d.mu.Lock()
 	delete(d.active, j.key())
+	r := d.resumed[j.key()]
+	if r != nil {
+		delete(d.resumed, j.key())
+		d.pushLocked(r)
+	}
 	d.mu.Unlock()
+	if r != nil {
+		d.signal()
+	}
 }
 
 func clip(s string) string {

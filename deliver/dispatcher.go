@@ -31,6 +31,10 @@ const (
 	DefaultResumeWindow = 7 * 24 * time.Hour
 	// storeRetry is the wait after the store failed to record a receipt.
 	storeRetry = 5 * time.Second
+	// finalWrite bounds the write of the receipt that ends an attempt,
+	// which does not end with the dispatcher's context: what the attempt
+	// did is known, and is recorded even while the daemon shuts down.
+	finalWrite = 5 * time.Second
 	maxDetail  = 300
 )
 
@@ -99,6 +103,14 @@ type Dispatcher struct {
 	due fairQueue
 	// idle counts the workers free to take an attempt.
 	idle int
+	// resumed are attempts a resume found due (a retrying receipt, or an
+	// unknown one under retry_unknown) while a job of the same delivery
+	// was active: one left from before the watch's shard moved away and
+	// came back, queued or in flight. Such a job follows an older receipt
+	// and its claim fails: when it ends, the attempt resumed is queued in
+	// its place (finish). One that claims the receipt makes the attempt
+	// itself, and the one resumed is forgotten.
+	resumed map[string]*job
 }
 
 // job is one delivery waiting for its next attempt.
@@ -114,6 +126,10 @@ type job struct {
 	// first turn reads its watch), never per attempt. Never written
 	// through.
 	opts *Options
+	// owed is the receipt that ended its last attempt when the store
+	// failed to record it: its next turn writes it again, and sends
+	// nothing.
+	owed *vigil.ReceiptRecord
 }
 
 // unresolved is the recipient and destination of a job whose watch is not
@@ -177,7 +193,7 @@ func New(cfg Config) *Dispatcher {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Dispatcher{cfg: cfg, log: log.With("component", "deliver"), active: map[string]bool{}, wake: make(chan struct{}, 1),
+	return &Dispatcher{cfg: cfg, log: log.With("component", "deliver"), active: map[string]bool{}, resumed: map[string]*job{}, wake: make(chan struct{}, 1),
 		due: newFairQueue(cfg.PerRecipient, cfg.PerDestination)}
 }
 
@@ -292,6 +308,16 @@ func (d *Dispatcher) pushLocked(j *job) {
 	heap.Push(&d.h, j)
 }
 
+// resumeLocked queues j, an attempt a resume found due, or keeps it for
+// when the job of the same delivery still active ends (resumed).
+func (d *Dispatcher) resumeLocked(j *job) {
+	if d.active[j.key()] {
+		d.resumed[j.key()] = j
+		return
+	}
+	d.pushLocked(j)
+}
+
 // Resume picks up what a previous run left: receipts left "sending" are
 // now "unknown" (resent only with retry_unknown), "retrying" ones are due
 // at their next rung, and each channel a settled watch asks for that has
@@ -304,7 +330,9 @@ func (d *Dispatcher) Resume(ctx context.Context) error {
 
 // ResumeWith is Resume over what resume finds: a replica that took over
 // shards resumes their receipts only (see store/postgres
-// ReceiptsResumeShards), with the same rules.
+// ReceiptsResumeShards), with the same rules. An attempt found due for a
+// delivery that still has a job here (from before its shard moved away and
+// back) is made when that job ends without making it (resumeLocked).
 func (d *Dispatcher) ResumeWith(ctx context.Context, resume func(context.Context, vigil.ReceiptsResumeParams) (vigil.ReceiptsResumeResult, error)) error {
 	now := d.now()
 	p := vigil.ReceiptsResumeParams{Now: now, SettledSince: now.Add(-d.cfg.ResumeWindow),
@@ -340,11 +368,11 @@ func (d *Dispatcher) ResumeWith(ctx context.Context, resume func(context.Context
 		}
 		if o, err := d.Options(w); err == nil && o.Webhook != nil && o.Webhook.RetryUnknown {
 			j := &job{watchID: r.WatchID, channel: r.Channel, messageID: r.MessageID, attempts: r.Attempts, due: now.UnixNano(), w: w, opts: &o}
-			d.pushLocked(j)
+			d.resumeLocked(j)
 		}
 	}
 	for _, r := range res.Retrying {
-		d.pushLocked(&job{watchID: r.WatchID, channel: r.Channel, messageID: r.MessageID, attempts: r.Attempts, due: r.NextAt.UnixNano()})
+		d.resumeLocked(&job{watchID: r.WatchID, channel: r.Channel, messageID: r.MessageID, attempts: r.Attempts, due: r.NextAt.UnixNano()})
 	}
 	d.mu.Unlock()
 	for _, u := range res.Undispatched {
@@ -364,8 +392,12 @@ func (d *Dispatcher) Pending() int {
 }
 
 // Run delivers until ctx is done, then waits for the attempts in flight
-// (each bounded by its channel's timeout) and returns nil. An attempt cut
-// short by ctx leaves its receipt "sending", read back as "unknown".
+// and returns nil. ctx is the attempts' too: its end cuts them short, and
+// each is recorded as its channel reports it (the final write outlives
+// ctx, see record). One that ended anyway is recorded as it ended; one the
+// channel says never left (it may be tried again: a webhook still
+// connecting) is "retrying", due at once, so the next start sends it; one
+// cut mid-send leaves its receipt "sending", read back as "unknown".
 func (d *Dispatcher) Run(ctx context.Context) error {
 	work := make(chan grant)
 	var wg sync.WaitGroup
@@ -473,6 +505,13 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 		return
 	}
 	log := d.log.With("watch_id", j.watchID, "channel", j.channel)
+	if rec := j.owed; rec != nil {
+		// The attempt was made: only its receipt is left to record.
+		if d.record(ctx, log, j, *rec) {
+			d.advance(j, *rec)
+		}
+		return
+	}
 	w := j.w
 	if w == nil {
 		var err error
@@ -549,15 +588,21 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 	}
 	payload, _ := json.Marshal(NewPayload(w, j.messageID))
 	retry, err := ch.Send(ctx, &Delivery{Watch: w, MessageID: j.messageID, Options: o, Payload: payload, Attempt: rec.Attempts, Now: rec.UpdatedAt})
-	if err != nil && ctx.Err() != nil {
-		// Shutting down mid-send: the receipt stays sending (unknown at
-		// the next start); nothing more is known.
+	stopped := err != nil && ctx.Err() != nil
+	if stopped && (!retry || IsUnknown(err)) {
+		// Cut short by the shutdown mid-send: it may have landed. The
+		// receipt stays sending (unknown at the next start).
 		return
 	}
 	now := d.now()
 	rec.UpdatedAt, rec.Detail = now, ""
 	var again time.Duration
 	switch {
+	case stopped:
+		// Cut short by the shutdown before anything left (the channel
+		// says it may be tried again): due at once, so that the next
+		// start sends it, whatever rung of the ladder it was on.
+		rec.Status, rec.Detail, rec.NextAt = vigil.ReceiptRetrying, clip(err.Error()), now
 	case err == nil:
 		rec.Status = vigil.ReceiptDelivered
 	case IsUnknown(err):
@@ -580,15 +625,21 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 		rec.NextAt = now.Add(again)
 	}
 	log.Info("delivery attempt", "status", rec.Status, "attempt", rec.Attempts, "detail", rec.Detail)
-	if !d.record(ctx, log, j, rec) {
+	if d.record(ctx, log, j, rec) {
+		d.advance(j, rec)
+	}
+}
+
+// advance moves j on once rec, the receipt its attempt ended with, is
+// recorded: to its next attempt, due at rec.NextAt, when rec is retrying;
+// else j is done.
+func (d *Dispatcher) advance(j *job, rec vigil.ReceiptRecord) {
+	if rec.Status != vigil.ReceiptRetrying {
+		d.finish(j)
 		return
 	}
-	if again > 0 {
-		j.attempts = rec.Attempts
-		d.retryLater(j, again)
-		return
-	}
-	d.finish(j)
+	j.attempts = rec.Attempts
+	d.retryAt(j, rec.NextAt)
 }
 
 // claim writes rec, the receipt that starts j's attempt, if the receipt
@@ -600,6 +651,10 @@ func (d *Dispatcher) claim(ctx context.Context, log *slog.Logger, j *job, rec vi
 	err := d.cfg.Store.ReceiptUpsert(ctx, vigil.ReceiptUpsertParams{ReceiptRecord: rec, Claim: true, Prior: j.attempts})
 	switch {
 	case err == nil:
+		// The receipt a resume found is the one j followed.
+		d.mu.Lock()
+		delete(d.resumed, j.key())
+		d.mu.Unlock()
 		return true
 	case vigil.ErrorCode(err) == vigil.CodeConflict:
 		log.Info("delivery taken over by another attempt: not sent again", "attempts", j.attempts)
@@ -615,16 +670,32 @@ func (d *Dispatcher) claim(ctx context.Context, log *slog.Logger, j *job, rec vi
 	return false
 }
 
-// record writes a receipt after an attempt; on failure the receipt stays
-// as it was (sending: unknown at the next start) and the job is dropped.
+// record writes rec, the receipt that ends j's attempt, and reports
+// whether it did. The write outlives ctx (a shutdown that came while the
+// attempt ran), for at most finalWrite: a store that refuses a write whose
+// context is done (SQLite) would otherwise leave an attempt that ended
+// "sending". When the store fails, j keeps rec (owed) and writes it again
+// storeRetry later, as claim tries again, until it is written or the
+// watch's shard has moved to another replica (HoldsFunc): that replica's
+// fence refuses the write, and it resumes the delivery (the receipt left
+// sending is unknown there). Dropping j instead left a retry (a 5xx) not
+// retried, and its receipt "sending", until the next start.
 func (d *Dispatcher) record(ctx context.Context, log *slog.Logger, j *job, rec vigil.ReceiptRecord) bool {
-	if err := d.cfg.Store.ReceiptUpsert(ctx, vigil.ReceiptUpsertParams{ReceiptRecord: rec}); err != nil {
-		if ctx.Err() == nil {
-			log.Error("recording receipt", "status", rec.Status, "err", err)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWrite)
+	err := d.cfg.Store.ReceiptUpsert(wctx, vigil.ReceiptUpsertParams{ReceiptRecord: rec})
+	cancel()
+	if err != nil {
+		if d.cfg.HoldsFunc != nil && !d.cfg.HoldsFunc(j.watchID) {
+			log.Warn("recording receipt: the watch's shard moved to another replica, which resumes the delivery", "status", rec.Status, "err", err)
+			d.finish(j)
+			return false
 		}
-		d.finish(j)
+		log.Error("recording receipt; trying again", "status", rec.Status, "err", err, "in", storeRetry)
+		j.owed = &rec
+		d.retryLater(j, storeRetry)
 		return false
 	}
+	j.owed = nil
 	if d.cfg.ReceiptFunc != nil {
 		d.cfg.ReceiptFunc(rec.Channel, rec.Status)
 	}
@@ -632,17 +703,32 @@ func (d *Dispatcher) record(ctx context.Context, log *slog.Logger, j *job, rec v
 }
 
 func (d *Dispatcher) retryLater(j *job, wait time.Duration) {
+	d.retryAt(j, d.now().Add(wait))
+}
+
+// retryAt queues j again, due at at.
+func (d *Dispatcher) retryAt(j *job, at time.Time) {
 	d.mu.Lock()
-	j.due = d.now().Add(wait).UnixNano()
+	j.due = at.UnixNano()
 	heap.Push(&d.h, j)
 	d.mu.Unlock()
 	d.signal()
 }
 
+// finish forgets j, and queues in its place the attempt a resume found due
+// meanwhile, if any (resumed).
 func (d *Dispatcher) finish(j *job) {
 	d.mu.Lock()
 	delete(d.active, j.key())
+	r := d.resumed[j.key()]
+	if r != nil {
+		delete(d.resumed, j.key())
+		d.pushLocked(r)
+	}
 	d.mu.Unlock()
+	if r != nil {
+		d.signal()
+	}
 }
 
 func clip(s string) string {

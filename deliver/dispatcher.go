@@ -99,6 +99,8 @@ type Dispatcher struct {
 	due fairQueue
 	// idle counts the workers free to take an attempt.
 	idle int
+	// drain keeps the attempts in flight, for Drain (drain.go).
+	drain drainer
 }
 
 // job is one delivery waiting for its next attempt.
@@ -467,11 +469,13 @@ func (d *Dispatcher) queueLocked(j *job) {
 
 // attempt makes one attempt of j and records its receipt before and after.
 func (d *Dispatcher) attempt(ctx context.Context, j *job) {
-	if d.cfg.HoldsFunc != nil && !d.cfg.HoldsFunc(j.watchID) {
-		// Its shard moved to another replica, which resumes it.
+	if (d.cfg.HoldsFunc != nil && !d.cfg.HoldsFunc(j.watchID)) || !d.takeOff(j.watchID) {
+		// Its shard moved (or is being handed) to another replica,
+		// which resumes it.
 		d.finish(j)
 		return
 	}
+	defer d.land(j.watchID)
 	log := d.log.With("watch_id", j.watchID, "channel", j.channel)
 	w := j.w
 	if w == nil {

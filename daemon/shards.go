@@ -80,7 +80,7 @@ func newShards(cfg Config, pg *postgres.Store, replica string, eng *engine.Engin
 		gained: make(chan []int, postgres.Shards), needsRow: needsRow, refused: pg.Refused}
 	l, r := cfg.leases()
 	mgr, err := lease.New(lease.Config{Store: pg, Replica: replica, Shards: postgres.Shards, Lease: l, Renew: r,
-		Gain: s.gain, Lose: s.lose, Since: s.repairSince, Renewed: s.repair, Logger: log})
+		Gain: s.gain, Lose: s.lose, Drain: s.drain, Since: s.repairSince, Renewed: s.repair, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -173,6 +173,21 @@ func (s *shards) prime(ctx context.Context, shards []int) error {
 	return nil
 }
 
+// drain, before the manager releases shards to another replica (never
+// for shards lost), stops their delivery attempts from starting and waits
+// (ctx bounds it: lease.DrainMax) for those in flight to record their
+// results while the fence still holds the shards: a 503 is then retried
+// by the next holder on its ladder, and a success is not read back as
+// unknown. lose, which follows once the fence let go of them, lifts the
+// stop (the dispatcher's holds check drops their attempts from then on).
+func (s *shards) drain(ctx context.Context, shards []int) int {
+	give := make(map[int]bool, len(shards))
+	for _, sh := range shards {
+		give[sh] = true
+	}
+	return s.disp.Drain(ctx, func(id string) bool { return give[postgres.ShardOf(id)] })
+}
+
 // lose forgets the watches of the shards lost: the fence stops their
 // writes already; the dispatcher drops their deliveries at their turn
 // (deliver.Config.HoldsFunc); the file system notifier stops watching
@@ -192,6 +207,7 @@ func (s *shards) lose(shards []int) {
 		return false
 	})
 	s.fs.drop(ids)
+	s.disp.Undrain()
 	s.log.Debug("shards let go", "shards", shards, "watches", len(ids))
 }
 

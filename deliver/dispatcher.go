@@ -111,6 +111,8 @@ type Dispatcher struct {
 	// its place (finish). One that claims the receipt makes the attempt
 	// itself, and the one resumed is forgotten.
 	resumed map[string]*job
+	// drain keeps the attempts in flight, for Drain (drain.go).
+	drain drainer
 }
 
 // job is one delivery waiting for its next attempt.
@@ -499,11 +501,13 @@ func (d *Dispatcher) queueLocked(j *job) {
 
 // attempt makes one attempt of j and records its receipt before and after.
 func (d *Dispatcher) attempt(ctx context.Context, j *job) {
-	if d.cfg.HoldsFunc != nil && !d.cfg.HoldsFunc(j.watchID) {
-		// Its shard moved to another replica, which resumes it.
+	if (d.cfg.HoldsFunc != nil && !d.cfg.HoldsFunc(j.watchID)) || !d.takeOff(j.watchID) {
+		// Its shard moved (or is being handed) to another replica,
+		// which resumes it.
 		d.finish(j)
 		return
 	}
+	defer d.land(j.watchID)
 	log := d.log.With("watch_id", j.watchID, "channel", j.channel)
 	if rec := j.owed; rec != nil {
 		// The attempt was made: only its receipt is left to record.

@@ -29,6 +29,20 @@ import (
 const (
 	DefaultLease = 15 * time.Second
 	DefaultRenew = 5 * time.Second
+	// DrainMax bounds how long a release waits for the delivery attempts
+	// in flight on the shards it gives up (Config.Drain): the timeout of
+	// one webhook attempt (deliver/webhook.DefaultTimeout), the channel
+	// nearly every delivery takes; an attempt still going past it (a slow
+	// mail, a long command) is read back as unknown, as before. The wait
+	// is also at most a renewal interval, and half what the lease lasts
+	// beyond one (drainFor), whichever is shortest: the release happens
+	// inside a step, after the heartbeat that renewed the lease and before
+	// the next, which comes a renewal interval after this step ends, so
+	// the lease (and the fence the attempts record their results on) holds
+	// throughout the wait and until the next renewal with time to spare,
+	// and the other replicas still count this one live (5 s with the
+	// default lease and renewal).
+	DrainMax = 10 * time.Second
 )
 
 // Store is what the manager asks of the database: store/postgres.Store.
@@ -61,6 +75,15 @@ type Config struct {
 	// let go of them and, for a release, before the database hears of it:
 	// it forgets their watches and deliveries.
 	Lose func(shards []int)
+	// Drain, when set, is called with the shards about to be released
+	// (given up deliberately, to a replica under its share; never those
+	// lost), while the fence still holds them: it stops their delivery
+	// attempts from starting and waits, until ctx ends (at most drainFor),
+	// for those in flight to record their results, returning how many it
+	// did not wait for. Lose follows, after the fence let go of them.
+	// Without it an attempt in flight could not record its result (the
+	// fence refuses it) and the next holder would read it back as unknown.
+	Drain func(ctx context.Context, shards []int) int
 	// Since, when set, is asked before each heartbeat for the instant
 	// (by the database's clock) from which the heartbeat's repair scan
 	// reads the new pending watches of the shards it renews; the zero
@@ -71,8 +94,8 @@ type Config struct {
 	// database's clock, the repair scan's ids): the daemon's repair.
 	Renewed func(ctx context.Context, held []int, found postgres.Peers)
 	Logger  *slog.Logger
-	// NewTimer makes the step timer; nil uses time.NewTimer. Tests drive
-	// Step directly.
+	// NewTimer makes the step timer and the bound of a release's Drain;
+	// nil uses time.NewTimer. Tests drive Step directly.
 	NewTimer func(d time.Duration) *time.Timer
 }
 
@@ -185,11 +208,13 @@ func (m *Manager) Step(ctx context.Context) error {
 	released := false
 	if len(held) > floor && needy {
 		// Give what is above the floor of the share to a replica that
-		// has less than that floor: forget it here first, then let go
-		// of it in the database, so the two never both hold it. (A
-		// replica under its share takes it back at its next step if
-		// nobody needed it.)
+		// has less than that floor: let the deliveries in flight on it
+		// record their results while the fence still holds it (drain),
+		// forget it here, then let go of it in the database, so the two
+		// never both hold it. (A replica under its share takes it back
+		// at its next step if nobody needed it.)
 		surplus := held[floor:]
+		m.drain(ctx, shardsOf(surplus))
 		held = held[:floor:floor]
 		m.set(held)
 		m.cfg.Lose(shardsOf(surplus))
@@ -246,6 +271,38 @@ func (m *Manager) Step(ctx context.Context) error {
 	}
 	m.log.Info("shards taken", "shards", shardsOf(got), "held", len(all), "share", target, "replicas", live)
 	return nil
+}
+
+// drainFor is how long a release waits for the deliveries in flight on
+// the shards it gives up: DrainMax, at most a renewal interval and half
+// what the lease lasts beyond one (see DrainMax).
+func (m *Manager) drainFor() time.Duration {
+	return min(DrainMax, m.cfg.Renew, (m.cfg.Lease-m.cfg.Renew)/2)
+}
+
+// drain calls Drain with the shards to be released, for at most
+// drainFor (on the step timer, NewTimer).
+func (m *Manager) drain(ctx context.Context, shards []int) {
+	if m.cfg.Drain == nil {
+		return
+	}
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	bound := m.cfg.NewTimer(m.drainFor())
+	defer bound.Stop()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-bound.C:
+			cancel()
+		case <-done:
+		}
+	}()
+	if left := m.cfg.Drain(dctx, shards); left > 0 {
+		m.log.Warn("releasing shards with delivery attempts still in flight: the next holder reads their receipts back as unknown",
+			"shards", shards, "attempts", left, "bound", m.drainFor())
+	}
 }
 
 // set makes held what the manager holds and what the store fences on.

@@ -368,3 +368,86 @@ func leaveOnStop(t *testing.T) {
 		t.Fatalf("b took %d shards after a left, want 64", got["b"])
 	}
 }
+
+// TestReleaseDrainsFirst: a replica giving shards up to one under its
+// share first lets their deliveries in flight record their results
+// (Drain), while its fence and the database still give it the shards and
+// before it forgets them (Lose), for at most drainFor on the step timer;
+// then it lets go of them as before. Shards lost (a lapse) are not
+// drained: the fence already refuses what their attempts would record.
+func TestReleaseDrainsFirst(t *testing.T) {
+	r := newRig(t)
+	a := r.add("a")
+	r.add("b")
+	r.step("a")
+	var drained [][]int
+	var bounds []time.Duration
+	a.cfg.NewTimer = func(d time.Duration) *time.Timer {
+		bounds = append(bounds, d)
+		return time.NewTimer(0) // the bound passes at once
+	}
+	a.cfg.Drain = func(ctx context.Context, shards []int) int {
+		drained = append(drained, shards)
+		owners := r.store.owners()
+		r.store.mu.Lock()
+		fence := shardsOf(r.store.fences["a"])
+		r.store.mu.Unlock()
+		for _, s := range shards {
+			if !slices.Contains(fence, s) || !r.armed["a"][s] || owners[s] != "a" {
+				t.Errorf("draining shard %d: in a's fence %v, armed %v, the database's holder %q; want a's throughout",
+					s, slices.Contains(fence, s), r.armed["a"][s], owners[s])
+			}
+		}
+		<-ctx.Done() // an attempt that never ends: only the bound ends the wait
+		return 1
+	}
+	r.step("b", "a", "b")
+	if got := r.check(); got["a"] != 32 || got["b"] != 32 {
+		t.Fatalf("after the release: %v, want 32 each", got)
+	}
+	if want := [][]int{seq(32, 64)}; !slices.EqualFunc(drained, want, slices.Equal) {
+		t.Fatalf("drained %v, want %v", drained, want)
+	}
+	if want := []time.Duration{5 * time.Second}; !slices.Equal(bounds, want) {
+		t.Fatalf("drain bounds %v, want %v (a renewal interval, under DrainMax)", bounds, want)
+	}
+	// a's lease lapses (frozen): b takes its shards; a's next step loses
+	// them without draining.
+	r.store.advance(10 * time.Second)
+	r.step("b")
+	r.store.advance(5*time.Second + time.Millisecond)
+	r.step("b", "a")
+	if got := r.check(); got["a"] != 0 || got["b"] != 64 {
+		t.Fatalf("after a's lease lapsed: %v, want b holding all 64", got)
+	}
+	if len(drained) != 1 {
+		t.Fatalf("shards lost were drained: %v", drained[1:])
+	}
+}
+
+// TestDrainBound: the drain's bound is DrainMax, at most a renewal
+// interval and half what the lease lasts beyond one.
+func TestDrainBound(t *testing.T) {
+	for _, c := range []struct{ lease, renew, want time.Duration }{
+		{15 * time.Second, 5 * time.Second, 5 * time.Second},
+		{time.Minute, 20 * time.Second, 10 * time.Second},
+		{time.Minute, 50 * time.Second, 5 * time.Second},
+		{3 * time.Second, time.Second, time.Second},
+	} {
+		m, err := New(Config{Store: newFake(64), Replica: "a", Shards: 64, Lease: c.lease, Renew: c.renew})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.drainFor(); got != c.want {
+			t.Errorf("lease %s, renewal %s: drain bound %s, want %s", c.lease, c.renew, got, c.want)
+		}
+	}
+}
+
+func seq(from, to int) []int {
+	var out []int
+	for i := from; i < to; i++ {
+		out = append(out, i)
+	}
+	return out
+}

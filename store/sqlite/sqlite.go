@@ -254,15 +254,28 @@ func (s *Store) checkpoints() {
 		case <-s.w.done:
 			return
 		}
-		var busy, frames, copied int
-		s.w.checkpointMu.Lock()
-		err := s.readDB.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
-		s.w.checkpointMu.Unlock()
-		if err != nil {
+		if err := s.checkpoint(context.Background()); err != nil {
 			// No caller to return this to; the next checkpoint retries.
 			s.log.Warn("checkpoint failed", "err", err)
 		}
 	}
+}
+
+// checkpoint runs one background checkpoint on a connection of the read
+// pool. It takes the connection before checkpointMu: the writer takes
+// that mutex for its own checkpoint, between two batches, so waiting for
+// a reader to come free while holding it would stall every write behind
+// the slowest reads.
+func (s *Store) checkpoint(ctx context.Context) error {
+	conn, err := s.readDB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var busy, frames, copied int
+	s.w.checkpointMu.Lock()
+	defer s.w.checkpointMu.Unlock()
+	return conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
 }
 
 // preallocate extends the WAL file (see preallocateWAL) as far as the

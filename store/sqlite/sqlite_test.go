@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -539,6 +540,65 @@ func TestWALStartsOverBesideOtherCheckpoints(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCheckpointWaitingForReaderLeavesWritesAlone: a background checkpoint
+// that must wait for a connection of the read pool (every reader busy)
+// does not hold up the writer's own checkpoint, nor so the writes queued
+// behind it. It used to take checkpointMu first and wait for the
+// connection while holding it.
+func TestCheckpointWaitingForReaderLeavesWritesAlone(t *testing.T) {
+	const readers = 2
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), &Options{Readers: readers})
+	defer s.Close()
+	// A failure guard only: on success the write is done long before.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	// Every read connection busy.
+	var conns []*sql.Conn
+	release := func() {
+		for _, c := range conns {
+			c.Close()
+		}
+		conns = nil
+	}
+	defer release()
+	for range readers {
+		c, err := s.readDB.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	// A background checkpoint, which now waits for a read connection.
+	waits := s.readDB.Stats().WaitCount
+	s.w.checkpoint <- struct{}{}
+	for s.readDB.Stats().WaitCount == waits {
+		if ctx.Err() != nil {
+			t.Fatal("the background checkpointer never asked for a read connection")
+		}
+		runtime.Gosched()
+	}
+	// The writer checkpoints itself after its next batch, before it takes
+	// the one after: the write below is answered only once that checkpoint
+	// is done.
+	if err := s.w.do(ctx, func(*wtx) error { s.w.sinceOwn = restartPages; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.WatchCreate(context.Background(), vigil.WatchCreateParams{Watch: timerWatch("w1", "r")})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("write: %v", err)
+		}
+	case <-ctx.Done():
+		release()
+		t.Fatalf("a write waited for a read connection (%v after readers freed): the background checkpointer held checkpointMu while waiting for one", <-done)
+	}
 }
 
 // steadyWrites registers 9 600 watches of about one WAL page each from 16

@@ -122,6 +122,9 @@ type Options struct {
 	// Readers is the size of the read connection pool; zero means
 	// max(4, GOMAXPROCS).
 	Readers int
+
+	// openWAL, when set (by tests), opens the WAL file for preallocate.
+	openWAL func(path string) (walFile, error)
 }
 
 // Store is the SQLite implementation of vigil.Store. It is safe for
@@ -204,7 +207,10 @@ func Open(ctx context.Context, path string, opts *Options) (_ *Store, err error)
 		return nil, err
 	}
 
-	if err := s.preallocate(); err != nil {
+	if o.openWAL == nil {
+		o.openWAL = openWALFile
+	}
+	if err := s.preallocate(ctx, o.openWAL); err != nil {
 		s.writeDB.Close()
 		return nil, err
 	}
@@ -279,9 +285,38 @@ func (s *Store) checkpoint(ctx context.Context) error {
 }
 
 // preallocate extends the WAL file (see preallocateWAL) as far as the
-// free space of its disk allows.
-func (s *Store) preallocate() error {
-	f, err := os.OpenFile(s.path+"-wal", os.O_WRONLY, 0)
+// free space of its disk allows, holding SQLite's write lock throughout.
+//
+// The data dir's lock keeps a second vigil serve off the same data dir,
+// but not every other writer of the database: a store configured as
+// sqlite:PATH lives outside the data dir (two data dirs may name the same
+// file), the lock needs flock, which not every system has, and any other
+// program (the sqlite3 shell, a vigil backup of an older release) may
+// open it. So preallocate does not rely on being the only writer: it takes
+// SQLite's write lock (BEGIN IMMEDIATE on the writer connection) before
+// it reads the WAL's size, and keeps it until the zeros are written and
+// synced, or the file is truncated back after a failure. While it is held
+// no other connection, in this process or another, can append a frame, or
+// restart, truncate or delete the WAL, so the zeros only ever land past
+// the last frame, and the truncation never cuts one off. If another
+// writer holds the lock for longer than the busy timeout, the
+// preallocation is skipped, with one log line.
+func (s *Store) preallocate(ctx context.Context, openWAL func(path string) (walFile, error)) error {
+	conn, err := s.writeDB.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlite: preallocate WAL: %w", err)
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the writer's _txlock
+	if busy(err) {
+		s.log.Warn("another program held the database's write lock: the WAL is not preallocated, so commits may be slower", "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: preallocate WAL: %w", err)
+	}
+	defer tx.Rollback() // it wrote nothing
+	f, err := openWAL(s.path + "-wal")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // SQLite made none: nothing to extend
 	}
@@ -296,12 +331,18 @@ func (s *Store) preallocate() error {
 	return preallocateWAL(f, walPrealloc, free, s.log)
 }
 
-// walFile is what preallocateWAL needs of the WAL file.
+// openWALFile opens the WAL file at path for preallocate.
+func openWALFile(path string) (walFile, error) {
+	return os.OpenFile(path, os.O_WRONLY, 0)
+}
+
+// walFile is what preallocate needs of the WAL file.
 type walFile interface {
 	Stat() (fs.FileInfo, error)
 	WriteAt(b []byte, off int64) (int, error)
 	Truncate(size int64) error
 	Sync() error
+	Close() error
 }
 
 // preallocateWAL extends the WAL file f with zeros up to size, and syncs
@@ -322,8 +363,10 @@ type walFile interface {
 // commit rewrites. Zeros past the last frame are safe: SQLite reads frames
 // only while their salt and checksum match the header's, exactly as it
 // ignores the stale frames a restarted WAL leaves behind. Only bytes past
-// the file's current end are written, never a frame. SQLite deletes the
-// WAL when the last connection closes; Open extends the new one again.
+// the file's current end are written, never a frame — provided no other
+// connection can append one meanwhile: the caller holds SQLite's write
+// lock (see preallocate). SQLite deletes the WAL when the last connection
+// closes; Open extends the new one again.
 func preallocateWAL(f walFile, size, free int64, log *slog.Logger) error {
 	fi, err := f.Stat()
 	if err != nil {

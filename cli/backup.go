@@ -15,9 +15,11 @@ func newBackupCmd(e *env) *cobra.Command {
 		GroupID: "daemon",
 		Long: `Write a consistent, compact copy of the SQLite database to DEST, a file that
 must not exist yet. It reads the database in the data dir (--data-dir,
-VIGIL_DATA_DIR, or the default) directly, with SQLite's VACUUM INTO, so it
-works whether or not the daemon is running, and the daemon carries on
-meanwhile. To restore, stop the daemon and put the copy in place of vigil.db.`,
+VIGIL_DATA_DIR, or the default) directly and read-only, with SQLite's VACUUM
+INTO, so it works whether or not the daemon is running, and the daemon
+carries on meanwhile. It writes nothing to the database and migrates
+nothing: the copy keeps the database's schema version. To restore, stop the
+daemon and put the copy in place of vigil.db.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := daemon.Load(cmd.Flags(), e.getenv)

@@ -13,9 +13,12 @@ import (
 
 // Backup writes a consistent copy of the SQLite database cfg names to dest
 // (which must not exist yet), while a daemon may be running on it: SQLite's
-// VACUUM INTO through the store, readers and writers carry on. It refuses
-// when there is no database yet, rather than creating one, and leaves an
-// empty one as it is.
+// VACUUM INTO (sqlite.BackupFile), readers and writers carry on. It opens
+// the database read-only, not as a store: it writes nothing to it and
+// migrates nothing (the copy has the database's own schema version, older
+// or newer than this build's), so it is safe beside a running daemon of any
+// version. It refuses when there is no database yet, rather than creating
+// one, and leaves an empty one as it is.
 func Backup(ctx context.Context, cfg Config, dest string) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -32,8 +35,8 @@ func Backup(ctx context.Context, cfg Config, dest string) error {
 		return fmt.Errorf("backup: %w", err)
 	}
 	if fi.Size() == 0 {
-		// Opening it through the store would write a fresh schema into it,
-		// and vigil serve would then take it for a new database.
+		// There is nothing to copy, and a copy of it would be a valid,
+		// empty database: restored, vigil serve would start afresh.
 		return fmt.Errorf("the database %s is empty (0 bytes): there is nothing to back up", src)
 	}
 	dest, err = filepath.Abs(dest)
@@ -43,16 +46,8 @@ func Backup(ctx context.Context, cfg Config, dest string) error {
 	if _, err := os.Stat(dest); err == nil {
 		return fmt.Errorf("backup: %s already exists; name a new file", dest)
 	}
-	st, err := sqlite.Open(ctx, src, nil)
-	if err != nil {
-		if errors.Is(err, sqlite.ErrSchemaNewer) {
-			return fmt.Errorf("the database %s was written by a newer vigil; back it up with that version: %w", src, err)
-		}
+	if err := sqlite.BackupFile(ctx, src, dest); err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
-	if err := st.Backup(ctx, dest); err != nil {
-		st.Close()
-		return err
-	}
-	return st.Close()
+	return nil
 }

@@ -74,6 +74,13 @@ func corrupted(err error) bool {
 	return false
 }
 
+// busy reports whether err is SQLite finding the database locked by
+// another connection for longer than the busy timeout.
+func busy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
+}
+
 // wrap gives an internal error its context; a *vigil.Error made by
 // interpretError or by the store's own rules goes back as it is, so its
 // message stays the sentence a user reads.

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"io/fs"
 	"log/slog"
@@ -375,6 +376,110 @@ func TestPreallocateWALFitsFreeSpace(t *testing.T) {
 			}
 			if got := strings.Count(logs.String(), "\n"); got != tt.wantLogs {
 				t.Errorf("%d log lines, want %d: %q", got, tt.wantLogs, logs.String())
+			}
+		})
+	}
+}
+
+// otherWriterWAL is the WAL file as preallocate sees it, with another
+// program committing to the database just before preallocate's first
+// write: between its reading of the WAL's size and its zeros. With fail
+// set, that write fails with it, so preallocate truncates the file back.
+type otherWriterWAL struct {
+	*os.File
+	commit func()
+	fail   error
+}
+
+func (f *otherWriterWAL) WriteAt(b []byte, off int64) (int, error) {
+	if f.commit != nil {
+		f.commit()
+		f.commit = nil
+		if f.fail != nil {
+			return 0, f.fail
+		}
+	}
+	return f.File.WriteAt(b, off)
+}
+
+// TestPreallocateHoldsTheWriteLock: Open extends the WAL (or truncates it
+// back after a failed write) under SQLite's write lock, so another program
+// committing to the same database meanwhile waits for it, and none of its
+// frames is overwritten with zeros or cut off. (Open read the WAL's size
+// and then wrote from there without any lock; a commit landing in between
+// was lost and the database read as malformed.)
+func TestPreallocateHoldsTheWriteLock(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		fail error
+	}{
+		{name: "extended"},
+		{name: "truncated back", fail: syscall.ENOSPC},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "vigil.db")
+			open(t, path, nil).Close() // the schema; the WAL goes with the last connection
+			// The other program: a writer whose WAL is not preallocated, and
+			// which does not wait for the write lock.
+			other, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(0)&_pragma=journal_mode(WAL)")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			other.SetMaxOpenConns(1)
+			ctx := t.Context()
+			if _, err := other.ExecContext(ctx, "CREATE TABLE other (n INTEGER)"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := other.ExecContext(ctx, "INSERT INTO other VALUES (1)"); err != nil {
+				t.Fatal(err)
+			}
+			var during error
+			ran := false
+			s, err := Open(ctx, path, &Options{openWAL: func(p string) (walFile, error) {
+				f, err := os.OpenFile(p, os.O_WRONLY, 0)
+				if err != nil {
+					return nil, err
+				}
+				return &otherWriterWAL{File: f, fail: tt.fail, commit: func() {
+					ran = true
+					_, during = other.ExecContext(ctx, "INSERT INTO other VALUES (2)")
+				}}, nil
+			}})
+			if err != nil {
+				t.Fatalf("Open error = %v", err)
+			}
+			defer s.Close()
+			if !ran {
+				t.Skip("too little free space here for Open to preallocate the WAL")
+			}
+			switch {
+			case during == nil:
+				// Committed while the WAL was being extended: it must be there.
+			case busy(during):
+				// It waited for the lock: commit now.
+				if _, err := other.ExecContext(ctx, "INSERT INTO other VALUES (2)"); err != nil {
+					t.Fatalf("commit after Open: %v", err)
+				}
+			default:
+				t.Fatalf("commit during preallocation: %v", during)
+			}
+			// A new connection, and the store's readers, see both rows and
+			// a sound database.
+			fresh := openRaw(t, path)
+			defer fresh.Close()
+			for name, db := range map[string]*sql.DB{"a new connection": fresh, "the store's readers": s.readDB} {
+				var n int
+				if err := db.QueryRowContext(ctx, "SELECT count(*) FROM other").Scan(&n); err != nil || n != 2 {
+					t.Errorf("%s counts %d rows (%v), want 2: a commit made during the preallocation was lost", name, n, err)
+				}
+				var ic string
+				if err := db.QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&ic); err != nil || ic != "ok" {
+					t.Errorf("%s: integrity_check = %q, %v", name, ic, err)
+				}
+			}
+			if during == nil {
+				t.Errorf("another program committed while Open preallocated the WAL: Open did not hold the write lock")
 			}
 		})
 	}

@@ -20,7 +20,8 @@
 // than this build knows is refused (ErrSchemaNewer). Times are stored as
 // unix milliseconds UTC and durations as milliseconds, so both round-trip
 // at millisecond precision; JSON values are TEXT. Backup makes an online
-// copy with VACUUM INTO.
+// copy with VACUUM INTO; BackupFile makes one without opening a store
+// (read-only, migrating nothing), beside a store in another process.
 //
 // The database, its WAL and its shared-memory file are private to their
 // owner (0600): Open creates the database so, SQLite gives the other two the
@@ -122,6 +123,9 @@ type Options struct {
 	// Readers is the size of the read connection pool; zero means
 	// max(4, GOMAXPROCS).
 	Readers int
+
+	// openWAL, when set (by tests), opens the WAL file for preallocate.
+	openWAL func(path string) (walFile, error)
 }
 
 // Store is the SQLite implementation of vigil.Store. It is safe for
@@ -204,7 +208,10 @@ func Open(ctx context.Context, path string, opts *Options) (_ *Store, err error)
 		return nil, err
 	}
 
-	if err := s.preallocate(); err != nil {
+	if o.openWAL == nil {
+		o.openWAL = openWALFile
+	}
+	if err := s.preallocate(ctx, o.openWAL); err != nil {
 		s.writeDB.Close()
 		return nil, err
 	}
@@ -254,21 +261,63 @@ func (s *Store) checkpoints() {
 		case <-s.w.done:
 			return
 		}
-		var busy, frames, copied int
-		s.w.checkpointMu.Lock()
-		err := s.readDB.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
-		s.w.checkpointMu.Unlock()
-		if err != nil {
+		if err := s.checkpoint(context.Background()); err != nil {
 			// No caller to return this to; the next checkpoint retries.
 			s.log.Warn("checkpoint failed", "err", err)
 		}
 	}
 }
 
+// checkpoint runs one background checkpoint on a connection of the read
+// pool. It takes the connection before checkpointMu: the writer takes
+// that mutex for its own checkpoint, between two batches, so waiting for
+// a reader to come free while holding it would stall every write behind
+// the slowest reads.
+func (s *Store) checkpoint(ctx context.Context) error {
+	conn, err := s.readDB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var busy, frames, copied int
+	s.w.checkpointMu.Lock()
+	defer s.w.checkpointMu.Unlock()
+	return conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
+}
+
 // preallocate extends the WAL file (see preallocateWAL) as far as the
-// free space of its disk allows.
-func (s *Store) preallocate() error {
-	f, err := os.OpenFile(s.path+"-wal", os.O_WRONLY, 0)
+// free space of its disk allows, holding SQLite's write lock throughout.
+//
+// The data dir's lock keeps a second vigil serve off the same data dir,
+// but not every other writer of the database: a store configured as
+// sqlite:PATH lives outside the data dir (two data dirs may name the same
+// file), the lock needs flock, which not every system has, and any other
+// program (the sqlite3 shell, a vigil backup of an older release) may
+// open it. So preallocate does not rely on being the only writer: it takes
+// SQLite's write lock (BEGIN IMMEDIATE on the writer connection) before
+// it reads the WAL's size, and keeps it until the zeros are written and
+// synced, or the file is truncated back after a failure. While it is held
+// no other connection, in this process or another, can append a frame, or
+// restart, truncate or delete the WAL, so the zeros only ever land past
+// the last frame, and the truncation never cuts one off. If another
+// writer holds the lock for longer than the busy timeout, the
+// preallocation is skipped, with one log line.
+func (s *Store) preallocate(ctx context.Context, openWAL func(path string) (walFile, error)) error {
+	conn, err := s.writeDB.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlite: preallocate WAL: %w", err)
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the writer's _txlock
+	if busy(err) {
+		s.log.Warn("another program held the database's write lock: the WAL is not preallocated, so commits may be slower", "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: preallocate WAL: %w", err)
+	}
+	defer tx.Rollback() // it wrote nothing
+	f, err := openWAL(s.path + "-wal")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // SQLite made none: nothing to extend
 	}
@@ -283,12 +332,18 @@ func (s *Store) preallocate() error {
 	return preallocateWAL(f, walPrealloc, free, s.log)
 }
 
-// walFile is what preallocateWAL needs of the WAL file.
+// openWALFile opens the WAL file at path for preallocate.
+func openWALFile(path string) (walFile, error) {
+	return os.OpenFile(path, os.O_WRONLY, 0)
+}
+
+// walFile is what preallocate needs of the WAL file.
 type walFile interface {
 	Stat() (fs.FileInfo, error)
 	WriteAt(b []byte, off int64) (int, error)
 	Truncate(size int64) error
 	Sync() error
+	Close() error
 }
 
 // preallocateWAL extends the WAL file f with zeros up to size, and syncs
@@ -309,8 +364,10 @@ type walFile interface {
 // commit rewrites. Zeros past the last frame are safe: SQLite reads frames
 // only while their salt and checksum match the header's, exactly as it
 // ignores the stale frames a restarted WAL leaves behind. Only bytes past
-// the file's current end are written, never a frame. SQLite deletes the
-// WAL when the last connection closes; Open extends the new one again.
+// the file's current end are written, never a frame — provided no other
+// connection can append one meanwhile: the caller holds SQLite's write
+// lock (see preallocate). SQLite deletes the WAL when the last connection
+// closes; Open extends the new one again.
 func preallocateWAL(f walFile, size, free int64, log *slog.Logger) error {
 	fi, err := f.Stat()
 	if err != nil {
@@ -411,16 +468,24 @@ func removeDatabase(path string) {
 // pending watches (383 MiB) it took about 40 % as long as listing them for
 // the scheduler does.
 func (s *Store) check(ctx context.Context) error {
+	return quickCheck(ctx, s.writeDB, s.path)
+}
+
+// quickCheck runs SQLite's quick_check on db, the database at path, and
+// answers ErrCorrupt if it finds it damaged or not a database at all.
+func quickCheck(ctx context.Context, db interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, path string) error {
 	var res string
-	err := s.writeDB.QueryRowContext(ctx, "PRAGMA quick_check(1)").Scan(&res)
+	err := db.QueryRowContext(ctx, "PRAGMA quick_check(1)").Scan(&res)
 	if err != nil {
 		if corrupted(err) {
-			return fmt.Errorf("%w: %s cannot be read as a database (%v): restore it from a backup, or remove it to start afresh", ErrCorrupt, s.path, err)
+			return fmt.Errorf("%w: %s cannot be read as a database (%v): restore it from a backup, or remove it to start afresh", ErrCorrupt, path, err)
 		}
-		return fmt.Errorf("sqlite: check %s: %w", s.path, err)
+		return fmt.Errorf("sqlite: check %s: %w", path, err)
 	}
 	if res != "ok" {
-		return fmt.Errorf("%w: %s fails SQLite's integrity check (%s): restore it from a backup, or remove it to start afresh", ErrCorrupt, s.path, res)
+		return fmt.Errorf("%w: %s fails SQLite's integrity check (%s): restore it from a backup, or remove it to start afresh", ErrCorrupt, path, res)
 	}
 	return nil
 }
@@ -532,17 +597,13 @@ func (s *Store) SetWriteFaultFunc(f func() error) {
 // if the copy fails, so a failed backup leaves no partial file. The copy is
 // compact and can be opened with Open.
 func (s *Store) Backup(ctx context.Context, destPath string) (err error) {
-	f, err := os.OpenFile(destPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	remove, err := createBackupFile(destPath)
 	if err != nil {
-		return fmt.Errorf("sqlite: backup: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(destPath)
-		return fmt.Errorf("sqlite: backup: %w", err)
+		return err
 	}
 	defer func() {
 		if err != nil {
-			os.Remove(destPath)
+			remove()
 		}
 	}()
 	conn, err := s.readDB.Conn(ctx)
@@ -556,13 +617,100 @@ func (s *Store) Backup(ctx context.Context, destPath string) (err error) {
 	if _, err := conn.ExecContext(ctx, "PRAGMA query_only = 0"); err != nil {
 		return fmt.Errorf("sqlite: backup: %w", err)
 	}
-	_, err = conn.ExecContext(ctx, "VACUUM INTO ?", destPath)
+	err = vacuumInto(ctx, conn, destPath)
 	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA query_only = 1"); rerr != nil {
 		// Do not return this connection to the pool writable.
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 		err = errors.Join(err, rerr)
 	}
+	return err
+}
+
+// BackupFile writes a consistent copy of the database file at path to
+// destPath, as Store.Backup does, without opening a Store: it is what
+// vigil backup runs, beside a daemon that may be writing to the database
+// (in another process). It reads the database through one read-only
+// connection (SQLite's mode=ro), so it never writes to the database or its
+// WAL (no preallocation, no truncation, no checkpoint when it closes), and
+// it applies no migration: the copy is the database as it is, with the
+// schema version it has, older or newer than this build's, which a
+// restored copy keeps until a vigil that knows it opens it (migrating an
+// older one, refusing one newer than it knows with ErrSchemaNewer).
+//
+// It refuses a path with no database (it creates none) and a damaged
+// database (ErrCorrupt, after SQLite's quick_check, as Open does).
+// destPath must not exist yet; it is created private (0600) and removed
+// again if the copy fails.
+func BackupFile(ctx context.Context, path, destPath string) (err error) {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return fmt.Errorf("sqlite: path %q: need the path of a database file", path)
+	}
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("sqlite: backup: %w", err)
+	}
+	db, err := sql.Open("sqlite", readOnlyDSN(path))
 	if err != nil {
+		return fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		if corrupted(err) {
+			return fmt.Errorf("%w: %s cannot be read as a database (%v)", ErrCorrupt, path, err)
+		}
+		return fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	defer conn.Close()
+	if err := quickCheck(ctx, conn, path); err != nil {
+		return err
+	}
+	remove, err := createBackupFile(destPath)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			remove()
+		}
+	}()
+	return vacuumInto(ctx, conn, destPath)
+}
+
+// readOnlyDSN is the data source name of a read-only connection to the
+// database file at path: SQLite's mode=ro (a URI, so the path is escaped)
+// and the store's busy timeout, and nothing that would write (no
+// journal_mode, which may convert the file).
+func readOnlyDSN(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(path), OmitHost: true}
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Add("_pragma", "busy_timeout("+strconv.Itoa(busyTimeoutMS)+")")
+	return u.String() + "?" + q.Encode()
+}
+
+// createBackupFile creates destPath, empty and private (0600); it must
+// not exist yet. remove takes it away again after a failed copy.
+func createBackupFile(destPath string) (remove func(), err error) {
+	f, err := os.OpenFile(destPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: backup: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(destPath)
+		return nil, fmt.Errorf("sqlite: backup: %w", err)
+	}
+	return func() { os.Remove(destPath) }, nil
+}
+
+// vacuumInto copies the database conn reads into destPath (an empty file)
+// with VACUUM INTO: one read transaction, so the copy is one consistent
+// snapshot, taken while writers carry on.
+func vacuumInto(ctx context.Context, conn *sql.Conn, destPath string) error {
+	if _, err := conn.ExecContext(ctx, "VACUUM INTO ?", destPath); err != nil {
 		return fmt.Errorf("sqlite: backup to %s: %w", destPath, err)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -175,6 +177,149 @@ func TestBackup(t *testing.T) {
 	}
 	if _, err := b.WatchGet(t.Context(), "w2"); vigil.ErrorCode(err) != vigil.CodeNotFound {
 		t.Errorf("the backup holds a watch made after it: %v", err)
+	}
+}
+
+// schemaVersion is the schema version goose recorded in the database at
+// path, read by a connection of its own.
+func schemaVersion(t *testing.T, path string) int64 {
+	t.Helper()
+	db := openRaw(t, path)
+	defer db.Close()
+	var v int64
+	if err := db.QueryRowContext(t.Context(), "SELECT max(version_id) FROM goose_db_version WHERE is_applied").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestBackupFileCopiesTheSchemaAsItIs: BackupFile, which vigil backup runs
+// beside a daemon, migrates nothing and writes nothing to the database: a
+// database at an older schema (a daemon of the previous release still
+// running) stays at it, byte for byte, and so does its copy, which Open
+// migrates once restored; a database at a newer schema is copied as it is
+// too, and it is the restored copy that this build refuses to open.
+func TestBackupFileCopiesTheSchemaAsItIs(t *testing.T) {
+	t.Run("older", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "vigil.db")
+		db := openRaw(t, path)
+		fsys, err := fs.Sub(migrationFiles, "migrations")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithDisableGlobalRegistry(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		older := SchemaVersion() - 1
+		if _, err := p.UpTo(t.Context(), older); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		before, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dest := filepath.Join(dir, "copy.db")
+		if err := BackupFile(t.Context(), path, dest); err != nil {
+			t.Fatalf("BackupFile error = %v", err)
+		}
+		if after, err := os.ReadFile(path); err != nil || !bytes.Equal(after, before) {
+			t.Errorf("BackupFile changed the database (%v)", err)
+		}
+		if got := schemaVersion(t, path); got != older {
+			t.Errorf("the database is at schema %d after BackupFile, want %d: it was migrated", got, older)
+		}
+		if got := schemaVersion(t, dest); got != older {
+			t.Errorf("the copy is at schema %d, want the database's %d", got, older)
+		}
+		open(t, dest, nil).Close()
+		if got := schemaVersion(t, dest); got != SchemaVersion() {
+			t.Errorf("the copy, opened, is at schema %d, want %d", got, SchemaVersion())
+		}
+	})
+	t.Run("newer", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "vigil.db")
+		open(t, path, nil).Close()
+		newer := SchemaVersion() + 1
+		db := openRaw(t, path)
+		if _, err := db.ExecContext(t.Context(), "INSERT INTO goose_db_version (version_id, is_applied) VALUES (?, 1)", newer); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		dest := filepath.Join(dir, "copy.db")
+		if err := BackupFile(t.Context(), path, dest); err != nil {
+			t.Fatalf("BackupFile of a newer schema error = %v, want a copy", err)
+		}
+		if got := schemaVersion(t, dest); got != newer {
+			t.Errorf("the copy is at schema %d, want the database's %d", got, newer)
+		}
+		if _, err := Open(t.Context(), dest, nil); !errors.Is(err, ErrSchemaNewer) {
+			t.Errorf("Open of the copy error = %v, want ErrSchemaNewer", err)
+		}
+	})
+}
+
+// TestBackupFileAfterACrash: the database of a daemon that was killed,
+// whose last commits are still only in its WAL (and with no shared-memory
+// file), is copied with those commits. Its directory's name has the
+// characters a URI escapes.
+func TestBackupFileAfterACrash(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, filepath.Join(dir, "vigil.db"), nil)
+	defer s.Close()
+	if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: timerWatch("w1", "r")}); err != nil {
+		t.Fatal(err)
+	}
+	// The files as a kill leaves them: the commit in the WAL, not yet
+	// checkpointed.
+	crashed := filepath.Join(t.TempDir(), "a dir%20with #odd?chars")
+	if err := os.Mkdir(crashed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"vigil.db", "vigil.db-wal"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(crashed, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dest := filepath.Join(t.TempDir(), "copy.db")
+	if err := BackupFile(t.Context(), filepath.Join(crashed, "vigil.db"), dest); err != nil {
+		t.Fatalf("BackupFile error = %v", err)
+	}
+	b := open(t, dest, nil)
+	defer b.Close()
+	if _, err := b.WatchGet(t.Context(), "w1"); err != nil {
+		t.Errorf("the copy lacks the commit that was only in the WAL: %v", err)
+	}
+}
+
+// TestBackupFileRefuses: no database, or a damaged one, is refused, with
+// nothing created.
+func TestBackupFileRefuses(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.db")
+	dest := filepath.Join(dir, "copy.db")
+	if err := BackupFile(t.Context(), missing, dest); err == nil {
+		t.Errorf("BackupFile of no database: no error")
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("BackupFile created a database where there was none (%v)", err)
+	}
+	notDB := filepath.Join(dir, "not.db")
+	if err := os.WriteFile(notDB, bytes.Repeat([]byte("this is not SQLite "), 500), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := BackupFile(t.Context(), notDB, dest); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("BackupFile of a file that is not a database error = %v, want ErrCorrupt", err)
+	}
+	if _, err := os.Stat(dest); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused BackupFile left %s behind (%v)", dest, err)
 	}
 }
 
@@ -539,6 +684,65 @@ func TestWALStartsOverBesideOtherCheckpoints(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCheckpointWaitingForReaderLeavesWritesAlone: a background checkpoint
+// that must wait for a connection of the read pool (every reader busy)
+// does not hold up the writer's own checkpoint, nor so the writes queued
+// behind it. It used to take checkpointMu first and wait for the
+// connection while holding it.
+func TestCheckpointWaitingForReaderLeavesWritesAlone(t *testing.T) {
+	const readers = 2
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), &Options{Readers: readers})
+	defer s.Close()
+	// A failure guard only: on success the write is done long before.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	// Every read connection busy.
+	var conns []*sql.Conn
+	release := func() {
+		for _, c := range conns {
+			c.Close()
+		}
+		conns = nil
+	}
+	defer release()
+	for range readers {
+		c, err := s.readDB.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	// A background checkpoint, which now waits for a read connection.
+	waits := s.readDB.Stats().WaitCount
+	s.w.checkpoint <- struct{}{}
+	for s.readDB.Stats().WaitCount == waits {
+		if ctx.Err() != nil {
+			t.Fatal("the background checkpointer never asked for a read connection")
+		}
+		runtime.Gosched()
+	}
+	// The writer checkpoints itself after its next batch, before it takes
+	// the one after: the write below is answered only once that checkpoint
+	// is done.
+	if err := s.w.do(ctx, func(*wtx) error { s.w.sinceOwn = restartPages; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.WatchCreate(context.Background(), vigil.WatchCreateParams{Watch: timerWatch("w1", "r")})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("write: %v", err)
+		}
+	case <-ctx.Done():
+		release()
+		t.Fatalf("a write waited for a read connection (%v after readers freed): the background checkpointer held checkpointMu while waiting for one", <-done)
+	}
 }
 
 // steadyWrites registers 9 600 watches of about one WAL page each from 16

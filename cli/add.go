@@ -108,7 +108,7 @@ defaults unless given.`,
 	fs.StringVar(&f.email, "email", "", "also email a fired or failed outcome to this address (needs smtp.host on the daemon)")
 	fs.BoolVar(&f.progress, "progress", false, "publish a progress event after each check (vigil wait shows it)")
 	fs.StringVar(&f.wake, "wake", "", "resume a saved agent session with the outcome: claude:SESSION (claude -p --resume) or codex:SESSION (codex exec resume), run in this directory (needs --allow-exec on the daemon)")
-	fs.StringVar(&f.wakeArgv, "wake-argv", "", `resume with this argv template, a JSON array: '["my-agent", "--resume", "s1", "{sentence}"]'; placeholders {sentence} {state} {watch_id} {kind} {recipient} {prompt} {facts.PATH} are whole elements`)
+	fs.StringVar(&f.wakeArgv, "wake-argv", "", `resume with this argv template, a JSON array: '["my-agent", "--resume", "s1", "--", "{sentence}"]'; placeholders {sentence} {state} {watch_id} {kind} {recipient} {prompt} {facts.PATH} are whole elements; a value starting with "-" runs only after a "--" element`)
 	fs.StringVar(&f.deliverJSON, "deliver", "", "delivery options as a JSON object (the flags above go on top)")
 	cmd.Flags().StringVar(&f.fromFile, "from-file", "", `register every line of this JSON Lines file ("-" for stdin), each a registration object as the API takes it, 1 000 per call`)
 

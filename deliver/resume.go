@@ -108,18 +108,35 @@ func (r *ResumeOptions) ResumeTimeout() time.Duration {
 // Program returns the program to run for an outcome: the template with
 // each placeholder element replaced by its value from p. Nothing is
 // parsed by a shell.
-func (r *ResumeOptions) Program(p *Payload) proc.Program {
+//
+// A value comes from outside (a sentence quoting a forge's title, facts
+// from an HTTP body), so it is refused, and nothing runs, when it would
+// not reach the program as the one argument it stands for: a value that
+// starts with "-" unless an element "--" comes before it (the program
+// would read it as an option), and a value holding a NUL byte (no
+// argument can carry one). The error says which, and is the receipt's
+// detail.
+func (r *ResumeOptions) Program(p *Payload) (proc.Program, error) {
 	tpl := r.Template()
 	argv := make([]string, len(tpl))
+	operands := false // after an element "--", nothing is an option
 	for i, a := range tpl {
 		if i > 0 {
 			if v, ok := substitute(a, p); ok {
-				a = v
+				switch {
+				case strings.IndexByte(v, 0) >= 0:
+					return proc.Program{}, fmt.Errorf("the value of %s (argv[%d]) holds a NUL byte, which no argument can carry: not run", a, i)
+				case strings.HasPrefix(v, "-") && !operands:
+					return proc.Program{}, fmt.Errorf("the value of %s (argv[%d]) starts with \"-\" and would be read as an option: not run (an element \"--\" before it passes such a value as an argument)", a, i)
+				}
+				argv[i] = v
+				continue
 			}
+			operands = operands || a == "--"
 		}
 		argv[i] = a
 	}
-	return proc.Program{Argv: argv, Cwd: r.Cwd, Env: maps.Clone(r.Env)}
+	return proc.Program{Argv: argv, Cwd: r.Cwd, Env: maps.Clone(r.Env)}, nil
 }
 
 // substitute returns the value of a placeholder element, and false when a

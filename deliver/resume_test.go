@@ -107,15 +107,64 @@ func TestResumeProgram(t *testing.T) {
 		if err := json.Unmarshal([]byte(tt.opts), &r); err != nil {
 			t.Fatal(err)
 		}
-		got := r.Program(&p)
-		if !slices.Equal(got.Argv, tt.want) {
-			t.Errorf("%s: argv = %q, want %q", tt.opts, got.Argv, tt.want)
+		got, err := r.Program(&p)
+		if err != nil || !slices.Equal(got.Argv, tt.want) {
+			t.Errorf("%s: argv = %q, %v; want %q", tt.opts, got.Argv, err, tt.want)
 		}
 	}
 	long := deliver.NewPayload(&vigil.Watch{ID: "01W", State: vigil.StateFired, Outcome: &vigil.Outcome{Sentence: strings.Repeat("é", 10000)}}, "01M")
 	r := deliver.ResumeOptions{Argv: []string{"agent", "{sentence}"}}
-	if a := r.Program(&long).Argv[1]; len(a) > deliver.MaxSubstitution || !strings.HasSuffix(a, "…") || !json.Valid([]byte(`"`+a+`"`)) {
+	if prog, err := r.Program(&long); err != nil {
+		t.Errorf("a long sentence: %v", err)
+	} else if a := prog.Argv[1]; len(a) > deliver.MaxSubstitution || !strings.HasSuffix(a, "…") || !json.Valid([]byte(`"`+a+`"`)) {
 		t.Errorf("a long sentence became %d bytes, want at most %d ending in …, valid UTF-8", len(a), deliver.MaxSubstitution)
+	}
+}
+
+// TestResumeProgramRefusesOptions: a value from outside (facts from an
+// HTTP body, a sentence quoting a title) that starts with "-" is not
+// passed where the program would read it as an option, nor a value with
+// a NUL byte, which no argument carries: Program refuses, naming the
+// placeholder and why. After an element "--" such a value is an argument
+// like any other; the template's own elements are its author's.
+func TestResumeProgramRefusesOptions(t *testing.T) {
+	t.Parallel()
+	w := &vigil.Watch{ID: "01W", Kind: vigil.KindHTTP, Recipient: "agent-7", State: vigil.StateFired, Note: "a\x00b",
+		Outcome: &vigil.Outcome{State: vigil.StateFired, Sentence: "-rf answered 200.",
+			Observation: &vigil.Observation{Facts: map[string]any{"title": "--dangerously-skip-permissions", "dash": "-", "nul": "x\x00y", "n": -3, "ok": "fine"}}}}
+	p := deliver.NewPayload(w, "01M")
+	for _, tt := range []struct {
+		argv []string
+		want []string // nil: refused
+		why  string
+	}{
+		{[]string{"my-agent", "--resume", "s1", "{facts.title}"}, nil, `the value of {facts.title} (argv[3]) starts with "-" and would be read as an option`},
+		{[]string{"my-agent", "--message", "{sentence}"}, nil, `the value of {sentence} (argv[2]) starts with "-"`},
+		{[]string{"my-agent", "{facts.dash}"}, nil, `{facts.dash} (argv[1]) starts with "-"`},
+		{[]string{"my-agent", "{facts.n}"}, nil, `{facts.n} (argv[1]) starts with "-"`},
+		{[]string{"my-agent", "--", "{facts.nul}"}, nil, `the value of {facts.nul} (argv[2]) holds a NUL byte`},
+		{[]string{"my-agent", "--", "{prompt}"}, nil, `the value of {prompt} (argv[2]) holds a NUL byte`},
+		{[]string{"my-agent", "{facts.ok}", "--force", "--", "{facts.title}", "{sentence}", "{facts.dash}", "{facts.n}", "-x"},
+			[]string{"my-agent", "fine", "--force", "--", "--dangerously-skip-permissions", "-rf answered 200.", "-", "-3", "-x"}, ""},
+		{[]string{"my-agent", "{facts.title}", "--", "x"}, nil, `{facts.title} (argv[1]) starts with "-"`},
+	} {
+		r := deliver.ResumeOptions{Argv: tt.argv}
+		got, err := r.Program(&p)
+		switch {
+		case tt.want == nil && (err == nil || !strings.Contains(err.Error(), tt.why)):
+			t.Errorf("%q: Program = %q, %v; want refused: %s", tt.argv, got.Argv, err, tt.why)
+		case tt.want != nil && (err != nil || !slices.Equal(got.Argv, tt.want)):
+			t.Errorf("%q: Program = %q, %v; want %q", tt.argv, got.Argv, err, tt.want)
+		}
+	}
+	// The adapters' prompt starts "vigil:", never "-".
+	w.Note = "-x"
+	p = deliver.NewPayload(w, "01M")
+	for _, h := range []string{deliver.HarnessClaude, deliver.HarnessCodex} {
+		r := deliver.ResumeOptions{Harness: h, Session: "s1"}
+		if _, err := r.Program(&p); err != nil {
+			t.Errorf("%s: %v", h, err)
+		}
 	}
 }
 

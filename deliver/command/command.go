@@ -68,7 +68,11 @@ func (c *Resume) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 		return false, errors.New("the delivery options resume no session for a " + string(d.Watch.State) + " outcome")
 	}
 	p := deliver.NewPayload(d.Watch, d.MessageID)
-	return false, run(ctx, c.cfg.Runner, "resume command", o.Program(&p), d, nil, o.ResumeTimeout())
+	prog, err := o.Program(&p)
+	if err != nil {
+		return false, err
+	}
+	return false, run(ctx, c.cfg.Runner, "resume command", prog, d, nil, o.ResumeTimeout())
 }
 
 // run runs p once for d with the VIGIL_ variables added to its

@@ -91,3 +91,22 @@ func TestResumeExitStatus(t *testing.T) {
 		t.Error("the harness ran for an outcome its on does not name")
 	}
 }
+
+// TestResumeRefusesOptionValue: a template whose placeholder would pass a
+// value starting with "-" as an option is undeliverable with the reason,
+// and the program never runs.
+func TestResumeRefusesOptionValue(t *testing.T) {
+	t.Parallel()
+	rec := t.TempDir()
+	bin := fakeHarness(t, "agent", rec, 0)
+	opts := `{"resume":{"argv":["agent","--resume","s1","{facts.title}"],"env":{"PATH":"` + bin + `"}}}`
+	d := delivery(t, opts, vigil.StateFired)
+	d.Watch.Outcome.Observation = &vigil.Observation{Facts: map[string]any{"title": "--dangerously-skip-permissions"}}
+	retry, err := command.NewResume(command.Config{}).Send(t.Context(), d)
+	if retry || err == nil || !strings.Contains(err.Error(), `{facts.title} (argv[3]) starts with "-"`) || deliver.IsUnknown(err) {
+		t.Errorf("Send = %v, %v; want undeliverable, naming the placeholder", retry, err)
+	}
+	if _, err := os.Stat(filepath.Join(rec, "argv")); err == nil {
+		t.Errorf("the program ran with %q", readArgv(t, rec))
+	}
+}

@@ -17,13 +17,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
+	"mime/quotedprintable"
 	"net"
 	"net/smtp"
 	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/deliver"
@@ -161,6 +162,15 @@ func smtpError(step string, err error) error {
 // the observation (summary, facts), the note and the ids as the body.
 // With an unsubscribe link, the mail carries it as a one-click
 // List-Unsubscribe (RFC 8058) and in its last line.
+//
+// Much of the text comes from outside (a note, a sentence quoting a
+// forge's title, facts from an HTTP body). Every line break in it is
+// made one "\n" (so "\r\n" and a lone "\r" never reach the wire but as
+// the mail's own CRLF, and no bare CR can end the SMTP data early) and
+// every other control character but tab is dropped. The subject is folded
+// into lines of at most 78 characters, as RFC 2047 encoded-words when it
+// is not plain ASCII or holds a word too long to fold; a body with a line
+// longer than SMTP's 998 octets is sent quoted-printable.
 func Message(from, to, unsubscribe string, d *deliver.Delivery) []byte {
 	w := d.Watch
 	subject := ""
@@ -168,24 +178,7 @@ func Message(from, to, unsubscribe string, d *deliver.Delivery) []byte {
 	if w.Outcome != nil {
 		subject, obs = w.Outcome.Sentence, w.Outcome.Observation
 	}
-	subject = strings.Join(strings.Fields(subject), " ")
-	var b bytes.Buffer
-	h := func(k, v string) { fmt.Fprintf(&b, "%s: %s\r\n", k, v) }
-	h("From", from)
-	h("To", to)
-	h("Subject", mime.QEncoding.Encode("utf-8", subject))
-	h("Date", d.Now.Format(time.RFC1123Z))
-	h("Message-ID", "<"+d.MessageID+"@vigil>")
-	h("MIME-Version", "1.0")
-	h("Content-Type", "text/plain; charset=utf-8")
-	h("Content-Transfer-Encoding", "8bit")
-	h("X-Vigil-Watch-Id", w.ID)
-	h("X-Vigil-State", string(w.State))
-	if unsubscribe != "" {
-		h("List-Unsubscribe", "<"+unsubscribe+">")
-		h("List-Unsubscribe-Post", "List-Unsubscribe=One-Click")
-	}
-	b.WriteString("\r\n")
+	subject = strings.Join(strings.Fields(clean(subject)), " ")
 	var body strings.Builder
 	body.WriteString(subject + "\n\n")
 	if obs != nil {
@@ -207,9 +200,152 @@ func Message(from, to, unsubscribe string, d *deliver.Delivery) []byte {
 	if unsubscribe != "" {
 		fmt.Fprintf(&body, "To get no more email about this watch: %s\n", unsubscribe)
 	}
+	text := clean(body.String())
+	encoding := "8bit"
+	if longestLine(text) > maxLine {
+		encoding = "quoted-printable"
+	}
+
+	var b bytes.Buffer
+	h := func(k, v string) { fmt.Fprintf(&b, "%s: %s\r\n", k, v) }
+	h("From", from)
+	h("To", to)
+	h("Subject", foldSubject(subject))
+	h("Date", d.Now.Format(time.RFC1123Z))
+	h("Message-ID", "<"+d.MessageID+"@vigil>")
+	h("MIME-Version", "1.0")
+	h("Content-Type", "text/plain; charset=utf-8")
+	h("Content-Transfer-Encoding", encoding)
+	h("X-Vigil-Watch-Id", w.ID)
+	h("X-Vigil-State", string(w.State))
+	if unsubscribe != "" {
+		h("List-Unsubscribe", "<"+unsubscribe+">")
+		h("List-Unsubscribe-Post", "List-Unsubscribe=One-Click")
+	}
+	b.WriteString("\r\n")
 	// The DATA writer of net/smtp escapes lines that start with a dot.
-	for _, line := range strings.Split(body.String(), "\n") {
+	if encoding == "quoted-printable" {
+		qp := quotedprintable.NewWriter(&b)
+		_, _ = qp.Write([]byte(text)) // "\n" becomes CRLF; lines of at most 76
+		_ = qp.Close()
+		return b.Bytes()
+	}
+	for _, line := range strings.Split(text, "\n") {
 		b.WriteString(line + "\r\n")
 	}
 	return b.Bytes()
+}
+
+// maxLine is the longest line SMTP carries (RFC 5321 4.5.3.1.6: 1 000
+// octets with the CRLF); a server may refuse a mail with a longer one.
+const maxLine = 998
+
+// maxHeaderLine is the line length RFC 5322 asks headers to keep to.
+const maxHeaderLine = 78
+
+// clean returns s with every line break ("\r\n", a lone "\r") made "\n"
+// and every other C0 control character and DEL but tab dropped.
+func clean(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' && c != '\t' && c != '\n' || c == 0x7f {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\r':
+			b.WriteByte('\n')
+			if i+1 < len(s) && s[i+1] == '\n' {
+				i++
+			}
+		case c < ' ' && c != '\t' && c != '\n' || c == 0x7f:
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func longestLine(s string) int {
+	n := 0
+	for line := range strings.SplitSeq(s, "\n") {
+		n = max(n, len(line))
+	}
+	return n
+}
+
+// foldSubject returns the Subject header's value for s (one line of words
+// separated by single spaces): plain ASCII folded between words into
+// lines of at most 78 characters, or, when s is not printable ASCII, could
+// be read as an encoded-word or holds a word too long for a line, RFC 2047
+// encoded-words of at most 75 characters, a line each.
+func foldSubject(s string) string {
+	const name = len("Subject: ")
+	words := strings.Split(s, " ")
+	plain := !strings.Contains(s, "=?")
+	for _, word := range words {
+		if len(word) > maxHeaderLine-1 {
+			plain = false
+		}
+		for i := 0; i < len(word); i++ {
+			if word[i] <= ' ' || word[i] > '~' {
+				plain = false
+			}
+		}
+	}
+	if !plain {
+		return strings.Join(encodeWords(s), "\r\n ")
+	}
+	var b strings.Builder
+	n := name
+	for i, word := range words {
+		if i > 0 {
+			if n+1+len(word) > maxHeaderLine {
+				b.WriteString("\r\n")
+				n = 0
+			}
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(word)
+		n += len(word)
+	}
+	return b.String()
+}
+
+// encodeWords returns s as RFC 2047 "Q" encoded-words in UTF-8 of at most
+// 75 characters each, split between characters. Readers join adjacent
+// encoded-words without the white space between them.
+func encodeWords(s string) []string {
+	const open, end, most = "=?utf-8?q?", "?=", 75
+	var words []string
+	var cur strings.Builder
+	for i := 0; i < len(s); {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		var enc []byte
+		for _, c := range []byte(s[i : i+size]) {
+			switch {
+			case c == ' ':
+				enc = append(enc, '_')
+			case c > ' ' && c <= '~' && c != '=' && c != '?' && c != '_':
+				enc = append(enc, c)
+			default:
+				enc = fmt.Appendf(enc, "=%02X", c)
+			}
+		}
+		if cur.Len() > 0 && len(open)+cur.Len()+len(enc)+len(end) > most {
+			words = append(words, open+cur.String()+end)
+			cur.Reset()
+		}
+		cur.Write(enc)
+		i += size
+	}
+	return append(words, open+cur.String()+end)
 }

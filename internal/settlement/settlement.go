@@ -1,7 +1,8 @@
 // Package settlement checks a batch of settlements, or a cancel, and
 // encodes what every store writes for each of them (the outcome and last
-// observation as JSON text, the outcome message with its defaults), once
-// for both stores.
+// observation as JSON text, the outcome message with its defaults), and
+// decodes that JSON back with its facts' numbers exact, once for every
+// store.
 package settlement
 
 import (

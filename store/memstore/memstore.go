@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/settlement"
 	"github.com/vigil-run/vigil/internal/storecheck"
 )
 
@@ -86,15 +87,17 @@ func clone(w *vigil.Watch) *vigil.Watch {
 	return &c
 }
 
-// cloneObs copies an observation through JSON, as a database would.
+// cloneObs copies an observation through JSON, as a database would (its
+// facts' numbers come back json.Number, as the SQL stores read them).
 func cloneObs(o *vigil.Observation) *vigil.Observation {
 	if o == nil {
 		return nil
 	}
 	b, _ := json.Marshal(o)
-	var c vigil.Observation
-	_ = json.Unmarshal(b, &c)
-	return &c
+	if c, err := settlement.DecodeObservation(b); err == nil {
+		return c
+	}
+	return &vigil.Observation{}
 }
 
 func (s *Store) check() error {

@@ -190,11 +190,22 @@ func (e encodedWatch) stored(w *vigil.Watch) (*vigil.Watch, error) {
 	for _, f := range []struct {
 		v   *string
 		dst any
-	}{{e.labels, &c.Labels}, {e.receipts, &c.Receipts}, {e.lastObs, &c.LastObservation}, {e.outcome, &c.Outcome}} {
+	}{{e.labels, &c.Labels}, {e.receipts, &c.Receipts}} {
 		if f.v != nil {
 			if err := json.Unmarshal([]byte(*f.v), f.dst); err != nil {
 				return nil, err
 			}
+		}
+	}
+	var err error
+	if e.lastObs != nil {
+		if c.LastObservation, err = settlement.DecodeObservation([]byte(*e.lastObs)); err != nil {
+			return nil, err
+		}
+	}
+	if e.outcome != nil {
+		if c.Outcome, err = settlement.DecodeOutcome([]byte(*e.outcome)); err != nil {
+			return nil, err
 		}
 	}
 	return &c, nil
@@ -275,17 +286,22 @@ func scanWatch(row pgx.Row) (*vigil.Watch, error) {
 		}
 		*c.dst = rawJSON(c.v)
 	}
-	for _, c := range []struct {
-		col string
-		v   *string
-		dst any
-	}{{"labels", r.labels, &w.Labels}, {"last_observation", r.lastObs, &w.LastObservation},
-		{"outcome", r.outcome, &w.Outcome}, {"receipts", r.receipts, &w.Receipts}} {
-		if c.v == nil {
-			continue
-		}
-		if err := json.Unmarshal([]byte(*c.v), c.dst); err != nil {
-			bad = append(bad, c.col+": "+strings.TrimPrefix(err.Error(), "json: "))
+	var errs [4]error
+	if r.labels != nil {
+		errs[0] = json.Unmarshal([]byte(*r.labels), &w.Labels)
+	}
+	if r.lastObs != nil {
+		w.LastObservation, errs[1] = settlement.DecodeObservation([]byte(*r.lastObs))
+	}
+	if r.outcome != nil {
+		w.Outcome, errs[2] = settlement.DecodeOutcome([]byte(*r.outcome))
+	}
+	if r.receipts != nil {
+		errs[3] = json.Unmarshal([]byte(*r.receipts), &w.Receipts)
+	}
+	for i, col := range [4]string{"labels", "last_observation", "outcome", "receipts"} {
+		if errs[i] != nil {
+			bad = append(bad, col+": "+strings.TrimPrefix(errs[i].Error(), "json: "))
 		}
 	}
 	// Half a value is worse than none.

@@ -271,11 +271,16 @@ func (e encodedWatch) stored(w *vigil.Watch) (*vigil.Watch, error) {
 	if err := decodeJSON(e.receipts, &c.Receipts); err != nil {
 		return nil, err
 	}
-	if err := decodeJSON(e.lastObs, &c.LastObservation); err != nil {
-		return nil, err
+	var err error
+	if s, ok := e.lastObs.(string); ok {
+		if c.LastObservation, err = settlement.DecodeObservation([]byte(s)); err != nil {
+			return nil, err
+		}
 	}
-	if err := decodeJSON(e.outcome, &c.Outcome); err != nil {
-		return nil, err
+	if s, ok := e.outcome.(string); ok {
+		if c.Outcome, err = settlement.DecodeOutcome([]byte(s)); err != nil {
+			return nil, err
+		}
 	}
 	return &c, nil
 }
@@ -336,8 +341,8 @@ func scanWatch(sc scanner) (*vigil.Watch, error) {
 	w.ChainDepth = int(d.integer("chain_depth", c[21], true))
 	w.TokenID = d.text("token_id", c[22], true)
 	w.AnsweredAtCreation = d.boolean("answered_at_creation", c[23])
-	w.LastObservation = decodeColumn[*vigil.Observation](&d, "last_observation", c[24])
-	w.Outcome = decodeColumn[*vigil.Outcome](&d, "outcome", c[25])
+	w.LastObservation = decodeColumnWith(&d, "last_observation", c[24], settlement.DecodeObservation)
+	w.Outcome = decodeColumnWith(&d, "outcome", c[25], settlement.DecodeOutcome)
 	w.Receipts = decodeColumn[[]vigil.Receipt](&d, "receipts", c[26])
 	w.Errors = int(d.integer("errors", c[27], true))
 	w.ConsecutiveErrors = int(d.integer("consecutive_errors", c[28], true))
@@ -470,18 +475,28 @@ func (d *rowDecoder) rawJSON(col string, v any) json.RawMessage {
 // decode (noted in d), are the zero value: half a value is worse than
 // none.
 func decodeColumn[T any](d *rowDecoder, col string, v any) T {
-	var out T
+	return decodeColumnWith(d, col, v, func(b []byte) (T, error) {
+		var out T
+		err := json.Unmarshal(b, &out)
+		return out, err
+	})
+}
+
+// decodeColumnWith is decodeColumn with decode reading the JSON text
+// (an observation's or outcome's facts keep their numbers exact).
+func decodeColumnWith[T any](d *rowDecoder, col string, v any, decode func([]byte) (T, error)) T {
+	var zero T
 	if v == nil {
-		return out
+		return zero
 	}
 	b, ok := bytesOf(v)
 	if !ok {
 		d.fail(col, "holds %s, not JSON text", sqlType(v))
-		return out
+		return zero
 	}
-	if err := json.Unmarshal(b, &out); err != nil {
+	out, err := decode(b)
+	if err != nil {
 		d.fail(col, "%s", strings.TrimPrefix(err.Error(), "json: "))
-		var zero T
 		return zero
 	}
 	return out

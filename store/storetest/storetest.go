@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"AnsweredAtCreation", testAnsweredAtCreation},
 		{"Observe", testObserve},
 		{"ObserveWithMessage", testObserveWithMessage},
+		{"FactNumbersExact", testFactNumbersExact},
 		{"Counts", testCounts},
 		{"DeliverSet", testDeliverSet},
 		{"GetMany", testGetMany},
@@ -88,8 +89,15 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 // millisecond precision in UTC, as the store returns times.
 var base = time.Date(2026, 3, 4, 5, 6, 7, 8_000_000, time.UTC)
 
-// opts compares watches and messages: empty and nil are the same.
-var opts = gocmp.Options{cmpopts.EquateEmpty()}
+// opts compares watches and messages: empty and nil are the same, and
+// facts are the same when they are the same JSON (a store gives their
+// numbers back as json.Number, whatever type they were written with).
+var opts = gocmp.Options{cmpopts.EquateEmpty(), gocmp.FilterValues(func(a, b map[string]any) bool { return len(a) > 0 || len(b) > 0 },
+	gocmp.Comparer(func(a, b map[string]any) bool {
+		ja, erra := json.Marshal(a)
+		jb, errb := json.Marshal(b)
+		return erra == nil && errb == nil && string(ja) == string(jb)
+	}))}
 
 func newWatch(id, recipient string, kind vigil.Kind, predicate string, at time.Time) *vigil.Watch {
 	w := &vigil.Watch{
@@ -891,6 +899,66 @@ func testObserve(t *testing.T, newStore NewStoreFunc) {
 	if diff := gocmp.Diff([]string{}, messageIDs(mailbox(t, s, "r"))); diff != "" {
 		t.Errorf("a losing observation left a message (-want +got):\n%s", diff)
 	}
+}
+
+// testFactNumbersExact: the numbers of an observation's and an outcome's
+// facts come back as the JSON they were written as, every digit of an
+// integer past 2^53 kept, as json.Number (what a probe reads a body's
+// numbers as): a delivery retried after a restart, whose body is built
+// from the stored watch, carries the first attempt's bytes.
+func testFactNumbersExact(t *testing.T, newStore NewStoreFunc) {
+	s, reopen := newStore(t)
+	ctx := t.Context()
+	create(t, s, httpWatch("w1", "r", 1, base))
+	facts := func() map[string]any {
+		return map[string]any{"big": int64(1234567890123456789), "body": map[string]any{"id": json.Number("-9007199254740993"), "list": []any{json.Number("12345678901234567890123")}},
+			"f": 0.1, "e": json.Number("1e400"), "n": 3, "s": "<&>"}
+	}
+	const want = `{"big":1234567890123456789,"body":{"id":-9007199254740993,"list":[12345678901234567890123]},"e":1e400,"f":0.1,"n":3,"s":"\u003c\u0026\u003e"}`
+	obs := &vigil.Observation{Verdict: vigil.VerdictPending, At: base.Add(time.Second), Summary: "HTTP 202", Facts: facts()}
+	if ok, err := s.WatchObserve(ctx, vigil.WatchObserveParams{ID: "w1", Observation: obs, Polls: 1}); err != nil || !ok {
+		t.Fatalf("WatchObserve = %v, %v; want true", ok, err)
+	}
+	out := &vigil.Outcome{State: vigil.StateFired, Sentence: "done", Reason: "satisfied",
+		Observation: &vigil.Observation{Verdict: vigil.VerdictSatisfied, At: base.Add(time.Minute), Facts: facts()}}
+	outJSON, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(w *vigil.Watch, when string, settled bool) {
+		t.Helper()
+		o := w.LastObservation
+		if settled {
+			if w.Outcome == nil {
+				t.Fatalf("%s: no outcome", when)
+			}
+			if got, err := json.Marshal(w.Outcome); err != nil || string(got) != string(outJSON) {
+				t.Errorf("%s: outcome reads back as\n%s (%v), want\n%s", when, got, err, outJSON)
+			}
+			o = w.Outcome.Observation
+		}
+		if o == nil {
+			t.Fatalf("%s: no observation", when)
+		}
+		if got, err := json.Marshal(o.Facts); err != nil || string(got) != want {
+			t.Errorf("%s: facts read back as %s (%v), want %s", when, got, err, want)
+		}
+		if n, ok := o.Facts["big"].(json.Number); !ok || n != "1234567890123456789" {
+			t.Errorf("%s: facts.big is %T %v, want json.Number 1234567890123456789", when, o.Facts["big"], o.Facts["big"])
+		}
+	}
+	check(get(t, s, "w1"), "after observe", false)
+	s = reopen()
+	check(get(t, s, "w1"), "after observe and reopen", false)
+	settleAll(t, s, vigil.WatchSettleParams{ID: "w1", State: vigil.StateFired, Outcome: out, SettledAt: base.Add(time.Minute), Polls: 2})
+	check(get(t, s, "w1"), "after settle", true)
+	s = reopen()
+	check(get(t, s, "w1"), "after settle and reopen", true)
+	ws, err := s.WatchGetMany(ctx, []string{"w1"})
+	if err != nil || len(ws) != 1 {
+		t.Fatalf("WatchGetMany = %v, %v", ws, err)
+	}
+	check(ws[0], "from WatchGetMany", true)
 }
 
 // testObserveWithMessage: a standing watch's change and its new baseline

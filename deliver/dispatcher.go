@@ -383,9 +383,19 @@ func (d *Dispatcher) ResumeWith(ctx context.Context, resume func(context.Context
 	}
 	d.mu.Unlock()
 	for _, u := range res.Undispatched {
-		if w := byID[u.WatchID]; w != nil {
-			d.enqueue(w, u.MessageID, u.Receipted...)
+		w := byID[u.WatchID]
+		if w == nil {
+			continue
 		}
+		skip := u.Receipted
+		if !u.Default {
+			// Its recipient's default webhook, if it has one now, came
+			// after it settled: the outcome owed it nothing.
+			if o, err := ParseOptions(w.Deliver); err == nil && o.Webhook == nil {
+				skip = append(slices.Clone(skip), ChannelWebhook)
+			}
+		}
+		d.enqueue(w, u.MessageID, skip...)
 	}
 	d.signal()
 	return nil

@@ -39,13 +39,15 @@ type ReceiptStore interface {
 	// error with code conflict (ErrClaimed).
 	ReceiptUpsert(ctx context.Context, p ReceiptUpsertParams) error
 	// ReceiptsResume runs once at start-up, before anything is sent: it
+	// records the recipients' defaults as configured now (p.Defaults),
 	// turns every "sending" receipt into "unknown" (at p.Now) and returns
 	// those, the "retrying" receipts, and the outcome messages of watches
 	// settled since p.SettledSince that may still owe a channel a first
-	// attempt: a channel their Deliver names (among p.Channels), or one of
-	// p.DefaultChannels, that has no receipt (settled, but the daemon
-	// stopped before that channel's job was taken, whatever became of the
-	// watch's other channels).
+	// attempt: a channel their Deliver names (among p.Channels), or their
+	// recipient's default channel (p.DefaultChannel) if the watch settled
+	// while that default was recorded, that has no receipt (settled, but
+	// the daemon stopped before that channel's job was taken, whatever
+	// became of the watch's other channels). All in one transaction.
 	ReceiptsResume(ctx context.Context, p ReceiptsResumeParams) (ReceiptsResumeResult, error)
 }
 
@@ -107,10 +109,23 @@ type ReceiptsResumeParams struct {
 	// watch whose Deliver names one of them that has no receipt is
 	// undispatched, whatever receipts its other channels have.
 	Channels []string
-	// DefaultChannels are channels any watch may owe whatever its Deliver
-	// names (a recipient's default webhook): a settled watch with no
-	// receipt on one of them is undispatched too.
-	DefaultChannels []string
+	// DefaultChannel is the channel a recipient's default stands for (the
+	// webhook of a recipient's default webhook, for watches naming none).
+	DefaultChannel string
+	// Defaults are the recipients that have a default DefaultChannel as
+	// configured now, each with a key that changes when the default does
+	// (a digest of its URL). ReceiptsResume records them first, durably
+	// and in the same transaction: a recipient new here, or whose key
+	// changed, is recorded as having its default since p.Now; one
+	// recorded before and no longer here is forgotten (a default added
+	// again later starts again); one unchanged keeps its time. A settled
+	// watch then owes DefaultChannel only if its recipient's default was
+	// recorded at or before the watch's settlement (Undispatched.Default):
+	// a default applies to the outcomes that settle while it is
+	// configured, never to those that settled before it was (they owed
+	// it nothing), nor to other recipients' watches. Callers run it
+	// before anything settles under the configuration they pass.
+	Defaults map[string]string
 }
 
 // ReceiptsResumeResult is what ReceiptsResume found.
@@ -132,4 +147,9 @@ type Undispatched struct {
 	// Receipted are the channels that have a receipt, in order: they
 	// were handed over and are not dispatched again.
 	Receipted []string
+	// Default: the watch settled while its recipient's default (as
+	// recorded from ReceiptsResumeParams.Defaults) was configured, so it
+	// owes DefaultChannel when its Deliver names none. False: its
+	// recipient's default, if any now, came after it and is not owed.
+	Default bool
 }

@@ -3,6 +3,8 @@ package deliver
 import (
 	"container/heap"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,7 +48,9 @@ type Config struct {
 	// receipt saying so.
 	Channels map[string]Channel
 	// RecipientWebhooks are default webhooks by recipient, for watches
-	// that name none.
+	// that name none. Resume records them in the store (a digest of each
+	// URL), and a default is owed at a start only by the outcomes that
+	// settled while it was recorded: never by those before it was added.
 	RecipientWebhooks map[string]WebhookOptions
 	// RecipientSecrets are webhook signing secrets by recipient: they sign
 	// the webhooks of the recipient's watches that give no secret of their
@@ -338,9 +342,10 @@ func (d *Dispatcher) Resume(ctx context.Context) error {
 func (d *Dispatcher) ResumeWith(ctx context.Context, resume func(context.Context, vigil.ReceiptsResumeParams) (vigil.ReceiptsResumeResult, error)) error {
 	now := d.now()
 	p := vigil.ReceiptsResumeParams{Now: now, SettledSince: now.Add(-d.cfg.ResumeWindow),
-		Channels: []string{ChannelWebhook, ChannelCommand, ChannelEmail, ChannelResume}}
-	if len(d.cfg.RecipientWebhooks) > 0 {
-		p.DefaultChannels = []string{ChannelWebhook}
+		Channels:       []string{ChannelWebhook, ChannelCommand, ChannelEmail, ChannelResume},
+		DefaultChannel: ChannelWebhook, Defaults: make(map[string]string, len(d.cfg.RecipientWebhooks))}
+	for r, o := range d.cfg.RecipientWebhooks {
+		p.Defaults[r] = defaultKey(o)
 	}
 	res, err := resume(ctx, p)
 	if err != nil {
@@ -378,12 +383,31 @@ func (d *Dispatcher) ResumeWith(ctx context.Context, resume func(context.Context
 	}
 	d.mu.Unlock()
 	for _, u := range res.Undispatched {
-		if w := byID[u.WatchID]; w != nil {
-			d.enqueue(w, u.MessageID, u.Receipted...)
+		w := byID[u.WatchID]
+		if w == nil {
+			continue
 		}
+		skip := u.Receipted
+		if !u.Default {
+			// Its recipient's default webhook, if it has one now, came
+			// after it settled: the outcome owed it nothing.
+			if o, err := ParseOptions(w.Deliver); err == nil && o.Webhook == nil {
+				skip = append(slices.Clone(skip), ChannelWebhook)
+			}
+		}
+		d.enqueue(w, u.MessageID, skip...)
 	}
 	d.signal()
 	return nil
+}
+
+// defaultKey is what the store records of a recipient's default webhook
+// (ReceiptsResumeParams.Defaults): a digest of its URL, which changes when
+// the default goes elsewhere and keeps the URL (it may hold a token) out
+// of the database.
+func defaultKey(o WebhookOptions) string {
+	sum := sha256.Sum256([]byte(o.URL))
+	return hex.EncodeToString(sum[:])
 }
 
 // Pending returns how many deliveries are queued or in flight.

@@ -37,6 +37,9 @@ type Store struct {
 	tok      tokens
 	// rcpt holds push receipts: watch id -> channel -> receipt (receipt.go).
 	rcpt map[string]map[string]vigil.ReceiptRecord
+	// defaults are the recipients' defaults recorded by ReceiptsResume:
+	// channel -> recipient -> key and since (receipt.go).
+	defaults map[string]map[string]recipientDefault
 }
 
 type ledgerEntry struct {

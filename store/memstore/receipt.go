@@ -65,6 +65,7 @@ func (s *Store) ReceiptsResume(_ context.Context, p vigil.ReceiptsResumeParams) 
 	if err := s.check(); err != nil {
 		return res, err
 	}
+	s.recordDefaultsLocked(p)
 	for id, byCh := range s.rcpt {
 		w, ok := s.watches[id]
 		if !ok {
@@ -104,10 +105,10 @@ func (s *Store) ReceiptsResume(_ context.Context, p vigil.ReceiptsResumeParams) 
 			continue
 		}
 		w, ok := s.watches[m.WatchID]
-		if !ok || w.SettledAt.IsZero() || w.SettledAt.Before(p.SettledSince) || w.AnsweredAtCreation || !owes(w, s.rcpt[w.ID], p) {
+		if !ok || w.SettledAt.IsZero() || w.SettledAt.Before(p.SettledSince) || w.AnsweredAtCreation || !s.owes(w, s.rcpt[w.ID], p) {
 			continue
 		}
-		u := vigil.Undispatched{WatchID: w.ID, MessageID: m.ID}
+		u := vigil.Undispatched{WatchID: w.ID, MessageID: m.ID, Default: s.defaultOwedLocked(w, p)}
 		for ch := range s.rcpt[w.ID] {
 			u.Receipted = append(u.Receipted, ch)
 		}
@@ -119,12 +120,52 @@ func (s *Store) ReceiptsResume(_ context.Context, p vigil.ReceiptsResumeParams) 
 	return res, nil
 }
 
+// recipientDefault is a recipient's default as recorded: its key (a
+// digest of the URL) and since when it has been configured.
+type recipientDefault struct {
+	key   string
+	since time.Time
+}
+
+// recordDefaultsLocked records p.Defaults (see vigil.ReceiptsResumeParams):
+// a new or changed default since p.Now, an unchanged one as it was, one
+// gone forgotten.
+func (s *Store) recordDefaultsLocked(p vigil.ReceiptsResumeParams) {
+	if p.DefaultChannel == "" {
+		return
+	}
+	if s.defaults == nil {
+		s.defaults = map[string]map[string]recipientDefault{}
+	}
+	old := s.defaults[p.DefaultChannel]
+	rec := make(map[string]recipientDefault, len(p.Defaults))
+	for r, key := range p.Defaults {
+		if d, ok := old[r]; ok && d.key == key {
+			rec[r] = d
+			continue
+		}
+		rec[r] = recipientDefault{key: key, since: ms(p.Now)}
+	}
+	s.defaults[p.DefaultChannel] = rec
+}
+
+// defaultOwedLocked reports whether w settled while its recipient's
+// default was recorded.
+func (s *Store) defaultOwedLocked(w *vigil.Watch, p vigil.ReceiptsResumeParams) bool {
+	if p.DefaultChannel == "" {
+		return false
+	}
+	d, ok := s.defaults[p.DefaultChannel][w.Recipient]
+	return ok && !w.SettledAt.Before(d.since)
+}
+
 // owes reports whether w may owe a channel its first attempt: one its
-// Deliver names among p.Channels, or one of p.DefaultChannels, with no
-// receipt. A Deliver that is not a JSON object names nothing.
-func owes(w *vigil.Watch, byCh map[string]vigil.ReceiptRecord, p vigil.ReceiptsResumeParams) bool {
-	for _, c := range p.DefaultChannels {
-		if _, ok := byCh[c]; !ok {
+// Deliver names among p.Channels, or its recipient's default channel if
+// it settled while that default was recorded, with no receipt. A Deliver
+// that is not a JSON object names nothing.
+func (s *Store) owes(w *vigil.Watch, byCh map[string]vigil.ReceiptRecord, p vigil.ReceiptsResumeParams) bool {
+	if s.defaultOwedLocked(w, p) {
+		if _, ok := byCh[p.DefaultChannel]; !ok {
 			return true
 		}
 	}

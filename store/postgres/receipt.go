@@ -124,6 +124,9 @@ func (s *Store) receiptsResume(ctx context.Context, p vigil.ReceiptsResumeParams
 	var res vigil.ReceiptsResumeResult
 	err := s.write(ctx, func(tx pgx.Tx) error {
 		res = vigil.ReceiptsResumeResult{}
+		if err := recordDefaults(ctx, tx, p); err != nil {
+			return err
+		}
 		var err error
 		shards := shards
 		if f := s.fence.Load(); f != nil && shards != nil {
@@ -170,13 +173,44 @@ func (s *Store) receiptsResume(ctx context.Context, p vigil.ReceiptsResumeParams
 	return res, nil
 }
 
+// recordDefaults records p.Defaults in recipient_defaults (see
+// vigil.ReceiptsResumeParams): a new or changed default since p.Now, an
+// unchanged one as it was, one gone deleted. Replicas starting together
+// with the same configuration write the same rows: the first keeps its
+// time.
+func recordDefaults(ctx context.Context, tx pgx.Tx, p vigil.ReceiptsResumeParams) error {
+	if p.DefaultChannel == "" {
+		return nil
+	}
+	rs := make([]string, 0, len(p.Defaults))
+	keys := make([]string, 0, len(p.Defaults))
+	for r, k := range p.Defaults {
+		rs, keys = append(rs, r), append(keys, k)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM recipient_defaults WHERE channel = $1 AND NOT (recipient = ANY($2::text[]))`, p.DefaultChannel, rs); err != nil {
+		return err
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO recipient_defaults (channel, recipient, key, since)
+		SELECT $1, d.recipient, d.key, $4 FROM unnest($2::text[], $3::text[]) AS d(recipient, key)
+		ON CONFLICT (channel, recipient) DO UPDATE SET key = excluded.key, since = excluded.since
+			WHERE recipient_defaults.key <> excluded.key`, p.DefaultChannel, rs, keys, p.Now.UnixMilli())
+	return err
+}
+
 // undispatched finds the settled watches that may owe a channel its first
-// attempt: a channel their deliver names among p.Channels, or one of
-// p.DefaultChannels, with no receipt. A deliver that is not a JSON object
-// names nothing.
+// attempt: a channel their deliver names among p.Channels, or their
+// recipient's default channel if they settled while it was recorded
+// (recipient_defaults), with no receipt. A deliver that is not a JSON
+// object names nothing.
 func undispatched(ctx context.Context, tx pgx.Tx, p vigil.ReceiptsResumeParams, shards []int16) ([]vigil.Undispatched, error) {
 	var owed []string
-	args := []any{p.SettledSince.UnixMilli()}
+	// def: the watch settled while its recipient's default was configured.
+	const def = `EXISTS (SELECT 1 FROM recipient_defaults AS d
+		WHERE d.channel = $2 AND d.recipient = w.recipient AND d.since <= w.settled_at)`
+	args := []any{p.SettledSince.UnixMilli(), p.DefaultChannel}
 	inShards := ""
 	if shards != nil {
 		args = append(args, shards)
@@ -188,15 +222,13 @@ func undispatched(ctx context.Context, tx pgx.Tx, p vigil.ReceiptsResumeParams, 
 			SELECT 1 FROM jsonb_object_keys(w.deliver::jsonb) AS j(key)
 			WHERE j.key = ANY($%d) AND NOT EXISTS (SELECT 1 FROM receipts AS r WHERE r.watch_id = w.id AND r.channel = j.key)))`, len(args)))
 	}
-	if len(p.DefaultChannels) > 0 {
-		args = append(args, p.DefaultChannels)
-		owed = append(owed, fmt.Sprintf(`EXISTS (SELECT 1 FROM unnest($%d::text[]) AS d(channel)
-			WHERE NOT EXISTS (SELECT 1 FROM receipts AS r WHERE r.watch_id = w.id AND r.channel = d.channel))`, len(args)))
+	if p.DefaultChannel != "" && len(p.Defaults) > 0 {
+		owed = append(owed, `(`+def+` AND NOT EXISTS (SELECT 1 FROM receipts AS r WHERE r.watch_id = w.id AND r.channel = $2))`)
 	}
 	if len(owed) == 0 {
 		return nil, nil
 	}
-	q := `SELECT w.id, m.id, coalesce((SELECT array_agg(r.channel ORDER BY r.channel) FROM receipts AS r WHERE r.watch_id = w.id), '{}')
+	q := `SELECT w.id, m.id, coalesce((SELECT array_agg(r.channel ORDER BY r.channel) FROM receipts AS r WHERE r.watch_id = w.id), '{}'), ` + def + `
 		FROM watches AS w
 		JOIN messages AS m ON m.watch_id = w.id AND m.type IN ('fired', 'failed', 'expired', 'errored')
 		WHERE w.settled_at IS NOT NULL AND w.settled_at >= $1 AND NOT w.answered_at_creation` + inShards + `
@@ -209,7 +241,7 @@ func undispatched(ctx context.Context, tx pgx.Tx, p vigil.ReceiptsResumeParams, 
 	var out []vigil.Undispatched
 	for rows.Next() {
 		var u vigil.Undispatched
-		if err := rows.Scan(&u.WatchID, &u.MessageID, &u.Receipted); err != nil {
+		if err := rows.Scan(&u.WatchID, &u.MessageID, &u.Receipted, &u.Default); err != nil {
 			return nil, err
 		}
 		if len(u.Receipted) == 0 {

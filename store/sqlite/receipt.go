@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -103,6 +104,9 @@ func (s *Store) ReceiptsResume(ctx context.Context, p vigil.ReceiptsResumeParams
 	err := s.w.do(ctx, func(t *wtx) error {
 		res = vigil.ReceiptsResumeResult{}
 		bg := context.Background()
+		if err := recordDefaults(t, p); err != nil {
+			return err
+		}
 		var err error
 		if res.Unknown, err = openReceipts(t, vigil.ReceiptSending); err != nil {
 			return err
@@ -136,35 +140,82 @@ func (s *Store) ReceiptsResume(ctx context.Context, p vigil.ReceiptsResumeParams
 	return res, err
 }
 
+// recordDefaults records p.Defaults in recipient_defaults (see
+// vigil.ReceiptsResumeParams): a new or changed default since p.Now, an
+// unchanged one as it was, one gone deleted.
+func recordDefaults(t *wtx, p vigil.ReceiptsResumeParams) error {
+	if p.DefaultChannel == "" {
+		return nil
+	}
+	bg := context.Background()
+	rows, err := t.conn.QueryContext(bg, `SELECT recipient, key FROM recipient_defaults WHERE channel = ?`, p.DefaultChannel)
+	if err != nil {
+		return wrap("record defaults", err)
+	}
+	old := map[string]string{}
+	for rows.Next() {
+		var r, k string
+		if err := rows.Scan(&r, &k); err != nil {
+			rows.Close()
+			return wrap("record defaults", err)
+		}
+		old[r] = k
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return wrap("record defaults", err)
+	}
+	for r := range old {
+		if _, ok := p.Defaults[r]; !ok {
+			if _, err := t.conn.ExecContext(bg, `DELETE FROM recipient_defaults WHERE channel = ? AND recipient = ?`, p.DefaultChannel, r); err != nil {
+				return wrap("record defaults", err)
+			}
+		}
+	}
+	for r, k := range p.Defaults {
+		if ok, has := old[r]; has && ok == k {
+			continue
+		}
+		if _, err := t.conn.ExecContext(bg, `INSERT OR REPLACE INTO recipient_defaults (channel, recipient, key, since) VALUES (?, ?, ?, ?)`,
+			p.DefaultChannel, r, k, p.Now.UnixMilli()); err != nil {
+			return wrap("record defaults", err)
+		}
+	}
+	return nil
+}
+
 // undispatched finds the settled watches that may owe a channel its first
-// attempt: a channel their deliver names among p.Channels, or one of
-// p.DefaultChannels, with no receipt. A deliver that is not valid JSON
+// attempt: a channel their deliver names among p.Channels, or their
+// recipient's default channel if they settled while it was recorded
+// (recipient_defaults), with no receipt. A deliver that is not valid JSON
 // names nothing.
 func undispatched(t *wtx, p vigil.ReceiptsResumeParams) ([]vigil.Undispatched, error) {
 	var owed []string
-	args := []any{p.SettledSince.UnixMilli()}
+	// def: the watch settled while its recipient's default was configured.
+	const def = `EXISTS (SELECT 1 FROM recipient_defaults AS d
+		WHERE d.channel = ?1 AND d.recipient = w.recipient AND d.since <= w.settled_at)`
+	args := []any{p.DefaultChannel, p.SettledSince.UnixMilli()}
 	if len(p.Channels) > 0 {
 		owed = append(owed, `(w.deliver IS NOT NULL AND EXISTS (
 			SELECT 1 FROM json_each(CASE WHEN json_valid(w.deliver) THEN w.deliver END) AS j
-			WHERE j.key IN (?`+strings.Repeat(", ?", len(p.Channels)-1)+`)
+			WHERE j.key IN (`+numbered(len(args)+1, len(p.Channels))+`)
 				AND NOT EXISTS (SELECT 1 FROM receipts AS r WHERE r.watch_id = w.id AND r.channel = j.key)))`)
 		for _, c := range p.Channels {
 			args = append(args, c)
 		}
 	}
-	for _, c := range p.DefaultChannels {
-		owed = append(owed, `NOT EXISTS (SELECT 1 FROM receipts AS r WHERE r.watch_id = w.id AND r.channel = ?)`)
-		args = append(args, c)
+	if p.DefaultChannel != "" && len(p.Defaults) > 0 {
+		owed = append(owed, `(`+def+` AND NOT EXISTS (SELECT 1 FROM receipts AS r WHERE r.watch_id = w.id AND r.channel = ?1))`)
 	}
 	if len(owed) == 0 {
 		return nil, nil
 	}
 	q := `SELECT w.id, m.id, (SELECT json_group_array(channel) FROM (
-			SELECT r.channel FROM receipts AS r WHERE r.watch_id = w.id ORDER BY r.channel))
+			SELECT r.channel FROM receipts AS r WHERE r.watch_id = w.id ORDER BY r.channel)), ` + def + `
 		FROM watches AS w
 		JOIN messages AS m ON m.watch_id = w.id
 			AND (m.type = 'fired' OR m.type = 'failed' OR m.type = 'expired' OR m.type = 'errored')
-		WHERE w.settled_at IS NOT NULL AND w.settled_at >= ? AND w.answered_at_creation = 0
+		WHERE w.settled_at IS NOT NULL AND w.settled_at >= ?2 AND w.answered_at_creation = 0
 			AND (` + strings.Join(owed, " OR ") + `)`
 	rows, err := t.conn.QueryContext(context.Background(), q, args...)
 	if err != nil {
@@ -177,7 +228,7 @@ func undispatched(t *wtx, p vigil.ReceiptsResumeParams) ([]vigil.Undispatched, e
 			u    vigil.Undispatched
 			have string
 		)
-		if err := rows.Scan(&u.WatchID, &u.MessageID, &have); err != nil {
+		if err := rows.Scan(&u.WatchID, &u.MessageID, &have, &u.Default); err != nil {
 			return nil, wrap("resume receipts", err)
 		}
 		if err := json.Unmarshal([]byte(have), &u.Receipted); err != nil {
@@ -195,6 +246,15 @@ func undispatched(t *wtx, p vigil.ReceiptsResumeParams) ([]vigil.Undispatched, e
 	// watch by its primary key instead of the settled ones by watches_settled.
 	slices.SortFunc(out, func(a, b vigil.Undispatched) int { return strings.Compare(a.WatchID, b.WatchID) })
 	return out, nil
+}
+
+// numbered returns n numbered parameters from ?first: "?3, ?4, ?5".
+func numbered(first, n int) string {
+	ps := make([]string, n)
+	for i := range ps {
+		ps[i] = "?" + strconv.Itoa(first+i)
+	}
+	return strings.Join(ps, ", ")
 }
 
 func openReceipts(t *wtx, status string) ([]vigil.ReceiptRecord, error) {

@@ -149,7 +149,7 @@ func testReceipts(t *testing.T, newStore NewStoreFunc) {
 	if err := s.WatchDelete(t.Context(), "w1"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.ReceiptsResume(t.Context(), vigil.ReceiptsResumeParams{Now: at, Channels: channels, DefaultChannels: []string{"webhook"}})
+	res, err := s.ReceiptsResume(t.Context(), vigil.ReceiptsResumeParams{Now: at, Channels: channels, DefaultChannel: "webhook", Defaults: map[string]string{"r": "k"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +162,8 @@ func testReceipts(t *testing.T, newStore NewStoreFunc) {
 // back with its next attempt, and a settled watch with no receipt is found.
 func testReceiptsResume(t *testing.T, newStore NewStoreFunc) {
 	s, reopen := newStore(t)
+	// A start with a default webhook for r, before anything settles.
+	resumeDefaults(t, s, base, map[string]string{"r": "k"})
 	deliver := json.RawMessage(`{"webhook":{"url":"https://hooks.example/x"}}`)
 	mk := func(id string, n int, withDeliver bool) *vigil.Watch {
 		w := httpWatch(id, "r", n, base)
@@ -206,7 +208,7 @@ func testReceiptsResume(t *testing.T, newStore NewStoreFunc) {
 	}
 	// Unknown is final: a second start finds nothing more to do for it.
 	res, err = s.ReceiptsResume(t.Context(), vigil.ReceiptsResumeParams{Now: now, SettledSince: base.Add(time.Second), Channels: channels,
-		DefaultChannels: []string{"webhook"}})
+		DefaultChannel: "webhook", Defaults: map[string]string{"r": "k"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,6 +234,8 @@ func testReceiptsResumePartial(t *testing.T, newStore NewStoreFunc) {
 		email   = `"email":{"to":"ops@example.com"}`
 	)
 	at := base.Add(time.Minute)
+	// A start with a default webhook for r, before anything settles.
+	resumeDefaults(t, s, base, map[string]string{"r": "k"})
 	mk := func(id string, n int, deliver string) {
 		w := httpWatch(id, "r", n, base)
 		w.Deliver = json.RawMessage("{" + deliver + "}")
@@ -270,13 +274,17 @@ func testReceiptsResumePartial(t *testing.T, newStore NewStoreFunc) {
 	if got := ids(res.Unknown, func(r vigil.ReceiptRecord) string { return r.WatchID + "/" + r.Channel }); !slices.Equal(got, []string{"a-two/webhook"}) {
 		t.Errorf("Unknown = %v, want [a-two/webhook]", got)
 	}
-	// A default channel (a recipient's default webhook) is owed by every
-	// watch, whatever its Deliver names.
-	res, err = s.ReceiptsResume(t.Context(), vigil.ReceiptsResumeParams{Now: now, SettledSince: base, Channels: channels, DefaultChannels: []string{"webhook"}})
+	// A recipient's default webhook, configured when they settled, is
+	// owed by every watch of it, whatever its Deliver names.
+	res, err = s.ReceiptsResume(t.Context(), vigil.ReceiptsResumeParams{Now: now, SettledSince: base, Channels: channels,
+		DefaultChannel: "webhook", Defaults: map[string]string{"r": "k"}})
 	if err != nil {
 		t.Fatalf("ReceiptsResume error = %v", err)
 	}
-	want = append(want, vigil.Undispatched{WatchID: "e-email", MessageID: "m-e-email", Receipted: []string{"email"}})
+	for i := range want {
+		want[i].Default = true
+	}
+	want = append(want, vigil.Undispatched{WatchID: "e-email", MessageID: "m-e-email", Receipted: []string{"email"}, Default: true})
 	if diff := gocmp.Diff(want, res.Undispatched, opts); diff != "" {
 		t.Errorf("Undispatched with a default webhook (-want +got):\n%s", diff)
 	}
@@ -290,4 +298,81 @@ func testReceiptsResumePartial(t *testing.T, newStore NewStoreFunc) {
 	if len(res.Undispatched) != 0 {
 		t.Errorf("Undispatched after every channel has a receipt = %+v, want none", res.Undispatched)
 	}
+}
+
+// resumeDefaults is a start's ReceiptsResume at now with the default
+// webhooks defaults (recipient -> key), returning the watch ids found
+// undispatched, each with "+default" when it owes its recipient's default.
+func resumeDefaults(t *testing.T, s vigil.Store, now time.Time, defaults map[string]string) []string {
+	t.Helper()
+	res, err := s.ReceiptsResume(t.Context(), vigil.ReceiptsResumeParams{Now: now, SettledSince: base, Channels: channels,
+		DefaultChannel: "webhook", Defaults: defaults})
+	if err != nil {
+		t.Fatalf("ReceiptsResume error = %v", err)
+	}
+	var out []string
+	for _, u := range res.Undispatched {
+		id := u.WatchID
+		if u.Default {
+			id += "+default"
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+// testReceiptsResumeDefaults: a recipient's default webhook is owed only
+// by the watches of that recipient that settled while it was configured,
+// as each start records it: not by those settled before it was added
+// (they owed nothing when they settled), nor after it was removed or its
+// URL changed, nor by other recipients' watches. What was recorded
+// outlives a restart of the store.
+func testReceiptsResumeDefaults(t *testing.T, newStore NewStoreFunc) {
+	s, reopen := newStore(t)
+	at := func(m int) time.Time { return base.Add(time.Duration(m) * time.Minute) }
+	n := 0
+	mk := func(id, recipient, deliver string, settled time.Time) {
+		n++
+		w := httpWatch(id, recipient, n, base)
+		if deliver != "" {
+			w.Deliver = json.RawMessage(deliver)
+		}
+		create(t, s, w)
+		settleAll(t, s, settle(w, vigil.StateFired, "m-"+id, settled))
+	}
+	check := func(what string, got []string, want ...string) {
+		t.Helper()
+		if diff := gocmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: undispatched (-want +got):\n%s", what, diff)
+		}
+	}
+	const own = `{"webhook":{"url":"https://hooks.example/own"}}`
+	// A daemon without defaults settles these; it stops before handing
+	// a-own its webhook.
+	check("start without defaults", resumeDefaults(t, s, at(0), nil))
+	mk("a-own", "q", own, at(1))
+	mk("b-old", "r", "", at(2))
+	mk("c-old", "r", `{"email":{"to":"ops@example.com"}}`, at(2))
+	upsert(t, s, vigil.ReceiptRecord{WatchID: "c-old", MessageID: "m-c-old", Receipt: vigil.Receipt{Channel: "email", Status: vigil.ReceiptDelivered, Attempts: 1, UpdatedAt: at(2)}})
+	// The operator adds a default webhook for r and restarts: the
+	// outcomes settled before owe it nothing.
+	check("default added", resumeDefaults(t, s, at(10), map[string]string{"r": "k1"}), "a-own")
+	// Settled under it, and never handed over: owed, at every start with
+	// the same default, across a restart of the store.
+	mk("d-new", "r", "", at(10))
+	mk("e-new", "r", `{"email":{"to":"ops@example.com"}}`, at(11))
+	mk("f-other", "q", "", at(11))
+	s = reopen()
+	check("same default", resumeDefaults(t, s, at(20), map[string]string{"r": "k1"}), "a-own", "d-new+default", "e-new+default")
+	check("same default again", resumeDefaults(t, s, at(21), map[string]string{"r": "k1"}), "a-own", "d-new+default", "e-new+default")
+	upsert(t, s, vigil.ReceiptRecord{WatchID: "d-new", MessageID: "m-d-new", Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptDelivered, Attempts: 1, UpdatedAt: at(21)}})
+	check("one delivered", resumeDefaults(t, s, at(22), map[string]string{"r": "k1"}), "a-own", "e-new+default")
+	// Its URL changed: a new default, from this start on.
+	check("default changed", resumeDefaults(t, s, at(30), map[string]string{"r": "k2"}), "a-own", "e-new")
+	mk("g-changed", "r", "", at(31))
+	check("changed default kept", resumeDefaults(t, s, at(40), map[string]string{"r": "k2"}), "a-own", "e-new", "g-changed+default")
+	// Removed, then added again: again only from the start that adds it.
+	check("default removed", resumeDefaults(t, s, at(50), nil), "a-own", "e-new")
+	mk("h-none", "r", "", at(51))
+	check("default added again", resumeDefaults(t, s, at(60), map[string]string{"r": "k2"}), "a-own", "e-new")
 }

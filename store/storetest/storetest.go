@@ -74,6 +74,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"ReceiptClaim", testReceiptClaim},
 		{"ReceiptsResume", testReceiptsResume},
 		{"ReceiptsResumePartial", testReceiptsResumePartial},
+		{"ReceiptsResumeDefaults", testReceiptsResumeDefaults},
 		{"Tokens", testTokens},
 		{"TokenConflict", testTokenConflict},
 	}

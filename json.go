@@ -3,6 +3,8 @@ package vigil
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"slices"
 	"strconv"
 	"time"
@@ -131,11 +133,18 @@ func (o *Outcome) AppendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// UnmarshalJSON implements json.Unmarshaler.
+// UnmarshalJSON implements json.Unmarshaler. Numbers among the facts
+// are json.Number, as the stores and the watchers give them, so that an
+// integer past 2^53 keeps its digits.
 func (o *Observation) UnmarshalJSON(b []byte) error {
 	var j observationJSON
-	if err := json.Unmarshal(b, &j); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&j); err != nil {
 		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("vigil: an observation followed by more JSON")
 	}
 	at, err := ParseTime(j.At)
 	if err != nil {

@@ -64,7 +64,7 @@ func TestWatchJSONRoundTrip(t *testing.T) {
 		ID: "01J", Kind: vigil.KindHTTP, Predicate: json.RawMessage(`{"url":"https://x/"}`), Recipient: "agent-7",
 		State: vigil.StatePending, Mode: vigil.ModeUntil, Every: 30 * time.Second, Deadline: t0.Add(time.Hour),
 		CreatedAt: t0, NextDue: t0.Add(30 * time.Second), Polls: 3, Note: "n", Labels: map[string]string{"task": "T-19"},
-		LastObservation: &vigil.Observation{Verdict: vigil.VerdictPending, At: t0.Add(123 * time.Millisecond), Summary: "HTTP 503", Facts: map[string]any{"status": 503.0}},
+		LastObservation: &vigil.Observation{Verdict: vigil.VerdictPending, At: t0.Add(123 * time.Millisecond), Summary: "HTTP 503", Facts: map[string]any{"status": json.Number("503"), "big": json.Number("1234567890123456789")}},
 	}
 	b, err := json.Marshal(w)
 	if err != nil {

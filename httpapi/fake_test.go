@@ -68,7 +68,7 @@ func testWatch(id string) *vigil.Watch {
 		Polls:     3,
 		LastObservation: &vigil.Observation{
 			Verdict: vigil.VerdictPending, At: created.Add(60 * time.Second),
-			Summary: "2 of 3 checks done, 1 running", Facts: map[string]any{"done": 2.0, "running": 1.0},
+			Summary: "2 of 3 checks done, 1 running", Facts: map[string]any{"done": json.Number("2"), "running": json.Number("1")},
 		},
 		Note:   "merge PR 41 when green",
 		Labels: map[string]string{"task": "T-19"},

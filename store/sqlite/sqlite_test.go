@@ -36,6 +36,23 @@ func open(t testing.TB, path string, opts *Options) *Store {
 }
 
 // openRaw opens path without the store, as another program would.
+// migrateTo brings db up to schema version v with this build's
+// migrations, for tests of what a later one does to its rows.
+func migrateTo(t *testing.T, db *sql.DB, v int64) {
+	t.Helper()
+	fsys, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(t.Context(), v); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func openRaw(t *testing.T, path string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("sqlite", path)
@@ -204,18 +221,8 @@ func TestBackupFileCopiesTheSchemaAsItIs(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "vigil.db")
 		db := openRaw(t, path)
-		fsys, err := fs.Sub(migrationFiles, "migrations")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithDisableGlobalRegistry(true))
-		if err != nil {
-			t.Fatal(err)
-		}
 		older := SchemaVersion() - 1
-		if _, err := p.UpTo(t.Context(), older); err != nil {
-			t.Fatal(err)
-		}
+		migrateTo(t, db, older)
 		db.Close()
 		before, err := os.ReadFile(path)
 		if err != nil {
@@ -854,17 +861,7 @@ func TestListFiltersUseIndexes(t *testing.T) {
 func TestSchema9FillsPanelTables(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vigil.db")
 	db := openRaw(t, path)
-	fsys, err := fs.Sub(migrationFiles, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(t.Context(), 7); err != nil {
-		t.Fatal(err)
-	}
+	migrateTo(t, db, 7)
 	long := strings.Repeat("x", 1000) + " Needle"
 	for i, note := range []string{"short Needle", long, "nothing", ""} {
 		w := benchWatch(int64(i))
@@ -1033,19 +1030,9 @@ func TestCountsFollowEveryPath(t *testing.T) {
 func TestSchema11KeepsCounts(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vigil.db")
 	db := openRaw(t, path)
-	fsys, err := fs.Sub(migrationFiles, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Schema 9's insert triggers count the rows inserted here; schema 10
 	// has none.
-	if _, err := p.UpTo(t.Context(), 9); err != nil {
-		t.Fatal(err)
-	}
+	migrateTo(t, db, 9)
 	ctx := t.Context()
 	for i := range 6 {
 		w := benchWatch(int64(i))
@@ -1061,9 +1048,7 @@ func TestSchema11KeepsCounts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := p.UpTo(ctx, 10); err != nil {
-		t.Fatal(err)
-	}
+	migrateTo(t, db, 10)
 	// Settled at schema 10: its trigger moves the count.
 	if _, err := db.ExecContext(ctx, `UPDATE watches SET state = 'fired', settled_at = 1 WHERE id = ?`, benchWatch(0).ID); err != nil {
 		t.Fatal(err)

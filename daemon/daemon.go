@@ -38,6 +38,7 @@ import (
 	"github.com/vigil-run/vigil/auth"
 	"github.com/vigil-run/vigil/deliver"
 	"github.com/vigil-run/vigil/deliver/email"
+	"github.com/vigil-run/vigil/deliver/webhook"
 	"github.com/vigil-run/vigil/engine"
 	"github.com/vigil-run/vigil/forge"
 	"github.com/vigil-run/vigil/httpapi"
@@ -58,6 +59,17 @@ const (
 	// shutdownTimeout bounds how long shutdown waits for requests in
 	// flight (long-polls and streams are ended at once).
 	shutdownTimeout = 10 * time.Second
+	// deliveryGrace is how long, once the engine stops, the push delivery
+	// attempts in flight go on to finish and record their results before
+	// they are cut short (deliver.Config.StopGrace): the whole timeout of
+	// a webhook attempt (webhook.DefaultTimeout), so that a webhook in
+	// flight ends by its own answer or timeout and never because of a
+	// routine restart; and never more than shutdownTimeout, so that a
+	// shutdown (requests, then deliveries, each at most that long, then
+	// the final receipt writes and, on PostgreSQL, the lease's leave)
+	// stays well inside what a supervisor gives before its SIGKILL (30 s
+	// by default on Kubernetes, 90 s under systemd).
+	deliveryGrace = min(webhook.DefaultTimeout, shutdownTimeout)
 )
 
 // Daemon is one running vigil: store, engine and HTTP API. Make it with
@@ -368,7 +380,11 @@ func (d *Daemon) gate(next http.Handler) http.Handler {
 
 // Run serves until ctx ends, then shuts down in order: stop accepting
 // connections and end long-polls and event streams, cancel probes in
-// flight and wait for the engine, and close the store. It returns the
+// flight and wait for the engine; stop starting push deliveries and let
+// those in flight finish and record their results for deliveryGrace (on
+// PostgreSQL the replica holds its shards, and the fence those results
+// are written on, until then, and lets go of them after); and close the
+// store. It returns the
 // first error that stopped it, or nil after a shutdown asked for by ctx.
 // Run may be called once.
 func (d *Daemon) Run(ctx context.Context) (err error) {
@@ -386,6 +402,10 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	defer stopEngine()
 
 	g, gctx := errgroup.WithContext(ctx)
+	// delivered is closed once the dispatcher has returned, the results of
+	// its attempts recorded (or cut short): only then does a replica's
+	// lease manager let go of its shards, whose fence those writes need.
+	delivered := make(chan struct{})
 	g.Go(func() error {
 		if err := d.srv.Serve(d.ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http: %w", err)
@@ -422,7 +442,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		if d.shards != nil {
 			// Every replica serves the API from here on; the shards it
 			// takes are armed as it takes them.
-			g.Go(func() error { return d.shards.run(engCtx) })
+			g.Go(func() error { return d.shards.run(engCtx, delivered) })
 		}
 		if err := d.eng.Run(engCtx); err != nil && engCtx.Err() == nil {
 			return fmt.Errorf("engine: %w", err)
@@ -432,7 +452,10 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		}
 		return nil
 	})
+	// The dispatcher stops starting attempts with the engine, and gives
+	// those in flight deliveryGrace to finish (deliver.Config.StopGrace).
 	g.Go(func() error {
+		defer close(delivered)
 		return d.disp.Run(engCtx)
 	})
 	if d.pgEvents != nil {

@@ -343,7 +343,7 @@ func newDispatcher(cfg Config, store vigil.Store, log *slog.Logger, receipt func
 	}
 	dc := deliver.Config{Store: store, Channels: chans, RecipientWebhooks: defaults,
 		RecipientSecrets: cfg.Delivery.WebhookSecrets, Logger: log,
-		ResumeWindow: cfg.Limits.RetentionWatches, ReceiptFunc: receipt, AccessFunc: access}
+		ResumeWindow: cfg.Limits.RetentionWatches, ReceiptFunc: receipt, AccessFunc: access, StopGrace: deliveryGrace}
 	if pg, ok := store.(*postgres.Store); ok {
 		// A replica delivers for the shards it holds only.
 		dc.HoldsFunc = pg.Holds

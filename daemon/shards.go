@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -34,6 +36,13 @@ const (
 	// repairSlack is how far before that horizon the next scan looks
 	// back, for a database clock stepped back meanwhile.
 	repairSlack = 2 * time.Second
+	// holdMax bounds how long a replica that stops holds its shards for
+	// the delivery attempts in flight (shards.run): their grace, then the
+	// write of their final receipts (at most 5 s each, see deliver's
+	// finalWrite). An attempt that ignores its context is not waited for
+	// beyond it: the replica leaves, and the next holder reads it back as
+	// unknown. The manager goes on renewing the leases meanwhile.
+	holdMax = deliveryGrace + 5*time.Second
 )
 
 // shards is what a replica on PostgreSQL runs beside the engine: the lease
@@ -72,6 +81,9 @@ type shards struct {
 	again []string
 	// refused is the store's Refused (a test sets its own).
 	refused func() []string
+	// stopping is set once the engine has stopped, while the manager
+	// still holds the shards for the deliveries in flight (run).
+	stopping atomic.Bool
 }
 
 func newShards(cfg Config, pg *postgres.Store, replica string, eng *engine.Engine, sched *scheduler.Scheduler,
@@ -92,19 +104,54 @@ func newShards(cfg Config, pg *postgres.Store, replica string, eng *engine.Engin
 func (s *shards) held() []int { return s.mgr.Held() }
 
 // run runs the manager and what arms the watches heard of until ctx ends
-// (the daemon's one listener, pgEvents, hands heard its events); the
-// manager lets go of every shard on its way out.
-func (s *shards) run(ctx context.Context) error {
+// (the daemon's one listener, pgEvents, hands heard its events). The
+// manager goes on renewing the leases held, and with them the fence, until
+// hold is closed: the dispatcher has returned, the attempts in flight when
+// ctx ended having recorded their results, which the fence refuses once
+// it lets go (a delivered webhook read back as unknown by the next
+// holder). It waits holdMax at most, then lets go of every shard on its
+// way out (Lose, then Leave: the other replicas take them at once).
+// Meanwhile it takes no shard (gain refuses: nothing would arm it) and
+// its repair scan arms nothing: the engine has stopped.
+func (s *shards) run(ctx context.Context, hold <-chan struct{}) error {
+	mctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.mgr.Run(gctx) })
+	g.Go(func() error { return s.mgr.Run(mctx) })
 	g.Go(func() error { s.wake(gctx); return nil })
 	g.Go(func() error { s.arm(gctx); return nil })
+	g.Go(func() error {
+		defer stop()
+		<-gctx.Done()
+		s.stopping.Store(true)
+		select {
+		case <-hold:
+			return nil
+		default:
+		}
+		s.log.Info("holding the shards until the delivery attempts in flight have recorded their results", "shards", len(s.held()), "at_most", holdMax)
+		t := time.NewTimer(holdMax)
+		defer t.Stop()
+		select {
+		case <-hold:
+		case <-t.C:
+			s.log.Warn("letting go of the shards with delivery attempts still in flight: the next holder reads their receipts back as unknown", "waited", holdMax)
+		}
+		return nil
+	})
 	return g.Wait()
 }
+
+// errStopping is gain's refusal while the replica stops.
+var errStopping = errors.New("this replica is stopping")
 
 // gain hands the shards taken to arm. It never blocks: there are at most
 // as many gains in flight as shards.
 func (s *shards) gain(_ context.Context, shards []int) error {
+	if s.stopping.Load() {
+		// The manager releases them at once, for another replica.
+		return errStopping
+	}
 	select {
 	case s.gained <- shards:
 		return nil
@@ -378,6 +425,9 @@ func (s *shards) repairSince() time.Time {
 // and so are all it found when reading them failed: the scan's window has
 // moved on, and nothing else would find them.
 func (s *shards) repair(ctx context.Context, _ []int, found postgres.Peers) {
+	if s.stopping.Load() {
+		return // the engine has stopped: nothing to arm
+	}
 	if found.Horizon.IsZero() {
 		s.since = found.Now.Add(-repairMargin)
 	} else {

@@ -83,6 +83,10 @@ type Config struct {
 	// attempt of a watch it does not hold (any more) is dropped before
 	// anything is written or sent: the holder resumes it. Nil: all.
 	HoldsFunc func(watchID string) bool
+	// StopGrace is how long the attempts in flight when Run's context
+	// ends may go on to finish and record their results before they are
+	// cut short (see Run). Zero: none, they are cut at once.
+	StopGrace time.Duration
 }
 
 // Dispatcher runs push deliveries after settlements commit: one loop over
@@ -417,20 +421,35 @@ func (d *Dispatcher) Pending() int {
 	return len(d.active)
 }
 
-// Run delivers until ctx is done, then waits for the attempts in flight
-// and returns nil. ctx is the attempts' too: its end cuts them short, and
-// each is recorded as its channel reports it (the final write outlives
-// ctx, see record). One that ended anyway is recorded as it ended; one the
-// channel says never left (it may be tried again: a webhook still
-// connecting) is "retrying", due at once, so the next start sends it; one
-// cut mid-send leaves its receipt "sending", read back as "unknown".
+// Run delivers until ctx is done, then returns nil once the attempts in
+// flight have ended. From ctx's end no attempt starts (the due ones are
+// left for Resume to find at the next start: no receipt, or a retrying
+// one), and those in flight go on for StopGrace (stop.go) to finish and
+// record their results as they would have without the shutdown: a
+// routine restart does not turn a webhook answered in 200 ms into
+// "unknown". Past the grace they are cut short, and each is recorded as
+// its channel reports it (the final write outlives the cut, see record):
+// one that ended anyway as it ended; one the channel says never left (it
+// may be tried again: a webhook still connecting) "retrying", due at
+// once, so the next start sends it; one cut mid-send stays "sending",
+// read back as "unknown".
 func (d *Dispatcher) Run(ctx context.Context) error {
+	// The attempts' context: it outlives ctx by the grace (wind).
+	actx, cut := context.WithCancel(context.WithoutCancel(ctx))
+	defer cut()
 	work := make(chan grant)
 	var wg sync.WaitGroup
 	for range d.cfg.Workers {
 		wg.Go(func() {
 			for g := range work {
-				d.attempt(ctx, g.j)
+				if ctx.Err() != nil {
+					// Handed over as ctx ended: not started, as below.
+					d.mu.Lock()
+					delete(d.active, g.j.key())
+					d.mu.Unlock()
+				} else {
+					d.attempt(actx, g.j)
+				}
 				d.mu.Lock()
 				d.due.done(g)
 				d.idle++
@@ -444,7 +463,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	d.mu.Unlock()
 	defer func() {
 		close(work)
-		wg.Wait()
+		d.wind(&wg, cut)
 		// Due but not started: forget them; Resume finds them again (no
 		// receipt, or a retrying one).
 		d.mu.Lock()

@@ -13,6 +13,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal asks for a graceful shutdown; a second one ends the
+	// process at once (the signals' default), whatever is still running.
+	context.AfterFunc(ctx, stop)
 	err := cli.New(os.Stdout, os.Stderr).ExecuteContext(ctx)
 	stop()
 	os.Exit(cli.ExitCode(err))

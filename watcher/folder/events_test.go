@@ -129,6 +129,38 @@ func TestNewSubfolderIsWatched(t *testing.T) {
 	}
 }
 
+// TestChangeBeforeRegistrationIsSeen: a file written after the first
+// probe looked at the folder and before that probe's registration with the
+// notifier watched it raises no event for the watch. The probe looks again
+// once the folder is watched, so the file is part of the baseline, as a
+// file written just before the look is: it is not reported, long after,
+// with the next unrelated change (before, a later write reported "2
+// added"; without one, the watch learnt of it only at its 30-minute look).
+func TestChangeBeforeRegistrationIsSeen(t *testing.T) {
+	t.Parallel()
+	needInotify(t)
+	var r *rig
+	written := false
+	r = newRig(t, rigOpts{events: true, beforeWatch: func() {
+		if !written {
+			written = true
+			write(t, r.path("late.txt"), "late\n")
+		}
+	}})
+	w := r.register(`{"path":` + q(r.root) + `,"standing":true,"settle":"5s"}`)
+	if !written {
+		t.Fatal("the probe never registered with the notifier")
+	}
+	r.drain()
+	write(t, r.path("next.txt"), "next\n")
+	r.poked(w.ID)
+	r.settleOut(0)
+	rep := messageReport(t, r.changed()[0])
+	if rep.Summary != "1 added" || !slices.Equal(rep.Added, []string{"next.txt"}) {
+		t.Errorf("report = %q, added %v; want only next.txt (late.txt was there before the watch was)", rep.Summary, rep.Added)
+	}
+}
+
 // TestRestartReportsTheDowntimeOnce: a standing watch restarted on the
 // same store keeps its baseline: it reports what changed while the
 // daemon was down, once, against what it last reported, and nothing it

@@ -325,7 +325,30 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	if err != nil {
 		return unavailable(fmt.Errorf("reading %s: %w", s.Path, err))
 	}
-	wake := w.register(p, resolved, snap)
+	wake, added := w.register(p, resolved, snap)
+	for range maxRelooks {
+		if !added {
+			break
+		}
+		// The look came before these directories were watched: a change
+		// made in them between the two raised no event, and would wait
+		// for the watch's long interval (EventEvery). Look again, now
+		// that they are watched; only what changed since the first look
+		// is read again.
+		again, err := w.look(ctx, s, resolved, snap.files)
+		if err != nil {
+			return unavailable(fmt.Errorf("reading %s: %w", s.Path, err))
+		}
+		for rel, data := range snap.content {
+			// What the first look read of a file the second found
+			// unchanged (and so did not read).
+			if _, ok := again.content[rel]; !ok && again.files[rel] == snap.files[rel] {
+				again.content[rel] = data
+			}
+		}
+		snap = again
+		wake, added = w.register(p, resolved, snap)
+	}
 
 	keepMax := w.maxKept
 	if !hasBase {
@@ -401,11 +424,18 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: watcher.Clip(summary, 1024), Facts: facts}, nil
 }
 
+// maxRelooks bounds how many times one probe looks at its folder again
+// because its registration began watching directories the look had found
+// (each look finds only the directories that exist when it walks; a
+// folder still growing new ones is caught by their events after that).
+const maxRelooks = 2
+
 // register tells the notifier what to watch and returns how the watch is
-// woken, as the facts spell it.
-func (w *Watcher) register(p watcher.Probe, resolved string, snap *snapshot) string {
+// woken, as the facts spell it, and whether it began watching a directory
+// for the watch (fsevent.Status.Added).
+func (w *Watcher) register(p watcher.Probe, resolved string, snap *snapshot) (string, bool) {
 	if w.waker == nil {
-		return "polling at the watch's interval"
+		return "polling at the watch's interval", false
 	}
 	t := fsevent.Target{Poll: PollEvery}
 	switch {
@@ -423,9 +453,9 @@ func (w *Watcher) register(p watcher.Probe, resolved string, snap *snapshot) str
 	}
 	st := w.waker.Watch(p.WatchID, p.Now, t)
 	if st.Events {
-		return "events"
+		return "events", st.Added
 	}
-	return fmt.Sprintf("polling every %s: %s", vigil.FormatDuration(PollEvery), st.Reason)
+	return fmt.Sprintf("polling every %s: %s", vigil.FormatDuration(PollEvery), st.Reason), false
 }
 
 // keepAll keeps the contents of a new baseline's text files.

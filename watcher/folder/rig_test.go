@@ -63,6 +63,10 @@ type rigOpts struct {
 	// notifier, the kind's interval.
 	events, poll bool
 	allowExec    bool
+	// beforeWatch, with events, runs as a probe registers its watch with
+	// the notifier, before the registration: what it does to the folder
+	// happens after the probe looked and before anything watched it.
+	beforeWatch func()
 	// store and dirs of a rig restarted on the same state.
 	from *rig
 }
@@ -99,6 +103,9 @@ func newRig(t *testing.T, o rigOpts) *rig {
 			Disabled: o.poll,
 		})
 		cfg.Waker = r.n
+		if o.beforeWatch != nil {
+			cfg.Waker = hookedWaker{r.n, o.beforeWatch}
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { _ = r.n.Run(ctx); close(done) }()
@@ -112,6 +119,17 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// hookedWaker is the notifier with a hook run before each registration.
+type hookedWaker struct {
+	*fsevent.Notifier
+	before func()
+}
+
+func (h hookedWaker) Watch(id string, now time.Time, t fsevent.Target) fsevent.Status {
+	h.before()
+	return h.Notifier.Watch(id, now, t)
 }
 
 // register registers a folder watch for agent-1.

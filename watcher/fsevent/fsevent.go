@@ -115,6 +115,10 @@ type Status struct {
 	Events bool
 	// Reason says why events cannot be had, when they cannot.
 	Reason string
+	// Added is true when this call began watching a directory for the
+	// watch: a change made in it before the call (after the caller
+	// looked) raised no event for the watch, and the caller looks again.
+	Added bool
 }
 
 // String describes the status in a few words: "events" or "polling every
@@ -379,6 +383,7 @@ func (n *Notifier) registerLocked(w *watch, dirs []string, now time.Time) Status
 			n.detachLocked(w, d)
 		}
 	}
+	added := false
 	for _, d := range dirs {
 		if _, have := w.dirs[d]; have {
 			continue
@@ -397,9 +402,10 @@ func (n *Notifier) registerLocked(w *watch, dirs []string, now time.Time) Status
 				return Status{Reason: "cannot watch " + d + " (" + describe(err) + ")"}
 			}
 		}
+		added = true
 	}
 	w.limitAt = time.Time{}
-	return Status{Events: true}
+	return Status{Events: true, Added: added}
 }
 
 // attachLocked adds directory d to w, watching it if nobody did yet.

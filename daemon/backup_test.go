@@ -12,6 +12,20 @@ import (
 	"github.com/vigil-run/vigil/store/sqlite"
 )
 
+// backupSource is a config whose data dir holds a new database, closed,
+// and that database's path.
+func backupSource(t *testing.T) (daemon.Config, string) {
+	t.Helper()
+	cfg := testConfig(t.TempDir(), t.TempDir())
+	path := cfg.DatabasePath()
+	st, err := sqlite.Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	return cfg, path
+}
+
 // TestBackupBesideALiveWriter: vigil backup copies a database another
 // process keeps committing to without writing to it. That writer is a
 // daemon whose WAL was not preallocated (too little free space at its
@@ -20,13 +34,7 @@ import (
 // committed meanwhile, and the live database read as malformed.
 func TestBackupBesideALiveWriter(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t.TempDir(), t.TempDir())
-	path := cfg.DatabasePath()
-	st, err := sqlite.Open(t.Context(), path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
+	cfg, path := backupSource(t)
 	live, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)")
 	if err != nil {
 		t.Fatal(err)
@@ -104,13 +112,7 @@ func TestBackupBesideALiveWriter(t *testing.T) {
 // migrates nothing.
 func TestBackupOfANewerSchema(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t.TempDir(), t.TempDir())
-	path := cfg.DatabasePath()
-	st, err := sqlite.Open(t.Context(), path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
+	cfg, path := backupSource(t)
 	newer := sqlite.SchemaVersion() + 1
 	db, err := sql.Open("sqlite", path)
 	if err != nil {

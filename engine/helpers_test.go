@@ -78,6 +78,8 @@ type envOpts struct {
 	limits   *vigil.Limits
 	watchers []watcher.Watcher
 	jitter   func(time.Duration) time.Duration
+	// deliver is the engine's DeliverFunc.
+	deliver func(*vigil.Watch, *vigil.Message)
 }
 
 // newEnv builds an engine on a fake clock at t0 with the real timer watcher
@@ -101,7 +103,7 @@ func newEnvAt(t *testing.T, o envOpts, start time.Time) *env {
 		reg.Register(w)
 	}
 	sched := scheduler.New(scheduler.Config{NowFunc: c.Now})
-	cfg := engine.Config{Store: cs, Watchers: reg, Scheduler: sched, NowFunc: c.Now, JitterFunc: o.jitter}
+	cfg := engine.Config{Store: cs, Watchers: reg, Scheduler: sched, NowFunc: c.Now, JitterFunc: o.jitter, DeliverFunc: o.deliver}
 	if o.limits != nil {
 		cfg.Limits = *o.limits
 	}

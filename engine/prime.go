@@ -147,6 +147,7 @@ func (s *prober) expireOverdue(ctx context.Context, ids []string, now time.Time)
 	ss := make([]settlement, 0, len(ws))
 	for _, w := range ws {
 		if w.State != vigil.StatePending {
+			s.seenSettled(w)
 			continue
 		}
 		out := &vigil.Outcome{State: vigil.StateExpired, Reason: "down_past_deadline", Observation: w.LastObservation}

@@ -78,6 +78,8 @@ type prober struct {
 	log   *slog.Logger
 	now   func() time.Time
 	sched *scheduler.Scheduler
+	// doubts are the settlements whose commit failed (see doubt.go).
+	doubts doubts
 }
 
 var _ scheduler.Prober = (*prober)(nil)
@@ -110,6 +112,7 @@ func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, t
 	}
 	if w.State != vigil.StatePending {
 		s.sched.Drop(e)
+		s.seenSettled(w)
 		e.Observer().Finish(w)
 		return
 	}
@@ -374,6 +377,7 @@ func (s *prober) Instant(ctx context.Context, es []*scheduler.Entry, now time.Ti
 		w := byID[e.ID()]
 		if w == nil || w.State != vigil.StatePending {
 			s.sched.Drop(e)
+			s.seenSettled(w)
 			e.Observer().Finish(w)
 			continue
 		}

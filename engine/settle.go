@@ -71,7 +71,10 @@ func (s *prober) commit(ctx context.Context, ss []settlement, now time.Time) ([]
 		if ctx.Err() == nil {
 			s.log.Error("settling watches", "err", err, "count", len(ss))
 		}
-		for _, st := range ss {
+		for i, st := range ss {
+			// It may have been written all the same: the next look at
+			// the watch says (see doubt.go).
+			s.doubts.put(st.w.ID, doubt{state: st.out.State, settledAt: now, due: st.e.Due(), msg: msgs[i]})
 			st.e.Observer().Finish(nil)
 			s.sched.Retry(st.e, now.Add(max(st.e.Every(), time.Second)))
 		}
@@ -85,9 +88,15 @@ func (s *prober) commit(ctx context.Context, ss []settlement, now time.Time) ([]
 		}
 		s.sched.Drop(st.e)
 		if !won[i] {
+			if s.doubts.has(st.w.ID) {
+				// Settled meanwhile: perhaps by the commit in doubt,
+				// whose write became visible only now.
+				s.recheck(ctx, st.w.ID)
+			}
 			st.e.Observer().Finish(nil)
 			continue
 		}
+		s.doubts.forget(st.w.ID)
 		anyWon = true
 		w := st.w
 		w.State, w.Outcome, w.SettledAt, w.Polls, w.AnsweredAtCreation = st.out.State, st.out, now, st.polls, st.quiet

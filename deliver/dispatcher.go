@@ -377,6 +377,11 @@ func (d *Dispatcher) ResumeWith(ctx context.Context, resume func(context.Context
 		if w == nil || r.Channel != ChannelWebhook {
 			continue
 		}
+		if _, rung := NextRetry(r.Attempts); !rung {
+			// Its ladder has run out: as an unknown answer on the last
+			// rung is final while the daemon runs (see attempt).
+			continue
+		}
 		if o, err := d.Options(w); err == nil && o.Webhook != nil && o.Webhook.RetryUnknown {
 			j := &job{watchID: r.WatchID, channel: r.Channel, messageID: r.MessageID, attempts: r.Attempts, due: now.UnixNano(), w: w, opts: &o}
 			d.resumeLocked(j)

@@ -367,6 +367,32 @@ func TestResumeRetryUnknown(t *testing.T) {
 	})
 }
 
+// TestResumeRetryUnknownLadderRunOut: with retry_unknown, a receipt left
+// sending on the ladder's last attempt is not resent at the next start:
+// the ladder bounds the attempts, as it does for an unknown answer while
+// the daemon runs.
+func TestResumeRetryUnknownLadderRunOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := build(t, memstore.New(), func(int) (int, bool, bool) { return http.StatusOK, false, false }, nil)
+		settled(t, r.st, "a", `{"webhook":{"retry_unknown":true,"url":"https://hooks.example/in"}}`, vigil.StateFired)
+		last := len(deliver.Ladder()) + 1
+		err := r.st.ReceiptUpsert(t.Context(), vigil.ReceiptUpsertParams{ReceiptRecord: vigil.ReceiptRecord{WatchID: "a", MessageID: "msg-a",
+			Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptSending, Attempts: last, UpdatedAt: time.Now()}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2 := newRigOn(t, r)
+		synctest.Wait()
+		if got := r2.rv.requests(); len(got) != 0 {
+			t.Fatalf("requests after the restart = %+v, want none: attempt %d was the ladder's last", got, last)
+		}
+		if rc := r2.receipt(t, "a", "webhook"); rc.Status != vigil.ReceiptUnknown || rc.Attempts != last {
+			t.Errorf("receipt = %+v, want unknown after %d attempts", rc, last)
+		}
+		r2.stop()
+	})
+}
+
 // fakeChannel is a push channel that counts its sends and, while blocked,
 // holds each one until its context ends (a slow SMTP server).
 type fakeChannel struct {

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -143,7 +142,7 @@ func (s *shards) run(ctx context.Context, hold <-chan struct{}) error {
 }
 
 // errStopping is gain's refusal while the replica stops.
-var errStopping = errors.New("this replica is stopping")
+var errStopping = fmt.Errorf("this replica is stopping: %w", lease.ErrDecline)
 
 // gain hands the shards taken to arm. It never blocks: there are at most
 // as many gains in flight as shards.

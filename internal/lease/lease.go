@@ -57,6 +57,11 @@ type Store interface {
 	SetFence(owner string, held []postgres.Lease)
 }
 
+// ErrDecline, returned (or wrapped) by Config.Gain, declines the shards
+// taken: they are released at once for another replica, and the step goes
+// on as one that took nothing.
+var ErrDecline = errors.New("lease: not taking shards")
+
 // Config configures a Manager. Zero durations take the defaults.
 type Config struct {
 	Store   Store
@@ -69,7 +74,9 @@ type Config struct {
 	Lease, Renew time.Duration
 	// Gain is called with the shards taken, after the fence holds them:
 	// it arms their pending watches and resumes their deliveries. An
-	// error releases them (they are taken again at a later step).
+	// error releases them (they are taken again at a later step): the
+	// step fails, unless the error is ErrDecline (a replica on its way
+	// out, which takes nothing more).
 	Gain func(ctx context.Context, shards []int) error
 	// Lose is called with the shards lost or released, after the fence
 	// let go of them and, for a release, before the database hears of it:
@@ -267,6 +274,10 @@ func (m *Manager) Step(ctx context.Context) error {
 		m.set(held)
 		m.cfg.Lose(shardsOf(got))
 		rerr := st.Release(context.WithoutCancel(ctx), m.cfg.Replica, got)
+		if errors.Is(err, ErrDecline) {
+			m.log.Info("shards declined, released for another replica", "shards", shardsOf(got), "why", err)
+			return rerr
+		}
 		return errors.Join(fmt.Errorf("lease: arming the shards taken: %w", err), rerr)
 	}
 	m.log.Info("shards taken", "shards", shardsOf(got), "held", len(all), "share", target, "replicas", live)

@@ -2,6 +2,8 @@ package lease
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -450,4 +452,38 @@ func seq(from, to int) []int {
 		out = append(out, i)
 	}
 	return out
+}
+
+// TestDeclinedGain: a replica whose Gain declines (ErrDecline: it is on
+// its way out) releases the shards it took at once, and the step does
+// not fail (nothing to log as an error); another replica takes its share
+// of them at its next step. Any other error still fails the step.
+func TestDeclinedGain(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		err     error
+		wantErr bool
+	}{
+		{"declined", fmt.Errorf("stopping: %w", ErrDecline), false},
+		{"failed", errors.New("the database went away"), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			m := r.add("a")
+			m.cfg.Gain = func(context.Context, []int) error { return tt.err }
+			err := m.Step(context.Background())
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Step = %v, want an error: %v", err, tt.wantErr)
+			}
+			if len(m.Held()) != 0 {
+				t.Fatalf("a holds %d shards after its Gain refused them", len(m.Held()))
+			}
+			r.add("b")
+			r.step("b")
+			// a is still a live replica: b takes its share.
+			if got := r.check(); got["b"] != 32 || got["a"] != 0 {
+				t.Fatalf("b took %d shards and a holds %d, want 32 and none", got["b"], got["a"])
+			}
+		})
+	}
 }

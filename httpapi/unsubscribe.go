@@ -50,7 +50,10 @@ func (s *Server) unsubscribe(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; form-action 'self'")
+	// Not framed: the page's one button turns mail off, and a page that
+	// frames it could lure the click (the signed link is in every mail).
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+	w.Header().Set("X-Frame-Options", "DENY")
 	return unsubscribePage.Execute(w, struct {
 		ID   string
 		Done bool

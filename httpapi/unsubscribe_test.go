@@ -50,6 +50,9 @@ func TestUnsubscribe(t *testing.T) {
 		!strings.Contains(string(b), `method="post"`) || !strings.Contains(string(b), "01WATCH") {
 		t.Errorf("GET = %d %q %s; want a page with a form that posts", resp.StatusCode, resp.Header.Get("Content-Type"), b)
 	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || resp.Header.Get("X-Frame-Options") != "DENY" {
+		t.Errorf("GET: Content-Security-Policy %q, X-Frame-Options %q; want the page never framed (its button turns mail off)", csp, resp.Header.Get("X-Frame-Options"))
+	}
 	if len(calls) != 0 {
 		t.Fatalf("a GET turned email off: %v", calls)
 	}

@@ -1,7 +1,8 @@
 package forge
 
-// SetMissHook makes c's Reader call fn on every cache miss, just before
-// the read joins or starts the shared request. Set it before c is used.
+// SetMissHook makes c's Reader call fn on every cache miss, once the read
+// has joined or started the shared request and before it waits for it.
+// Set it before c is used.
 func SetMissHook(c *Client, fn func(key string)) { c.reader.missHook = fn }
 
 // GraphQLURL returns the GraphQL endpoint c asks for a GitHub App

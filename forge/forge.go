@@ -5,7 +5,9 @@
 //
 //   - one upstream request per URL per freshness window, however many
 //     watches ask, with concurrent misses coalesced (singleflight) and a
-//     failed read held for the window too;
+//     failed read held for the window too; the shared request runs on no
+//     caller's context (a caller giving up stops only its own wait) and
+//     ends when answered or at RequestTimeout;
 //   - conditional requests: a cached body is revalidated with
 //     If-None-Match, and a 304 reuses it (on GitHub a 304 does not count
 //     against the rate limit);

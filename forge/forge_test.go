@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -127,6 +128,136 @@ func TestConcurrentMissesCoalesce(t *testing.T) {
 	if got := srv.Hits(checksPath("acme/api", sha)); got != 1 {
 		t.Fatalf("three concurrent reads made %d requests, want 1", got)
 	}
+}
+
+// TestSharedReadOutlivesACallerGivingUp: concurrent misses of one URL
+// share one request, and that request is no single caller's. When the
+// watch that started it gives up (its probe's timeout, the watch
+// cancelled), that watch stops waiting at once, and a watch that joined
+// the request, whose own context is live, still gets the answer: one
+// watch's cancellation does not make another's read fail.
+func TestSharedReadOutlivesACallerGivingUp(t *testing.T) {
+	t.Parallel()
+	srv := forgetest.New(t, forge.GitHub)
+	srv.SetRuns("acme/api", sha, forgetest.Run{ID: 1, Name: "build", Status: "completed", Conclusion: "success", Started: t0})
+	c := client(t, srv, "")
+	joined := make(chan struct{}, 2)
+	forge.SetMissHook(c, func(key string) {
+		if strings.Contains(key, "/check-runs?") {
+			joined <- struct{}{}
+		}
+	})
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	srv.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		if strings.HasSuffix(r.URL.Path, "/check-runs") {
+			select {
+			case arrived <- struct{}{}:
+			default: // a second request: the hit count below says so
+			}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second): // a failure bound, not a schedule
+			}
+		}
+		return false
+	})
+
+	ctxA, cancelA := context.WithCancel(context.Background())
+	defer cancelA()
+	doneA := make(chan error, 1)
+	go func() {
+		_, err := c.Checks(ctxA, "acme/api", sha, t0, fresh)
+		doneA <- err
+	}()
+	<-joined  // A started the shared request
+	<-arrived // and the server holds it
+	type result struct {
+		rep forge.Report
+		err error
+	}
+	doneB := make(chan result, 1)
+	go func() {
+		rep, err := c.Checks(context.Background(), "acme/api", sha, t0, fresh)
+		doneB <- result{rep, err}
+	}()
+	<-joined // B joined A's request, still in flight
+
+	cancelA()
+	if err := <-doneA; !errors.Is(err, context.Canceled) {
+		t.Fatalf("A gave up while the request was held: %v, want context.Canceled at once", err)
+	}
+	close(release)
+	b := <-doneB
+	if b.err != nil {
+		t.Fatalf("B's context is live, yet its read failed with %v (A gave up)", b.err)
+	}
+	if len(b.rep.Checks) != 1 || b.rep.Checks[0].State != forge.StatePassed {
+		t.Fatalf("B read %+v, want the one successful check", b.rep.Checks)
+	}
+	if got := srv.Hits(checksPath("acme/api", sha)); got != 1 {
+		t.Fatalf("%d requests, want 1: B shares A's", got)
+	}
+}
+
+// silentForge is a transport that never answers: each request waits for
+// its context to end.
+type silentForge struct{ sent atomic.Int32 }
+
+func (s *silentForge) RoundTrip(r *http.Request) (*http.Response, error) {
+	s.sent.Add(1)
+	<-r.Context().Done()
+	return nil, r.Context().Err()
+}
+
+// TestSharedReadBoundedByRequestTimeout: a shared request runs on no
+// caller's context, so it is RequestTimeout that ends it when the forge
+// never answers, whether or not anyone still waits: a caller that joins it
+// after the one that started it gave up waits out the rest of
+// RequestTimeout, no more, and gets "no response" (held for the window
+// like any failed read), and nothing is left running (synctest fails on
+// a goroutine still blocked).
+func TestSharedReadBoundedByRequestTimeout(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		rt := &silentForge{}
+		set, err := forge.New(forge.Settings{GitHub: forge.Endpoint{URL: "https://forge.example"}},
+			forge.Options{HTTPClient: &http.Client{Transport: rt}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := set.Client(forge.GitHub)
+		start := time.Now()
+
+		ctxA, cancelA := context.WithCancel(t.Context())
+		doneA := make(chan error, 1)
+		go func() {
+			_, err := c.Checks(ctxA, "acme/api", sha, t0, fresh)
+			doneA <- err
+		}()
+		synctest.Wait() // A's request is sent and waits for an answer
+		cancelA()
+		if err := <-doneA; !errors.Is(err, context.Canceled) {
+			t.Fatalf("A gave up: %v, want context.Canceled", err)
+		}
+
+		time.Sleep(5 * time.Second) // the bubble's clock: B comes later
+		_, err = c.Checks(t.Context(), "acme/api", sha, t0, fresh)
+		var fe *forge.Error
+		if !errors.As(err, &fe) || fe.Kind != forge.KindUnavailable || !strings.Contains(err.Error(), "no response within 15s") {
+			t.Fatalf("B joined the silent request: %v, want unavailable, no response within 15s", err)
+		}
+		if got := time.Since(start); got != forge.RequestTimeout {
+			t.Fatalf("B's read ended %v after the request was sent, want RequestTimeout (%v)", got, forge.RequestTimeout)
+		}
+		if _, err2 := c.Checks(t.Context(), "acme/api", sha, t0.Add(fresh/2), fresh); err2 == nil || err2.Error() != err.Error() {
+			t.Fatalf("within the window: %v, want the held failure %v", err2, err)
+		}
+		if got := rt.sent.Load(); got != 1 {
+			t.Fatalf("%d requests sent, want 1", got)
+		}
+	})
 }
 
 func TestRateLimitBlocksEveryRead(t *testing.T) {

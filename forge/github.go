@@ -301,7 +301,7 @@ func appName(app *githubApp) string {
 func (g githubAPI) runCheck(r githubCheckRun, workflows map[int64]githubWorkflowRun) Check {
 	ch := Check{Name: r.Name, Group: appName(r.App), Source: SourceCheckRun, ID: r.ID, URL: r.HTMLURL,
 		Key:     "run\x00" + suiteKey(r.App, r.suite(), workflows) + "\x00" + r.Name,
-		Started: parseTime(r.StartedAt), Updated: parseTime(r.StartedAt)}
+		Started: parseTime(r.StartedAt)}
 	if w, ok := workflows[r.suite()]; ok && r.App.slug() == githubActions && w.Name != "" {
 		ch.Group = w.Name
 	}
@@ -319,13 +319,23 @@ func (g githubAPI) runCheck(r githubCheckRun, workflows map[int64]githubWorkflow
 		case "success", "neutral", "skipped":
 			ch.State = StatePassed
 		}
-		if t := parseTime(r.CompletedAt); !t.IsZero() {
-			ch.Updated = t
+		ch.Updated = parseTime(r.CompletedAt)
+		if ch.Updated.IsZero() {
+			ch.Updated = ch.Started
 		}
 	case "in_progress":
+		// A check run carries no update time, and started_at only says
+		// when a runner took it up: a job has no sign of life to give
+		// while it runs, however long it takes. Updated stays zero, so a
+		// running check run is never reported stalled (SPEC §2.1's ghost
+		// is a check no runner is working on); the deadline still ends the
+		// watch.
 		ch.State, ch.Result = StateRunning, r.Status
 	default: // queued, waiting, requested, pending
+		// Waiting since started_at for a runner: waiting that long is
+		// what a ghost looks like.
 		ch.State, ch.Result = StateQueued, r.Status
+		ch.Updated = ch.Started
 	}
 	return ch
 }

@@ -130,8 +130,8 @@ type Reader struct {
 	blockErr *Error
 	swept    time.Time
 
-	// missHook, when set (by tests), is called on a cache miss just before
-	// the read joins or starts the shared request.
+	// missHook, when set (by tests), is called on a cache miss once the
+	// read has joined or started the shared request, before it waits.
 	missHook func(key string)
 }
 
@@ -187,10 +187,21 @@ func (r *Reader) get(rq request, rawURL, accept string) (*Response, error) {
 	r.sweepLocked(rq.now)
 	r.mu.Unlock()
 
+	ch := r.sf.DoChan(key, func() (any, error) {
+		// Every caller that misses key while the request is in flight
+		// shares it, so it runs on no caller's context: one giving up (its
+		// probe's timeout, its watch cancelled) must not fail the others
+		// that joined, whose contexts are live. RequestTimeout bounds it
+		// whoever waits; each caller stops waiting on its own context.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(rq.ctx), RequestTimeout)
+		defer cancel()
+		shared := rq
+		shared.ctx = ctx
+		return r.fetch(shared, key, rawURL, accept)
+	})
 	if r.missHook != nil {
 		r.missHook(key)
 	}
-	ch := r.sf.DoChan(key, func() (any, error) { return r.fetch(rq, key, rawURL, accept) })
 	select {
 	case res := <-ch:
 		if res.Err != nil {
@@ -222,7 +233,9 @@ func (r *Reader) sweepLocked(now time.Time) {
 }
 
 // fetch makes the request (once per key at a time) and records what came
-// back.
+// back. rq.ctx is the shared request's own, detached from its callers' and
+// bounded by RequestTimeout: when it ends, no response came in time, and
+// that failure is held like any other.
 func (r *Reader) fetch(rq request, key, rawURL, accept string) (*Response, error) {
 	r.mu.Lock()
 	if rq.now.Before(r.until) {
@@ -256,17 +269,11 @@ func (r *Reader) fetch(rq request, key, rawURL, accept string) (*Response, error
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
-		if rq.ctx.Err() != nil {
-			return nil, rq.ctx.Err() // the caller gave up: nothing to hold
-		}
 		return nil, r.hold(rq, key, &Error{Provider: r.provider, Kind: KindUnavailable, Detail: r.redact(transportDetail(err))})
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody+1))
 	if err != nil {
-		if rq.ctx.Err() != nil {
-			return nil, rq.ctx.Err()
-		}
 		return nil, r.hold(rq, key, &Error{Provider: r.provider, Kind: KindUnavailable, Status: resp.StatusCode,
 			Detail: fmt.Sprintf("HTTP %d, then the body broke off: %s", resp.StatusCode, r.redact(transportDetail(err)))})
 	}

@@ -57,7 +57,8 @@
 // A deciding check queued or running with no update for longer than
 // stall (default 30 min) is a ghost: it is named in the observation's
 // summary and facts, so "vigil why" says which runner never came. It does
-// not change the verdict.
+// not change the verdict. A check with no update time (a GitHub check run
+// in progress: forge.Check.Updated zero) is never one.
 //
 // Reads go through the forge's shared cache: one read per commit per
 // Config.Freshness (default the kind's interval, 30 s), however many

@@ -378,6 +378,37 @@ func TestGhostCheck(t *testing.T) {
 	}
 }
 
+// TestRunningCheckRunIsNotAGhost: a GitHub check run in progress has a
+// runner working on it. The API gives a check run no update time, and when
+// it started says nothing of whether it is still alive, so a 45-minute e2e
+// job is not a ghost (SPEC §2.1: a check that stays queued or in progress
+// with no update for longer than stall, so that an agent is not left
+// waiting on a runner that will never come); a run queued as long, which
+// no runner has taken, still is.
+func TestRunningCheckRunIsNotAGhost(t *testing.T) {
+	t.Parallel()
+	srv := forgetest.New(t, forge.GitHub)
+	srv.SetRuns("acme/api", sha,
+		forgetest.Run{ID: 1, Name: "build", Status: "completed", Conclusion: "success", Started: t0.Add(-50 * time.Minute), Completed: t0.Add(-46 * time.Minute)},
+		forgetest.Run{ID: 2, Name: "e2e", Status: "in_progress", Started: t0.Add(-45 * time.Minute)},
+		forgetest.Run{ID: 3, Name: "deploy", Status: "queued", Started: t0.Add(-45 * time.Minute)},
+	)
+	w := setup(t, srv, "")
+	got := probe(t, w, canon(t, w, pred("acme/api")), t0)
+	want := "3 checks: 1 passed, 1 running (e2e), 1 queued (deploy); stalled, no update for over 30m: deploy"
+	if got.Verdict != vigil.VerdictPending || got.Summary != want {
+		t.Fatalf("Probe = %s %q, want pending %q", got.Verdict, got.Summary, want)
+	}
+	st := []any{map[string]any{"name": "deploy", "state": "queued", "since": "2026-11-30T11:15:00.000Z"}}
+	if diff := cmp.Diff(st, got.Facts["stalled"]); diff != "" {
+		t.Fatalf("stalled facts (-want +got):\n%s", diff)
+	}
+	// Hours in, the job is still running, not stalled.
+	if got = probe(t, w, canon(t, w, pred("acme/api")), t0.Add(3*time.Hour)); got.Summary != want {
+		t.Fatalf("3 h later: %q, want %q", got.Summary, want)
+	}
+}
+
 func TestPermanentErrors(t *testing.T) {
 	t.Parallel()
 	srv := forgetest.New(t, forge.GitHub)

@@ -31,8 +31,9 @@
 // 3xx like any other status) and answers, in order:
 //
 //   - a transport error or a timeout: unavailable;
-//   - a status not accepted: unavailable for a 5xx ("HTTP 503"), pending
-//     otherwise;
+//   - a status not accepted: unavailable for a 5xx ("HTTP 503"), a 429
+//     or a 408 (the server limited or timed out the request: it could not
+//     tell; Retry-After kept in the facts), pending otherwise;
 //   - a body larger than max_bytes (read only with done or fail):
 //     unavailable, saying so; a body in a Content-Encoding vigil cannot
 //     read (one the predicate's Accept-Encoding asked for): unavailable,
@@ -653,6 +654,18 @@ func (w *Watcher) probe(ctx context.Context, s *spec) (vigil.Observation, error)
 		if code >= 500 {
 			return vigil.Observation{Verdict: vigil.VerdictUnavailable, Summary: head, Reason: head, Facts: facts}, nil
 		}
+		if why, ok := couldNotTell[code]; ok {
+			// The server answered about itself, not about the condition
+			// watched (SPEC §1.1: a rate limit or a timeout could not
+			// tell), so the answer is no evidence either way.
+			reason := head + ", " + why
+			if ra := resp.Header.Get("Retry-After"); ra != "" {
+				ra = watcher.Clip(ra, maxRetryAfter)
+				facts["retry_after"] = ra
+				reason += " (Retry-After: " + ra + ")"
+			}
+			return vigil.Observation{Verdict: vigil.VerdictUnavailable, Summary: reason, Reason: reason, Facts: facts}, nil
+		}
 		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: head + ", not an accepted status", Facts: facts}, nil
 	}
 	if len(s.done) == 0 && len(s.fail) == 0 {
@@ -708,6 +721,20 @@ func (w *Watcher) probe(ctx context.Context, s *spec) (vigil.Observation, error)
 }
 
 const maxSummary = 512
+
+// couldNotTell holds the 4xx statuses that are no answer about the
+// watched condition, when the watch does not accept them: the server
+// limited or timed out the request itself. Like a 5xx they are
+// unavailable (retried with backoff, never evidence); any other status
+// not accepted is a verified pending.
+var couldNotTell = map[int]string{
+	http.StatusRequestTimeout:  "the server timed out waiting for the request",
+	http.StatusTooManyRequests: "rate limited",
+}
+
+// maxRetryAfter bounds the Retry-After header kept in the facts: seconds
+// or an HTTP date need far less.
+const maxRetryAfter = 64
 
 // maxEncodings bounds the content codings one body may be wrapped in.
 const maxEncodings = 4

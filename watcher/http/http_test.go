@@ -30,6 +30,9 @@ func server(t *testing.T) *httptest.Server {
 	})
 	mux.HandleFunc("/code/{n}", func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.Atoi(r.PathValue("n"))
+		if ra := r.URL.Query().Get("retry_after"); ra != "" {
+			w.Header().Set("Retry-After", ra)
+		}
 		w.WriteHeader(n)
 		io.WriteString(w, readyBody)
 	})
@@ -185,6 +188,21 @@ func TestProbe(t *testing.T) {
 			vigil.Observation{Verdict: vigil.VerdictUnavailable, Summary: "HTTP 503", Reason: "HTTP 503", Facts: map[string]any{"status": 503}}},
 		{"404 is pending", `{"url":"` + srv.URL + `/code/404"}`,
 			vigil.Observation{Verdict: vigil.VerdictPending, Summary: "HTTP 404, not an accepted status", Facts: map[string]any{"status": 404}}},
+		{"429 is unavailable", `{"url":"` + srv.URL + `/code/429"}`,
+			vigil.Observation{Verdict: vigil.VerdictUnavailable, Summary: "HTTP 429, rate limited", Reason: "HTTP 429, rate limited",
+				Facts: map[string]any{"status": 429}}},
+		{"429 keeps Retry-After", `{"url":"` + srv.URL + `/code/429?retry_after=120"}`,
+			vigil.Observation{Verdict: vigil.VerdictUnavailable, Summary: "HTTP 429, rate limited (Retry-After: 120)",
+				Reason: "HTTP 429, rate limited (Retry-After: 120)", Facts: map[string]any{"status": 429, "retry_after": "120"}}},
+		{"a long Retry-After is clipped", `{"url":"` + srv.URL + `/code/429?retry_after=` + strings.Repeat("9", 100) + `"}`,
+			vigil.Observation{Verdict: vigil.VerdictUnavailable, Summary: "HTTP 429, rate limited (Retry-After: " + strings.Repeat("9", 61) + "…)",
+				Reason: "HTTP 429, rate limited (Retry-After: " + strings.Repeat("9", 61) + "…)",
+				Facts:  map[string]any{"status": 429, "retry_after": strings.Repeat("9", 61) + "…"}}},
+		{"408 is unavailable", `{"url":"` + srv.URL + `/code/408"}`,
+			vigil.Observation{Verdict: vigil.VerdictUnavailable, Summary: "HTTP 408, the server timed out waiting for the request",
+				Reason: "HTTP 408, the server timed out waiting for the request", Facts: map[string]any{"status": 408}}},
+		{"accepted 429", `{"url":"` + srv.URL + `/code/429","status":[200,429]}`,
+			vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "HTTP 429", Facts: map[string]any{"status": 429}}},
 		{"201 is in 2xx", `{"url":"` + srv.URL + `/code/201"}`,
 			vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "HTTP 201", Facts: map[string]any{"status": 201}}},
 		{"201 is not 200", `{"url":"` + srv.URL + `/code/201","status":200}`,
@@ -230,6 +248,27 @@ func TestProbe(t *testing.T) {
 				t.Errorf("Probe(%s) (-want +got):\n%s", tt.pred, diff)
 			}
 		})
+	}
+}
+
+// TestRateLimitedUnlessWatchExpires holds SPEC §1.1 and §1.3 together: an
+// `unless` watch ("tell me if the endpoint answers 503") whose final probe
+// was answered 429 ended without a confirmed answer, so it expires; a 429
+// is no evidence that the 503 did not happen, and must not settle it
+// fired/held. A final 404, a verified "not the 503", does.
+func TestRateLimitedUnlessWatchExpires(t *testing.T) {
+	t.Parallel()
+	srv := server(t)
+	w := httpwatch.New(httpwatch.Config{})
+	for code, want := range map[int]vigil.State{429: vigil.StateExpired, 408: vigil.StateExpired, 404: vigil.StateFired} {
+		pred := canon(t, w, `{"url":"`+srv.URL+`/code/`+strconv.Itoa(code)+`","status":[503]}`)
+		obs := probe(t, w, pred)
+		var p vigil.Progress
+		p = p.Advance(obs.Verdict, obs.At)
+		d := vigil.Decide(&vigil.Watch{Mode: vigil.ModeUnless}, &obs, p, obs.At, true)
+		if !d.Settle || d.State != want || d.Held != (want == vigil.StateFired) {
+			t.Errorf("unless watch, final probe answered %d (%s %q): Decide = %+v, want %s", code, obs.Verdict, obs.Summary, d, want)
+		}
 	}
 }
 

@@ -519,7 +519,7 @@ func (d *Daemon) Close() error {
 			lerr = nil
 		}
 		d.closeErr = errors.Join(lerr, d.store.Close(), d.lock.release())
-		d.forges.CloseIdleConnections()
+		d.forges.Close()
 		for _, w := range d.watchers {
 			if c, ok := w.(io.Closer); ok {
 				c.Close()

@@ -32,6 +32,7 @@
 package forge
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -255,14 +256,28 @@ const (
 type Set struct {
 	clients map[Provider]*Client
 	http    *http.Client
+	// stop ends the shared reads still in flight (Close).
+	stop func()
 }
 
-// CloseIdleConnections closes the kept-alive connections to the forges
-// (the daemon calls it on its way out).
+// CloseIdleConnections closes the kept-alive connections to the forges.
 func (s *Set) CloseIdleConnections() {
 	if s != nil && s.http != nil {
 		s.http.CloseIdleConnections()
 	}
+}
+
+// Close ends the reads still in flight, which run on no caller's context
+// (see Reader), and closes the kept-alive connections: the daemon calls
+// it on its way out. The Set is not used after.
+func (s *Set) Close() {
+	if s == nil {
+		return
+	}
+	if s.stop != nil {
+		s.stop()
+	}
+	s.CloseIdleConnections()
 }
 
 // New returns the clients of the configured providers in s. It fails on a
@@ -277,7 +292,8 @@ func New(s Settings, o Options) (*Set, error) {
 		tr.Proxy = nil
 		hc = &http.Client{Transport: tr, Timeout: RequestTimeout}
 	}
-	set := &Set{clients: make(map[Provider]*Client), http: hc}
+	life, stop := context.WithCancel(context.Background())
+	set := &Set{clients: make(map[Provider]*Client), http: hc, stop: stop}
 	for _, p := range Providers() {
 		e := s.Endpoint(p)
 		if e.URL == "" {
@@ -289,7 +305,7 @@ func New(s Settings, o Options) (*Set, error) {
 			l := e.Login
 			c.self = &l
 		}
-		c.reader = newReader(p, hc, c.authorize, c.redact)
+		c.reader = newReader(life, p, hc, c.authorize, c.redact)
 		switch p {
 		case GitHub:
 			c.api = githubAPI{c}

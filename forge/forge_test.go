@@ -203,10 +203,11 @@ func TestSharedReadOutlivesACallerGivingUp(t *testing.T) {
 
 // silentForge is a transport that never answers: each request waits for
 // its context to end.
-type silentForge struct{ sent atomic.Int32 }
+type silentForge struct{ sent, ended atomic.Int32 }
 
 func (s *silentForge) RoundTrip(r *http.Request) (*http.Response, error) {
 	s.sent.Add(1)
+	defer s.ended.Add(1)
 	<-r.Context().Done()
 	return nil, r.Context().Err()
 }
@@ -256,6 +257,38 @@ func TestSharedReadBoundedByRequestTimeout(t *testing.T) {
 		}
 		if got := rt.sent.Load(); got != 1 {
 			t.Fatalf("%d requests sent, want 1", got)
+		}
+	})
+}
+
+// TestCloseEndsSharedReads: a shared request runs on no caller's context,
+// so closing the Set (the daemon on its way out) is what ends one still in
+// flight after its callers gave up, at once rather than RequestTimeout
+// later; synctest fails on a goroutine still blocked.
+func TestCloseEndsSharedReads(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		rt := &silentForge{}
+		set, err := forge.New(forge.Settings{GitHub: forge.Endpoint{URL: "https://forge.example"}},
+			forge.Options{HTTPClient: &http.Client{Transport: rt}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := set.Client(forge.GitHub)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Checks(ctx, "acme/api", sha, t0, fresh)
+			done <- err
+		}()
+		synctest.Wait() // the request is sent and waits for an answer
+		cancel()
+		<-done
+		start := time.Now()
+		set.Close()
+		synctest.Wait() // the shared read has ended: nothing is left blocked
+		if rt.sent.Load() != 1 || rt.ended.Load() != 1 || time.Since(start) != 0 {
+			t.Fatalf("%d requests sent, %d ended %v after Close; want the one, ended at once", rt.sent.Load(), rt.ended.Load(), time.Since(start))
 		}
 	})
 }

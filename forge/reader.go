@@ -130,6 +130,10 @@ type Reader struct {
 	blockErr *Error
 	swept    time.Time
 
+	// life is the Set's: it ends the shared reads in flight when the Set
+	// is closed (Set.Close), as no caller's context does.
+	life context.Context
+
 	// missHook, when set (by tests), is called on a cache miss once the
 	// read has joined or started the shared request, before it waits.
 	missHook func(key string)
@@ -163,8 +167,8 @@ type request struct {
 	maxAge time.Duration
 }
 
-func newReader(p Provider, hc *http.Client, authorize func(*http.Request), redact func(string) string) *Reader {
-	return &Reader{provider: p, client: hc, authorize: authorize, redact: redact, cache: make(map[string]*entry)}
+func newReader(life context.Context, p Provider, hc *http.Client, authorize func(*http.Request), redact func(string) string) *Reader {
+	return &Reader{life: life, provider: p, client: hc, authorize: authorize, redact: redact, cache: make(map[string]*entry)}
 }
 
 func (e *entry) fresh(rq request) bool { return rq.now.Before(e.at.Add(rq.maxAge)) }
@@ -193,7 +197,7 @@ func (r *Reader) get(rq request, rawURL, accept string) (*Response, error) {
 		// probe's timeout, its watch cancelled) must not fail the others
 		// that joined, whose contexts are live. RequestTimeout bounds it
 		// whoever waits; each caller stops waiting on its own context.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(rq.ctx), RequestTimeout)
+		ctx, cancel := context.WithTimeout(r.life, RequestTimeout)
 		defer cancel()
 		shared := rq
 		shared.ctx = ctx

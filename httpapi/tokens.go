@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"net/url"
 
 	"github.com/vigil-run/vigil"
 )
@@ -35,7 +34,6 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Location", "/v1/tokens/"+url.PathEscape(t.ID))
 	return writeJSON(w, http.StatusCreated, t)
 }
 

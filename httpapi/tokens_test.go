@@ -46,6 +46,10 @@ func TestTokenRoutes(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("admin %s %s = %s %s, want %d", r.method, r.path, resp.Status, b, want)
 		}
+		if loc := resp.Header.Get("Location"); loc != "" {
+			// No route reads one token: a Location would name a 404.
+			t.Errorf("admin %s %s: Location %q, but no route serves one token", r.method, r.path, loc)
+		}
 		if shown := strings.Contains(string(b), `"vgl_plain"`); shown != (i == 0) {
 			t.Errorf("admin %s %s: plaintext shown = %v: %s", r.method, r.path, shown, b)
 		}

@@ -146,11 +146,12 @@ func (s *Store) create(p vigil.WatchCreateParams) (*vigil.Watch, error) {
 	key := [2]string{w.Recipient, p.IdempotencyKey}
 	if p.IdempotencyKey != "" {
 		if le, ok := s.ledger[key]; ok && !le.at.Before(p.IdempotencySince) {
-			if le.hash != p.RequestHash {
-				return nil, &vigil.Error{Code: vigil.CodeIdempotencyConflict, Field: "idempotency_key",
-					Message: fmt.Sprintf("idempotency key %q was used with a different request", p.IdempotencyKey)}
-			}
+			// An entry whose watch is gone went with it: no entry.
 			if got, ok := s.watches[le.watchID]; ok {
+				if le.hash != p.RequestHash {
+					return nil, &vigil.Error{Code: vigil.CodeIdempotencyConflict, Field: "idempotency_key",
+						Message: fmt.Sprintf("idempotency key %q was used with a different request", p.IdempotencyKey)}
+				}
 				c := clone(got)
 				c.Replayed, c.Existing = true, le.existing
 				return c, nil
@@ -502,6 +503,9 @@ func (s *Store) WatchDelete(_ context.Context, id string) error {
 		return vigil.Errorf(vigil.CodeConflict, "watch %q is still pending: cancel it first", id)
 	}
 	delete(s.watches, id)
+	// Its idempotency entries go with it (the SQL stores' ON DELETE
+	// CASCADE), as they do when it is pruned.
+	maps.DeleteFunc(s.ledger, func(_ [2]string, le ledgerEntry) bool { return le.watchID == id })
 	return nil
 }
 

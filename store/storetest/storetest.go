@@ -68,6 +68,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"WatchCounts", testWatchCounts},
 		{"ListPending", testListPending},
 		{"Delete", testDelete},
+		{"DeleteForgetsKeys", testDeleteForgetsKeys},
 		{"Prune", testPrune},
 		{"Close", testClose},
 		{"Receipts", testReceipts},
@@ -1457,6 +1458,57 @@ func testDelete(t *testing.T, newStore NewStoreFunc) {
 		t.Errorf("messages must outlive their watch (-want +got):\n%s", diff)
 	}
 	wantCode(t, "second WatchDelete", s.WatchDelete(ctx, "w1"), vigil.CodeNotFound)
+}
+
+// testDeleteForgetsKeys: a deleted watch's idempotency entries go with it,
+// as a pruned watch's do: its key may serve a new request, whatever its
+// hash, through WatchCreate and WatchCreateMany alike; so may a key whose
+// request matched it while it was pending (Existing); and a watch made
+// later under the same id inherits none of them.
+func testDeleteForgetsKeys(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	keyed := func(w *vigil.Watch, key, hash string) vigil.WatchCreateParams {
+		return vigil.WatchCreateParams{Watch: w, IdempotencyKey: key, RequestHash: hash, IdempotencySince: base.Add(-time.Hour)}
+	}
+	isNew := func(what string, got *vigil.Watch, err error, id string) {
+		t.Helper()
+		if err != nil || got.ID != id || got.Replayed || got.Existing {
+			t.Errorf("%s = %+v, %v; want a new watch %s", what, got, err, id)
+		}
+	}
+	w1, err := s.WatchCreate(ctx, keyed(httpWatch("w1", "r", 1, base), "k1", "h1"))
+	isNew("WatchCreate under k1", w1, err, "w1")
+	if got, err := s.WatchCreate(ctx, keyed(httpWatch("w1-dup", "r", 1, base), "k2", "h2")); err != nil || got.ID != "w1" || !got.Existing {
+		t.Fatalf("WatchCreate of w1's condition under k2 = %+v, %v; want w1, existing", got, err)
+	}
+	settleAll(t, s, settle(w1, vigil.StateFired, "m1", base.Add(time.Second)))
+	if err := s.WatchDelete(ctx, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.WatchCreate(ctx, keyed(httpWatch("w2", "r", 2, base.Add(time.Minute)), "k1", "h-other"))
+	isNew("WatchCreate under the deleted watch's key, another request", got, err, "w2")
+	res, err := s.WatchCreateMany(ctx, []vigil.WatchCreateParams{keyed(httpWatch("w3", "r", 3, base.Add(time.Minute)), "k2", "h-other")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	isNew("WatchCreateMany under the key that matched the deleted watch, another request", res[0].Watch, res[0].Err, "w3")
+	// The keys now answer for their new watches.
+	got, err = s.WatchCreate(ctx, keyed(httpWatch("w2-retry", "r", 2, base.Add(time.Minute)), "k1", "h-other"))
+	if err != nil || got.ID != "w2" || !got.Replayed {
+		t.Errorf("retry under k1 = %+v, %v; want w2 replayed", got, err)
+	}
+	// A new watch that takes the deleted one's id is not what its keys
+	// got: a key used only by the deleted watch makes a new watch.
+	w4, err := s.WatchCreate(ctx, keyed(httpWatch("w4", "r", 4, base), "k4", "h4"))
+	isNew("WatchCreate under k4", w4, err, "w4")
+	settleAll(t, s, settle(w4, vigil.StateFired, "m4", base.Add(time.Second)))
+	if err := s.WatchDelete(ctx, "w4"); err != nil {
+		t.Fatal(err)
+	}
+	create(t, s, httpWatch("w4", "r", 40, base.Add(time.Minute)))
+	got, err = s.WatchCreate(ctx, keyed(httpWatch("w5", "r", 4, base.Add(time.Minute)), "k4", "h4"))
+	isNew("WatchCreate under the deleted w4's key, with w4's id taken again", got, err, "w5")
 }
 
 func testPrune(t *testing.T, newStore NewStoreFunc) {

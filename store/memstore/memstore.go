@@ -407,20 +407,23 @@ func isOutcome(t vigil.MessageType) bool {
 	return false
 }
 
-// WatchSettle implements vigil.Store.
+// WatchSettle implements vigil.Store. A message's WatchID, Recipient,
+// Type and CreatedAt default to the watch's id and recipient, the outcome
+// type and SettledAt (settlement.Prepare), as in the SQL stores.
 func (s *Store) WatchSettle(_ context.Context, ps []vigil.WatchSettleParams) ([]bool, error) {
+	enc, err := settlement.Prepare("memstore", ps)
+	if err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	for _, p := range ps {
-		if !p.State.Terminal() {
-			return nil, vigil.Errorf(vigil.CodeInvalidRequest, "cannot settle watch %q to %q: not a terminal state", p.ID, p.State)
-		}
+	for i, p := range ps {
 		// An outcome message that cannot be written fails the whole batch,
 		// before anything is changed, as a transaction would roll back.
-		if w, ok := s.watches[p.ID]; ok && w.State == vigil.StatePending && p.Message != nil && s.outcome[p.ID] {
+		if w, ok := s.watches[p.ID]; ok && w.State == vigil.StatePending && enc[i].Message != nil && s.outcome[p.ID] {
 			return nil, vigil.Errorf(vigil.CodeConflict, "watch %q already has its outcome message", p.ID)
 		}
 	}
@@ -437,8 +440,9 @@ func (s *Store) WatchSettle(_ context.Context, ps []vigil.WatchSettleParams) ([]
 		if p.Outcome != nil && p.Outcome.Observation != nil {
 			w.LastObservation = msObs(cloneObs(p.Outcome.Observation))
 		}
-		if p.Message != nil {
-			s.appendLocked(p.Message)
+		if m := enc[i].Message; m != nil {
+			m.Recipient = cmp.Or(m.Recipient, w.Recipient)
+			p.Message.Seq = s.appendLocked(m).Seq
 		}
 		won[i] = true
 	}
@@ -463,8 +467,13 @@ func (s *Store) WatchDeliverSet(_ context.Context, p vigil.WatchDeliverSetParams
 	return nil
 }
 
-// WatchCancel implements vigil.Store.
+// WatchCancel implements vigil.Store. Its message's defaults are as
+// WatchSettle's (settlement.Cancel).
 func (s *Store) WatchCancel(_ context.Context, p vigil.WatchCancelParams) (*vigil.Watch, bool, error) {
+	prep, err := settlement.Cancel("memstore", p)
+	if err != nil {
+		return nil, false, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.check(); err != nil {
@@ -482,8 +491,9 @@ func (s *Store) WatchCancel(_ context.Context, p vigil.WatchCancelParams) (*vigi
 		w.Polls = p.Polls
 		setCounts(w, p.Errors, p.ConsecutiveErrors, p.CheckedAt)
 	}
-	if p.Message != nil && !s.outcome[p.ID] {
-		s.appendLocked(p.Message)
+	if m := prep.Message; m != nil && !s.outcome[p.ID] {
+		m.Recipient = cmp.Or(m.Recipient, w.Recipient)
+		p.Message.Seq = s.appendLocked(m).Seq
 	}
 	return clone(w), true, nil
 }

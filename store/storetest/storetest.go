@@ -50,6 +50,8 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"SettleManyMessages", testSettleManyMessages},
 		{"CancelBeforeSettle", testCancelBeforeSettle},
 		{"CancelScoped", testCancelScoped},
+		{"SettleMessageDefaults", testSettleMessageDefaults},
+		{"SettleRefusesIncomplete", testSettleRefusesIncomplete},
 		{"SettleCancelRace", testSettleCancelRace},
 		{"ExactlyOneOutcomeMessage", testExactlyOnce},
 		{"AnsweredAtCreation", testAnsweredAtCreation},
@@ -729,6 +731,67 @@ func testCancelScoped(t *testing.T, newStore NewStoreFunc) {
 	}
 	if n := len(mailbox(t, s, "alice")); n != 0 {
 		t.Errorf("a silent cancel left %d messages", n)
+	}
+}
+
+// testSettleMessageDefaults: the message of a settlement or of a cancel
+// needs no more than its id and text: its WatchID, Type and CreatedAt
+// default to the watch's id, the outcome's type (cancelled) and
+// SettledAt, and its Recipient to the watch's, so it reaches the
+// recipient's mailbox as the watch's outcome message, with the Seq set on
+// the caller's message.
+func testSettleMessageDefaults(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	create(t, s, httpWatch("w1", "r", 1, base))
+	create(t, s, httpWatch("w2", "r", 2, base))
+	at := base.Add(time.Minute)
+	m1, m2 := &vigil.Message{ID: "m1", Text: "it fired"}, &vigil.Message{ID: "m2", Text: "it was cancelled"}
+	if won := settleAll(t, s, vigil.WatchSettleParams{ID: "w1", State: vigil.StateFired, Outcome: outcome(vigil.StateFired, "satisfied"),
+		SettledAt: at, Message: m1}); !won[0] {
+		t.Fatalf("WatchSettle lost")
+	}
+	if _, won, err := s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w2", SettledAt: at.Add(time.Second), Message: m2}); err != nil || !won {
+		t.Fatalf("WatchCancel = %v, %v; want won", won, err)
+	}
+	want := []*vigil.Message{
+		{ID: "m1", Recipient: "r", WatchID: "w1", Type: vigil.MessageFired, Text: "it fired", CreatedAt: at, Seq: m1.Seq},
+		{ID: "m2", Recipient: "r", WatchID: "w2", Type: vigil.MessageCancelled, Text: "it was cancelled", CreatedAt: at.Add(time.Second), Seq: m2.Seq},
+	}
+	if diff := gocmp.Diff(want, mailbox(t, s, "r"), opts); diff != "" || m1.Seq == 0 || m2.Seq == 0 {
+		t.Errorf("mailbox of r, seqs set %d and %d (-want +got):\n%s", m1.Seq, m2.Seq, diff)
+	}
+	// They are the watches' outcome messages: another is refused.
+	for _, id := range []string{"w1", "w2"} {
+		_, err := s.MessageCreate(ctx, message("again-"+id, "r", id, vigil.MessageFired, at))
+		wantCode(t, "MessageCreate of a second outcome message for "+id, err, vigil.CodeConflict)
+	}
+}
+
+// testSettleRefusesIncomplete: a settlement without the time it settled,
+// or whose message has no id, and a cancel without its time, are refused
+// (invalid_request), a batch whole: nothing settles, nothing is written.
+func testSettleRefusesIncomplete(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	w1, w2 := create(t, s, httpWatch("w1", "r", 1, base)), create(t, s, httpWatch("w2", "r", 2, base))
+	at := base.Add(time.Minute)
+	noTime := settle(w2, vigil.StateFired, "m2", at)
+	noTime.SettledAt = time.Time{}
+	_, err := s.WatchSettle(ctx, []vigil.WatchSettleParams{settle(w1, vigil.StateFired, "m1", at), noTime})
+	wantCode(t, "WatchSettle without SettledAt", err, vigil.CodeInvalidRequest)
+	noID := settle(w2, vigil.StateFired, "", at)
+	_, err = s.WatchSettle(ctx, []vigil.WatchSettleParams{settle(w1, vigil.StateFired, "m1", at), noID})
+	wantCode(t, "WatchSettle of a message without id", err, vigil.CodeInvalidRequest)
+	_, _, err = s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w1", Outcome: outcome(vigil.StateCancelled, "cancelled")})
+	wantCode(t, "WatchCancel without SettledAt", err, vigil.CodeInvalidRequest)
+	for _, id := range []string{"w1", "w2"} {
+		if got := get(t, s, id); got.State != vigil.StatePending {
+			t.Errorf("%s = %s after refused settlements, want pending", id, got.State)
+		}
+	}
+	if got := mailbox(t, s, "r"); len(got) != 0 {
+		t.Errorf("refused settlements wrote %v", messageIDs(got))
 	}
 }
 

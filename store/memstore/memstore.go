@@ -486,12 +486,16 @@ func (s *Store) WatchCancel(_ context.Context, p vigil.WatchCancelParams) (*vigi
 	if w.State != vigil.StatePending {
 		return clone(w), false, nil
 	}
+	// A message that cannot be written fails the cancel, as in WatchSettle.
+	if prep.Message != nil && s.outcome[p.ID] {
+		return nil, false, vigil.Errorf(vigil.CodeConflict, "watch %q already has its outcome message", p.ID)
+	}
 	s.settleLocked(w, vigil.StateCancelled, p.Outcome, p.SettledAt)
 	if !p.CheckedAt.IsZero() {
 		w.Polls = p.Polls
 		setCounts(w, p.Errors, p.ConsecutiveErrors, p.CheckedAt)
 	}
-	if m := prep.Message; m != nil && !s.outcome[p.ID] {
+	if m := prep.Message; m != nil {
 		m.Recipient = cmp.Or(m.Recipient, w.Recipient)
 		p.Message.Seq = s.appendLocked(m).Seq
 	}

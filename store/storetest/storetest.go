@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"CapsFreedByOneBatch", testCapsFreedByOneBatch},
 		{"SettleCAS", testSettleCAS},
 		{"SettleRollsBack", testSettleRollsBack},
+		{"CancelRollsBack", testCancelRollsBack},
 		{"SettleManyMessages", testSettleManyMessages},
 		{"CancelBeforeSettle", testCancelBeforeSettle},
 		{"CancelScoped", testCancelScoped},
@@ -1703,6 +1704,38 @@ func testSettleRollsBack(t *testing.T, newStore NewStoreFunc) {
 	}
 	check(s, "after the failed settle")
 	check(reopen(), "after reopen")
+}
+
+// testCancelRollsBack: as testSettleRollsBack for a cancel: one whose
+// message cannot be written (the watch already has an outcome message)
+// fails whole, conflict, and leaves the watch pending, counted by the
+// caps, with no message written; a silent cancel then cancels it.
+func testCancelRollsBack(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	caps := vigil.WatchCreateParams{Watch: httpWatch("w1", "r", 1, base), MaxActivePerRecipient: 1}
+	if _, err := s.WatchCreate(ctx, caps); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MessageCreate(ctx, message("stray", "r", "w1", vigil.MessageFired, base)); err != nil {
+		t.Fatalf("MessageCreate of an outcome message for a pending watch error = %v", err)
+	}
+	at := base.Add(time.Minute)
+	_, _, err := s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w1", Outcome: outcome(vigil.StateCancelled, "cancelled"), SettledAt: at,
+		Message: message("m1", "r", "w1", vigil.MessageCancelled, at)})
+	wantCode(t, "WatchCancel with a message that cannot be written", err, vigil.CodeConflict)
+	if got := get(t, s, "w1"); got.State != vigil.StatePending || !got.SettledAt.IsZero() || got.Outcome != nil {
+		t.Errorf("w1 = %s (settled at %v, outcome %+v), want pending as before", got.State, got.SettledAt, got.Outcome)
+	}
+	if diff := gocmp.Diff([]string{"stray"}, messageIDs(mailbox(t, s, "r"))); diff != "" {
+		t.Errorf("mailbox (-want +got):\n%s", diff)
+	}
+	caps.Watch = httpWatch("w2", "r", 2, base)
+	_, err = s.WatchCreate(ctx, caps)
+	wantCode(t, "WatchCreate past the per-recipient cap", err, vigil.CodeQuotaExceeded)
+	if _, won, err := s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w1", SettledAt: at}); err != nil || !won {
+		t.Errorf("silent WatchCancel after the failed one = %v, %v; want won", won, err)
+	}
 }
 
 // testCapsFreedByOneBatch: one settle call with several watches of one

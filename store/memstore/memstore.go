@@ -592,6 +592,9 @@ func (s *Store) MessagesRead(_ context.Context, p vigil.MessagesReadParams) (vig
 
 // MessagesAck implements vigil.Store.
 func (s *Store) MessagesAck(_ context.Context, p vigil.MessagesAckParams) error {
+	if p.Recipient == "" || p.Reader == "" {
+		return vigil.Errorf(vigil.CodeInvalidRequest, "an ack needs a recipient and a reader")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.check(); err != nil {

@@ -1175,6 +1175,10 @@ func testMailbox(t *testing.T, newStore NewStoreFunc) {
 	if page := read(s, vigil.MessagesReadParams{Reader: "a"}); page.Cursor != all[4].Seq {
 		t.Errorf("cursor after an older ack = %d, want %d", page.Cursor, all[4].Seq)
 	}
+	// An ack names its cursor: a recipient and a reader.
+	for _, p := range []vigil.MessagesAckParams{{Recipient: "r", Seq: all[4].Seq}, {Reader: "a", Seq: all[4].Seq}} {
+		wantCode(t, fmt.Sprintf("MessagesAck(%+v)", p), s.MessagesAck(ctx, p), vigil.CodeInvalidRequest)
+	}
 	s = reopen()
 	add(s, "m5", base.Add(time.Minute))
 	add(s, "m6", base.Add(time.Minute))

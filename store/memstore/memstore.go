@@ -145,7 +145,7 @@ func (s *Store) create(p vigil.WatchCreateParams) (*vigil.Watch, error) {
 	}
 	key := [2]string{w.Recipient, p.IdempotencyKey}
 	if p.IdempotencyKey != "" {
-		if le, ok := s.ledger[key]; ok && !le.at.Before(p.IdempotencySince) {
+		if le, ok := s.ledger[key]; ok && !le.at.Before(ms(p.IdempotencySince)) {
 			// An entry whose watch is gone went with it: no entry.
 			if got, ok := s.watches[le.watchID]; ok {
 				if le.hash != p.RequestHash {
@@ -160,7 +160,7 @@ func (s *Store) create(p vigil.WatchCreateParams) (*vigil.Watch, error) {
 	}
 	if id, ok := s.pending[w.Identity]; ok {
 		if p.IdempotencyKey != "" {
-			s.ledger[key] = ledgerEntry{p.RequestHash, id, true, w.CreatedAt}
+			s.ledger[key] = ledgerEntry{p.RequestHash, id, true, ms(w.CreatedAt)}
 		}
 		c := clone(s.watches[id])
 		c.Existing = true
@@ -185,7 +185,7 @@ func (s *Store) create(p vigil.WatchCreateParams) (*vigil.Watch, error) {
 	s.pending[w.Identity] = w.ID
 	s.active[w.Recipient]++
 	if p.IdempotencyKey != "" {
-		s.ledger[key] = ledgerEntry{p.RequestHash, w.ID, false, w.CreatedAt}
+		s.ledger[key] = ledgerEntry{p.RequestHash, w.ID, false, ms(w.CreatedAt)}
 	}
 	return clone(c), nil
 }
@@ -605,7 +605,8 @@ func (s *Store) MessagesAck(_ context.Context, p vigil.MessagesAckParams) error 
 	return nil
 }
 
-// Prune implements vigil.Store.
+// Prune implements vigil.Store. Its cut-offs are compared in whole
+// milliseconds, the times the store keeps, as the SQL stores compare them.
 func (s *Store) Prune(_ context.Context, p vigil.PruneParams) (vigil.PruneResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -617,7 +618,7 @@ func (s *Store) Prune(_ context.Context, p vigil.PruneParams) (vigil.PruneResult
 		if w.State == vigil.StatePending {
 			continue
 		}
-		if w.SettledAt.Before(p.WatchesBefore) {
+		if w.SettledAt.Before(ms(p.WatchesBefore)) {
 			delete(s.watches, id)
 			r.Watches++
 			continue
@@ -626,7 +627,7 @@ func (s *Store) Prune(_ context.Context, p vigil.PruneParams) (vigil.PruneResult
 	}
 	kept := s.messages[:0]
 	for _, m := range s.messages {
-		if m.CreatedAt.Before(p.MessagesBefore) {
+		if m.CreatedAt.Before(ms(p.MessagesBefore)) {
 			r.Messages++
 			continue
 		}
@@ -639,7 +640,7 @@ func (s *Store) Prune(_ context.Context, p vigil.PruneParams) (vigil.PruneResult
 			delete(s.ledger, k) // went with its watch
 			continue
 		}
-		if le.at.Before(p.IdempotencyBefore) {
+		if le.at.Before(ms(p.IdempotencyBefore)) {
 			delete(s.ledger, k)
 			r.Keys++
 			continue

@@ -73,6 +73,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"Delete", testDelete},
 		{"DeleteForgetsKeys", testDeleteForgetsKeys},
 		{"Prune", testPrune},
+		{"CutoffsInWholeMilliseconds", testCutoffsInWholeMilliseconds},
 		{"Close", testClose},
 		{"Receipts", testReceipts},
 		{"ReceiptClaim", testReceiptClaim},
@@ -1646,6 +1647,65 @@ func testPrune(t *testing.T, newStore NewStoreFunc) {
 	pending, err := s.WatchListPending(ctx)
 	if err != nil || len(pending) != 3 {
 		t.Errorf("pending after pruning everything = %d, %v; want 3", len(pending), err)
+	}
+}
+
+// testCutoffsInWholeMilliseconds: a store keeps times in whole
+// milliseconds and compares a cut-off as it keeps a time: one within the
+// millisecond a row was written is that millisecond. A key written in it
+// is replayed since then, a watch settled in it is found by
+// ReceiptsResume since then, and Prune keeps the watch settled, the
+// message and the key written in it; a cut-off at the next millisecond
+// decides the other way.
+func testCutoffsInWholeMilliseconds(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	at := base.Add(300 * time.Microsecond) // written in base's millisecond
+	within, next := base.Add(500*time.Microsecond), base.Add(time.Millisecond)
+	keyed := func(w *vigil.Watch, since time.Time) *vigil.Watch {
+		t.Helper()
+		got, err := s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: w, IdempotencyKey: "k", RequestHash: "h", IdempotencySince: since})
+		if err != nil {
+			t.Fatalf("WatchCreate(%s) error = %v", w.ID, err)
+		}
+		return got
+	}
+	keyed(httpWatch("p1", "r", 1, at), time.Time{})
+	if got := keyed(httpWatch("p1-retry", "r", 1, at), within); got.ID != "p1" || !got.Replayed {
+		t.Errorf("key written at %v, since %v: got %s, replayed %v; want p1 replayed", at, within, got.ID, got.Replayed)
+	}
+	if got := keyed(httpWatch("p2", "r", 2, at), next); got.ID != "p2" || got.Replayed {
+		t.Errorf("key written at %v, since %v: got %s, replayed %v; want a new watch p2", at, next, got.ID, got.Replayed)
+	}
+	w := httpWatch("s1", "r", 3, base)
+	w.Deliver = json.RawMessage(`{"webhook":{"url":"https://hooks.example/x"}}`)
+	settleAll(t, s, settle(create(t, s, w), vigil.StateFired, "m1", at))
+	for _, c := range []struct {
+		since time.Time
+		want  []vigil.Undispatched
+	}{{within, []vigil.Undispatched{{WatchID: "s1", MessageID: "m1"}}}, {next, nil}} {
+		res, err := s.ReceiptsResume(ctx, vigil.ReceiptsResumeParams{Now: base.Add(time.Hour), SettledSince: c.since, Channels: channels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := gocmp.Diff(c.want, res.Undispatched, opts); diff != "" {
+			t.Errorf("ReceiptsResume settled since %v, s1 settled at %v: Undispatched (-want +got):\n%s", c.since, at, diff)
+		}
+	}
+	for _, c := range []struct {
+		cut  time.Time
+		want vigil.PruneResult
+	}{
+		{within, vigil.PruneResult{OldestSettled: base, OldestMessage: base, OldestKey: base}},
+		{next, vigil.PruneResult{Watches: 1, Messages: 1, Keys: 1}},
+	} {
+		got, err := s.Prune(ctx, vigil.PruneParams{WatchesBefore: c.cut, MessagesBefore: c.cut, IdempotencyBefore: c.cut})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := gocmp.Diff(c.want, got); diff != "" {
+			t.Errorf("Prune before %v, rows written at %v (-want +got):\n%s", c.cut, at, diff)
+		}
 	}
 }
 

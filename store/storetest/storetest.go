@@ -39,12 +39,14 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"TwoRecipientsSameThing", testTwoRecipients},
 		{"DedupOnlyAmongPending", testDedupOnlyAmongPending},
 		{"Idempotency", testIdempotency},
+		{"IdempotencyConcurrent", testIdempotencyConcurrent},
 		{"CreateMany", testCreateMany},
 		{"CreateManyLarge", testCreateManyLarge},
 		{"CapPerRecipientConcurrent", testCapPerRecipient},
 		{"CapGlobalConcurrent", testCapGlobal},
 		{"CapsFreedBySettleCancelClose", testCapsFreed},
 		{"CapsFreedByOneBatch", testCapsFreedByOneBatch},
+		{"CapsConcurrentBatches", testCapsConcurrentBatches},
 		{"SettleCAS", testSettleCAS},
 		{"SettleRollsBack", testSettleRollsBack},
 		{"CancelRollsBack", testCancelRollsBack},
@@ -69,6 +71,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"ListDefaultLimit", testListDefaultLimit},
 		{"ListText", testListText},
 		{"WatchCounts", testWatchCounts},
+		{"WatchCountsEveryPath", testWatchCountsEveryPath},
 		{"ListPending", testListPending},
 		{"Delete", testDelete},
 		{"DeleteForgetsKeys", testDeleteForgetsKeys},
@@ -457,6 +460,56 @@ func testIdempotency(t *testing.T, newStore NewStoreFunc) {
 	got, err = call(httpWatch("w6-retry", "r", 5, base), "k5", "h5", since)
 	if err != nil || got.ID != "w5" || !got.Existing || !got.Replayed {
 		t.Errorf("retry of it = %+v, %v; want w5 existing and replayed", got, err)
+	}
+}
+
+// testIdempotencyConcurrent: concurrent registrations of one request under
+// one key, through WatchCreate and WatchCreateMany, make one watch: every
+// caller gets it, one of them as new.
+func testIdempotencyConcurrent(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		got  = map[string]int{}
+		made int
+	)
+	start := make(chan struct{})
+	for i := range 16 {
+		wg.Go(func() {
+			<-start
+			p := vigil.WatchCreateParams{Watch: httpWatch(fmt.Sprintf("w%02d", i), "r", 1, base), IdempotencyKey: "k", RequestHash: "h",
+				IdempotencySince: base.Add(-time.Hour), MaxActive: 100, MaxActivePerRecipient: 2}
+			var w *vigil.Watch
+			var err error
+			if i%3 == 0 {
+				var res []vigil.WatchCreateResult
+				if res, err = s.WatchCreateMany(ctx, []vigil.WatchCreateParams{p}); err == nil {
+					w, err = res[0].Watch, res[0].Err
+				}
+			} else {
+				w, err = s.WatchCreate(ctx, p)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Errorf("registration %d error = %v", i, err)
+				return
+			}
+			got[w.ID]++
+			if !w.Replayed && !w.Existing {
+				made++
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(got) != 1 || made != 1 {
+		t.Errorf("16 concurrent registrations under one key: watches %v, %d of them new; want one watch, new once", got, made)
+	}
+	if pending, err := s.WatchListPending(ctx); err != nil || len(pending) != 1 {
+		t.Errorf("WatchListPending = %d watches, %v; want 1", len(pending), err)
 	}
 }
 
@@ -1195,9 +1248,13 @@ func testMailbox(t *testing.T, newStore NewStoreFunc) {
 	if diff := gocmp.Diff(all[3:], page.Messages, opts); diff != "" || page.Cursor != all[4].Seq {
 		t.Errorf("read with After: cursor %d (-want +got):\n%s", page.Cursor, diff)
 	}
-	// No reader: from the start. Limit bounds the page.
+	// No reader: from the start. Limit bounds the page; none, or one below
+	// 1, is the default (100).
 	if diff := gocmp.Diff(messageIDs(all[:3]), messageIDs(read(s, vigil.MessagesReadParams{Limit: 3}).Messages)); diff != "" {
 		t.Errorf("read with Limit 3 (-want +got):\n%s", diff)
+	}
+	if diff := gocmp.Diff(messageIDs(all), messageIDs(read(s, vigil.MessagesReadParams{Limit: -1}).Messages)); diff != "" {
+		t.Errorf("read with Limit -1 (-want +got):\n%s", diff)
 	}
 	if page := read(s, vigil.MessagesReadParams{Reader: "c"}); len(page.Messages) != len(all) {
 		t.Errorf("read of reader c: %d messages, want %d (no other recipient's)", len(page.Messages), len(all))

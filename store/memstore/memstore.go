@@ -145,12 +145,13 @@ func (s *Store) create(p vigil.WatchCreateParams) (*vigil.Watch, error) {
 	}
 	key := [2]string{w.Recipient, p.IdempotencyKey}
 	if p.IdempotencyKey != "" {
-		if le, ok := s.ledger[key]; ok && !le.at.Before(p.IdempotencySince) {
-			if le.hash != p.RequestHash {
-				return nil, &vigil.Error{Code: vigil.CodeIdempotencyConflict, Field: "idempotency_key",
-					Message: fmt.Sprintf("idempotency key %q was used with a different request", p.IdempotencyKey)}
-			}
+		if le, ok := s.ledger[key]; ok && !le.at.Before(ms(p.IdempotencySince)) {
+			// An entry whose watch is gone went with it: no entry.
 			if got, ok := s.watches[le.watchID]; ok {
+				if le.hash != p.RequestHash {
+					return nil, &vigil.Error{Code: vigil.CodeIdempotencyConflict, Field: "idempotency_key",
+						Message: fmt.Sprintf("idempotency key %q was used with a different request", p.IdempotencyKey)}
+				}
 				c := clone(got)
 				c.Replayed, c.Existing = true, le.existing
 				return c, nil
@@ -159,7 +160,7 @@ func (s *Store) create(p vigil.WatchCreateParams) (*vigil.Watch, error) {
 	}
 	if id, ok := s.pending[w.Identity]; ok {
 		if p.IdempotencyKey != "" {
-			s.ledger[key] = ledgerEntry{p.RequestHash, id, true, w.CreatedAt}
+			s.ledger[key] = ledgerEntry{p.RequestHash, id, true, ms(w.CreatedAt)}
 		}
 		c := clone(s.watches[id])
 		c.Existing = true
@@ -184,7 +185,7 @@ func (s *Store) create(p vigil.WatchCreateParams) (*vigil.Watch, error) {
 	s.pending[w.Identity] = w.ID
 	s.active[w.Recipient]++
 	if p.IdempotencyKey != "" {
-		s.ledger[key] = ledgerEntry{p.RequestHash, w.ID, false, w.CreatedAt}
+		s.ledger[key] = ledgerEntry{p.RequestHash, w.ID, false, ms(w.CreatedAt)}
 	}
 	return clone(c), nil
 }
@@ -406,20 +407,23 @@ func isOutcome(t vigil.MessageType) bool {
 	return false
 }
 
-// WatchSettle implements vigil.Store.
+// WatchSettle implements vigil.Store. A message's WatchID, Recipient,
+// Type and CreatedAt default to the watch's id and recipient, the outcome
+// type and SettledAt (settlement.Prepare), as in the SQL stores.
 func (s *Store) WatchSettle(_ context.Context, ps []vigil.WatchSettleParams) ([]bool, error) {
+	enc, err := settlement.Prepare("memstore", ps)
+	if err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	for _, p := range ps {
-		if !p.State.Terminal() {
-			return nil, vigil.Errorf(vigil.CodeInvalidRequest, "cannot settle watch %q to %q: not a terminal state", p.ID, p.State)
-		}
+	for i, p := range ps {
 		// An outcome message that cannot be written fails the whole batch,
 		// before anything is changed, as a transaction would roll back.
-		if w, ok := s.watches[p.ID]; ok && w.State == vigil.StatePending && p.Message != nil && s.outcome[p.ID] {
+		if w, ok := s.watches[p.ID]; ok && w.State == vigil.StatePending && enc[i].Message != nil && s.outcome[p.ID] {
 			return nil, vigil.Errorf(vigil.CodeConflict, "watch %q already has its outcome message", p.ID)
 		}
 	}
@@ -436,8 +440,9 @@ func (s *Store) WatchSettle(_ context.Context, ps []vigil.WatchSettleParams) ([]
 		if p.Outcome != nil && p.Outcome.Observation != nil {
 			w.LastObservation = msObs(cloneObs(p.Outcome.Observation))
 		}
-		if p.Message != nil {
-			s.appendLocked(p.Message)
+		if m := enc[i].Message; m != nil {
+			m.Recipient = cmp.Or(m.Recipient, w.Recipient)
+			p.Message.Seq = s.appendLocked(m).Seq
 		}
 		won[i] = true
 	}
@@ -462,8 +467,13 @@ func (s *Store) WatchDeliverSet(_ context.Context, p vigil.WatchDeliverSetParams
 	return nil
 }
 
-// WatchCancel implements vigil.Store.
+// WatchCancel implements vigil.Store. Its message's defaults are as
+// WatchSettle's (settlement.Cancel).
 func (s *Store) WatchCancel(_ context.Context, p vigil.WatchCancelParams) (*vigil.Watch, bool, error) {
+	prep, err := settlement.Cancel("memstore", p)
+	if err != nil {
+		return nil, false, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.check(); err != nil {
@@ -476,13 +486,18 @@ func (s *Store) WatchCancel(_ context.Context, p vigil.WatchCancelParams) (*vigi
 	if w.State != vigil.StatePending {
 		return clone(w), false, nil
 	}
+	// A message that cannot be written fails the cancel, as in WatchSettle.
+	if prep.Message != nil && s.outcome[p.ID] {
+		return nil, false, vigil.Errorf(vigil.CodeConflict, "watch %q already has its outcome message", p.ID)
+	}
 	s.settleLocked(w, vigil.StateCancelled, p.Outcome, p.SettledAt)
 	if !p.CheckedAt.IsZero() {
 		w.Polls = p.Polls
 		setCounts(w, p.Errors, p.ConsecutiveErrors, p.CheckedAt)
 	}
-	if p.Message != nil && !s.outcome[p.ID] {
-		s.appendLocked(p.Message)
+	if m := prep.Message; m != nil {
+		m.Recipient = cmp.Or(m.Recipient, w.Recipient)
+		p.Message.Seq = s.appendLocked(m).Seq
 	}
 	return clone(w), true, nil
 }
@@ -502,6 +517,9 @@ func (s *Store) WatchDelete(_ context.Context, id string) error {
 		return vigil.Errorf(vigil.CodeConflict, "watch %q is still pending: cancel it first", id)
 	}
 	delete(s.watches, id)
+	// Its idempotency entries go with it (the SQL stores' ON DELETE
+	// CASCADE), as they do when it is pruned.
+	maps.DeleteFunc(s.ledger, func(_ [2]string, le ledgerEntry) bool { return le.watchID == id })
 	return nil
 }
 
@@ -574,6 +592,9 @@ func (s *Store) MessagesRead(_ context.Context, p vigil.MessagesReadParams) (vig
 
 // MessagesAck implements vigil.Store.
 func (s *Store) MessagesAck(_ context.Context, p vigil.MessagesAckParams) error {
+	if p.Recipient == "" || p.Reader == "" {
+		return vigil.Errorf(vigil.CodeInvalidRequest, "an ack needs a recipient and a reader")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.check(); err != nil {
@@ -584,7 +605,8 @@ func (s *Store) MessagesAck(_ context.Context, p vigil.MessagesAckParams) error 
 	return nil
 }
 
-// Prune implements vigil.Store.
+// Prune implements vigil.Store. Its cut-offs are compared in whole
+// milliseconds, the times the store keeps, as the SQL stores compare them.
 func (s *Store) Prune(_ context.Context, p vigil.PruneParams) (vigil.PruneResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -596,7 +618,7 @@ func (s *Store) Prune(_ context.Context, p vigil.PruneParams) (vigil.PruneResult
 		if w.State == vigil.StatePending {
 			continue
 		}
-		if w.SettledAt.Before(p.WatchesBefore) {
+		if w.SettledAt.Before(ms(p.WatchesBefore)) {
 			delete(s.watches, id)
 			r.Watches++
 			continue
@@ -605,7 +627,7 @@ func (s *Store) Prune(_ context.Context, p vigil.PruneParams) (vigil.PruneResult
 	}
 	kept := s.messages[:0]
 	for _, m := range s.messages {
-		if m.CreatedAt.Before(p.MessagesBefore) {
+		if m.CreatedAt.Before(ms(p.MessagesBefore)) {
 			r.Messages++
 			continue
 		}
@@ -618,7 +640,7 @@ func (s *Store) Prune(_ context.Context, p vigil.PruneParams) (vigil.PruneResult
 			delete(s.ledger, k) // went with its watch
 			continue
 		}
-		if le.at.Before(p.IdempotencyBefore) {
+		if le.at.Before(ms(p.IdempotencyBefore)) {
 			delete(s.ledger, k)
 			r.Keys++
 			continue

@@ -105,7 +105,7 @@ func (s *Store) ReceiptsResume(_ context.Context, p vigil.ReceiptsResumeParams) 
 			continue
 		}
 		w, ok := s.watches[m.WatchID]
-		if !ok || w.SettledAt.IsZero() || w.SettledAt.Before(p.SettledSince) || w.AnsweredAtCreation || !s.owes(w, s.rcpt[w.ID], p) {
+		if !ok || w.SettledAt.IsZero() || w.SettledAt.Before(ms(p.SettledSince)) || w.AnsweredAtCreation || !s.owes(w, s.rcpt[w.ID], p) {
 			continue
 		}
 		u := vigil.Undispatched{WatchID: w.ID, MessageID: m.ID, Default: s.defaultOwedLocked(w, p)}

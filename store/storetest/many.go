@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,6 +166,63 @@ func testCreateManyLarge(t *testing.T, newStore NewStoreFunc) {
 	// The global cap counts the thousand.
 	_, err = s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: httpWatch("over", "r0", n+1, base), MaxActive: n})
 	wantCode(t, "the watch past the cap", err, vigil.CodeQuotaExceeded)
+}
+
+// testCapsConcurrentBatches: the caps hold under concurrent WatchCreate
+// and WatchCreateMany calls of several recipients: the pending watches
+// reach the global cap, and no recipient passes its own.
+func testCapsConcurrentBatches(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	const perRecipient, global = 3, 5
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := range 12 {
+		wg.Go(func() {
+			<-start
+			r := fmt.Sprintf("r%d", g%3)
+			for j := range 4 {
+				id, n := fmt.Sprintf("g%02d-%d", g, j), g*10+j
+				p := vigil.WatchCreateParams{Watch: httpWatch(id, r, n, base), MaxActive: global, MaxActivePerRecipient: perRecipient}
+				if g%2 == 1 {
+					if _, err := s.WatchCreate(ctx, p); err != nil && vigil.ErrorCode(err) != vigil.CodeQuotaExceeded {
+						t.Errorf("WatchCreate(%s) error = %v", id, err)
+					}
+					continue
+				}
+				q := p
+				q.Watch = httpWatch(id+"b", r, 1000+n, base)
+				res, err := s.WatchCreateMany(ctx, []vigil.WatchCreateParams{p, q})
+				if err != nil {
+					t.Errorf("WatchCreateMany(%s) error = %v", id, err)
+					continue
+				}
+				for _, r := range res {
+					if r.Err != nil && vigil.ErrorCode(r.Err) != vigil.CodeQuotaExceeded {
+						t.Errorf("WatchCreateMany(%s) item error = %v", id, r.Err)
+					}
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	pending, err := s.WatchListPending(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[string]int{}
+	for _, e := range pending {
+		per[get(t, s, e.ID).Recipient]++
+	}
+	if len(pending) != global {
+		t.Errorf("%d pending (%v), want the global cap %d", len(pending), per, global)
+	}
+	for r, n := range per {
+		if n > perRecipient {
+			t.Errorf("recipient %s has %d pending, past its cap %d", r, n, perRecipient)
+		}
+	}
 }
 
 // stripFlags returns w without the per-call flags.

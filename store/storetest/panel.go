@@ -150,6 +150,93 @@ func testWatchCounts(t *testing.T, newStore NewStoreFunc) {
 	}
 }
 
+// testWatchCountsEveryPath: WatchCounts says what WatchList finds, for
+// every recipient and for all, after each path that makes, moves or
+// removes a watch: a batch with refused items, a settlement that fails
+// whole, a settlement, a cancel, a close, a delete, a prune, a reopen.
+func testWatchCountsEveryPath(t *testing.T, newStore NewStoreFunc) {
+	s, reopen := newStore(t)
+	ctx := t.Context()
+	check := func(s vigil.Store, when string) {
+		t.Helper()
+		for _, rs := range [][]string{nil, {"a"}, {"b"}, {"a", "b", "c"}} {
+			cs, err := s.WatchCounts(ctx, rs)
+			if err != nil {
+				t.Fatalf("%s: WatchCounts(%v): %v", when, rs, err)
+			}
+			got := map[string]int{}
+			for _, c := range cs {
+				if c.N != 0 {
+					got[string(c.State)+"/"+string(c.Kind)] += c.N
+				}
+			}
+			want := map[string]int{}
+			for after := ""; ; {
+				page, err := s.WatchList(ctx, vigil.WatchListParams{Recipients: rs, After: after, Limit: 1000})
+				if err != nil {
+					t.Fatalf("%s: WatchList(%v): %v", when, rs, err)
+				}
+				for _, w := range page.Watches {
+					want[string(w.State)+"/"+string(w.Kind)]++
+				}
+				if after = page.Next; after == "" {
+					break
+				}
+			}
+			if !mapsEqual(got, want) {
+				t.Errorf("%s: WatchCounts(%v) = %v, the watches are %v", when, rs, got, want)
+			}
+		}
+	}
+	caps := func(w *vigil.Watch) vigil.WatchCreateParams {
+		return vigil.WatchCreateParams{Watch: w, MaxActive: 6, MaxActivePerRecipient: 3}
+	}
+	create(t, s, httpWatch("x1", "c", 100, base))
+	res, err := s.WatchCreateMany(ctx, []vigil.WatchCreateParams{
+		caps(httpWatch("a1", "a", 1, base)), caps(httpWatch("a2", "a", 2, base)), caps(httpWatch("a1-again", "a", 1, base)),
+		caps(httpWatch("a3", "a", 3, base)), caps(httpWatch("a4", "a", 4, base)), // a4: past a's cap
+		caps(httpWatch("x1", "b", 5, base)), // the id is taken
+		{Watch: httpWatch("b1", "b", 6, base), IdempotencyKey: "k", RequestHash: "h"},
+		{Watch: httpWatch("b2", "b", 7, base), IdempotencyKey: "k", RequestHash: "h-other"}, // idempotency_conflict
+		caps(httpWatch("b3", "b", 8, base)), caps(httpWatch("b4", "b", 9, base)),            // b4: past the global cap
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := ids(res, func(r vigil.WatchCreateResult) string { return string(vigil.ErrorCode(r.Err)) })
+	if want := []string{"", "", "", "", "quota_exceeded", "conflict", "", "idempotency_conflict", "", "quota_exceeded"}; !slices.Equal(codes, want) {
+		t.Errorf("the batch's codes = %q, want %q", codes, want)
+	}
+	check(s, "after a batch")
+	if _, err := s.MessageCreate(ctx, message("stray", "a", "a2", vigil.MessageFired, base)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.WatchSettle(ctx, []vigil.WatchSettleParams{settle(httpWatch("a1", "a", 1, base), vigil.StateFired, "m-a1", base),
+		settle(httpWatch("a2", "a", 2, base), vigil.StateFired, "m-a2", base)})
+	wantCode(t, "WatchSettle with an outcome message that cannot be written", err, vigil.CodeConflict)
+	check(s, "after a failed settlement")
+	at := base.Add(time.Minute)
+	settleAll(t, s, settle(httpWatch("a1", "a", 1, base), vigil.StateFired, "m-a1", at), settle(httpWatch("b1", "b", 6, base), vigil.StateExpired, "m-b1", at))
+	check(s, "after a settlement")
+	if _, _, err := s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "b3", SettledAt: at.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	check(s, "after a cancel")
+	if _, err := s.RecipientClose(ctx, vigil.RecipientCloseParams{Recipient: "a", SettledAt: at.Add(2 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	check(s, "after a close")
+	if err := s.WatchDelete(ctx, "b1"); err != nil {
+		t.Fatal(err)
+	}
+	check(s, "after a delete")
+	if _, err := s.Prune(ctx, vigil.PruneParams{WatchesBefore: at.Add(90 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	check(s, "after a prune")
+	check(reopen(), "after reopen")
+}
+
 func mapsEqual(a, b map[string]int) bool {
 	if len(a) != len(b) {
 		return false

@@ -39,17 +39,22 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"TwoRecipientsSameThing", testTwoRecipients},
 		{"DedupOnlyAmongPending", testDedupOnlyAmongPending},
 		{"Idempotency", testIdempotency},
+		{"IdempotencyConcurrent", testIdempotencyConcurrent},
 		{"CreateMany", testCreateMany},
 		{"CreateManyLarge", testCreateManyLarge},
 		{"CapPerRecipientConcurrent", testCapPerRecipient},
 		{"CapGlobalConcurrent", testCapGlobal},
 		{"CapsFreedBySettleCancelClose", testCapsFreed},
 		{"CapsFreedByOneBatch", testCapsFreedByOneBatch},
+		{"CapsConcurrentBatches", testCapsConcurrentBatches},
 		{"SettleCAS", testSettleCAS},
 		{"SettleRollsBack", testSettleRollsBack},
+		{"CancelRollsBack", testCancelRollsBack},
 		{"SettleManyMessages", testSettleManyMessages},
 		{"CancelBeforeSettle", testCancelBeforeSettle},
 		{"CancelScoped", testCancelScoped},
+		{"SettleMessageDefaults", testSettleMessageDefaults},
+		{"SettleRefusesIncomplete", testSettleRefusesIncomplete},
 		{"SettleCancelRace", testSettleCancelRace},
 		{"ExactlyOneOutcomeMessage", testExactlyOnce},
 		{"AnsweredAtCreation", testAnsweredAtCreation},
@@ -66,9 +71,12 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"ListDefaultLimit", testListDefaultLimit},
 		{"ListText", testListText},
 		{"WatchCounts", testWatchCounts},
+		{"WatchCountsEveryPath", testWatchCountsEveryPath},
 		{"ListPending", testListPending},
 		{"Delete", testDelete},
+		{"DeleteForgetsKeys", testDeleteForgetsKeys},
 		{"Prune", testPrune},
+		{"CutoffsInWholeMilliseconds", testCutoffsInWholeMilliseconds},
 		{"Close", testClose},
 		{"Receipts", testReceipts},
 		{"ReceiptClaim", testReceiptClaim},
@@ -455,6 +463,56 @@ func testIdempotency(t *testing.T, newStore NewStoreFunc) {
 	}
 }
 
+// testIdempotencyConcurrent: concurrent registrations of one request under
+// one key, through WatchCreate and WatchCreateMany, make one watch: every
+// caller gets it, one of them as new.
+func testIdempotencyConcurrent(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		got  = map[string]int{}
+		made int
+	)
+	start := make(chan struct{})
+	for i := range 16 {
+		wg.Go(func() {
+			<-start
+			p := vigil.WatchCreateParams{Watch: httpWatch(fmt.Sprintf("w%02d", i), "r", 1, base), IdempotencyKey: "k", RequestHash: "h",
+				IdempotencySince: base.Add(-time.Hour), MaxActive: 100, MaxActivePerRecipient: 2}
+			var w *vigil.Watch
+			var err error
+			if i%3 == 0 {
+				var res []vigil.WatchCreateResult
+				if res, err = s.WatchCreateMany(ctx, []vigil.WatchCreateParams{p}); err == nil {
+					w, err = res[0].Watch, res[0].Err
+				}
+			} else {
+				w, err = s.WatchCreate(ctx, p)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Errorf("registration %d error = %v", i, err)
+				return
+			}
+			got[w.ID]++
+			if !w.Replayed && !w.Existing {
+				made++
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(got) != 1 || made != 1 {
+		t.Errorf("16 concurrent registrations under one key: watches %v, %d of them new; want one watch, new once", got, made)
+	}
+	if pending, err := s.WatchListPending(ctx); err != nil || len(pending) != 1 {
+		t.Errorf("WatchListPending = %d watches, %v; want 1", len(pending), err)
+	}
+}
+
 // register runs n concurrent registrations and counts what they got.
 func register(t *testing.T, s vigil.Store, n int, mk func(i int) vigil.WatchCreateParams) (ok, quota int) {
 	t.Helper()
@@ -728,6 +786,67 @@ func testCancelScoped(t *testing.T, newStore NewStoreFunc) {
 	}
 	if n := len(mailbox(t, s, "alice")); n != 0 {
 		t.Errorf("a silent cancel left %d messages", n)
+	}
+}
+
+// testSettleMessageDefaults: the message of a settlement or of a cancel
+// needs no more than its id and text: its WatchID, Type and CreatedAt
+// default to the watch's id, the outcome's type (cancelled) and
+// SettledAt, and its Recipient to the watch's, so it reaches the
+// recipient's mailbox as the watch's outcome message, with the Seq set on
+// the caller's message.
+func testSettleMessageDefaults(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	create(t, s, httpWatch("w1", "r", 1, base))
+	create(t, s, httpWatch("w2", "r", 2, base))
+	at := base.Add(time.Minute)
+	m1, m2 := &vigil.Message{ID: "m1", Text: "it fired"}, &vigil.Message{ID: "m2", Text: "it was cancelled"}
+	if won := settleAll(t, s, vigil.WatchSettleParams{ID: "w1", State: vigil.StateFired, Outcome: outcome(vigil.StateFired, "satisfied"),
+		SettledAt: at, Message: m1}); !won[0] {
+		t.Fatalf("WatchSettle lost")
+	}
+	if _, won, err := s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w2", SettledAt: at.Add(time.Second), Message: m2}); err != nil || !won {
+		t.Fatalf("WatchCancel = %v, %v; want won", won, err)
+	}
+	want := []*vigil.Message{
+		{ID: "m1", Recipient: "r", WatchID: "w1", Type: vigil.MessageFired, Text: "it fired", CreatedAt: at, Seq: m1.Seq},
+		{ID: "m2", Recipient: "r", WatchID: "w2", Type: vigil.MessageCancelled, Text: "it was cancelled", CreatedAt: at.Add(time.Second), Seq: m2.Seq},
+	}
+	if diff := gocmp.Diff(want, mailbox(t, s, "r"), opts); diff != "" || m1.Seq == 0 || m2.Seq == 0 {
+		t.Errorf("mailbox of r, seqs set %d and %d (-want +got):\n%s", m1.Seq, m2.Seq, diff)
+	}
+	// They are the watches' outcome messages: another is refused.
+	for _, id := range []string{"w1", "w2"} {
+		_, err := s.MessageCreate(ctx, message("again-"+id, "r", id, vigil.MessageFired, at))
+		wantCode(t, "MessageCreate of a second outcome message for "+id, err, vigil.CodeConflict)
+	}
+}
+
+// testSettleRefusesIncomplete: a settlement without the time it settled,
+// or whose message has no id, and a cancel without its time, are refused
+// (invalid_request), a batch whole: nothing settles, nothing is written.
+func testSettleRefusesIncomplete(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	w1, w2 := create(t, s, httpWatch("w1", "r", 1, base)), create(t, s, httpWatch("w2", "r", 2, base))
+	at := base.Add(time.Minute)
+	noTime := settle(w2, vigil.StateFired, "m2", at)
+	noTime.SettledAt = time.Time{}
+	_, err := s.WatchSettle(ctx, []vigil.WatchSettleParams{settle(w1, vigil.StateFired, "m1", at), noTime})
+	wantCode(t, "WatchSettle without SettledAt", err, vigil.CodeInvalidRequest)
+	noID := settle(w2, vigil.StateFired, "", at)
+	_, err = s.WatchSettle(ctx, []vigil.WatchSettleParams{settle(w1, vigil.StateFired, "m1", at), noID})
+	wantCode(t, "WatchSettle of a message without id", err, vigil.CodeInvalidRequest)
+	_, _, err = s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w1", Outcome: outcome(vigil.StateCancelled, "cancelled")})
+	wantCode(t, "WatchCancel without SettledAt", err, vigil.CodeInvalidRequest)
+	for _, id := range []string{"w1", "w2"} {
+		if got := get(t, s, id); got.State != vigil.StatePending {
+			t.Errorf("%s = %s after refused settlements, want pending", id, got.State)
+		}
+	}
+	if got := mailbox(t, s, "r"); len(got) != 0 {
+		t.Errorf("refused settlements wrote %v", messageIDs(got))
 	}
 }
 
@@ -1110,6 +1229,10 @@ func testMailbox(t *testing.T, newStore NewStoreFunc) {
 	if page := read(s, vigil.MessagesReadParams{Reader: "a"}); page.Cursor != all[4].Seq {
 		t.Errorf("cursor after an older ack = %d, want %d", page.Cursor, all[4].Seq)
 	}
+	// An ack names its cursor: a recipient and a reader.
+	for _, p := range []vigil.MessagesAckParams{{Recipient: "r", Seq: all[4].Seq}, {Reader: "a", Seq: all[4].Seq}} {
+		wantCode(t, fmt.Sprintf("MessagesAck(%+v)", p), s.MessagesAck(ctx, p), vigil.CodeInvalidRequest)
+	}
 	s = reopen()
 	add(s, "m5", base.Add(time.Minute))
 	add(s, "m6", base.Add(time.Minute))
@@ -1125,9 +1248,13 @@ func testMailbox(t *testing.T, newStore NewStoreFunc) {
 	if diff := gocmp.Diff(all[3:], page.Messages, opts); diff != "" || page.Cursor != all[4].Seq {
 		t.Errorf("read with After: cursor %d (-want +got):\n%s", page.Cursor, diff)
 	}
-	// No reader: from the start. Limit bounds the page.
+	// No reader: from the start. Limit bounds the page; none, or one below
+	// 1, is the default (100).
 	if diff := gocmp.Diff(messageIDs(all[:3]), messageIDs(read(s, vigil.MessagesReadParams{Limit: 3}).Messages)); diff != "" {
 		t.Errorf("read with Limit 3 (-want +got):\n%s", diff)
+	}
+	if diff := gocmp.Diff(messageIDs(all), messageIDs(read(s, vigil.MessagesReadParams{Limit: -1}).Messages)); diff != "" {
+		t.Errorf("read with Limit -1 (-want +got):\n%s", diff)
 	}
 	if page := read(s, vigil.MessagesReadParams{Reader: "c"}); len(page.Messages) != len(all) {
 		t.Errorf("read of reader c: %d messages, want %d (no other recipient's)", len(page.Messages), len(all))
@@ -1459,6 +1586,57 @@ func testDelete(t *testing.T, newStore NewStoreFunc) {
 	wantCode(t, "second WatchDelete", s.WatchDelete(ctx, "w1"), vigil.CodeNotFound)
 }
 
+// testDeleteForgetsKeys: a deleted watch's idempotency entries go with it,
+// as a pruned watch's do: its key may serve a new request, whatever its
+// hash, through WatchCreate and WatchCreateMany alike; so may a key whose
+// request matched it while it was pending (Existing); and a watch made
+// later under the same id inherits none of them.
+func testDeleteForgetsKeys(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	keyed := func(w *vigil.Watch, key, hash string) vigil.WatchCreateParams {
+		return vigil.WatchCreateParams{Watch: w, IdempotencyKey: key, RequestHash: hash, IdempotencySince: base.Add(-time.Hour)}
+	}
+	isNew := func(what string, got *vigil.Watch, err error, id string) {
+		t.Helper()
+		if err != nil || got.ID != id || got.Replayed || got.Existing {
+			t.Errorf("%s = %+v, %v; want a new watch %s", what, got, err, id)
+		}
+	}
+	w1, err := s.WatchCreate(ctx, keyed(httpWatch("w1", "r", 1, base), "k1", "h1"))
+	isNew("WatchCreate under k1", w1, err, "w1")
+	if got, err := s.WatchCreate(ctx, keyed(httpWatch("w1-dup", "r", 1, base), "k2", "h2")); err != nil || got.ID != "w1" || !got.Existing {
+		t.Fatalf("WatchCreate of w1's condition under k2 = %+v, %v; want w1, existing", got, err)
+	}
+	settleAll(t, s, settle(w1, vigil.StateFired, "m1", base.Add(time.Second)))
+	if err := s.WatchDelete(ctx, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.WatchCreate(ctx, keyed(httpWatch("w2", "r", 2, base.Add(time.Minute)), "k1", "h-other"))
+	isNew("WatchCreate under the deleted watch's key, another request", got, err, "w2")
+	res, err := s.WatchCreateMany(ctx, []vigil.WatchCreateParams{keyed(httpWatch("w3", "r", 3, base.Add(time.Minute)), "k2", "h-other")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	isNew("WatchCreateMany under the key that matched the deleted watch, another request", res[0].Watch, res[0].Err, "w3")
+	// The keys now answer for their new watches.
+	got, err = s.WatchCreate(ctx, keyed(httpWatch("w2-retry", "r", 2, base.Add(time.Minute)), "k1", "h-other"))
+	if err != nil || got.ID != "w2" || !got.Replayed {
+		t.Errorf("retry under k1 = %+v, %v; want w2 replayed", got, err)
+	}
+	// A new watch that takes the deleted one's id is not what its keys
+	// got: a key used only by the deleted watch makes a new watch.
+	w4, err := s.WatchCreate(ctx, keyed(httpWatch("w4", "r", 4, base), "k4", "h4"))
+	isNew("WatchCreate under k4", w4, err, "w4")
+	settleAll(t, s, settle(w4, vigil.StateFired, "m4", base.Add(time.Second)))
+	if err := s.WatchDelete(ctx, "w4"); err != nil {
+		t.Fatal(err)
+	}
+	create(t, s, httpWatch("w4", "r", 40, base.Add(time.Minute)))
+	got, err = s.WatchCreate(ctx, keyed(httpWatch("w5", "r", 4, base.Add(time.Minute)), "k4", "h4"))
+	isNew("WatchCreate under the deleted w4's key, with w4's id taken again", got, err, "w5")
+}
+
 func testPrune(t *testing.T, newStore NewStoreFunc) {
 	s, _ := newStore(t)
 	ctx := t.Context()
@@ -1529,6 +1707,65 @@ func testPrune(t *testing.T, newStore NewStoreFunc) {
 	}
 }
 
+// testCutoffsInWholeMilliseconds: a store keeps times in whole
+// milliseconds and compares a cut-off as it keeps a time: one within the
+// millisecond a row was written is that millisecond. A key written in it
+// is replayed since then, a watch settled in it is found by
+// ReceiptsResume since then, and Prune keeps the watch settled, the
+// message and the key written in it; a cut-off at the next millisecond
+// decides the other way.
+func testCutoffsInWholeMilliseconds(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	at := base.Add(300 * time.Microsecond) // written in base's millisecond
+	within, next := base.Add(500*time.Microsecond), base.Add(time.Millisecond)
+	keyed := func(w *vigil.Watch, since time.Time) *vigil.Watch {
+		t.Helper()
+		got, err := s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: w, IdempotencyKey: "k", RequestHash: "h", IdempotencySince: since})
+		if err != nil {
+			t.Fatalf("WatchCreate(%s) error = %v", w.ID, err)
+		}
+		return got
+	}
+	keyed(httpWatch("p1", "r", 1, at), time.Time{})
+	if got := keyed(httpWatch("p1-retry", "r", 1, at), within); got.ID != "p1" || !got.Replayed {
+		t.Errorf("key written at %v, since %v: got %s, replayed %v; want p1 replayed", at, within, got.ID, got.Replayed)
+	}
+	if got := keyed(httpWatch("p2", "r", 2, at), next); got.ID != "p2" || got.Replayed {
+		t.Errorf("key written at %v, since %v: got %s, replayed %v; want a new watch p2", at, next, got.ID, got.Replayed)
+	}
+	w := httpWatch("s1", "r", 3, base)
+	w.Deliver = json.RawMessage(`{"webhook":{"url":"https://hooks.example/x"}}`)
+	settleAll(t, s, settle(create(t, s, w), vigil.StateFired, "m1", at))
+	for _, c := range []struct {
+		since time.Time
+		want  []vigil.Undispatched
+	}{{within, []vigil.Undispatched{{WatchID: "s1", MessageID: "m1"}}}, {next, nil}} {
+		res, err := s.ReceiptsResume(ctx, vigil.ReceiptsResumeParams{Now: base.Add(time.Hour), SettledSince: c.since, Channels: channels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := gocmp.Diff(c.want, res.Undispatched, opts); diff != "" {
+			t.Errorf("ReceiptsResume settled since %v, s1 settled at %v: Undispatched (-want +got):\n%s", c.since, at, diff)
+		}
+	}
+	for _, c := range []struct {
+		cut  time.Time
+		want vigil.PruneResult
+	}{
+		{within, vigil.PruneResult{OldestSettled: base, OldestMessage: base, OldestKey: base}},
+		{next, vigil.PruneResult{Watches: 1, Messages: 1, Keys: 1}},
+	} {
+		got, err := s.Prune(ctx, vigil.PruneParams{WatchesBefore: c.cut, MessagesBefore: c.cut, IdempotencyBefore: c.cut})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := gocmp.Diff(c.want, got); diff != "" {
+			t.Errorf("Prune before %v, rows written at %v (-want +got):\n%s", c.cut, at, diff)
+		}
+	}
+}
+
 func testClose(t *testing.T, newStore NewStoreFunc) {
 	s, _ := newStore(t)
 	create(t, s, httpWatch("w1", "r", 1, base))
@@ -1588,6 +1825,38 @@ func testSettleRollsBack(t *testing.T, newStore NewStoreFunc) {
 	}
 	check(s, "after the failed settle")
 	check(reopen(), "after reopen")
+}
+
+// testCancelRollsBack: as testSettleRollsBack for a cancel: one whose
+// message cannot be written (the watch already has an outcome message)
+// fails whole, conflict, and leaves the watch pending, counted by the
+// caps, with no message written; a silent cancel then cancels it.
+func testCancelRollsBack(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	caps := vigil.WatchCreateParams{Watch: httpWatch("w1", "r", 1, base), MaxActivePerRecipient: 1}
+	if _, err := s.WatchCreate(ctx, caps); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MessageCreate(ctx, message("stray", "r", "w1", vigil.MessageFired, base)); err != nil {
+		t.Fatalf("MessageCreate of an outcome message for a pending watch error = %v", err)
+	}
+	at := base.Add(time.Minute)
+	_, _, err := s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w1", Outcome: outcome(vigil.StateCancelled, "cancelled"), SettledAt: at,
+		Message: message("m1", "r", "w1", vigil.MessageCancelled, at)})
+	wantCode(t, "WatchCancel with a message that cannot be written", err, vigil.CodeConflict)
+	if got := get(t, s, "w1"); got.State != vigil.StatePending || !got.SettledAt.IsZero() || got.Outcome != nil {
+		t.Errorf("w1 = %s (settled at %v, outcome %+v), want pending as before", got.State, got.SettledAt, got.Outcome)
+	}
+	if diff := gocmp.Diff([]string{"stray"}, messageIDs(mailbox(t, s, "r"))); diff != "" {
+		t.Errorf("mailbox (-want +got):\n%s", diff)
+	}
+	caps.Watch = httpWatch("w2", "r", 2, base)
+	_, err = s.WatchCreate(ctx, caps)
+	wantCode(t, "WatchCreate past the per-recipient cap", err, vigil.CodeQuotaExceeded)
+	if _, won, err := s.WatchCancel(ctx, vigil.WatchCancelParams{ID: "w1", SettledAt: at}); err != nil || !won {
+		t.Errorf("silent WatchCancel after the failed one = %v, %v; want won", won, err)
+	}
 }
 
 // testCapsFreedByOneBatch: one settle call with several watches of one

@@ -264,6 +264,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		// its commit; registrations may ask only for channels it has.
 		DeliverFunc:   disp.Deliver,
 		DeliverPolicy: policy,
+		// A token watch's secret is derived from the link key, so that
+		// a replayed registration answers its completion URL again.
+		CompletionKey: linkKey,
 		// On PostgreSQL, what the other daemons commit is announced
 		// to it (pgEvents); the shards this replica holds are the
 		// watches it schedules; a check of another's asks its holder.

@@ -79,6 +79,11 @@ func (e *Engine) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) 
 			if got.Existing && rs[i].Deadline != "" && !got.Replayed && !asked.Deadline.Equal(got.Deadline) {
 				got.AskedDeadline = asked.Deadline
 			}
+			if got.Replayed && secrets[j] != "" {
+				// A retry of the registration that made it: its
+				// caller may never have had the first answer.
+				got.CompletionToken = e.replayedToken(got)
+			}
 			out[i] = vigil.BatchResult{Status: vigil.BatchExisting, Watch: e.view(got)}
 			continue
 		}

@@ -3,6 +3,9 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -19,11 +22,44 @@ const MaxCompletionData = 64 << 10
 type completer interface {
 	CheckSecret(predicate json.RawMessage, secret string) bool
 	Completion(status string, data json.RawMessage) vigil.Observation
+	// Predicate is the canonical predicate of a watch whose secret is
+	// secret.
+	Predicate(secret string) (json.RawMessage, error)
 }
 
 // completionToken is what a token watch's registration returns: the watch
 // id, so a completion finds its row directly, and the secret.
 func completionToken(id, secret string) string { return id + "." + secret }
+
+// completionSecret derives the secret of token watch id from key: the
+// first 128 bits of HMAC-SHA256 over a label and the id, in unpadded
+// base64url, as the token watcher spells a random one. The label keeps it
+// apart from anything else the same key signs.
+func completionSecret(key []byte, id string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("vigil completion secret\x00"))
+	m.Write([]byte(id))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+}
+
+// replayedToken is the completion token of w, a token watch whose
+// registration was replayed, when its secret was derived from the key
+// (not a random one, made before the key or without it).
+func (e *Engine) replayedToken(w *vigil.Watch) string {
+	if len(e.completionKey) == 0 || w.Kind != vigil.KindToken {
+		return ""
+	}
+	wt, ok := e.watchers.Lookup(w.Kind)
+	c, isToken := wt.(completer)
+	if !ok || !isToken {
+		return ""
+	}
+	secret := completionSecret(e.completionKey, w.ID)
+	if !c.CheckSecret(w.Predicate, secret) {
+		return ""
+	}
+	return completionToken(w.ID, secret)
+}
 
 var errUnknownToken = &vigil.Error{Code: vigil.CodeNotFound, Message: "no such completion token"}
 

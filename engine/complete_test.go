@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/store/memstore"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/token"
 )
@@ -52,6 +53,52 @@ func TestTokenCompleteOnce(t *testing.T) {
 	}
 	if _, _, ok := v.sched.Info(w.ID); ok {
 		t.Fatal("a completed watch is still scheduled")
+	}
+}
+
+// TestTokenReplayAnswersToken: with a completion key, a retry of a token
+// watch's registration (the same idempotency key, single or in a batch)
+// answers the same completion token, which completes the watch: a caller
+// that lost the first answer is not left with a watch nobody can complete.
+// Without a key, or for a watch whose secret was random (made without the
+// key), a replay answers none rather than a wrong one.
+func TestTokenReplayAnswersToken(t *testing.T) {
+	t.Parallel()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	tokens := []watcher.Watcher{token.New(token.Config{})}
+	r := vigil.RegisterRequest{Kind: vigil.KindToken, Recipient: "agent-1", IdempotencyKey: "turn-7"}
+
+	v := newEnv(t, envOpts{watchers: tokens, completionKey: key})
+	first := v.register(r)
+	again := v.register(r)
+	if !again.Replayed || again.ID != first.ID || again.CompletionToken == "" || again.CompletionToken != first.CompletionToken {
+		t.Fatalf("replay: %s replayed=%v token %q, want %s's token %q again", again.ID, again.Replayed, again.CompletionToken, first.ID, first.CompletionToken)
+	}
+	res, err := v.eng.RegisterBatch(v.ctx, []vigil.RegisterRequest{r})
+	if err != nil || res[0].Watch == nil || res[0].Watch.CompletionToken != first.CompletionToken {
+		t.Fatalf("batch replay = %+v, %v; want the token %q again", res, err, first.CompletionToken)
+	}
+	if stored := v.get(first.ID); stored.CompletionToken != "" || strings.Contains(string(stored.Predicate), strings.SplitN(first.CompletionToken, ".", 2)[1]) {
+		t.Fatalf("the stored watch shows its secret: %q / %s", stored.CompletionToken, stored.Predicate)
+	}
+	other := v.register(vigil.RegisterRequest{Kind: vigil.KindToken})
+	if other.CompletionToken == first.CompletionToken || strings.SplitN(other.CompletionToken, ".", 2)[1] == strings.SplitN(first.CompletionToken, ".", 2)[1] {
+		t.Fatalf("two watches share a secret: %q and %q", first.CompletionToken, other.CompletionToken)
+	}
+	if got, err := v.eng.Complete(v.ctx, vigil.CompleteRequest{Token: again.CompletionToken, Status: "success"}); err != nil || got.State != vigil.StateFired {
+		t.Fatalf("Complete with the replayed token = %v, %v; want fired", got, err)
+	}
+
+	// Made without a key: its secret was random, and no replay can know it.
+	st := memstore.New()
+	plain := newEnv(t, envOpts{store: st, watchers: tokens})
+	made := plain.register(r)
+	if again := plain.register(r); !again.Replayed || again.CompletionToken != "" {
+		t.Fatalf("replay without a key: replayed=%v token %q, want none", again.Replayed, again.CompletionToken)
+	}
+	keyed := newEnv(t, envOpts{store: st, watchers: tokens, completionKey: key})
+	if again := keyed.register(r); !again.Replayed || again.ID != made.ID || again.CompletionToken != "" {
+		t.Fatalf("replay with a key of a watch made without: replayed=%v token %q, want none (not a wrong one)", again.Replayed, again.CompletionToken)
 	}
 }
 

@@ -70,6 +70,13 @@ type Config struct {
 	// DeliverPolicy says which push channels registrations may ask for
 	// (see deliver.Policy); the zero value allows webhooks only.
 	DeliverPolicy deliver.Policy
+	// CompletionKey, when set, is the key a token watch's secret is
+	// derived from, with the watch's id (see completionSecret): a replay
+	// of its registration (the same idempotency key) answers the same
+	// completion token again. Nil: a random secret, answered only by the
+	// registration that made it. Every daemon of one store must hold the
+	// same key.
+	CompletionKey []byte
 	// Shared says other daemons write to the same store (PostgreSQL
 	// replicas) and what they commit is announced to this engine
 	// (Announce, AnnounceWatch, Rewake): an event that reaches it both
@@ -101,6 +108,8 @@ type Engine struct {
 	probes   *prober
 	hub      *hub
 	deliver  deliver.Policy
+	// completionKey is Config.CompletionKey.
+	completionKey []byte
 	// holds and checkElsewhere are Config.HoldsFunc and
 	// Config.CheckElsewhereFunc.
 	holds          func(id string) bool
@@ -130,7 +139,7 @@ func New(cfg Config) *Engine {
 		store: cfg.Store, watchers: cfg.Watchers, limits: cfg.Limits,
 		now:   func() time.Time { return cfg.NowFunc().UTC().Truncate(time.Millisecond) },
 		newID: cfg.NewIDFunc, log: log.With("component", "engine"), hub: newHub(),
-		deliver: cfg.DeliverPolicy, recent: newProbeLog(),
+		deliver: cfg.DeliverPolicy, recent: newProbeLog(), completionKey: cfg.CompletionKey,
 		holds: cfg.HoldsFunc, checkElsewhere: cfg.CheckElsewhereFunc,
 	}
 	if cfg.Shared {

@@ -80,6 +80,8 @@ type envOpts struct {
 	jitter   func(time.Duration) time.Duration
 	// deliver is the engine's DeliverFunc.
 	deliver func(*vigil.Watch, *vigil.Message)
+	// completionKey is the engine's CompletionKey.
+	completionKey []byte
 }
 
 // newEnv builds an engine on a fake clock at t0 with the real timer watcher
@@ -103,7 +105,8 @@ func newEnvAt(t *testing.T, o envOpts, start time.Time) *env {
 		reg.Register(w)
 	}
 	sched := scheduler.New(scheduler.Config{NowFunc: c.Now})
-	cfg := engine.Config{Store: cs, Watchers: reg, Scheduler: sched, NowFunc: c.Now, JitterFunc: o.jitter, DeliverFunc: o.deliver}
+	cfg := engine.Config{Store: cs, Watchers: reg, Scheduler: sched, NowFunc: c.Now, JitterFunc: o.jitter, DeliverFunc: o.deliver,
+		CompletionKey: o.completionKey}
 	if o.limits != nil {
 		cfg.Limits = *o.limits
 	}

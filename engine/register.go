@@ -44,6 +44,11 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 		// was not taken.
 		got.AskedDeadline = w.Deadline
 	}
+	if got.Replayed && secret != "" {
+		// A retry of the registration that made it: its caller may
+		// never have had the first answer.
+		got.CompletionToken = e.replayedToken(got)
+	}
 	if got.Existing || got.Replayed {
 		return e.view(got), nil
 	}
@@ -192,8 +197,19 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 	if len(labels) == 0 {
 		labels = nil
 	}
+	id := e.newID()
+	if canon.Secret != "" && len(e.completionKey) > 0 {
+		// The secret comes from the key and the id instead, so that a
+		// replay of this registration can answer it again.
+		if c, ok := wt.(completer); ok {
+			canon.Secret = completionSecret(e.completionKey, id)
+			if canon.Predicate, err = c.Predicate(canon.Secret); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return &vigil.Watch{
-		ID: e.newID(), Kind: r.Kind, Predicate: canon.Predicate, Recipient: r.Recipient, State: vigil.StatePending,
+		ID: id, Kind: r.Kind, Predicate: canon.Predicate, Recipient: r.Recipient, State: vigil.StatePending,
 		Mode: mode, Every: every, Deadline: deadline, StartAt: start, CreatedAt: now, Note: r.Note, Labels: labels,
 		Stable: r.Stable, StableFor: stableFor, MaxPolls: r.MaxPolls, MaxErrors: r.MaxErrors, Standing: spec.Standing,
 		ChainDepth: r.ChainDepth, Identity: vigil.Identity(r.Recipient, r.Kind, mode, canon.Predicate),

@@ -71,6 +71,12 @@ func (*Watcher) Canonicalize(_ context.Context, raw json.RawMessage, _ time.Time
 	return watcher.Canonical{Predicate: pred, Secret: secret}, nil
 }
 
+// Predicate is the canonical predicate of a token watch whose secret is
+// secret (one the engine derived rather than Canonicalize made).
+func (*Watcher) Predicate(secret string) (json.RawMessage, error) {
+	return watcher.Encode(canonical{TokenSHA256: hash(secret)})
+}
+
 func hash(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:])

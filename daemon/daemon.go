@@ -7,7 +7,10 @@
 // A daemon keeps its state in its data directory (mode 0700): the database
 // vigil.db (0600, as are its WAL and shared-memory files); admin.token, the
 // admin's bearer token (0600), written on the first start and reused after;
-// webhook.secret (0600); vigil.lock, locked by the running daemon so that no
+// webhook.secret and link.key (0600), the keys that sign webhooks and
+// unsubscribe links, the same on every replica of a PostgreSQL database (a
+// replica whose keys differ from the live replicas' refuses to start:
+// checkKeys); vigil.lock, locked by the running daemon so that no
 // second one serves the same directory; run/, where the supervisors of run
 // watches record how their commands ended (see package watcher/run); and
 // folder/, the previous contents of the files folder watches diff against

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -380,7 +381,7 @@ func TestStatus(t *testing.T) {
 	d.vigil(t, "add", "timer", "1h", "--for", "fay")
 	r := d.vigil(t, "status")
 	if r.code != 0 || !strings.Contains(r.stdout, "reachable") || !strings.Contains(r.stdout, "1 (1 pending)") ||
-		!strings.Contains(r.stdout, "store: sqlite, replica ") {
+		!strings.Contains(r.stdout, "store: sqlite, replica ") || !regexp.MustCompile(`\nsigning keys: webhook\.secret [0-9a-f]{16}, link\.key [0-9a-f]{16}\n`).MatchString(r.stdout) {
 		t.Errorf("status: %+v", r)
 	}
 	r = d.vigil(t, "status", "--json")
@@ -389,10 +390,13 @@ func TestStatus(t *testing.T) {
 		Watches   map[string]int `json:"watches"`
 		Daemon    struct {
 			Store, Role string
+			Keys        struct {
+				LinkKey string `json:"link_key"`
+			}
 		} `json:"daemon"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || !s.Reachable || s.Watches["pending"] != 1 ||
-		s.Daemon.Store != "sqlite" || s.Daemon.Role != "active" {
+		s.Daemon.Store != "sqlite" || s.Daemon.Role != "active" || len(s.Daemon.Keys.LinkKey) != 16 {
 		t.Errorf("status --json = %q (%v)", r.stdout, err)
 	}
 }

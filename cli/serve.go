@@ -26,7 +26,9 @@ It refuses to start, with exit code 2 and a sentence saying what to do, when
 another vigil serves the same data dir, when the database is empty or damaged,
 and when it is missing from a data dir that was used before (one holding
 admin.token or webhook.secret): restore a backup, or remove what is named to
-start afresh.`,
+start afresh. On PostgreSQL it also refuses when its webhook.secret shares no
+line with a live replica's, or its link.key differs: every replica signs
+with the same files, copied from a running replica.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := daemon.Load(cmd.Flags(), e.getenv)

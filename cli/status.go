@@ -80,6 +80,11 @@ func newStatusCmd(e *env) *cobra.Command {
 			if info.ShardCount > 0 {
 				fmt.Fprintf(e.stdout, "shards held: %d of %d %s\n", len(info.Shards), info.ShardCount, shardList(info.Shards))
 			}
+			if k := info.Keys; k != nil {
+				// Fingerprints only: every replica on one database
+				// shows the same.
+				fmt.Fprintf(e.stdout, "signing keys: webhook.secret %s, link.key %s\n", term(strings.Join(k.WebhookSecret, " ")), term(k.LinkKey))
+			}
 			fmt.Fprintf(e.stdout, "watches: %s\n", countLine(counts, total, more))
 			if unreadable > 0 {
 				fmt.Fprintf(e.stdout, "unreadable: %d (their stored rows cannot be read in full; vigil ls shows which and why)\n", unreadable)

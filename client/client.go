@@ -340,6 +340,17 @@ type DaemonInfo struct {
 	// schedules and delivers their watches), of ShardCount.
 	Shards     []int `json:"shards,omitempty"`
 	ShardCount int   `json:"shard_count,omitempty"`
+	// Keys are the fingerprints of the daemon's signing keys, given to
+	// the admin token only: every replica on one database shows the same.
+	Keys *KeyFingerprints `json:"keys,omitempty"`
+}
+
+// KeyFingerprints name a daemon's signing keys without showing them: a
+// short digest of each line of its webhook.secret and one of its
+// link.key.
+type KeyFingerprints struct {
+	WebhookSecret []string `json:"webhook_secret"`
+	LinkKey       string   `json:"link_key"`
 }
 
 // Daemon returns what the daemon says about itself (GET /v1/daemon).

@@ -7,7 +7,10 @@
 // A daemon keeps its state in its data directory (mode 0700): the database
 // vigil.db (0600, as are its WAL and shared-memory files); admin.token, the
 // admin's bearer token (0600), written on the first start and reused after;
-// webhook.secret (0600); vigil.lock, locked by the running daemon so that no
+// webhook.secret and link.key (0600), the keys that sign webhooks and
+// unsubscribe links, the same on every replica of a PostgreSQL database (a
+// replica whose keys differ from the live replicas' refuses to start:
+// checkKeys); vigil.lock, locked by the running daemon so that no
 // second one serves the same directory; run/, where the supervisors of run
 // watches record how their commands ended (see package watcher/run); and
 // folder/, the previous contents of the files folder watches diff against
@@ -114,6 +117,8 @@ type Daemon struct {
 	started time.Time
 	// links signs and checks the unsubscribe links of delivery mails.
 	links *email.Links
+	// keys are the fingerprints of the webhook secrets and link key.
+	keys KeyFingerprints
 
 	ready     atomic.Bool
 	primed    chan struct{}
@@ -183,6 +188,29 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		pg.SetFence(replica, nil)
 	}
 	undo = append(undo, func() { st.Close() })
+	// The signing keys, after the database as the token (see
+	// checkDatabase). A replica compares them with the live replicas'
+	// before it serves or takes a shard, and refuses to start on keys
+	// that differ.
+	secrets, err := ensureWebhookSecrets(cfg.DataDir, logger)
+	if err != nil {
+		return nil, err
+	}
+	linkKey, err := ensureLinkKey(cfg.DataDir, logger)
+	if err != nil {
+		return nil, err
+	}
+	prints, err := keyFingerprints(secrets, linkKey)
+	if err != nil {
+		return nil, err
+	}
+	if pg != nil {
+		if err := checkKeys(ctx, pg, cfg, replica, prints, logger); err != nil {
+			return nil, err
+		}
+		// A start that fails from here on does not count as live.
+		undo = append(undo, func() { forgetKeys(pg, replica) })
+	}
 	// The token only after the database: a data dir holding a token
 	// always had one (see checkDatabase).
 	token, err := ensureToken(TokenPath(cfg.DataDir), logger)
@@ -226,7 +254,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	})
 
 	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, kinds: reg.Kinds(), primed: make(chan struct{}),
-		sched: sched, watchers: reg.Watchers(), fs: fs, forges: forges, replica: replica, started: time.Now()}
+		sched: sched, watchers: reg.Watchers(), fs: fs, forges: forges, replica: replica, started: time.Now(), keys: prints}
 	// Scoped tokens: authenticated per request (cached briefly; a
 	// revocation here takes effect at once) and re-checked before every
 	// probe of the watches they made.
@@ -234,14 +262,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	// Prometheus at /metrics; each part's gauge is added once it exists.
 	d.metrics = metrics.New(metrics.Gauges{PendingWatches: sched.Len})
 	d.registerReplicaMetrics(d.metrics.Registry())
-	linkKey, err := ensureLinkKey(cfg.DataDir, logger)
-	if err != nil {
-		ln.Close()
-		st.Close()
-		return nil, err
-	}
 	d.links = newLinks(cfg.Delivery.PublicURL, ln.Addr().String(), linkKey)
-	disp, policy, err := newDispatcher(cfg, st, logger, d.metrics.Receipt, d.links, emailAccess(tokens))
+	disp, policy, err := newDispatcher(cfg, st, secrets, logger, d.metrics.Receipt, d.links, emailAccess(tokens))
 	if err != nil {
 		return nil, err
 	}
@@ -517,6 +539,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 // yourself only for a daemon never run.
 func (d *Daemon) Close() error {
 	d.closeOnce.Do(func() {
+		if pg, ok := d.store.(*postgres.Store); ok && !d.ran.Load() {
+			// Never run: it never took a shard, and must not count
+			// as a live replica (Run's leave forgets it otherwise).
+			forgetKeys(pg, d.replica)
+		}
 		lerr := d.ln.Close()
 		if errors.Is(lerr, net.ErrClosed) {
 			lerr = nil

@@ -314,15 +314,12 @@ func ensureLinkKey(dataDir string, log *slog.Logger) ([]byte, error) {
 }
 
 // newDispatcher wires the push channels explicitly: webhook always (signed
-// with the daemon's secrets unless a watch gives its own), command and resume when
+// with the daemon's secrets, read by ensureWebhookSecrets, unless a watch
+// or its recipient gives its own), command and resume when
 // exec is allowed, email when an SMTP host is set (each mail with its
 // signed unsubscribe link, and access re-checked before it leaves).
-func newDispatcher(cfg Config, store vigil.Store, log *slog.Logger, receipt func(channel, status string),
+func newDispatcher(cfg Config, store vigil.Store, secrets []string, log *slog.Logger, receipt func(channel, status string),
 	links *email.Links, access func(ctx context.Context, w *vigil.Watch) error) (*deliver.Dispatcher, deliver.Policy, error) {
-	secrets, err := ensureWebhookSecrets(cfg.DataDir, log)
-	if err != nil {
-		return nil, deliver.Policy{}, err
-	}
 	wh, err := webhook.New(webhook.Config{Secrets: secrets, DenyPrivate: cfg.DenyPrivate})
 	if err != nil {
 		return nil, deliver.Policy{}, err

@@ -59,6 +59,7 @@ func TestPostgresReplicaFolderHandOver(t *testing.T) {
 
 	cfgB := cfgA
 	cfgB.DataDir, cfgB.Replica = t.TempDir(), "replica-b"
+	sameKeys(t, cfgA.DataDir, cfgB.DataDir)
 	b := start(t, cfgB)
 	cb := newClient(t, b)
 	held := shardsOf(t, 32, ca, cb)

@@ -59,8 +59,9 @@ func ReplicaID() string {
 	return host + ":" + strconv.Itoa(os.Getpid())
 }
 
-// Info is what GET /v1/daemon says about the daemon: the kind of its store
-// and, on PostgreSQL, which replica it is and which shards it holds.
+// Info is what GET /v1/daemon says about the daemon: the kind of its store,
+// on PostgreSQL which replica it is and which shards it holds, and to the
+// admin the fingerprints of its signing keys.
 type Info struct {
 	// Store is "sqlite" or "postgres".
 	Store string `json:"store"`
@@ -74,16 +75,24 @@ type Info struct {
 	// database's number of shards.
 	Shards     []int `json:"shards,omitempty"`
 	ShardCount int   `json:"shard_count,omitempty"`
+	// Keys are the fingerprints of the daemon's webhook secrets and link
+	// key, shown to the admin token only: every replica on one database
+	// must show the same (checkKeys).
+	Keys *KeyFingerprints `json:"keys,omitempty"`
 }
 
 // info serves GET /v1/daemon (also while starting: the gate lets it
 // through, so vigil status can say so).
-func (d *Daemon) info(w http.ResponseWriter, _ *http.Request) {
+func (d *Daemon) info(w http.ResponseWriter, r *http.Request) {
 	role := "starting"
 	if d.ready.Load() {
 		role = "active"
 	}
 	in := Info{Store: d.cfg.StoreKind(), Replica: d.replica, Role: role}
+	if _, scoped := vigil.ScopeFrom(r.Context()); !scoped {
+		keys := d.keys
+		in.Keys = &keys
+	}
 	if d.shards != nil {
 		in.Shards, in.ShardCount = d.shards.held(), postgres.Shards
 		if in.Shards == nil {

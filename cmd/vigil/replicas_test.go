@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -28,6 +29,7 @@ import (
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/client"
 	"github.com/vigil-run/vigil/daemon"
+	"github.com/vigil-run/vigil/deliver/webhook"
 	"github.com/vigil-run/vigil/internal/pgtest"
 	"github.com/vigil-run/vigil/store/postgres"
 )
@@ -67,6 +69,14 @@ func pgSchema(t *testing.T) string {
 	return pgtest.Schema(t, "vigil_replicas")
 }
 
+// The signing keys every replica of a test is given: the webhook secret
+// (the receivers check each request against it, whichever replica sent
+// it) and the link key.
+const (
+	testWebhookSecret = "whsec_cmVwbGljYXMtc2hhcmUtb25lLXdlYmhvb2stc2VjcmV0LSE="
+	testLinkKey       = "cmVwbGljYXMtc2hhcmUtb25lLWxpbmsta2V5LXRvby0hIQ=="
+)
+
 // replica is one `vigil serve` process.
 type replica struct {
 	id      string
@@ -100,6 +110,16 @@ func startReplica(t *testing.T, bin, store, id string, lease, renew time.Duratio
 	ln.Close()
 	dir := t.TempDir()
 	r := &replica{id: id, addr: addr, dataDir: filepath.Join(dir, "data")}
+	// Every replica signs with the same keys (docs/operations.md,
+	// Running replicas): a replica with others refuses to start.
+	if err := os.MkdirAll(r.dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{daemon.WebhookSecretFile: testWebhookSecret, daemon.LinkKeyFile: testLinkKey} {
+		if err := os.WriteFile(filepath.Join(r.dataDir, name), []byte(text+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if r.log, err = os.Create(filepath.Join(dir, "daemon.log")); err != nil {
 		t.Fatal(err)
 	}
@@ -367,10 +387,13 @@ func TestReplicasTimers(t *testing.T) {
 
 // hookReceiver counts webhook deliveries by webhook-id. hold, when set,
 // says whether to hold a request until the test ends (an attempt left in
-// flight); status says what to answer the others.
+// flight); status says what to answer the others. Each request must
+// verify under testWebhookSecret, whichever replica sent it: the test
+// fails at its end if one did not.
 type hookReceiver struct {
 	mu     sync.Mutex
 	got    map[string]int
+	forged int
 	seen   chan string
 	hold   func(id string, n int) bool
 	status func(id string, n int) int
@@ -381,7 +404,12 @@ func newReceiver(t *testing.T) (*hookReceiver, string) {
 	h := &hookReceiver{got: map[string]int{}, seen: make(chan string, 10000), done: make(chan struct{})}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("webhook-id")
+		body, err := io.ReadAll(r.Body)
+		verr := webhook.Verify(testWebhookSecret, r.Header, body, time.Now(), 5*time.Minute)
 		h.mu.Lock()
+		if err != nil || verr != nil {
+			h.forged++
+		}
 		h.got[id]++
 		n := h.got[id]
 		hold, status := h.hold, h.status
@@ -400,7 +428,15 @@ func newReceiver(t *testing.T) (*hookReceiver, string) {
 		}
 		w.WriteHeader(code)
 	}))
-	t.Cleanup(func() { close(h.done); srv.Close() })
+	t.Cleanup(func() {
+		close(h.done)
+		srv.Close()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.forged > 0 {
+			t.Errorf("%d webhook requests did not verify under the secret every replica shares", h.forged)
+		}
+	})
 	return h, srv.URL
 }
 

@@ -519,8 +519,9 @@ func (s *Store) Release(ctx context.Context, replica string, held []Lease) error
 }
 
 // Leave releases every shard replica holds and forgets it among the
-// replicas: a replica that stops says so, and the others take its shards
-// at once rather than after its leases lapse.
+// replicas, its signing keys' fingerprints too (RecordKeys): a replica
+// that stops says so, and the others take its shards at once rather than
+// after its leases lapse.
 func (s *Store) Leave(ctx context.Context, replica string) error {
 	return wrap("leave", s.leaseWrite(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `WITH rel AS (UPDATE leases SET owner = NULL WHERE shard IN (
@@ -529,6 +530,9 @@ func (s *Store) Leave(ctx context.Context, replica string) error {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM replicas WHERE id = $1`, replica); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM replica_keys WHERE replica = $1`, replica); err != nil {
 			return err
 		}
 		return s.notifyNow(ctx, tx, Event{Kind: EventRebalance})

@@ -1,0 +1,248 @@
+package daemon_test
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/client"
+	"github.com/vigil-run/vigil/daemon"
+	"github.com/vigil-run/vigil/internal/pgtest"
+	"github.com/vigil-run/vigil/store/postgres"
+)
+
+// newSecret is a new random webhook secret, as vigil makes one.
+func newSecret(t testing.TB) string {
+	t.Helper()
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return "whsec_" + base64.StdEncoding.EncodeToString(b)
+}
+
+// newLinkKey is a new random link key, as link.key holds it.
+func newLinkKey(t testing.TB) string {
+	t.Helper()
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// readKeys returns the webhook secret lines and the link key in dataDir.
+func readKeys(t testing.TB, dataDir string) ([]string, string) {
+	t.Helper()
+	w, err := os.ReadFile(filepath.Join(dataDir, daemon.WebhookSecretFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := os.ReadFile(filepath.Join(dataDir, daemon.LinkKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(w)), strings.TrimSpace(string(l))
+}
+
+// writeKeys writes webhook.secret (one line per secret) and link.key into
+// dataDir, as an operator gives every replica the same files.
+func writeKeys(t testing.TB, dataDir string, secrets []string, link string) {
+	t.Helper()
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dataDir, daemon.WebhookSecretFile), []byte(strings.Join(secrets, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dataDir, daemon.LinkKeyFile), []byte(link+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sameKeys copies the signing keys of the replica on from into to: every
+// replica on one database signs with the same files.
+func sameKeys(t testing.TB, from, to string) {
+	t.Helper()
+	secrets, link := readKeys(t, from)
+	writeKeys(t, to, secrets, link)
+}
+
+// replicaConfig is the configuration of a replica of store.
+func replicaConfig(t *testing.T, store, id string) daemon.Config {
+	cfg := testConfig(t.TempDir(), t.TempDir())
+	cfg.Store, cfg.Replica = store, id
+	return cfg
+}
+
+// refused starts a daemon for cfg that must refuse to start, and returns
+// its error.
+func refused(t *testing.T, cfg daemon.Config) error {
+	t.Helper()
+	d, err := daemon.New(t.Context(), cfg, nil)
+	if err == nil {
+		d.Close()
+		t.Fatalf("replica %s started; want it refused", cfg.Replica)
+	}
+	if !errors.Is(err, daemon.ErrRefused) {
+		t.Fatalf("replica %s: %v; want a refusal (ErrRefused)", cfg.Replica, err)
+	}
+	return err
+}
+
+// keysOf asks c for the daemon's key fingerprints (GET /v1/daemon).
+func keysOf(t *testing.T, c *client.Client) client.KeyFingerprints {
+	t.Helper()
+	info, err := c.Daemon(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Keys == nil {
+		t.Fatalf("GET /v1/daemon to the admin = %+v: no key fingerprints", info)
+	}
+	return *info.Keys
+}
+
+// TestPostgresReplicaKeysSame: two replicas given the same webhook.secret
+// and link.key start side by side, share the shards, and show the same
+// fingerprints in GET /v1/daemon (to the admin; a scoped token sees none).
+func TestPostgresReplicaKeysSame(t *testing.T) {
+	t.Parallel()
+	store := pgStore(t)
+	cfgA := replicaConfig(t, store, "replica-a")
+	cfgA.Lease, cfgA.LeaseRenew = 3*time.Second, time.Second
+	a := start(t, cfgA)
+	cfgB := cfgA
+	cfgB.DataDir, cfgB.Replica = t.TempDir(), "replica-b"
+	sameKeys(t, cfgA.DataDir, cfgB.DataDir)
+	b := start(t, cfgB)
+	ca, cb := newClient(t, a), newClient(t, b)
+	shardsOf(t, 32, ca, cb)
+	ka, kb := keysOf(t, ca), keysOf(t, cb)
+	if len(ka.WebhookSecret) != 1 || len(ka.LinkKey) != 16 || !slices.Equal(ka.WebhookSecret, kb.WebhookSecret) || ka.LinkKey != kb.LinkKey {
+		t.Errorf("fingerprints of A %+v and B %+v: want one webhook secret and a link key, the same on both", ka, kb)
+	}
+	tok, err := ca.CreateToken(t.Context(), vigil.TokenCreateRequest{Recipients: []string{"r"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scoped, err := client.New(a.Addr(), tok.Secret, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := scoped.Daemon(t.Context()); err != nil || info.Keys != nil {
+		t.Errorf("GET /v1/daemon to a scoped token = %+v, %v; want no key fingerprints", info, err)
+	}
+}
+
+// TestPostgresReplicaKeysDiffer: a replica whose webhook.secret shares no
+// line with a live replica's, or whose link.key differs, refuses to start
+// (exit 2), naming both replicas and the file, and saying to copy the
+// files from a running replica; it records nothing, so it is not counted
+// among the live replicas after.
+func TestPostgresReplicaKeysDiffer(t *testing.T) {
+	t.Parallel()
+	store := pgStore(t)
+	cfgA := replicaConfig(t, store, "replica-a")
+	start(t, cfgA)
+	secretsA, linkA := readKeys(t, cfgA.DataDir)
+
+	// A data dir of its own: both files made afresh.
+	cfgB := replicaConfig(t, store, "replica-b")
+	err := refused(t, cfgB)
+	for _, want := range []string{`signing keys differ from live replica "replica-a"`, `this replica ("replica-b")`,
+		"shares no line of webhook.secret with it and has another link.key", "copy webhook.secret and link.key", cfgB.DataDir} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q lacks %q", err, want)
+		}
+	}
+	// Another webhook.secret, A's link.key.
+	writeKeys(t, cfgB.DataDir, []string{newSecret(t)}, linkA)
+	if err := refused(t, cfgB); !strings.Contains(err.Error(), "shares no line of webhook.secret") || strings.Contains(err.Error(), "another link.key") {
+		t.Errorf("refusal of another webhook.secret alone = %q", err)
+	}
+	// A's webhook.secret, another link.key.
+	writeKeys(t, cfgB.DataDir, secretsA, newLinkKey(t))
+	if err := refused(t, cfgB); !strings.Contains(err.Error(), "has another link.key") || strings.Contains(err.Error(), "shares no line") {
+		t.Errorf("refusal of another link.key alone = %q", err)
+	}
+	// None of those counts as live: a replica with A's files starts.
+	cfgC := replicaConfig(t, store, "replica-c")
+	sameKeys(t, cfgA.DataDir, cfgC.DataDir)
+	start(t, cfgC)
+}
+
+// TestPostgresReplicaKeysRotation: rotating the webhook secret one replica
+// at a time. A signs with the old secret; B, restarted with the new secret
+// added, shares the old line with A and starts; C with the new secret
+// alone shares none with A and is refused while A runs; once A is gone
+// (restarted with the new secret, say), C starts beside B.
+func TestPostgresReplicaKeysRotation(t *testing.T) {
+	t.Parallel()
+	store := pgStore(t)
+	cfgA := replicaConfig(t, store, "replica-a")
+	a := start(t, cfgA)
+	old, link := readKeys(t, cfgA.DataDir)
+	next := newSecret(t)
+
+	cfgB := replicaConfig(t, store, "replica-b")
+	writeKeys(t, cfgB.DataDir, []string{next, old[0]}, link)
+	b := start(t, cfgB)
+	ka, kb := keysOf(t, newClient(t, a)), keysOf(t, newClient(t, b))
+	if len(kb.WebhookSecret) != 2 || kb.WebhookSecret[1] != ka.WebhookSecret[0] || kb.WebhookSecret[0] == ka.WebhookSecret[0] {
+		t.Errorf("B's fingerprints %v, A's %v: want the new line's and the old one's, A's", kb.WebhookSecret, ka.WebhookSecret)
+	}
+
+	cfgC := replicaConfig(t, store, "replica-c")
+	writeKeys(t, cfgC.DataDir, []string{next}, link)
+	if err := refused(t, cfgC); !strings.Contains(err.Error(), `signing keys differ from live replica "replica-a": this replica ("replica-c") shares no line of webhook.secret`) {
+		t.Errorf("C beside A: %v", err)
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	start(t, cfgC)
+}
+
+// TestPostgresReplicaKeysLapsedPeer: only live replicas are compared. A
+// replica with other keys is refused while a peer recorded other keys and
+// holds its lease; once that lease has lapsed (by the database's clock)
+// it starts. A replica of an older build, live but with no fingerprints
+// recorded, is not compared either.
+func TestPostgresReplicaKeysLapsedPeer(t *testing.T) {
+	t.Parallel()
+	store := pgStore(t)
+	// The peers, played by stores of their own: "other" recorded other
+	// keys and beats; "old" beats and records nothing.
+	pg, err := postgres.Open(t.Context(), store, &postgres.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	if err := pg.RecordKeys(t.Context(), "other", postgres.KeyPrints{Webhook: []string{"0123456789abcdef"}, Link: "fedcba9876543210"},
+		time.Minute, func([]postgres.PeerKeys) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"other", "old"} {
+		if _, err := pg.Heartbeat(t.Context(), postgres.HeartbeatParams{Replica: id, Live: time.Minute, Lease: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	cfg := replicaConfig(t, store, "replica-b")
+	if err := refused(t, cfg); !strings.Contains(err.Error(), `signing keys differ from live replica "other"`) {
+		t.Fatalf("beside a live peer with other keys: %v", err)
+	}
+	pgtest.Exec(t, store, `UPDATE replicas SET lease_until = now() - interval '1 millisecond' WHERE id = 'other'`)
+	b := start(t, cfg)
+	if info, err := newClient(t, b).Daemon(t.Context()); err != nil || info.Role != "active" {
+		t.Fatalf("after the peer's lease lapsed: %+v, %v; want it serving", info, err)
+	}
+}

@@ -1,0 +1,111 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// KeyPrints are the fingerprints of a replica's signing material: a short
+// digest of each of its webhook signing secrets, in its file's order, and
+// one of its link key (the daemon makes them; the store only compares
+// strings). Never the secrets themselves.
+type KeyPrints struct {
+	Webhook []string
+	Link    string
+}
+
+// PeerKeys are the fingerprints a live replica recorded.
+type PeerKeys struct {
+	Replica string
+	KeyPrints
+}
+
+// keysForget is how long the row of a replica that never beat, or whose
+// replicas row is gone, is kept after its start window: far longer than
+// any start takes between its check and its first heartbeat.
+const keysForget = time.Hour
+
+// RecordKeys compares replica's fingerprints with those of the other live
+// replicas and records them, in one transaction under an advisory lock of
+// this schema, so that replicas starting together compare with each
+// other: check is called with the live replicas that recorded
+// fingerprints (sorted by id, this replica left out), and an error from it
+// records nothing and is returned as it is. A replica is live here while
+// its lease has not lapsed, by the database's clock, once it has beaten
+// since it recorded its fingerprints, and for window (its lease) from the
+// recording before that: a replica that passed its check counts from then
+// on, before its first heartbeat. A replica of an older build records
+// nothing and is never compared. Rows of replicas gone for long are
+// deleted on the way.
+func (s *Store) RecordKeys(ctx context.Context, replica string, prints KeyPrints, window time.Duration, check func(peers []PeerKeys) error) error {
+	h := fnv.New64a()
+	h.Write([]byte("vigil replica keys " + s.schema))
+	key := int64(h.Sum64())
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, key); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM replica_keys AS k
+			WHERE k.start_until < now() - $1::interval AND NOT EXISTS (SELECT FROM replicas AS r WHERE r.id = k.replica)`, keysForget); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, peerKeysSQL, replica)
+		if err != nil {
+			return err
+		}
+		peers, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PeerKeys, error) {
+			var p PeerKeys
+			err := r.Scan(&p.Replica, &p.Webhook, &p.Link)
+			return p, err
+		})
+		if err != nil {
+			return err
+		}
+		if err := check(peers); err != nil {
+			return &checkErr{err}
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO replica_keys (replica, webhook, link, recorded_at, start_until)
+			VALUES ($1, $2, $3, now(), now() + $4::interval)
+			ON CONFLICT (replica) DO UPDATE SET webhook = EXCLUDED.webhook, link = EXCLUDED.link,
+				recorded_at = EXCLUDED.recorded_at, start_until = EXCLUDED.start_until`,
+			replica, nonNil(prints.Webhook), prints.Link, window)
+		return err
+	})
+	if ce := (*checkErr)(nil); errors.As(err, &ce) {
+		return ce.err
+	}
+	return wrap("record the signing keys' fingerprints", err)
+}
+
+// checkErr carries RecordKeys' check's refusal past wrap.
+type checkErr struct{ err error }
+
+func (c *checkErr) Error() string { return c.err.Error() }
+
+// peerKeysSQL reads the fingerprints of the live replicas but $1 (see
+// RecordKeys): the lease decides for one that has beaten since it
+// recorded them (its replicas row may also be a previous run's under the
+// same id, older than the recording), the start window before.
+const peerKeysSQL = `SELECT k.replica, k.webhook, k.link FROM replica_keys AS k LEFT JOIN replicas AS r ON r.id = k.replica
+	WHERE k.replica <> $1 AND CASE WHEN r.seen_at >= k.recorded_at THEN coalesce(r.lease_until > now(), false)
+		ELSE k.start_until > now() END
+	ORDER BY k.replica`
+
+// ForgetKeys deletes replica's fingerprints (a replica that stops, or
+// whose start failed after it recorded them). Leave does the same.
+func (s *Store) ForgetKeys(ctx context.Context, replica string) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM replica_keys WHERE replica = $1`, replica)
+	return wrap("forget the signing keys' fingerprints", err)
+}
+
+func nonNil(ss []string) []string {
+	if ss == nil {
+		return []string{}
+	}
+	return slices.Clone(ss)
+}

@@ -2,12 +2,20 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/engine"
+	"github.com/vigil-run/vigil/store/memstore"
+	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/timer"
 )
 
 // nextMessage returns the next message.created event on ch, skipping the
@@ -122,4 +130,131 @@ func TestSubscribeResumeRefusesANegativeSeq(t *testing.T) {
 	if _, err := v.eng.Subscribe(t.Context(), vigil.EventFilter{After: new(int64(-1))}); vigil.ErrorCode(err) != vigil.CodeInvalidRequest {
 		t.Errorf("Subscribe(after -1) = %v, want invalid_request", err)
 	}
+}
+
+// heldStore holds back the return of the MessageCreate whose text is
+// hold, after it committed, until gate is closed: the message is in the
+// mailbox and its event not yet published, as when two writes commit at
+// once and the later one is published first.
+type heldStore struct {
+	vigil.Store
+	hold      string
+	committed chan struct{}
+	gate      chan struct{}
+}
+
+func (s *heldStore) MessageCreate(ctx context.Context, m *vigil.Message) (*vigil.Message, error) {
+	out, err := s.Store.MessageCreate(ctx, m)
+	if m.Text == s.hold {
+		close(s.committed)
+		<-s.gate
+	}
+	return out, err
+}
+
+// TestStreamSendsMessagesInSeqOrder: a live stream sends message events in
+// seq order whatever the order their writes are published in, so the id
+// a client last saw (the seq of its last message event) is a point before
+// which it has every message: a stream resumed after it misses none and
+// repeats none. Here note "first" (seq 1) commits and is held before its
+// event goes out; note "second" (seq 2) commits and is published. The
+// stream sent "second" (id 2) first, and a client resuming after 2 never
+// got "first".
+func TestStreamSendsMessagesInSeqOrder(t *testing.T) {
+	t.Parallel()
+	st := &heldStore{Store: memstore.New(), hold: "first", committed: make(chan struct{}), gate: make(chan struct{})}
+	var release sync.Once
+	open := func() { release.Do(func() { close(st.gate) }) }
+	t.Cleanup(open)
+	v := newEnv(t, envOpts{store: st})
+	note := func(ctx context.Context, title string) *vigil.Message {
+		m, err := v.eng.Note(ctx, vigil.NoteRequest{Recipient: "r", Title: title})
+		if err != nil {
+			t.Errorf("Note(%s): %v", title, err)
+		}
+		return m
+	}
+	ctx, drop := context.WithCancel(t.Context())
+	live, err := v.eng.Subscribe(ctx, vigil.EventFilter{Recipient: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan *vigil.Message, 1)
+	go func() { first <- note(context.Background(), "first") }()
+	<-st.committed // seq 1 is in the mailbox, its event not out
+	second := note(t.Context(), "second")
+
+	// Both come now, in seq order, though "first" is not published yet.
+	var got []string
+	var last int64
+	for len(got) < 2 {
+		ev := nextMessage(t, live)
+		got = append(got, ev.Text)
+		last = ev.Seq
+		if got[0] != "first" {
+			t.Fatalf("the live stream sent %q (seq %d) first, want \"first\": not in seq order", ev.Text, ev.Seq)
+		}
+	}
+	if want := []string{"first", "second"}; !slices.Equal(got, want) || last != second.Seq {
+		t.Fatalf("the live stream sent %q, the last with seq %d; want %q, the last %d", got, last, want, second.Seq)
+	}
+	drop() // the connection drops; the client resumes after the last id
+
+	resumed, err := v.eng.Subscribe(t.Context(), vigil.EventFilter{Recipient: "r", After: &last})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open() // "first" is published now, late
+	if m := <-first; m == nil || m.Seq >= second.Seq {
+		t.Fatalf("note first = %+v, want a seq below %d", m, second.Seq)
+	}
+	third := note(t.Context(), "third")
+	if ev := nextMessage(t, resumed); ev.Seq != third.Seq {
+		t.Fatalf("the resumed stream's next message is %q (seq %d), want %q (seq %d): nothing again", ev.Text, ev.Seq, third.Text, third.Seq)
+	}
+}
+
+// TestStreamFullBufferLosesNoMessage: a stream whose reader lags so far
+// that its buffer is full misses the events that do not fit, but not a
+// message: its event, not kept, makes the stream read the mailbox once
+// there is room.
+func TestStreamFullBufferLosesNoMessage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		e := engine.New(engine.Config{Store: memstore.New(), Watchers: watcher.NewRegistry(timer.New(timer.Config{}))})
+		stream, err := e.Subscribe(ctx, vigil.EventFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// More registrations than the stream holds, none read yet.
+		for i := range 400 {
+			if _, err := e.Register(ctx, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r",
+				Predicate: obj(fmt.Sprintf(`{"in": "%dm"}`, i+1))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		m, err := e.Note(ctx, vigil.NoteRequest{Recipient: "r", Title: "past the full buffer"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var created int
+		var notes []int64
+		for evs := drain(stream); len(evs) > 0; evs = drain(stream) {
+			for _, ev := range evs {
+				switch ev.Type {
+				case vigil.EventWatchCreated:
+					created++
+				case vigil.EventMessage:
+					notes = append(notes, ev.Seq)
+				}
+			}
+		}
+		if created >= 400 {
+			t.Fatalf("the stream held all %d registrations: its buffer was never full", created)
+		}
+		if len(notes) != 1 || notes[0] != m.Seq {
+			t.Fatalf("the stream sent messages %v, want the note (seq %d) once", notes, m.Seq)
+		}
+	})
 }

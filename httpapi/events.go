@@ -24,10 +24,12 @@ const retryMillis = 2000
 // with a comment line every Heartbeat while the client stays. The stream
 // begins with "retry: 2000"; each event carries "event: <type>" and
 // "data: <the event as JSON>", and a message event (durable: it is in the
-// mailbox) also "id: <its mailbox seq>". A client that reconnects with
-// Last-Event-ID gets the messages its filter selects that came after that
-// seq first, then the live events; the other events are not durable, carry
-// no id and are not sent again. The stream ends when the client goes, when
+// mailbox) also "id: <its mailbox seq>". Message events come once each and
+// in seq order on every stream (the service reads them from the mailbox),
+// so a client that reconnects with Last-Event-ID gets the messages its
+// filter selects that came after that seq first, then the live events,
+// and misses none; the other events are not durable, carry no id and are
+// not sent again. The stream ends when the client goes, when
 // the service closes its channel, or when Close is called.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()

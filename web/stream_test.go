@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -56,6 +57,103 @@ func newStreamEnv(t *testing.T, recheck time.Duration) *streamEnv {
 }
 
 func (e *streamEnv) clock() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
+
+func (e *streamEnv) advance(d time.Duration) { e.mu.Lock(); e.now = e.now.Add(d); e.mu.Unlock() }
+
+// openStream opens the panel's event stream with a session's client and
+// returns a channel of its lines, closed when the stream ends.
+func openStream(t *testing.T, hc *http.Client, base string) <-chan string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/ui/events", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /ui/events = %d, want 200", resp.StatusCode)
+	}
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	// The stream's opening comment: it is live.
+	for l := range lines {
+		if strings.HasPrefix(l, ": vigil event stream") {
+			return lines
+		}
+	}
+	t.Fatal("the stream ended before its opening comment")
+	return nil
+}
+
+// streamEnds waits for the stream to end.
+func streamEnds(t *testing.T, lines <-chan string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second) // a hang detector only
+	for {
+		select {
+		case _, ok := <-lines:
+			if !ok {
+				return
+			}
+		case <-timeout:
+			t.Fatal("the event stream outlived its session")
+		}
+	}
+}
+
+// TestSessionEndEndsEventStream: docs/panel.md says "Sign out ends the
+// session on the daemon"; so does an eviction and an expiry. A tab still
+// open on the panel kept its event stream, though, and went on receiving
+// every outcome and note after the session was gone: the admin's was
+// never re-checked, a scoped one's re-checked the token only. A
+// session's streams end with it: at once when it is signed out or
+// evicted (the re-check is an hour away in those cases), and at the next
+// re-check once it has gone unused past its TTL.
+func TestSessionEndEndsEventStream(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name    string
+		token   string
+		recheck time.Duration
+		end     func(t *testing.T, e *streamEnv, hc *http.Client, csrf string)
+	}{
+		{"admin signs out", streamAdmin, time.Hour, signOut},
+		{"scoped signs out", streamScoped, time.Hour, signOut},
+		{"evicted", streamAdmin, time.Hour, func(t *testing.T, e *streamEnv, _ *http.Client, _ string) {
+			// Newer sessions than the stream's, as many as are kept.
+			e.advance(time.Second)
+			e.panel.OpenSessions(web.MaxSessions)
+		}},
+		{"expired unused", streamAdmin, time.Millisecond, func(t *testing.T, e *streamEnv, _ *http.Client, _ string) {
+			e.advance(web.DefaultSessionTTL + time.Second)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newStreamEnv(t, tt.recheck)
+			hc, csrf := session(t, e.srv.URL, tt.token)
+			lines := openStream(t, hc, e.srv.URL)
+			tt.end(t, e, hc, csrf)
+			streamEnds(t, lines)
+			if n := e.api.LongCalls(); n != 0 {
+				t.Errorf("%d event streams still open, want none", n)
+			}
+		})
+	}
+}
+
+func signOut(t *testing.T, e *streamEnv, hc *http.Client, csrf string) {
+	t.Helper()
+	if resp := post(t, hc, e.srv.URL+"/ui/signout", e.srv.URL, url.Values{"csrf": {csrf}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign out: %d, want 303", resp.StatusCode)
+	}
+}
 
 // TestHeadEventsAnswersAtOnce: ServeMux serves HEAD on the GET route of
 // the panel's event stream, and net/http drops a HEAD's body, so the

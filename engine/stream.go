@@ -22,11 +22,18 @@ const streamPage = 500
 // writer, or PostgreSQL's advisory lock), so a read that saw seq n never
 // later finds a new message below n.
 //
-// A stream reads only when woken, by an event of a message past the last
-// it read or whose seq the publisher did not know (0), or by a message
-// event that found its buffer full (sub.wake); the events of messages a
-// read already took are dropped without a read. resumed streams first read
-// what came after last. The hub's other events pass as they come.
+// A stream reads only when woken: by the event of a message it selects
+// past the last it read, or whose seq the publisher did not know (0), or
+// by a message event that found its buffer full (sub.wake). The events of
+// messages a read already took, and of other recipients' messages, are
+// dropped without a read. Nor does the event of the seq right after the
+// last one the stream took need a read: that is the next message of
+// every mailbox, and it is sent (when selected) as it came. So a stream
+// that keeps up with messages published in order reads nothing, and one
+// of a single recipient's mailbox reads only for its own messages after
+// a gap. A resumed stream first reads what came after last. The hub's
+// other events pass as they come.
+//
 // recipient names the mailbox to read ("" reads every recipient's,
 // filtered by f and allowed). s is the stream's subscription, made before
 // last was read, and cancel removes it.
@@ -40,6 +47,11 @@ func (e *Engine) stream(ctx context.Context, s *sub, cancel func(), f vigil.Even
 		case <-ctx.Done():
 			return false
 		}
+	}
+	// selected reports whether ev, a message event, passes the filter.
+	selected := func(ev vigil.Event) bool {
+		return (f.WatchID == "" || ev.WatchID == f.WatchID) && (f.Recipient == "" || ev.Recipient == f.Recipient) &&
+			(allowed == nil || allowed(ev))
 	}
 	// catchUp sends the messages after last that the stream selects.
 	catchUp := func() bool {
@@ -55,12 +67,7 @@ func (e *Engine) stream(ctx context.Context, s *sub, cancel func(), f vigil.Even
 			}
 			for _, m := range page.Messages {
 				last = m.Seq
-				ev := vigil.MessageEvent(m)
-				if (f.WatchID != "" && ev.WatchID != f.WatchID) || (f.Recipient != "" && ev.Recipient != f.Recipient) ||
-					(allowed != nil && !allowed(ev)) {
-					continue
-				}
-				if !send(ev) {
+				if ev := vigil.MessageEvent(m); selected(ev) && !send(ev) {
 					return false
 				}
 			}
@@ -84,16 +91,26 @@ func (e *Engine) stream(ctx context.Context, s *sub, cancel func(), f vigil.Even
 					return
 				}
 			case ev := <-s.ch:
-				if allowed != nil && !allowed(ev) {
-					continue
-				}
 				if ev.Type == vigil.EventMessage {
-					if (ev.Seq <= 0 || ev.Seq > last) && !catchUp() {
-						return
+					switch {
+					case ev.Seq == last+1:
+						// The very next message of every mailbox,
+						// committed: nothing is missing before it.
+						last = ev.Seq
+						if selected(ev) && !send(ev) {
+							return
+						}
+					case !selected(ev):
+						// Another recipient's: the stream's own
+						// messages each wake it.
+					case ev.Seq <= 0 || ev.Seq > last:
+						if !catchUp() {
+							return
+						}
 					}
 					continue
 				}
-				if !send(ev) {
+				if (allowed == nil || allowed(ev)) && !send(ev) {
 					return
 				}
 			}

@@ -667,10 +667,10 @@ func (e *Engine) Ack(ctx context.Context, r vigil.AckRequest) error {
 	return e.store.MessagesAck(ctx, vigil.MessagesAckParams(r))
 }
 
-// Subscribe implements vigil.Service. Every stream takes its message
-// events from the mailbox, in seq order (see stream): a live one from the
-// newest message when it subscribes, one resumed with f.After from
-// there.
+// Subscribe implements vigil.Service. Every stream sends each message
+// event once and in seq order, reading the mailbox when their events come
+// out of order (see stream): a live one from the newest message when it
+// subscribes, one resumed with f.After from there.
 func (e *Engine) Subscribe(ctx context.Context, f vigil.EventFilter) (<-chan vigil.Event, error) {
 	if f.After != nil && *f.After < 0 {
 		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "after", "a stream resumes after a message seq, a whole number of 0 or more, not %d", *f.After)

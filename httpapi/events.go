@@ -25,8 +25,8 @@ const retryMillis = 2000
 // begins with "retry: 2000"; each event carries "event: <type>" and
 // "data: <the event as JSON>", and a message event (durable: it is in the
 // mailbox) also "id: <its mailbox seq>". Message events come once each and
-// in seq order on every stream (the service reads them from the mailbox),
-// so a client that reconnects with Last-Event-ID gets the messages its
+// in seq order on every stream (the service reads the mailbox when their
+// events come out of order), so a client that reconnects with Last-Event-ID gets the messages its
 // filter selects that came after that seq first, then the live events,
 // and misses none; the other events are not durable, carry no id and are
 // not sent again. The stream ends when the client goes, when the service

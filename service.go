@@ -217,8 +217,11 @@ type EventFilter struct {
 	// After, when set, resumes a stream: it first carries, as
 	// message.created events, the messages the filter selects whose seq
 	// is after *After (what was settled while the subscriber was away),
-	// then goes on live, and every message event comes once, in seq
-	// order. The event stream sets it from Last-Event-ID.
+	// then goes on live. The event stream sets it from Last-Event-ID.
+	// On every stream, resumed or not, each message event comes once and
+	// in seq order (a stream not resumed starts after the newest message
+	// when it subscribes), so the Seq of the last one received is a
+	// point before which the subscriber has every message it selects.
 	After *int64
 }
 

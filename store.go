@@ -67,6 +67,11 @@ type Store interface {
 	// MessagesRead returns messages of a recipient in seq order after a
 	// cursor: p.After if set, else the reader's stored cursor.
 	MessagesRead(ctx context.Context, p MessagesReadParams) (MessagesPage, error)
+	// MessagesLastSeq returns the seq of the newest message of every
+	// mailbox (0 when there is none): where a reader of what comes next
+	// starts (a live event stream). A message committed after it returns
+	// has a greater seq.
+	MessagesLastSeq(ctx context.Context) (int64, error)
 	// MessagesAck moves a reader's cursor forward to p.Seq (never back).
 	MessagesAck(ctx context.Context, p MessagesAckParams) error
 	// Prune deletes settled watches, messages and idempotency entries older

@@ -131,20 +131,28 @@ func TestSettlementInDoubtHandedOn(t *testing.T) {
 			// The stream is in order: every event of w comes before the
 			// creation of a watch registered after it all.
 			sentinel := v.register(vigil.RegisterRequest{Kind: vigil.KindTimer, Predicate: obj(`{"in":"1h"}`)})
-			settled := 0
+			settled, messages := 0, 0
 			for done := false; !done; {
 				select {
 				case ev := <-evs:
 					if ev.Type == vigil.EventWatchSettled && ev.WatchID == w.ID {
 						settled++
 					}
+					if ev.Type == vigil.EventMessage && ev.WatchID == w.ID {
+						// Told with no seq (0): the stream reads it
+						// from the mailbox, seq and all.
+						if ev.Seq != msgs[0].Seq {
+							t.Errorf("the outcome's message.created has seq %d, want %d", ev.Seq, msgs[0].Seq)
+						}
+						messages++
+					}
 					done = ev.Type == vigil.EventWatchCreated && ev.WatchID == sentinel.ID
 				case <-time.After(10 * time.Second):
 					t.Fatal("the event stream never carried the next registration")
 				}
 			}
-			if settled != 1 {
-				t.Fatalf("watch.settled announced %d times, want once", settled)
+			if settled != 1 || messages != 1 {
+				t.Fatalf("watch.settled announced %d times and message.created %d, want each once", settled, messages)
 			}
 		})
 	}

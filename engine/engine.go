@@ -676,36 +676,52 @@ func (e *Engine) Ack(ctx context.Context, r vigil.AckRequest) error {
 	return e.store.MessagesAck(ctx, vigil.MessagesAckParams(r))
 }
 
-// Subscribe implements vigil.Service. A stream resumed with f.After
-// takes its message events from the mailbox (see resume).
+// Subscribe implements vigil.Service. Every stream sends each message
+// event once and in seq order, reading the mailbox when their events come
+// out of order (see stream): a live one from the newest message when it
+// subscribes, one resumed with f.After from there.
 func (e *Engine) Subscribe(ctx context.Context, f vigil.EventFilter) (<-chan vigil.Event, error) {
 	if f.After != nil && *f.After < 0 {
 		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "after", "a stream resumes after a message seq, a whole number of 0 or more, not %d", *f.After)
 	}
 	var allowed func(vigil.Event) bool
+	var recipient string // whose mailbox the stream reads; "" for all
 	scope, scoped := vigil.ScopeFrom(ctx)
 	if scoped && len(scope.Recipients) > 0 {
 		if f.Recipient != "" && !scope.Allows(f.Recipient) {
 			return nil, vigil.Errorf(vigil.CodeNotFound, "no recipient %q", f.Recipient)
 		}
 		allowed = func(ev vigil.Event) bool { return scope.Allows(ev.Recipient) }
+		if len(scope.Recipients) == 1 {
+			recipient = scope.Recipients[0]
+		}
 	}
-	var recipient string // whose mailbox a resumed stream reads; "" for all
-	if f.WatchID != "" && (allowed != nil || f.After != nil) {
-		// Another recipient's watch is not found, as on every route.
+	if f.WatchID != "" {
+		// Another recipient's watch is not found, as on every route;
+		// the stream reads its recipient's mailbox only.
 		w, err := e.get(ctx, f.WatchID)
 		if err != nil {
 			return nil, err
 		}
 		recipient = w.Recipient
 	}
-	if f.After == nil {
-		return e.hub.stream(ctx, f, allowed), nil
-	}
 	if f.Recipient != "" {
 		recipient = f.Recipient
 	}
-	return e.resume(ctx, f, allowed, recipient), nil
+	// Subscribe before reading where the mailboxes end: a message
+	// committed after that read is then announced on the subscription.
+	s, cancel := e.hub.subscribeStream(f)
+	var last int64
+	if f.After != nil {
+		last = *f.After
+	} else {
+		var err error
+		if last, err = e.store.MessagesLastSeq(ctx); err != nil {
+			cancel()
+			return nil, err
+		}
+	}
+	return e.stream(ctx, s, cancel, f, allowed, recipient, last, f.After != nil), nil
 }
 
 // requestHash identifies a registration for the idempotency ledger: the

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"sync"
 
 	"github.com/vigil-run/vigil"
@@ -10,7 +9,9 @@ import (
 // hub fans events out to subscribers: event-stream clients, waits on a
 // watch, and mailbox long-polls. It never blocks a publisher: a subscriber
 // whose buffer is full misses events (the mailbox, not the stream, is the
-// durable path).
+// durable path). To an event stream a message event is only a wake (its
+// messages are read from the mailbox), and one that finds the stream's
+// buffer full pokes the stream's wake instead of being lost.
 //
 // Subscribers are indexed by the watch or recipient they filter on, so an
 // event visits only the subscribers that can want it, plus those that filter
@@ -34,6 +35,9 @@ type sub struct {
 	ch chan vigil.Event
 	// types, when set, restricts the event types delivered.
 	types map[string]bool
+	// wake, an event stream's (capacity 1), is poked when a message
+	// event finds ch full: the stream reads its mailbox then.
+	wake chan struct{}
 }
 
 func newHub() *hub {
@@ -79,6 +83,12 @@ func (h *hub) send(set map[*sub]struct{}, ev vigil.Event) {
 		select {
 		case s.ch <- ev:
 		default:
+			if s.wake != nil && ev.Type == vigil.EventMessage {
+				select {
+				case s.wake <- struct{}{}:
+				default: // a wake is pending already
+				}
+			}
 		}
 	}
 }
@@ -140,6 +150,21 @@ func (h *hub) subscribe(f vigil.EventFilter, buf int, types ...string) (*sub, fu
 			s.types[t] = true
 		}
 	}
+	return s, h.add(s)
+}
+
+// streamBuf is how many events an event stream's subscription holds.
+const streamBuf = 256
+
+// subscribeStream registers an event stream's subscriber, with its wake;
+// call the returned func to remove it.
+func (h *hub) subscribeStream(f vigil.EventFilter) (*sub, func()) {
+	s := &sub{f: f, ch: make(chan vigil.Event, streamBuf), wake: make(chan struct{}, 1)}
+	return s, h.add(s)
+}
+
+// add indexes s and returns the func removing it.
+func (h *hub) add(s *sub) func() {
 	m, key := h.index(s)
 	h.mu.Lock()
 	if m == nil {
@@ -153,7 +178,7 @@ func (h *hub) subscribe(f vigil.EventFilter, buf int, types ...string) (*sub, fu
 		set[s] = struct{}{}
 	}
 	h.mu.Unlock()
-	return s, func() {
+	return func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if m == nil {
@@ -181,32 +206,6 @@ func (h *hub) len() int {
 		n += len(set)
 	}
 	return n
-}
-
-// stream subscribes and returns a channel that is closed when ctx ends.
-func (h *hub) stream(ctx context.Context, f vigil.EventFilter, allowed func(vigil.Event) bool) <-chan vigil.Event {
-	s, cancel := h.subscribe(f, 256)
-	out := make(chan vigil.Event, 16)
-	go func() {
-		defer close(out)
-		defer cancel()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev := <-s.ch:
-				if allowed != nil && !allowed(ev) {
-					continue
-				}
-				select {
-				case out <- ev:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	return out
 }
 
 // seenKeys is how many events seen remembers: an event announced again

@@ -24,11 +24,14 @@ const retryMillis = 2000
 // with a comment line every Heartbeat while the client stays. The stream
 // begins with "retry: 2000"; each event carries "event: <type>" and
 // "data: <the event as JSON>", and a message event (durable: it is in the
-// mailbox) also "id: <its mailbox seq>". A client that reconnects with
-// Last-Event-ID gets the messages its filter selects that came after that
-// seq first, then the live events; the other events are not durable, carry
-// no id and are not sent again. The stream ends when the client goes, when
-// the service closes its channel, or when Close is called.
+// mailbox) also "id: <its mailbox seq>". Message events come once each and
+// in seq order on every stream (the service reads the mailbox when their
+// events come out of order), so a client that reconnects with Last-Event-ID gets the messages its
+// filter selects that came after that seq first, then the live events,
+// and misses none; the other events are not durable, carry no id and are
+// not sent again. The stream ends when the client goes, when the service
+// closes its channel, or when Close is called. HEAD is answered with the
+// stream's header only.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	var f vigil.EventFilter
@@ -51,6 +54,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 		}
 		f.WatchID = v[0]
 	}
+	if r.Method == http.MethodHead {
+		// ServeMux serves HEAD on this GET route; net/http drops the
+		// body, so a stream would never end: the headers only.
+		streamHeader(w)
+		return nil
+	}
 	ctx, done := s.calls.Track(r.Context())
 	defer done()
 	ch, err := s.svc.Subscribe(ctx, f)
@@ -60,11 +69,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
-	h := w.Header()
-	h.Set("Content-Type", contentTypeEventStream)
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
-	w.WriteHeader(http.StatusOK)
+	streamHeader(w)
 	// The reconnection delay and a first comment get the header to the
 	// client at once.
 	if _, err := fmt.Fprintf(w, "retry: %d\n: vigil event stream\n\n", retryMillis); err != nil {
@@ -105,6 +110,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 	}
+}
+
+// streamHeader writes the header of an event stream.
+func streamHeader(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", contentTypeEventStream)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
 }
 
 // EventStream serves the event stream (as GET /v1/events: the same query

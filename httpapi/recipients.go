@@ -8,7 +8,8 @@ import (
 )
 
 // messages serves GET /v1/recipients/{recipient}/messages: a mailbox read
-// that long-polls up to wait (default 0: answer at once).
+// that long-polls up to wait (default 0: answer at once). HEAD answers at
+// once and acks nothing.
 func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	mr := vigil.MessagesRequest{Recipient: r.PathValue("recipient")}
@@ -40,6 +41,11 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
 	}
 	if mr.Wait, err = s.waitParam(w, q, "wait", 0); err != nil {
 		return err
+	}
+	if r.Method == http.MethodHead {
+		// ServeMux serves HEAD on this GET route. Its body is dropped,
+		// so HEAD reads the page at once and moves no cursor.
+		mr.Wait, mr.Ack = 0, false
 	}
 	ctx := r.Context()
 	if mr.Wait > 0 {

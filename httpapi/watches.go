@@ -143,7 +143,8 @@ func (s *Server) why(w http.ResponseWriter, r *http.Request) error {
 }
 
 // wait serves GET /v1/watches/{id}/wait: a long-poll until the watch
-// settles or the timeout (default and at most MaxWait) passes.
+// settles or the timeout (default and at most MaxWait) passes. HEAD
+// answers at once, as for GET /v1/watches/{id}.
 func (s *Server) wait(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if err := checkID(id); err != nil {
@@ -152,6 +153,11 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request) error {
 	timeout, err := s.waitParam(w, r.URL.Query(), "timeout", s.maxWait)
 	if err != nil {
 		return err
+	}
+	if r.Method == http.MethodHead {
+		// ServeMux serves HEAD on this GET route: the watch's headers,
+		// at once, as GET /v1/watches/{id} answers them.
+		return watchResult(w)(s.svc.Watch(r.Context(), id))
 	}
 	ctx, done := s.calls.Track(r.Context())
 	defer done()

@@ -566,18 +566,24 @@ func (p *Panel) unread(w http.ResponseWriter, r *http.Request, s *session) error
 	return nil
 }
 
-// events serves the event stream within the session's scope; it ends
-// within Recheck of the token being revoked.
+// events serves the event stream within the session's scope (HEAD gets
+// its header only, at once). It ends at once when the session ends here
+// (sign out, eviction), and within Recheck of the session expiring unused
+// or its token being revoked.
 func (p *Panel) events(w http.ResponseWriter, r *http.Request, s *session) error {
 	if p.opts.Events == nil {
 		return vigil.Errorf(vigil.CodeNotFound, "no event stream")
 	}
-	ctx := s.ctx(r.Context())
-	if !s.admin {
-		var stop func()
-		ctx, stop = httpapi.Recheck(ctx, p.opts.Recheck, func(ctx context.Context) (bool, error) { return p.valid(ctx, s) })
-		defer stop()
-	}
+	ctx, cancel := context.WithCancel(s.ctx(r.Context()))
+	defer cancel()
+	defer context.AfterFunc(s.ended, cancel)()
+	ctx, stop := httpapi.Recheck(ctx, p.opts.Recheck, func(ctx context.Context) (bool, error) {
+		if !p.open(s.id) {
+			return false, nil
+		}
+		return p.valid(ctx, s)
+	})
+	defer stop()
 	p.opts.Events.ServeHTTP(w, r.WithContext(ctx))
 	return nil
 }

@@ -143,6 +143,10 @@ type session struct {
 	// follow are the recipients whose unread messages the admin's badge
 	// counts: those whose inbox the admin opened.
 	follow []string
+	// ended is done once the session ends (signed out, expired,
+	// evicted, its token revoked): its event streams end with it.
+	ended context.Context
+	end   context.CancelFunc
 }
 
 // New returns a panel for opts.
@@ -231,6 +235,7 @@ func (p *Panel) authenticate(ctx context.Context, token string) (admin bool, sco
 func (p *Panel) newSession(token string, admin bool, scope vigil.Scope) *session {
 	now := p.now()
 	s := &session{id: randomID(), token: token, admin: admin, scope: scope, csrf: randomID(), checked: now, used: now, reader: "panel"}
+	s.ended, s.end = context.WithCancel(context.Background())
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.sessions) >= maxSessions {
@@ -240,7 +245,7 @@ func (p *Panel) newSession(token string, admin bool, scope vigil.Scope) *session
 				oldest = o
 			}
 		}
-		delete(p.sessions, oldest.id)
+		p.dropLocked(oldest)
 	}
 	p.sessions[s.id] = s
 	return s
@@ -253,10 +258,40 @@ func (p *Panel) Sessions() int {
 	return len(p.sessions)
 }
 
+// endSession ends session id, and its event streams with it.
 func (p *Panel) endSession(id string) {
 	p.mu.Lock()
-	delete(p.sessions, id)
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	if s, ok := p.sessions[id]; ok {
+		p.dropLocked(s)
+	}
+}
+
+// dropLocked forgets s and ends its event streams; p.mu is held.
+func (p *Panel) dropLocked(s *session) {
+	delete(p.sessions, s.id)
+	s.end()
+}
+
+// liveLocked returns session id if it is open and has been used within
+// SessionTTL of now, ending it if it has not; p.mu is held.
+func (p *Panel) liveLocked(id string, now time.Time) (*session, bool) {
+	s, ok := p.sessions[id]
+	if ok && now.Sub(s.used) > p.opts.SessionTTL {
+		p.dropLocked(s)
+		return nil, false
+	}
+	return s, ok
+}
+
+// open reports whether session id is still open (not signed out,
+// expired or evicted), for its event streams' re-checks.
+func (p *Panel) open(id string) bool {
+	now := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.liveLocked(id, now)
+	return ok
 }
 
 // session returns the request's live session, re-checking a scoped token
@@ -269,11 +304,7 @@ func (p *Panel) session(r *http.Request) (*session, error) {
 	}
 	now := p.now()
 	p.mu.Lock()
-	s, ok := p.sessions[c.Value]
-	if ok && now.Sub(s.used) > p.opts.SessionTTL {
-		delete(p.sessions, s.id)
-		ok = false
-	}
+	s, ok := p.liveLocked(c.Value, now)
 	var recheck bool
 	if ok {
 		s.used = now

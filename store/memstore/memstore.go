@@ -590,6 +590,19 @@ func (s *Store) MessagesRead(_ context.Context, p vigil.MessagesReadParams) (vig
 	return page, nil
 }
 
+// MessagesLastSeq implements vigil.Store.
+func (s *Store) MessagesLastSeq(_ context.Context) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	if len(s.messages) == 0 {
+		return 0, nil
+	}
+	return s.messages[len(s.messages)-1].Seq, nil
+}
+
 // MessagesAck implements vigil.Store.
 func (s *Store) MessagesAck(_ context.Context, p vigil.MessagesAckParams) error {
 	if p.Recipient == "" || p.Reader == "" {

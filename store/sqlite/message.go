@@ -129,6 +129,18 @@ func (s *Store) MessagesRead(ctx context.Context, p vigil.MessagesReadParams) (v
 	return page, nil
 }
 
+// MessagesLastSeq returns the seq of the newest message of every mailbox
+// (0 when there is none): where a reader of what comes next starts. Only
+// the writer connection writes, so a message committed later has a
+// greater seq.
+func (s *Store) MessagesLastSeq(ctx context.Context) (int64, error) {
+	var seq int64
+	if err := s.r.messagesLastSeq.QueryRowContext(ctx).Scan(&seq); err != nil {
+		return 0, wrap("read the last message seq", err)
+	}
+	return seq, nil
+}
+
 // MessagesAck moves a reader's cursor forward to p.Seq, never back,
 // creating the reader on first use.
 func (s *Store) MessagesAck(ctx context.Context, p vigil.MessagesAckParams) error {

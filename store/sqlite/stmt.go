@@ -141,7 +141,7 @@ func (s *writeStmts) close() { closeAll(s.defs()) }
 // readStmts are prepared on the read pool (per connection, on first use).
 type readStmts struct {
 	watchByID, watchesByIDs, messagesAfter, readerCursor *sql.Stmt
-	messagesAfterAll                                     *sql.Stmt
+	messagesAfterAll, messagesLastSeq                    *sql.Stmt
 	pendingScan, pendingByIndex, pendingCount            *sql.Stmt
 }
 
@@ -158,6 +158,7 @@ func (s *readStmts) defs() []stmtDef {
 			WHERE recipient = ? AND seq > ? ORDER BY seq LIMIT ?`},
 		{&s.messagesAfterAll, `SELECT ` + messageColumns + ` FROM messages
 			WHERE seq > ? ORDER BY seq LIMIT ?`},
+		{&s.messagesLastSeq, `SELECT coalesce(max(seq), 0) FROM messages`},
 		{&s.readerCursor, `SELECT cursor FROM readers WHERE recipient = ? AND reader = ?`},
 	}
 }

@@ -1169,6 +1169,15 @@ func testGetMany(t *testing.T, newStore NewStoreFunc) {
 func testMailbox(t *testing.T, newStore NewStoreFunc) {
 	s, reopen := newStore(t)
 	ctx := t.Context()
+	// MessagesLastSeq is where a live event stream starts: 0 with no
+	// message, then the newest seq of any mailbox.
+	lastSeq := func(s vigil.Store, want int64) {
+		t.Helper()
+		if got, err := s.MessagesLastSeq(ctx); err != nil || got != want {
+			t.Errorf("MessagesLastSeq = %d, %v; want %d", got, err, want)
+		}
+	}
+	lastSeq(s, 0)
 	var all []*vigil.Message
 	add := func(s vigil.Store, id string, at time.Time) {
 		t.Helper()
@@ -1210,6 +1219,7 @@ func testMailbox(t *testing.T, newStore NewStoreFunc) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	lastSeq(s, other.Seq)
 	// A new reader sees the backlog, from cursor 0.
 	page := read(s, vigil.MessagesReadParams{Reader: "a"})
 	if diff := gocmp.Diff(all, page.Messages, opts); diff != "" || page.Cursor != 0 {
@@ -1234,8 +1244,10 @@ func testMailbox(t *testing.T, newStore NewStoreFunc) {
 		wantCode(t, fmt.Sprintf("MessagesAck(%+v)", p), s.MessagesAck(ctx, p), vigil.CodeInvalidRequest)
 	}
 	s = reopen()
+	lastSeq(s, other.Seq)
 	add(s, "m5", base.Add(time.Minute))
 	add(s, "m6", base.Add(time.Minute))
+	lastSeq(s, all[6].Seq)
 	if diff := gocmp.Diff(all[5:], read(s, vigil.MessagesReadParams{Reader: "a"}).Messages, opts); diff != "" {
 		t.Errorf("reader a after reopen (-want +got):\n%s", diff)
 	}

@@ -27,6 +27,11 @@ import (
 // has no call that sends a notification of a method of one's own, so Run
 // wraps the transport, keeps the Connection it makes, and writes the
 // JSON-RPC notification on it (Connection allows concurrent Writes).
+//
+// Claude Code takes the events only on a connection of a protocol version
+// before 2026-07-28, so a channel speaks only those (see
+// channelProtocolCeiling), and pushes once the handshake is made (see
+// channelReady).
 const (
 	// ChannelCapability is the experimental capability a channel declares.
 	ChannelCapability = "claude/channel"
@@ -59,6 +64,50 @@ This server is also a channel: when something lands in your inbox (%[1]s) — a 
 - watch_id, kind, state: the watch it is about, its kind, and the state it settled in (absent for a note)
 - count, first_seq, last_seq: on a summary, how many messages and which
 Each message comes once and is marked read (it will not show again in the notice hook or inbox_read). Act on it as the note you gave the watch says; call watch_get or watch_why with the watch_id for the details, and inbox_read with {"after": first_seq - 1, "ack": false} to read the messages a summary announces. These events are outcomes only: there is nothing to poll.`
+
+// channelProtocolCeiling is the first MCP protocol version a channel does
+// not speak. Claude Code (2.1.328) takes channel events only on a
+// connection that negotiated an earlier one: on 2026-07-28 and later it
+// skips the channel ("connection negotiated a modern protocol revision
+// with no unsolicited notification path"; its debug log and its /mcp view
+// say so). It opens a stdio server with a server/discover probe at
+// 2026-07-28 and, when the answer offers no version of that protocol,
+// falls back to initialize at 2025-11-25.
+const channelProtocolCeiling = "2026-07-28"
+
+// channelProtocolVersions are the protocol versions a channel speaks:
+// those of the SDK before channelProtocolCeiling. With them as
+// ServerOptions.SupportedProtocolVersions, the SDK answers server/discover
+// (and any request of the 2026-07-28 protocol) with the error
+// unsupported protocol version, whose data lists them (SEP-2575), and
+// negotiates the newest of them at initialize.
+func channelProtocolVersions() []string {
+	var vs []string
+	for _, v := range mcp.SupportedProtocolVersions() {
+		if v < channelProtocolCeiling {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
+
+// channelReady is a receiving middleware of a channel: it closes s.ready
+// once the client has made its handshake, that is once an initialized
+// session receives anything but a ping: notifications/initialized, or the
+// first request of a client that leaves that notification out. Only then
+// may the server send it notifications of its own.
+func (s *server) channelReady(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if method == "initialize" || method == "ping" {
+			return res, err
+		}
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.InitializeParams() != nil {
+			s.readyOnce.Do(func() { close(s.ready) })
+		}
+		return res, err
+	}
+}
 
 // channelTransport wraps the transport Run serves, keeping the
 // connection it makes so the channel can write on it.

@@ -2,9 +2,12 @@ package mcpserver_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -91,5 +94,129 @@ func TestChannelBurstWindow(t *testing.T) {
 		}
 		cancel()
 		<-engineDone
+	})
+}
+
+// What Claude Code 2.1.328 sends to a stdio MCP server, copied from the
+// wire of "vigil mcp --channel" under "claude mcp list" and an interactive
+// "claude --dangerously-load-development-channels server:vigil": a
+// server/discover probe of the 2026-07-28 protocol, then, when the answer
+// offers no version of that protocol, initialize at 2025-11-25.
+const (
+	claudeClientInfo = `{"name":"claude-code","title":"Claude Code","version":"2.1.328","description":"Anthropic's agentic coding tool","websiteUrl":"https://claude.com/claude-code"}`
+	claudeDiscover   = `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":` + claudeClientInfo +
+		`,"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true},"elicitation":{"form":{},"url":{}}}}}`
+	claudeInitialize = `{"protocolVersion":"2025-11-25","capabilities":{"roots":{"listChanged":true},"elicitation":{"form":{},"url":{}}},"clientInfo":` + claudeClientInfo + `}`
+)
+
+// channelSession starts an engine with one unread note for recipient r and
+// Run as a channel for r on a pipe, and returns a raw client on the other
+// end; stop ends both. It runs in a synctest bubble.
+func channelSession(t *testing.T, r string) (c *rawClient, noteSeq int64, stop func()) {
+	t.Helper()
+	e := engine.New(engine.Config{Store: memstore.New(), Watchers: watcher.NewRegistry(timer.New(timer.Config{}))})
+	if err := e.Prime(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	engineDone := make(chan error, 1)
+	go func() { engineDone <- e.Run(ctx) }()
+	m, err := e.Note(ctx, vigil.NoteRequest{Recipient: r, Title: "CI is green: open the PR"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvEnd, cliEnd := net.Pipe()
+	runDone := make(chan error, 1)
+	go func() {
+		runDone <- mcpserver.Run(ctx, e, &mcpserver.Options{DefaultRecipient: r, Channel: true}, &mcp.IOTransport{Reader: srvEnd, Writer: srvEnd})
+	}()
+	return newRawClient(t, cliEnd, cliEnd), m.Seq, func() {
+		cliEnd.Close()
+		<-runDone
+		cancel()
+		<-engineDone
+	}
+}
+
+// TestChannelClaudeHandshake speaks Claude Code 2.1.328's handshake, message
+// for message, and holds that it ends on a protocol in which Claude Code
+// takes channel events, and that the event comes once it is made. Claude
+// Code skips a channel on a connection of the 2026-07-28 protocol ("no
+// unsolicited notification path"): the channel answers its server/discover
+// probe with unsupported protocol version, offering only earlier versions,
+// which Claude Code takes for a server of the earlier protocol: it falls
+// back to initialize. Nothing is pushed before notifications/initialized.
+func TestChannelClaudeHandshake(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c, seq, stop := channelSession(t, "r")
+		defer stop()
+
+		res := c.request("server-discover-probe-1", "server/discover", json.RawMessage(claudeDiscover))
+		var rpcErr struct {
+			Code int `json:"code"`
+			Data struct {
+				Supported []string `json:"supported"`
+			} `json:"data"`
+		}
+		if res.Error == nil || json.Unmarshal(res.Error, &rpcErr) != nil || rpcErr.Code != -32022 || !slices.Contains(rpcErr.Data.Supported, "2025-11-25") {
+			t.Fatalf("server/discover = %s %s, want error -32022 (unsupported protocol version) offering 2025-11-25", res.Result, res.Error)
+		}
+		for _, v := range rpcErr.Data.Supported {
+			if v >= "2026-07-28" {
+				t.Errorf("server/discover offers %s: Claude Code would stay on it and skip the channel", v)
+			}
+		}
+		synctest.Wait()
+		if evs := c.events(); len(evs) > 0 {
+			t.Fatalf("%d channel events before initialize", len(evs))
+		}
+
+		res = c.request(0, "initialize", json.RawMessage(claudeInitialize))
+		var init struct {
+			ProtocolVersion string `json:"protocolVersion"`
+			Capabilities    struct {
+				Experimental map[string]any `json:"experimental"`
+			} `json:"capabilities"`
+		}
+		if res.Error != nil || json.Unmarshal(res.Result, &init) != nil || init.ProtocolVersion != "2025-11-25" || init.Capabilities.Experimental[mcpserver.ChannelCapability] == nil {
+			t.Fatalf("initialize = %s %s, want protocol 2025-11-25 and the capability %s", res.Result, res.Error, mcpserver.ChannelCapability)
+		}
+		synctest.Wait()
+		if evs := c.events(); len(evs) > 0 {
+			t.Fatalf("%d channel events before notifications/initialized", len(evs))
+		}
+
+		c.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+		synctest.Wait()
+		if evs := c.events(); len(evs) != 1 || !strings.Contains(string(evs[0].Params), `"seq":"`+strconv.FormatInt(seq, 10)+`"`) ||
+			!strings.Contains(string(evs[0].Params), `"content":"CI is green: open the PR"`) {
+			t.Errorf("channel events after the handshake = %v, want the note %d", evs, seq)
+		}
+	})
+}
+
+// TestChannelStartsOnFirstRequest: a client that leaves
+// notifications/initialized out still gets the push once it makes a
+// request after initialize, and not before.
+func TestChannelStartsOnFirstRequest(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c, seq, stop := channelSession(t, "r")
+		defer stop()
+		if res := c.request(0, "initialize", json.RawMessage(claudeInitialize)); res.Error != nil {
+			t.Fatalf("initialize = %s", res.Error)
+		}
+		synctest.Wait()
+		if evs := c.events(); len(evs) > 0 {
+			t.Fatalf("%d channel events before the handshake was made", len(evs))
+		}
+		if res := c.call("tools/list", nil); res.Error != nil {
+			t.Fatalf("tools/list = %s", res.Error)
+		}
+		synctest.Wait()
+		if evs := c.events(); len(evs) != 1 || !strings.Contains(string(evs[0].Params), `"seq":"`+strconv.FormatInt(seq, 10)+`"`) {
+			t.Errorf("channel events after the first request = %v, want the note %d", evs, seq)
+		}
 	})
 }

@@ -54,6 +54,10 @@ const (
 	channelAckTimeout = 10 * time.Second
 	// channelPage is how many messages one read takes.
 	channelPage = 100
+
+	// ChannelReader is the mailbox reader of a channel: its own cursor, so
+	// that it pushes each message once, apart from DefaultReader's.
+	ChannelReader = "channel"
 )
 
 const channelInstructions = `
@@ -63,7 +67,7 @@ This server is also a channel: when something lands in your inbox (%[1]s) — a 
 - seq: the message's place in the inbox; recipient: whose inbox
 - watch_id, kind, state: the watch it is about, its kind, and the state it settled in (absent for a note)
 - count, first_seq, last_seq: on a summary, how many messages and which
-Each message comes once and is marked read (it will not show again in the notice hook or inbox_read). Act on it as the note you gave the watch says; call watch_get or watch_why with the watch_id for the details, and inbox_read with {"after": first_seq - 1, "ack": false} to read the messages a summary announces. These events are outcomes only: there is nothing to poll.`
+Each message comes here once. The vigil notice hook may show it again at your next prompt, since vigil cannot tell that this session showed it to you: it is the same message (the same seq), so do not act on it twice. Act on it as the note you gave the watch says; call watch_get or watch_why with the watch_id for the details, and inbox_read with {"after": first_seq - 1, "ack": false} to read the messages a summary announces. These events are outcomes only: there is nothing to poll.`
 
 // channelProtocolCeiling is the first MCP protocol version a channel does
 // not speak. Claude Code (2.1.328) takes channel events only on a
@@ -141,7 +145,22 @@ type channel struct {
 	burst     int
 	window    time.Duration
 	sent      []time.Time // when the notifications of the current window went out
-	through   int64       // the highest seq pushed
+	through   int64       // the highest seq pushed, or passed over
+	// notice says the client declared it takes channel events (the
+	// experimental capability claude/channel in its initialize): what is
+	// pushed is then marked read for DefaultReader too.
+	notice bool
+}
+
+// takesChannel reports whether a client declared, in its initialize, that
+// it takes channel events. Claude Code 2.1.328 does not: it drops them
+// unless launched with the channel enabled, and says neither.
+func takesChannel(p *mcp.InitializeParams) bool {
+	if p == nil || p.Capabilities == nil {
+		return false
+	}
+	_, ok := p.Capabilities.Experimental[ChannelCapability]
+	return ok
 }
 
 // channelParams are the params of a channel notification.
@@ -151,8 +170,19 @@ type channelParams struct {
 }
 
 // run pushes until ctx ends or a write fails (the client went away). It
-// reads the recipient's unread messages as the notice reader, oldest
-// first, and acks each once it was written.
+// reads the recipient's unread messages as ChannelReader, oldest first,
+// passes over those DefaultReader has read (the notice hook or inbox_read
+// showed them), and acks each for ChannelReader once it was written.
+//
+// A written notification is not a shown one: Claude Code drops channel
+// events silently unless launched with the channel enabled, and the server
+// is configured for every launch. So what is pushed stays unread for
+// DefaultReader, and the notice hook shows it at the next prompt. A
+// client that declared it takes channel events (notice) is pushed what
+// DefaultReader has not read, which is then read for both: a reader's
+// cursor marks everything up to it read, so acking DefaultReader past a
+// message pushed only to another session, which may have dropped it,
+// would lose that message.
 func (c *channel) run(ctx context.Context) {
 	backoff := resubscribeMin
 	sleep := func() bool {
@@ -167,7 +197,16 @@ func (c *channel) run(ctx context.Context) {
 		}
 	}
 	for ctx.Err() == nil {
-		page, err := c.s.svc.Messages(ctx, vigil.MessagesRequest{Recipient: c.recipient, Reader: DefaultReader, Wait: channelPoll, Limit: channelPage})
+		reader := ChannelReader
+		if c.notice {
+			reader = DefaultReader
+		}
+		page, err := c.s.svc.Messages(ctx, vigil.MessagesRequest{Recipient: c.recipient, Reader: reader, Wait: channelPoll, Limit: channelPage})
+		var shown vigil.MessagesPage
+		if err == nil && !c.notice && len(page.Messages) > 0 {
+			// Where the notice reader is: what it read was shown.
+			shown, err = c.s.svc.Messages(ctx, vigil.MessagesRequest{Recipient: c.recipient, Reader: DefaultReader, Limit: 1})
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -180,12 +219,14 @@ func (c *channel) run(ctx context.Context) {
 		}
 		var ms []*vigil.Message
 		for _, m := range page.Messages {
-			if m.Seq > c.through {
+			if m.Seq > c.through && m.Seq > shown.Cursor {
 				ms = append(ms, m)
 			}
 		}
 		if len(ms) == 0 && len(page.Messages) > 0 {
-			// Pushed, but the ack was lost: ack again, not push again.
+			// Pushed, but the ack was lost, or shown already: ack, not
+			// push.
+			c.through = max(c.through, page.Messages[len(page.Messages)-1].Seq)
 			if err := c.ack(ctx); err != nil && !sleep() {
 				return
 			}
@@ -249,12 +290,19 @@ func (c *channel) left(now time.Time) int {
 	return max(c.burst-len(c.sent), 0)
 }
 
-// ack marks what was pushed read. It outlives the session: a client that
-// goes away right after a notification was written must not get it again
-// from the next session.
+// ack marks what was pushed (or passed over) read for ChannelReader, and
+// for DefaultReader when the client takes channel events. It outlives the
+// session: a client that goes away right after a notification was written
+// must not get it again from the next session.
 func (c *channel) ack(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), channelAckTimeout)
 	defer cancel()
+	if err := c.s.svc.Ack(ctx, vigil.AckRequest{Recipient: c.recipient, Reader: ChannelReader, Seq: c.through}); err != nil {
+		return err
+	}
+	if !c.notice {
+		return nil
+	}
 	return c.s.svc.Ack(ctx, vigil.AckRequest{Recipient: c.recipient, Reader: DefaultReader, Seq: c.through})
 }
 

@@ -307,9 +307,15 @@ func TestChannelStdio(t *testing.T) {
 		t.Errorf("reading as the summary says = %d messages, %v", len(page.Messages), err)
 	}
 	stop()
-	// Everything pushed was marked read for the notice reader.
-	page, err = cl.Messages(ctx, vigil.MessagesRequest{Recipient: r, Reader: mcpserver.DefaultReader})
+	// Everything pushed was marked read for the channel's reader; this
+	// client did not say it takes channel events, so the notice hook
+	// still shows it all.
+	page, err = cl.Messages(ctx, vigil.MessagesRequest{Recipient: r, Reader: mcpserver.ChannelReader})
 	if err != nil || len(page.Messages) != 0 {
-		t.Errorf("unread after the pushes: %+v, %v", page.Messages, err)
+		t.Errorf("unread for the channel reader after the pushes: %+v, %v", page.Messages, err)
+	}
+	page, err = cl.Messages(ctx, vigil.MessagesRequest{Recipient: r, Reader: mcpserver.DefaultReader, Limit: 1000})
+	if err != nil || len(page.Messages) != 36 {
+		t.Errorf("unread for the notice reader after the pushes: %d, %v; want all 36", len(page.Messages), err)
 	}
 }

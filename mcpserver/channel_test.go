@@ -88,9 +88,13 @@ func TestChannelBurstWindow(t *testing.T) {
 		if err := <-runDone; err != nil {
 			t.Logf("Run = %v", err)
 		}
-		page, err := e.Messages(ctx, vigil.MessagesRequest{Recipient: "r", Reader: mcpserver.DefaultReader})
-		if err != nil || len(page.Messages) != 0 {
-			t.Errorf("unread after the pushes: %d, %v", len(page.Messages), err)
+		// Pushed once: read for the channel's reader. This client did not
+		// say it takes channel events: the notice hook still shows them.
+		if got := unread(t, e, "r", mcpserver.ChannelReader); len(got) != 0 {
+			t.Errorf("unread for the channel reader after the pushes: %v", got)
+		}
+		if got := unread(t, e, "r", mcpserver.DefaultReader); len(got) != len(burst)+len(more) {
+			t.Errorf("unread for the notice reader after the pushes: %d, want all %d", len(got), len(burst)+len(more))
 		}
 		cancel()
 		<-engineDone
@@ -109,33 +113,55 @@ const (
 	claudeInitialize = `{"protocolVersion":"2025-11-25","capabilities":{"roots":{"listChanged":true},"elicitation":{"form":{},"url":{}}},"clientInfo":` + claudeClientInfo + `}`
 )
 
-// channelSession starts an engine with one unread note for recipient r and
-// Run as a channel for r on a pipe, and returns a raw client on the other
-// end; stop ends both. It runs in a synctest bubble.
-func channelSession(t *testing.T, r string) (c *rawClient, noteSeq int64, stop func()) {
+// channelEngine starts an engine on a memory store, in a synctest bubble;
+// stop ends it.
+func channelEngine(t *testing.T) (e *engine.Engine, ctx context.Context, stop func()) {
 	t.Helper()
-	e := engine.New(engine.Config{Store: memstore.New(), Watchers: watcher.NewRegistry(timer.New(timer.Config{}))})
+	e = engine.New(engine.Config{Store: memstore.New(), Watchers: watcher.NewRegistry(timer.New(timer.Config{}))})
 	if err := e.Prime(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	engineDone := make(chan error, 1)
-	go func() { engineDone <- e.Run(ctx) }()
-	m, err := e.Note(ctx, vigil.NoteRequest{Recipient: r, Title: "CI is green: open the PR"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	return e, ctx, func() { cancel(); <-done }
+}
+
+// runChannel serves Run as a channel for recipient r on e over a pipe, and
+// returns a raw client on the other end; end closes the client's end, as
+// a client that goes away does, and waits for Run to return.
+func runChannel(t *testing.T, ctx context.Context, e *engine.Engine, r string) (c *rawClient, end func()) {
+	t.Helper()
 	srvEnd, cliEnd := net.Pipe()
 	runDone := make(chan error, 1)
 	go func() {
 		runDone <- mcpserver.Run(ctx, e, &mcpserver.Options{DefaultRecipient: r, Channel: true}, &mcp.IOTransport{Reader: srvEnd, Writer: srvEnd})
 	}()
-	return newRawClient(t, cliEnd, cliEnd), m.Seq, func() {
+	return newRawClient(t, cliEnd, cliEnd), func() {
 		cliEnd.Close()
 		<-runDone
-		cancel()
-		<-engineDone
 	}
+}
+
+// note leaves a note for r and returns its seq.
+func note(t *testing.T, e *engine.Engine, r, title string) int64 {
+	t.Helper()
+	m, err := e.Note(t.Context(), vigil.NoteRequest{Recipient: r, Title: title})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Seq
+}
+
+// channelSession starts an engine with one unread note for recipient r and
+// Run as a channel for r, and returns a raw client; stop ends both. It
+// runs in a synctest bubble.
+func channelSession(t *testing.T, r string) (c *rawClient, noteSeq int64, stop func()) {
+	t.Helper()
+	e, ctx, stopEngine := channelEngine(t)
+	noteSeq = note(t, e, r, "CI is green: open the PR")
+	c, end := runChannel(t, ctx, e, r)
+	return c, noteSeq, func() { end(); stopEngine() }
 }
 
 // TestChannelClaudeHandshake speaks Claude Code 2.1.328's handshake, message
@@ -217,6 +243,109 @@ func TestChannelStartsOnFirstRequest(t *testing.T) {
 		synctest.Wait()
 		if evs := c.events(); len(evs) != 1 || !strings.Contains(string(evs[0].Params), `"seq":"`+strconv.FormatInt(seq, 10)+`"`) {
 			t.Errorf("channel events after the first request = %v, want the note %d", evs, seq)
+		}
+	})
+}
+
+// unread returns the seqs of r's messages that reader has not read.
+func unread(t *testing.T, e *engine.Engine, r, reader string) []int64 {
+	t.Helper()
+	page, err := e.Messages(t.Context(), vigil.MessagesRequest{Recipient: r, Reader: reader})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, m := range page.Messages {
+		seqs = append(seqs, m.Seq)
+	}
+	return seqs
+}
+
+// handshake makes the legacy handshake with initialize params p.
+func (c *rawClient) handshake(p string) {
+	c.t.Helper()
+	if res := c.request(0, "initialize", json.RawMessage(p)); res.Error != nil {
+		c.t.Fatalf("initialize = %s", res.Error)
+	}
+	c.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+}
+
+// pushed waits for the bubble to settle and returns the seqs of the
+// channel events the client got since it last looked.
+func (c *rawClient) pushed() []int64 {
+	c.t.Helper()
+	synctest.Wait()
+	var seqs []int64
+	for _, m := range c.events() {
+		var ev channelEvent
+		if err := json.Unmarshal(m.Params, &ev); err != nil {
+			c.t.Fatalf("channel params %s: %v", m.Params, err)
+		}
+		n, err := strconv.ParseInt(ev.Meta["seq"], 10, 64)
+		if err != nil {
+			c.t.Fatalf("channel event %s: no seq", m.Params)
+		}
+		seqs = append(seqs, n)
+	}
+	return seqs
+}
+
+// TestChannelNoticeStillShows: a channel's push marks nothing read for the
+// notice reader unless the client declared it takes channel events. A
+// written notification is not a shown one: Claude Code drops channel
+// events silently unless launched with the channel enabled, and its
+// initialize says nothing either way; so does every other MCP client (and
+// "claude mcp list"). The notice hook (and inbox_read) must still show
+// what was pushed. The channel keeps its own cursor, so it pushes each
+// message once, across sessions too, and it does not push what the notice
+// reader has read already.
+func TestChannelNoticeStillShows(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e, ctx, stop := channelEngine(t)
+		defer stop()
+		const r = "r"
+		shown := note(t, e, r, "shown by the hook already")
+		if err := e.Ack(ctx, vigil.AckRequest{Recipient: r, Reader: mcpserver.DefaultReader, Seq: shown}); err != nil {
+			t.Fatal(err)
+		}
+		first := note(t, e, r, "CI is green: open the PR")
+
+		// Claude Code, as its initialize is on the wire.
+		c, end := runChannel(t, ctx, e, r)
+		c.handshake(claudeInitialize)
+		if got := c.pushed(); !slices.Equal(got, []int64{first}) {
+			t.Errorf("pushed %v, want [%d] (not %d, which the notice reader read)", got, first, shown)
+		}
+		end()
+		if got := unread(t, e, r, mcpserver.DefaultReader); !slices.Equal(got, []int64{first}) {
+			t.Errorf("unread for the notice reader after the push = %v, want [%d]: the hook must still show it", got, first)
+		}
+
+		// The next session pushes what came since, not that again.
+		second := note(t, e, r, "the deploy finished")
+		c, end = runChannel(t, ctx, e, r)
+		c.handshake(claudeInitialize)
+		if got := c.pushed(); !slices.Equal(got, []int64{second}) {
+			t.Errorf("the second session was pushed %v, want [%d] only", got, second)
+		}
+		end()
+
+		// A client that declares it takes channel events is pushed what
+		// the notice reader has not read, which is then read for it: the
+		// two pushed to Claude Code, which may have dropped them, too.
+		third := note(t, e, r, "the nightly run failed")
+		c, end = runChannel(t, ctx, e, r)
+		c.handshake(strings.Replace(claudeInitialize, `"capabilities":{`, `"capabilities":{"experimental":{"`+mcpserver.ChannelCapability+`":{}},`, 1))
+		if got := c.pushed(); !slices.Equal(got, []int64{first, second, third}) {
+			t.Errorf("the third session was pushed %v, want [%d %d %d]", got, first, second, third)
+		}
+		end()
+		if got := unread(t, e, r, mcpserver.DefaultReader); len(got) != 0 {
+			t.Errorf("unread for the notice reader = %v after a client that takes channel events was pushed them, want none", got)
+		}
+		if got := unread(t, e, r, mcpserver.ChannelReader); len(got) != 0 {
+			t.Errorf("unread for the channel reader = %v, want none", got)
 		}
 	})
 }

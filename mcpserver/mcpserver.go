@@ -102,9 +102,11 @@ type Options struct {
 	// versions before 2026-07-28 only (on 2026-07-28 Claude Code skips a
 	// channel), and pushes each new message of its recipient
 	// (DefaultRecipient), once the client has made its handshake, as one
-	// notifications/claude/channel notification, marking it read for the
-	// reader DefaultReader once written (see channel.go). New and
-	// NewHandler ignore it.
+	// notifications/claude/channel notification. It marks what it pushed
+	// read for its own reader, ChannelReader, and for DefaultReader (the
+	// notice hook's) only when the client declared it takes channel
+	// events; what DefaultReader has read is not pushed (see channel.go).
+	// New and NewHandler ignore it.
 	Channel bool
 	// ChannelBurst and ChannelWindow bound the push: a burst above
 	// ChannelBurst messages in ChannelWindow becomes one summary
@@ -176,6 +178,7 @@ func Run(ctx context.Context, svc vigil.Service, opts *Options, t mcp.Transport)
 		wg.Go(func() {
 			select {
 			case <-s.ready:
+				ch.notice = takesChannel(ss.InitializeParams())
 				ch.run(pctx)
 			case <-pctx.Done():
 			}

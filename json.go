@@ -242,6 +242,7 @@ type watchJSON struct {
 	AnsweredAtCreation bool              `json:"answered_at_creation,omitempty"`
 	Existing           bool              `json:"existing,omitempty"`
 	AskedDeadline      string            `json:"asked_deadline,omitempty"`
+	AskedDeliver       json.RawMessage   `json:"asked_deliver,omitempty"`
 	CompletionToken    string            `json:"completion_token,omitempty"`
 	CompletionURL      string            `json:"completion_url,omitempty"`
 	Unreadable         string            `json:"unreadable,omitempty"`
@@ -330,6 +331,11 @@ func (w *Watch) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"existing":true`...)
 	}
 	b = appendOptString(b, `,"asked_deadline":`, FormatTime(w.AskedDeadline))
+	if len(w.AskedDeliver) > 0 {
+		if b, err = appendRawJSON(append(b, `,"asked_deliver":`...), w.AskedDeliver); err != nil {
+			return nil, err
+		}
+	}
 	b = appendOptString(b, `,"completion_token":`, w.CompletionToken)
 	b = appendOptString(b, `,"completion_url":`, w.CompletionURL)
 	b = appendOptString(b, `,"unreadable":`, w.Unreadable)
@@ -414,7 +420,7 @@ func (w *Watch) unmarshalReflect(b []byte) error {
 		ID: j.ID, Kind: j.Kind, Predicate: j.Predicate, Recipient: j.Recipient, State: j.State, Mode: j.Mode,
 		Polls: j.Polls, Errors: j.Errors, ConsecutiveErrors: j.ConsecutiveErrors, LastObservation: j.LastObservation, Outcome: j.Outcome, Receipts: j.Receipts, Note: j.Note,
 		Labels: j.Labels, Stable: j.Stable, MaxPolls: j.MaxPolls, MaxErrors: j.MaxErrors, Standing: j.Standing,
-		Deliver: j.Deliver, AnsweredAtCreation: j.AnsweredAtCreation, Existing: j.Existing,
+		Deliver: j.Deliver, AnsweredAtCreation: j.AnsweredAtCreation, Existing: j.Existing, AskedDeliver: j.AskedDeliver,
 		CompletionToken: j.CompletionToken, CompletionURL: j.CompletionURL, Unreadable: j.Unreadable,
 	}
 	var err error

@@ -20,7 +20,7 @@ func reflectWatchJSON(w Watch) ([]byte, error) {
 		LastObservation: w.LastObservation, Outcome: w.Outcome, Receipts: w.Receipts, Note: w.Note, Labels: w.Labels,
 		Stable: w.Stable, StableFor: formatDuration(w.StableFor), MaxPolls: w.MaxPolls, MaxErrors: w.MaxErrors,
 		Standing: w.Standing, Deliver: w.Deliver, AnsweredAtCreation: w.AnsweredAtCreation, Existing: w.Existing,
-		AskedDeadline:   FormatTime(w.AskedDeadline),
+		AskedDeadline: FormatTime(w.AskedDeadline), AskedDeliver: w.AskedDeliver,
 		CompletionToken: w.CompletionToken, CompletionURL: w.CompletionURL, Unreadable: w.Unreadable,
 	}
 	if w.State == StatePending {
@@ -64,6 +64,9 @@ func randomWatchOf(r *rand.Rand, strs []string) Watch {
 	}
 	if some() {
 		w.Deliver = raws[r.IntN(len(raws))]
+	}
+	if some() {
+		w.AskedDeliver = raws[r.IntN(len(raws))]
 	}
 	if some() {
 		w.Labels = map[string]string{}
@@ -166,6 +169,7 @@ func TestQuickWatchMatches(t *testing.T) {
 		`{"id":"w"}x`, `{"id":"w"`, `{"id":"w",}`, `{"id" "w"}`, `[]`, `null`, ``, `{"last_observation":{"verdict":"pending","at":"2026-12-01T12:00:00.000Z"}}`,
 		`{"last_observation":{"at":"never"}}`, `{"outcome":{"state":"fired","sentence":"s","extra":1}}`, `{"receipts":[{"channel":"webhook","attempts":"x"}]}`,
 		`{"labels":{"a":1}}`, `{"labels":{"a":"1",}}`, `{"deliver":{"webhook":{"url":"http://x/"}},"existing":true,"answered_at_creation":false}`,
+		`{"existing":true,"asked_deliver":{"resume":{"harness":"claude","session":"s2"}}}`, `{"asked_deliver":null}`,
 	} {
 		var want, got Watch
 		werr := want.unmarshalReflect([]byte(in))

@@ -65,6 +65,7 @@ const (
 	wfAnsweredAtCreation
 	wfExisting
 	wfAskedDeadline
+	wfAskedDeliver
 	wfCompletionToken
 	wfCompletionURL
 	wfUnreadable
@@ -133,6 +134,8 @@ func watchField(key string) (int, bool) {
 		return wfExisting, true
 	case "asked_deadline":
 		return wfAskedDeadline, true
+	case "asked_deliver":
+		return wfAskedDeliver, true
 	case "completion_token":
 		return wfCompletionToken, true
 	case "completion_url":
@@ -286,6 +289,8 @@ func (s *quickScanner) field(f int, w *Watch) bool {
 		return flag(&w.Existing)
 	case wfAskedDeadline:
 		return tm(&w.AskedDeadline)
+	case wfAskedDeliver:
+		return raw(&w.AskedDeliver)
 	case wfCompletionToken:
 		return str(&w.CompletionToken)
 	case wfCompletionURL:

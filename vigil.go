@@ -213,6 +213,13 @@ type Watch struct {
 	// deadline other than the one the pending watch keeps: what it asked
 	// for, so the answer can say it was not taken.
 	AskedDeadline time.Time
+	// AskedDeliver is set on such a registration when it asked for
+	// delivery options (a webhook, a command, an email, a resume, progress)
+	// that the pending watch does not carry as asked: what it asked for,
+	// its secrets redacted, so the answer can say they were not
+	// registered. The pending watch keeps its own: another registration's
+	// resume is never replaced.
+	AskedDeliver json.RawMessage
 	// Replayed is set on a registration answered from the idempotency ledger.
 	Replayed bool
 	// Identity is the hash of (recipient, kind, mode, canonical predicate).

@@ -205,15 +205,20 @@ func (f *addFlags) register(cmd *cobra.Command, e *env, kind vigil.Kind, pred ma
 	if f.wait {
 		if !f.json && !f.quiet {
 			printAdded(e.stdout, w)
-		} else if f.quiet {
+		} else {
+			printNotRegistered(e.stderr, w)
+		}
+		if f.quiet {
 			fmt.Fprintln(e.stdout, term(w.ID))
 		}
 		return waitAndReport(cmd, e, c, w, 0, f.json)
 	}
 	switch {
 	case f.json:
+		printNotRegistered(e.stderr, w)
 		return writeJSON(e.stdout, w)
 	case f.quiet:
+		printNotRegistered(e.stderr, w)
 		fmt.Fprintln(e.stdout, term(w.ID))
 	default:
 		printAdded(e.stdout, w)
@@ -305,6 +310,51 @@ func (f *addFlags) deliverOptions() (json.RawMessage, error) {
 	return b, nil
 }
 
+// printNotRegistered says, when a registration matched a pending watch
+// that does not carry the delivery options it asked for (--wake above
+// all), that they were not registered, and what to do: the pending watch
+// keeps its own.
+func printNotRegistered(out interface{ Write([]byte) (int, error) }, w *vigil.Watch) {
+	if !w.Existing || len(w.AskedDeliver) == 0 {
+		return
+	}
+	id, recipient := term(w.ID), term(w.Recipient)
+	kept := "none besides the inbox"
+	if len(w.Deliver) > 0 {
+		kept = oneLine(string(w.Deliver))
+	}
+	asked, err := deliver.ParseOptions(w.AskedDeliver)
+	if err != nil || asked.Resume == nil {
+		fmt.Fprintf(out, "The delivery options asked for (%s) were NOT registered: it keeps its own (%s); cancel it (vigil cancel %s) and add again to change them.\n",
+			oneLine(string(w.AskedDeliver)), kept, id)
+		return
+	}
+	fmt.Fprintf(out, "The wake was NOT registered: this watch will not resume %s as asked when it settles; it keeps its own delivery options (%s).\n",
+		resumeName(asked.Resume), kept)
+	var other *deliver.ResumeOptions
+	if o, err := deliver.ParseOptions(w.Deliver); err == nil {
+		other = o.Resume
+	}
+	switch {
+	case other == nil:
+		fmt.Fprintf(out, "If the session will end before then, cancel it (vigil cancel %s) and add again with --wake, or keep the session open: the outcome lands in %s's inbox.\n", id, recipient)
+	case other.Harness == asked.Resume.Harness && other.Session == asked.Resume.Session:
+		fmt.Fprintf(out, "It resumes that session with the options shown; cancel it (vigil cancel %s) and add again to change them.\n", id)
+	default:
+		fmt.Fprintf(out, "It resumes %s instead, and a watch resumes one session only: cancelling it would take that wake away. "+
+			"If the session will end before then, add again --for a recipient of its own with --wake, or keep the session open: the outcome lands in %s's inbox.\n",
+			resumeName(other), recipient)
+	}
+}
+
+// resumeName names the session a resume wakes, escaped for the terminal.
+func resumeName(r *deliver.ResumeOptions) string {
+	if r.Session != "" {
+		return term(r.Harness) + " session " + term(r.Session)
+	}
+	return "the session of --wake-argv " + oneLine(strings.Join(r.Argv, " "))
+}
+
 // printAdded writes what a registration did, in a sentence or two.
 func printAdded(out interface{ Write([]byte) (int, error) }, w *vigil.Watch) {
 	// Escaped for the terminal: the subject, the sentence and the
@@ -316,8 +366,10 @@ func printAdded(out interface{ Write([]byte) (int, error) }, w *vigil.Watch) {
 	case w.Existing && !w.AskedDeadline.IsZero():
 		fmt.Fprintf(out, "Already watching %s for %s: %s (%s); it keeps its deadline, %s, not the %s asked for (cancel it and add again to change it).\n",
 			subj, recipient, id, state, deadlineText(w.Deadline), wording.Time(w.AskedDeadline))
+		printNotRegistered(out, w)
 	case w.Existing:
 		fmt.Fprintf(out, "Already watching %s for %s: %s (%s).\n", subj, recipient, id, state)
+		printNotRegistered(out, w)
 	case w.State.Terminal():
 		fmt.Fprintf(out, "%s\n", oneLine(outcomeSentence(w)))
 		if w.AnsweredAtCreation {

@@ -39,7 +39,10 @@ same one in the harness hook:
 
 With --channel it is also a Claude Code channel (a research preview of
 Claude Code 2.1.80 and later): each new message of --for is pushed into the
-running session as it lands, once, and marked read for the notice reader:
+running session as it lands, once. It speaks MCP up to 2025-11-25 (on
+2026-07-28 Claude Code skips a channel), and leaves what it pushed unread
+for the notice hook, which shows it again at the next prompt: Claude Code
+drops the events unless launched with the channel enabled, and cannot say.
 
   claude mcp add vigil -- vigil mcp --channel --for my-project
   claude --dangerously-load-development-channels server:vigil

@@ -76,8 +76,11 @@ func (e *Engine) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) 
 			armPrune = true
 		}
 		if got.Existing || got.Replayed {
-			if got.Existing && rs[i].Deadline != "" && !got.Replayed && !asked.Deadline.Equal(got.Deadline) {
-				got.AskedDeadline = asked.Deadline
+			if got.Existing && !got.Replayed {
+				if rs[i].Deadline != "" && !asked.Deadline.Equal(got.Deadline) {
+					got.AskedDeadline = asked.Deadline
+				}
+				got.AskedDeliver = askedDeliver(asked.Deliver, got.Deliver)
 			}
 			if got.Replayed && secrets[j] != "" {
 				// A retry of the registration that made it: its

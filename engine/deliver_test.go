@@ -94,3 +94,67 @@ func TestDeliverStoredRedactedShown(t *testing.T) {
 		t.Errorf("DeliverFunc got %+v, want the stored options with the secret", handed)
 	}
 }
+
+// TestDedupHitSaysDeliverNotRegistered: registering what is already
+// pending returns that watch, and it keeps its own delivery options: one
+// session's resume is never replaced by another's. When the registration
+// asked for options the pending watch does not carry as asked (a resume of
+// another session, a webhook, progress), its answer carries them, secrets
+// redacted (AskedDeliver), so every surface can say they were not
+// registered; one that asked for none, or for what the watch carries,
+// carries none. A batch says the same of each item.
+func TestDedupHitSaysDeliverNotRegistered(t *testing.T) {
+	t.Parallel()
+	e, cs, _ := deliverEngine(t, deliver.Policy{AllowExec: true}, nil)
+	ctx := context.Background()
+	req := func(d string) vigil.RegisterRequest {
+		r := vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "a", Predicate: obj(`{"in":"1h"}`)}
+		if d != "" {
+			r.Deliver = json.RawMessage(d)
+		}
+		return r
+	}
+	reg := func(d string) *vigil.Watch {
+		t.Helper()
+		w, err := e.Register(ctx, req(d))
+		if err != nil {
+			t.Fatalf("Register(deliver %s): %v", d, err)
+		}
+		return w
+	}
+	const mine = `{"resume":{"harness":"claude","session":"session-1","cwd":"/src/app"}}`
+	first := reg(mine)
+	for _, tt := range []struct{ deliver, asked string }{
+		{`{"resume":{"harness":"claude","session":"session-2","cwd":"/src/app"}}`, `"session":"session-2"`},
+		{`{"resume":{"harness":"claude","session":"session-1","cwd":"/src/app"},"progress":true}`, `"progress":true`},
+		{`{"webhook":{"url":"https://hooks.example/in","secret":"` + hookSecret + `"}}`, deliver.Redacted},
+	} {
+		w := reg(tt.deliver)
+		if !w.Existing || w.ID != first.ID || !strings.Contains(string(w.AskedDeliver), tt.asked) {
+			t.Errorf("dedup hit asking for %s: existing %v, asked_deliver %s; want the first watch and what was asked for", tt.deliver, w.Existing, w.AskedDeliver)
+		}
+		if strings.Contains(string(w.AskedDeliver), strings.TrimPrefix(hookSecret, "whsec_")) {
+			t.Errorf("asked_deliver %s shows the secret", w.AskedDeliver)
+		}
+	}
+	for _, d := range []string{"", mine, `{"resume":{"cwd":"/src/app","session":"session-1","harness":"claude","on":"any"}}`} {
+		if w := reg(d); !w.Existing || w.AskedDeliver != nil {
+			t.Errorf("dedup hit asking for %q: existing %v, asked_deliver %s; want none", d, w.Existing, w.AskedDeliver)
+		}
+	}
+	stored, _ := cs.Store.WatchGet(ctx, first.ID)
+	if o, err := deliver.ParseOptions(stored.Deliver); err != nil || o.Resume == nil || o.Resume.Session != "session-1" || o.Webhook != nil || o.Progress {
+		t.Errorf("the pending watch's options became %s, want its own resume of session-1 only", stored.Deliver)
+	}
+
+	res, err := e.RegisterBatch(ctx, []vigil.RegisterRequest{req(`{"resume":{"harness":"codex","session":"thread-9"}}`), req(mine)})
+	if err != nil || len(res) != 2 {
+		t.Fatalf("RegisterBatch = %v, %v", res, err)
+	}
+	if w := res[0].Watch; w == nil || !w.Existing || !strings.Contains(string(w.AskedDeliver), `"session":"thread-9"`) {
+		t.Errorf("batch item asking for another resume = %+v, want existing with asked_deliver", res[0])
+	}
+	if w := res[1].Watch; w == nil || !w.Existing || w.AskedDeliver != nil {
+		t.Errorf("batch item asking for the watch's own resume = %+v, want existing without asked_deliver", res[1])
+	}
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/deliver"
 	"github.com/vigil-run/vigil/scheduler"
 )
 
@@ -39,10 +41,13 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 	if r.IdempotencyKey != "" && !got.Replayed {
 		e.sched.ArmPrune(now.Add(e.limits.IdempotencyTTL))
 	}
-	if got.Existing && r.Deadline != "" && !got.Replayed && !w.Deadline.Equal(got.Deadline) {
-		// The pending watch keeps its deadline: say the one asked for
-		// was not taken.
-		got.AskedDeadline = w.Deadline
+	if got.Existing && !got.Replayed {
+		// The pending watch keeps its deadline and its delivery
+		// options: say what was asked for and not taken.
+		if r.Deadline != "" && !w.Deadline.Equal(got.Deadline) {
+			got.AskedDeadline = w.Deadline
+		}
+		got.AskedDeliver = askedDeliver(w.Deliver, got.Deliver)
 	}
 	if got.Replayed && secret != "" {
 		// A retry of the registration that made it: its caller may
@@ -67,6 +72,32 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 		return e.view(got), nil
 	}
 	return e.observe(ctx, got, o)
+}
+
+// askedDeliver returns the delivery options a registration asked for
+// (asked, canonical), secrets redacted, when the pending watch it matched
+// does not carry each of them as asked (kept): that registration's
+// webhook, command, email, resume or progress is not registered, and its
+// answer must say so. Nil when none was asked for, or each is there.
+func askedDeliver(asked, kept json.RawMessage) json.RawMessage {
+	if len(asked) == 0 {
+		return nil
+	}
+	var a, k map[string]json.RawMessage
+	if err := json.Unmarshal(asked, &a); err != nil {
+		return deliver.Redact(asked)
+	}
+	if len(kept) > 0 {
+		if c, err := vigil.CanonicalJSON(kept); err == nil {
+			_ = json.Unmarshal(c, &k)
+		}
+	}
+	for name, v := range a {
+		if !bytes.Equal(v, k[name]) {
+			return deliver.Redact(asked)
+		}
+	}
+	return nil
 }
 
 // observe waits (bounded) for the first observation of a new watch. If it

@@ -85,6 +85,11 @@ func TestAgentsDocExamples(t *testing.T) {
 	b, _ := json.MarshalIndent(c.next(), "", "  ")
 	got["channel-event"] = string(b)
 	stop()
+	// The hook shows it again at the next prompt (the client did not say
+	// it takes channel events), and marks it read.
+	if out, _ := runVigil(t, d, "notice", "--for", "my-project"); !strings.Contains(out, "check the deploy") {
+		t.Errorf("the hook after the channel's push = %q, want the timer's outcome", out)
+	}
 
 	// Notes, by the CLI, and the hook that shows them.
 	out, _ := runVigil(t, d, "note", "--for", "my-project", "nightly: 2 flaky tests",

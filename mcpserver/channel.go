@@ -27,6 +27,11 @@ import (
 // has no call that sends a notification of a method of one's own, so Run
 // wraps the transport, keeps the Connection it makes, and writes the
 // JSON-RPC notification on it (Connection allows concurrent Writes).
+//
+// Claude Code takes the events only on a connection of a protocol version
+// before 2026-07-28, so a channel speaks only those (see
+// channelProtocolCeiling), and pushes once the handshake is made (see
+// channelReady).
 const (
 	// ChannelCapability is the experimental capability a channel declares.
 	ChannelCapability = "claude/channel"
@@ -49,6 +54,10 @@ const (
 	channelAckTimeout = 10 * time.Second
 	// channelPage is how many messages one read takes.
 	channelPage = 100
+
+	// ChannelReader is the mailbox reader of a channel: its own cursor, so
+	// that it pushes each message once, apart from DefaultReader's.
+	ChannelReader = "channel"
 )
 
 const channelInstructions = `
@@ -58,7 +67,51 @@ This server is also a channel: when something lands in your inbox (%[1]s) — a 
 - seq: the message's place in the inbox; recipient: whose inbox
 - watch_id, kind, state: the watch it is about, its kind, and the state it settled in (absent for a note)
 - count, first_seq, last_seq: on a summary, how many messages and which
-Each message comes once and is marked read (it will not show again in the notice hook or inbox_read). Act on it as the note you gave the watch says; call watch_get or watch_why with the watch_id for the details, and inbox_read with {"after": first_seq - 1, "ack": false} to read the messages a summary announces. These events are outcomes only: there is nothing to poll.`
+Each message comes here once. The vigil notice hook may show it again at your next prompt, since vigil cannot tell that this session showed it to you: it is the same message (the same seq), so do not act on it twice. Act on it as the note you gave the watch says; call watch_get or watch_why with the watch_id for the details, and inbox_read with {"after": first_seq - 1, "ack": false} to read the messages a summary announces. These events are outcomes only: there is nothing to poll.`
+
+// channelProtocolCeiling is the first MCP protocol version a channel does
+// not speak. Claude Code (2.1.328) takes channel events only on a
+// connection that negotiated an earlier one: on 2026-07-28 and later it
+// skips the channel ("connection negotiated a modern protocol revision
+// with no unsolicited notification path"; its debug log and its /mcp view
+// say so). It opens a stdio server with a server/discover probe at
+// 2026-07-28 and, when the answer offers no version of that protocol,
+// falls back to initialize at 2025-11-25.
+const channelProtocolCeiling = "2026-07-28"
+
+// channelProtocolVersions are the protocol versions a channel speaks:
+// those of the SDK before channelProtocolCeiling. With them as
+// ServerOptions.SupportedProtocolVersions, the SDK answers server/discover
+// (and any request of the 2026-07-28 protocol) with the error
+// unsupported protocol version, whose data lists them (SEP-2575), and
+// negotiates the newest of them at initialize.
+func channelProtocolVersions() []string {
+	var vs []string
+	for _, v := range mcp.SupportedProtocolVersions() {
+		if v < channelProtocolCeiling {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
+
+// channelReady is a receiving middleware of a channel: it closes s.ready
+// once the client has made its handshake, that is once an initialized
+// session receives anything but a ping: notifications/initialized, or the
+// first request of a client that leaves that notification out. Only then
+// may the server send it notifications of its own.
+func (s *server) channelReady(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if method == "initialize" || method == "ping" {
+			return res, err
+		}
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.InitializeParams() != nil {
+			s.readyOnce.Do(func() { close(s.ready) })
+		}
+		return res, err
+	}
+}
 
 // channelTransport wraps the transport Run serves, keeping the
 // connection it makes so the channel can write on it.
@@ -92,7 +145,22 @@ type channel struct {
 	burst     int
 	window    time.Duration
 	sent      []time.Time // when the notifications of the current window went out
-	through   int64       // the highest seq pushed
+	through   int64       // the highest seq pushed, or passed over
+	// notice says the client declared it takes channel events (the
+	// experimental capability claude/channel in its initialize): what is
+	// pushed is then marked read for DefaultReader too.
+	notice bool
+}
+
+// takesChannel reports whether a client declared, in its initialize, that
+// it takes channel events. Claude Code 2.1.328 does not: it drops them
+// unless launched with the channel enabled, and says neither.
+func takesChannel(p *mcp.InitializeParams) bool {
+	if p == nil || p.Capabilities == nil {
+		return false
+	}
+	_, ok := p.Capabilities.Experimental[ChannelCapability]
+	return ok
 }
 
 // channelParams are the params of a channel notification.
@@ -102,8 +170,19 @@ type channelParams struct {
 }
 
 // run pushes until ctx ends or a write fails (the client went away). It
-// reads the recipient's unread messages as the notice reader, oldest
-// first, and acks each once it was written.
+// reads the recipient's unread messages as ChannelReader, oldest first,
+// passes over those DefaultReader has read (the notice hook or inbox_read
+// showed them), and acks each for ChannelReader once it was written.
+//
+// A written notification is not a shown one: Claude Code drops channel
+// events silently unless launched with the channel enabled, and the server
+// is configured for every launch. So what is pushed stays unread for
+// DefaultReader, and the notice hook shows it at the next prompt. A
+// client that declared it takes channel events (notice) is pushed what
+// DefaultReader has not read, which is then read for both: a reader's
+// cursor marks everything up to it read, so acking DefaultReader past a
+// message pushed only to another session, which may have dropped it,
+// would lose that message.
 func (c *channel) run(ctx context.Context) {
 	backoff := resubscribeMin
 	sleep := func() bool {
@@ -118,7 +197,16 @@ func (c *channel) run(ctx context.Context) {
 		}
 	}
 	for ctx.Err() == nil {
-		page, err := c.s.svc.Messages(ctx, vigil.MessagesRequest{Recipient: c.recipient, Reader: DefaultReader, Wait: channelPoll, Limit: channelPage})
+		reader := ChannelReader
+		if c.notice {
+			reader = DefaultReader
+		}
+		page, err := c.s.svc.Messages(ctx, vigil.MessagesRequest{Recipient: c.recipient, Reader: reader, Wait: channelPoll, Limit: channelPage})
+		var shown vigil.MessagesPage
+		if err == nil && !c.notice && len(page.Messages) > 0 {
+			// Where the notice reader is: what it read was shown.
+			shown, err = c.s.svc.Messages(ctx, vigil.MessagesRequest{Recipient: c.recipient, Reader: DefaultReader, Limit: 1})
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -131,12 +219,14 @@ func (c *channel) run(ctx context.Context) {
 		}
 		var ms []*vigil.Message
 		for _, m := range page.Messages {
-			if m.Seq > c.through {
+			if m.Seq > c.through && m.Seq > shown.Cursor {
 				ms = append(ms, m)
 			}
 		}
 		if len(ms) == 0 && len(page.Messages) > 0 {
-			// Pushed, but the ack was lost: ack again, not push again.
+			// Pushed, but the ack was lost, or shown already: ack, not
+			// push.
+			c.through = max(c.through, page.Messages[len(page.Messages)-1].Seq)
 			if err := c.ack(ctx); err != nil && !sleep() {
 				return
 			}
@@ -200,12 +290,19 @@ func (c *channel) left(now time.Time) int {
 	return max(c.burst-len(c.sent), 0)
 }
 
-// ack marks what was pushed read. It outlives the session: a client that
-// goes away right after a notification was written must not get it again
-// from the next session.
+// ack marks what was pushed (or passed over) read for ChannelReader, and
+// for DefaultReader when the client takes channel events. It outlives the
+// session: a client that goes away right after a notification was written
+// must not get it again from the next session.
 func (c *channel) ack(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), channelAckTimeout)
 	defer cancel()
+	if err := c.s.svc.Ack(ctx, vigil.AckRequest{Recipient: c.recipient, Reader: ChannelReader, Seq: c.through}); err != nil {
+		return err
+	}
+	if !c.notice {
+		return nil
+	}
 	return c.s.svc.Ack(ctx, vigil.AckRequest{Recipient: c.recipient, Reader: DefaultReader, Seq: c.through})
 }
 

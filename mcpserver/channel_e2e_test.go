@@ -77,16 +77,57 @@ func (c *rawClient) send(v any) {
 func (c *rawClient) call(method string, params any) rawMsg {
 	c.t.Helper()
 	c.nextID++
-	id := c.nextID
+	return c.request(c.nextID, method, params)
+}
+
+// request sends a request with the id given (a number or a string) and
+// returns its response, keeping what came before it for next.
+func (c *rawClient) request(id any, method string, params any) rawMsg {
+	c.t.Helper()
+	want, err := json.Marshal(id)
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	c.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 	for m := range c.msgs {
-		if string(m.ID) == strconv.Itoa(id) {
+		if string(m.ID) == string(want) {
 			return m
 		}
 		c.held = append(c.held, m)
 	}
 	c.t.Fatalf("the server went away before answering %s", method)
 	return rawMsg{}
+}
+
+// events returns the channel notifications the client has read so far
+// without waiting, and keeps the other messages.
+func (c *rawClient) events() []rawMsg {
+	var evs, rest []rawMsg
+	take := func(m rawMsg) {
+		if m.Method == mcpserver.ChannelMethod {
+			evs = append(evs, m)
+		} else {
+			rest = append(rest, m)
+		}
+	}
+	for _, m := range c.held {
+		take(m)
+	}
+	for {
+		select {
+		case m, ok := <-c.msgs:
+			if !ok {
+				c.held = rest
+				return evs
+			}
+			take(m)
+			continue
+		default:
+		}
+		break
+	}
+	c.held = rest
+	return evs
 }
 
 // initialize runs the handshake and returns the initialize result.
@@ -266,9 +307,15 @@ func TestChannelStdio(t *testing.T) {
 		t.Errorf("reading as the summary says = %d messages, %v", len(page.Messages), err)
 	}
 	stop()
-	// Everything pushed was marked read for the notice reader.
-	page, err = cl.Messages(ctx, vigil.MessagesRequest{Recipient: r, Reader: mcpserver.DefaultReader})
+	// Everything pushed was marked read for the channel's reader; this
+	// client did not say it takes channel events, so the notice hook
+	// still shows it all.
+	page, err = cl.Messages(ctx, vigil.MessagesRequest{Recipient: r, Reader: mcpserver.ChannelReader})
 	if err != nil || len(page.Messages) != 0 {
-		t.Errorf("unread after the pushes: %+v, %v", page.Messages, err)
+		t.Errorf("unread for the channel reader after the pushes: %+v, %v", page.Messages, err)
+	}
+	page, err = cl.Messages(ctx, vigil.MessagesRequest{Recipient: r, Reader: mcpserver.DefaultReader, Limit: 1000})
+	if err != nil || len(page.Messages) != 36 {
+		t.Errorf("unread for the notice reader after the pushes: %d, %v; want all 36", len(page.Messages), err)
 	}
 }

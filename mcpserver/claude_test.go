@@ -1,21 +1,33 @@
 package mcpserver_test
 
 import (
+	"bufio"
+	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/vigil-run/vigil/daemon"
 )
 
-// TestClaudeCodeMCPList registers "vigil mcp --channel" with the real
-// Claude Code CLI (VIGIL_TEST_CLAUDE, else claude on PATH) and runs its
-// health check, "claude mcp list", which starts the server and speaks MCP
-// to it: the channel's experimental capability and instructions do not
-// stop a real client from connecting. (A live channel event needs a
-// signed-in account: TestChannelStdio covers the events with a raw
-// client.)
-func TestClaudeCodeMCPList(t *testing.T) {
-	t.Parallel()
+// claudeCode is the real Claude Code CLI with "vigil mcp --channel --for
+// my-project" registered in a HOME of its own, behind a wrapper that logs
+// what each side writes: in.log the client's messages, out.log the
+// server's, one a line.
+type claudeCode struct {
+	t              *testing.T
+	bin, home, dir string
+	in, out        string
+}
+
+// newClaudeCode finds the CLI (VIGIL_TEST_CLAUDE, else claude on PATH), or
+// skips the test saying so.
+func newClaudeCode(t *testing.T, d *daemon.Daemon) *claudeCode {
+	t.Helper()
 	bin := os.Getenv("VIGIL_TEST_CLAUDE")
 	if bin == "" {
 		var err error
@@ -23,23 +35,166 @@ func TestClaudeCodeMCPList(t *testing.T) {
 			t.Skip("SKIPPED: no Claude Code CLI (set VIGIL_TEST_CLAUDE to its binary, e.g. node_modules/@anthropic-ai/claude-code/bin/claude.exe)")
 		}
 	}
-	d := startDaemon(t)
-	home, dir := t.TempDir(), t.TempDir()
-	claude := func(args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(t.Context(), bin, args...)
-		cmd.Dir = dir
-		cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("claude %q: %v\n%s", args, err, out)
-		}
-		return string(out)
+	logs := t.TempDir()
+	c := &claudeCode{t: t, bin: bin, home: t.TempDir(), dir: t.TempDir(), in: filepath.Join(logs, "in.log"), out: filepath.Join(logs, "out.log")}
+	wrapper := filepath.Join(logs, "vigil-mcp.sh")
+	script := "#!/bin/sh\ntee -a '" + c.in + "' | '" + os.Args[0] + "' mcp --channel --for my-project | tee -a '" + c.out + "'\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	claude("mcp", "add", "vigil", "-e", childEnv+"=1", "-e", "VIGIL_ADDR="+d.Addr(), "-e", "VIGIL_TOKEN="+d.Token(),
-		"--", os.Args[0], "mcp", "--channel", "--for", "my-project")
-	out := claude("mcp", "list")
+	c.run("mcp", "add", "vigil", "-e", childEnv+"=1", "-e", "VIGIL_ADDR="+d.Addr(), "-e", "VIGIL_TOKEN="+d.Token(), "--", wrapper)
+	return c
+}
+
+func (c *claudeCode) env() []string {
+	return []string{"HOME=" + c.home, "PATH=" + os.Getenv("PATH"), "TERM=xterm", "DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
+}
+
+func (c *claudeCode) run(args ...string) string {
+	c.t.Helper()
+	cmd := exec.CommandContext(c.t.Context(), c.bin, args...)
+	cmd.Dir = c.dir
+	cmd.Env = c.env()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("claude %q: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// wire returns the messages each side wrote, by method (a response under
+// the method of the request it answers, as "-> initialize", then its
+// result or error).
+func (c *claudeCode) wire() (client, server []string) {
+	c.t.Helper()
+	methods := map[string]string{}
+	read := func(path string, side *[]string) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			c.t.Fatalf("the wrapper logged nothing: %v", err)
+		}
+		for line := range strings.Lines(string(b)) {
+			var m rawMsg
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				c.t.Fatalf("a line on the wire that is not JSON: %q", line)
+			}
+			switch {
+			case m.Method != "" && m.ID != nil:
+				methods[string(m.ID)] = m.Method
+				*side = append(*side, m.Method)
+			case m.Method != "":
+				*side = append(*side, m.Method)
+			default:
+				*side = append(*side, "-> "+methods[string(m.ID)]+" "+string(m.Result)+string(m.Error))
+			}
+		}
+	}
+	read(c.in, &client)
+	read(c.out, &server)
+	return client, server
+}
+
+// TestClaudeCodeMCPList runs the real Claude Code's health check, "claude
+// mcp list", which starts "vigil mcp --channel" and speaks MCP to it: the
+// channel's capability and instructions do not stop a real client from
+// connecting, and the handshake it makes is the one in which Claude Code
+// takes channel events: its server/discover probe of the 2026-07-28
+// protocol is refused, and it initializes at 2025-11-25. (A live channel
+// event needs a signed-in account: TestChannelClaudeHandshake speaks the
+// same messages with a raw client and receives it.)
+func TestClaudeCodeMCPList(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	c := newClaudeCode(t, d)
+	out := c.run("mcp", "list")
 	if !strings.Contains(out, "vigil:") || !strings.Contains(out, "✔ Connected") {
 		t.Errorf("claude mcp list = %q, want vigil connected", out)
+	}
+	client, server := c.wire()
+	t.Logf("client wrote %q", client)
+	if len(client) < 2 || client[0] != "server/discover" || client[1] != "initialize" {
+		t.Errorf("Claude Code wrote %q, want server/discover, then initialize", client)
+	}
+	var refused, legacy bool
+	for _, m := range server {
+		refused = refused || strings.HasPrefix(m, "-> server/discover ") && strings.Contains(m, `"code":-32022`)
+		legacy = legacy || strings.HasPrefix(m, "-> initialize ") && strings.Contains(m, `"protocolVersion":"2025-11-25"`)
+	}
+	if !refused || !legacy {
+		for i, m := range server {
+			if len(m) > 200 {
+				server[i] = m[:200] + "…"
+			}
+		}
+		t.Errorf("the server wrote %q, want server/discover refused (-32022) and initialize answered at 2025-11-25", server)
+	}
+}
+
+// TestClaudeCodeChannelGate starts the real Claude Code interactively (in
+// a pseudo-terminal, with no account) with the channel enabled for the
+// session, and reads its debug log for the decision on the channel: it
+// must not be skipped for the protocol the connection negotiated, which
+// Claude Code 2.1.328 does to a channel on 2026-07-28. Without an account
+// it is then skipped for a later reason (the feature is not available to
+// this session), which only a signed-in session passes.
+func TestClaudeCodeChannelGate(t *testing.T) {
+	t.Parallel()
+	pty, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("SKIPPED: no script(1) to give Claude Code a terminal")
+	}
+	d := startDaemon(t)
+	c := newClaudeCode(t, d)
+	// No onboarding screens and a trusted folder: the session starts
+	// and connects its MCP servers at once.
+	cfgPath := filepath.Join(c.home, ".claude.json")
+	var cfg map[string]any
+	b, err := os.ReadFile(cfgPath)
+	if err != nil || json.Unmarshal(b, &cfg) != nil {
+		t.Fatalf("reading %s: %v", cfgPath, err)
+	}
+	cfg["hasCompletedOnboarding"] = true
+	projects, _ := cfg["projects"].(map[string]any)
+	for _, p := range projects {
+		if p, ok := p.(map[string]any); ok {
+			p["hasTrustDialogAccepted"] = true
+		}
+	}
+	if b, err = json.Marshal(cfg); err != nil || os.WriteFile(cfgPath, b, 0o600) != nil {
+		t.Fatalf("writing %s: %v", cfgPath, err)
+	}
+
+	debug := filepath.Join(t.TempDir(), "debug.log")
+	cmd := exec.Command(pty, "-q", "-c", c.bin+" --dangerously-load-development-channels server:vigil --debug-file "+debug, os.DevNull)
+	cmd.Dir, cmd.Env = c.dir, c.env()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	const bound = 60 * time.Second
+	var gate string
+	for start := time.Now(); gate == "" && time.Since(start) < bound; time.Sleep(100 * time.Millisecond) {
+		f, err := os.Open(debug)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if _, after, ok := strings.Cut(sc.Text(), `MCP server "vigil": Channel notifications `); ok {
+				gate = after
+			}
+		}
+		f.Close()
+	}
+	if gate == "" {
+		t.Skipf("SKIPPED: Claude Code logged no decision on the channel within %s (another version, or it could not start here)", bound)
+	}
+	t.Logf("Claude Code's channel decision: %s", gate)
+	if strings.Contains(gate, "protocol") {
+		t.Errorf("Claude Code skipped the channel for its protocol: %s", gate)
 	}
 }

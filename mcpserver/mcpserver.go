@@ -98,11 +98,15 @@ type Options struct {
 	// means every kind built into vigil (watcher/kinds).
 	Kinds watcher.Kinds
 	// Channel makes Run a Claude Code channel: it declares the
-	// experimental capability claude/channel and pushes each new message
-	// of its recipient (DefaultRecipient) as one
-	// notifications/claude/channel notification, marking it read for the
-	// reader DefaultReader once written (see channel.go). New and
-	// NewHandler ignore it.
+	// experimental capability claude/channel, speaks the MCP protocol
+	// versions before 2026-07-28 only (on 2026-07-28 Claude Code skips a
+	// channel), and pushes each new message of its recipient
+	// (DefaultRecipient), once the client has made its handshake, as one
+	// notifications/claude/channel notification. It marks what it pushed
+	// read for its own reader, ChannelReader, and for DefaultReader (the
+	// notice hook's) only when the client declared it takes channel
+	// events; what DefaultReader has read is not pushed (see channel.go).
+	// New and NewHandler ignore it.
 	Channel bool
 	// ChannelBurst and ChannelWindow bound the push: a burst above
 	// ChannelBurst messages in ChannelWindow becomes one summary
@@ -126,10 +130,10 @@ type server struct {
 	// token, and refuses a call that carries none.
 	http bool
 	subs *subscriptions
-	// initialized is closed when a client of a channel says it is
-	// initialized (Options.Channel).
-	initialized chan struct{}
-	initOnce    sync.Once
+	// ready is closed once the client of a channel has made its handshake
+	// (Options.Channel; see channelReady).
+	ready     chan struct{}
+	readyOnce sync.Once
 
 	// Waits in flight, which closeWaits ends.
 	calls longcall.Set // the long calls in flight
@@ -167,13 +171,14 @@ func Run(ctx context.Context, svc vigil.Service, opts *Options, t mcp.Transport)
 	})
 	defer stop()
 	if ch != nil {
-		// The push starts once the client says it is initialized, and
+		// The push starts once the client has made its handshake, and
 		// stops when the session ends.
 		pctx, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		wg.Go(func() {
 			select {
-			case <-s.initialized:
+			case <-s.ready:
+				ch.notice = takesChannel(ss.InitializeParams())
 				ch.run(pctx)
 			case <-pctx.Done():
 			}
@@ -224,7 +229,7 @@ func newServer(svc vigil.Service, opts *Options, overHTTP bool) *server {
 		s.opts.ChannelWindow = DefaultChannelWindow
 	}
 	s.subs = newSubscriptions(s)
-	s.initialized = make(chan struct{})
+	s.ready = make(chan struct{})
 	so := &mcp.ServerOptions{
 		Instructions:       instructions,
 		Logger:             slog.New(quietHandler{s.log.Handler()}),
@@ -233,13 +238,17 @@ func newServer(svc vigil.Service, opts *Options, overHTTP bool) *server {
 		// No logging capability: the server has nothing to log to a client.
 		Capabilities: &mcp.ServerCapabilities{},
 	}
-	if s.opts.Channel && !overHTTP {
+	channel := s.opts.Channel && !overHTTP
+	if channel {
 		so.Capabilities.Experimental = map[string]any{ChannelCapability: map[string]any{}}
 		so.Instructions += "\n" + fmt.Sprintf(channelInstructions, s.opts.DefaultRecipient)
-		so.InitializedHandler = func(context.Context, *mcp.InitializedRequest) { s.initOnce.Do(func() { close(s.initialized) }) }
+		so.SupportedProtocolVersions = channelProtocolVersions()
 	}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "vigil", Title: "vigil watch service", Version: s.opts.Version}, so)
 	s.srv.AddReceivingMiddleware(argumentErrors, protocolErrors, s.ownInbox)
+	if channel {
+		s.srv.AddReceivingMiddleware(s.channelReady)
+	}
 	s.addTools()
 	s.addNote()
 	s.addInbox()

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/deliver"
 	"github.com/vigil-run/vigil/httpapi"
 	"github.com/vigil-run/vigil/wording"
 )
@@ -21,7 +22,7 @@ const (
 
 Use this instead of polling, sleeping or re-checking in a loop. After it returns, tell the user what you are waiting for and END YOUR TURN. Do not call watch_get or watch_wait to check on it: the outcome arrives in your inbox and is shown to you at the start of a later turn (or read it with inbox_read).
 
-The first check runs at once and comes back in the result (observe), so a mistyped URL, path or repository shows now. If that first check already settles it, the answer is in the result (answered_at_creation) and nothing is mailed. The same condition for the same recipient returns the watch already pending (existing).
+The first check runs at once and comes back in the result (observe), so a mistyped URL, path or repository shows now. If that first check already settles it, the answer is in the result (answered_at_creation) and nothing is mailed. The same condition for the same recipient returns the watch already pending (existing), which keeps its own deadline and delivery options: a wake or deliver it does not carry is NOT registered (asked_deliver and the hint say so).
 
 Kinds and their predicates (this daemon runs these; the input schema gives each one's in full):
 %s
@@ -171,9 +172,6 @@ func createHint(w *vigil.Watch) string {
 		}
 		return fmt.Sprintf("Watching for a completion for %s. Whoever finishes the work POSTs {\"status\": \"success\"} (or \"failure\") to %s; "+
 			"this is the only time it is shown. END YOUR TURN now; the outcome will land in %s's inbox.", w.Recipient, where, w.Recipient)
-	case w.Standing:
-		return fmt.Sprintf("Watching %s for %s: each change will land in %s's inbox until you cancel it. END YOUR TURN now; do not poll.",
-			wording.Subject(w), w.Recipient, w.Recipient)
 	}
 	var b strings.Builder
 	if w.Existing {
@@ -182,11 +180,61 @@ func createHint(w *vigil.Watch) string {
 			fmt.Fprintf(&b, "It keeps its own deadline, %s, not the %s you asked for; cancel it and register again to change it. ",
 				vigil.FormatTime(w.Deadline), vigil.FormatTime(w.AskedDeadline))
 		}
+		if len(w.AskedDeliver) > 0 {
+			notRegistered(&b, w)
+		}
+	}
+	if w.Standing {
+		fmt.Fprintf(&b, "Watching %s for %s: each change will land in %s's inbox until you cancel it. END YOUR TURN now; do not poll.",
+			wording.Subject(w), w.Recipient, w.Recipient)
+		return b.String()
 	}
 	fmt.Fprintf(&b, "%s END YOUR TURN now and tell the user what you are waiting for; do not poll. "+
 		"The outcome will land in %s's inbox, shown to you at the start of a later turn (or read it with inbox_read).",
 		wording.Why(w), w.Recipient)
 	return b.String()
+}
+
+// notRegistered says that the delivery options a registration asked for
+// (w.AskedDeliver), its wake above all, were not registered on the pending
+// watch it matched, and what to do about it.
+func notRegistered(b *strings.Builder, w *vigil.Watch) {
+	kept := "none: the inbox only"
+	if len(w.Deliver) > 0 {
+		kept = string(w.Deliver)
+	}
+	asked, err := deliver.ParseOptions(w.AskedDeliver)
+	if err != nil || asked.Resume == nil {
+		fmt.Fprintf(b, "The delivery options you asked for (%s) were NOT registered: it keeps its own (%s). "+
+			"To change them, cancel it (watch_cancel %s) and register again. ", w.AskedDeliver, kept, w.ID)
+		return
+	}
+	fmt.Fprintf(b, "YOUR WAKE WAS NOT REGISTERED: this watch will not resume %s as you asked when it settles; it keeps its own delivery options (%s). ",
+		resumeName(asked.Resume), kept)
+	var other *deliver.ResumeOptions
+	if o, err := deliver.ParseOptions(w.Deliver); err == nil {
+		other = o.Resume
+	}
+	switch {
+	case other == nil:
+		fmt.Fprintf(b, "If your session is going to end before then, do not end it counting on a wake: either cancel this watch (watch_cancel %s) "+
+			"and call watch_create again with wake (and with what it delivers now, if that is still wanted), "+
+			"or keep your session open: the outcome reaches you through %s's inbox. ", w.ID, w.Recipient)
+	case other.Harness == asked.Resume.Harness && other.Session == asked.Resume.Session:
+		fmt.Fprintf(b, "It resumes that session, with the options shown; to change them, cancel it (watch_cancel %s) and register again. ", w.ID)
+	default:
+		fmt.Fprintf(b, "It resumes another session (%s), and a watch resumes one session only: do not cancel it, which would take that wake away. "+
+			"If your session is going to end before then, call watch_create again with a recipient of your own (a name for this session) and wake, "+
+			"or keep your session open: the outcome reaches you through %s's inbox. ", strings.TrimPrefix(resumeName(other), "your "), w.Recipient)
+	}
+}
+
+// resumeName names the session a resume wakes, for a model.
+func resumeName(r *deliver.ResumeOptions) string {
+	if r.Session != "" {
+		return fmt.Sprintf("your %s session %s", r.Harness, r.Session)
+	}
+	return "your session (the resume command you gave)"
 }
 
 type listIn struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/deliver"
@@ -82,4 +83,80 @@ func TestCreateWake(t *testing.T) {
 	if msg := callErr(t, noExec, "watch_create", map[string]any{"kind": "timer", "predicate": map[string]any{"in": "1h"}, "wake": "claude:s1"}); !strings.Contains(msg, "--allow-exec") {
 		t.Errorf("wake without exec = %q, want it to name --allow-exec", msg)
 	}
+}
+
+// TestCreateWakeOnExisting: watch_create with wake for a condition already
+// pending for the recipient returns that watch, which keeps its own
+// delivery options (another session's wake is never replaced by this
+// one's), and says so plainly, in asked_deliver and in the hint, with what
+// to do: an agent that ended its session believing it would be resumed
+// never was. Asking for the wake the watch already carries, or for none,
+// says nothing of the kind.
+func TestCreateWakeOnExisting(t *testing.T) {
+	t.Parallel()
+	e := engine.New(engine.Config{Store: memstore.New(), Watchers: watcher.NewRegistry(timer.New(timer.Config{})),
+		DeliverPolicy: deliver.Policy{AllowExec: true}})
+	if err := e.Prime(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	cs := connect(t, mcpserver.New(e, &mcpserver.Options{DefaultRecipient: "agent-1", WakeDir: "/src/app"}), nil)
+	// A timer well ahead, the same for both registrations of a case.
+	base := time.Now().Add(72 * time.Hour).UTC().Truncate(time.Second)
+
+	for i, tt := range []struct {
+		name  string
+		first map[string]any // what the first registration adds to kind and predicate
+		says  []string       // in the hint, besides that the wake was not registered
+	}{
+		{"no delivery", map[string]any{"note": "first session"},
+			[]string{"none: the inbox only", "cancel this watch (watch_cancel ", "keep your session open"}},
+		{"another session's wake", map[string]any{"wake": "claude:session-1"},
+			[]string{`"session":"session-1"`, "It resumes another session (claude session session-1)", "do not cancel it", "a recipient of your own"}},
+	} {
+		pred := map[string]any{"at": base.Add(time.Duration(i) * time.Hour).Format(time.RFC3339)}
+		first := callOK[watchResult](t, cs, "watch_create", merge(map[string]any{"kind": "timer", "predicate": pred}, tt.first))
+		second := callOK[watchResult](t, cs, "watch_create", map[string]any{"kind": "timer", "predicate": pred, "wake": "claude:session-2"})
+		if !second.Watch.Existing || second.Watch.ID != first.Watch.ID {
+			t.Fatalf("%s: second registration = %+v, want the existing watch", tt.name, second.Watch)
+		}
+		if !strings.Contains(string(second.Watch.AskedDeliver), `"session":"session-2"`) {
+			t.Errorf("%s: asked_deliver = %s, want the wake asked for", tt.name, second.Watch.AskedDeliver)
+		}
+		for _, want := range append([]string{"YOUR WAKE WAS NOT REGISTERED", "your claude session session-2"}, tt.says...) {
+			if !strings.Contains(second.Hint, want) {
+				t.Errorf("%s: hint does not say %q:\n%s", tt.name, want, second.Hint)
+			}
+		}
+		w, err := e.Watch(t.Context(), first.Watch.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, _ := deliver.ParseOptions(w.Deliver); o.Resume != nil && o.Resume.Session == "session-2" {
+			t.Errorf("%s: the pending watch's options became %s: the existing watch's were replaced", tt.name, w.Deliver)
+		}
+
+		// Asking again for what it carries, or for nothing: no warning.
+		again := []map[string]any{{"kind": "timer", "predicate": pred}}
+		if wake, ok := tt.first["wake"]; ok {
+			again = append(again, map[string]any{"kind": "timer", "predicate": pred, "wake": wake})
+		}
+		for _, args := range again {
+			out := callOK[watchResult](t, cs, "watch_create", args)
+			if !out.Watch.Existing || len(out.Watch.AskedDeliver) > 0 || strings.Contains(out.Hint, "NOT") {
+				t.Errorf("%s: watch_create %v = asked_deliver %s, hint %q; want the existing watch and no warning", tt.name, args, out.Watch.AskedDeliver, out.Hint)
+			}
+		}
+	}
+}
+
+// merge returns a with b's entries added.
+func merge(a, b map[string]any) map[string]any {
+	for k, v := range b {
+		a[k] = v
+	}
+	return a
 }

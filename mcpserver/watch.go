@@ -33,6 +33,7 @@ type Watch struct {
 	Standing           bool              `json:"standing,omitempty" jsonschema:"a standing watch reports each change to the inbox and never settles by itself"`
 	Deliver            json.RawMessage   `json:"deliver,omitempty" jsonschema:"where the outcome is pushed besides the inbox (secrets redacted)"`
 	Existing           bool              `json:"existing,omitempty" jsonschema:"the same condition was already watched for this recipient; this is that watch"`
+	AskedDeliver       json.RawMessage   `json:"asked_deliver,omitempty" jsonschema:"with existing: the delivery options this call asked for (its wake among them; secrets redacted), which the pending watch does not carry: they were NOT registered"`
 	AnsweredAtCreation bool              `json:"answered_at_creation,omitempty" jsonschema:"the first check already settled the watch; nothing was mailed, since this result holds the answer"`
 	CompletionToken    string            `json:"completion_token,omitempty" jsonschema:"a token watch's secret: whoever holds it can settle the watch; shown only in the result that created it"`
 	CompletionURL      string            `json:"completion_url,omitempty" jsonschema:"a token watch's completion URL: POST {\"status\": \"success\"} or {\"status\": \"failure\"} (and optional \"data\") to settle it; shown only in the result that created it"`
@@ -84,7 +85,7 @@ func watchOut(w *vigil.Watch) Watch {
 		State: w.State, Mode: w.Mode, Deadline: vigil.FormatTime(w.Deadline), CreatedAt: vigil.FormatTime(w.CreatedAt),
 		SettledAt: vigil.FormatTime(w.SettledAt), Polls: w.Polls, LastObservation: observationOut(w.LastObservation),
 		Outcome: outcomeOut(w.Outcome), Note: w.Note, Labels: w.Labels, Standing: w.Standing, Deliver: w.Deliver,
-		Existing: w.Existing, AnsweredAtCreation: w.AnsweredAtCreation,
+		Existing: w.Existing, AskedDeliver: w.AskedDeliver, AnsweredAtCreation: w.AnsweredAtCreation,
 		CompletionToken: w.CompletionToken, CompletionURL: w.CompletionURL,
 	}
 	if out.Predicate == nil {

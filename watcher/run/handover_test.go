@@ -20,7 +20,9 @@ import (
 // second stage was started, in its own session, but before it reported.
 // The second stage holds the run: the pid file stays, the next probe
 // finds the run starting rather than starting it again, and the program
-// runs once.
+// runs once. The report the second stage writes then meets a broken pipe
+// (the first stage is gone), which does not keep it from recording the
+// status.
 func TestHandOverAfterTheDaemonGaveUp(t *testing.T) {
 	t.Parallel()
 	dir, tmp := t.TempDir(), t.TempDir()

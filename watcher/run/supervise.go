@@ -153,7 +153,15 @@ func supervise(j job) int {
 	// once, so a daemon can reach it before the program starts.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	// A SIGHUP is caught, not ignored, and dropped: a signal caught is at
+	// its default in the program (exec resets it), one ignored would stay
+	// ignored there, and the program must see signals as from a shell.
+	// Catching it also lifts an ignore inherited from the daemon (nohup),
+	// which Go keeps for SIGHUP. SIGPIPE is left to Go, which catches it
+	// too: a write to a broken pipe fails with EPIPE here and kills only
+	// on fds 1 and 2, which are /dev/null (detach), so a first stage gone
+	// before the report (fd 3) cannot keep the status from being written.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 	early, _ := json.Marshal(pidRecord{Supervisor: os.Getpid()})
 	_, _ = f.WriteAt(early, 0)
 	tail := proc.NewTail(j.Tail)

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,24 +78,68 @@ func TestHandOverAfterTheDaemonGaveUp(t *testing.T) {
 	}
 }
 
-// TestProgramDoesNotHoldThePidFile: the program does not inherit the
-// supervisor's locked pid file, so the lock, which says a supervisor is
-// alive, goes with the supervisor even if the program outlives it.
-func TestProgramDoesNotHoldThePidFile(t *testing.T) {
+// TestProgramInheritsOnlyItsStdio: the program's open files are its
+// stdin, stdout and stderr, none of its supervisor's: not the locked pid
+// file (the lock, which says a supervisor is alive, would go on with a
+// program that outlives it) nor the write end of the pipe on which the
+// second stage reports its start (fd 3, the program's to write into).
+func TestProgramInheritsOnlyItsStdio(t *testing.T) {
 	t.Parallel()
 	if _, err := os.Stat("/proc/self/fd"); err != nil {
 		t.Skip("no /proc to list a process's open files")
 	}
 	d := startDaemon(t, memstore.New(), t.TempDir())
-	w := register(t, d, `{"shell":"for f in /proc/$$/fd/*; do readlink $f; done; true"}`, "", 0)
+	// ls, a child, lists the shell's files; "; true" keeps the shell from
+	// becoming ls.
+	w := register(t, d, `{"shell":"ls -l /proc/$$/fd; true"}`, "", 0)
 	got := wait(t, d, w.ID, 10*time.Second)
 	if got.State != vigil.StateFired {
 		t.Fatalf("watch = %s %+v, want fired", got.State, got.LastObservation)
 	}
 	tail, _ := got.Outcome.Observation.Facts["tail"].(string)
-	if strings.Contains(tail, ".pid") {
-		t.Errorf("the program holds the pid file; its open files:\n%s", tail)
+	var fds []string
+	for line := range strings.Lines(tail) {
+		if before, _, ok := strings.Cut(line, " -> "); ok {
+			f := strings.Fields(before)
+			fds = append(fds, f[len(f)-1])
+		}
 	}
+	want := append([]string{"0", "1", "2"}, passedOn(t)...)
+	slices.Sort(fds)
+	slices.Sort(want)
+	if !slices.Equal(fds, want) {
+		t.Errorf("the program's open files are %v, want %v (stdin, stdout, stderr and what this test was given):\n%s", fds, want, tail)
+	}
+}
+
+// passedOn lists the files past stderr that this test binary was given
+// open without close-on-exec: every process started from it inherits them
+// (as from a daemon given such files), which is not the supervisor's
+// doing.
+func passedOn(t *testing.T) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fds []string
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err != nil || n <= 2 {
+			continue
+		}
+		info, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		if err != nil {
+			continue // closed meanwhile: Go's own files are close-on-exec
+		}
+		for line := range strings.Lines(string(info)) {
+			if v, ok := strings.CutPrefix(line, "flags:"); ok {
+				if flags, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64); err == nil && flags&syscall.O_CLOEXEC == 0 {
+					fds = append(fds, e.Name())
+				}
+			}
+		}
+	}
+	return fds
 }
 
 // TestNotStartedAgainElsewhere: a watch whose run was recorded as started

@@ -118,7 +118,10 @@ func detach(jobJSON []byte, pidFile *os.File) (int, error) {
 
 // supervise is the second stage.
 func supervise(j job) int {
+	// The report pipe is the first stage's; the program must not inherit
+	// it (nor write into it).
 	report := os.NewFile(3, "report")
+	closeOnExec(report)
 	say := func(s string) {
 		if report != nil {
 			fmt.Fprintln(report, s)

@@ -21,9 +21,10 @@
 // its output, and when it exits writes a status file atomically (a
 // temporary file, fsync, rename) in the run directory, <data_dir>/run:
 //
-//	<watch id>.pid   made and locked (flock) by the daemon before the start,
-//	                 so a run starts at most once; the supervisor inherits
-//	                 it, the lock with it, holds it for its whole life and
+//	<watch id>.pid   made by the daemon before the start, locked (flock)
+//	                 before its name appears, and never made twice, so a
+//	                 run starts at most once; the supervisor inherits it,
+//	                 the lock with it, holds it for its whole life and
 //	                 writes its pid and the program's into it
 //	<watch id>.json  the status: exit code or signal, start and end, the tail
 //
@@ -612,21 +613,17 @@ func (w *Watcher) start(ctx context.Context, p watcher.Probe, c *canonical) (obs
 		}
 		recorded = w.cfg.Replica != ""
 	}
-	f, err := os.OpenFile(w.pidPath(id), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	// The pid file appears locked, before anything starts, and the lock is
+	// handed down: both stages of the supervisor inherit this open file,
+	// and the lock with it, so the run is held without a gap from the
+	// moment its pid file is there until the supervisor ends, and judging
+	// it by the lock (below, and in every probe) never mistakes a start
+	// being made, or a second stage that is up, for nobody.
+	f, err := makePidFile(w.cfg.Dir, id)
 	if errors.Is(err, fs.ErrExist) {
 		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "starting"}, nil
 	}
 	if err != nil {
-		return vigil.Observation{}, err
-	}
-	// The lock is taken now, before anything starts, and handed down: both
-	// stages of the supervisor inherit this open file, and the lock with
-	// it, so the run is held without a gap from here until the supervisor
-	// ends, and judging it by the lock (below, and in every probe) never
-	// mistakes a second stage that is up for nobody.
-	if err := lock(f); err != nil {
-		f.Close()
-		os.Remove(w.pidPath(id))
 		return vigil.Observation{}, err
 	}
 	b, _ := json.Marshal(job{WatchID: id, Dir: w.cfg.Dir, Path: path, Argv: argv, Cwd: prog.Cwd, Env: penv, Tail: max(c.Tail, 1),
@@ -671,6 +668,30 @@ func (w *Watcher) start(ctx context.Context, p watcher.Probe, c *canonical) (obs
 	pid, _ := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(out.String()), "ready "))
 	w.log.Debug("run started", "watch_id", id, "pid", pid)
 	return vigil.Observation{Verdict: vigil.VerdictPending, Summary: fmt.Sprintf("running (pid %d)", pid), Facts: map[string]any{"pid": pid}}, nil
+}
+
+// makePidFile makes id's pid file in dir, empty and locked, and returns it
+// open; an error matching fs.ErrExist says it exists: a run starts at most
+// once. The file is made and locked under a temporary name, then linked
+// to its own, so nobody ever sees a pid file before it is locked: one
+// that nobody holds was let go by all who held it. link fails when the
+// name is taken; rename would replace the pid file of a start already
+// made, and start the run again.
+func makePidFile(dir, id string) (*os.File, error) {
+	f, err := os.CreateTemp(dir, "."+id+".pid.*.tmp")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name()) // the pid file keeps its own name
+	if err := lock(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := os.Link(f.Name(), filepath.Join(dir, id+".pid")); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // validID reports whether id can name files in the run directory.

@@ -168,3 +168,55 @@ func TestNotStartedAgainElsewhere(t *testing.T) {
 		t.Errorf("the program ran here (%v)", err)
 	}
 }
+
+// TestStartThatNeverHappened: a pid file with no record and no status is
+// a start in the making while someone holds it, and one that never
+// happened once nobody does: its daemon died after making it and before a
+// supervisor wrote into it (a build before this one also left it so when
+// it died between making the file and locking it). The probe leaves a
+// held one alone, and removes one let go and starts the run, once.
+func TestStartThatNeverHappened(t *testing.T) {
+	t.Parallel()
+	dir, tmp := t.TempDir(), t.TempDir()
+	count := filepath.Join(tmp, "count")
+	w := run.New(testConfig(t, dir, nil, nil))
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	canon, err := w.Canonicalize(t.Context(), json.RawMessage(`{"shell":"echo ran >> `+count+`"}`), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "01NEVERHAPPENED"
+	probe := func() (vigil.Observation, error) {
+		return w.Probe(t.Context(), watcher.Probe{WatchID: id, Kind: vigil.KindRun, Predicate: canon.Predicate, Now: now})
+	}
+	pidPath := filepath.Join(dir, id+".pid")
+	f, err := os.OpenFile(pidPath, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	// Held: a daemon is starting the run.
+	if obs, err := probe(); err != nil || obs.Verdict != vigil.VerdictPending || obs.Summary != "starting" {
+		t.Fatalf("probe of a held pid file with no record = %+v, %v; want pending, starting", obs, err)
+	}
+	if _, err := os.Stat(pidPath); err != nil {
+		t.Fatalf("the held pid file was removed (%v)", err)
+	}
+	// Let go: the daemon died before any supervisor took it.
+	f.Close()
+	if obs, err := probe(); err != nil || !strings.HasPrefix(obs.Summary, "running") {
+		t.Fatalf("probe of a pid file let go with no record = %+v, %v; want the run started", obs, err)
+	}
+	if s := waitStatus(t, dir, id); s.ExitCode == nil || *s.ExitCode != 0 {
+		t.Fatalf("the run ended by %s, want exit 0", ending(s))
+	}
+	if obs, err := probe(); err != nil || obs.Verdict != vigil.VerdictSatisfied {
+		t.Errorf("the probe after the run = %+v, %v; want satisfied", obs, err)
+	}
+	if b, _ := os.ReadFile(count); string(b) != "ran\n" {
+		t.Errorf("the program's runs wrote %q, want one run", b)
+	}
+}

@@ -25,13 +25,16 @@
 //	                 before its name appears, and never made twice, so a
 //	                 run starts at most once; the supervisor inherits it,
 //	                 the lock with it, holds it for its whole life and
-//	                 writes its pid and the program's into it
+//	                 writes its pid into it (on disk before the program
+//	                 starts), then the program's
 //	<watch id>.json  the status: exit code or signal, start and end, the tail
 //
 // A probe reads these and nothing else: the status file answers; a held
 // lock is a run still going (pending); a pid file that nobody locks and no
 // status is a supervisor that died without a word, which settles the watch
-// errored.
+// errored, unless no supervisor ever wrote into it: then its daemon died
+// before one took it, the run never started, and the probe removes the
+// file and starts the run as a first probe does.
 //
 // # Waking up
 //
@@ -82,6 +85,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -358,13 +362,7 @@ func (w *Watcher) probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	rec, err := os.ReadFile(w.pidPath(p.WatchID))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if p.Final {
-			return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "never started"}, nil
-		}
-		if w.startedElsewhere(p.Last) {
-			return vigil.Observation{}, watcher.Permanent(errStartedElsewhere)
-		}
-		return w.start(ctx, p, c)
+		return w.first(ctx, p, c)
 	case err != nil:
 		return vigil.Observation{}, err
 	}
@@ -391,6 +389,18 @@ func (w *Watcher) probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 			}
 			return answer(st, c.Tail)
 		}
+		if unstarted(rec) {
+			// No supervisor wrote into it: the daemon that made it died
+			// before one took it, and the run never started.
+			gone, err := w.reclaim(p.WatchID)
+			if err != nil {
+				return vigil.Observation{}, err
+			}
+			if !gone {
+				return vigil.Observation{}, errors.New("the run's pid file changed while it was read")
+			}
+			return w.first(ctx, p, c)
+		}
 		return vigil.Observation{}, watcher.Permanent(errors.New("the run's supervisor ended without recording an exit status"))
 	}
 	facts := map[string]any{"pid": pr.Pid}
@@ -399,6 +409,74 @@ func (w *Watcher) probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: fmt.Sprintf("still running at the deadline (pid %d); its process group was terminated", pr.Pid), Facts: facts}, nil
 	}
 	return vigil.Observation{Verdict: vigil.VerdictPending, Summary: fmt.Sprintf("running (pid %d)", pr.Pid), Facts: facts}, nil
+}
+
+// first answers a probe that finds no pid file: the run has not started
+// here. It starts it, unless the deadline has come or the watch says the
+// run started elsewhere.
+func (w *Watcher) first(ctx context.Context, p watcher.Probe, c *canonical) (vigil.Observation, error) {
+	if p.Final {
+		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "never started"}, nil
+	}
+	if w.startedElsewhere(p.Last) {
+		return vigil.Observation{}, watcher.Permanent(errStartedElsewhere)
+	}
+	return w.start(ctx, p, c)
+}
+
+// unstarted reports whether rec, a pid file's content, names neither a
+// supervisor nor a program: no supervisor wrote into it, and a supervisor
+// writes its record (and syncs it) before it starts the program.
+func unstarted(rec []byte) bool {
+	if len(rec) == 0 {
+		return true
+	}
+	var pr pidRecord
+	return json.Unmarshal(rec, &pr) == nil && pr.Supervisor <= 0 && pr.Pid <= 0
+}
+
+// reclaim removes id's pid file if it is still that of a start that never
+// happened: nobody holds it, it names no supervisor (unstarted) and there
+// is no status. It looks and removes under the file's lock, and only if
+// the path still names the file it locked: a pid file is locked before
+// its name appears (makePidFile), so a start being made, or one made
+// meanwhile, is never taken for a start that never happened, and of two
+// probes that both find the file let go, one removes it.
+func (w *Watcher) reclaim(id string) (bool, error) {
+	path := w.pidPath(id)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close() // after the removal: the lock goes with it
+	if ok, err := tryLock(f); err != nil || !ok {
+		return false, err
+	}
+	held, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	named, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil || !os.SameFile(held, named) {
+		return false, err
+	}
+	rec, err := io.ReadAll(io.LimitReader(f, 4<<10))
+	if err != nil || !unstarted(rec) {
+		return false, err
+	}
+	if _, ok, err := w.readStatus(id); err != nil || ok {
+		return false, err
+	}
+	if err := os.Remove(path); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // errStartedElsewhere settles a run whose start this daemon has no record

@@ -153,7 +153,10 @@ func supervise(j job) int {
 	}
 	// Signals are handled from here: a SIGTERM before the program starts
 	// ends it as soon as it is up. The record names this supervisor at
-	// once, so a daemon can reach it before the program starts.
+	// once, so a daemon can reach it before the program starts, and is on
+	// disk before the program starts: a pid file nobody holds that names
+	// no supervisor is taken for a start that never happened, and started
+	// again, which after a crash must not be one whose program ran.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	// A SIGHUP is caught, not ignored, and dropped: a signal caught is at
@@ -166,7 +169,14 @@ func supervise(j job) int {
 	// before the report (fd 3) cannot keep the status from being written.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 	early, _ := json.Marshal(pidRecord{Supervisor: os.Getpid()})
-	_, _ = f.WriteAt(early, 0)
+	if _, err := f.WriteAt(early, 0); err != nil {
+		say("error: writing " + pidPath + ": " + err.Error())
+		return 1
+	}
+	if err := f.Sync(); err != nil {
+		say("error: syncing " + pidPath + ": " + err.Error())
+		return 1
+	}
 	tail := proc.NewTail(j.Tail)
 	cmd := exec.Command(j.Path)
 	cmd.Args = j.Argv

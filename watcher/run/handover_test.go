@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,7 +23,9 @@ import (
 // second stage was started, in its own session, but before it reported.
 // The second stage holds the run: the pid file stays, the next probe
 // finds the run starting rather than starting it again, and the program
-// runs once.
+// runs once. The report the second stage writes then meets a broken pipe
+// (the first stage is gone), which does not keep it from recording the
+// status.
 func TestHandOverAfterTheDaemonGaveUp(t *testing.T) {
 	t.Parallel()
 	dir, tmp := t.TempDir(), t.TempDir()
@@ -73,24 +78,68 @@ func TestHandOverAfterTheDaemonGaveUp(t *testing.T) {
 	}
 }
 
-// TestProgramDoesNotHoldThePidFile: the program does not inherit the
-// supervisor's locked pid file, so the lock, which says a supervisor is
-// alive, goes with the supervisor even if the program outlives it.
-func TestProgramDoesNotHoldThePidFile(t *testing.T) {
+// TestProgramInheritsOnlyItsStdio: the program's open files are its
+// stdin, stdout and stderr, none of its supervisor's: not the locked pid
+// file (the lock, which says a supervisor is alive, would go on with a
+// program that outlives it) nor the write end of the pipe on which the
+// second stage reports its start (fd 3, the program's to write into).
+func TestProgramInheritsOnlyItsStdio(t *testing.T) {
 	t.Parallel()
 	if _, err := os.Stat("/proc/self/fd"); err != nil {
 		t.Skip("no /proc to list a process's open files")
 	}
 	d := startDaemon(t, memstore.New(), t.TempDir())
-	w := register(t, d, `{"shell":"for f in /proc/$$/fd/*; do readlink $f; done; true"}`, "", 0)
+	// ls, a child, lists the shell's files; "; true" keeps the shell from
+	// becoming ls.
+	w := register(t, d, `{"shell":"ls -l /proc/$$/fd; true"}`, "", 0)
 	got := wait(t, d, w.ID, 10*time.Second)
 	if got.State != vigil.StateFired {
 		t.Fatalf("watch = %s %+v, want fired", got.State, got.LastObservation)
 	}
 	tail, _ := got.Outcome.Observation.Facts["tail"].(string)
-	if strings.Contains(tail, ".pid") {
-		t.Errorf("the program holds the pid file; its open files:\n%s", tail)
+	var fds []string
+	for line := range strings.Lines(tail) {
+		if before, _, ok := strings.Cut(line, " -> "); ok {
+			f := strings.Fields(before)
+			fds = append(fds, f[len(f)-1])
+		}
 	}
+	want := append([]string{"0", "1", "2"}, passedOn(t)...)
+	slices.Sort(fds)
+	slices.Sort(want)
+	if !slices.Equal(fds, want) {
+		t.Errorf("the program's open files are %v, want %v (stdin, stdout, stderr and what this test was given):\n%s", fds, want, tail)
+	}
+}
+
+// passedOn lists the files past stderr that this test binary was given
+// open without close-on-exec: every process started from it inherits them
+// (as from a daemon given such files), which is not the supervisor's
+// doing.
+func passedOn(t *testing.T) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fds []string
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err != nil || n <= 2 {
+			continue
+		}
+		info, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		if err != nil {
+			continue // closed meanwhile: Go's own files are close-on-exec
+		}
+		for line := range strings.Lines(string(info)) {
+			if v, ok := strings.CutPrefix(line, "flags:"); ok {
+				if flags, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64); err == nil && flags&syscall.O_CLOEXEC == 0 {
+					fds = append(fds, e.Name())
+				}
+			}
+		}
+	}
+	return fds
 }
 
 // TestNotStartedAgainElsewhere: a watch whose run was recorded as started
@@ -117,5 +166,57 @@ func TestNotStartedAgainElsewhere(t *testing.T) {
 	}
 	if _, err := os.Stat(count); !os.IsNotExist(err) {
 		t.Errorf("the program ran here (%v)", err)
+	}
+}
+
+// TestStartThatNeverHappened: a pid file with no record and no status is
+// a start in the making while someone holds it, and one that never
+// happened once nobody does: its daemon died after making it and before a
+// supervisor wrote into it (a build before this one also left it so when
+// it died between making the file and locking it). The probe leaves a
+// held one alone, and removes one let go and starts the run, once.
+func TestStartThatNeverHappened(t *testing.T) {
+	t.Parallel()
+	dir, tmp := t.TempDir(), t.TempDir()
+	count := filepath.Join(tmp, "count")
+	w := run.New(testConfig(t, dir, nil, nil))
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	canon, err := w.Canonicalize(t.Context(), json.RawMessage(`{"shell":"echo ran >> `+count+`"}`), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "01NEVERHAPPENED"
+	probe := func() (vigil.Observation, error) {
+		return w.Probe(t.Context(), watcher.Probe{WatchID: id, Kind: vigil.KindRun, Predicate: canon.Predicate, Now: now})
+	}
+	pidPath := filepath.Join(dir, id+".pid")
+	f, err := os.OpenFile(pidPath, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	// Held: a daemon is starting the run.
+	if obs, err := probe(); err != nil || obs.Verdict != vigil.VerdictPending || obs.Summary != "starting" {
+		t.Fatalf("probe of a held pid file with no record = %+v, %v; want pending, starting", obs, err)
+	}
+	if _, err := os.Stat(pidPath); err != nil {
+		t.Fatalf("the held pid file was removed (%v)", err)
+	}
+	// Let go: the daemon died before any supervisor took it.
+	f.Close()
+	if obs, err := probe(); err != nil || !strings.HasPrefix(obs.Summary, "running") {
+		t.Fatalf("probe of a pid file let go with no record = %+v, %v; want the run started", obs, err)
+	}
+	if s := waitStatus(t, dir, id); s.ExitCode == nil || *s.ExitCode != 0 {
+		t.Fatalf("the run ended by %s, want exit 0", ending(s))
+	}
+	if obs, err := probe(); err != nil || obs.Verdict != vigil.VerdictSatisfied {
+		t.Errorf("the probe after the run = %+v, %v; want satisfied", obs, err)
+	}
+	if b, _ := os.ReadFile(count); string(b) != "ran\n" {
+		t.Errorf("the program's runs wrote %q, want one run", b)
 	}
 }

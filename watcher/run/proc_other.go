@@ -10,8 +10,9 @@ import (
 
 var errNoUnix = errors.New("run watches need a Unix system: sessions, process groups and flock")
 
-func newSession(*exec.Cmd) error  { return errNoUnix }
-func lock(*os.File) error         { return errNoUnix }
-func locked(string) (bool, error) { return false, errNoUnix }
-func terminate(int) error         { return errNoUnix }
-func closeOnExec(*os.File)        {}
+func newSession(*exec.Cmd) error     { return errNoUnix }
+func lock(*os.File) error            { return errNoUnix }
+func tryLock(*os.File) (bool, error) { return false, errNoUnix }
+func locked(string) (bool, error)    { return false, errNoUnix }
+func terminate(int) error            { return errNoUnix }
+func closeOnExec(*os.File)           {}

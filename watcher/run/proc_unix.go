@@ -21,20 +21,31 @@ func lock(f *os.File) error {
 	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 }
 
+// tryLock takes an exclusive flock on f without waiting, and reports
+// false if another open file holds it.
+func tryLock(f *os.File) (bool, error) {
+	err := lock(f)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // locked reports whether some process holds the flock on path: a
-// supervisor still alive. The lock goes with its holder however it ends.
+// supervisor still alive, or a daemon starting one. The lock goes with its
+// holder however it ends.
 func locked(path string) (bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
-	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-	if errors.Is(err, syscall.EWOULDBLOCK) {
-		return true, nil
-	}
+	ok, err := tryLock(f)
 	if err != nil {
 		return false, err
+	}
+	if !ok {
+		return true, nil
 	}
 	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	return false, nil

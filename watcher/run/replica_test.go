@@ -256,3 +256,48 @@ func TestFailedStartStaysRecorded(t *testing.T) {
 		last = &obs
 	}
 }
+
+// TestStartThatNeverHappenedChecksAsAFirstStart: on replicas, a pid file
+// here of a start that never happened (nobody holds it, no record, no
+// status) is started only as a first probe starts a run: not over another
+// replica's start, whether this probe read it (the run was started
+// elsewhere) or it was recorded after this probe read the watch (the start
+// cannot be recorded over it).
+func TestStartThatNeverHappenedChecksAsAFirstStart(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name    string
+		read    bool // the probe read replica b's start
+		summary string
+	}{
+		{"the probe read the other start", true, ""},
+		{"recorded after the probe read the watch", false, "not started: the watch is no longer pending here"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := newReplicaRun(t)
+			r.recordStart("replica-b")
+			a, dirA := r.replica("replica-a")
+			if err := os.WriteFile(filepath.Join(dirA, replicaWatch+".pid"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var last *vigil.Observation
+			if tt.read {
+				last = r.last()
+			}
+			obs := r.run(a, last)
+			if tt.read && (obs.Verdict != vigil.VerdictUnavailable || !obs.Permanent || !strings.Contains(obs.Reason, "another daemon")) {
+				t.Errorf("replica a's probe over replica b's start = %+v; want the run found started by another daemon", obs)
+			}
+			if !tt.read && (obs.Verdict != vigil.VerdictPending || obs.Summary != tt.summary) {
+				t.Errorf("replica a's probe = %+v; want pending, %q", obs, tt.summary)
+			}
+			if n := r.runs(); n != 0 {
+				t.Errorf("the program ran %d times here, want never", n)
+			}
+			if got := r.last(); got == nil || got.Facts["starting_on"] != "replica-b" {
+				t.Errorf("stored: %+v; want replica b's start kept", got)
+			}
+		})
+	}
+}

@@ -21,16 +21,20 @@
 // its output, and when it exits writes a status file atomically (a
 // temporary file, fsync, rename) in the run directory, <data_dir>/run:
 //
-//	<watch id>.pid   made and locked (flock) by the daemon before the start,
-//	                 so a run starts at most once; the supervisor inherits
-//	                 it, the lock with it, holds it for its whole life and
-//	                 writes its pid and the program's into it
+//	<watch id>.pid   made by the daemon before the start, locked (flock)
+//	                 before its name appears, and never made twice, so a
+//	                 run starts at most once; the supervisor inherits it,
+//	                 the lock with it, holds it for its whole life and
+//	                 writes its pid into it (on disk before the program
+//	                 starts), then the program's
 //	<watch id>.json  the status: exit code or signal, start and end, the tail
 //
 // A probe reads these and nothing else: the status file answers; a held
 // lock is a run still going (pending); a pid file that nobody locks and no
 // status is a supervisor that died without a word, which settles the watch
-// errored.
+// errored, unless no supervisor ever wrote into it: then its daemon died
+// before one took it, the run never started, and the probe removes the
+// file and starts the run as a first probe does.
 //
 // # Waking up
 //
@@ -81,6 +85,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -357,13 +362,7 @@ func (w *Watcher) probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	rec, err := os.ReadFile(w.pidPath(p.WatchID))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if p.Final {
-			return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "never started"}, nil
-		}
-		if w.startedElsewhere(p.Last) {
-			return vigil.Observation{}, watcher.Permanent(errStartedElsewhere)
-		}
-		return w.start(ctx, p, c)
+		return w.first(ctx, p, c)
 	case err != nil:
 		return vigil.Observation{}, err
 	}
@@ -390,6 +389,18 @@ func (w *Watcher) probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 			}
 			return answer(st, c.Tail)
 		}
+		if unstarted(rec) {
+			// No supervisor wrote into it: the daemon that made it died
+			// before one took it, and the run never started.
+			gone, err := w.reclaim(p.WatchID)
+			if err != nil {
+				return vigil.Observation{}, err
+			}
+			if !gone {
+				return vigil.Observation{}, errors.New("the run's pid file changed while it was read")
+			}
+			return w.first(ctx, p, c)
+		}
 		return vigil.Observation{}, watcher.Permanent(errors.New("the run's supervisor ended without recording an exit status"))
 	}
 	facts := map[string]any{"pid": pr.Pid}
@@ -398,6 +409,74 @@ func (w *Watcher) probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: fmt.Sprintf("still running at the deadline (pid %d); its process group was terminated", pr.Pid), Facts: facts}, nil
 	}
 	return vigil.Observation{Verdict: vigil.VerdictPending, Summary: fmt.Sprintf("running (pid %d)", pr.Pid), Facts: facts}, nil
+}
+
+// first answers a probe that finds no pid file: the run has not started
+// here. It starts it, unless the deadline has come or the watch says the
+// run started elsewhere.
+func (w *Watcher) first(ctx context.Context, p watcher.Probe, c *canonical) (vigil.Observation, error) {
+	if p.Final {
+		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "never started"}, nil
+	}
+	if w.startedElsewhere(p.Last) {
+		return vigil.Observation{}, watcher.Permanent(errStartedElsewhere)
+	}
+	return w.start(ctx, p, c)
+}
+
+// unstarted reports whether rec, a pid file's content, names neither a
+// supervisor nor a program: no supervisor wrote into it, and a supervisor
+// writes its record (and syncs it) before it starts the program.
+func unstarted(rec []byte) bool {
+	if len(rec) == 0 {
+		return true
+	}
+	var pr pidRecord
+	return json.Unmarshal(rec, &pr) == nil && pr.Supervisor <= 0 && pr.Pid <= 0
+}
+
+// reclaim removes id's pid file if it is still that of a start that never
+// happened: nobody holds it, it names no supervisor (unstarted) and there
+// is no status. It looks and removes under the file's lock, and only if
+// the path still names the file it locked: a pid file is locked before
+// its name appears (makePidFile), so a start being made, or one made
+// meanwhile, is never taken for a start that never happened, and of two
+// probes that both find the file let go, one removes it.
+func (w *Watcher) reclaim(id string) (bool, error) {
+	path := w.pidPath(id)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close() // after the removal: the lock goes with it
+	if ok, err := tryLock(f); err != nil || !ok {
+		return false, err
+	}
+	held, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	named, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil || !os.SameFile(held, named) {
+		return false, err
+	}
+	rec, err := io.ReadAll(io.LimitReader(f, 4<<10))
+	if err != nil || !unstarted(rec) {
+		return false, err
+	}
+	if _, ok, err := w.readStatus(id); err != nil || ok {
+		return false, err
+	}
+	if err := os.Remove(path); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // errStartedElsewhere settles a run whose start this daemon has no record
@@ -612,21 +691,17 @@ func (w *Watcher) start(ctx context.Context, p watcher.Probe, c *canonical) (obs
 		}
 		recorded = w.cfg.Replica != ""
 	}
-	f, err := os.OpenFile(w.pidPath(id), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	// The pid file appears locked, before anything starts, and the lock is
+	// handed down: both stages of the supervisor inherit this open file,
+	// and the lock with it, so the run is held without a gap from the
+	// moment its pid file is there until the supervisor ends, and judging
+	// it by the lock (below, and in every probe) never mistakes a start
+	// being made, or a second stage that is up, for nobody.
+	f, err := makePidFile(w.cfg.Dir, id)
 	if errors.Is(err, fs.ErrExist) {
 		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "starting"}, nil
 	}
 	if err != nil {
-		return vigil.Observation{}, err
-	}
-	// The lock is taken now, before anything starts, and handed down: both
-	// stages of the supervisor inherit this open file, and the lock with
-	// it, so the run is held without a gap from here until the supervisor
-	// ends, and judging it by the lock (below, and in every probe) never
-	// mistakes a second stage that is up for nobody.
-	if err := lock(f); err != nil {
-		f.Close()
-		os.Remove(w.pidPath(id))
 		return vigil.Observation{}, err
 	}
 	b, _ := json.Marshal(job{WatchID: id, Dir: w.cfg.Dir, Path: path, Argv: argv, Cwd: prog.Cwd, Env: penv, Tail: max(c.Tail, 1),
@@ -671,6 +746,30 @@ func (w *Watcher) start(ctx context.Context, p watcher.Probe, c *canonical) (obs
 	pid, _ := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(out.String()), "ready "))
 	w.log.Debug("run started", "watch_id", id, "pid", pid)
 	return vigil.Observation{Verdict: vigil.VerdictPending, Summary: fmt.Sprintf("running (pid %d)", pid), Facts: map[string]any{"pid": pid}}, nil
+}
+
+// makePidFile makes id's pid file in dir, empty and locked, and returns it
+// open; an error matching fs.ErrExist says it exists: a run starts at most
+// once. The file is made and locked under a temporary name, then linked
+// to its own, so nobody ever sees a pid file before it is locked: one
+// that nobody holds was let go by all who held it. link fails when the
+// name is taken; rename would replace the pid file of a start already
+// made, and start the run again.
+func makePidFile(dir, id string) (*os.File, error) {
+	f, err := os.CreateTemp(dir, "."+id+".pid.*.tmp")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name()) // the pid file keeps its own name
+	if err := lock(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := os.Link(f.Name(), filepath.Join(dir, id+".pid")); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // validID reports whether id can name files in the run directory.

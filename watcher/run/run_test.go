@@ -396,7 +396,8 @@ func TestRunRefusals(t *testing.T) {
 
 // TestProbeReadsTheRunDirectory: a probe answers from the files alone: a
 // status file settles the watch; a pid file nobody locks, with no status,
-// is a supervisor that died without a word.
+// whose record names a supervisor (or cannot be read) is a supervisor that
+// died without a word, which may have started the program.
 func TestProbeReadsTheRunDirectory(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -407,15 +408,18 @@ func TestProbeReadsTheRunDirectory(t *testing.T) {
 	tests := []struct {
 		name    string
 		st      *run.Status
+		pid     string // the pid file's record, when st is nil
 		verdict vigil.Verdict
 		summary string
 	}{
-		{"exit 0", &run.Status{ExitCode: code(0), Tail: "all done\n"}, vigil.VerdictSatisfied, "exited 0 after 1m30s"},
-		{"exit 2", &run.Status{ExitCode: code(2)}, vigil.VerdictFailed, "exited 2 after 1m30s"},
-		{"signal", &run.Status{Signal: "SIGKILL"}, vigil.VerdictFailed, "killed by SIGKILL after 1m30s"},
-		{"deadline", &run.Status{Signal: "SIGTERM", Terminated: true}, vigil.VerdictFailed, "terminated by vigil (SIGTERM) after 1m30s"},
-		{"could not start", &run.Status{Error: "starting x: permission denied"}, vigil.VerdictUnavailable, ""},
-		{"supervisor gone", nil, vigil.VerdictUnavailable, ""},
+		{"exit 0", &run.Status{ExitCode: code(0), Tail: "all done\n"}, "", vigil.VerdictSatisfied, "exited 0 after 1m30s"},
+		{"exit 2", &run.Status{ExitCode: code(2)}, "", vigil.VerdictFailed, "exited 2 after 1m30s"},
+		{"signal", &run.Status{Signal: "SIGKILL"}, "", vigil.VerdictFailed, "killed by SIGKILL after 1m30s"},
+		{"deadline", &run.Status{Signal: "SIGTERM", Terminated: true}, "", vigil.VerdictFailed, "terminated by vigil (SIGTERM) after 1m30s"},
+		{"could not start", &run.Status{Error: "starting x: permission denied"}, "", vigil.VerdictUnavailable, ""},
+		{"supervisor gone", nil, `{"supervisor":1,"pid":2}`, vigil.VerdictUnavailable, ""},
+		{"supervisor gone while starting", nil, `{"supervisor":1,"pid":0,"started_at":"0001-01-01T00:00:00Z"}`, vigil.VerdictUnavailable, ""},
+		{"record cut short", nil, `{"supervisor":1,"pi`, vigil.VerdictUnavailable, ""},
 	}
 	for i, tt := range tests {
 		id := fmt.Sprintf("W%d", i)
@@ -425,7 +429,7 @@ func TestProbeReadsTheRunDirectory(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, id+".json"), b, 0o600); err != nil {
 				t.Fatal(err)
 			}
-		} else if err := os.WriteFile(filepath.Join(dir, id+".pid"), []byte(`{"supervisor":1,"pid":2}`), 0o600); err != nil {
+		} else if err := os.WriteFile(filepath.Join(dir, id+".pid"), []byte(tt.pid), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		obs, err := watcher.Run(context.Background(), w, watcher.Probe{WatchID: id, Kind: vigil.KindRun, Predicate: pred})

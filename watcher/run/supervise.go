@@ -118,7 +118,10 @@ func detach(jobJSON []byte, pidFile *os.File) (int, error) {
 
 // supervise is the second stage.
 func supervise(j job) int {
+	// The report pipe is the first stage's; the program must not inherit
+	// it (nor write into it).
 	report := os.NewFile(3, "report")
+	closeOnExec(report)
 	say := func(s string) {
 		if report != nil {
 			fmt.Fprintln(report, s)
@@ -150,12 +153,30 @@ func supervise(j job) int {
 	}
 	// Signals are handled from here: a SIGTERM before the program starts
 	// ends it as soon as it is up. The record names this supervisor at
-	// once, so a daemon can reach it before the program starts.
+	// once, so a daemon can reach it before the program starts, and is on
+	// disk before the program starts: a pid file nobody holds that names
+	// no supervisor is taken for a start that never happened, and started
+	// again, which after a crash must not be one whose program ran.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	// A SIGHUP is caught, not ignored, and dropped: a signal caught is at
+	// its default in the program (exec resets it), one ignored would stay
+	// ignored there, and the program must see signals as from a shell.
+	// Catching it also lifts an ignore inherited from the daemon (nohup),
+	// which Go keeps for SIGHUP. SIGPIPE is left to Go, which catches it
+	// too: a write to a broken pipe fails with EPIPE here and kills only
+	// on fds 1 and 2, which are /dev/null (detach), so a first stage gone
+	// before the report (fd 3) cannot keep the status from being written.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 	early, _ := json.Marshal(pidRecord{Supervisor: os.Getpid()})
-	_, _ = f.WriteAt(early, 0)
+	if _, err := f.WriteAt(early, 0); err != nil {
+		say("error: writing " + pidPath + ": " + err.Error())
+		return 1
+	}
+	if err := f.Sync(); err != nil {
+		say("error: syncing " + pidPath + ": " + err.Error())
+		return 1
+	}
 	tail := proc.NewTail(j.Tail)
 	cmd := exec.Command(j.Path)
 	cmd.Args = j.Argv

@@ -1,0 +1,113 @@
+//go:build unix
+
+package run
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestMakePidFile: a pid file is made once, locked from the moment it is
+// there: a second make finds it (fs.ErrExist) and leaves it as it was,
+// record and lock, rather than replace it (a second start), and no
+// temporary name is left in the run directory.
+func TestMakePidFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const id = "01MADEONCE"
+	path := filepath.Join(dir, id+".pid")
+	f, err := makePidFile(dir, id)
+	if err != nil {
+		t.Fatalf("makePidFile = %v", err)
+	}
+	defer f.Close()
+	if held, err := locked(path); err != nil || !held {
+		t.Fatalf("locked(pid file) = %v, %v; want held by its maker", held, err)
+	}
+	const rec = `{"supervisor":7,"pid":8}`
+	if _, err := f.WriteAt([]byte(rec), 0); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := makePidFile(dir, id); !errors.Is(err, fs.ErrExist) {
+		if g != nil {
+			g.Close()
+		}
+		t.Fatalf("a second makePidFile = %v, want fs.ErrExist", err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != rec {
+		t.Errorf("after a second make the pid file holds %q, %v; want the first's record", b, err)
+	}
+	if held, err := locked(path); err != nil || !held {
+		t.Errorf("after a second make locked(pid file) = %v, %v; want still held", held, err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if len(names) != 1 || names[0] != id+".pid" {
+		t.Errorf("the run directory holds %q, want the pid file alone", names)
+	}
+}
+
+// TestReclaim: reclaim removes a pid file, as a start that never happened,
+// only as it finds it under the file's own lock: nobody else holds it, it
+// names neither a supervisor nor a program, and there is no status. Every
+// other pid file stays where it is.
+func TestReclaim(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		rec    string
+		held   bool // another open file holds the lock
+		status bool // the status file is there
+		gone   bool
+	}{
+		{"let go, no record", "", false, false, true},
+		{"let go, a record naming nobody", `{"supervisor":0,"pid":0}`, false, false, true},
+		{"held, no record", "", true, false, false},
+		{"names a supervisor", `{"supervisor":41,"pid":0}`, false, false, false},
+		{"names a program", `{"supervisor":0,"pid":42}`, false, false, false},
+		{"record cut short", `{"supervisor":4`, false, false, false},
+		{"status written", "", false, true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			w := New(Config{AllowExec: true, Dir: dir})
+			const id = "01RECLAIM"
+			path := filepath.Join(dir, id+".pid")
+			if err := os.WriteFile(path, []byte(tt.rec), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if tt.held {
+				f, err := os.Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				if err := lock(f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.status {
+				if err := os.WriteFile(filepath.Join(dir, id+".json"), []byte(`{"watch_id":"`+id+`"}`), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			gone, err := w.reclaim(id)
+			if err != nil || gone != tt.gone {
+				t.Errorf("reclaim = %v, %v; want %v", gone, err, tt.gone)
+			}
+			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) != tt.gone {
+				t.Errorf("after reclaim the pid file's stat says %v, want it gone: %v", err, tt.gone)
+			}
+		})
+	}
+}

@@ -22,6 +22,8 @@ package main
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -140,6 +142,9 @@ func (h *harness) run() (int, error) {
 	h.addrs, h.dataDirs, h.procs, h.killed = make([]string, h.replicas), make([]string, h.replicas), make([]*exec.Cmd, h.replicas), make([]int, h.replicas)
 	for i := range h.replicas {
 		h.dataDirs[i] = filepath.Join(h.dir, fmt.Sprintf("data%d", i))
+	}
+	if err := h.shareKeys(); err != nil {
+		return 0, err
 	}
 	if h.baseStore != "" {
 		if h.store, err = h.schema(); err != nil {
@@ -624,6 +629,30 @@ func (h *harness) commandRuns(messageID string) (int, error) {
 		return 0, err
 	}
 	return strings.Count(string(b), "ran\n"), nil
+}
+
+// shareKeys gives every replica's data dir the same signing keys, as
+// docs/operations.md (Running replicas) asks: a replica whose keys differ
+// from a live one's refuses to start.
+func (h *harness) shareKeys() error {
+	secret, key := make([]byte, 32), make([]byte, 32)
+	crand.Read(secret)
+	crand.Read(key)
+	files := map[string]string{
+		daemon.WebhookSecretFile: "whsec_" + base64.StdEncoding.EncodeToString(secret),
+		daemon.LinkKeyFile:       base64.StdEncoding.EncodeToString(key),
+	}
+	for _, dir := range h.dataDirs {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		for name, text := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(text+"\n"), 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (h *harness) start(i int) error {

@@ -396,6 +396,14 @@ func (c *cluster) balance(ctx context.Context, hc *http.Client) {
 	}
 }
 
+// replicaKeys are the signing keys every replica is given, by file name
+// in its data dir: the webhook secret and the link key (benchmark keys,
+// never used outside this harness).
+var replicaKeys = map[string]string{
+	"webhook.secret": "whsec_YmVuY2gtcGVlcnMtcmVwbGljYXMtc2hhcmUtb25lLXNlY3JldA==",
+	"link.key":       "YmVuY2gtcGVlcnMtcmVwbGljYXMtc2hhcmUtb25lLWxpbmsta2V5IQ==",
+}
+
 // startReplica starts `vigil serve` on a free loopback port with its data
 // dir under dir and the store at storeURL.
 func startReplica(dir, bin, storeURL string) (*replica, error) {
@@ -408,7 +416,19 @@ func startReplica(dir, bin, storeURL string) (*replica, error) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data"), "--store", storeURL,
+	// Every replica of a database signs with the same keys
+	// (docs/operations.md, Running replicas): one with other keys
+	// refuses to start.
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return nil, err
+	}
+	for name, text := range replicaKeys {
+		if err := os.WriteFile(filepath.Join(data, name), []byte(text+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", data, "--store", storeURL,
 		"--max-active", "10000000", "--max-active-per-recipient", "10000000")
 	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
 	// A replica dies with the harness (interrupted, or failed before

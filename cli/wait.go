@@ -66,6 +66,9 @@ Exit codes:
 				if d, err = vigil.ParseDuration(timeout); err != nil {
 					return usageErr(fmt.Errorf("--timeout: %v", err))
 				}
+				if d == 0 {
+					d = lookOnce
+				}
 			}
 			c, err := cf.client(e)
 			if err != nil {
@@ -79,7 +82,7 @@ Exit codes:
 		},
 	}
 	cf.bind(cmd, false)
-	cmd.Flags().StringVar(&timeout, "timeout", "", "give up after this long (exit 8); default: wait until the watch settles")
+	cmd.Flags().StringVar(&timeout, "timeout", "", "give up after this long (exit 8); 0s looks once without waiting; default: wait until the watch settles")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the watch as JSON")
 	return cmd
 }
@@ -93,12 +96,17 @@ func waitErr(cmd *cobra.Command, err error) error {
 	return &ExitError{Code: ExitUsage, Err: err}
 }
 
-// waitAndReport waits for w to settle (or timeout, if positive), prints
-// the result and returns the exit for its state.
+// lookOnce, as the timeout of waitAndReport, reports the watch as it was
+// read, without waiting: wait --timeout 0s.
+const lookOnce time.Duration = -1
+
+// waitAndReport waits for w to settle (or timeout, if positive; zero waits
+// as long as it takes, lookOnce not at all), prints the result and returns
+// the exit for its state.
 func waitAndReport(cmd *cobra.Command, e *env, c *client.Client, w *vigil.Watch, timeout time.Duration, asJSON bool) error {
 	ctx := cmd.Context()
 	stop := func() {}
-	if !asJSON && w.State == vigil.StatePending && e.terminal(e.stdout) {
+	if !asJSON && w.State == vigil.StatePending && timeout != lookOnce && e.terminal(e.stdout) {
 		stop = startLive(ctx, e.stdout, c, w)
 	}
 	retrying := func(err error) {
@@ -122,7 +130,8 @@ func waitAndReport(cmd *cobra.Command, e *env, c *client.Client, w *vigil.Watch,
 	return nil
 }
 
-// waitFor long-polls until w settles or timeout (if positive) passes.
+// waitFor long-polls until w settles or timeout (if positive) passes; a
+// negative timeout (lookOnce) returns w as it is.
 //
 // While the daemon cannot answer — it is stopping or starting (503
 // unavailable), a long-poll's connection dropped, or it asks to slow down
@@ -134,6 +143,9 @@ func waitAndReport(cmd *cobra.Command, e *env, c *client.Client, w *vigil.Watch,
 // not_found, invalid_request) ends it at once, as does one once timeout
 // has passed.
 func waitFor(ctx context.Context, clk clock, c *client.Client, w *vigil.Watch, timeout time.Duration, retrying func(error)) (*vigil.Watch, error) {
+	if timeout < 0 {
+		return w, nil
+	}
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = clk.Now().Add(timeout)

@@ -246,3 +246,33 @@ func TestWaitDoesNotRetryRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitTimeoutZeroLooksOnce holds that wait --timeout 0s reads the
+// watch once and reports it: a pending watch exits 8 at once, without a
+// long-poll, and a settled one exits for its state.
+func TestWaitTimeoutZeroLooksOnce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		state vigil.State
+		code  int
+	}{{vigil.StatePending, ExitPending}, {vigil.StateFired, ExitOK}} {
+		t.Run(string(tc.state), func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			// A long-poll is the failure: it would go on for ever.
+			sd := &scriptedDaemon{get: []answer{watchAnswer(tc.state)}, wait: []answer{func(w http.ResponseWriter) {
+				cancel()
+				watchAnswer(tc.state)(w)
+			}}}
+			srv := sd.start(t)
+			r := cliRun{vars: scriptedEnv(srv), clock: newFakeClock()}.run(ctx, "wait", scriptedID, "--timeout", "0s")
+			if r.code != tc.code || !strings.HasPrefix(r.stdout, string(tc.state)+": ") {
+				t.Errorf("wait --timeout 0s on a %s watch: exit %d, stdout %q, stderr %q; want %d", tc.state, r.code, r.stdout, r.stderr, tc.code)
+			}
+			if want := []string{"GET"}; !slices.Equal(sd.seen(), want) {
+				t.Errorf("calls = %v, want %v", sd.seen(), want)
+			}
+		})
+	}
+}

@@ -136,7 +136,9 @@ It prints nothing and exits 0 when there is nothing new, and also when the
 daemon is down, unreachable or busy: it never fails a turn. When it has no
 token, or the daemon refuses its token (or the token is for other
 recipients), it says so in one line on stderr (still exiting 0), so a
-misconfigured hook shows.`,
+misconfigured hook shows. The messages are marked read only once the block
+is written: when writing it fails, it says so on stderr (still exiting 0)
+and they stay unread for the next turn.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), noticeTimeout)
@@ -164,7 +166,11 @@ misconfigured hook shows.`,
 			if err != nil || len(page.Messages) == 0 {
 				return nil
 			}
-			fmt.Fprint(e.stdout, noticeBlock(r, page.Messages))
+			if _, err := io.WriteString(e.stdout, noticeBlock(r, page.Messages)); err != nil {
+				// Not shown, so not read: the next turn shows them.
+				fmt.Fprintf(e.stderr, "vigil notice: cannot write the messages, so they stay unread: %s\n", oneLine(err.Error()))
+				return nil
+			}
 			last := page.Messages[len(page.Messages)-1].Seq
 			// A failed ack shows the messages again next turn: better twice
 			// than never.

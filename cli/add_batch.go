@@ -12,25 +12,68 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/wire"
 )
 
 // maxLineBytes bounds one line of a --from-file file: a registration is
 // far smaller (the daemon bounds a whole request to 1 MiB).
 const maxLineBytes = 1 << 20
 
+// Bounds of one call of --from-file: the body of POST /v1/watches/batch
+// is the envelope {"watches":[…]} around the registrations, comma
+// separated, and must stay within the daemon's bound of a request body.
+const (
+	batchBodyBytes = wire.DefaultMaxBodyBytes
+	// batchEnvelopeBytes is the length of {"watches":[]}.
+	batchEnvelopeBytes = len(`{"watches":[]}`)
+	// maxItemBytes is the largest registration a call can carry.
+	maxItemBytes = batchBodyBytes - batchEnvelopeBytes
+)
+
 // fromFileLine is one registration read from a --from-file file, with the
-// line it came from.
+// line it came from and its size as JSON in a call's body.
 type fromFileLine struct {
 	line int
 	req  vigil.RegisterRequest
+	size int
+}
+
+// tooLarge reports whether l cannot go in any call: it is refused in its
+// place.
+func (l fromFileLine) tooLarge() bool { return l.size > maxItemBytes }
+
+// nextBatch returns where the call that starts at lines[start] ends: it
+// holds at most `most` registrations and a body within batchBodyBytes. A
+// registration too large for any call (tooLarge) is within the range but
+// not sent. The range holds one line at least.
+func nextBatch(lines []fromFileLine, start, most int) (end int) {
+	body, n := batchEnvelopeBytes, 0
+	for end = start; end < len(lines) && n < most; end++ {
+		l := lines[end]
+		if l.tooLarge() {
+			continue
+		}
+		add := l.size
+		if n > 0 {
+			add++ // the comma
+		}
+		if body+add > batchBodyBytes {
+			break
+		}
+		body += add
+		n++
+	}
+	return end
 }
 
 // addFromFile registers every line of a JSON Lines file, each a
-// registration object as POST /v1/watches takes it, in batches of
-// vigil.MaxBatch (one call and one commit each), and prints one line per
-// registration. The file is read and checked whole before anything is
-// sent: a line that is not a registration object sends nothing. A
-// registration without a recipient goes to --for (or the default).
+// registration object as POST /v1/watches takes it, in batches of up to
+// vigil.MaxBatch whose bodies stay within the daemon's bound (one call
+// and one commit each), and prints one line per registration. The file is
+// read and checked whole before anything is sent: a line that is not a
+// registration object sends nothing; one too large for any call is
+// refused in its place. A registration without a recipient goes to --for
+// (or the default).
 func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 	var r io.Reader
 	if path == "-" {
@@ -72,7 +115,11 @@ func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 			req.Recipient = recipient
 		}
 		req.ChainDepth = depth
-		lines = append(lines, fromFileLine{line: n, req: req})
+		enc, err := json.Marshal(req)
+		if err != nil {
+			return usageErr(fmt.Errorf("%s line %d: %v", path, n, err))
+		}
+		lines = append(lines, fromFileLine{line: n, req: req, size: len(enc)})
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
@@ -88,24 +135,35 @@ func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 		return err
 	}
 	refused := 0
-	for start := 0; start < len(lines); start += vigil.MaxBatch {
-		chunk := lines[start:min(start+vigil.MaxBatch, len(lines))]
-		reqs := make([]vigil.RegisterRequest, len(chunk))
-		for i, l := range chunk {
-			reqs[i] = l.req
-		}
-		res, err := c.RegisterBatch(cmd.Context(), reqs)
-		if err != nil {
-			if start > 0 {
-				fmt.Fprintf(e.stderr, "The registrations of lines 1 to %d were sent; those from line %d on were not.\n", chunk[0].line-1, chunk[0].line)
+	for start, end := 0, 0; start < len(lines); start = end {
+		end = nextBatch(lines, start, vigil.MaxBatch)
+		chunk := lines[start:end]
+		var reqs []vigil.RegisterRequest
+		for _, l := range chunk {
+			if !l.tooLarge() {
+				reqs = append(reqs, l.req)
 			}
-			return callErr(cmd, err)
 		}
-		for i, r := range res {
+		var res []vigil.BatchResult
+		if len(reqs) > 0 {
+			var err error
+			if res, err = c.RegisterBatch(cmd.Context(), reqs); err != nil {
+				if start > 0 {
+					fmt.Fprintf(e.stderr, "The registrations of lines 1 to %d were sent; those from line %d on were not.\n", chunk[0].line-1, chunk[0].line)
+				}
+				return callErr(cmd, err)
+			}
+		}
+		for _, l := range chunk {
+			r := vigil.BatchResult{Status: vigil.BatchRefused, Err: vigil.Errorf(vigil.CodePayloadTooLarge,
+				"the registration is %d bytes as JSON, more than the %d one request may carry", l.size, maxItemBytes)}
+			if !l.tooLarge() {
+				r, res = res[0], res[1:]
+			}
 			if r.Status == vigil.BatchRefused {
 				refused++
 			}
-			if err := f.printBatchResult(e, chunk[i].line, r); err != nil {
+			if err := f.printBatchResult(e, l.line, r); err != nil {
 				return err
 			}
 		}

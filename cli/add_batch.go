@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/client"
 	"github.com/vigil-run/vigil/internal/wire"
 )
 
@@ -28,6 +30,14 @@ const (
 	batchEnvelopeBytes = len(`{"watches":[]}`)
 	// maxItemBytes is the largest registration a call can carry.
 	maxItemBytes = batchBodyBytes - batchEnvelopeBytes
+)
+
+// Bounds of --from-file's waits for a token's rate limit: a call refused
+// with Retry-After is sent again after that wait (at most maxRateWait),
+// up to maxRateTries times in a row.
+const (
+	maxRateWait  = time.Minute
+	maxRateTries = 10
 )
 
 // fromFileLine is one registration read from a --from-file file, with the
@@ -73,7 +83,9 @@ func nextBatch(lines []fromFileLine, start, most int) (end int) {
 // read and checked whole before anything is sent: a line that is not a
 // registration object sends nothing; one too large for any call is
 // refused in its place. A registration without a recipient goes to --for
-// (or the default).
+// (or the default). Under a scoped token's rate limit, a call larger than
+// the token's burst is halved until it passes, and one refused for now is
+// sent again after the wait the daemon asks for.
 func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 	var r io.Reader
 	if path == "-" {
@@ -134,9 +146,12 @@ func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 	if err != nil {
 		return err
 	}
-	refused := 0
+	ctx := cmd.Context()
+	// most is how many registrations a call may hold: halved while the
+	// daemon says a call holds more than the token may register at once.
+	most, tries, refused := vigil.MaxBatch, 0, 0
 	for start, end := 0, 0; start < len(lines); start = end {
-		end = nextBatch(lines, start, vigil.MaxBatch)
+		end = nextBatch(lines, start, most)
 		chunk := lines[start:end]
 		var reqs []vigil.RegisterRequest
 		for _, l := range chunk {
@@ -147,13 +162,32 @@ func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 		var res []vigil.BatchResult
 		if len(reqs) > 0 {
 			var err error
-			if res, err = c.RegisterBatch(cmd.Context(), reqs); err != nil {
+			if res, err = c.RegisterBatch(ctx, reqs); err != nil {
+				// A call refused whole registered nothing: the daemon
+				// takes a batch from the token's rate limit, all or none,
+				// before it registers any. So it may be sent again, or
+				// in halves, without registering a line twice.
+				wait, said := client.RetryAfter(err)
+				switch {
+				case vigil.ErrorCode(err) != vigil.CodeRateLimited || ctx.Err() != nil:
+				case !said && len(reqs) > 1:
+					// More than the token's burst: it never passes whole.
+					most, end = len(reqs)/2, start
+					continue
+				case said && tries < maxRateTries:
+					tries++
+					if err = e.clk().Sleep(ctx, min(wait, maxRateWait)); err == nil {
+						end = start
+						continue
+					}
+				}
 				if start > 0 {
 					fmt.Fprintf(e.stderr, "The registrations of lines 1 to %d were sent; those from line %d on were not.\n", chunk[0].line-1, chunk[0].line)
 				}
 				return callErr(cmd, err)
 			}
 		}
+		tries = 0
 		for _, l := range chunk {
 			r := vigil.BatchResult{Status: vigil.BatchRefused, Err: vigil.Errorf(vigil.CodePayloadTooLarge,
 				"the registration is %d bytes as JSON, more than the %d one request may carry", l.size, maxItemBytes)}

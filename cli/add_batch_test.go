@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/client"
+	"github.com/vigil-run/vigil/internal/daemontest"
 	"github.com/vigil-run/vigil/internal/wire"
 )
 
@@ -250,4 +252,147 @@ func TestAddFromFileBodyAtBound(t *testing.T) {
 	if want := []int{wire.DefaultMaxBodyBytes, batchEnvelopeBytes + 100}; !slices.Equal(sizes, want) {
 		t.Errorf("bodies of %v bytes, want %v", sizes, want)
 	}
+}
+
+// timerLines returns n registration lines of timers.
+func timerLines(n int) []string {
+	lines := make([]string, n)
+	for i := range lines {
+		lines[i] = fmt.Sprintf(`{"kind":"timer","predicate":{"in":"%dm"}}`, i+1)
+	}
+	return lines
+}
+
+// TestAddFromFileScopedToken holds that --from-file works with a scoped
+// token, which docs/agents.md gives each agent: a call larger than the
+// token's burst (100) is refused whole with no wait, and --from-file
+// halves it until it passes. All 250 lines are registered, once each.
+func TestAddFromFileScopedToken(t *testing.T) {
+	t.Parallel()
+	cfg := daemontest.Config(t)
+	// The default burst; a rate at which the bucket refills between two
+	// calls, so that no call waits.
+	cfg.RegisterRate = 1_000_000
+	d := daemontest.Start(t, cfg, nil)
+	admin, err := client.New(d.Addr(), d.Token(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.CloseIdleConnections()
+	tok, err := admin.CreateToken(t.Context(), vigil.TokenCreateRequest{Recipients: []string{"amy"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"VIGIL_ADDR": d.Addr(), "VIGIL_TOKEN": tok.Secret, "USER": "tester"}
+	r := cliRun{vars: env, clock: newFakeClock()}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(250)), "--for", "amy", "-q")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("exit %d, stderr %q; want 0 and nothing on stderr", r.code, r.stderr)
+	}
+	if n := len(strings.Fields(r.stdout)); n != 250 {
+		t.Errorf("printed %d ids, want 250", n)
+	}
+	page, err := admin.Watches(t.Context(), vigil.ListRequest{Recipient: "amy", Limit: 1000})
+	if err != nil || len(page.Watches) != 250 {
+		t.Errorf("amy has %d watches (%v), want 250", len(page.Watches), err)
+	}
+}
+
+// burstRefusal is the daemon's answer to a batch larger than the token's
+// burst: rate_limited with no Retry-After, as no wait lets it pass.
+func burstRefusal(items int) answer {
+	return errorAnswer(429, vigil.CodeRateLimited, fmt.Sprintf("this token may register at most 100 watches at once, and this batch holds %d: split it", items), "")
+}
+
+// TestAddFromFileRateLimited holds how --from-file meets a token's rate
+// limit: a call larger than the burst is halved (and the calls after it
+// keep the smaller size); a call refused for now is sent again, the same
+// registrations, after the Retry-After; nothing is said on stderr.
+func TestAddFromFileRateLimited(t *testing.T) {
+	t.Parallel()
+	bd := &batchDaemon{refuse: func(call, items int) answer {
+		switch {
+		case items > 100:
+			return burstRefusal(items)
+		case call == 3:
+			return errorAnswer(429, vigil.CodeRateLimited, "this token registers too fast; try again in 7 s", "7")
+		}
+		return nil
+	}}
+	srv := httptest.NewServer(bd)
+	defer srv.Close()
+	clk := newFakeClock()
+	r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(150)), "--for", "amy", "-q")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("exit %d, stderr %q; want 0 and nothing on stderr", r.code, r.stderr)
+	}
+	var ids []string
+	for i := range 75 {
+		ids = append(ids, fmt.Sprintf("W2-%d", i))
+	}
+	for i := range 75 {
+		ids = append(ids, fmt.Sprintf("W4-%d", i))
+	}
+	if got := strings.Fields(r.stdout); !slices.Equal(got, ids) {
+		t.Errorf("printed %d ids, want the 75 of call 2 then the 75 of call 4:\n%s", len(got), r.stdout)
+	}
+	calls := bd.calls()
+	var sizes []int
+	for _, b := range calls {
+		sizes = append(sizes, strings.Count(string(b), `"kind"`))
+	}
+	if want := []int{150, 75, 75, 75}; !slices.Equal(sizes, want) {
+		t.Fatalf("calls of %v registrations, want %v", sizes, want)
+	}
+	if string(calls[2]) != string(calls[3]) {
+		t.Error("the call sent again after Retry-After differs from the one refused")
+	}
+	if want := []time.Duration{7 * time.Second}; !slices.Equal(clk.pauses(), want) {
+		t.Errorf("pauses %v, want %v", clk.pauses(), want)
+	}
+}
+
+// TestAddFromFileRateLimitBounds holds the bounds of those retries: a
+// Retry-After is waited at most a minute, a call is sent at most 11 times
+// in a row, and then --from-file gives up (exit 2), saying which lines
+// were sent; a call of one registration refused with no wait is not
+// retried.
+func TestAddFromFileRateLimitBounds(t *testing.T) {
+	t.Parallel()
+	t.Run("retry-after", func(t *testing.T) {
+		t.Parallel()
+		bd := &batchDaemon{refuse: func(call, items int) answer {
+			switch {
+			case items > 100:
+				return burstRefusal(items)
+			case call > 2:
+				return errorAnswer(429, vigil.CodeRateLimited, "this token registers too fast; try again in 600 s", "600")
+			}
+			return nil
+		}}
+		srv := httptest.NewServer(bd)
+		defer srv.Close()
+		clk := newFakeClock()
+		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(150)), "--for", "amy", "-q")
+		want := "The registrations of lines 1 to 75 were sent; those from line 76 on were not.\nvigil: this token registers too fast; try again in 600 s\n"
+		if r.code != ExitUsage || r.stderr != want {
+			t.Errorf("exit %d, stderr %q; want %d, %q", r.code, r.stderr, ExitUsage, want)
+		}
+		if n := len(bd.calls()); n != 2+1+maxRateTries {
+			t.Errorf("%d calls, want %d", n, 2+1+maxRateTries)
+		}
+		if want := slices.Repeat([]time.Duration{time.Minute}, maxRateTries); !slices.Equal(clk.pauses(), want) {
+			t.Errorf("pauses %v, want %v", clk.pauses(), want)
+		}
+	})
+	t.Run("one registration, no wait", func(t *testing.T) {
+		t.Parallel()
+		bd := &batchDaemon{refuse: func(call, items int) answer { return burstRefusal(items) }}
+		srv := httptest.NewServer(bd)
+		defer srv.Close()
+		clk := newFakeClock()
+		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(1)), "--for", "amy", "-q")
+		if r.code != ExitUsage || len(bd.calls()) != 1 || len(clk.pauses()) != 0 {
+			t.Errorf("exit %d, %d calls, pauses %v; want %d after one call, no pause", r.code, len(bd.calls()), clk.pauses(), ExitUsage)
+		}
+	})
 }

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/client"
@@ -74,6 +76,29 @@ func nextBatch(lines []fromFileLine, start, most int) (end int) {
 		n++
 	}
 	return end
+}
+
+// fromFileFlags are the flags of add that go with --from-file: the
+// client's, --for (the recipient of a line that names none) and the
+// output's. Every other sets a registration's field, which each line
+// carries for itself.
+var fromFileFlags = map[string]bool{"from-file": true, "for": true, "addr": true, "token": true, "data-dir": true, "json": true, "quiet": true}
+
+// fromFileAlone refuses, as a usage error naming them, the flags given
+// with --from-file that do not go with it: each line of the file carries
+// its own fields, and such a flag would be ignored.
+func fromFileAlone(cmd *cobra.Command) error {
+	var bad []string
+	cmd.Flags().Visit(func(fl *pflag.Flag) {
+		if !fromFileFlags[fl.Name] {
+			bad = append(bad, "--"+fl.Name)
+		}
+	})
+	if len(bad) == 0 {
+		return nil
+	}
+	return usageErr(fmt.Errorf("--from-file takes no %s: each line of the file is a whole registration and carries its own fields (deadline, every, mode, note, labels, deliver, idempotency_key, …)",
+		strings.Join(bad, " or ")))
 }
 
 // addFromFile registers every line of a JSON Lines file, each a

@@ -396,3 +396,40 @@ func TestAddFromFileRateLimitBounds(t *testing.T) {
 		}
 	})
 }
+
+// TestAddFromFileRefusesOtherFlags holds that a flag of add that sets a
+// registration's field is refused with --from-file, naming it, before
+// anything is sent (exit 2, as a usage error): each line carries its own
+// fields, and the flag would be ignored. The flags that do go with it —
+// --for, the output's and the client's — are taken.
+func TestAddFromFileRefusesOtherFlags(t *testing.T) {
+	t.Parallel()
+	bd := &batchDaemon{}
+	srv := httptest.NewServer(bd)
+	defer srv.Close()
+	p := writeLines(t, timerLines(1))
+	for _, flags := range [][]string{
+		{"--deadline", "3h"}, {"--every", "1m"}, {"--mode", "unless"}, {"--note", "n"}, {"--label", "task=T-1"},
+		{"--idempotency-key", "k"}, {"--predicate", "{}"}, {"--observe"}, {"--wait"}, {"--webhook", "https://x.test/h"},
+		{"--retry-unknown"}, {"--on-done", "true"}, {"--on-fail", "true"}, {"--email", "a@x.test"}, {"--progress"},
+		{"--wake", "claude:s1"}, {"--wake-argv", `["a"]`}, {"--deliver", "{}"},
+	} {
+		r := runCLI(t, scriptedEnv(srv), append([]string{"add", "--from-file", p}, flags...)...)
+		want := "vigil: --from-file takes no " + flags[0] + ": each line of the file is a whole registration and carries its own fields"
+		if r.code != ExitUsage || !strings.HasPrefix(r.stderr, want) {
+			t.Errorf("add --from-file %v: exit %d, stderr %q; want %d, %q…", flags, r.code, r.stderr, ExitUsage, want)
+		}
+	}
+	r := runCLI(t, scriptedEnv(srv), "add", "--from-file", p, "--label", "a=b", "--deadline", "1h")
+	if want := "vigil: --from-file takes no --deadline or --label: "; !strings.HasPrefix(r.stderr, want) {
+		t.Errorf("two flags: stderr %q, want it to start %q", r.stderr, want)
+	}
+	if n := len(bd.calls()); n != 0 {
+		t.Errorf("%d calls sent, want none", n)
+	}
+	for _, flags := range [][]string{{"--for", "amy"}, {"--json"}, {"-q"}, {"--addr", srv.URL, "--token", "vgl_test"}} {
+		if r := runCLI(t, scriptedEnv(srv), append([]string{"add", "--from-file", p}, flags...)...); r.code != 0 {
+			t.Errorf("add --from-file %v: exit %d, stderr %q; want 0", flags, r.code, r.stderr)
+		}
+	}
+}

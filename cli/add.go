@@ -66,8 +66,11 @@ defaults unless given.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.fromFile != "" {
-				if len(args) > 0 || f.wait || f.observe {
-					return usageErr(errors.New("--from-file takes no kind or arguments and no --wait or --observe: each line of the file is a whole registration"))
+				if len(args) > 0 {
+					return usageErr(errors.New("--from-file takes no kind or arguments: each line of the file is a whole registration"))
+				}
+				if err := fromFileAlone(cmd); err != nil {
+					return err
 				}
 				return f.addFromFile(cmd, e, f.fromFile)
 			}
@@ -86,7 +89,7 @@ defaults unless given.`,
 			return f.register(cmd, e, vigil.Kind(args[0]), p)
 		},
 	}
-	cmd.Example = kindExamples() + "\n  vigil add --from-file watches.jsonl   # one registration object per line, sent 1 000 at a time"
+	cmd.Example = kindExamples() + "\n  vigil add --from-file watches.jsonl   # one registration object per line, sent up to 1 000 at a time"
 	fs := cmd.PersistentFlags()
 	f.clientFlags.bind(cmd, true)
 	fs.StringVar(&f.recipient, "for", "", "recipient whose mailbox gets the outcome (VIGIL_RECIPIENT; default your user name)")
@@ -110,7 +113,7 @@ defaults unless given.`,
 	fs.StringVar(&f.wake, "wake", "", "resume a saved agent session with the outcome: claude:SESSION (claude -p --resume) or codex:SESSION (codex exec resume), run in this directory (needs --allow-exec on the daemon)")
 	fs.StringVar(&f.wakeArgv, "wake-argv", "", `resume with this argv template, a JSON array: '["my-agent", "--resume", "s1", "--", "{sentence}"]'; placeholders {sentence} {state} {watch_id} {kind} {recipient} {prompt} {facts.PATH} are whole elements; a value starting with "-" runs only after a "--" element`)
 	fs.StringVar(&f.deliverJSON, "deliver", "", "delivery options as a JSON object (the flags above go on top)")
-	cmd.Flags().StringVar(&f.fromFile, "from-file", "", `register every line of this JSON Lines file ("-" for stdin), each a registration object as the API takes it, 1 000 per call`)
+	cmd.Flags().StringVar(&f.fromFile, "from-file", "", `register every line of this JSON Lines file ("-" for stdin), each a registration object as the API takes it, up to 1 000 per call within the daemon's 1 MiB body bound; of the other flags, only --for, --json, -q and the client's go with it`)
 
 	// One command per kind with a CLI form, from its descriptor.
 	for _, d := range kinds.Builtin().List() {

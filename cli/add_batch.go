@@ -8,29 +8,109 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/client"
+	"github.com/vigil-run/vigil/internal/wire"
 )
 
 // maxLineBytes bounds one line of a --from-file file: a registration is
 // far smaller (the daemon bounds a whole request to 1 MiB).
 const maxLineBytes = 1 << 20
 
+// Bounds of one call of --from-file: the body of POST /v1/watches/batch
+// is the envelope {"watches":[…]} around the registrations, comma
+// separated, and must stay within the daemon's bound of a request body.
+const (
+	batchBodyBytes = wire.DefaultMaxBodyBytes
+	// batchEnvelopeBytes is the length of {"watches":[]}.
+	batchEnvelopeBytes = len(`{"watches":[]}`)
+	// maxItemBytes is the largest registration a call can carry.
+	maxItemBytes = batchBodyBytes - batchEnvelopeBytes
+)
+
+// Bounds of --from-file's waits for a token's rate limit: a call refused
+// with Retry-After is sent again after that wait (at most maxRateWait),
+// up to maxRateTries times in a row.
+const (
+	maxRateWait  = time.Minute
+	maxRateTries = 10
+)
+
 // fromFileLine is one registration read from a --from-file file, with the
-// line it came from.
+// line it came from and its size as JSON in a call's body.
 type fromFileLine struct {
 	line int
 	req  vigil.RegisterRequest
+	size int
+}
+
+// tooLarge reports whether l cannot go in any call: it is refused in its
+// place.
+func (l fromFileLine) tooLarge() bool { return l.size > maxItemBytes }
+
+// nextBatch returns where the call that starts at lines[start] ends: it
+// holds at most `most` registrations and a body within batchBodyBytes. A
+// registration too large for any call (tooLarge) is within the range but
+// not sent. The range holds one line at least.
+func nextBatch(lines []fromFileLine, start, most int) (end int) {
+	body, n := batchEnvelopeBytes, 0
+	for end = start; end < len(lines) && n < most; end++ {
+		l := lines[end]
+		if l.tooLarge() {
+			continue
+		}
+		add := l.size
+		if n > 0 {
+			add++ // the comma
+		}
+		if body+add > batchBodyBytes {
+			break
+		}
+		body += add
+		n++
+	}
+	return end
+}
+
+// fromFileFlags are the flags of add that go with --from-file: the
+// client's, --for (the recipient of a line that names none) and the
+// output's. Every other sets a registration's field, which each line
+// carries for itself.
+var fromFileFlags = map[string]bool{"from-file": true, "for": true, "addr": true, "token": true, "data-dir": true, "json": true, "quiet": true}
+
+// fromFileAlone refuses, as a usage error naming them, the flags given
+// with --from-file that do not go with it: each line of the file carries
+// its own fields, and such a flag would be ignored.
+func fromFileAlone(cmd *cobra.Command) error {
+	var bad []string
+	cmd.Flags().Visit(func(fl *pflag.Flag) {
+		if !fromFileFlags[fl.Name] {
+			bad = append(bad, "--"+fl.Name)
+		}
+	})
+	if len(bad) == 0 {
+		return nil
+	}
+	return usageErr(fmt.Errorf("--from-file takes no %s: each line of the file is a whole registration and carries its own fields (deadline, every, mode, note, labels, deliver, idempotency_key, …)",
+		strings.Join(bad, " or ")))
 }
 
 // addFromFile registers every line of a JSON Lines file, each a
-// registration object as POST /v1/watches takes it, in batches of
-// vigil.MaxBatch (one call and one commit each), and prints one line per
-// registration. The file is read and checked whole before anything is
-// sent: a line that is not a registration object sends nothing. A
-// registration without a recipient goes to --for (or the default).
+// registration object as POST /v1/watches takes it, in batches of up to
+// vigil.MaxBatch whose bodies stay within the daemon's bound (one call
+// and one commit each), and prints one line per registration. The file is
+// read and checked whole before anything is sent: a line that is not a
+// registration object sends nothing; one too large for any call is
+// refused in its place. A registration without a recipient goes to --for
+// (or the default). Under a scoped token's rate limit, a call larger than
+// the token's burst is halved until it passes, and one refused for now is
+// sent again after the wait the daemon asks for.
 func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 	var r io.Reader
 	if path == "-" {
@@ -72,7 +152,11 @@ func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 			req.Recipient = recipient
 		}
 		req.ChainDepth = depth
-		lines = append(lines, fromFileLine{line: n, req: req})
+		enc, err := json.Marshal(req)
+		if err != nil {
+			return usageErr(fmt.Errorf("%s line %d: %v", path, n, err))
+		}
+		lines = append(lines, fromFileLine{line: n, req: req, size: len(enc)})
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
@@ -87,25 +171,58 @@ func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 	if err != nil {
 		return err
 	}
-	refused := 0
-	for start := 0; start < len(lines); start += vigil.MaxBatch {
-		chunk := lines[start:min(start+vigil.MaxBatch, len(lines))]
-		reqs := make([]vigil.RegisterRequest, len(chunk))
-		for i, l := range chunk {
-			reqs[i] = l.req
-		}
-		res, err := c.RegisterBatch(cmd.Context(), reqs)
-		if err != nil {
-			if start > 0 {
-				fmt.Fprintf(e.stderr, "The registrations of lines 1 to %d were sent; those from line %d on were not.\n", chunk[0].line-1, chunk[0].line)
+	ctx := cmd.Context()
+	// most is how many registrations a call may hold: halved while the
+	// daemon says a call holds more than the token may register at once.
+	most, tries, refused := vigil.MaxBatch, 0, 0
+	for start, end := 0, 0; start < len(lines); start = end {
+		end = nextBatch(lines, start, most)
+		chunk := lines[start:end]
+		var reqs []vigil.RegisterRequest
+		for _, l := range chunk {
+			if !l.tooLarge() {
+				reqs = append(reqs, l.req)
 			}
-			return callErr(cmd, err)
 		}
-		for i, r := range res {
+		var res []vigil.BatchResult
+		if len(reqs) > 0 {
+			var err error
+			if res, err = c.RegisterBatch(ctx, reqs); err != nil {
+				// A call refused whole registered nothing: the daemon
+				// takes a batch from the token's rate limit, all or none,
+				// before it registers any. So it may be sent again, or
+				// in halves, without registering a line twice.
+				wait, said := client.RetryAfter(err)
+				switch {
+				case vigil.ErrorCode(err) != vigil.CodeRateLimited || ctx.Err() != nil:
+				case !said && len(reqs) > 1:
+					// More than the token's burst: it never passes whole.
+					most, end = len(reqs)/2, start
+					continue
+				case said && tries < maxRateTries:
+					tries++
+					if err = e.clk().Sleep(ctx, min(wait, maxRateWait)); err == nil {
+						end = start
+						continue
+					}
+				}
+				if start > 0 {
+					fmt.Fprintf(e.stderr, "The registrations of lines 1 to %d were sent; those from line %d on were not.\n", chunk[0].line-1, chunk[0].line)
+				}
+				return callErr(cmd, err)
+			}
+		}
+		tries = 0
+		for _, l := range chunk {
+			r := vigil.BatchResult{Status: vigil.BatchRefused, Err: vigil.Errorf(vigil.CodePayloadTooLarge,
+				"the registration is %d bytes as JSON, more than the %d one request may carry", l.size, maxItemBytes)}
+			if !l.tooLarge() {
+				r, res = res[0], res[1:]
+			}
 			if r.Status == vigil.BatchRefused {
 				refused++
 			}
-			if err := f.printBatchResult(e, chunk[i].line, r); err != nil {
+			if err := f.printBatchResult(e, l.line, r); err != nil {
 				return err
 			}
 		}

@@ -1,14 +1,23 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/client"
+	"github.com/vigil-run/vigil/internal/daemontest"
+	"github.com/vigil-run/vigil/internal/wire"
 )
 
 // TestAddFromFile registers a JSON Lines file against a real daemon: each
@@ -79,5 +88,348 @@ func TestAddFromFile(t *testing.T) {
 	}
 	if r := d.vigil(t, "add", "timer", "--from-file", small); r.code != ExitUsage {
 		t.Errorf("--from-file with a kind: exit %d, want %d", r.code, ExitUsage)
+	}
+}
+
+// TestAddFromFileWithinBodyLimit holds that --from-file keeps each call's
+// body within the daemon's bound: 1 000 valid lines of 1.3 KB (1.25 MB in
+// all) are registered, in more than one call, and a line too large for
+// any call is refused in its place, the others registered around it.
+func TestAddFromFileWithinBodyLimit(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	note := strings.Repeat("x", 1200)
+	var lines []string
+	for i := range 1000 {
+		lines = append(lines, fmt.Sprintf(`{"kind":"timer","predicate":{"in":"%dm"},"note":%q}`, i+1, note))
+	}
+	// Line 501: within a line's bound, but over a call's once the
+	// recipient is added.
+	huge := fmt.Sprintf(`{"kind":"timer","predicate":{"in":"1h"},"note":%q}`, strings.Repeat("y", maxLineBytes-60))
+	lines = slices.Insert(lines, 500, huge)
+	p := filepath.Join(t.TempDir(), "w.jsonl")
+	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := d.vigil(t, "add", "--from-file", p, "--for", "amy")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "1 of 1001 registrations were refused") {
+		t.Errorf("exit %d, stderr %q; want %d, one refused", r.code, r.stderr, ExitUsage)
+	}
+	out := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if len(out) != 1001 {
+		t.Fatalf("printed %d lines, want 1001:\n%.2000s", len(out), r.stdout)
+	}
+	for i, l := range out {
+		want := fmt.Sprintf("line %d: Watching ", i+1)
+		if i == 500 {
+			want = fmt.Sprintf("line 501: refused (payload_too_large): the registration is %d bytes as JSON, more than the %d one request may carry", len(huge)+len(`,"recipient":"amy"`), maxItemBytes)
+		}
+		if !strings.HasPrefix(l, want) {
+			t.Errorf("output line %d = %.120q, want it to start %q", i+1, l, want)
+		}
+	}
+	r = d.vigil(t, "list", "--for", "amy", "--limit", "1000", "--json")
+	if n := strings.Count(r.stdout, `"recipient": "amy"`); n != 1000 {
+		t.Errorf("list --for amy: %d watches, want 1000 (exit %d %s)", n, r.code, r.stderr)
+	}
+}
+
+// TestNextBatch holds where a call ends: at the most registrations asked
+// for, or before the registration whose comma and bytes would take the
+// body past the bound, a body exactly at the bound included; a
+// registration too large for any call is passed over within the range.
+func TestNextBatch(t *testing.T) {
+	t.Parallel()
+	sized := func(sizes ...int) []fromFileLine {
+		ls := make([]fromFileLine, len(sizes))
+		for i, s := range sizes {
+			ls[i] = fromFileLine{line: i + 1, size: s}
+		}
+		return ls
+	}
+	half := (maxItemBytes - 1) / 2 // two of them and a comma fill a body
+	for _, tc := range []struct {
+		name  string
+		lines []fromFileLine
+		start int
+		most  int
+		want  int
+	}{
+		{"by count", sized(10, 10, 10, 10, 10), 0, 3, 3},
+		{"the rest", sized(10, 10, 10, 10, 10), 3, 3, 5},
+		{"exactly full", sized(half, maxItemBytes-1-half, 1), 0, 1000, 2},
+		{"one byte over", sized(half, maxItemBytes-half, 1), 0, 1000, 1},
+		{"one item fills it", sized(maxItemBytes, 1), 0, 1000, 1},
+		{"too large passed over", sized(10, maxItemBytes+1, 10), 0, 1000, 3},
+		{"too large not counted", sized(10, maxItemBytes+1, 10, 10), 0, 2, 3},
+		{"only too large", sized(maxItemBytes + 1), 0, 1000, 1},
+	} {
+		if got := nextBatch(tc.lines, tc.start, tc.most); got != tc.want {
+			t.Errorf("%s: nextBatch(…, %d, %d) = %d, want %d", tc.name, tc.start, tc.most, got, tc.want)
+		}
+	}
+}
+
+// batchDaemon answers POST /v1/watches/batch: refuse, when set, may
+// refuse a call whole (the call's number from 1, its item count); any
+// other call is registered whole. It records each call's body.
+type batchDaemon struct {
+	refuse func(call, items int) answer
+	mu     sync.Mutex
+	bodies [][]byte
+}
+
+func (b *batchDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var req struct {
+		Watches []vigil.RegisterRequest `json:"watches"`
+	}
+	if r.URL.Path != "/v1/watches/batch" || json.Unmarshal(body, &req) != nil {
+		errorAnswer(400, vigil.CodeInvalidRequest, "not a batch", "")(w)
+		return
+	}
+	b.mu.Lock()
+	b.bodies = append(b.bodies, body)
+	call := len(b.bodies)
+	b.mu.Unlock()
+	if b.refuse != nil {
+		if a := b.refuse(call, len(req.Watches)); a != nil {
+			a(w)
+			return
+		}
+	}
+	resp := wire.BatchResponse{Results: make([]wire.BatchItem, len(req.Watches))}
+	for i, rr := range req.Watches {
+		resp.Results[i] = wire.BatchItem{Status: vigil.BatchCreated, Watch: &vigil.Watch{ID: fmt.Sprintf("W%d-%d", call, i),
+			Kind: rr.Kind, Predicate: rr.Predicate, Recipient: rr.Recipient, State: vigil.StatePending}}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(resp)
+}
+
+// calls returns the bodies of the calls so far.
+func (b *batchDaemon) calls() [][]byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.bodies)
+}
+
+// writeLines writes lines as a JSON Lines file and returns its path.
+func writeLines(t *testing.T, lines []string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "w.jsonl")
+	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestAddFromFileBodyAtBound holds that the size --from-file reckons for
+// a call is the size of the body the client sends: two registrations
+// that fill a body to exactly the daemon's bound go in one call of that
+// size, and the next in another.
+func TestAddFromFileBodyAtBound(t *testing.T) {
+	t.Parallel()
+	bd := &batchDaemon{}
+	srv := httptest.NewServer(bd)
+	defer srv.Close()
+	// Written as the client encodes them (fields in order, compact), so
+	// that each line's length is its size in the body.
+	line := func(size int) string {
+		l := `{"kind":"timer","predicate":{"in":"1h"},"recipient":"amy","note":""}`
+		return l[:len(l)-2] + strings.Repeat("n", size-len(l)) + `"}`
+	}
+	first := (maxItemBytes - 1) / 2
+	lines := []string{line(first), line(maxItemBytes - 1 - first), line(100)}
+	r := runCLI(t, scriptedEnv(srv), "add", "--from-file", writeLines(t, lines), "-q")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var sizes []int
+	for _, b := range bd.calls() {
+		sizes = append(sizes, len(b))
+	}
+	if want := []int{wire.DefaultMaxBodyBytes, batchEnvelopeBytes + 100}; !slices.Equal(sizes, want) {
+		t.Errorf("bodies of %v bytes, want %v", sizes, want)
+	}
+}
+
+// timerLines returns n registration lines of timers.
+func timerLines(n int) []string {
+	lines := make([]string, n)
+	for i := range lines {
+		lines[i] = fmt.Sprintf(`{"kind":"timer","predicate":{"in":"%dm"}}`, i+1)
+	}
+	return lines
+}
+
+// TestAddFromFileScopedToken holds that --from-file works with a scoped
+// token, which docs/agents.md gives each agent: a call larger than the
+// token's burst (100) is refused whole with no wait, and --from-file
+// halves it until it passes. All 250 lines are registered, once each.
+func TestAddFromFileScopedToken(t *testing.T) {
+	t.Parallel()
+	cfg := daemontest.Config(t)
+	// The default burst; a rate at which the bucket refills between two
+	// calls, so that no call waits.
+	cfg.RegisterRate = 1_000_000
+	d := daemontest.Start(t, cfg, nil)
+	admin, err := client.New(d.Addr(), d.Token(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.CloseIdleConnections()
+	tok, err := admin.CreateToken(t.Context(), vigil.TokenCreateRequest{Recipients: []string{"amy"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"VIGIL_ADDR": d.Addr(), "VIGIL_TOKEN": tok.Secret, "USER": "tester"}
+	r := cliRun{vars: env, clock: newFakeClock()}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(250)), "--for", "amy", "-q")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("exit %d, stderr %q; want 0 and nothing on stderr", r.code, r.stderr)
+	}
+	if n := len(strings.Fields(r.stdout)); n != 250 {
+		t.Errorf("printed %d ids, want 250", n)
+	}
+	page, err := admin.Watches(t.Context(), vigil.ListRequest{Recipient: "amy", Limit: 1000})
+	if err != nil || len(page.Watches) != 250 {
+		t.Errorf("amy has %d watches (%v), want 250", len(page.Watches), err)
+	}
+}
+
+// burstRefusal is the daemon's answer to a batch larger than the token's
+// burst: rate_limited with no Retry-After, as no wait lets it pass.
+func burstRefusal(items int) answer {
+	return errorAnswer(429, vigil.CodeRateLimited, fmt.Sprintf("this token may register at most 100 watches at once, and this batch holds %d: split it", items), "")
+}
+
+// TestAddFromFileRateLimited holds how --from-file meets a token's rate
+// limit: a call larger than the burst is halved (and the calls after it
+// keep the smaller size); a call refused for now is sent again, the same
+// registrations, after the Retry-After; nothing is said on stderr.
+func TestAddFromFileRateLimited(t *testing.T) {
+	t.Parallel()
+	bd := &batchDaemon{refuse: func(call, items int) answer {
+		switch {
+		case items > 100:
+			return burstRefusal(items)
+		case call == 3:
+			return errorAnswer(429, vigil.CodeRateLimited, "this token registers too fast; try again in 7 s", "7")
+		}
+		return nil
+	}}
+	srv := httptest.NewServer(bd)
+	defer srv.Close()
+	clk := newFakeClock()
+	r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(150)), "--for", "amy", "-q")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("exit %d, stderr %q; want 0 and nothing on stderr", r.code, r.stderr)
+	}
+	var ids []string
+	for i := range 75 {
+		ids = append(ids, fmt.Sprintf("W2-%d", i))
+	}
+	for i := range 75 {
+		ids = append(ids, fmt.Sprintf("W4-%d", i))
+	}
+	if got := strings.Fields(r.stdout); !slices.Equal(got, ids) {
+		t.Errorf("printed %d ids, want the 75 of call 2 then the 75 of call 4:\n%s", len(got), r.stdout)
+	}
+	calls := bd.calls()
+	var sizes []int
+	for _, b := range calls {
+		sizes = append(sizes, strings.Count(string(b), `"kind"`))
+	}
+	if want := []int{150, 75, 75, 75}; !slices.Equal(sizes, want) {
+		t.Fatalf("calls of %v registrations, want %v", sizes, want)
+	}
+	if string(calls[2]) != string(calls[3]) {
+		t.Error("the call sent again after Retry-After differs from the one refused")
+	}
+	if want := []time.Duration{7 * time.Second}; !slices.Equal(clk.pauses(), want) {
+		t.Errorf("pauses %v, want %v", clk.pauses(), want)
+	}
+}
+
+// TestAddFromFileRateLimitBounds holds the bounds of those retries: a
+// Retry-After is waited at most a minute, a call is sent at most 11 times
+// in a row, and then --from-file gives up (exit 2), saying which lines
+// were sent; a call of one registration refused with no wait is not
+// retried.
+func TestAddFromFileRateLimitBounds(t *testing.T) {
+	t.Parallel()
+	t.Run("retry-after", func(t *testing.T) {
+		t.Parallel()
+		bd := &batchDaemon{refuse: func(call, items int) answer {
+			switch {
+			case items > 100:
+				return burstRefusal(items)
+			case call > 2:
+				return errorAnswer(429, vigil.CodeRateLimited, "this token registers too fast; try again in 600 s", "600")
+			}
+			return nil
+		}}
+		srv := httptest.NewServer(bd)
+		defer srv.Close()
+		clk := newFakeClock()
+		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(150)), "--for", "amy", "-q")
+		want := "The registrations of lines 1 to 75 were sent; those from line 76 on were not.\nvigil: this token registers too fast; try again in 600 s\n"
+		if r.code != ExitUsage || r.stderr != want {
+			t.Errorf("exit %d, stderr %q; want %d, %q", r.code, r.stderr, ExitUsage, want)
+		}
+		if n := len(bd.calls()); n != 2+1+maxRateTries {
+			t.Errorf("%d calls, want %d", n, 2+1+maxRateTries)
+		}
+		if want := slices.Repeat([]time.Duration{time.Minute}, maxRateTries); !slices.Equal(clk.pauses(), want) {
+			t.Errorf("pauses %v, want %v", clk.pauses(), want)
+		}
+	})
+	t.Run("one registration, no wait", func(t *testing.T) {
+		t.Parallel()
+		bd := &batchDaemon{refuse: func(call, items int) answer { return burstRefusal(items) }}
+		srv := httptest.NewServer(bd)
+		defer srv.Close()
+		clk := newFakeClock()
+		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(1)), "--for", "amy", "-q")
+		if r.code != ExitUsage || len(bd.calls()) != 1 || len(clk.pauses()) != 0 {
+			t.Errorf("exit %d, %d calls, pauses %v; want %d after one call, no pause", r.code, len(bd.calls()), clk.pauses(), ExitUsage)
+		}
+	})
+}
+
+// TestAddFromFileRefusesOtherFlags holds that a flag of add that sets a
+// registration's field is refused with --from-file, naming it, before
+// anything is sent (exit 2, as a usage error): each line carries its own
+// fields, and the flag would be ignored. The flags that do go with it —
+// --for, the output's and the client's — are taken.
+func TestAddFromFileRefusesOtherFlags(t *testing.T) {
+	t.Parallel()
+	bd := &batchDaemon{}
+	srv := httptest.NewServer(bd)
+	defer srv.Close()
+	p := writeLines(t, timerLines(1))
+	for _, flags := range [][]string{
+		{"--deadline", "3h"}, {"--every", "1m"}, {"--mode", "unless"}, {"--note", "n"}, {"--label", "task=T-1"},
+		{"--idempotency-key", "k"}, {"--predicate", "{}"}, {"--observe"}, {"--wait"}, {"--webhook", "https://x.test/h"},
+		{"--retry-unknown"}, {"--on-done", "true"}, {"--on-fail", "true"}, {"--email", "a@x.test"}, {"--progress"},
+		{"--wake", "claude:s1"}, {"--wake-argv", `["a"]`}, {"--deliver", "{}"},
+	} {
+		r := runCLI(t, scriptedEnv(srv), append([]string{"add", "--from-file", p}, flags...)...)
+		want := "vigil: --from-file takes no " + flags[0] + ": each line of the file is a whole registration and carries its own fields"
+		if r.code != ExitUsage || !strings.HasPrefix(r.stderr, want) {
+			t.Errorf("add --from-file %v: exit %d, stderr %q; want %d, %q…", flags, r.code, r.stderr, ExitUsage, want)
+		}
+	}
+	r := runCLI(t, scriptedEnv(srv), "add", "--from-file", p, "--label", "a=b", "--deadline", "1h")
+	if want := "vigil: --from-file takes no --deadline or --label: "; !strings.HasPrefix(r.stderr, want) {
+		t.Errorf("two flags: stderr %q, want it to start %q", r.stderr, want)
+	}
+	if n := len(bd.calls()); n != 0 {
+		t.Errorf("%d calls sent, want none", n)
+	}
+	for _, flags := range [][]string{{"--for", "amy"}, {"--json"}, {"-q"}, {"--addr", srv.URL, "--token", "vgl_test"}} {
+		if r := runCLI(t, scriptedEnv(srv), append([]string{"add", "--from-file", p}, flags...)...); r.code != 0 {
+			t.Errorf("add --from-file %v: exit %d, stderr %q; want 0", flags, r.code, r.stderr)
+		}
 	}
 }

@@ -71,12 +71,15 @@ func ExitCode(err error) int {
 	return ExitUsage
 }
 
-// env is what the commands share: writers, the environment, and how to
-// tell a terminal.
+// env is what the commands share: writers, the environment, how to tell a
+// terminal, and the clock.
 type env struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	terminal       func(io.Writer) bool
+	// clock tells the time and pauses between tries; nil is the real
+	// one (clk).
+	clock clock
 }
 
 // New returns the root vigil command writing to stdout and stderr. Run it

@@ -2,15 +2,19 @@ package cli
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
@@ -69,11 +73,86 @@ func (d *testDaemon) vigil(t *testing.T, args ...string) result {
 // runCLI runs the command tree with args in the environment env.
 func runCLI(t *testing.T, vars map[string]string, args ...string) result {
 	t.Helper()
+	return cliRun{vars: vars}.run(t.Context(), args...)
+}
+
+// cliRun is one run of the command tree in the environment vars, with
+// what runCLI leaves as usual made plain: stdout (nil: kept in the
+// result) and the clock (nil: the real one).
+type cliRun struct {
+	vars   map[string]string
+	stdout io.Writer
+	clock  clock
+}
+
+// run runs the command tree with args and ctx.
+func (cr cliRun) run(ctx context.Context, args ...string) result {
 	var out, errb bytes.Buffer
-	root := newRoot(&env{stdout: &out, stderr: &errb, getenv: func(k string) string { return vars[k] }, terminal: func(io.Writer) bool { return false }})
+	stdout := cr.stdout
+	if stdout == nil {
+		stdout = &out
+	}
+	root := newRoot(&env{stdout: stdout, stderr: &errb, getenv: func(k string) string { return cr.vars[k] },
+		terminal: func(io.Writer) bool { return false }, clock: cr.clock})
 	root.SetArgs(args)
-	err := root.ExecuteContext(t.Context())
+	err := root.ExecuteContext(ctx)
 	return result{stdout: out.String(), stderr: errb.String(), code: ExitCode(err)}
+}
+
+// fakeClock is a clock whose Sleep returns at once (unless ctx has
+// ended), moving Now on by the time asked and recording it. onSleep, when
+// set, is called after each sleep with how many there have been. Past
+// maxFakeSleeps, Sleep fails: a loop that would never end does.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	slept   []time.Duration
+	onSleep func(n int)
+}
+
+const maxFakeSleeps = 200
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if len(c.slept) >= maxFakeSleeps {
+		c.mu.Unlock()
+		return fmt.Errorf("fake clock: slept %d times already", maxFakeSleeps)
+	}
+	c.now = c.now.Add(d)
+	c.slept = append(c.slept, d)
+	n := len(c.slept)
+	c.mu.Unlock()
+	if c.onSleep != nil {
+		c.onSleep(n)
+	}
+	return ctx.Err()
+}
+
+// pauses returns the sleeps so far.
+func (c *fakeClock) pauses() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.slept)
+}
+
+// failWriter fails every write, as stdout sent to /dev/full does.
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) {
+	return 0, errors.New("write /dev/stdout: no space left on device")
 }
 
 // transcript records commands and what they printed, for a golden file.

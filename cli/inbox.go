@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -38,7 +39,10 @@ func newInboxCmd(e *env) *cobra.Command {
 		Short:   "Read a recipient's new messages",
 		GroupID: "mail",
 		Long: `Read the messages a recipient has not yet read as --reader, and mark them
-read (unless --no-ack). Each named reader sees each message once.`,
+read (unless --no-ack). Each named reader sees each message once.
+
+The messages are marked read only once they are written out: when writing
+fails (a full disk, a closed pipe), inbox exits 1 and they stay unread.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var d time.Duration
@@ -57,7 +61,9 @@ read (unless --no-ack). Each named reader sees each message once.`,
 			var page vigil.MessagesPage
 			for {
 				left := time.Until(deadline)
-				req := vigil.MessagesRequest{Recipient: r, Reader: reader, Ack: !noAck, Wait: min(max(left, 0), waitPoll)}
+				// Read without ack: the cursor moves only once the
+				// messages are written out (below).
+				req := vigil.MessagesRequest{Recipient: r, Reader: reader, Wait: min(max(left, 0), waitPoll)}
 				if page, err = c.Messages(cmd.Context(), req); err != nil {
 					return callErr(cmd, err)
 				}
@@ -65,14 +71,25 @@ read (unless --no-ack). Each named reader sees each message once.`,
 					break
 				}
 			}
-			if asJSON {
-				return writeJSON(e.stdout, page)
+			switch {
+			case asJSON:
+				err = writeJSON(e.stdout, page)
+			case len(page.Messages) == 0:
+				_, err = fmt.Fprintf(e.stdout, "No new messages for %s.\n", term(r))
+			default:
+				err = printMessages(e.stdout, page.Messages)
 			}
-			if len(page.Messages) == 0 {
-				fmt.Fprintf(e.stdout, "No new messages for %s.\n", term(r))
+			if err != nil {
+				return &ExitError{Code: ExitFailed, Err: fmt.Errorf("cannot write the messages, so they stay unread: %w", err)}
+			}
+			if noAck || len(page.Messages) == 0 {
 				return nil
 			}
-			printMessages(e.stdout, page.Messages)
+			last := page.Messages[len(page.Messages)-1].Seq
+			if err := c.Ack(cmd.Context(), vigil.AckRequest{Recipient: r, Reader: reader, Seq: last}); err != nil {
+				fmt.Fprintln(e.stderr, "vigil: the messages were written, but marking them read failed: they will be shown again.")
+				return callErr(cmd, err)
+			}
 			return nil
 		},
 	}
@@ -86,14 +103,18 @@ read (unless --no-ack). Each named reader sees each message once.`,
 	return cmd
 }
 
-// printMessages writes a table of messages.
-func printMessages(out io.Writer, ms []*vigil.Message) {
-	tw := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+// printMessages writes a table of messages in one write, and returns its
+// error.
+func printMessages(out io.Writer, ms []*vigil.Message) error {
+	var b bytes.Buffer
+	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tTYPE\tAT\tWATCH\tTEXT")
 	for _, m := range ms {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", m.Seq, term(string(m.Type)), timeOrEmpty(m.CreatedAt), term(firstNonEmpty(m.WatchID, "-")), oneLine(m.Text))
 	}
 	tw.Flush()
+	_, err := out.Write(b.Bytes())
+	return err
 }
 
 func newNoticeCmd(e *env) *cobra.Command {
@@ -115,7 +136,9 @@ It prints nothing and exits 0 when there is nothing new, and also when the
 daemon is down, unreachable or busy: it never fails a turn. When it has no
 token, or the daemon refuses its token (or the token is for other
 recipients), it says so in one line on stderr (still exiting 0), so a
-misconfigured hook shows.`,
+misconfigured hook shows. The messages are marked read only once the block
+is written: when writing it fails, it says so on stderr (still exiting 0)
+and they stay unread for the next turn.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), noticeTimeout)
@@ -143,7 +166,11 @@ misconfigured hook shows.`,
 			if err != nil || len(page.Messages) == 0 {
 				return nil
 			}
-			fmt.Fprint(e.stdout, noticeBlock(r, page.Messages))
+			if _, err := io.WriteString(e.stdout, noticeBlock(r, page.Messages)); err != nil {
+				// Not shown, so not read: the next turn shows them.
+				fmt.Fprintf(e.stderr, "vigil notice: cannot write the messages, so they stay unread: %s\n", oneLine(err.Error()))
+				return nil
+			}
 			last := page.Messages[len(page.Messages)-1].Seq
 			// A failed ack shows the messages again next turn: better twice
 			// than never.

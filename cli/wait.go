@@ -19,6 +19,15 @@ import (
 // waitPoll bounds one long-poll of wait; the daemon bounds it too.
 const waitPoll = 30 * time.Second
 
+// Pauses of wait between tries while the daemon cannot answer: a backoff
+// from retryFirst doubling up to retryMax, or the wait the daemon asks for
+// (Retry-After), bounded by retryAfterMax.
+const (
+	retryFirst    = 500 * time.Millisecond
+	retryMax      = 5 * time.Second
+	retryAfterMax = 30 * time.Second
+)
+
 // liveWidth bounds the live status line so it never wraps on a common
 // terminal (wrapping would break updating it in place).
 const liveWidth = 78
@@ -36,10 +45,16 @@ func newWaitCmd(e *env) *cobra.Command {
 		Long: `Wait until a watch settles, or --timeout passes, and print how it settled.
 On a terminal a live status line is shown while waiting.
 
+While the daemon cannot answer (it is restarting, a connection dropped, or it
+asks to slow down), wait tries again after a short pause, saying so once on
+stderr, and reads the watch first, so an outcome settled meanwhile is
+reported: until the watch settles, --timeout passes or Ctrl-C.
+
 Exit codes:
     0  fired
     1  failed
-    2  usage, connection or authentication error
+    2  usage or authentication error, a refused request, or no answer from
+       the daemon (at the first look, or still none when --timeout ran out)
     4  cancelled or errored
     8  still pending when --timeout ran out
   124  expired`,
@@ -50,6 +65,9 @@ Exit codes:
 				var err error
 				if d, err = vigil.ParseDuration(timeout); err != nil {
 					return usageErr(fmt.Errorf("--timeout: %v", err))
+				}
+				if d == 0 {
+					d = lookOnce
 				}
 			}
 			c, err := cf.client(e)
@@ -64,7 +82,7 @@ Exit codes:
 		},
 	}
 	cf.bind(cmd, false)
-	cmd.Flags().StringVar(&timeout, "timeout", "", "give up after this long (exit 8); default: wait until the watch settles")
+	cmd.Flags().StringVar(&timeout, "timeout", "", "give up after this long (exit 8); 0s looks once without waiting; default: wait until the watch settles")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the watch as JSON")
 	return cmd
 }
@@ -78,15 +96,23 @@ func waitErr(cmd *cobra.Command, err error) error {
 	return &ExitError{Code: ExitUsage, Err: err}
 }
 
-// waitAndReport waits for w to settle (or timeout, if positive), prints
-// the result and returns the exit for its state.
+// lookOnce, as the timeout of waitAndReport, reports the watch as it was
+// read, without waiting: wait --timeout 0s.
+const lookOnce time.Duration = -1
+
+// waitAndReport waits for w to settle (or timeout, if positive; zero waits
+// as long as it takes, lookOnce not at all), prints the result and returns
+// the exit for its state.
 func waitAndReport(cmd *cobra.Command, e *env, c *client.Client, w *vigil.Watch, timeout time.Duration, asJSON bool) error {
 	ctx := cmd.Context()
 	stop := func() {}
-	if !asJSON && w.State == vigil.StatePending && e.terminal(e.stdout) {
+	if !asJSON && w.State == vigil.StatePending && timeout != lookOnce && e.terminal(e.stdout) {
 		stop = startLive(ctx, e.stdout, c, w)
 	}
-	final, err := waitFor(ctx, c, w, timeout)
+	retrying := func(err error) {
+		fmt.Fprintf(e.stderr, "vigil: %s; trying again (Ctrl-C to stop)\n", term(oneLine(describe(err))))
+	}
+	final, err := waitFor(ctx, e.clk(), c, w, timeout, retrying)
 	stop()
 	if err != nil {
 		return waitErr(cmd, err)
@@ -104,28 +130,89 @@ func waitAndReport(cmd *cobra.Command, e *env, c *client.Client, w *vigil.Watch,
 	return nil
 }
 
-// waitFor long-polls until w settles or timeout (if positive) passes.
-func waitFor(ctx context.Context, c *client.Client, w *vigil.Watch, timeout time.Duration) (*vigil.Watch, error) {
+// waitFor long-polls until w settles or timeout (if positive) passes; a
+// negative timeout (lookOnce) returns w as it is.
+//
+// While the daemon cannot answer — it is stopping or starting (503
+// unavailable), a long-poll's connection dropped, or it asks to slow down
+// (429 rate_limited) — waitFor pauses (nextPause) and reads the watch
+// again, so that a settlement in the gap is seen, then long-polls again:
+// until the watch settles, timeout passes or ctx ends. retrying is told of
+// the first error of each outage (which ends once a long-poll answers).
+// Every call is a GET, safe to repeat. Any other error (unauthorized,
+// not_found, invalid_request) ends it at once, as does one once timeout
+// has passed.
+func waitFor(ctx context.Context, clk clock, c *client.Client, w *vigil.Watch, timeout time.Duration, retrying func(error)) (*vigil.Watch, error) {
+	if timeout < 0 {
+		return w, nil
+	}
 	var deadline time.Time
 	if timeout > 0 {
-		deadline = time.Now().Add(timeout)
+		deadline = clk.Now().Add(timeout)
 	}
+	var backoff time.Duration // of the outage under way; zero when none
 	for w.State == vigil.StatePending {
 		poll := waitPoll
 		if !deadline.IsZero() {
-			left := time.Until(deadline)
+			left := deadline.Sub(clk.Now())
 			if left <= 0 {
 				return w, nil
 			}
 			poll = min(poll, left)
 		}
 		next, err := c.Wait(ctx, w.ID, poll)
-		if err != nil {
-			return nil, err
+		for err != nil {
+			if ctx.Err() != nil || !retryable(err) {
+				return nil, err
+			}
+			if backoff == 0 {
+				retrying(err)
+			}
+			var pause time.Duration
+			pause, backoff = nextPause(backoff, err)
+			if !deadline.IsZero() {
+				left := deadline.Sub(clk.Now())
+				if left <= 0 {
+					return nil, err
+				}
+				pause = min(pause, left)
+			}
+			if err := clk.Sleep(ctx, pause); err != nil {
+				return nil, err
+			}
+			var again *vigil.Watch
+			if again, err = c.Watch(ctx, w.ID); err == nil {
+				w, next = again, nil
+			}
 		}
-		w = next
+		if next != nil {
+			w, backoff = next, 0
+		}
 	}
 	return w, nil
+}
+
+// retryable reports whether err is the daemon not answering for now:
+// unavailable (stopping, starting, unreachable, a dropped connection) or
+// rate_limited.
+func retryable(err error) bool {
+	switch vigil.ErrorCode(err) {
+	case vigil.CodeUnavailable, vigil.CodeRateLimited:
+		return true
+	}
+	return false
+}
+
+// nextPause returns the pause before the next try after err, and the
+// backoff after it: the wait the daemon asked for (Retry-After, at most
+// retryAfterMax), else the backoff, which starts at retryFirst and
+// doubles up to retryMax.
+func nextPause(backoff time.Duration, err error) (pause, next time.Duration) {
+	next = min(max(backoff*2, retryFirst), retryMax)
+	if d, ok := client.RetryAfter(err); ok && d > 0 {
+		return min(d, retryAfterMax), next
+	}
+	return next, next
 }
 
 // exitFor is wait's exit code for a state.

@@ -7,8 +7,9 @@
 // Errors come back as *vigil.Error with the daemon's code, message and
 // field, so errors.Is(err, vigil.ErrNotFound) works across the wire. A
 // daemon that cannot be reached is an error with code unavailable whose
-// message says where the client looked. The bearer token never appears in
-// an error.
+// message says where the client looked. An answer that said when to call
+// again (Retry-After) carries the wait: see RetryAfter. The bearer token
+// never appears in an error.
 package client
 
 import (
@@ -42,6 +43,9 @@ const (
 	maxResponseBytes = 32 << 20
 	// maxErrorBytes bounds an error body the client reads.
 	maxErrorBytes = 64 << 10
+	// maxRetryAfter bounds the wait RetryAfter reports, whatever the
+	// header says.
+	maxRetryAfter = 24 * time.Hour
 )
 
 // Options configure a Client. A nil *Options means the defaults.
@@ -271,11 +275,56 @@ func (c *Client) responseError(resp *http.Response) error {
 			Field   string     `json:"field"`
 		} `json:"error"`
 	}
+	var e *vigil.Error
 	if json.Unmarshal(b, &body) == nil && body.Error != nil && body.Error.Code != "" {
-		return &vigil.Error{Code: body.Error.Code, Message: c.redact(body.Error.Message), Field: body.Error.Field}
+		e = &vigil.Error{Code: body.Error.Code, Message: c.redact(body.Error.Message), Field: body.Error.Field}
+	} else {
+		e = &vigil.Error{Code: codeForStatus(resp.StatusCode),
+			Message: fmt.Sprintf("vigil daemon at %s answered %s", c.addr, resp.Status)}
 	}
-	return &vigil.Error{Code: codeForStatus(resp.StatusCode),
-		Message: fmt.Sprintf("vigil daemon at %s answered %s", c.addr, resp.Status)}
+	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+		e.Err = retryAfterError(d)
+	}
+	return e
+}
+
+// retryAfterError is the cause of an error answered with Retry-After: how
+// long the daemon asked the caller to wait before calling again.
+type retryAfterError time.Duration
+
+func (d retryAfterError) Error() string {
+	return fmt.Sprintf("the daemon asked to be called again in %s", time.Duration(d))
+}
+
+// RetryAfter returns how long the daemon asked to wait before calling
+// again, from the Retry-After header of the answer err came from (a 429
+// rate_limited, a 503 unavailable while it starts), and whether it said.
+func RetryAfter(err error) (time.Duration, bool) {
+	var d retryAfterError
+	if errors.As(err, &d) {
+		return time.Duration(d), true
+	}
+	return 0, false
+}
+
+// parseRetryAfter reads a Retry-After header: whole seconds, or an HTTP
+// date (a proxy's), taken from now; a date past is a wait of zero. The
+// wait is bounded by maxRetryAfter.
+func parseRetryAfter(s string, now time.Time) (time.Duration, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n < 0 {
+			return 0, false
+		}
+		return time.Duration(min(n, int64(maxRetryAfter/time.Second))) * time.Second, true
+	}
+	if t, err := http.ParseTime(s); err == nil {
+		return min(max(t.Sub(now), 0), maxRetryAfter), true
+	}
+	return 0, false
 }
 
 // generic lists, for each status, the code to assume when a response

@@ -186,6 +186,70 @@ func TestErrorResponses(t *testing.T) {
 	}
 }
 
+// TestRetryAfter holds that an error answered with Retry-After carries the
+// wait (RetryAfter), in seconds or as a proxy's HTTP date, and keeps its
+// code and message; an answer without the header, or with one that does
+// not parse, carries none.
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+	date := time.Now().Add(90 * time.Second).UTC().Format(http.TimeFormat)
+	tests := []struct {
+		name       string
+		status     int
+		body       string
+		header     string
+		wantCode   vigil.Code
+		wantWait   time.Duration // zero: about a minute and a half (the date)
+		wantSaid   bool
+		wantPhrase string
+	}{
+		{"rate limited", 429, `{"error":{"code":"rate_limited","message":"this token registers too fast; try again in 7 s"}}`, "7",
+			vigil.CodeRateLimited, 7 * time.Second, true, "try again in 7 s"},
+		{"starting", 503, `{"error":{"code":"unavailable","message":"vigil is starting; try again shortly"}}`, "1",
+			vigil.CodeUnavailable, time.Second, true, "vigil is starting"},
+		{"proxy date", 503, "", date, vigil.CodeUnavailable, 0, true, "answered 503"},
+		{"past date", 503, "", "Mon, 02 Jan 2006 15:04:05 GMT", vigil.CodeUnavailable, 0, true, "answered 503"},
+		{"bounded", 429, "", "99999999", vigil.CodeRateLimited, maxRetryAfter, true, "answered 429"},
+		{"none", 503, `{"error":{"code":"unavailable","message":"vigil is shutting down; try again shortly"}}`, "",
+			vigil.CodeUnavailable, 0, false, "shutting down"},
+		{"garbage", 429, "", "soon", vigil.CodeRateLimited, 0, false, "answered 429"},
+		{"negative", 429, "", "-3", vigil.CodeRateLimited, 0, false, "answered 429"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tt.header != "" {
+					w.Header().Set("Retry-After", tt.header)
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tt.status)
+				fmt.Fprint(w, tt.body)
+			}))
+			defer ts.Close()
+			c, _ := New(ts.URL, token, &Options{HTTPClient: ts.Client()})
+			_, err := c.Watch(context.Background(), "w1")
+			if vigil.ErrorCode(err) != tt.wantCode || !strings.Contains(vigil.ErrorMessage(err), tt.wantPhrase) {
+				t.Errorf("Watch() = %v (code %s), want code %s and a message saying %q", err, vigil.ErrorCode(err), tt.wantCode, tt.wantPhrase)
+			}
+			d, said := RetryAfter(err)
+			switch {
+			case said != tt.wantSaid:
+				t.Errorf("RetryAfter() said %v, want %v (header %q)", said, tt.wantSaid, tt.header)
+			case tt.name == "proxy date":
+				if d < 80*time.Second || d > 90*time.Second {
+					t.Errorf("RetryAfter() = %s for a date 90 s off, want about 90 s", d)
+				}
+			case d != tt.wantWait:
+				t.Errorf("RetryAfter() = %s, want %s", d, tt.wantWait)
+			}
+		})
+	}
+	if _, said := RetryAfter(errors.New("plain")); said {
+		t.Error("RetryAfter() of an error from no answer said a wait")
+	}
+}
+
 func TestSubscribeRefusals(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

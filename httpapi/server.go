@@ -32,7 +32,7 @@ import (
 // Defaults of Options; each lives here only.
 const (
 	// DefaultMaxBodyBytes bounds a request body.
-	DefaultMaxBodyBytes = 1 << 20
+	DefaultMaxBodyBytes = wire.DefaultMaxBodyBytes
 	// DefaultHeartbeat is how often an idle event stream sends a comment.
 	DefaultHeartbeat = wire.DefaultHeartbeat
 )

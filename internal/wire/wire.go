@@ -1,6 +1,7 @@
 // Package wire holds what the HTTP API's server (httpapi) and its Go client
 // (client) must agree on: the routes' paths, the header names, the event
-// stream's heartbeat and the one table from error code to HTTP status. It
+// stream's heartbeat, the bound of a request body and the one table from
+// error code to HTTP status. It
 // imports only the root package and the standard library, so a program
 // that uses the client alone does not compile the server.
 package wire
@@ -25,6 +26,11 @@ const (
 // DefaultHeartbeat is how often an idle event stream sends a comment; a
 // client that hears nothing for a few of them takes the stream for dead.
 const DefaultHeartbeat = 15 * time.Second
+
+// DefaultMaxBodyBytes bounds a request body the daemon takes (larger is
+// refused whole, 413 payload_too_large); a client that splits a batch
+// registration keeps each call's body within it.
+const DefaultMaxBodyBytes = 1 << 20
 
 // Paths of the API's routes, from its root.
 const (

@@ -1,0 +1,278 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/vigil-run/vigil"
+)
+
+const scriptedID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+
+// answer is what a scripted daemon answers one request with.
+type answer func(w http.ResponseWriter)
+
+// watchAnswer answers the watch in state st.
+func watchAnswer(st vigil.State) answer {
+	return func(w http.ResponseWriter) {
+		wt := vigil.Watch{ID: scriptedID, Kind: "timer", Predicate: json.RawMessage(`{"at":"2030-01-01T00:00:00Z"}`), Recipient: "r", State: st}
+		if st.Terminal() {
+			wt.Outcome = &vigil.Outcome{State: st, Sentence: "The timer went off."}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(wt)
+	}
+}
+
+// errorAnswer answers an API error, with Retry-After when retryAfter is
+// not empty.
+func errorAnswer(status int, code vigil.Code, msg, retryAfter string) answer {
+	return func(w http.ResponseWriter) {
+		if retryAfter != "" {
+			w.Header().Set("Retry-After", retryAfter)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"error":{"code":%q,"message":%q}}`, code, msg)
+	}
+}
+
+// Answers of a daemon that stops, starts, and cuts a connection.
+var (
+	answerStopping = errorAnswer(503, vigil.CodeUnavailable, "vigil is shutting down; try again shortly", "")
+	answerStarting = errorAnswer(503, vigil.CodeUnavailable, "vigil is starting; try again shortly", "3")
+	answerSlowDown = errorAnswer(429, vigil.CodeRateLimited, "slow down", "1")
+)
+
+// answerDropped starts an answer and drops the connection halfway, as a
+// daemon killed mid-answer does (after the headers, so that no transport
+// retries the request on its own).
+func answerDropped(w http.ResponseWriter) {
+	conn, buf, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":")
+	buf.Flush()
+	conn.Close()
+}
+
+// scriptedDaemon answers POST /v1/watches ("POST"), GET
+// /v1/watches/{id} ("GET") and its /wait ("WAIT") from a script per kind
+// of call, the last answer of a script repeated, and records the order of
+// the calls.
+type scriptedDaemon struct {
+	mu    sync.Mutex
+	post  []answer
+	get   []answer
+	wait  []answer
+	calls []string
+}
+
+func (s *scriptedDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	name, script := "GET", &s.get
+	switch {
+	case r.Method == http.MethodPost:
+		name, script = "POST", &s.post
+	case strings.HasSuffix(r.URL.Path, "/wait"):
+		name, script = "WAIT", &s.wait
+	}
+	s.calls = append(s.calls, name)
+	a := (*script)[0]
+	if len(*script) > 1 {
+		*script = (*script)[1:]
+	}
+	s.mu.Unlock()
+	a(w)
+}
+
+func (s *scriptedDaemon) start(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func (s *scriptedDaemon) seen() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+func scriptedEnv(srv *httptest.Server) map[string]string {
+	return map[string]string{"VIGIL_ADDR": srv.URL, "VIGIL_TOKEN": "vgl_test", "USER": "tester"}
+}
+
+// TestWaitRetriesWhileDaemonCannotAnswer holds that wait rides out a
+// daemon that stops (its long-poll ended with 503 unavailable), starts
+// (503 with Retry-After), asks to slow down (429 rate_limited) and cuts a
+// long-poll's connection: it pauses — the Retry-After when given, else a
+// backoff doubling from 0.5 s — and reads the watch again before
+// long-polling, so a settlement in the gap is reported (exit 0) without
+// another long-poll. It says once on stderr that it is trying again.
+func TestWaitRetriesWhileDaemonCannotAnswer(t *testing.T) {
+	t.Parallel()
+	sd := &scriptedDaemon{
+		get:  []answer{watchAnswer(vigil.StatePending), answerStarting, answerSlowDown, watchAnswer(vigil.StatePending), watchAnswer(vigil.StateFired)},
+		wait: []answer{answerStopping, answerDropped},
+	}
+	srv := sd.start(t)
+	clk := newFakeClock()
+	r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "wait", scriptedID)
+	if r.code != ExitOK || r.stdout != "fired: The timer went off.\n" {
+		t.Errorf("wait: exit %d, stdout %q, stderr %q; want 0 and the fired line", r.code, r.stdout, r.stderr)
+	}
+	if want := []string{"GET", "WAIT", "GET", "GET", "GET", "WAIT", "GET"}; !slices.Equal(sd.seen(), want) {
+		t.Errorf("calls = %v, want %v", sd.seen(), want)
+	}
+	// 0.5 s backoff; the Retry-Afters, 3 s and 1 s; then the backoff
+	// goes on (the outage lasts until a long-poll answers): 4 s.
+	want := []time.Duration{500 * time.Millisecond, 3 * time.Second, time.Second, 4 * time.Second}
+	if diff := cmp.Diff(want, clk.pauses()); diff != "" {
+		t.Errorf("pauses (-want +got):\n%s", diff)
+	}
+	if r.stderr != "vigil: vigil is shutting down; try again shortly; trying again (Ctrl-C to stop)\n" {
+		t.Errorf("stderr = %q, want one line saying it tries again", r.stderr)
+	}
+}
+
+// TestAddWaitRetries holds the same for add --wait, which waits with the
+// same loop once the watch is registered.
+func TestAddWaitRetries(t *testing.T) {
+	t.Parallel()
+	sd := &scriptedDaemon{
+		post: []answer{watchAnswer(vigil.StatePending)},
+		get:  []answer{watchAnswer(vigil.StateFired)},
+		wait: []answer{answerStopping},
+	}
+	srv := sd.start(t)
+	clk := newFakeClock()
+	r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "timer", "1h", "-q", "--wait")
+	if r.code != ExitOK || !strings.HasSuffix(r.stdout, "fired: The timer went off.\n") {
+		t.Errorf("add --wait: exit %d, stdout %q, stderr %q; want 0 and the fired line", r.code, r.stdout, r.stderr)
+	}
+	if want := []string{"POST", "WAIT", "GET"}; !slices.Equal(sd.seen(), want) {
+		t.Errorf("calls = %v, want %v", sd.seen(), want)
+	}
+	if want := []time.Duration{retryFirst}; !slices.Equal(clk.pauses(), want) {
+		t.Errorf("pauses = %v, want %v", clk.pauses(), want)
+	}
+}
+
+// TestWaitRetryBounds holds how long wait tries: the backoff doubles up
+// to 5 s and it goes on until interrupted (exit 130); with --timeout, it
+// stops there: exit 8 if the watch was last read pending at the
+// deadline, exit 2 with the error if the daemon still did not answer.
+func TestWaitRetryBounds(t *testing.T) {
+	t.Parallel()
+	t.Run("until interrupted", func(t *testing.T) {
+		t.Parallel()
+		sd := &scriptedDaemon{get: []answer{watchAnswer(vigil.StatePending), answerStopping}, wait: []answer{answerStopping}}
+		srv := sd.start(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		clk := newFakeClock()
+		clk.onSleep = func(n int) {
+			if n == 7 {
+				cancel() // Ctrl-C
+			}
+		}
+		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(ctx, "wait", scriptedID)
+		if r.code != ExitInterrupted {
+			t.Errorf("wait interrupted while retrying: exit %d, stderr %q; want %d", r.code, r.stderr, ExitInterrupted)
+		}
+		want := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second}
+		if diff := cmp.Diff(want, clk.pauses()); diff != "" {
+			t.Errorf("pauses (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("timeout, read pending", func(t *testing.T) {
+		t.Parallel()
+		sd := &scriptedDaemon{get: []answer{watchAnswer(vigil.StatePending)}, wait: []answer{answerStopping}}
+		srv := sd.start(t)
+		clk := newFakeClock()
+		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "wait", scriptedID, "--timeout", "10s")
+		if r.code != ExitPending || !strings.HasPrefix(r.stdout, "pending: ") {
+			t.Errorf("wait --timeout 10s, long-polls failing: exit %d, stdout %q; want %d, pending", r.code, r.stdout, ExitPending)
+		}
+		// The last pause is what was left of the 10 s.
+		want := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 2500 * time.Millisecond}
+		if diff := cmp.Diff(want, clk.pauses()); diff != "" {
+			t.Errorf("pauses (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("timeout, daemon down", func(t *testing.T) {
+		t.Parallel()
+		sd := &scriptedDaemon{get: []answer{watchAnswer(vigil.StatePending), answerStopping}, wait: []answer{answerStopping}}
+		srv := sd.start(t)
+		clk := newFakeClock()
+		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "wait", scriptedID, "--timeout", "10s")
+		if r.code != ExitUsage || !strings.HasSuffix(r.stderr, "vigil: vigil is shutting down; try again shortly\n") {
+			t.Errorf("wait --timeout 10s, daemon down: exit %d, stderr %q; want %d and the error", r.code, r.stderr, ExitUsage)
+		}
+		if got := clk.Now().Sub(newFakeClock().Now()); got != 10*time.Second {
+			t.Errorf("it gave up after %s, want 10s", got)
+		}
+	})
+}
+
+// TestWaitDoesNotRetryRefusals holds that a refusal that retrying cannot
+// change ends wait at once, exit 2, without a pause.
+func TestWaitDoesNotRetryRefusals(t *testing.T) {
+	t.Parallel()
+	for _, a := range []struct {
+		code   vigil.Code
+		status int
+	}{{vigil.CodeUnauthorized, 401}, {vigil.CodeNotFound, 404}, {vigil.CodeInvalidRequest, 400}} {
+		t.Run(string(a.code), func(t *testing.T) {
+			t.Parallel()
+			sd := &scriptedDaemon{get: []answer{watchAnswer(vigil.StatePending)}, wait: []answer{errorAnswer(a.status, a.code, "refused: "+string(a.code), "1")}}
+			srv := sd.start(t)
+			clk := newFakeClock()
+			r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "wait", scriptedID)
+			if r.code != ExitUsage || r.stderr != "vigil: refused: "+string(a.code)+"\n" || len(clk.pauses()) > 0 {
+				t.Errorf("wait answered %s: exit %d, stderr %q, pauses %v; want %d at once", a.code, r.code, r.stderr, clk.pauses(), ExitUsage)
+			}
+		})
+	}
+}
+
+// TestWaitTimeoutZeroLooksOnce holds that wait --timeout 0s reads the
+// watch once and reports it: a pending watch exits 8 at once, without a
+// long-poll, and a settled one exits for its state.
+func TestWaitTimeoutZeroLooksOnce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		state vigil.State
+		code  int
+	}{{vigil.StatePending, ExitPending}, {vigil.StateFired, ExitOK}} {
+		t.Run(string(tc.state), func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			// A long-poll is the failure: it would go on for ever.
+			sd := &scriptedDaemon{get: []answer{watchAnswer(tc.state)}, wait: []answer{func(w http.ResponseWriter) {
+				cancel()
+				watchAnswer(tc.state)(w)
+			}}}
+			srv := sd.start(t)
+			r := cliRun{vars: scriptedEnv(srv), clock: newFakeClock()}.run(ctx, "wait", scriptedID, "--timeout", "0s")
+			if r.code != tc.code || !strings.HasPrefix(r.stdout, string(tc.state)+": ") {
+				t.Errorf("wait --timeout 0s on a %s watch: exit %d, stdout %q, stderr %q; want %d", tc.state, r.code, r.stdout, r.stderr, tc.code)
+			}
+			if want := []string{"GET"}; !slices.Equal(sd.seen(), want) {
+				t.Errorf("calls = %v, want %v", sd.seen(), want)
+			}
+		})
+	}
+}

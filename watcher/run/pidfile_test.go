@@ -7,7 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/vigil-run/vigil/watcher"
 )
 
 // TestMakePidFile: a pid file is made once, locked from the moment it is
@@ -109,5 +113,21 @@ func TestReclaim(t *testing.T) {
 				t.Errorf("after reclaim the pid file's stat says %v, want it gone: %v", err, tt.gone)
 			}
 		})
+	}
+}
+
+// TestMakePidFileWithoutHardLinks: where the run directory cannot hold a
+// hard link (vfat, exFAT, some FUSE mounts), making the pid file fails as
+// a permanent error saying so, and leaves nothing behind.
+func TestMakePidFileWithoutHardLinks(t *testing.T) {
+	dir := t.TempDir()
+	link = func(string, string) error { return &os.LinkError{Op: "link", Err: syscall.EPERM} }
+	defer func() { link = os.Link }()
+	_, err := makePidFile(dir, "01NOLINKS")
+	if err == nil || errors.Is(err, fs.ErrExist) || !watcher.IsPermanent(err) || !strings.Contains(err.Error(), "hard links") {
+		t.Fatalf("makePidFile where the link fails = %v, want a permanent error saying runs need hard links", err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("left %v behind", left)
 	}
 }

@@ -755,6 +755,10 @@ func (w *Watcher) start(ctx context.Context, p watcher.Probe, c *canonical) (obs
 // that nobody holds was let go by all who held it. link fails when the
 // name is taken; rename would replace the pid file of a start already
 // made, and start the run again.
+// link is os.Link; tests replace it to stand for a filesystem without
+// hard links.
+var link = os.Link
+
 func makePidFile(dir, id string) (*os.File, error) {
 	f, err := os.CreateTemp(dir, "."+id+".pid.*.tmp")
 	if err != nil {
@@ -765,9 +769,15 @@ func makePidFile(dir, id string) (*os.File, error) {
 		f.Close()
 		return nil, err
 	}
-	if err := os.Link(f.Name(), filepath.Join(dir, id+".pid")); err != nil {
+	if err := link(f.Name(), filepath.Join(dir, id+".pid")); err != nil {
 		f.Close()
-		return nil, err
+		if errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+		// A filesystem without hard links (vfat, exFAT, some FUSE
+		// mounts) cannot make a pid file that appears locked: say so
+		// rather than start a run that a probe could start again.
+		return nil, watcher.Permanent(fmt.Errorf("making the run's pid file in %s (runs need a filesystem with hard links: ext4, xfs, btrfs, APFS…): %w", dir, err))
 	}
 	return f, nil
 }

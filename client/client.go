@@ -282,8 +282,9 @@ func (c *Client) responseError(resp *http.Response) error {
 		e = &vigil.Error{Code: codeForStatus(resp.StatusCode),
 			Message: fmt.Sprintf("vigil daemon at %s answered %s", c.addr, resp.Status)}
 	}
-	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-		e.Err = retryAfterError(d)
+	if d, ok := wire.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+		// A proxy's date or a wild number: bounded.
+		e.Err = retryAfterError(min(d, maxRetryAfter))
 	}
 	return e
 }
@@ -303,26 +304,6 @@ func RetryAfter(err error) (time.Duration, bool) {
 	var d retryAfterError
 	if errors.As(err, &d) {
 		return time.Duration(d), true
-	}
-	return 0, false
-}
-
-// parseRetryAfter reads a Retry-After header: whole seconds, or an HTTP
-// date (a proxy's), taken from now; a date past is a wait of zero. The
-// wait is bounded by maxRetryAfter.
-func parseRetryAfter(s string, now time.Time) (time.Duration, bool) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return 0, false
-	}
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		if n < 0 {
-			return 0, false
-		}
-		return time.Duration(min(n, int64(maxRetryAfter/time.Second))) * time.Second, true
-	}
-	if t, err := http.ParseTime(s); err == nil {
-		return min(max(t.Sub(now), 0), maxRetryAfter), true
 	}
 	return 0, false
 }

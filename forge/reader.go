@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+
+	"github.com/vigil-run/vigil/internal/wire"
 )
 
 // Bounds of the Reader's cache and rate-limit handling.
@@ -425,7 +427,7 @@ func rateLimit(resp *http.Response, body []byte, now time.Time) (time.Time, bool
 		return time.Time{}, false
 	}
 	until := now.Add(defaultBlock)
-	if d, ok := parseRetryAfter(retryAfter, now); ok {
+	if d, ok := wire.ParseRetryAfter(retryAfter, now); ok {
 		until = now.Add(d)
 	} else if n, err := strconv.ParseInt(strings.TrimSpace(reset), 10, 64); err == nil && remaining == "0" {
 		until = time.Unix(n, 0).UTC()
@@ -437,20 +439,6 @@ func rateLimit(resp *http.Response, body []byte, now time.Time) (time.Time, bool
 		until = hi
 	}
 	return until, true
-}
-
-func parseRetryAfter(s string, now time.Time) (time.Duration, bool) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return 0, false
-	}
-	if n, err := strconv.Atoi(s); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second, true
-	}
-	if t, err := http.ParseTime(s); err == nil {
-		return t.Sub(now), true
-	}
-	return 0, false
 }
 
 // nextLink returns the rel="next" URL of a Link header.

@@ -98,19 +98,7 @@ func (d *doubts) take(id string) (doubt, bool) {
 
 // forget drops the doubt of watch id: a settlement of it was written here
 // since, so the one in doubt was not.
-func (d *doubts) forget(id string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.m == nil {
-		return
-	}
-	if _, ok := d.m[id]; ok {
-		delete(d.m, id)
-		if len(d.m) == 0 {
-			d.order = d.order[:0]
-		}
-	}
-}
+func (d *doubts) forget(id string) { d.take(id) }
 
 // seenSettled is told of w, a watch about to be settled here that was
 // found settled already. If the settlement found is the one this process

@@ -326,22 +326,18 @@ func printNotRegistered(out interface{ Write([]byte) (int, error) }, w *vigil.Wa
 	if len(w.Deliver) > 0 {
 		kept = oneLine(string(w.Deliver))
 	}
-	asked, err := deliver.ParseOptions(w.AskedDeliver)
-	if err != nil || asked.Resume == nil {
+	want, other, same := deliver.Wakes(w.AskedDeliver, w.Deliver)
+	if want == nil {
 		fmt.Fprintf(out, "The delivery options asked for (%s) were NOT registered: it keeps its own (%s); cancel it (vigil cancel %s) and add again to change them.\n",
 			oneLine(string(w.AskedDeliver)), kept, id)
 		return
 	}
 	fmt.Fprintf(out, "The wake was NOT registered: this watch will not resume %s as asked when it settles; it keeps its own delivery options (%s).\n",
-		resumeName(asked.Resume), kept)
-	var other *deliver.ResumeOptions
-	if o, err := deliver.ParseOptions(w.Deliver); err == nil {
-		other = o.Resume
-	}
+		resumeName(want), kept)
 	switch {
 	case other == nil:
 		fmt.Fprintf(out, "If the session will end before then, cancel it (vigil cancel %s) and add again with --wake, or keep the session open: the outcome lands in %s's inbox.\n", id, recipient)
-	case other.Harness == asked.Resume.Harness && other.Session == asked.Resume.Session:
+	case same:
 		fmt.Fprintf(out, "It resumes that session with the options shown; cancel it (vigil cancel %s) and add again to change them.\n", id)
 	default:
 		fmt.Fprintf(out, "It resumes %s instead, and a watch resumes one session only: cancelling it would take that wake away. "+

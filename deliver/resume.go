@@ -78,6 +78,23 @@ type ResumeOptions struct {
 	Timeout string `json:"timeout,omitempty"`
 }
 
+// Wakes compare the wake a registration asked for (asked, its delivery
+// options) with that of the pending watch it matched (kept): want is the
+// wake asked for, nil when it asked for none (or its options do not
+// parse); other is the pending watch's, nil when it wakes nobody; same
+// says both wake the same session.
+func Wakes(asked, kept json.RawMessage) (want, other *ResumeOptions, same bool) {
+	a, err := ParseOptions(asked)
+	if err != nil || a.Resume == nil {
+		return nil, nil, false
+	}
+	if k, err := ParseOptions(kept); err == nil {
+		other = k.Resume
+	}
+	same = other != nil && other.Harness == a.Resume.Harness && other.Session == a.Resume.Session
+	return a.Resume, other, same
+}
+
 // Template returns the argv template the options run: the adapter's
 // documented resume command, or Argv.
 func (r *ResumeOptions) Template() []string {

@@ -203,24 +203,20 @@ func notRegistered(b *strings.Builder, w *vigil.Watch) {
 	if len(w.Deliver) > 0 {
 		kept = string(w.Deliver)
 	}
-	asked, err := deliver.ParseOptions(w.AskedDeliver)
-	if err != nil || asked.Resume == nil {
+	want, other, same := deliver.Wakes(w.AskedDeliver, w.Deliver)
+	if want == nil {
 		fmt.Fprintf(b, "The delivery options you asked for (%s) were NOT registered: it keeps its own (%s). "+
 			"To change them, cancel it (watch_cancel %s) and register again. ", w.AskedDeliver, kept, w.ID)
 		return
 	}
 	fmt.Fprintf(b, "YOUR WAKE WAS NOT REGISTERED: this watch will not resume %s as you asked when it settles; it keeps its own delivery options (%s). ",
-		resumeName(asked.Resume), kept)
-	var other *deliver.ResumeOptions
-	if o, err := deliver.ParseOptions(w.Deliver); err == nil {
-		other = o.Resume
-	}
+		resumeName(want), kept)
 	switch {
 	case other == nil:
 		fmt.Fprintf(b, "If your session is going to end before then, do not end it counting on a wake: either cancel this watch (watch_cancel %s) "+
 			"and call watch_create again with wake (and with what it delivers now, if that is still wanted), "+
 			"or keep your session open: the outcome reaches you through %s's inbox. ", w.ID, w.Recipient)
-	case other.Harness == asked.Resume.Harness && other.Session == asked.Resume.Session:
+	case same:
 		fmt.Fprintf(b, "It resumes that session, with the options shown; to change them, cancel it (watch_cancel %s) and register again. ", w.ID)
 	default:
 		fmt.Fprintf(b, "It resumes another session (%s), and a watch resumes one session only: do not cancel it, which would take that wake away. "+

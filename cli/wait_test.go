@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -70,21 +71,25 @@ func answerDropped(w http.ResponseWriter) {
 // scriptedDaemon answers POST /v1/watches ("POST"), GET
 // /v1/watches/{id} ("GET") and its /wait ("WAIT") from a script per kind
 // of call, the last answer of a script repeated, and records the order of
-// the calls.
+// the calls and the bodies of the POSTs. Any other POST is a "POST", and
+// any other GET a "GET".
 type scriptedDaemon struct {
-	mu    sync.Mutex
-	post  []answer
-	get   []answer
-	wait  []answer
-	calls []string
+	mu     sync.Mutex
+	post   []answer
+	get    []answer
+	wait   []answer
+	calls  []string
+	posted []string
 }
 
 func (s *scriptedDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
 	name, script := "GET", &s.get
 	switch {
 	case r.Method == http.MethodPost:
 		name, script = "POST", &s.post
+		s.posted = append(s.posted, strings.TrimSpace(string(body)))
 	case strings.HasSuffix(r.URL.Path, "/wait"):
 		name, script = "WAIT", &s.wait
 	}
@@ -107,6 +112,13 @@ func (s *scriptedDaemon) seen() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.calls)
+}
+
+// bodies returns the bodies of the POSTs so far.
+func (s *scriptedDaemon) bodies() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.posted)
 }
 
 func scriptedEnv(srv *httptest.Server) map[string]string {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -41,6 +42,8 @@ func (e *env) retrier(timeout time.Duration) *retrier {
 type retrier struct {
 	clk      clock
 	deadline time.Time // zero: no deadline
+	// afterMax bounds the wait the daemon asks for; zero: retryAfterMax.
+	afterMax time.Duration
 	retrying func(error)
 	backoff  time.Duration // of the outage under way; zero when none
 }
@@ -53,7 +56,7 @@ func (r *retrier) pause(ctx context.Context, err error) error {
 	if ctx.Err() != nil || !retryable(err) {
 		return err
 	}
-	p, next := nextPause(r.backoff, err)
+	p, next := nextPause(r.backoff, err, cmp.Or(r.afterMax, retryAfterMax))
 	if !r.deadline.IsZero() {
 		left := r.deadline.Sub(r.clk.Now())
 		if left <= 0 {
@@ -90,12 +93,12 @@ func retryable(err error) bool {
 
 // nextPause returns the pause before the next try after err, and the
 // backoff after it: the wait the daemon asked for (Retry-After, at most
-// retryAfterMax), else the backoff, which starts at retryFirst and
-// doubles up to retryMax.
-func nextPause(backoff time.Duration, err error) (pause, next time.Duration) {
+// afterMax), else the backoff, which starts at retryFirst and doubles up
+// to retryMax.
+func nextPause(backoff time.Duration, err error, afterMax time.Duration) (pause, next time.Duration) {
 	next = min(max(backoff*2, retryFirst), retryMax)
 	if d, ok := client.RetryAfter(err); ok && d > 0 {
-		return min(d, retryAfterMax), next
+		return min(d, afterMax), next
 	}
 	return next, next
 }

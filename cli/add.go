@@ -214,7 +214,7 @@ func (f *addFlags) register(cmd *cobra.Command, e *env, kind vigil.Kind, pred ma
 		if f.quiet {
 			fmt.Fprintln(e.stdout, term(w.ID))
 		}
-		return waitAndReport(cmd, e, c, w, 0, f.json)
+		return waitAndReport(cmd, e, c, w, e.retrier(0), f.json)
 	}
 	switch {
 	case f.json:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -34,9 +35,11 @@ const (
 	maxItemBytes = batchBodyBytes - batchEnvelopeBytes
 )
 
-// Bounds of --from-file's waits for a token's rate limit: a call refused
-// with Retry-After is sent again after that wait (at most maxRateWait),
-// up to maxRateTries times in a row.
+// Bounds of --from-file's tries of a call refused for now, of which
+// nothing was registered (unsent): it is sent again after the wait the
+// daemon asks for, at most maxRateWait (longer than wait's bound, as a
+// token's rate limit may ask for more), else after wait's backoff, up to
+// maxRateTries times in a row.
 const (
 	maxRateWait  = time.Minute
 	maxRateTries = 10
@@ -110,7 +113,10 @@ func fromFileAlone(cmd *cobra.Command) error {
 // refused in its place. A registration without a recipient goes to --for
 // (or the default). Under a scoped token's rate limit, a call larger than
 // the token's burst is halved until it passes, and one refused for now is
-// sent again after the wait the daemon asks for.
+// sent again after the wait the daemon asks for; so is one the daemon
+// could not take (it was starting, or not listening), after a backoff when
+// it names no wait. A call that may have registered is never sent again
+// (unsent).
 func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 	var r io.Reader
 	if path == "-" {
@@ -172,6 +178,16 @@ func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 		return err
 	}
 	ctx := cmd.Context()
+	// rt paces the calls sent again, and says on stderr when the daemon
+	// cannot answer; a rate limit is the token's pace, said nowhere.
+	rt := e.retrier(0)
+	rt.afterMax = maxRateWait
+	tell := rt.retrying
+	rt.retrying = func(err error) {
+		if vigil.ErrorCode(err) == vigil.CodeUnavailable {
+			tell(err)
+		}
+	}
 	// most is how many registrations a call may hold: halved while the
 	// daemon says a call holds more than the token may register at once.
 	most, tries, refused := vigil.MaxBatch, 0, 0
@@ -188,20 +204,21 @@ func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 		if len(reqs) > 0 {
 			var err error
 			if res, err = c.RegisterBatch(ctx, reqs); err != nil {
-				// A call refused whole registered nothing: the daemon
-				// takes a batch from the token's rate limit, all or none,
-				// before it registers any. So it may be sent again, or
-				// in halves, without registering a line twice.
-				wait, said := client.RetryAfter(err)
+				// A call of which nothing was registered (unsent) may be
+				// sent again, or in halves, without registering a line
+				// twice.
+				_, said := client.RetryAfter(err)
 				switch {
-				case vigil.ErrorCode(err) != vigil.CodeRateLimited || ctx.Err() != nil:
-				case !said && len(reqs) > 1:
+				case ctx.Err() != nil || !unsent(err):
+				case vigil.ErrorCode(err) == vigil.CodeRateLimited && !said:
 					// More than the token's burst: it never passes whole.
-					most, end = len(reqs)/2, start
-					continue
-				case said && tries < maxRateTries:
+					if len(reqs) > 1 {
+						most, end = len(reqs)/2, start
+						continue
+					}
+				case tries < maxRateTries:
 					tries++
-					if err = e.clk().Sleep(ctx, min(wait, maxRateWait)); err == nil {
+					if err = rt.pause(ctx, err); err == nil {
 						end = start
 						continue
 					}
@@ -213,6 +230,7 @@ func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 			}
 		}
 		tries = 0
+		rt.answered()
 		for _, l := range chunk {
 			r := vigil.BatchResult{Status: vigil.BatchRefused, Err: vigil.Errorf(vigil.CodePayloadTooLarge,
 				"the registration is %d bytes as JSON, more than the %d one request may carry", l.size, maxItemBytes)}
@@ -231,6 +249,36 @@ func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%d of %d registrations were refused", refused, len(lines))}
 	}
 	return nil
+}
+
+// unsent reports whether err, the failure of a call, says for certain that
+// the daemon registered none of it, so that sending it again registers no
+// line twice. A call refused with rate_limited registered nothing: the
+// daemon takes a batch from the token's rate limit, all or none, before it
+// registers any. Of the calls failed unavailable, two registered nothing
+// for certain: one answered 503 with Retry-After, which the daemon answers
+// only while it starts, before any route runs (its start-up gate), and one
+// that never connected (the daemon is stopped, or not listening yet): the
+// request never left. Any other may have registered the call — a 503
+// without Retry-After, which the daemon answers when its database fails
+// (a commit whose answer was lost among those failures), a proxy's 502 or
+// 504, a connection that dropped or a wait that ran out once the request
+// was sent — and sending it again could register its lines twice: the
+// daemon answers a registration of a pending watch with that watch, but a
+// watch settled meanwhile is registered anew, and only a line that carries
+// an idempotency key is answered from the ledger.
+func unsent(err error) bool {
+	switch vigil.ErrorCode(err) {
+	case vigil.CodeRateLimited:
+		return true
+	case vigil.CodeUnavailable:
+		if _, said := client.RetryAfter(err); said {
+			return true
+		}
+		var op *net.OpError
+		return errors.As(err, &op) && op.Op == "dial"
+	}
+	return false
 }
 
 // printBatchResult prints what became of one line: a sentence, the id

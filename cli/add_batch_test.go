@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -393,6 +394,126 @@ func TestAddFromFileRateLimitBounds(t *testing.T) {
 		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(1)), "--for", "amy", "-q")
 		if r.code != ExitUsage || len(bd.calls()) != 1 || len(clk.pauses()) != 0 {
 			t.Errorf("exit %d, %d calls, pauses %v; want %d after one call, no pause", r.code, len(bd.calls()), clk.pauses(), ExitUsage)
+		}
+	})
+}
+
+// TestAddFromFileDaemonUnavailable holds how --from-file meets a daemon
+// that cannot answer: a call the daemon certainly registered nothing of —
+// answered 503 with Retry-After, as it does while starting, or never
+// connected, as while it is stopped — is sent again, the same
+// registrations, after the Retry-After or wait's backoff, saying once on
+// stderr that it tries again, at most maxRateTries times in a row. A
+// call that may have registered — a 503 without Retry-After (the
+// database's, which a commit whose answer was lost reads as), a
+// connection dropped after the request was sent — is not sent again:
+// that could register its lines twice.
+func TestAddFromFileDaemonUnavailable(t *testing.T) {
+	t.Parallel()
+	t.Run("starting", func(t *testing.T) {
+		t.Parallel()
+		bd := &batchDaemon{refuse: func(call, items int) answer {
+			switch call {
+			case 1:
+				return answerStarting
+			case 2:
+				return errorAnswer(503, vigil.CodeUnavailable, "vigil is starting; try again shortly", "1")
+			}
+			return nil
+		}}
+		srv := httptest.NewServer(bd)
+		defer srv.Close()
+		clk := newFakeClock()
+		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(3)), "--for", "amy", "-q")
+		if r.code != 0 || r.stdout != "W3-0\nW3-1\nW3-2\n" {
+			t.Errorf("exit %d, stdout %q, stderr %q; want 0 and the ids of call 3", r.code, r.stdout, r.stderr)
+		}
+		if r.stderr != "vigil: vigil is starting; try again shortly; trying again (Ctrl-C to stop)\n" {
+			t.Errorf("stderr = %q, want one line saying it tries again", r.stderr)
+		}
+		calls := bd.calls()
+		if len(calls) != 3 || string(calls[0]) != string(calls[1]) || string(calls[1]) != string(calls[2]) {
+			t.Errorf("%d calls, want 3 of the same registrations", len(calls))
+		}
+		if want := []time.Duration{3 * time.Second, time.Second}; !slices.Equal(clk.pauses(), want) {
+			t.Errorf("pauses %v, want %v", clk.pauses(), want)
+		}
+	})
+	t.Run("not listening", func(t *testing.T) {
+		t.Parallel()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		bd := &batchDaemon{}
+		srv := &http.Server{Handler: bd}
+		defer srv.Close()
+		clk := newFakeClock()
+		clk.onSleep = func(n int) {
+			if n == 2 { // the daemon is listening again
+				ln, err := net.Listen("tcp", addr)
+				if err != nil {
+					t.Errorf("listen again on %s: %v", addr, err)
+					return
+				}
+				go srv.Serve(ln)
+			}
+		}
+		env := map[string]string{"VIGIL_ADDR": addr, "VIGIL_TOKEN": "vgl_test", "USER": "tester"}
+		r := cliRun{vars: env, clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(2)), "--for", "amy", "-q")
+		if r.code != 0 || r.stdout != "W1-0\nW1-1\n" {
+			t.Errorf("exit %d, stdout %q, stderr %q; want 0 and the ids of call 1", r.code, r.stdout, r.stderr)
+		}
+		if !strings.HasPrefix(r.stderr, "vigil: vigil daemon not reachable at "+addr+": ") || strings.Count(r.stderr, "\n") != 1 ||
+			!strings.HasSuffix(r.stderr, "; trying again (Ctrl-C to stop)\n") {
+			t.Errorf("stderr = %q, want one line saying it tries again", r.stderr)
+		}
+		if want := []time.Duration{retryFirst, 2 * retryFirst}; !slices.Equal(clk.pauses(), want) {
+			t.Errorf("pauses %v, want %v", clk.pauses(), want)
+		}
+	})
+	for _, tc := range []struct {
+		name   string
+		answer answer
+		stderr string
+	}{
+		{"database unavailable", errorAnswer(503, vigil.CodeUnavailable, "vigil's PostgreSQL database cannot be reached: try again", ""),
+			"vigil: vigil's PostgreSQL database cannot be reached: try again\n"},
+		{"connection dropped", answerDropped, "vigil: vigil daemon not reachable at "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			bd := &batchDaemon{refuse: func(call, items int) answer { return tc.answer }}
+			srv := httptest.NewServer(bd)
+			defer srv.Close()
+			clk := newFakeClock()
+			r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(3)), "--for", "amy", "-q")
+			if r.code != ExitUsage || !strings.HasPrefix(r.stderr, tc.stderr) || r.stdout != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %d and %q…", r.code, r.stdout, r.stderr, ExitUsage, tc.stderr)
+			}
+			if n := len(bd.calls()); n != 1 || len(clk.pauses()) != 0 {
+				t.Errorf("%d calls, pauses %v; want one call, no pause", n, clk.pauses())
+			}
+		})
+	}
+	t.Run("bounds", func(t *testing.T) {
+		t.Parallel()
+		bd := &batchDaemon{refuse: func(call, items int) answer { return answerStarting }}
+		srv := httptest.NewServer(bd)
+		defer srv.Close()
+		clk := newFakeClock()
+		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(3)), "--for", "amy", "-q")
+		want := "vigil: vigil is starting; try again shortly; trying again (Ctrl-C to stop)\nvigil: vigil is starting; try again shortly\n"
+		if r.code != ExitUsage || r.stderr != want {
+			t.Errorf("exit %d, stderr %q; want %d, %q", r.code, r.stderr, ExitUsage, want)
+		}
+		if n := len(bd.calls()); n != 1+maxRateTries {
+			t.Errorf("%d calls, want %d", n, 1+maxRateTries)
+		}
+		if want := slices.Repeat([]time.Duration{3 * time.Second}, maxRateTries); !slices.Equal(clk.pauses(), want) {
+			t.Errorf("pauses %v, want %v", clk.pauses(), want)
 		}
 	})
 }

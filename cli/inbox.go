@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -42,7 +43,11 @@ func newInboxCmd(e *env) *cobra.Command {
 read (unless --no-ack). Each named reader sees each message once.
 
 The messages are marked read only once they are written out: when writing
-fails (a full disk, a closed pipe), inbox exits 1 and they stay unread.`,
+fails (a full disk, a closed pipe), inbox exits 1 and they stay unread.
+
+With --wait, while the daemon cannot answer (it is restarting, a connection
+dropped, or it asks to slow down), inbox tries again after a short pause, as
+vigil wait does, saying so once on stderr, until --wait passes or Ctrl-C.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var d time.Duration
@@ -57,17 +62,24 @@ fails (a full disk, a closed pipe), inbox exits 1 and they stay unread.`,
 				return err
 			}
 			r := firstNonEmpty(recipient, defaultRecipient(e))
-			deadline := time.Now().Add(d)
+			// While the daemon cannot answer, the long-poll is tried
+			// again as wait's is, within --wait; without it, inbox reads
+			// once. A read acks nothing, so trying it again is safe.
+			rt := e.retrier(cmp.Or(d, lookOnce))
 			var page vigil.MessagesPage
 			for {
-				left := time.Until(deadline)
+				left := rt.deadline.Sub(rt.clk.Now())
 				// Read without ack: the cursor moves only once the
 				// messages are written out (below).
 				req := vigil.MessagesRequest{Recipient: r, Reader: reader, Wait: min(max(left, 0), waitPoll)}
 				if page, err = c.Messages(cmd.Context(), req); err != nil {
-					return callErr(cmd, err)
+					if err := rt.pause(cmd.Context(), err); err != nil {
+						return callErr(cmd, err)
+					}
+					continue
 				}
-				if len(page.Messages) > 0 || time.Until(deadline) <= 0 {
+				rt.answered()
+				if len(page.Messages) > 0 || rt.over() {
 					break
 				}
 			}

@@ -1,8 +1,16 @@
 package cli
 
 import (
+	"encoding/json"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/vigil-run/vigil"
 )
 
 // TestInboxAcksOnlyWhatItWrote holds that inbox marks messages read only
@@ -58,4 +66,76 @@ func TestNoticeUnwrittenStaysUnread(t *testing.T) {
 	if r := d.vigil(t, "notice", "--for", "amy"); r.stdout != "" {
 		t.Errorf("notice after a written one: %q, want nothing", r.stdout)
 	}
+}
+
+// messagesAnswer answers a page holding one note to amy, of seq seq.
+func messagesAnswer(seq int64) answer {
+	return func(w http.ResponseWriter) {
+		page := vigil.MessagesPage{Messages: []*vigil.Message{{Seq: seq, ID: "m1", Recipient: "amy", Type: vigil.MessageNote,
+			Text: "deploy finished", CreatedAt: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}}}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(page)
+	}
+}
+
+// TestInboxWaitRetries holds that inbox --wait rides out a daemon that
+// cannot answer its long-poll as wait does: it pauses (the backoff, the
+// Retry-After), says so once on stderr and polls again, until a message
+// comes, which it writes and then acks up to the seq it wrote, once.
+// --wait bounds the tries (exit 2 with the error, nothing acked), and
+// without --wait inbox reads once and tries nothing again.
+func TestInboxWaitRetries(t *testing.T) {
+	t.Parallel()
+	t.Run("message after an outage", func(t *testing.T) {
+		t.Parallel()
+		sd := &scriptedDaemon{
+			get:  []answer{answerStopping, answerDropped, answerStarting, messagesAnswer(7)},
+			post: []answer{func(w http.ResponseWriter) { w.WriteHeader(http.StatusNoContent) }},
+		}
+		srv := sd.start(t)
+		clk := newFakeClock()
+		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "inbox", "--for", "amy", "--wait", "1h")
+		if r.code != ExitOK || !strings.Contains(r.stdout, "deploy finished") {
+			t.Errorf("inbox --wait: exit %d, stdout %q, stderr %q; want 0 and the message", r.code, r.stdout, r.stderr)
+		}
+		if want := []string{"GET", "GET", "GET", "GET", "POST"}; !slices.Equal(sd.seen(), want) {
+			t.Errorf("calls = %v, want %v", sd.seen(), want)
+		}
+		if want := []string{`{"reader":"cli","seq":7}`}; !slices.Equal(sd.bodies(), want) {
+			t.Errorf("acks = %v, want %v", sd.bodies(), want)
+		}
+		want := []time.Duration{500 * time.Millisecond, time.Second, 3 * time.Second}
+		if diff := cmp.Diff(want, clk.pauses()); diff != "" {
+			t.Errorf("pauses (-want +got):\n%s", diff)
+		}
+		if r.stderr != "vigil: vigil is shutting down; try again shortly; trying again (Ctrl-C to stop)\n" {
+			t.Errorf("stderr = %q, want one line saying it tries again", r.stderr)
+		}
+	})
+	t.Run("wait bounds the tries", func(t *testing.T) {
+		t.Parallel()
+		sd := &scriptedDaemon{get: []answer{answerStopping}}
+		srv := sd.start(t)
+		clk := newFakeClock()
+		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "inbox", "--for", "amy", "--wait", "10s")
+		if r.code != ExitUsage || !strings.HasSuffix(r.stderr, "vigil: vigil is shutting down; try again shortly\n") {
+			t.Errorf("inbox --wait 10s, daemon down: exit %d, stderr %q; want %d and the error", r.code, r.stderr, ExitUsage)
+		}
+		if got := clk.Now().Sub(newFakeClock().Now()); got != 10*time.Second {
+			t.Errorf("it gave up after %s, want 10s", got)
+		}
+		if slices.Contains(sd.seen(), "POST") {
+			t.Errorf("calls = %v, want no ack", sd.seen())
+		}
+	})
+	t.Run("no wait", func(t *testing.T) {
+		t.Parallel()
+		sd := &scriptedDaemon{get: []answer{answerStarting, messagesAnswer(7)}}
+		srv := sd.start(t)
+		clk := newFakeClock()
+		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "inbox", "--for", "amy")
+		if r.code != ExitUsage || r.stderr != "vigil: vigil is starting; try again shortly\n" || len(clk.pauses()) > 0 {
+			t.Errorf("inbox, daemon starting: exit %d, stderr %q, pauses %v; want %d at once", r.code, r.stderr, clk.pauses(), ExitUsage)
+		}
+	})
 }

@@ -19,15 +19,6 @@ import (
 // waitPoll bounds one long-poll of wait; the daemon bounds it too.
 const waitPoll = 30 * time.Second
 
-// Pauses of wait between tries while the daemon cannot answer: a backoff
-// from retryFirst doubling up to retryMax, or the wait the daemon asks for
-// (Retry-After), bounded by retryAfterMax.
-const (
-	retryFirst    = 500 * time.Millisecond
-	retryMax      = 5 * time.Second
-	retryAfterMax = 30 * time.Second
-)
-
 // liveWidth bounds the live status line so it never wraps on a common
 // terminal (wrapping would break updating it in place).
 const liveWidth = 78
@@ -48,13 +39,14 @@ On a terminal a live status line is shown while waiting.
 While the daemon cannot answer (it is restarting, a connection dropped, or it
 asks to slow down), wait tries again after a short pause, saying so once on
 stderr, and reads the watch first, so an outcome settled meanwhile is
-reported: until the watch settles, --timeout passes or Ctrl-C.
+reported: until the watch settles, --timeout passes or Ctrl-C. A wait begun
+while the daemon cannot answer tries its first read so too.
 
 Exit codes:
     0  fired
     1  failed
     2  usage or authentication error, a refused request, or no answer from
-       the daemon (at the first look, or still none when --timeout ran out)
+       the daemon still when --timeout ran out (with 0s, at the one look)
     4  cancelled or errored
     8  still pending when --timeout ran out
   124  expired`,
@@ -74,11 +66,13 @@ Exit codes:
 			if err != nil {
 				return err
 			}
-			w, err := c.Watch(cmd.Context(), args[0])
+			// The timeout bounds the first read's tries too.
+			rt := e.retrier(d)
+			w, err := readWatch(cmd.Context(), rt, c, args[0])
 			if err != nil {
 				return waitErr(cmd, err)
 			}
-			return waitAndReport(cmd, e, c, w, d, asJSON)
+			return waitAndReport(cmd, e, c, w, rt, asJSON)
 		},
 	}
 	cf.bind(cmd, false)
@@ -96,23 +90,19 @@ func waitErr(cmd *cobra.Command, err error) error {
 	return &ExitError{Code: ExitUsage, Err: err}
 }
 
-// lookOnce, as the timeout of waitAndReport, reports the watch as it was
-// read, without waiting: wait --timeout 0s.
+// lookOnce, as the timeout of a retrier, ends its tries at once: the
+// watch is reported as it was read, without waiting: wait --timeout 0s.
 const lookOnce time.Duration = -1
 
-// waitAndReport waits for w to settle (or timeout, if positive; zero waits
-// as long as it takes, lookOnce not at all), prints the result and returns
-// the exit for its state.
-func waitAndReport(cmd *cobra.Command, e *env, c *client.Client, w *vigil.Watch, timeout time.Duration, asJSON bool) error {
+// waitAndReport waits for w to settle (or rt's deadline to pass), prints
+// the result and returns the exit for its state.
+func waitAndReport(cmd *cobra.Command, e *env, c *client.Client, w *vigil.Watch, rt *retrier, asJSON bool) error {
 	ctx := cmd.Context()
 	stop := func() {}
-	if !asJSON && w.State == vigil.StatePending && timeout != lookOnce && e.terminal(e.stdout) {
+	if !asJSON && w.State == vigil.StatePending && !rt.over() && e.terminal(e.stdout) {
 		stop = startLive(ctx, e.stdout, c, w)
 	}
-	retrying := func(err error) {
-		fmt.Fprintf(e.stderr, "vigil: %s; trying again (Ctrl-C to stop)\n", term(oneLine(describe(err))))
-	}
-	final, err := waitFor(ctx, e.clk(), c, w, timeout, retrying)
+	final, err := waitFor(ctx, rt, c, w)
 	stop()
 	if err != nil {
 		return waitErr(cmd, err)
@@ -130,89 +120,54 @@ func waitAndReport(cmd *cobra.Command, e *env, c *client.Client, w *vigil.Watch,
 	return nil
 }
 
-// waitFor long-polls until w settles or timeout (if positive) passes; a
-// negative timeout (lookOnce) returns w as it is.
+// waitFor long-polls until w settles or rt's deadline passes.
 //
 // While the daemon cannot answer — it is stopping or starting (503
 // unavailable), a long-poll's connection dropped, or it asks to slow down
-// (429 rate_limited) — waitFor pauses (nextPause) and reads the watch
-// again, so that a settlement in the gap is seen, then long-polls again:
-// until the watch settles, timeout passes or ctx ends. retrying is told of
-// the first error of each outage (which ends once a long-poll answers).
-// Every call is a GET, safe to repeat. Any other error (unauthorized,
-// not_found, invalid_request) ends it at once, as does one once timeout
-// has passed.
-func waitFor(ctx context.Context, clk clock, c *client.Client, w *vigil.Watch, timeout time.Duration, retrying func(error)) (*vigil.Watch, error) {
-	if timeout < 0 {
-		return w, nil
-	}
-	var deadline time.Time
-	if timeout > 0 {
-		deadline = clk.Now().Add(timeout)
-	}
-	var backoff time.Duration // of the outage under way; zero when none
+// (429 rate_limited) — waitFor pauses (rt) and reads the watch again, so
+// that a settlement in the gap is seen, then long-polls again: until the
+// watch settles, the deadline passes or ctx ends. An outage ends once a
+// long-poll answers. Every call is a GET, safe to repeat. Any other error
+// (unauthorized, not_found, invalid_request) ends it at once, as does one
+// once the deadline has passed.
+func waitFor(ctx context.Context, rt *retrier, c *client.Client, w *vigil.Watch) (*vigil.Watch, error) {
 	for w.State == vigil.StatePending {
 		poll := waitPoll
-		if !deadline.IsZero() {
-			left := deadline.Sub(clk.Now())
+		if !rt.deadline.IsZero() {
+			left := rt.deadline.Sub(rt.clk.Now())
 			if left <= 0 {
 				return w, nil
 			}
 			poll = min(poll, left)
 		}
 		next, err := c.Wait(ctx, w.ID, poll)
-		for err != nil {
-			if ctx.Err() != nil || !retryable(err) {
+		if err != nil {
+			if err := rt.pause(ctx, err); err != nil {
 				return nil, err
 			}
-			if backoff == 0 {
-				retrying(err)
-			}
-			var pause time.Duration
-			pause, backoff = nextPause(backoff, err)
-			if !deadline.IsZero() {
-				left := deadline.Sub(clk.Now())
-				if left <= 0 {
-					return nil, err
-				}
-				pause = min(pause, left)
-			}
-			if err := clk.Sleep(ctx, pause); err != nil {
+			if w, err = readWatch(ctx, rt, c, w.ID); err != nil {
 				return nil, err
 			}
-			var again *vigil.Watch
-			if again, err = c.Watch(ctx, w.ID); err == nil {
-				w, next = again, nil
-			}
+			continue
 		}
-		if next != nil {
-			w, backoff = next, 0
-		}
+		w = next
+		rt.answered()
 	}
 	return w, nil
 }
 
-// retryable reports whether err is the daemon not answering for now:
-// unavailable (stopping, starting, unreachable, a dropped connection) or
-// rate_limited.
-func retryable(err error) bool {
-	switch vigil.ErrorCode(err) {
-	case vigil.CodeUnavailable, vigil.CodeRateLimited:
-		return true
+// readWatch reads the watch id, trying again while the daemon cannot
+// answer (rt.pause).
+func readWatch(ctx context.Context, rt *retrier, c *client.Client, id string) (*vigil.Watch, error) {
+	for {
+		w, err := c.Watch(ctx, id)
+		if err == nil {
+			return w, nil
+		}
+		if err := rt.pause(ctx, err); err != nil {
+			return nil, err
+		}
 	}
-	return false
-}
-
-// nextPause returns the pause before the next try after err, and the
-// backoff after it: the wait the daemon asked for (Retry-After, at most
-// retryAfterMax), else the backoff, which starts at retryFirst and
-// doubles up to retryMax.
-func nextPause(backoff time.Duration, err error) (pause, next time.Duration) {
-	next = min(max(backoff*2, retryFirst), retryMax)
-	if d, ok := client.RetryAfter(err); ok && d > 0 {
-		return min(d, retryAfterMax), next
-	}
-	return next, next
 }
 
 // exitFor is wait's exit code for a state.

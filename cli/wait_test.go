@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -70,21 +71,25 @@ func answerDropped(w http.ResponseWriter) {
 // scriptedDaemon answers POST /v1/watches ("POST"), GET
 // /v1/watches/{id} ("GET") and its /wait ("WAIT") from a script per kind
 // of call, the last answer of a script repeated, and records the order of
-// the calls.
+// the calls and the bodies of the POSTs. Any other POST is a "POST", and
+// any other GET a "GET".
 type scriptedDaemon struct {
-	mu    sync.Mutex
-	post  []answer
-	get   []answer
-	wait  []answer
-	calls []string
+	mu     sync.Mutex
+	post   []answer
+	get    []answer
+	wait   []answer
+	calls  []string
+	posted []string
 }
 
 func (s *scriptedDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
 	name, script := "GET", &s.get
 	switch {
 	case r.Method == http.MethodPost:
 		name, script = "POST", &s.post
+		s.posted = append(s.posted, strings.TrimSpace(string(body)))
 	case strings.HasSuffix(r.URL.Path, "/wait"):
 		name, script = "WAIT", &s.wait
 	}
@@ -107,6 +112,13 @@ func (s *scriptedDaemon) seen() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.calls)
+}
+
+// bodies returns the bodies of the POSTs so far.
+func (s *scriptedDaemon) bodies() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.posted)
 }
 
 func scriptedEnv(srv *httptest.Server) map[string]string {
@@ -144,6 +156,64 @@ func TestWaitRetriesWhileDaemonCannotAnswer(t *testing.T) {
 	if r.stderr != "vigil: vigil is shutting down; try again shortly; trying again (Ctrl-C to stop)\n" {
 		t.Errorf("stderr = %q, want one line saying it tries again", r.stderr)
 	}
+}
+
+// TestWaitRetriesFirstRead holds that wait rides out a daemon that
+// cannot answer its first read of the watch, as it does while waiting:
+// wait ID issued while the daemon restarts pauses (the backoff, the
+// Retry-After), reads again, and waits on for the settlement (exit 0),
+// saying once on stderr that it tries again; the outage goes on into the
+// long-poll that fails after it. --timeout bounds those tries too (exit 2
+// with the error when the daemon never answered), and --timeout 0s makes
+// none.
+func TestWaitRetriesFirstRead(t *testing.T) {
+	t.Parallel()
+	t.Run("settles", func(t *testing.T) {
+		t.Parallel()
+		sd := &scriptedDaemon{
+			get:  []answer{answerStopping, answerStarting, watchAnswer(vigil.StatePending), watchAnswer(vigil.StateFired)},
+			wait: []answer{answerStopping},
+		}
+		srv := sd.start(t)
+		clk := newFakeClock()
+		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "wait", scriptedID)
+		if r.code != ExitOK || r.stdout != "fired: The timer went off.\n" {
+			t.Errorf("wait: exit %d, stdout %q, stderr %q; want 0 and the fired line", r.code, r.stdout, r.stderr)
+		}
+		if want := []string{"GET", "GET", "GET", "WAIT", "GET"}; !slices.Equal(sd.seen(), want) {
+			t.Errorf("calls = %v, want %v", sd.seen(), want)
+		}
+		want := []time.Duration{500 * time.Millisecond, 3 * time.Second, 2 * time.Second}
+		if diff := cmp.Diff(want, clk.pauses()); diff != "" {
+			t.Errorf("pauses (-want +got):\n%s", diff)
+		}
+		if r.stderr != "vigil: vigil is shutting down; try again shortly; trying again (Ctrl-C to stop)\n" {
+			t.Errorf("stderr = %q, want one line saying it tries again", r.stderr)
+		}
+	})
+	t.Run("timeout, daemon down", func(t *testing.T) {
+		t.Parallel()
+		sd := &scriptedDaemon{get: []answer{answerStopping}}
+		srv := sd.start(t)
+		clk := newFakeClock()
+		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "wait", scriptedID, "--timeout", "10s")
+		if r.code != ExitUsage || !strings.HasSuffix(r.stderr, "vigil: vigil is shutting down; try again shortly\n") {
+			t.Errorf("wait --timeout 10s, daemon down: exit %d, stderr %q; want %d and the error", r.code, r.stderr, ExitUsage)
+		}
+		if got := clk.Now().Sub(newFakeClock().Now()); got != 10*time.Second {
+			t.Errorf("it gave up after %s, want 10s", got)
+		}
+	})
+	t.Run("timeout 0s", func(t *testing.T) {
+		t.Parallel()
+		sd := &scriptedDaemon{get: []answer{answerStarting, watchAnswer(vigil.StateFired)}}
+		srv := sd.start(t)
+		clk := newFakeClock()
+		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "wait", scriptedID, "--timeout", "0s")
+		if r.code != ExitUsage || r.stderr != "vigil: vigil is starting; try again shortly\n" || len(clk.pauses()) > 0 {
+			t.Errorf("wait --timeout 0s, daemon starting: exit %d, stderr %q, pauses %v; want %d at once", r.code, r.stderr, clk.pauses(), ExitUsage)
+		}
+	})
 }
 
 // TestAddWaitRetries holds the same for add --wait, which waits with the

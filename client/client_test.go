@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -309,6 +310,64 @@ func TestReadEvents(t *testing.T) {
 		if diff := cmp.Diff(tt.want, got); diff != "" {
 			t.Errorf("%s: readEvents (-want +got):\n%s", tt.name, diff)
 		}
+	}
+}
+
+// endlessData is an event stream that opens an event and then sends data
+// lines without the blank line that would end it: a server or a proxy
+// gone wrong. After limit bytes it ends the event (so that a reader
+// without a bound emits it, rather than reading for ever) and then the
+// stream. It counts what was read from it.
+type endlessData struct {
+	limit, read int
+	pending     []byte
+}
+
+func (r *endlessData) Read(p []byte) (int, error) {
+	if len(r.pending) == 0 {
+		switch {
+		case r.read == 0:
+			r.pending = []byte("event: watch.created\ndata: {\"type\":\"watch.created\",\n")
+		case r.read < r.limit:
+			// Spaces between JSON tokens: the event stays valid JSON.
+			r.pending = []byte("data: " + strings.Repeat(" ", 1024) + "\n")
+		case r.read < r.limit+1<<20:
+			r.pending = []byte("data: \"watch_id\":\"w1\"}\n\n")
+			r.read = r.limit + 1<<20
+		default:
+			return 0, io.EOF
+		}
+	}
+	n := copy(p, r.pending)
+	r.pending = r.pending[n:]
+	r.read += n
+	return n, nil
+}
+
+// TestReadEventsBoundsOneEvent holds that the data of one event is
+// bounded as one line is: data lines that never end an event end the
+// stream with an error saying so, once maxEventBytes of data are taken,
+// and the event is not emitted. A line too long says so too.
+func TestReadEventsBoundsOneEvent(t *testing.T) {
+	t.Parallel()
+	r := &endlessData{limit: 8 * maxEventBytes}
+	var got []vigil.Event
+	err := readEvents(r, func(ev vigil.Event) bool {
+		got = append(got, ev)
+		return true
+	})
+	if want := fmt.Sprintf("the event stream sent an event of more than %d bytes of data", maxEventBytes); err == nil || err.Error() != want {
+		t.Errorf("readEvents() = %v, want %q", err, want)
+	}
+	if got != nil {
+		t.Errorf("readEvents emitted %d events, want none", len(got))
+	}
+	if r.read > 2*maxEventBytes {
+		t.Errorf("readEvents read %d bytes of one event, want it to stop after about %d", r.read, maxEventBytes)
+	}
+	err = readEvents(strings.NewReader("data: "+strings.Repeat("x", maxEventBytes+1)+"\n\n"), func(vigil.Event) bool { return true })
+	if want := fmt.Sprintf("the event stream sent a line of more than %d bytes", maxEventBytes); err == nil || err.Error() != want {
+		t.Errorf("readEvents(a line too long) = %v, want %q", err, want)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -17,7 +18,8 @@ import (
 )
 
 const (
-	// maxEventBytes bounds one line of the event stream.
+	// maxEventBytes bounds one line of the event stream, and the data of
+	// one event (its data lines together).
 	maxEventBytes = 1 << 20
 	// streamIdle is how long an event stream may stay silent before the
 	// client takes it for dead: the daemon sends a heartbeat comment every
@@ -28,7 +30,8 @@ const (
 // Subscribe implements vigil.Service: GET /v1/events. It returns once the
 // daemon has accepted the stream (an error if it refuses, or does not
 // answer within the request timeout); the channel then carries each event
-// and is closed when ctx ends or the stream drops. To resume after a drop,
+// and is closed when ctx ends or the stream drops (an event of more than
+// 1 MiB of data ends it too: see readEvents). To resume after a drop,
 // subscribe again with f.After set to the Seq of the last message event
 // received (sent as Last-Event-ID): the messages settled meanwhile come
 // first, once.
@@ -83,7 +86,10 @@ func (c *Client) Subscribe(ctx context.Context, f vigil.EventFilter) (<-chan vig
 		// A connection that died without a word ends the stream too.
 		idle := time.AfterFunc(streamIdle, cancel)
 		defer idle.Stop()
-		readEvents(&idleReader{r: resp.Body, t: idle}, func(ev vigil.Event) bool {
+		// Whatever ends the stream, the channel is closed, as on a
+		// drop: it carries no error, and a subscriber resumes from the
+		// last seq it took.
+		_ = readEvents(&idleReader{r: resp.Body, t: idle}, func(ev vigil.Event) bool {
 			select {
 			case ch <- ev:
 				return true
@@ -112,8 +118,12 @@ func (r *idleReader) Read(p []byte) (int, error) {
 // readEvents parses a Server-Sent Events stream, calling emit with each
 // event until the stream ends or emit returns false. Comments and fields
 // other than event and data are skipped; data that is not a vigil.Event is
-// skipped too.
-func readEvents(r io.Reader, emit func(vigil.Event) bool) {
+// skipped too. It returns why the stream ended: nil at its end or when
+// emit returned false, else the read's error, or one saying that a line,
+// or the data of one event, ran past maxEventBytes (that event is not
+// emitted), so that a stream that never ends an event cannot grow the
+// client's memory without bound.
+func readEvents(r io.Reader, emit func(vigil.Event) bool) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), maxEventBytes)
 	var (
@@ -130,7 +140,7 @@ func readEvents(r io.Reader, emit func(vigil.Event) bool) {
 						ev.Type = name
 					}
 					if !emit(ev) {
-						return
+						return nil
 					}
 				}
 			}
@@ -147,8 +157,16 @@ func readEvents(r io.Reader, emit func(vigil.Event) bool) {
 		case "event":
 			name = value
 		case "data":
+			if data.Len()+len(value)+1 > maxEventBytes {
+				return vigil.Errorf(vigil.CodeInternal, "the event stream sent an event of more than %d bytes of data", maxEventBytes)
+			}
 			data.WriteString(value)
 			data.WriteByte('\n')
 		}
 	}
+	err := sc.Err()
+	if errors.Is(err, bufio.ErrTooLong) {
+		return vigil.Errorf(vigil.CodeInternal, "the event stream sent a line of more than %d bytes", maxEventBytes)
+	}
+	return err
 }

@@ -6,11 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/store/memstore"
@@ -88,6 +89,55 @@ func TestProgramInheritsOnlyItsStdio(t *testing.T) {
 	if _, err := os.Stat("/proc/self/fd"); err != nil {
 		t.Skip("no /proc to list a process's open files")
 	}
+	if fds, tail := programFiles(t); !slices.Equal(fds, []string{"0", "1", "2"}) {
+		t.Errorf("the program's open files are %v, want [0 1 2] (stdin, stdout, stderr):\n%s", fds, tail)
+	}
+}
+
+// TestProgramInheritsNoFileOfTheDaemons: files the daemon holds open
+// without close-on-exec stay with it, and its program gets only its stdin,
+// stdout and stderr. Go opens its own files close-on-exec, but a daemon
+// holds others: those it was given by whoever started it (a shell's
+// redirection, systemd's sockets, a parent's pipe that the parent waits on
+// to close), and those a library opens without the flag. Each went through
+// both stages of the supervisor to the program, which may run for hours
+// and outlive the daemon, holding them open all the while.
+//
+// Not parallel: the files this test opens are its whole process's, and
+// every process any other test started meanwhile would inherit them.
+func TestProgramInheritsNoFileOfTheDaemons(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("no /proc to list a process's open files")
+	}
+	// A file, as a library opens one, and both ends of a pipe, as given by
+	// a parent: none close-on-exec.
+	fd, err := syscall.Open(filepath.Join(t.TempDir(), "daemon.db"), syscall.O_RDWR|syscall.O_CREAT, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	var p [2]int
+	if err := syscall.Pipe(p[:]); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(p[0])
+	defer syscall.Close(p[1])
+	for _, n := range []int{fd, p[0], p[1]} {
+		if flags, err := unix.FcntlInt(uintptr(n), unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC != 0 {
+			t.Fatalf("fd %d: flags %#x, %v; want it open without close-on-exec", n, flags, err)
+		}
+	}
+	if fds, tail := programFiles(t); !slices.Equal(fds, []string{"0", "1", "2"}) {
+		t.Errorf("the program's open files are %v, want [0 1 2] (stdin, stdout, stderr; the daemon holds a file, %d, and a pipe, %d and %d):\n%s",
+			fds, fd, p[0], p[1], tail)
+	}
+}
+
+// programFiles runs a program under a daemon of this test process and
+// returns the numbers of the files it has open, sorted, and the listing
+// they were read from.
+func programFiles(t *testing.T) ([]string, string) {
+	t.Helper()
 	d := startDaemon(t, memstore.New(), t.TempDir())
 	// ls, a child, lists the shell's files; "; true" keeps the shell from
 	// becoming ls.
@@ -104,42 +154,8 @@ func TestProgramInheritsOnlyItsStdio(t *testing.T) {
 			fds = append(fds, f[len(f)-1])
 		}
 	}
-	want := append([]string{"0", "1", "2"}, passedOn(t)...)
 	slices.Sort(fds)
-	slices.Sort(want)
-	if !slices.Equal(fds, want) {
-		t.Errorf("the program's open files are %v, want %v (stdin, stdout, stderr and what this test was given):\n%s", fds, want, tail)
-	}
-}
-
-// passedOn lists the files past stderr that this test binary was given
-// open without close-on-exec: every process started from it inherits them
-// (as from a daemon given such files), which is not the supervisor's
-// doing.
-func passedOn(t *testing.T) []string {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fds []string
-	for _, e := range ents {
-		if n, err := strconv.Atoi(e.Name()); err != nil || n <= 2 {
-			continue
-		}
-		info, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
-		if err != nil {
-			continue // closed meanwhile: Go's own files are close-on-exec
-		}
-		for line := range strings.Lines(string(info)) {
-			if v, ok := strings.CutPrefix(line, "flags:"); ok {
-				if flags, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64); err == nil && flags&syscall.O_CLOEXEC == 0 {
-					fds = append(fds, e.Name())
-				}
-			}
-		}
-	}
-	return fds
+	return fds, tail
 }
 
 // TestNotStartedAgainElsewhere: a watch whose run was recorded as started

@@ -35,7 +35,22 @@ const maxJob = 8 << 20
 // own process group, keeps the end of its output, ends the group on
 // SIGTERM (SIGTERM, then SIGKILL after the job's grace), and when the
 // program has exited writes the status file atomically and exits.
+//
+// Each stage hands on only the files it means to: the second stage gets
+// its stdin (the job), the report pipe and the pid file, the program its
+// stdin, stdout and stderr, and neither gets any other file the stage was
+// started with. A file the daemon holds without close-on-exec (one it was
+// given by whoever started it: a shell's redirection, a socket, a pipe its
+// parent waits on to close; one a library opened so) is inherited by the
+// first stage, and without this went on to a program that may run for
+// hours and outlive the daemon.
 func Supervise(stdin io.Reader, stdout, stderr io.Writer) int {
+	// Marking them here, in the supervisor, rather than in the daemon
+	// keeps every such file from the program whatever it came from, and
+	// leaves the daemon's own as they are. The files a stage hands on it
+	// passes by name (ExtraFiles), which gives the child copies without
+	// the flag.
+	closeOnExecFrom(3)
 	b, err := io.ReadAll(io.LimitReader(stdin, maxJob))
 	if err != nil {
 		fmt.Fprintf(stderr, "vigil supervise: reading the job: %v\n", err)
@@ -52,7 +67,6 @@ func Supervise(stdin io.Reader, stdout, stderr io.Writer) int {
 	var pidFile *os.File
 	if j.Locked {
 		pidFile = os.NewFile(3, filepath.Join(j.Dir, j.WatchID+".pid"))
-		closeOnExec(pidFile)
 	}
 	pid, err := detach(b, pidFile)
 	if err != nil {
@@ -119,9 +133,9 @@ func detach(jobJSON []byte, pidFile *os.File) (int, error) {
 // supervise is the second stage.
 func supervise(j job) int {
 	// The report pipe is the first stage's; the program must not inherit
-	// it (nor write into it).
+	// it (nor write into it), and does not: it is close-on-exec, as every
+	// file from fd 3 up (Supervise).
 	report := os.NewFile(3, "report")
-	closeOnExec(report)
 	say := func(s string) {
 		if report != nil {
 			fmt.Fprintln(report, s)
@@ -134,9 +148,10 @@ func supervise(j job) int {
 	var f *os.File
 	if j.Locked {
 		// Inherited, locked, from the daemon through the first stage. The
-		// program must not inherit it: the lock would outlive us.
+		// program must not inherit it (the lock would outlive us), and
+		// does not: it is close-on-exec, as every file from fd 3 up
+		// (Supervise).
 		f = os.NewFile(4, pidPath)
-		closeOnExec(f)
 	} else {
 		var err error
 		if f, err = os.OpenFile(pidPath, os.O_RDWR, 0); err != nil {

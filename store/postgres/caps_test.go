@@ -20,7 +20,10 @@ func TestCapFastPath(t *testing.T) {
 	}
 	var b *Store
 	a := internalStore(t, 2, &b)
+	// Two transactions in flight (a store of two connections registers
+	// on one), each of at most two registrations: 4, within the margin.
 	a.margin, b.margin = 5, 5
+	a.creates.group, b.creates.group = 2, 2
 	const limit = 60
 	var (
 		wg       sync.WaitGroup

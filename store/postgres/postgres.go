@@ -114,9 +114,12 @@ type Store struct {
 	// lockKey is the key of the mailbox's advisory lock, per schema.
 	lockKey int64
 	// capKey is the key of the global cap's advisory lock, per schema,
-	// and margin the server's max_connections: see createOne.
+	// and margin the server's max_connections times maxGroup (the most
+	// watches the registrations in flight add): see createOne.
 	capKey int64
 	margin int64
+	// creates shares registration transactions (WatchCreate).
+	creates creates
 	// nearCap is set when a registration found the total near the
 	// global cap, so the next take the cap lock exclusive at once
 	// (createOne).
@@ -195,6 +198,10 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		return nil, wrap("connect", err)
 	}
 	s := &Store{pool: pool, leasePool: leasePool, sendEvents: o.Notify, replica: o.Replica, origin: rand.Text()[:10]}
+	// One registration transaction at a time: the registrations made
+	// meanwhile go together in the next (creates). Settlements,
+	// deliveries and reads keep the rest of the pool during a burst.
+	s.creates.init(1)
 
 	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&s.schema); err != nil {
 		s.Close()
@@ -220,6 +227,7 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("postgres: max_connections %q is not a number", maxConns)
 	}
+	s.margin *= maxGroup
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -328,6 +336,7 @@ func SchemaVersion() int64 {
 // Close fail. Close is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.creates.close()
 		s.warm.stop()
 		s.pool.Close()
 		s.leasePool.Close()

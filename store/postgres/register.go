@@ -40,34 +40,51 @@ const (
 // registration that races another of the same identity or key, in any
 // process, runs again and finds the winner's.
 //
-// It costs two round trips to the database (see createOne).
+// Registrations made at the same time share transactions (see creates):
+// one that finds the store's registration transactions all in flight
+// waits for the next, which takes it with the others that waited, as if
+// they had been made one after the other. Alone, a registration costs two
+// round trips to the database (see createOne).
 func (s *Store) WatchCreate(ctx context.Context, p vigil.WatchCreateParams) (*vigil.Watch, error) {
-	w := p.Watch
-	if err := storecheck.NewWatch(w, p.IdempotencyKey, p.RequestHash); err != nil {
+	it, err := s.prepare(p)
+	if err != nil {
 		return nil, err
 	}
-	nw := *w
+	return s.creates.submit(ctx, s, it)
+}
+
+// prepare checks and encodes p for WatchCreate and WatchCreateMany. An
+// error that is a *vigil.Error refuses p alone; any other is the store's.
+func (s *Store) prepare(p vigil.WatchCreateParams) (batchItem, error) {
+	if err := storecheck.NewWatch(p.Watch, p.IdempotencyKey, p.RequestHash); err != nil {
+		return batchItem{}, err
+	}
+	nw := *p.Watch
 	nw.State = vigil.StatePending
 	enc, err := encodeWatch(&nw)
 	if err != nil {
-		return nil, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: %v", w.ID, err)
+		return batchItem{}, vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: %v", nw.ID, err)
 	}
 	stored, err := enc.stored(&nw)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: watch %s: %w", w.ID, err)
+		return batchItem{}, fmt.Errorf("postgres: watch %s: %w", nw.ID, err)
 	}
-	args := enc.args(&nw)
-	var ev string
+	it := batchItem{p: p, stored: stored, args: enc.args(&nw)}
 	if s.sendEvents {
-		if ev, err = s.createdEvent(stored); err != nil {
-			return nil, err
+		if it.ev, err = s.createdEvent(stored); err != nil {
+			return batchItem{}, err
 		}
 	}
+	return it, nil
+}
+
+// createAlone is WatchCreate's transaction for one registration (createOne).
+func (s *Store) createAlone(ctx context.Context, it *batchItem) (*vigil.Watch, error) {
 	excl := s.nearCap.Load()
 	var out *vigil.Watch
-	err = s.writeConn(ctx, func(c *pgx.Conn) error {
+	err := s.writeConn(ctx, func(c *pgx.Conn) error {
 		var err error
-		out, err = s.createOne(ctx, c, p, stored, args, ev, &excl)
+		out, err = s.createOne(ctx, c, it.p, it.stored, it.args, it.ev, &excl)
 		return err
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/internal/storecheck"
 )
 
 // insertChunks are the row counts of the multi-row inserts of watches,
@@ -80,32 +80,21 @@ func (s *Store) WatchCreateMany(ctx context.Context, ps []vigil.WatchCreateParam
 	out := make([]vigil.WatchCreateResult, len(ps))
 	items := make([]batchItem, len(ps))
 	for i, p := range ps {
-		if err := storecheck.NewWatch(p.Watch, p.IdempotencyKey, p.RequestHash); err != nil {
+		it, err := s.prepare(p)
+		var ve *vigil.Error
+		switch {
+		case errors.As(err, &ve):
 			out[i].Err = err
 			continue
+		case err != nil:
+			return nil, err
 		}
-		nw := *p.Watch
-		nw.State = vigil.StatePending
-		enc, err := encodeWatch(&nw)
-		if err != nil {
-			out[i].Err = vigil.Errorf(vigil.CodeInvalidRequest, "watch %s: %v", nw.ID, err)
-			continue
-		}
-		stored, err := enc.stored(&nw)
-		if err != nil {
-			return nil, fmt.Errorf("postgres: watch %s: %w", nw.ID, err)
-		}
-		items[i] = batchItem{p: p, stored: stored, args: enc.args(&nw)}
-		if s.sendEvents {
-			if items[i].ev, err = s.createdEvent(stored); err != nil {
-				return nil, err
-			}
-		}
+		items[i] = it
 	}
 	var res []vigil.WatchCreateResult
 	err := s.writeConn(ctx, func(c *pgx.Conn) error {
 		res = slices.Clone(out)
-		return s.createMany(ctx, c, items, res)
+		return s.createMany(ctx, c, items, res, nil)
 	})
 	if err != nil {
 		return nil, wrap("create watches", err)
@@ -121,13 +110,17 @@ func (s *Store) WatchCreateMany(ctx context.Context, ps []vigil.WatchCreateParam
 }
 
 // createMany is WatchCreateMany's transaction. Items whose out entry
-// already holds an error are skipped.
-func (s *Store) createMany(ctx context.Context, c *pgx.Conn, items []batchItem, out []vigil.WatchCreateResult) error {
+// already holds an error are skipped. With a global cap it takes the cap
+// lock exclusive, unless excl says otherwise: a group of registrations
+// (creates), at most maxGroup, takes it as createOne does, shared far
+// below the cap.
+func (s *Store) createMany(ctx context.Context, c *pgx.Conn, items []batchItem, out []vigil.WatchCreateResult, excl *bool) error {
 	var (
 		keyRecipients, keys []string
 		identities, ids     []string
 		stripeSet           []int32
 		capped              bool
+		lowestCap           int64
 		candidates          = map[string]int64{} // items per recipient
 		firstAt             = map[string]int64{} // a recipient's first item's time
 	)
@@ -146,7 +139,12 @@ func (s *Store) createMany(ctx context.Context, c *pgx.Conn, items []batchItem, 
 			firstAt[w.Recipient] = w.CreatedAt.UnixMilli()
 		}
 		candidates[w.Recipient]++
-		capped = capped || it.p.MaxActive > 0
+		if it.p.MaxActive > 0 {
+			if !capped || int64(it.p.MaxActive) < lowestCap {
+				lowestCap = int64(it.p.MaxActive)
+			}
+			capped = true
+		}
 	}
 	if len(ids) == 0 {
 		return nil
@@ -172,8 +170,13 @@ func (s *Store) createMany(ctx context.Context, c *pgx.Conn, items []batchItem, 
 	}
 	b.Queue(sqlPendingByIdentities, identities)
 	b.Queue(sqlIDsTaken, ids)
+	shared := capped && excl != nil && !*excl
 	if capped {
-		b.Queue(sqlCapLock, s.capKey)
+		if shared {
+			b.Queue(sqlCapLockShared, s.capKey)
+		} else {
+			b.Queue(sqlCapLock, s.capKey)
+		}
 		b.Queue(sqlTotalSum)
 	}
 	b.Queue(sqlStripesLock, stripeSet)
@@ -278,6 +281,19 @@ func (s *Store) createMany(ctx context.Context, c *pgx.Conn, items []batchItem, 
 	if err != nil {
 		return err
 	}
+	if capped && excl != nil {
+		// As createOne: near the cap, run again holding the lock
+		// exclusive (the margin counts maxGroup watches for every
+		// transaction in flight); far from it again, say so.
+		switch near := total+s.margin >= lowestCap; {
+		case shared && near:
+			*excl = true
+			s.nearCap.Store(true)
+			return errRetry
+		case !shared && !near:
+			s.nearCap.Store(false)
+		}
+	}
 
 	// The items, in order, as createOne resolves one.
 	var (
@@ -322,7 +338,7 @@ func (s *Store) createMany(ctx context.Context, c *pgx.Conn, items []batchItem, 
 				}
 				got := answer(rows, created, l.id)
 				if got == nil {
-					return fmt.Errorf("replay idempotency key: watch %s of the ledger is gone", l.id)
+					return groupError{fmt.Errorf("replay idempotency key: watch %s of the ledger is gone", l.id)}
 				}
 				got.Replayed, got.Existing = true, l.existing
 				out[i].Watch = got
@@ -332,7 +348,7 @@ func (s *Store) createMany(ctx context.Context, c *pgx.Conn, items []batchItem, 
 		if id, ok := pendingByIdentity[w.Identity]; ok {
 			got := answer(rows, created, id)
 			if got == nil {
-				return fmt.Errorf("read pending watch by identity: watch %s is gone", id)
+				return groupError{fmt.Errorf("read pending watch by identity: watch %s is gone", id)}
 			}
 			got.Existing = true
 			if key != "" {

@@ -75,6 +75,16 @@ func (s *Scanner) PlainString() (string, bool) {
 
 // Integer reads a JSON integer of at most nine digits.
 func (s *Scanner) Integer() (int, bool) {
+	v, ok := s.integer(9)
+	return int(v), ok
+}
+
+// Int64 reads a JSON integer of at most eighteen digits (a Unix time in
+// milliseconds, a sequence number): any fits an int64.
+func (s *Scanner) Int64() (int64, bool) { return s.integer(18) }
+
+// integer reads a JSON integer of at most most digits.
+func (s *Scanner) integer(most int) (int64, bool) {
 	start := s.I
 	s.Byte('-')
 	digits := s.I
@@ -82,7 +92,7 @@ func (s *Scanner) Integer() (int, bool) {
 		s.I++
 	}
 	n := s.I - digits
-	if n == 0 || n > 9 || (n > 1 && s.B[digits] == '0') {
+	if n == 0 || n > most || (n > 1 && s.B[digits] == '0') {
 		return 0, false
 	}
 	if s.I < len(s.B) {
@@ -91,7 +101,7 @@ func (s *Scanner) Integer() (int, bool) {
 			return 0, false
 		}
 	}
-	v, err := strconv.Atoi(string(s.B[start:s.I]))
+	v, err := strconv.ParseInt(string(s.B[start:s.I]), 10, 64)
 	return v, err == nil
 }
 

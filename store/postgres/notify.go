@@ -229,15 +229,47 @@ func quickEvent(payload []byte, ev *Event) bool {
 		case "o":
 			ev.Origin, ok = s.PlainString()
 		case "s":
-			var n int
-			n, ok = s.Integer()
-			ev.Seq = int64(n)
+			ev.Seq, ok = s.Int64()
 		case "h":
 			ev.Shard, ok = s.Integer()
 		case "x":
 			ev.Gone, ok = s.Boolean()
+		case "a":
+			// A registration's schedule: most of the events a replica
+			// hears. A key given twice fills one Sched, as
+			// encoding/json does.
+			if ev.Sched == nil {
+				ev.Sched = new(Sched)
+			}
+			ok = quickSched(&s, ev.Sched)
 		}
 		return ok
 	})
 	return ok && s.End()
+}
+
+// quickSched reads a Sched's object as quickEvent reads an Event's.
+func quickSched(s *jsonscan.Scanner, a *Sched) bool {
+	return s.Object(func(key string) bool {
+		var ok bool
+		switch key {
+		case "k":
+			a.Kind, ok = s.PlainString()
+		case "e":
+			a.Every, ok = s.Int64()
+		case "s":
+			a.StartAt, ok = s.Int64()
+		case "d":
+			a.Deadline, ok = s.Int64()
+		case "c":
+			a.CreatedAt, ok = s.Int64()
+		case "p":
+			a.Polls, ok = s.Integer()
+		case "r":
+			a.Errors, ok = s.Integer()
+		case "q":
+			a.Consecutive, ok = s.Integer()
+		}
+		return ok
+	})
 }

@@ -50,7 +50,7 @@ func Supervise(stdin io.Reader, stdout, stderr io.Writer) int {
 	// leaves the daemon's own as they are. The files a stage hands on it
 	// passes by name (ExtraFiles), which gives the child copies without
 	// the flag.
-	closeOnExecFrom(3)
+	proc.CloseOnExecFrom(3)
 	b, err := io.ReadAll(io.LimitReader(stdin, maxJob))
 	if err != nil {
 		fmt.Fprintf(stderr, "vigil supervise: reading the job: %v\n", err)

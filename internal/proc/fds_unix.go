@@ -12,7 +12,9 @@ import (
 // CloseOnExecFrom marks every file this process holds open from fd first
 // up close-on-exec, so that a program it starts inherits only its stdio
 // and the files handed to it by name (exec.Cmd.ExtraFiles, whose copies in
-// the child lose the flag).
+// the child lose the flag). `vigil serve` calls it as it starts, so that
+// no program the daemon starts inherits what the daemon was given, and a
+// run watch's supervisor calls it as it starts too.
 //
 // They are marked, not closed: a Go process holds files of its own from fd
 // 3 up (the runtime's epoll and the eventfd or pipe that wakes it, the

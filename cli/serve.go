@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vigil-run/vigil/daemon"
+	"github.com/vigil-run/vigil/internal/proc"
 )
 
 func newServeCmd(e *env) *cobra.Command {
@@ -31,6 +32,15 @@ line with a live replica's, or its link.key differs: every replica signs
 with the same files, copied from a running replica.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Every file this process was started with from fd 3 up (a
+			// shell's redirection, a socket, a pipe its parent waits on
+			// to close) is marked close-on-exec before anything else, so
+			// no program the daemon starts (a probe, a delivery, a resumed
+			// agent, a supervisor) inherits it: os/exec hands a child every
+			// file not so marked. The daemon uses none of them; the flag
+			// is this process's descriptor's, so whoever holds a copy
+			// keeps it as it was.
+			proc.CloseOnExecFrom(3)
 			cfg, err := daemon.Load(cmd.Flags(), e.getenv)
 			if err != nil {
 				return usageErr(err)

@@ -9,6 +9,10 @@
 // left running in its group is killed, and output pipes that stay open are
 // abandoned after the grace, so no child can hang a caller. The last
 // OutputTail bytes of stdout and of stderr are kept.
+//
+// CloseOnExecFrom marks the files a process holds from an fd up
+// close-on-exec, so that the programs it starts inherit none of them but
+// those handed to them by name.
 package proc
 
 import (

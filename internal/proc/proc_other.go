@@ -18,3 +18,7 @@ func terminateGroup(int) error { return nil }
 func killGroup(int) {}
 
 func signaled(*os.ProcessState) (string, bool) { return "", false }
+
+// CloseOnExecFrom has nothing to mark where no program is started: command
+// watches, run watches and every other program vigil runs need Unix.
+func CloseOnExecFrom(int) {}

@@ -15,4 +15,3 @@ func lock(*os.File) error            { return errNoUnix }
 func tryLock(*os.File) (bool, error) { return false, errNoUnix }
 func locked(string) (bool, error)    { return false, errNoUnix }
 func terminate(int) error            { return errNoUnix }
-func closeOnExecFrom(int)            {}

@@ -45,12 +45,13 @@ const maxJob = 8 << 20
 // first stage, and without this went on to a program that may run for
 // hours and outlive the daemon.
 func Supervise(stdin io.Reader, stdout, stderr io.Writer) int {
-	// Marking them here, in the supervisor, rather than in the daemon
-	// keeps every such file from the program whatever it came from, and
-	// leaves the daemon's own as they are. The files a stage hands on it
-	// passes by name (ExtraFiles), which gives the child copies without
-	// the flag.
-	closeOnExecFrom(3)
+	// `vigil serve` marks the files it was started with so at its start,
+	// but not one a library opens so later, nor those of a process that
+	// runs the daemon otherwise (a test's): marking them here too, in the
+	// supervisor, keeps every such file from the program whatever it came
+	// from. The files a stage hands on it passes by name (ExtraFiles),
+	// which gives the child copies without the flag.
+	proc.CloseOnExecFrom(3)
 	b, err := io.ReadAll(io.LimitReader(stdin, maxJob))
 	if err != nil {
 		fmt.Fprintf(stderr, "vigil supervise: reading the job: %v\n", err)

@@ -1,6 +1,6 @@
 //go:build unix
 
-package run
+package proc
 
 import (
 	"os"
@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestCloseOnExecFrom: each way closeOnExecFrom has of marking the files
+// TestCloseOnExecFrom: each way CloseOnExecFrom has of marking the files
 // from an fd up close-on-exec marks a file opened there without the flag.
 // A way this system lacks is skipped; the last needs nothing.
 //
@@ -22,7 +22,7 @@ func TestCloseOnExecFrom(t *testing.T) {
 		name string
 		mark func(fd int) error
 	}{
-		{"closeOnExecFrom", func(fd int) error { closeOnExecFrom(fd); return nil }},
+		{"CloseOnExecFrom", func(fd int) error { CloseOnExecFrom(fd); return nil }},
 		{"in one call", closeRangeOnExec},
 		{"as listed", func(fd int) error { return closeOnExecListed(fd, fdDir) }},
 		{"one by one", func(fd int) error { closeOnExecBelow(fd, fd+1); return nil }},

@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package run
+package proc
 
 import (
 	"errors"

@@ -2,11 +2,13 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/vigil-run/vigil"
 )
 
@@ -116,5 +118,56 @@ func TestBatchesHoldTheGlobalCap(t *testing.T) {
 	}
 	if total != pending {
 		t.Errorf("the total counts %d pending watches, the table holds %d", total, pending)
+	}
+}
+
+// TestBatchInsertColumns: a watch with every stored field set, and one
+// with none it may leave out, written by one multi-row insert (its columns
+// as arrays), read back as they were written: no column takes another's
+// value, and what is absent stays NULL.
+func TestBatchInsertColumns(t *testing.T) {
+	s := internalStore(t, 2)
+	ctx := context.Background()
+	at := benchAt.Add(time.Minute)
+	full := benchWatch(1)
+	full.ID, full.Mode, full.Every = "full", vigil.ModeUntil, 90*time.Second
+	full.Deadline, full.StartAt, full.CheckedAt = at.Add(3*time.Hour), at.Add(time.Hour), at.Add(2*time.Minute)
+	full.Polls, full.Errors, full.ConsecutiveErrors = 4, 3, 2
+	full.Standing, full.AnsweredAtCreation = true, true
+	full.Note, full.Labels, full.Deliver = "a note", map[string]string{"task": "T-1"}, json.RawMessage(`{"webhook":{"url":"https://example.com/h"}}`)
+	full.Stable, full.StableFor, full.MaxPolls, full.MaxErrors, full.ChainDepth = 5, 7*time.Second, 11, 13, 2
+	full.TokenID = "tok"
+	full.LastObservation = &vigil.Observation{At: at, Summary: "seen", Facts: map[string]any{"n": float64(1)}}
+	full.Receipts = []vigil.Receipt{{Channel: "webhook", Status: "delivered", Attempts: 1, UpdatedAt: at}}
+	bare := &vigil.Watch{ID: "bare", Recipient: "r", Kind: vigil.KindTimer, Identity: "bare-identity", CreatedAt: at}
+	var want []*vigil.Watch
+	for _, w := range []*vigil.Watch{full, bare} {
+		nw := *w
+		nw.State = vigil.StatePending
+		enc, err := encodeWatch(&nw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := enc.stored(&nw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, st)
+	}
+	res, err := s.WatchCreateMany(ctx, []vigil.WatchCreateParams{{Watch: full}, {Watch: bare}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("item %d: %v", i, r.Err)
+		}
+		got, err := s.WatchGet(ctx, want[i].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want[i], got); diff != "" {
+			t.Errorf("watch %s read back (-written +read):\n%s", want[i].ID, diff)
+		}
 	}
 }

@@ -440,9 +440,10 @@ func (s *Store) createMany(ctx context.Context, c *pgx.Conn, items []batchItem, 
 
 // sqlWatchInsertUnnest inserts the rows whose columns are its arrays
 // (columns), however many: one statement, prepared once a connection, and
-// one call of the trigger that copies their text to watch_text (each
-// statement's call cost the server about 100 µs, the multi-row inserts of
-// 256, 64, 16, 4 and 1 rows this replaces made up to 8 for a group of 32).
+// one call of the trigger that copies their text to watch_text, where the
+// multi-row inserts of 256, 64, 16, 4 and 1 rows it replaces made up to
+// eight for a group of 32 (the server's CPU a watch, in groups of 30:
+// 113 – 115 → 101 – 113 µs; docs/BENCHMARKS.md, session 17).
 var sqlWatchInsertUnnest = func() string {
 	var q strings.Builder
 	q.WriteString(`INSERT INTO watches (` + watchColumns + `) SELECT * FROM unnest(`)

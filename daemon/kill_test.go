@@ -16,8 +16,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/client"
-	"github.com/vigil-run/vigil/daemon"
+	"github.com/vigil-run/vigil/internal/daemontest"
 )
 
 // TestKilledMidSend kills a real vigil process (SIGKILL) while a webhook
@@ -67,7 +66,7 @@ func TestKilledMidSend(t *testing.T) {
 	defer cancel()
 
 	first := start()
-	c := readyClient(ctx, t, addr, dataDir)
+	c := daemontest.ReadyClient(ctx, t, addr, dataDir)
 	w, err := c.Register(ctx, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "agent", Predicate: json.RawMessage(`{"in":"1s"}`),
 		Deliver: json.RawMessage(`{"webhook":{"url":"` + recv.URL + `/hook"}}`)})
 	if err != nil {
@@ -88,7 +87,7 @@ func TestKilledMidSend(t *testing.T) {
 	_ = first.Wait()
 
 	start()
-	c = readyClient(ctx, t, addr, dataDir)
+	c = daemontest.ReadyClient(ctx, t, addr, dataDir)
 	after, err := c.Watch(ctx, w.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -115,32 +114,4 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return "127.0.0.1:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-}
-
-// readyClient waits (bounded by ctx) until the daemon at addr answers
-// /readyz, and returns an admin client.
-func readyClient(ctx context.Context, t *testing.T, addr, dataDir string) *client.Client {
-	t.Helper()
-	for {
-		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the daemon did not become ready")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	tok, err := daemon.ReadToken(daemon.TokenPath(dataDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(addr, tok, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

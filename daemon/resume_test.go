@@ -15,6 +15,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/client"
+	"github.com/vigil-run/vigil/internal/daemontest"
 )
 
 // harnessScript is a fake agent harness (claude, codex): each run appends
@@ -285,7 +286,7 @@ func TestResumeKilledMidRun(t *testing.T) {
 	}
 
 	first := startVigil()
-	c := readyClient(ctx, t, addr, dataDir)
+	c := daemontest.ReadyClient(ctx, t, addr, dataDir)
 	w := register(c, "sess-killed")
 	for runs(t, rec, w.ID) == 0 {
 		select {
@@ -307,7 +308,7 @@ func TestResumeKilledMidRun(t *testing.T) {
 	}
 
 	startVigil()
-	c = readyClient(ctx, t, addr, dataDir)
+	c = daemontest.ReadyClient(ctx, t, addr, dataDir)
 	got, err := c.Watch(ctx, w.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/daemontest"
 )
 
 // TestRunSurvivesSIGKILL kills a real vigil process (SIGKILL) while a run
@@ -44,7 +45,7 @@ func TestRunSurvivesSIGKILL(t *testing.T) {
 	defer cancel()
 
 	first := start()
-	c := readyClient(ctx, t, addr, dataDir)
+	c := daemontest.ReadyClient(ctx, t, addr, dataDir)
 	starts := filepath.Join(t.TempDir(), "starts")
 	w, err := c.Register(ctx, vigil.RegisterRequest{Kind: vigil.KindRun, Recipient: "agent", Observe: true,
 		Predicate: json.RawMessage(`{"shell":"echo started >> ` + starts + `; sleep 2; echo survived"}`)})
@@ -60,7 +61,7 @@ func TestRunSurvivesSIGKILL(t *testing.T) {
 	_ = first.Wait()
 
 	start()
-	c = readyClient(ctx, t, addr, dataDir)
+	c = daemontest.ReadyClient(ctx, t, addr, dataDir)
 	got, err := c.Wait(ctx, w.ID, 15*time.Second)
 	if err != nil {
 		t.Fatal(err)

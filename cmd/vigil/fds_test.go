@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,8 +18,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
-	"github.com/vigil-run/vigil/client"
-	"github.com/vigil-run/vigil/daemon"
+	"github.com/vigil-run/vigil/internal/daemontest"
 )
 
 // TestCommandInheritsNoFileOfTheDaemons starts `vigil serve` (the built
@@ -111,7 +109,7 @@ func TestCommandInheritsNoFileOfTheDaemons(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the daemon did not say it was serving within 30s")
 	}
-	c := readyClient(ctx, t, addr, dataDir)
+	c := daemontest.ReadyClient(ctx, t, addr, dataDir)
 
 	// ls, started by the probe itself, lists the files it holds, each with
 	// what it is.
@@ -148,32 +146,4 @@ func heldFDs(listing string) []int {
 	}
 	slices.Sort(fds)
 	return fds
-}
-
-// readyClient waits (bounded by ctx) until the daemon at addr answers
-// /readyz, and returns an admin client.
-func readyClient(ctx context.Context, t *testing.T, addr, dataDir string) *client.Client {
-	t.Helper()
-	for {
-		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the daemon did not become ready")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	tok, err := daemon.ReadToken(daemon.TokenPath(dataDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(addr, tok, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

@@ -475,47 +475,51 @@ func columns(rows [][]any) []any {
 	for j, t := range watchColumnTypes {
 		switch t {
 		case "text":
-			c := make([]*string, len(rows))
-			for i, r := range rows {
-				switch v := r[j].(type) {
+			cols[j] = column(rows, j, t, func(v any) (*string, bool) {
+				switch v := v.(type) {
 				case string:
-					c[i] = &v
+					return &v, true
 				case *string:
-					c[i] = v
-				default:
-					panic(fmt.Sprintf("postgres: column %d of a watch is %T, not text", j, v))
+					return v, true
 				}
-			}
-			cols[j] = c
+				return nil, false
+			})
 		case "bigint":
-			c := make([]*int64, len(rows))
-			for i, r := range rows {
-				switch v := r[j].(type) {
+			cols[j] = column(rows, j, t, func(v any) (*int64, bool) {
+				switch v := v.(type) {
 				case int64:
-					c[i] = &v
+					return &v, true
 				case int:
 					n := int64(v)
-					c[i] = &n
+					return &n, true
 				case *int64:
-					c[i] = v
-				default:
-					panic(fmt.Sprintf("postgres: column %d of a watch is %T, not bigint", j, v))
+					return v, true
 				}
-			}
-			cols[j] = c
+				return nil, false
+			})
 		case "boolean":
-			c := make([]bool, len(rows))
-			for i, r := range rows {
-				v, ok := r[j].(bool)
-				if !ok {
-					panic(fmt.Sprintf("postgres: column %d of a watch is %T, not boolean", j, r[j]))
-				}
-				c[i] = v
-			}
-			cols[j] = c
+			cols[j] = column(rows, j, t, func(v any) (bool, bool) {
+				b, ok := v.(bool)
+				return b, ok
+			})
 		}
 	}
 	return cols
+}
+
+// column is column j of rows, each value as conv makes it of SQL type t. A
+// value conv does not take is a mistake of encodedWatch.args's (a test
+// writes every column: TestBatchInsertColumns).
+func column[T any](rows [][]any, j int, t string, conv func(any) (T, bool)) []T {
+	c := make([]T, len(rows))
+	for i, r := range rows {
+		v, ok := conv(r[j])
+		if !ok {
+			panic(fmt.Sprintf("postgres: column %d of a watch is %T, not %s", j, r[j], t))
+		}
+		c[i] = v
+	}
+	return c
 }
 
 // answer returns a copy of the watch id: one created earlier in the batch,

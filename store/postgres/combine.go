@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -92,8 +94,8 @@ func (c *creates) submit(ctx context.Context, s *Store, it batchItem) (*vigil.Wa
 		c.running++
 		group := c.takeLocked(q)
 		c.mu.Unlock()
+		defer c.release(s)
 		s.runCreates(ctx, true, group)
-		c.release(s)
 		return q.out, q.err
 	}
 	q.done = make(chan struct{})
@@ -168,8 +170,20 @@ func (c *creates) drain(s *Store) {
 // caller's), a group of one is createAlone on ctx; any other group runs on
 // the store's own context, as none of its callers' may end it for the
 // others.
+//
+// A panic (a mistake of vigil's) is each registration's error, as
+// SQLite's writer makes one: it neither ends the process from drain's
+// goroutine nor leaves the transaction counted as running, which would
+// hold every later registration in line.
 func (s *Store) runCreates(ctx context.Context, own bool, group []*queuedCreate) {
 	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("a registration transaction panicked", "panic", p, "stack", string(debug.Stack()))
+			err := fmt.Errorf("postgres: create watch: internal error: %v", p)
+			for _, q := range group {
+				q.out, q.err = nil, err
+			}
+		}
 		for _, q := range group {
 			if q.done != nil {
 				close(q.done)

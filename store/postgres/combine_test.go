@@ -244,3 +244,38 @@ func TestQueuedRegistrationGivenUp(t *testing.T) {
 		t.Errorf("watch given up: %v, want not_found", err)
 	}
 }
+
+// TestPanicIsAnError: a registration whose transaction panics (a mistake
+// of vigil's, here a malformed item) gets an error, on its caller's
+// goroutine and on the store's own (a group run for those that waited),
+// and the store goes on registering: the panic neither ends the process
+// nor leaves a transaction counted as running forever.
+func TestPanicIsAnError(t *testing.T) {
+	s := internalStore(t, 2)
+	ctx := context.Background()
+	bad := batchItem{p: vigil.WatchCreateParams{Watch: benchWatch(1)}} // stored nil
+	if _, err := s.creates.submit(ctx, s, bad); err == nil {
+		t.Error("a registration that panicked on its caller's goroutine: no error")
+	}
+	release, first := holdFirst(t, s)
+	errs := make(chan error, 1)
+	go func() {
+		_, err := s.creates.submit(ctx, s, bad)
+		errs <- err
+	}()
+	waitFor(t, "the registration to wait in line", func() bool { return queued(s) == 1 })
+	release()
+	if _, err := first(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errs; err == nil {
+		t.Error("a registration that panicked in a group run for it: no error")
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	w := benchWatch(2)
+	w.ID = "after-panics"
+	if _, err := s.WatchCreate(cctx, vigil.WatchCreateParams{Watch: w, MaxActive: 1000, MaxActivePerRecipient: 1000}); err != nil {
+		t.Errorf("a registration after two that panicked: %v", err)
+	}
+}

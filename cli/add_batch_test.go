@@ -255,6 +255,16 @@ func TestAddFromFileBodyAtBound(t *testing.T) {
 	}
 }
 
+// addTimers starts b and runs add --from-file on n lines of timers for
+// amy (-q) against it on a fake clock, which it returns.
+func (b *batchDaemon) addTimers(t *testing.T, n int) (result, *fakeClock) {
+	t.Helper()
+	srv := httptest.NewServer(b)
+	t.Cleanup(srv.Close)
+	clk := newFakeClock()
+	return cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(n)), "--for", "amy", "-q"), clk
+}
+
 // timerLines returns n registration lines of timers.
 func timerLines(n int) []string {
 	lines := make([]string, n)
@@ -319,10 +329,7 @@ func TestAddFromFileRateLimited(t *testing.T) {
 		}
 		return nil
 	}}
-	srv := httptest.NewServer(bd)
-	defer srv.Close()
-	clk := newFakeClock()
-	r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(150)), "--for", "amy", "-q")
+	r, clk := bd.addTimers(t, 150)
 	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("exit %d, stderr %q; want 0 and nothing on stderr", r.code, r.stderr)
 	}
@@ -347,9 +354,7 @@ func TestAddFromFileRateLimited(t *testing.T) {
 	if string(calls[2]) != string(calls[3]) {
 		t.Error("the call sent again after Retry-After differs from the one refused")
 	}
-	if want := []time.Duration{7 * time.Second}; !slices.Equal(clk.pauses(), want) {
-		t.Errorf("pauses %v, want %v", clk.pauses(), want)
-	}
+	checkPauses(t, clk, []time.Duration{7 * time.Second})
 }
 
 // TestAddFromFileRateLimitBounds holds the bounds of those retries: a
@@ -370,10 +375,7 @@ func TestAddFromFileRateLimitBounds(t *testing.T) {
 			}
 			return nil
 		}}
-		srv := httptest.NewServer(bd)
-		defer srv.Close()
-		clk := newFakeClock()
-		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(150)), "--for", "amy", "-q")
+		r, clk := bd.addTimers(t, 150)
 		want := "The registrations of lines 1 to 75 were sent; those from line 76 on were not.\nvigil: this token registers too fast; try again in 600 s\n"
 		if r.code != ExitUsage || r.stderr != want {
 			t.Errorf("exit %d, stderr %q; want %d, %q", r.code, r.stderr, ExitUsage, want)
@@ -381,17 +383,12 @@ func TestAddFromFileRateLimitBounds(t *testing.T) {
 		if n := len(bd.calls()); n != 2+1+maxRateTries {
 			t.Errorf("%d calls, want %d", n, 2+1+maxRateTries)
 		}
-		if want := slices.Repeat([]time.Duration{time.Minute}, maxRateTries); !slices.Equal(clk.pauses(), want) {
-			t.Errorf("pauses %v, want %v", clk.pauses(), want)
-		}
+		checkPauses(t, clk, slices.Repeat([]time.Duration{time.Minute}, maxRateTries))
 	})
 	t.Run("one registration, no wait", func(t *testing.T) {
 		t.Parallel()
 		bd := &batchDaemon{refuse: func(call, items int) answer { return burstRefusal(items) }}
-		srv := httptest.NewServer(bd)
-		defer srv.Close()
-		clk := newFakeClock()
-		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(1)), "--for", "amy", "-q")
+		r, clk := bd.addTimers(t, 1)
 		if r.code != ExitUsage || len(bd.calls()) != 1 || len(clk.pauses()) != 0 {
 			t.Errorf("exit %d, %d calls, pauses %v; want %d after one call, no pause", r.code, len(bd.calls()), clk.pauses(), ExitUsage)
 		}
@@ -421,22 +418,14 @@ func TestAddFromFileDaemonUnavailable(t *testing.T) {
 			}
 			return nil
 		}}
-		srv := httptest.NewServer(bd)
-		defer srv.Close()
-		clk := newFakeClock()
-		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(3)), "--for", "amy", "-q")
+		r, clk := bd.addTimers(t, 3)
 		if r.code != 0 || r.stdout != "W3-0\nW3-1\nW3-2\n" {
 			t.Errorf("exit %d, stdout %q, stderr %q; want 0 and the ids of call 3", r.code, r.stdout, r.stderr)
 		}
-		if r.stderr != "vigil: vigil is starting; try again shortly; trying again (Ctrl-C to stop)\n" {
-			t.Errorf("stderr = %q, want one line saying it tries again", r.stderr)
-		}
+		checkRetried(t, r, clk, "vigil is starting; try again shortly", []time.Duration{3 * time.Second, time.Second})
 		calls := bd.calls()
 		if len(calls) != 3 || string(calls[0]) != string(calls[1]) || string(calls[1]) != string(calls[2]) {
 			t.Errorf("%d calls, want 3 of the same registrations", len(calls))
-		}
-		if want := []time.Duration{3 * time.Second, time.Second}; !slices.Equal(clk.pauses(), want) {
-			t.Errorf("pauses %v, want %v", clk.pauses(), want)
 		}
 	})
 	t.Run("not listening", func(t *testing.T) {
@@ -466,13 +455,7 @@ func TestAddFromFileDaemonUnavailable(t *testing.T) {
 		if r.code != 0 || r.stdout != "W1-0\nW1-1\n" {
 			t.Errorf("exit %d, stdout %q, stderr %q; want 0 and the ids of call 1", r.code, r.stdout, r.stderr)
 		}
-		if !strings.HasPrefix(r.stderr, "vigil: vigil daemon not reachable at "+addr+": ") || strings.Count(r.stderr, "\n") != 1 ||
-			!strings.HasSuffix(r.stderr, "; trying again (Ctrl-C to stop)\n") {
-			t.Errorf("stderr = %q, want one line saying it tries again", r.stderr)
-		}
-		if want := []time.Duration{retryFirst, 2 * retryFirst}; !slices.Equal(clk.pauses(), want) {
-			t.Errorf("pauses %v, want %v", clk.pauses(), want)
-		}
+		checkRetried(t, r, clk, "vigil daemon not reachable at "+addr+": ", []time.Duration{retryFirst, 2 * retryFirst})
 	})
 	for _, tc := range []struct {
 		name   string
@@ -486,10 +469,7 @@ func TestAddFromFileDaemonUnavailable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			bd := &batchDaemon{refuse: func(call, items int) answer { return tc.answer }}
-			srv := httptest.NewServer(bd)
-			defer srv.Close()
-			clk := newFakeClock()
-			r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(3)), "--for", "amy", "-q")
+			r, clk := bd.addTimers(t, 3)
 			if r.code != ExitUsage || !strings.HasPrefix(r.stderr, tc.stderr) || r.stdout != "" {
 				t.Errorf("exit %d, stdout %q, stderr %q; want %d and %q…", r.code, r.stdout, r.stderr, ExitUsage, tc.stderr)
 			}
@@ -501,10 +481,7 @@ func TestAddFromFileDaemonUnavailable(t *testing.T) {
 	t.Run("bounds", func(t *testing.T) {
 		t.Parallel()
 		bd := &batchDaemon{refuse: func(call, items int) answer { return answerStarting }}
-		srv := httptest.NewServer(bd)
-		defer srv.Close()
-		clk := newFakeClock()
-		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(3)), "--for", "amy", "-q")
+		r, clk := bd.addTimers(t, 3)
 		want := "vigil: vigil is starting; try again shortly; trying again (Ctrl-C to stop)\nvigil: vigil is starting; try again shortly\n"
 		if r.code != ExitUsage || r.stderr != want {
 			t.Errorf("exit %d, stderr %q; want %d, %q", r.code, r.stderr, ExitUsage, want)
@@ -512,9 +489,7 @@ func TestAddFromFileDaemonUnavailable(t *testing.T) {
 		if n := len(bd.calls()); n != 1+maxRateTries {
 			t.Errorf("%d calls, want %d", n, 1+maxRateTries)
 		}
-		if want := slices.Repeat([]time.Duration{3 * time.Second}, maxRateTries); !slices.Equal(clk.pauses(), want) {
-			t.Errorf("pauses %v, want %v", clk.pauses(), want)
-		}
+		checkPauses(t, clk, slices.Repeat([]time.Duration{3 * time.Second}, maxRateTries))
 	})
 }
 

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/vigil-run/vigil"
 )
 
@@ -92,9 +90,7 @@ func TestInboxWaitRetries(t *testing.T) {
 			get:  []answer{answerStopping, answerDropped, answerStarting, messagesAnswer(7)},
 			post: []answer{func(w http.ResponseWriter) { w.WriteHeader(http.StatusNoContent) }},
 		}
-		srv := sd.start(t)
-		clk := newFakeClock()
-		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "inbox", "--for", "amy", "--wait", "1h")
+		r, clk := sd.vigil(t, "inbox", "--for", "amy", "--wait", "1h")
 		if r.code != ExitOK || !strings.Contains(r.stdout, "deploy finished") {
 			t.Errorf("inbox --wait: exit %d, stdout %q, stderr %q; want 0 and the message", r.code, r.stdout, r.stderr)
 		}
@@ -104,26 +100,13 @@ func TestInboxWaitRetries(t *testing.T) {
 		if want := []string{`{"reader":"cli","seq":7}`}; !slices.Equal(sd.bodies(), want) {
 			t.Errorf("acks = %v, want %v", sd.bodies(), want)
 		}
-		want := []time.Duration{500 * time.Millisecond, time.Second, 3 * time.Second}
-		if diff := cmp.Diff(want, clk.pauses()); diff != "" {
-			t.Errorf("pauses (-want +got):\n%s", diff)
-		}
-		if r.stderr != "vigil: vigil is shutting down; try again shortly; trying again (Ctrl-C to stop)\n" {
-			t.Errorf("stderr = %q, want one line saying it tries again", r.stderr)
-		}
+		checkRetried(t, r, clk, "vigil is shutting down; try again shortly", []time.Duration{500 * time.Millisecond, time.Second, 3 * time.Second})
 	})
 	t.Run("wait bounds the tries", func(t *testing.T) {
 		t.Parallel()
 		sd := &scriptedDaemon{get: []answer{answerStopping}}
-		srv := sd.start(t)
-		clk := newFakeClock()
-		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "inbox", "--for", "amy", "--wait", "10s")
-		if r.code != ExitUsage || !strings.HasSuffix(r.stderr, "vigil: vigil is shutting down; try again shortly\n") {
-			t.Errorf("inbox --wait 10s, daemon down: exit %d, stderr %q; want %d and the error", r.code, r.stderr, ExitUsage)
-		}
-		if got := clk.Now().Sub(newFakeClock().Now()); got != 10*time.Second {
-			t.Errorf("it gave up after %s, want 10s", got)
-		}
+		r, clk := sd.vigil(t, "inbox", "--for", "amy", "--wait", "10s")
+		checkGaveUp(t, r, clk, 10*time.Second, "vigil is shutting down; try again shortly")
 		if slices.Contains(sd.seen(), "POST") {
 			t.Errorf("calls = %v, want no ack", sd.seen())
 		}
@@ -131,11 +114,7 @@ func TestInboxWaitRetries(t *testing.T) {
 	t.Run("no wait", func(t *testing.T) {
 		t.Parallel()
 		sd := &scriptedDaemon{get: []answer{answerStarting, messagesAnswer(7)}}
-		srv := sd.start(t)
-		clk := newFakeClock()
-		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "inbox", "--for", "amy")
-		if r.code != ExitUsage || r.stderr != "vigil: vigil is starting; try again shortly\n" || len(clk.pauses()) > 0 {
-			t.Errorf("inbox, daemon starting: exit %d, stderr %q, pauses %v; want %d at once", r.code, r.stderr, clk.pauses(), ExitUsage)
-		}
+		r, clk := sd.vigil(t, "inbox", "--for", "amy")
+		checkNotRetried(t, r, clk, "vigil: vigil is starting; try again shortly\n")
 	})
 }

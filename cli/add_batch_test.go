@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -430,28 +429,17 @@ func TestAddFromFileDaemonUnavailable(t *testing.T) {
 	})
 	t.Run("not listening", func(t *testing.T) {
 		t.Parallel()
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
 		bd := &batchDaemon{}
-		srv := &http.Server{Handler: bd}
-		defer srv.Close()
+		ln := listenAt(t, "127.0.0.1:0", bd)
+		addr := ln.Addr().String()
+		ln.Close() // the daemon is stopped
 		clk := newFakeClock()
 		clk.onSleep = func(n int) {
 			if n == 2 { // the daemon is listening again
-				ln, err := net.Listen("tcp", addr)
-				if err != nil {
-					t.Errorf("listen again on %s: %v", addr, err)
-					return
-				}
-				go srv.Serve(ln)
+				listenAt(t, addr, bd)
 			}
 		}
-		env := map[string]string{"VIGIL_ADDR": addr, "VIGIL_TOKEN": "vgl_test", "USER": "tester"}
-		r := cliRun{vars: env, clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(2)), "--for", "amy", "-q")
+		r := cliRun{vars: addrEnv(addr), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(2)), "--for", "amy", "-q")
 		if r.code != 0 || r.stdout != "W1-0\nW1-1\n" {
 			t.Errorf("exit %d, stdout %q, stderr %q; want 0 and the ids of call 1", r.code, r.stdout, r.stderr)
 		}

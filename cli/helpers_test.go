@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -200,6 +202,21 @@ func checkNotRetried(t *testing.T, r result, clk *fakeClock, stderr string) {
 	if r.code != ExitUsage || r.stderr != stderr || len(clk.pauses()) > 0 {
 		t.Errorf("exit %d, stderr %q, pauses %v; want %d at once, %q", r.code, r.stderr, clk.pauses(), ExitUsage, stderr)
 	}
+}
+
+// listenAt serves h on addr (127.0.0.1:0: a free port) until the test
+// ends, and returns the listener: closed, the daemon no longer listens,
+// as when it stops, and listenAt on its address starts it again.
+func listenAt(t *testing.T, addr string, h http.Handler) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen on %s: %v", addr, err)
+	}
+	srv := &http.Server{Handler: h}
+	t.Cleanup(func() { srv.Close() })
+	go srv.Serve(ln)
+	return ln
 }
 
 // failWriter fails every write, as stdout sent to /dev/full does.

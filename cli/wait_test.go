@@ -53,6 +53,22 @@ var (
 	answerSlowDown = errorAnswer(429, vigil.CodeRateLimited, "slow down", "1")
 )
 
+// eachRefusal runs check in a parallel subtest for each answer that
+// trying again cannot change — unauthorized, forbidden, not_found,
+// invalid_request, each with a Retry-After that must not make it a pause
+// — with the line a command that gets it ends with on stderr.
+func eachRefusal(t *testing.T, check func(t *testing.T, refused answer, said string)) {
+	for _, a := range []struct {
+		code   vigil.Code
+		status int
+	}{{vigil.CodeUnauthorized, 401}, {vigil.CodeForbidden, 403}, {vigil.CodeNotFound, 404}, {vigil.CodeInvalidRequest, 400}} {
+		t.Run(string(a.code), func(t *testing.T) {
+			t.Parallel()
+			check(t, errorAnswer(a.status, a.code, "refused: "+string(a.code), "1"), "vigil: refused: "+string(a.code)+"\n")
+		})
+	}
+}
+
 // answerDropped starts an answer and drops the connection halfway, as a
 // daemon killed mid-answer does (after the headers, so that no transport
 // retries the request on its own).
@@ -119,8 +135,12 @@ func (s *scriptedDaemon) bodies() []string {
 	return slices.Clone(s.posted)
 }
 
-func scriptedEnv(srv *httptest.Server) map[string]string {
-	return map[string]string{"VIGIL_ADDR": srv.URL, "VIGIL_TOKEN": "vgl_test", "USER": "tester"}
+func scriptedEnv(srv *httptest.Server) map[string]string { return addrEnv(srv.URL) }
+
+// addrEnv is the environment of a command run against a fake daemon at
+// addr.
+func addrEnv(addr string) map[string]string {
+	return map[string]string{"VIGIL_ADDR": addr, "VIGIL_TOKEN": "vgl_test", "USER": "tester"}
 }
 
 // vigil starts s and runs the command tree with args against it on a
@@ -264,17 +284,11 @@ func TestWaitRetryBounds(t *testing.T) {
 // change ends wait at once, exit 2, without a pause.
 func TestWaitDoesNotRetryRefusals(t *testing.T) {
 	t.Parallel()
-	for _, a := range []struct {
-		code   vigil.Code
-		status int
-	}{{vigil.CodeUnauthorized, 401}, {vigil.CodeNotFound, 404}, {vigil.CodeInvalidRequest, 400}} {
-		t.Run(string(a.code), func(t *testing.T) {
-			t.Parallel()
-			sd := &scriptedDaemon{get: []answer{watchAnswer(vigil.StatePending)}, wait: []answer{errorAnswer(a.status, a.code, "refused: "+string(a.code), "1")}}
-			r, clk := sd.vigil(t, "wait", scriptedID)
-			checkNotRetried(t, r, clk, "vigil: refused: "+string(a.code)+"\n")
-		})
-	}
+	eachRefusal(t, func(t *testing.T, refused answer, said string) {
+		sd := &scriptedDaemon{get: []answer{watchAnswer(vigil.StatePending)}, wait: []answer{refused}}
+		r, clk := sd.vigil(t, "wait", scriptedID)
+		checkNotRetried(t, r, clk, said)
+	})
 }
 
 // TestWaitTimeoutZeroLooksOnce holds that wait --timeout 0s reads the

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -458,8 +459,9 @@ func TestAddFromFileDaemonUnavailable(t *testing.T) {
 			t.Parallel()
 			bd := &batchDaemon{refuse: func(call, items int) answer { return tc.answer }}
 			r, clk := bd.addTimers(t, 3)
-			if r.code != ExitUsage || !strings.HasPrefix(r.stderr, tc.stderr) || r.stdout != "" {
-				t.Errorf("exit %d, stdout %q, stderr %q; want %d and %q…", r.code, r.stdout, r.stderr, ExitUsage, tc.stderr)
+			want := "The registrations of lines 1 to 3 were in the call that failed and may or may not have been registered.\n" + rerunLine + tc.stderr
+			if r.code != ExitUsage || !strings.HasPrefix(r.stderr, want) || r.stdout != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %d and %q…", r.code, r.stdout, r.stderr, ExitUsage, want)
 			}
 			if n := len(bd.calls()); n != 1 || len(clk.pauses()) != 0 {
 				t.Errorf("%d calls, pauses %v; want one call, no pause", n, clk.pauses())
@@ -479,6 +481,103 @@ func TestAddFromFileDaemonUnavailable(t *testing.T) {
 		}
 		checkPauses(t, clk, slices.Repeat([]time.Duration{3 * time.Second}, maxRateTries))
 	})
+}
+
+// rerunLine is what --from-file says of running the file again when a
+// call it sent may have been registered.
+const rerunLine = "Running the file again registers none of its lines twice only if each carries an idempotency_key " +
+	"(the same line with the same key within 24 h is answered with the watch it made) or its watch is still pending " +
+	"(the same condition for the same recipient is answered `existing`; a watch settled meanwhile is registered anew, " +
+	"as is a timer given `in`, which counts from each registration).\n"
+
+// TestAddFromFileSaysWhatWasSent holds what --from-file says on stderr
+// when a call in the middle of a file fails for good: the lines before
+// it were sent, those after it were not, and the call's own were not
+// either when the call certainly registered nothing (the daemon starting
+// until the tries are spent, or Ctrl-C during the pause before the next
+// try), or may or may not have been registered when the call was sent and
+// its answer lost (a 503 without Retry-After, a connection dropped), with
+// what running the file again does. 250 lines go in calls of 62 (each
+// call of more than 100 is refused whole and halved), and the fourth
+// call, lines 63 to 124, fails.
+func TestAddFromFileSaysWhatWasSent(t *testing.T) {
+	t.Parallel()
+	const (
+		certain = "The registrations of lines 1 to 62 were sent; those from line 63 on were not.\n"
+		inDoubt = "The registrations of lines 1 to 62 were sent; those of lines 63 to 124 were in the call that failed and may or may not have been registered; " +
+			"those from line 125 on were not sent.\n" + rerunLine
+		again = "vigil: vigil is starting; try again shortly; trying again (Ctrl-C to stop)\n"
+	)
+	fourthFails := func(a answer) *batchDaemon {
+		return &batchDaemon{refuse: func(call, items int) answer {
+			switch {
+			case items > 100:
+				return burstRefusal(items)
+			case call >= 4:
+				return a
+			}
+			return nil
+		}}
+	}
+	for _, tc := range []struct {
+		name   string
+		answer answer
+		stderr string
+	}{
+		{"tries spent", answerStarting, again + certain + "vigil: vigil is starting; try again shortly\n"},
+		{"database unavailable", errorAnswer(503, vigil.CodeUnavailable, "vigil's PostgreSQL database cannot be reached: try again", ""),
+			inDoubt + "vigil: vigil's PostgreSQL database cannot be reached: try again\n"},
+		{"connection dropped", answerDropped, inDoubt + "vigil: vigil daemon not reachable at "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, _ := fourthFails(tc.answer).addTimers(t, 250)
+			if r.code != ExitUsage || !strings.HasPrefix(r.stderr, tc.stderr) || strings.Count(r.stdout, "\n") != 62 {
+				t.Errorf("exit %d, %d lines on stdout, stderr %q; want %d, 62 and %q…", r.code, strings.Count(r.stdout, "\n"), r.stderr, ExitUsage, tc.stderr)
+			}
+		})
+	}
+	t.Run("interrupted", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(fourthFails(answerStarting))
+		defer srv.Close()
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		clk := newFakeClock()
+		clk.onSleep = func(int) { cancel() } // Ctrl-C
+		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(ctx, "add", "--from-file", writeLines(t, timerLines(250)), "--for", "amy", "-q")
+		if r.code != ExitInterrupted || r.stderr != again+certain {
+			t.Errorf("exit %d, stderr %q; want %d, %q", r.code, r.stderr, ExitInterrupted, again+certain)
+		}
+	})
+}
+
+// TestFromFileSent holds the wording of fromFileSent for each place of
+// the failed call in the file, by the file's line numbers (a blank line
+// is no registration: here lines 1, 2, 4, 5 and 7 are).
+func TestFromFileSent(t *testing.T) {
+	t.Parallel()
+	var lines []fromFileLine
+	for _, n := range []int{1, 2, 4, 5, 7} {
+		lines = append(lines, fromFileLine{line: n})
+	}
+	for _, tc := range []struct {
+		start, end int
+		nothing    bool
+		want       string
+	}{
+		{0, 2, true, ""},
+		{2, 4, true, "The registrations of lines 1 to 3 were sent; those from line 4 on were not.\n"},
+		{0, 5, false, "The registrations of lines 1 to 7 were in the call that failed and may or may not have been registered.\n" + rerunLine},
+		{0, 1, false, "The registration of line 1 was in the call that failed and may or may not have been registered; those from line 2 on were not sent.\n" + rerunLine},
+		{2, 3, false, "The registrations of lines 1 to 3 were sent; that of line 4 was in the call that failed and may or may not have been registered; " +
+			"those from line 5 on were not sent.\n" + rerunLine},
+		{3, 5, false, "The registrations of lines 1 to 4 were sent; those of lines 5 to 7 were in the call that failed and may or may not have been registered.\n" + rerunLine},
+	} {
+		if got := fromFileSent(lines, tc.start, tc.end, tc.nothing); got != tc.want {
+			t.Errorf("fromFileSent(…, %d, %d, %t) = %q, want %q", tc.start, tc.end, tc.nothing, got, tc.want)
+		}
+	}
 }
 
 // TestAddFromFileRefusesOtherFlags holds that a flag of add that sets a

@@ -208,8 +208,9 @@ func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 				// sent again, or in halves, without registering a line
 				// twice.
 				_, said := client.RetryAfter(err)
+				nothing := unsent(err) // of this call's error, not the pause's
 				switch {
-				case ctx.Err() != nil || !unsent(err):
+				case ctx.Err() != nil || !nothing:
 				case vigil.ErrorCode(err) == vigil.CodeRateLimited && !said:
 					// More than the token's burst: it never passes whole.
 					if len(reqs) > 1 {
@@ -223,9 +224,7 @@ func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 						continue
 					}
 				}
-				if start > 0 {
-					fmt.Fprintf(e.stderr, "The registrations of lines 1 to %d were sent; those from line %d on were not.\n", chunk[0].line-1, chunk[0].line)
-				}
+				fmt.Fprint(e.stderr, fromFileSent(lines, start, end, nothing))
 				return callErr(cmd, err)
 			}
 		}
@@ -249,6 +248,44 @@ func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%d of %d registrations were refused", refused, len(lines))}
 	}
 	return nil
+}
+
+// fromFileSent says which lines of a --from-file file were sent when the
+// call of lines[start:end] failed: those before it were, and those after
+// it were not. The call's own were not either when it registered nothing
+// for certain (nothing: unsent); else they may or may not have been
+// registered, and it says what running the file again does then: a line
+// with an idempotency key is answered from the ledger (for 24 h,
+// vigil.Limits.IdempotencyTTL), one whose watch is still pending with that
+// watch (existing), and any other is registered anew.
+func fromFileSent(lines []fromFileLine, start, end int, nothing bool) string {
+	first, last := lines[start].line, lines[end-1].line
+	if nothing {
+		if start == 0 {
+			return ""
+		}
+		return fmt.Sprintf("The registrations of lines 1 to %d were sent; those from line %d on were not.\n", first-1, first)
+	}
+	var b strings.Builder
+	switch {
+	case start > 0 && first == last:
+		fmt.Fprintf(&b, "The registrations of lines 1 to %d were sent; that of line %d was", first-1, first)
+	case start > 0:
+		fmt.Fprintf(&b, "The registrations of lines 1 to %d were sent; those of lines %d to %d were", first-1, first, last)
+	case first == last:
+		fmt.Fprintf(&b, "The registration of line %d was", first)
+	default:
+		fmt.Fprintf(&b, "The registrations of lines %d to %d were", first, last)
+	}
+	b.WriteString(" in the call that failed and may or may not have been registered")
+	if end < len(lines) {
+		fmt.Fprintf(&b, "; those from line %d on were not sent", lines[end].line)
+	}
+	b.WriteString(".\nRunning the file again registers none of its lines twice only if each carries an idempotency_key " +
+		"(the same line with the same key within 24 h is answered with the watch it made) or its watch is still pending " +
+		"(the same condition for the same recipient is answered `existing`; a watch settled meanwhile is registered anew, " +
+		"as is a timer given `in`, which counts from each registration).\n")
+	return b.String()
 }
 
 // unsent reports whether err, the failure of a call, says for certain that

@@ -1,10 +1,10 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -255,6 +255,16 @@ func TestAddFromFileBodyAtBound(t *testing.T) {
 	}
 }
 
+// addTimers starts b and runs add --from-file on n lines of timers for
+// amy (-q) against it on a fake clock, which it returns.
+func (b *batchDaemon) addTimers(t *testing.T, n int) (result, *fakeClock) {
+	t.Helper()
+	srv := httptest.NewServer(b)
+	t.Cleanup(srv.Close)
+	clk := newFakeClock()
+	return cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(n)), "--for", "amy", "-q"), clk
+}
+
 // timerLines returns n registration lines of timers.
 func timerLines(n int) []string {
 	lines := make([]string, n)
@@ -319,10 +329,7 @@ func TestAddFromFileRateLimited(t *testing.T) {
 		}
 		return nil
 	}}
-	srv := httptest.NewServer(bd)
-	defer srv.Close()
-	clk := newFakeClock()
-	r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(150)), "--for", "amy", "-q")
+	r, clk := bd.addTimers(t, 150)
 	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("exit %d, stderr %q; want 0 and nothing on stderr", r.code, r.stderr)
 	}
@@ -347,9 +354,7 @@ func TestAddFromFileRateLimited(t *testing.T) {
 	if string(calls[2]) != string(calls[3]) {
 		t.Error("the call sent again after Retry-After differs from the one refused")
 	}
-	if want := []time.Duration{7 * time.Second}; !slices.Equal(clk.pauses(), want) {
-		t.Errorf("pauses %v, want %v", clk.pauses(), want)
-	}
+	checkPauses(t, clk, []time.Duration{7 * time.Second})
 }
 
 // TestAddFromFileRateLimitBounds holds the bounds of those retries: a
@@ -370,10 +375,7 @@ func TestAddFromFileRateLimitBounds(t *testing.T) {
 			}
 			return nil
 		}}
-		srv := httptest.NewServer(bd)
-		defer srv.Close()
-		clk := newFakeClock()
-		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(150)), "--for", "amy", "-q")
+		r, clk := bd.addTimers(t, 150)
 		want := "The registrations of lines 1 to 75 were sent; those from line 76 on were not.\nvigil: this token registers too fast; try again in 600 s\n"
 		if r.code != ExitUsage || r.stderr != want {
 			t.Errorf("exit %d, stderr %q; want %d, %q", r.code, r.stderr, ExitUsage, want)
@@ -381,17 +383,12 @@ func TestAddFromFileRateLimitBounds(t *testing.T) {
 		if n := len(bd.calls()); n != 2+1+maxRateTries {
 			t.Errorf("%d calls, want %d", n, 2+1+maxRateTries)
 		}
-		if want := slices.Repeat([]time.Duration{time.Minute}, maxRateTries); !slices.Equal(clk.pauses(), want) {
-			t.Errorf("pauses %v, want %v", clk.pauses(), want)
-		}
+		checkPauses(t, clk, slices.Repeat([]time.Duration{time.Minute}, maxRateTries))
 	})
 	t.Run("one registration, no wait", func(t *testing.T) {
 		t.Parallel()
 		bd := &batchDaemon{refuse: func(call, items int) answer { return burstRefusal(items) }}
-		srv := httptest.NewServer(bd)
-		defer srv.Close()
-		clk := newFakeClock()
-		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(1)), "--for", "amy", "-q")
+		r, clk := bd.addTimers(t, 1)
 		if r.code != ExitUsage || len(bd.calls()) != 1 || len(clk.pauses()) != 0 {
 			t.Errorf("exit %d, %d calls, pauses %v; want %d after one call, no pause", r.code, len(bd.calls()), clk.pauses(), ExitUsage)
 		}
@@ -421,58 +418,33 @@ func TestAddFromFileDaemonUnavailable(t *testing.T) {
 			}
 			return nil
 		}}
-		srv := httptest.NewServer(bd)
-		defer srv.Close()
-		clk := newFakeClock()
-		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(3)), "--for", "amy", "-q")
+		r, clk := bd.addTimers(t, 3)
 		if r.code != 0 || r.stdout != "W3-0\nW3-1\nW3-2\n" {
 			t.Errorf("exit %d, stdout %q, stderr %q; want 0 and the ids of call 3", r.code, r.stdout, r.stderr)
 		}
-		if r.stderr != "vigil: vigil is starting; try again shortly; trying again (Ctrl-C to stop)\n" {
-			t.Errorf("stderr = %q, want one line saying it tries again", r.stderr)
-		}
+		checkRetried(t, r, clk, "vigil is starting; try again shortly", []time.Duration{3 * time.Second, time.Second})
 		calls := bd.calls()
 		if len(calls) != 3 || string(calls[0]) != string(calls[1]) || string(calls[1]) != string(calls[2]) {
 			t.Errorf("%d calls, want 3 of the same registrations", len(calls))
 		}
-		if want := []time.Duration{3 * time.Second, time.Second}; !slices.Equal(clk.pauses(), want) {
-			t.Errorf("pauses %v, want %v", clk.pauses(), want)
-		}
 	})
 	t.Run("not listening", func(t *testing.T) {
 		t.Parallel()
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
 		bd := &batchDaemon{}
-		srv := &http.Server{Handler: bd}
-		defer srv.Close()
+		ln := listenAt(t, "127.0.0.1:0", bd)
+		addr := ln.Addr().String()
+		ln.Close() // the daemon is stopped
 		clk := newFakeClock()
 		clk.onSleep = func(n int) {
 			if n == 2 { // the daemon is listening again
-				ln, err := net.Listen("tcp", addr)
-				if err != nil {
-					t.Errorf("listen again on %s: %v", addr, err)
-					return
-				}
-				go srv.Serve(ln)
+				listenAt(t, addr, bd)
 			}
 		}
-		env := map[string]string{"VIGIL_ADDR": addr, "VIGIL_TOKEN": "vgl_test", "USER": "tester"}
-		r := cliRun{vars: env, clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(2)), "--for", "amy", "-q")
+		r := cliRun{vars: addrEnv(addr), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(2)), "--for", "amy", "-q")
 		if r.code != 0 || r.stdout != "W1-0\nW1-1\n" {
 			t.Errorf("exit %d, stdout %q, stderr %q; want 0 and the ids of call 1", r.code, r.stdout, r.stderr)
 		}
-		if !strings.HasPrefix(r.stderr, "vigil: vigil daemon not reachable at "+addr+": ") || strings.Count(r.stderr, "\n") != 1 ||
-			!strings.HasSuffix(r.stderr, "; trying again (Ctrl-C to stop)\n") {
-			t.Errorf("stderr = %q, want one line saying it tries again", r.stderr)
-		}
-		if want := []time.Duration{retryFirst, 2 * retryFirst}; !slices.Equal(clk.pauses(), want) {
-			t.Errorf("pauses %v, want %v", clk.pauses(), want)
-		}
+		checkRetried(t, r, clk, "vigil daemon not reachable at "+addr+": ", []time.Duration{retryFirst, 2 * retryFirst})
 	})
 	for _, tc := range []struct {
 		name   string
@@ -486,12 +458,10 @@ func TestAddFromFileDaemonUnavailable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			bd := &batchDaemon{refuse: func(call, items int) answer { return tc.answer }}
-			srv := httptest.NewServer(bd)
-			defer srv.Close()
-			clk := newFakeClock()
-			r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(3)), "--for", "amy", "-q")
-			if r.code != ExitUsage || !strings.HasPrefix(r.stderr, tc.stderr) || r.stdout != "" {
-				t.Errorf("exit %d, stdout %q, stderr %q; want %d and %q…", r.code, r.stdout, r.stderr, ExitUsage, tc.stderr)
+			r, clk := bd.addTimers(t, 3)
+			want := "The registrations of lines 1 to 3 were in the call that failed and may or may not have been registered.\n" + rerunLine + tc.stderr
+			if r.code != ExitUsage || !strings.HasPrefix(r.stderr, want) || r.stdout != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %d and %q…", r.code, r.stdout, r.stderr, ExitUsage, want)
 			}
 			if n := len(bd.calls()); n != 1 || len(clk.pauses()) != 0 {
 				t.Errorf("%d calls, pauses %v; want one call, no pause", n, clk.pauses())
@@ -501,10 +471,7 @@ func TestAddFromFileDaemonUnavailable(t *testing.T) {
 	t.Run("bounds", func(t *testing.T) {
 		t.Parallel()
 		bd := &batchDaemon{refuse: func(call, items int) answer { return answerStarting }}
-		srv := httptest.NewServer(bd)
-		defer srv.Close()
-		clk := newFakeClock()
-		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "--from-file", writeLines(t, timerLines(3)), "--for", "amy", "-q")
+		r, clk := bd.addTimers(t, 3)
 		want := "vigil: vigil is starting; try again shortly; trying again (Ctrl-C to stop)\nvigil: vigil is starting; try again shortly\n"
 		if r.code != ExitUsage || r.stderr != want {
 			t.Errorf("exit %d, stderr %q; want %d, %q", r.code, r.stderr, ExitUsage, want)
@@ -512,10 +479,105 @@ func TestAddFromFileDaemonUnavailable(t *testing.T) {
 		if n := len(bd.calls()); n != 1+maxRateTries {
 			t.Errorf("%d calls, want %d", n, 1+maxRateTries)
 		}
-		if want := slices.Repeat([]time.Duration{3 * time.Second}, maxRateTries); !slices.Equal(clk.pauses(), want) {
-			t.Errorf("pauses %v, want %v", clk.pauses(), want)
+		checkPauses(t, clk, slices.Repeat([]time.Duration{3 * time.Second}, maxRateTries))
+	})
+}
+
+// rerunLine is what --from-file says of running the file again when a
+// call it sent may have been registered.
+const rerunLine = "Running the file again registers none of its lines twice only if each carries an idempotency_key " +
+	"(the same line with the same key within 24 h is answered with the watch it made) or its watch is still pending " +
+	"(the same condition for the same recipient is answered `existing`; a watch settled meanwhile is registered anew, " +
+	"as is a timer given `in`, which counts from each registration).\n"
+
+// TestAddFromFileSaysWhatWasSent holds what --from-file says on stderr
+// when a call in the middle of a file fails for good: the lines before
+// it were sent, those after it were not, and the call's own were not
+// either when the call certainly registered nothing (the daemon starting
+// until the tries are spent, or Ctrl-C during the pause before the next
+// try), or may or may not have been registered when the call was sent and
+// its answer lost (a 503 without Retry-After, a connection dropped), with
+// what running the file again does. 250 lines go in calls of 62 (each
+// call of more than 100 is refused whole and halved), and the fourth
+// call, lines 63 to 124, fails.
+func TestAddFromFileSaysWhatWasSent(t *testing.T) {
+	t.Parallel()
+	const (
+		certain = "The registrations of lines 1 to 62 were sent; those from line 63 on were not.\n"
+		inDoubt = "The registrations of lines 1 to 62 were sent; those of lines 63 to 124 were in the call that failed and may or may not have been registered; " +
+			"those from line 125 on were not sent.\n" + rerunLine
+		again = "vigil: vigil is starting; try again shortly; trying again (Ctrl-C to stop)\n"
+	)
+	fourthFails := func(a answer) *batchDaemon {
+		return &batchDaemon{refuse: func(call, items int) answer {
+			switch {
+			case items > 100:
+				return burstRefusal(items)
+			case call >= 4:
+				return a
+			}
+			return nil
+		}}
+	}
+	for _, tc := range []struct {
+		name   string
+		answer answer
+		stderr string
+	}{
+		{"tries spent", answerStarting, again + certain + "vigil: vigil is starting; try again shortly\n"},
+		{"database unavailable", errorAnswer(503, vigil.CodeUnavailable, "vigil's PostgreSQL database cannot be reached: try again", ""),
+			inDoubt + "vigil: vigil's PostgreSQL database cannot be reached: try again\n"},
+		{"connection dropped", answerDropped, inDoubt + "vigil: vigil daemon not reachable at "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, _ := fourthFails(tc.answer).addTimers(t, 250)
+			if r.code != ExitUsage || !strings.HasPrefix(r.stderr, tc.stderr) || strings.Count(r.stdout, "\n") != 62 {
+				t.Errorf("exit %d, %d lines on stdout, stderr %q; want %d, 62 and %q…", r.code, strings.Count(r.stdout, "\n"), r.stderr, ExitUsage, tc.stderr)
+			}
+		})
+	}
+	t.Run("interrupted", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(fourthFails(answerStarting))
+		defer srv.Close()
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		clk := newFakeClock()
+		clk.onSleep = func(int) { cancel() } // Ctrl-C
+		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(ctx, "add", "--from-file", writeLines(t, timerLines(250)), "--for", "amy", "-q")
+		if r.code != ExitInterrupted || r.stderr != again+certain {
+			t.Errorf("exit %d, stderr %q; want %d, %q", r.code, r.stderr, ExitInterrupted, again+certain)
 		}
 	})
+}
+
+// TestFromFileSent holds the wording of fromFileSent for each place of
+// the failed call in the file, by the file's line numbers (a blank line
+// is no registration: here lines 1, 2, 4, 5 and 7 are).
+func TestFromFileSent(t *testing.T) {
+	t.Parallel()
+	var lines []fromFileLine
+	for _, n := range []int{1, 2, 4, 5, 7} {
+		lines = append(lines, fromFileLine{line: n})
+	}
+	for _, tc := range []struct {
+		start, end int
+		nothing    bool
+		want       string
+	}{
+		{0, 2, true, ""},
+		{2, 4, true, "The registrations of lines 1 to 3 were sent; those from line 4 on were not.\n"},
+		{0, 5, false, "The registrations of lines 1 to 7 were in the call that failed and may or may not have been registered.\n" + rerunLine},
+		{0, 1, false, "The registration of line 1 was in the call that failed and may or may not have been registered; those from line 2 on were not sent.\n" + rerunLine},
+		{2, 3, false, "The registrations of lines 1 to 3 were sent; that of line 4 was in the call that failed and may or may not have been registered; " +
+			"those from line 5 on were not sent.\n" + rerunLine},
+		{3, 5, false, "The registrations of lines 1 to 4 were sent; those of lines 5 to 7 were in the call that failed and may or may not have been registered.\n" + rerunLine},
+	} {
+		if got := fromFileSent(lines, tc.start, tc.end, tc.nothing); got != tc.want {
+			t.Errorf("fromFileSent(…, %d, %d, %t) = %q, want %q", tc.start, tc.end, tc.nothing, got, tc.want)
+		}
+	}
 }
 
 // TestAddFromFileRefusesOtherFlags holds that a flag of add that sets a

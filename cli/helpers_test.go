@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.uber.org/goleak"
 
 	"github.com/vigil-run/vigil/daemon"
@@ -105,6 +108,7 @@ func (cr cliRun) run(ctx context.Context, args ...string) result {
 // maxFakeSleeps, Sleep fails: a loop that would never end does.
 type fakeClock struct {
 	mu      sync.Mutex
+	start   time.Time
 	now     time.Time
 	slept   []time.Duration
 	onSleep func(n int)
@@ -113,7 +117,8 @@ type fakeClock struct {
 const maxFakeSleeps = 200
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	return &fakeClock{start: start, now: start}
 }
 
 func (c *fakeClock) Now() time.Time {
@@ -146,6 +151,72 @@ func (c *fakeClock) pauses() []time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.slept)
+}
+
+// elapsed returns how far Now has moved since the clock was made.
+func (c *fakeClock) elapsed() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now.Sub(c.start)
+}
+
+// checkPauses holds that a command paused for want, in order, and for
+// nothing else.
+func checkPauses(t *testing.T, clk *fakeClock, want []time.Duration) {
+	t.Helper()
+	if diff := cmp.Diff(want, clk.pauses(), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("pauses (-want +got):\n%s", diff)
+	}
+}
+
+// checkRetried holds that a command rode out a daemon that could not
+// answer: it paused for pauses, in order, and said so on stderr in one
+// line, once, telling told (the error that began the outage, or the start
+// of it) and that it tries again.
+func checkRetried(t *testing.T, r result, clk *fakeClock, told string, pauses []time.Duration) {
+	t.Helper()
+	checkPauses(t, clk, pauses)
+	const again = "; trying again (Ctrl-C to stop)\n"
+	if !strings.HasPrefix(r.stderr, "vigil: "+told) || !strings.HasSuffix(r.stderr, again) || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("stderr = %q, want one line telling %q and that it tries again", r.stderr, told)
+	}
+}
+
+// checkGaveUp holds that a command gave up on a daemon that never
+// answered once after had passed on clk: exit 2, the last error (lastErr)
+// last on stderr.
+func checkGaveUp(t *testing.T, r result, clk *fakeClock, after time.Duration, lastErr string) {
+	t.Helper()
+	if r.code != ExitUsage || !strings.HasSuffix(r.stderr, "vigil: "+lastErr+"\n") {
+		t.Errorf("daemon down: exit %d, stderr %q; want %d and the error %q", r.code, r.stderr, ExitUsage, lastErr)
+	}
+	if got := clk.elapsed(); got != after {
+		t.Errorf("it gave up after %s, want %s", got, after)
+	}
+}
+
+// checkNotRetried holds that a command ended at once, without a pause:
+// exit 2, with stderr.
+func checkNotRetried(t *testing.T, r result, clk *fakeClock, stderr string) {
+	t.Helper()
+	if r.code != ExitUsage || r.stderr != stderr || len(clk.pauses()) > 0 {
+		t.Errorf("exit %d, stderr %q, pauses %v; want %d at once, %q", r.code, r.stderr, clk.pauses(), ExitUsage, stderr)
+	}
+}
+
+// listenAt serves h on addr (127.0.0.1:0: a free port) until the test
+// ends, and returns the listener: closed, the daemon no longer listens,
+// as when it stops, and listenAt on its address starts it again.
+func listenAt(t *testing.T, addr string, h http.Handler) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen on %s: %v", addr, err)
+	}
+	srv := &http.Server{Handler: h}
+	t.Cleanup(func() { srv.Close() })
+	go srv.Serve(ln)
+	return ln
 }
 
 // failWriter fails every write, as stdout sent to /dev/full does.

@@ -24,6 +24,9 @@ const (
 	// noticeDetailLines bounds what notice shows under each message's
 	// sentence (each line is bounded by wording.DetailLineBytes).
 	noticeDetailLines = 4
+	// inboxAckTimeout bounds how long inbox tries to ack what it wrote
+	// while the daemon cannot answer: a restart takes a few seconds.
+	inboxAckTimeout = time.Minute
 )
 
 func newInboxCmd(e *env) *cobra.Command {
@@ -44,6 +47,9 @@ read (unless --no-ack). Each named reader sees each message once.
 
 The messages are marked read only once they are written out: when writing
 fails (a full disk, a closed pipe), inbox exits 1 and they stay unread.
+While the daemon cannot answer, marking them read is tried again, as a read
+is, for up to a minute; if it still fails, inbox exits 2, saying that they
+will be shown again.
 
 With --wait, while the daemon cannot answer (it is restarting, a connection
 dropped, or it asks to slow down), inbox tries again after a short pause, as
@@ -97,8 +103,19 @@ vigil wait does, saying so once on stderr, until --wait passes or Ctrl-C.`,
 			if noAck || len(page.Messages) == 0 {
 				return nil
 			}
-			last := page.Messages[len(page.Messages)-1].Seq
-			if err := c.Ack(cmd.Context(), vigil.AckRequest{Recipient: r, Reader: reader, Seq: last}); err != nil {
+			// The messages are written: an ack failed for now (the daemon
+			// restarting, a dropped connection, rate_limited) is tried
+			// again as the reads are, within inboxAckTimeout, or they
+			// would be shown again. Sending it again is safe, also after
+			// an ack that may have been made (a 503 whose commit went
+			// through, a connection dropped before the answer): it is
+			// the same ack, to the same seq, and an ack does nothing but
+			// move the reader's cursor to seq, never back (the engine's
+			// Ack calls the store's MessagesAck, which keeps the greater
+			// in every store, as storetest's Mailbox holds), so a second
+			// changes nothing. A refusal (a 4xx but 429) ends it at once.
+			ack := vigil.AckRequest{Recipient: r, Reader: reader, Seq: page.Messages[len(page.Messages)-1].Seq}
+			if err := e.retrier(inboxAckTimeout).do(cmd.Context(), func() error { return c.Ack(cmd.Context(), ack) }); err != nil {
 				fmt.Fprintln(e.stderr, "vigil: the messages were written, but marking them read failed: they will be shown again.")
 				return callErr(cmd, err)
 			}

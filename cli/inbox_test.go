@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/vigil-run/vigil"
 )
 
@@ -92,9 +90,7 @@ func TestInboxWaitRetries(t *testing.T) {
 			get:  []answer{answerStopping, answerDropped, answerStarting, messagesAnswer(7)},
 			post: []answer{func(w http.ResponseWriter) { w.WriteHeader(http.StatusNoContent) }},
 		}
-		srv := sd.start(t)
-		clk := newFakeClock()
-		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "inbox", "--for", "amy", "--wait", "1h")
+		r, clk := sd.vigil(t, "inbox", "--for", "amy", "--wait", "1h")
 		if r.code != ExitOK || !strings.Contains(r.stdout, "deploy finished") {
 			t.Errorf("inbox --wait: exit %d, stdout %q, stderr %q; want 0 and the message", r.code, r.stdout, r.stderr)
 		}
@@ -104,26 +100,13 @@ func TestInboxWaitRetries(t *testing.T) {
 		if want := []string{`{"reader":"cli","seq":7}`}; !slices.Equal(sd.bodies(), want) {
 			t.Errorf("acks = %v, want %v", sd.bodies(), want)
 		}
-		want := []time.Duration{500 * time.Millisecond, time.Second, 3 * time.Second}
-		if diff := cmp.Diff(want, clk.pauses()); diff != "" {
-			t.Errorf("pauses (-want +got):\n%s", diff)
-		}
-		if r.stderr != "vigil: vigil is shutting down; try again shortly; trying again (Ctrl-C to stop)\n" {
-			t.Errorf("stderr = %q, want one line saying it tries again", r.stderr)
-		}
+		checkRetried(t, r, clk, "vigil is shutting down; try again shortly", []time.Duration{500 * time.Millisecond, time.Second, 3 * time.Second})
 	})
 	t.Run("wait bounds the tries", func(t *testing.T) {
 		t.Parallel()
 		sd := &scriptedDaemon{get: []answer{answerStopping}}
-		srv := sd.start(t)
-		clk := newFakeClock()
-		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "inbox", "--for", "amy", "--wait", "10s")
-		if r.code != ExitUsage || !strings.HasSuffix(r.stderr, "vigil: vigil is shutting down; try again shortly\n") {
-			t.Errorf("inbox --wait 10s, daemon down: exit %d, stderr %q; want %d and the error", r.code, r.stderr, ExitUsage)
-		}
-		if got := clk.Now().Sub(newFakeClock().Now()); got != 10*time.Second {
-			t.Errorf("it gave up after %s, want 10s", got)
-		}
+		r, clk := sd.vigil(t, "inbox", "--for", "amy", "--wait", "10s")
+		checkGaveUp(t, r, clk, 10*time.Second, "vigil is shutting down; try again shortly")
 		if slices.Contains(sd.seen(), "POST") {
 			t.Errorf("calls = %v, want no ack", sd.seen())
 		}
@@ -131,11 +114,98 @@ func TestInboxWaitRetries(t *testing.T) {
 	t.Run("no wait", func(t *testing.T) {
 		t.Parallel()
 		sd := &scriptedDaemon{get: []answer{answerStarting, messagesAnswer(7)}}
-		srv := sd.start(t)
-		clk := newFakeClock()
-		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "inbox", "--for", "amy")
-		if r.code != ExitUsage || r.stderr != "vigil: vigil is starting; try again shortly\n" || len(clk.pauses()) > 0 {
-			t.Errorf("inbox, daemon starting: exit %d, stderr %q, pauses %v; want %d at once", r.code, r.stderr, clk.pauses(), ExitUsage)
+		r, clk := sd.vigil(t, "inbox", "--for", "amy")
+		checkNotRetried(t, r, clk, "vigil: vigil is starting; try again shortly\n")
+	})
+}
+
+// answerAcked answers an ack: 204, nothing more.
+func answerAcked(w http.ResponseWriter) { w.WriteHeader(http.StatusNoContent) }
+
+// answerCut drops the connection before answering, as a daemon killed
+// while it handles the call does. (answerDropped sends the headers first,
+// which an ack, whose body nobody reads, takes for an answer.)
+func answerCut(w http.ResponseWriter) {
+	conn, _, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	conn.Close()
+}
+
+// TestInboxAckRetries holds that inbox, once it has written the messages,
+// rides out a daemon that cannot answer their ack as its reads do: it
+// pauses (the backoff, the Retry-After), says so once on stderr, and acks
+// again, the same seq, until the daemon answers; the messages are printed
+// once and marked read up to what was written. It tries for up to
+// inboxAckTimeout (exit 2, saying the messages will be shown again), and
+// a refusal ends it at once.
+func TestInboxAckRetries(t *testing.T) {
+	t.Parallel()
+	const shownAgain = "vigil: the messages were written, but marking them read failed: they will be shown again.\n"
+	ackedOnce := func(t *testing.T, r result, sd *scriptedDaemon, acks int) {
+		t.Helper()
+		if n := strings.Count(r.stdout, "deploy finished"); n != 1 {
+			t.Errorf("stdout = %q, want the message printed once", r.stdout)
 		}
+		if want := slices.Repeat([]string{`{"reader":"cli","seq":7}`}, acks); !slices.Equal(sd.bodies(), want) {
+			t.Errorf("acks = %v, want %v", sd.bodies(), want)
+		}
+	}
+	t.Run("ack after an outage", func(t *testing.T) {
+		t.Parallel()
+		sd := &scriptedDaemon{get: []answer{messagesAnswer(7)}, post: []answer{answerStopping, answerCut, answerSlowDown, answerAcked}}
+		r, clk := sd.vigil(t, "inbox", "--for", "amy")
+		if r.code != ExitOK {
+			t.Errorf("inbox: exit %d, stderr %q; want 0", r.code, r.stderr)
+		}
+		ackedOnce(t, r, sd, 4)
+		// 0.5 s, 1 s of backoff, then the Retry-After, 1 s.
+		checkRetried(t, r, clk, "vigil is shutting down; try again shortly", []time.Duration{500 * time.Millisecond, time.Second, time.Second})
+	})
+	t.Run("daemon restarted", func(t *testing.T) {
+		t.Parallel()
+		// The daemon stops once it has answered the read: the ack finds
+		// nobody listening (connection refused) until it listens again.
+		sd := &scriptedDaemon{post: []answer{answerAcked}}
+		ln := listenAt(t, "127.0.0.1:0", sd)
+		addr := ln.Addr().String()
+		sd.mu.Lock() // the server's goroutines read the script under it
+		sd.get = []answer{func(w http.ResponseWriter) {
+			w.Header().Set("Connection", "close")
+			messagesAnswer(7)(w)
+			ln.Close()
+		}}
+		sd.mu.Unlock()
+		clk := newFakeClock()
+		clk.onSleep = func(n int) {
+			if n == 2 {
+				listenAt(t, addr, sd)
+			}
+		}
+		r := cliRun{vars: addrEnv(addr), clock: clk}.run(t.Context(), "inbox", "--for", "amy")
+		if r.code != ExitOK {
+			t.Errorf("inbox: exit %d, stderr %q; want 0", r.code, r.stderr)
+		}
+		ackedOnce(t, r, sd, 1)
+		checkRetried(t, r, clk, "vigil daemon not reachable at "+addr+": ", []time.Duration{retryFirst, 2 * retryFirst})
+	})
+	t.Run("bound", func(t *testing.T) {
+		t.Parallel()
+		sd := &scriptedDaemon{get: []answer{messagesAnswer(7)}, post: []answer{answerStopping}}
+		r, clk := sd.vigil(t, "inbox", "--for", "amy", "--wait", "1s")
+		checkGaveUp(t, r, clk, inboxAckTimeout, "vigil is shutting down; try again shortly")
+		if !strings.Contains(r.stderr, shownAgain) {
+			t.Errorf("stderr = %q, want it to say the messages will be shown again", r.stderr)
+		}
+		if n := len(sd.bodies()); n < 2 {
+			t.Errorf("%d acks, want it tried again", n)
+		}
+	})
+	eachRefusal(t, func(t *testing.T, refused answer, said string) {
+		sd := &scriptedDaemon{get: []answer{messagesAnswer(7)}, post: []answer{refused, answerAcked}}
+		r, clk := sd.vigil(t, "inbox", "--for", "amy")
+		checkNotRetried(t, r, clk, shownAgain+said)
+		ackedOnce(t, r, sd, 1)
 	})
 }

@@ -71,6 +71,21 @@ func (r *retrier) pause(ctx context.Context, err error) error {
 	return r.clk.Sleep(ctx, p)
 }
 
+// do calls try until it returns nil, pausing (pause) after each error,
+// and returns the error that ends the tries. The outage it rides out goes
+// on after it returns, until answered is called.
+func (r *retrier) do(ctx context.Context, try func() error) error {
+	for {
+		err := try()
+		if err == nil {
+			return nil
+		}
+		if err := r.pause(ctx, err); err != nil {
+			return err
+		}
+	}
+}
+
 // answered ends the outage under way: the backoff starts over, and the
 // next error is told.
 func (r *retrier) answered() { r.backoff = 0 }

@@ -159,15 +159,15 @@ func waitFor(ctx context.Context, rt *retrier, c *client.Client, w *vigil.Watch)
 // readWatch reads the watch id, trying again while the daemon cannot
 // answer (rt.pause).
 func readWatch(ctx context.Context, rt *retrier, c *client.Client, id string) (*vigil.Watch, error) {
-	for {
-		w, err := c.Watch(ctx, id)
-		if err == nil {
-			return w, nil
-		}
-		if err := rt.pause(ctx, err); err != nil {
-			return nil, err
-		}
+	var w *vigil.Watch
+	err := rt.do(ctx, func() (err error) {
+		w, err = c.Watch(ctx, id)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return w, nil
 }
 
 // exitFor is wait's exit code for a state.

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/vigil-run/vigil"
 )
 
@@ -54,6 +52,22 @@ var (
 	answerStarting = errorAnswer(503, vigil.CodeUnavailable, "vigil is starting; try again shortly", "3")
 	answerSlowDown = errorAnswer(429, vigil.CodeRateLimited, "slow down", "1")
 )
+
+// eachRefusal runs check in a parallel subtest for each answer that
+// trying again cannot change — unauthorized, forbidden, not_found,
+// invalid_request, each with a Retry-After that must not make it a pause
+// — with the line a command that gets it ends with on stderr.
+func eachRefusal(t *testing.T, check func(t *testing.T, refused answer, said string)) {
+	for _, a := range []struct {
+		code   vigil.Code
+		status int
+	}{{vigil.CodeUnauthorized, 401}, {vigil.CodeForbidden, 403}, {vigil.CodeNotFound, 404}, {vigil.CodeInvalidRequest, 400}} {
+		t.Run(string(a.code), func(t *testing.T) {
+			t.Parallel()
+			check(t, errorAnswer(a.status, a.code, "refused: "+string(a.code), "1"), "vigil: refused: "+string(a.code)+"\n")
+		})
+	}
+}
 
 // answerDropped starts an answer and drops the connection halfway, as a
 // daemon killed mid-answer does (after the headers, so that no transport
@@ -121,8 +135,21 @@ func (s *scriptedDaemon) bodies() []string {
 	return slices.Clone(s.posted)
 }
 
-func scriptedEnv(srv *httptest.Server) map[string]string {
-	return map[string]string{"VIGIL_ADDR": srv.URL, "VIGIL_TOKEN": "vgl_test", "USER": "tester"}
+func scriptedEnv(srv *httptest.Server) map[string]string { return addrEnv(srv.URL) }
+
+// addrEnv is the environment of a command run against a fake daemon at
+// addr.
+func addrEnv(addr string) map[string]string {
+	return map[string]string{"VIGIL_ADDR": addr, "VIGIL_TOKEN": "vgl_test", "USER": "tester"}
+}
+
+// vigil starts s and runs the command tree with args against it on a
+// fake clock, which it returns.
+func (s *scriptedDaemon) vigil(t *testing.T, args ...string) (result, *fakeClock) {
+	t.Helper()
+	srv := s.start(t)
+	clk := newFakeClock()
+	return cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), args...), clk
 }
 
 // TestWaitRetriesWhileDaemonCannotAnswer holds that wait rides out a
@@ -138,9 +165,7 @@ func TestWaitRetriesWhileDaemonCannotAnswer(t *testing.T) {
 		get:  []answer{watchAnswer(vigil.StatePending), answerStarting, answerSlowDown, watchAnswer(vigil.StatePending), watchAnswer(vigil.StateFired)},
 		wait: []answer{answerStopping, answerDropped},
 	}
-	srv := sd.start(t)
-	clk := newFakeClock()
-	r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "wait", scriptedID)
+	r, clk := sd.vigil(t, "wait", scriptedID)
 	if r.code != ExitOK || r.stdout != "fired: The timer went off.\n" {
 		t.Errorf("wait: exit %d, stdout %q, stderr %q; want 0 and the fired line", r.code, r.stdout, r.stderr)
 	}
@@ -149,13 +174,8 @@ func TestWaitRetriesWhileDaemonCannotAnswer(t *testing.T) {
 	}
 	// 0.5 s backoff; the Retry-Afters, 3 s and 1 s; then the backoff
 	// goes on (the outage lasts until a long-poll answers): 4 s.
-	want := []time.Duration{500 * time.Millisecond, 3 * time.Second, time.Second, 4 * time.Second}
-	if diff := cmp.Diff(want, clk.pauses()); diff != "" {
-		t.Errorf("pauses (-want +got):\n%s", diff)
-	}
-	if r.stderr != "vigil: vigil is shutting down; try again shortly; trying again (Ctrl-C to stop)\n" {
-		t.Errorf("stderr = %q, want one line saying it tries again", r.stderr)
-	}
+	checkRetried(t, r, clk, "vigil is shutting down; try again shortly",
+		[]time.Duration{500 * time.Millisecond, 3 * time.Second, time.Second, 4 * time.Second})
 }
 
 // TestWaitRetriesFirstRead holds that wait rides out a daemon that
@@ -174,45 +194,26 @@ func TestWaitRetriesFirstRead(t *testing.T) {
 			get:  []answer{answerStopping, answerStarting, watchAnswer(vigil.StatePending), watchAnswer(vigil.StateFired)},
 			wait: []answer{answerStopping},
 		}
-		srv := sd.start(t)
-		clk := newFakeClock()
-		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "wait", scriptedID)
+		r, clk := sd.vigil(t, "wait", scriptedID)
 		if r.code != ExitOK || r.stdout != "fired: The timer went off.\n" {
 			t.Errorf("wait: exit %d, stdout %q, stderr %q; want 0 and the fired line", r.code, r.stdout, r.stderr)
 		}
 		if want := []string{"GET", "GET", "GET", "WAIT", "GET"}; !slices.Equal(sd.seen(), want) {
 			t.Errorf("calls = %v, want %v", sd.seen(), want)
 		}
-		want := []time.Duration{500 * time.Millisecond, 3 * time.Second, 2 * time.Second}
-		if diff := cmp.Diff(want, clk.pauses()); diff != "" {
-			t.Errorf("pauses (-want +got):\n%s", diff)
-		}
-		if r.stderr != "vigil: vigil is shutting down; try again shortly; trying again (Ctrl-C to stop)\n" {
-			t.Errorf("stderr = %q, want one line saying it tries again", r.stderr)
-		}
+		checkRetried(t, r, clk, "vigil is shutting down; try again shortly", []time.Duration{500 * time.Millisecond, 3 * time.Second, 2 * time.Second})
 	})
 	t.Run("timeout, daemon down", func(t *testing.T) {
 		t.Parallel()
 		sd := &scriptedDaemon{get: []answer{answerStopping}}
-		srv := sd.start(t)
-		clk := newFakeClock()
-		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "wait", scriptedID, "--timeout", "10s")
-		if r.code != ExitUsage || !strings.HasSuffix(r.stderr, "vigil: vigil is shutting down; try again shortly\n") {
-			t.Errorf("wait --timeout 10s, daemon down: exit %d, stderr %q; want %d and the error", r.code, r.stderr, ExitUsage)
-		}
-		if got := clk.Now().Sub(newFakeClock().Now()); got != 10*time.Second {
-			t.Errorf("it gave up after %s, want 10s", got)
-		}
+		r, clk := sd.vigil(t, "wait", scriptedID, "--timeout", "10s")
+		checkGaveUp(t, r, clk, 10*time.Second, "vigil is shutting down; try again shortly")
 	})
 	t.Run("timeout 0s", func(t *testing.T) {
 		t.Parallel()
 		sd := &scriptedDaemon{get: []answer{answerStarting, watchAnswer(vigil.StateFired)}}
-		srv := sd.start(t)
-		clk := newFakeClock()
-		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "wait", scriptedID, "--timeout", "0s")
-		if r.code != ExitUsage || r.stderr != "vigil: vigil is starting; try again shortly\n" || len(clk.pauses()) > 0 {
-			t.Errorf("wait --timeout 0s, daemon starting: exit %d, stderr %q, pauses %v; want %d at once", r.code, r.stderr, clk.pauses(), ExitUsage)
-		}
+		r, clk := sd.vigil(t, "wait", scriptedID, "--timeout", "0s")
+		checkNotRetried(t, r, clk, "vigil: vigil is starting; try again shortly\n")
 	})
 }
 
@@ -225,18 +226,14 @@ func TestAddWaitRetries(t *testing.T) {
 		get:  []answer{watchAnswer(vigil.StateFired)},
 		wait: []answer{answerStopping},
 	}
-	srv := sd.start(t)
-	clk := newFakeClock()
-	r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "add", "timer", "1h", "-q", "--wait")
+	r, clk := sd.vigil(t, "add", "timer", "1h", "-q", "--wait")
 	if r.code != ExitOK || !strings.HasSuffix(r.stdout, "fired: The timer went off.\n") {
 		t.Errorf("add --wait: exit %d, stdout %q, stderr %q; want 0 and the fired line", r.code, r.stdout, r.stderr)
 	}
 	if want := []string{"POST", "WAIT", "GET"}; !slices.Equal(sd.seen(), want) {
 		t.Errorf("calls = %v, want %v", sd.seen(), want)
 	}
-	if want := []time.Duration{retryFirst}; !slices.Equal(clk.pauses(), want) {
-		t.Errorf("pauses = %v, want %v", clk.pauses(), want)
-	}
+	checkRetried(t, r, clk, "vigil is shutting down; try again shortly", []time.Duration{retryFirst})
 }
 
 // TestWaitRetryBounds holds how long wait tries: the backoff doubles up
@@ -261,38 +258,25 @@ func TestWaitRetryBounds(t *testing.T) {
 		if r.code != ExitInterrupted {
 			t.Errorf("wait interrupted while retrying: exit %d, stderr %q; want %d", r.code, r.stderr, ExitInterrupted)
 		}
-		want := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second}
-		if diff := cmp.Diff(want, clk.pauses()); diff != "" {
-			t.Errorf("pauses (-want +got):\n%s", diff)
-		}
+		checkRetried(t, r, clk, "vigil is shutting down; try again shortly",
+			[]time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second})
 	})
 	t.Run("timeout, read pending", func(t *testing.T) {
 		t.Parallel()
 		sd := &scriptedDaemon{get: []answer{watchAnswer(vigil.StatePending)}, wait: []answer{answerStopping}}
-		srv := sd.start(t)
-		clk := newFakeClock()
-		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "wait", scriptedID, "--timeout", "10s")
+		r, clk := sd.vigil(t, "wait", scriptedID, "--timeout", "10s")
 		if r.code != ExitPending || !strings.HasPrefix(r.stdout, "pending: ") {
 			t.Errorf("wait --timeout 10s, long-polls failing: exit %d, stdout %q; want %d, pending", r.code, r.stdout, ExitPending)
 		}
 		// The last pause is what was left of the 10 s.
-		want := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 2500 * time.Millisecond}
-		if diff := cmp.Diff(want, clk.pauses()); diff != "" {
-			t.Errorf("pauses (-want +got):\n%s", diff)
-		}
+		checkRetried(t, r, clk, "vigil is shutting down; try again shortly",
+			[]time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 2500 * time.Millisecond})
 	})
 	t.Run("timeout, daemon down", func(t *testing.T) {
 		t.Parallel()
 		sd := &scriptedDaemon{get: []answer{watchAnswer(vigil.StatePending), answerStopping}, wait: []answer{answerStopping}}
-		srv := sd.start(t)
-		clk := newFakeClock()
-		r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "wait", scriptedID, "--timeout", "10s")
-		if r.code != ExitUsage || !strings.HasSuffix(r.stderr, "vigil: vigil is shutting down; try again shortly\n") {
-			t.Errorf("wait --timeout 10s, daemon down: exit %d, stderr %q; want %d and the error", r.code, r.stderr, ExitUsage)
-		}
-		if got := clk.Now().Sub(newFakeClock().Now()); got != 10*time.Second {
-			t.Errorf("it gave up after %s, want 10s", got)
-		}
+		r, clk := sd.vigil(t, "wait", scriptedID, "--timeout", "10s")
+		checkGaveUp(t, r, clk, 10*time.Second, "vigil is shutting down; try again shortly")
 	})
 }
 
@@ -300,21 +284,11 @@ func TestWaitRetryBounds(t *testing.T) {
 // change ends wait at once, exit 2, without a pause.
 func TestWaitDoesNotRetryRefusals(t *testing.T) {
 	t.Parallel()
-	for _, a := range []struct {
-		code   vigil.Code
-		status int
-	}{{vigil.CodeUnauthorized, 401}, {vigil.CodeNotFound, 404}, {vigil.CodeInvalidRequest, 400}} {
-		t.Run(string(a.code), func(t *testing.T) {
-			t.Parallel()
-			sd := &scriptedDaemon{get: []answer{watchAnswer(vigil.StatePending)}, wait: []answer{errorAnswer(a.status, a.code, "refused: "+string(a.code), "1")}}
-			srv := sd.start(t)
-			clk := newFakeClock()
-			r := cliRun{vars: scriptedEnv(srv), clock: clk}.run(t.Context(), "wait", scriptedID)
-			if r.code != ExitUsage || r.stderr != "vigil: refused: "+string(a.code)+"\n" || len(clk.pauses()) > 0 {
-				t.Errorf("wait answered %s: exit %d, stderr %q, pauses %v; want %d at once", a.code, r.code, r.stderr, clk.pauses(), ExitUsage)
-			}
-		})
-	}
+	eachRefusal(t, func(t *testing.T, refused answer, said string) {
+		sd := &scriptedDaemon{get: []answer{watchAnswer(vigil.StatePending)}, wait: []answer{refused}}
+		r, clk := sd.vigil(t, "wait", scriptedID)
+		checkNotRetried(t, r, clk, said)
+	})
 }
 
 // TestWaitTimeoutZeroLooksOnce holds that wait --timeout 0s reads the

@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // The replica tests: real `vigil serve` processes (this package's binary,

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -123,11 +122,4 @@ func (s *Store) backendsCPU(b *testing.B) map[uint32]time.Duration {
 		out[pid] = time.Duration(ns)
 	}
 	return out
-}
-
-// selfCPU is this process's user and system time.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -1,0 +1,107 @@
+//go:build unix
+
+package run_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/store/memstore"
+	"github.com/vigil-run/vigil/watcher/run"
+)
+
+// TestRunDeadlineKillsTheGroup: at the deadline the whole process group
+// is terminated, a background child included, and the watch expires.
+func TestRunDeadlineKillsTheGroup(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bg := filepath.Join(t.TempDir(), "bg.pid")
+	d := startDaemon(t, memstore.New(), dir)
+	w := register(t, d, `{"shell":"sleep 60 & echo $! > `+bg+`; sleep 60"}`, "2s", 0)
+	got := wait(t, d, w.ID, 10*time.Second)
+	if got.State != vigil.StateExpired || !strings.Contains(got.LastObservation.Summary, "terminated") {
+		t.Fatalf("watch = %s %+v, want expired with its run terminated", got.State, got.LastObservation)
+	}
+	// The supervisor records the end once the group is gone.
+	status := filepath.Join(dir, w.ID+".json")
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(status); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("no status file after the deadline")
+		}
+	}
+	b, _ := os.ReadFile(status)
+	var s run.Status
+	if err := json.Unmarshal(b, &s); err != nil || !s.Terminated || s.Signal != "SIGTERM" {
+		t.Fatalf("status = %s, want terminated by SIGTERM", b)
+	}
+	raw, err := os.ReadFile(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if alive(pid) {
+		t.Fatalf("the background child %d outlived the deadline", pid)
+	}
+}
+
+// TestRunCancelKillsTheGroup: cancelling a run watch ends its program and
+// what it started, as its deadline would.
+func TestRunCancelKillsTheGroup(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bg := filepath.Join(t.TempDir(), "bg.pid")
+	d := startDaemon(t, memstore.New(), dir)
+	w := register(t, d, `{"shell":"sleep 60 & echo $! > `+bg+`; sleep 60"}`, "1h", 0)
+	bgPid := waitPid(t, bg)
+	got, err := d.eng.Cancel(context.Background(), w.ID)
+	if err != nil || got.State != vigil.StateCancelled {
+		t.Fatalf("Cancel = %v, %v; want cancelled", got, err)
+	}
+	s := waitStatus(t, dir, w.ID)
+	if !s.Terminated || s.Signal != "SIGTERM" {
+		t.Fatalf("status = %+v, want terminated by SIGTERM", s)
+	}
+	if alive(bgPid) {
+		t.Fatalf("the background child %d outlived the cancel", bgPid)
+	}
+}
+
+// waitPid waits for a program to write its pid into path.
+func waitPid(t *testing.T, path string) int {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if raw, err := os.ReadFile(path); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(raw))); err == nil && pid > 0 {
+				return pid
+			}
+		}
+		if time.Now().After(end) {
+			t.Fatalf("no pid in %s", path)
+		}
+	}
+}
+
+// alive reports whether pid is a live process (not gone, not a zombie).
+func alive(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) == 0 || f[0] != "Z"
+}

@@ -92,9 +92,16 @@ func (c *checkErr) Error() string { return c.err.Error() }
 // recorded them (its replicas row may also be a previous run's under the
 // same id, older than the recording), the start window before.
 const peerKeysSQL = `SELECT k.replica, k.webhook, k.link FROM replica_keys AS k LEFT JOIN replicas AS r ON r.id = k.replica
-	WHERE k.replica <> $1 AND CASE WHEN r.seen_at >= k.recorded_at THEN coalesce(r.lease_until > now(), false)
-		ELSE k.start_until > now() END
+	WHERE k.replica <> $1 AND ` + keysLiveSQL + `
 	ORDER BY k.replica`
+
+// keysLiveSQL says whether the replica of the row k of replica_keys,
+// joined to its row r of replicas, counts as live for RecordKeys: by its
+// lease once it has beaten since it recorded its fingerprints, by its
+// start window before. The heartbeat asks it of the replica itself
+// (Peers.Unchecked).
+const keysLiveSQL = `CASE WHEN r.seen_at >= k.recorded_at THEN coalesce(r.lease_until > now(), false)
+		ELSE k.start_until > now() END`
 
 // ForgetKeys deletes replica's fingerprints (a replica that stops, or
 // whose start failed after it recorded them). Leave does the same.

@@ -162,3 +162,41 @@ func TestRecordKeysTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestHeartbeatUnchecked: a heartbeat says whether, just before it, the
+// replica had stopped counting among the live replicas a start compares
+// its keys with: not after its check (its start window) nor while it
+// renews in time; yes once its lease lapsed (frozen), and only on the
+// first heartbeat after (that one renews it); yes when its start window
+// ended before its first heartbeat, and when it recorded no keys.
+func TestHeartbeatUnchecked(t *testing.T) {
+	u := newSchema(t)
+	s := open(t, u)
+	defer s.Close()
+	prints := postgres.KeyPrints{Webhook: []string{"aaaa000000000001"}, Link: "1111000000000000"}
+	unchecked := func(replica string) bool {
+		t.Helper()
+		return beat(t, s, replica, nil).Unchecked
+	}
+
+	record(t, s, "a", prints, nil)
+	if unchecked("a") || unchecked("a") {
+		t.Fatal("a replica beating within its start window, then within its lease: Unchecked, want not")
+	}
+	admin(t, u, `UPDATE replicas SET lease_until = now() - interval '1 millisecond' WHERE id = 'a'`)
+	if !unchecked("a") {
+		t.Fatal("the first heartbeat after a lapse: not Unchecked")
+	}
+	if unchecked("a") {
+		t.Fatal("the heartbeat after that one (the lease renewed): Unchecked")
+	}
+
+	record(t, s, "b", prints, nil)
+	admin(t, u, `UPDATE replica_keys SET start_until = now() - interval '1 millisecond' WHERE replica = 'b'`)
+	if !unchecked("b") {
+		t.Fatal("a first heartbeat after the start window ended: not Unchecked")
+	}
+	if !unchecked("c") {
+		t.Fatal("a replica that recorded no keys: not Unchecked")
+	}
+}

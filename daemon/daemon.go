@@ -204,8 +204,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	if err != nil {
 		return nil, err
 	}
+	// keys compares them and records them: at the start, and again
+	// after a lapse of the replica's lease (shards.rejoin).
+	keys := func(ctx context.Context) error { return checkKeys(ctx, pg, cfg, replica, prints, logger) }
 	if pg != nil {
-		if err := checkKeys(ctx, pg, cfg, replica, prints, logger); err != nil {
+		if err := keys(ctx); err != nil {
 			return nil, err
 		}
 		// A start that fails from here on does not count as live.
@@ -298,7 +301,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	})
 	if pg != nil {
 		d.pgEvents = newPGEvents(pg, d.eng, logger)
-		if d.shards, err = newShards(cfg, pg, replica, d.eng, sched, disp, fs, calendarKind(reg), logger); err != nil {
+		if d.shards, err = newShards(cfg, pg, replica, d.eng, sched, disp, fs, calendarKind(reg), keys, logger); err != nil {
 			return nil, err
 		}
 		d.pgEvents.also = d.shards.heard

@@ -313,7 +313,9 @@ func TestPostgresReplicaKeysAfterLapse(t *testing.T) {
 		}
 		return out, held
 	}
-	lapse := func() { pgtest.Exec(t, store, `UPDATE replicas SET lease_until = now() - interval '1 millisecond' WHERE id = 'replica-a'`) }
+	lapse := func() {
+		pgtest.Exec(t, store, `UPDATE replicas SET lease_until = now() - interval '1 millisecond' WHERE id = 'replica-a'`)
+	}
 	// join records prints for replica, comparing with nobody (a is not
 	// live), and beats: its first heartbeat makes a step.
 	join := func(replica string, prints postgres.KeyPrints) {

@@ -19,10 +19,19 @@ type KeyPrints struct {
 	Link    string
 }
 
-// PeerKeys are the fingerprints a live replica recorded.
+// PeerKeys are the fingerprints a live replica recorded, and how recently
+// it was heard of, by the database's clock.
 type PeerKeys struct {
 	Replica string
 	KeyPrints
+	// Seen is its last heartbeat since it recorded its fingerprints, or
+	// the recording when it has not beaten since: a later Seen for the
+	// same replica is a sign of life.
+	Seen time.Time
+	// Silent is how long ago Seen was, and Left how long it goes on
+	// counting as live without another heartbeat (its lease, or its
+	// start window), when the check ran.
+	Silent, Left time.Duration
 }
 
 // keysForget is how long the row of a replica that never beat, or whose
@@ -60,7 +69,10 @@ func (s *Store) RecordKeys(ctx context.Context, replica string, prints KeyPrints
 		}
 		peers, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PeerKeys, error) {
 			var p PeerKeys
-			err := r.Scan(&p.Replica, &p.Webhook, &p.Link)
+			var silent, left float64
+			err := r.Scan(&p.Replica, &p.Webhook, &p.Link, &p.Seen, &silent, &left)
+			p.Seen = p.Seen.UTC()
+			p.Silent, p.Left = seconds(silent), seconds(left)
 			return p, err
 		})
 		if err != nil {
@@ -88,20 +100,26 @@ type checkErr struct{ err error }
 func (c *checkErr) Error() string { return c.err.Error() }
 
 // peerKeysSQL reads the fingerprints of the live replicas but $1 (see
-// RecordKeys): the lease decides for one that has beaten since it
-// recorded them (its replicas row may also be a previous run's under the
-// same id, older than the recording), the start window before.
-const peerKeysSQL = `SELECT k.replica, k.webhook, k.link FROM replica_keys AS k LEFT JOIN replicas AS r ON r.id = k.replica
-	WHERE k.replica <> $1 AND ` + keysLiveSQL + `
+// RecordKeys), with when each was last heard of (PeerKeys.Seen, Silent,
+// Left).
+const peerKeysSQL = `SELECT k.replica, k.webhook, k.link, v.seen,
+		extract(epoch FROM now() - v.seen)::float8, extract(epoch FROM v.until - now())::float8
+	FROM replica_keys AS k LEFT JOIN replicas AS r ON r.id = k.replica CROSS JOIN LATERAL (` + keysWindowSQL + `) AS v
+	WHERE k.replica <> $1 AND v.until > now()
 	ORDER BY k.replica`
 
-// keysLiveSQL says whether the replica of the row k of replica_keys,
-// joined to its row r of replicas, counts as live for RecordKeys: by its
-// lease once it has beaten since it recorded its fingerprints, by its
-// start window before. The heartbeat asks it of the replica itself
+// keysWindowSQL says, of the replica of the row k of replica_keys joined
+// to its row r of replicas, when it was last heard of (seen) and until
+// when it counts as live for RecordKeys (until): its lease decides once
+// it has beaten since it recorded its fingerprints (its replicas row may
+// also be a previous run's under the same id, older than the recording),
+// its start window before. The heartbeat asks it of the replica itself
 // (Peers.Unchecked).
-const keysLiveSQL = `CASE WHEN r.seen_at >= k.recorded_at THEN coalesce(r.lease_until > now(), false)
-		ELSE k.start_until > now() END`
+const keysWindowSQL = `SELECT CASE WHEN r.seen_at >= k.recorded_at THEN r.seen_at ELSE k.recorded_at END AS seen,
+		CASE WHEN r.seen_at >= k.recorded_at THEN r.lease_until ELSE k.start_until END AS until`
+
+// seconds converts the database's seconds into a Duration.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // ForgetKeys deletes replica's fingerprints (a replica that stops, or
 // whose start failed after it recorded them). Leave does the same.

@@ -288,7 +288,7 @@ func (s *Store) Heartbeat(ctx context.Context, hp HeartbeatParams) (Peers, error
 		p.Held[o] = int(counts[i])
 	}
 	if next != nil {
-		p.NextLapse = time.Duration(*next * float64(time.Second))
+		p.NextLapse = seconds(*next)
 	}
 	p.Renewed = make([]Lease, len(rs))
 	for i := range rs {
@@ -425,7 +425,7 @@ const heartbeatSQL = `WITH prev AS (
 		SELECT coalesce(bool_or(lease_until > now()), false) AS valid FROM replicas WHERE id = $1),
 	checked AS (
 		SELECT EXISTS (SELECT FROM replica_keys AS k LEFT JOIN replicas AS r ON r.id = k.replica
-			WHERE k.replica = $1 AND ` + keysLiveSQL + `) AS live),
+			CROSS JOIN LATERAL (` + keysWindowSQL + `) AS v WHERE k.replica = $1 AND v.until > now()) AS live),
 	me AS (
 		INSERT INTO replicas (id, seen_at, started_at, lease_until)
 		SELECT $1, now(), now(), now() + $4::interval FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed

@@ -206,9 +206,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	}
 	// keys compares them and records them: at the start, and again
 	// after a lapse of the replica's lease (shards.rejoin).
-	keys := func(ctx context.Context) error { return checkKeys(ctx, pg, cfg, replica, prints, logger) }
+	keys := func(ctx context.Context) error { return checkKeys(ctx, pg, cfg, replica, prints, logger, false) }
 	if pg != nil {
-		if err := keys(ctx); err != nil {
+		if err := checkKeys(ctx, pg, cfg, replica, prints, logger, true); err != nil {
 			return nil, err
 		}
 		// A start that fails from here on does not count as live.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -65,20 +66,150 @@ func keyFingerprints(secrets []string, linkKey []byte) (KeyFingerprints, error) 
 // One line in common is enough: a rotation adds the new secret to every
 // replica, one restart at a time, and later drops the old one the same
 // way, and every step shares a line with the replicas still running.
-func checkKeys(ctx context.Context, pg *postgres.Store, cfg Config, replica string, mine KeyFingerprints, log *slog.Logger) error {
-	lease, _ := cfg.leases()
-	var compared int
-	err := pg.RecordKeys(ctx, replica, postgres.KeyPrints{Webhook: mine.WebhookSecret, Link: mine.LinkKey}, lease,
-		func(peers []postgres.PeerKeys) error {
-			compared = len(peers)
-			return keysAgree(replica, cfg.DataDir, mine, peers)
-		})
-	if err != nil {
-		return err
+//
+// At a start (wait), a refusal that only peers which may be dead make
+// (keysWait: a replica killed and started again at once under another id,
+// its host and new pid, with other keys finds its previous run live until
+// its lease lapses) is put off: the check is made again once they have
+// been silent for longer than a renewal interval and a half, and again
+// once their leases lapsed, for a lease (and a second) at most; a peer that beats
+// meanwhile is alive, and the start is refused. A replica that compares
+// again after its lease lapsed (shards.rejoin) does not wait: its
+// manager's steps go on, and it is refused at once.
+func checkKeys(ctx context.Context, pg *postgres.Store, cfg Config, replica string, mine KeyFingerprints, log *slog.Logger, wait bool) error {
+	lease, renew := cfg.leases()
+	return keyCheck{pg: pg, replica: replica, dataDir: cfg.DataDir, mine: mine, lease: lease, renew: renew, log: log}.run(ctx, wait)
+}
+
+// keyCheck is checkKeys' comparison.
+type keyCheck struct {
+	pg           *postgres.Store
+	replica      string
+	dataDir      string
+	mine         KeyFingerprints
+	lease, renew time.Duration
+	log          *slog.Logger
+	// sleepFunc waits d unless ctx ends first; nil: a timer (tests
+	// move the database's rows instead).
+	sleepFunc func(ctx context.Context, d time.Duration) error
+}
+
+// keysSlack is how long past a peer's lease the check waits before it
+// looks again: the database's clock and this one's run apart a little,
+// and a statement takes time.
+const keysSlack = 250 * time.Millisecond
+
+func (c keyCheck) run(ctx context.Context, wait bool) error {
+	var (
+		compared int
+		first    = map[string]time.Time{} // the Seen of the peers waited for, when first seen
+		waited   time.Duration
+	)
+	for {
+		var peers []postgres.PeerKeys
+		err := c.pg.RecordKeys(ctx, c.replica, postgres.KeyPrints{Webhook: c.mine.WebhookSecret, Link: c.mine.LinkKey}, c.lease,
+			func(ps []postgres.PeerKeys) error {
+				peers, compared = ps, len(ps)
+				return keysAgree(c.replica, c.dataDir, c.mine, ps)
+			})
+		if err == nil {
+			break
+		}
+		if !wait || !errors.Is(err, ErrRefused) {
+			return err
+		}
+		d, gone := keysWait(c.replica, c.dataDir, c.mine, peers, first, c.renew*3/2, c.lease+time.Second-waited)
+		if d <= 0 {
+			return err
+		}
+		if len(first) == 0 {
+			last := time.Duration(0)
+			for _, p := range gone {
+				last = max(last, p.Left)
+			}
+			c.log.Info("signing keys differ from replicas that have not beaten lately, and may be gone (a previous run of this one, say): "+
+				"waiting for their leases to lapse before comparing again; a replica that beats meanwhile is live, and this one is refused",
+				"replicas", replicaIDs(gone), "until", time.Now().Add(last+keysSlack).Round(time.Millisecond))
+		}
+		for _, p := range gone {
+			if _, ok := first[p.Replica]; !ok {
+				first[p.Replica] = p.Seen
+			}
+		}
+		if err := c.sleep(ctx, d); err != nil {
+			return err
+		}
+		waited += d
 	}
-	log.Info("signing keys agree with the live replicas' (webhook.secret, link.key)", "compared", compared,
-		"webhook_secret", strings.Join(mine.WebhookSecret, ","), "link_key", mine.LinkKey)
+	c.log.Info("signing keys agree with the live replicas' (webhook.secret, link.key)", "compared", compared,
+		"webhook_secret", strings.Join(c.mine.WebhookSecret, ","), "link_key", c.mine.LinkKey)
 	return nil
+}
+
+func (c keyCheck) sleep(ctx context.Context, d time.Duration) error {
+	if c.sleepFunc != nil {
+		return c.sleepFunc(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// keysWait decides, for a refusal by keysAgree over peers, whether the
+// start may wait for the peers that refuse it to be found gone, and how
+// long before it looks again. It may when each peer that disagrees on its
+// own may be dead: it has not beaten since the check first waited for it
+// (first holds their Seen then), and without those peers the rest agree.
+// It looks again once each of them has been silent for quiet (a live
+// replica beats every renewal interval: one that has not beaten for that
+// long is likely gone), and once each of those that were silent that long
+// has seen its lease lapse; it waits only for leases that lapse within
+// within. It returns 0 for a refusal that stands (a peer that beat
+// meanwhile is alive, or one whose lease lasts too long), and the peers
+// it waits for.
+func keysWait(replica, dataDir string, mine KeyFingerprints, peers []postgres.PeerKeys, first map[string]time.Time,
+	quiet, within time.Duration) (time.Duration, []postgres.PeerKeys) {
+	var differ, rest []postgres.PeerKeys
+	for _, p := range peers {
+		if keysAgree(replica, dataDir, mine, []postgres.PeerKeys{p}) != nil {
+			differ = append(differ, p)
+		} else {
+			rest = append(rest, p)
+		}
+	}
+	if len(differ) == 0 || keysAgree(replica, dataDir, mine, rest) != nil {
+		return 0, nil
+	}
+	var next time.Duration
+	for _, p := range differ {
+		if seen, ok := first[p.Replica]; ok && p.Seen.After(seen) {
+			return 0, nil // it beat: alive
+		}
+		if p.Left+keysSlack > within {
+			return 0, nil
+		}
+		d := p.Left + keysSlack
+		if p.Silent < quiet {
+			d = quiet - p.Silent
+		}
+		if next == 0 || d < next {
+			next = d
+		}
+	}
+	return next, differ
+}
+
+func replicaIDs(peers []postgres.PeerKeys) []string {
+	out := make([]string, len(peers))
+	for i, p := range peers {
+		out[i] = p.Replica
+	}
+	return out
 }
 
 // keysAgree is checkKeys' rule over the live peers' fingerprints (sorted

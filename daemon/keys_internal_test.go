@@ -1,13 +1,19 @@
 package daemon
 
 import (
+	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
+	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/internal/pgtest"
 	"github.com/vigil-run/vigil/store/postgres"
 )
 
@@ -103,5 +109,118 @@ func TestKeysAgree(t *testing.T) {
 				t.Errorf("%s: %q says %q", c.name, err, n)
 			}
 		}
+	}
+}
+
+// TestKeyCheckWaits: a start refused only by peers that may be dead (a
+// previous run under another id, killed) waits, bounded by the lease, for
+// them to be silent for a renewal interval and a half and then for their
+// leases to lapse, and starts; a peer that beats meanwhile is alive, and
+// the start is refused. It does not wait for a peer whose lease lasts
+// beyond its own, nor when it compares again after a lapse (rejoin). Time
+// is the database's: each wait ages the peer's rows instead of sleeping.
+func TestKeyCheckWaits(t *testing.T) {
+	t.Parallel()
+	mine := KeyFingerprints{WebhookSecret: []string{"aaaa000000000001"}, LinkKey: "1111000000000000"}
+	other := postgres.KeyPrints{Webhook: []string{"bbbb000000000001"}, Link: "2222000000000000"}
+	const lease, renew = 15 * time.Second, 5 * time.Second
+	for _, c := range []struct {
+		name string
+		// oldLease is the lease of the peer with other keys, which beat
+		// a second ago.
+		oldLease time.Duration
+		// beats: it beats again during the first wait.
+		beats bool
+		// same: a live peer with this replica's keys beats throughout.
+		same   bool
+		rejoin bool
+		// want is in the refusal; none: it starts.
+		want string
+		// sleeps is how many waits it makes.
+		sleeps int
+	}{
+		{name: "a peer gone", oldLease: lease, sleeps: 2},
+		{name: "a peer gone beside a live one that agrees", oldLease: lease, same: true, sleeps: 2},
+		// On a lease shorter than this one's, so that the wait's bound
+		// alone would not refuse it at once.
+		{name: "a peer that beats meanwhile", oldLease: 5 * time.Second, beats: true, sleeps: 1, want: `signing keys differ from live replica "old"`},
+		{name: "a peer whose lease lasts longer than this one's", oldLease: time.Hour, want: `signing keys differ from live replica "old"`},
+		{name: "comparing again after a lapse", oldLease: lease, rejoin: true, want: `signing keys differ from live replica "old"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			u := pgtest.Schema(t, "vigil_daemon")
+			pg, err := postgres.Open(t.Context(), u, &postgres.Options{MaxConns: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pg.Close()
+			// join records prints for replica (compared with nobody) and
+			// beats.
+			join := func(replica string, prints postgres.KeyPrints, lease time.Duration) {
+				t.Helper()
+				if err := pg.RecordKeys(t.Context(), replica, prints, lease, func([]postgres.PeerKeys) error { return nil }); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := pg.Heartbeat(t.Context(), postgres.HeartbeatParams{Replica: replica, Live: time.Minute, Lease: lease}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			age := func(d time.Duration) {
+				t.Helper()
+				pgtest.Exec(t, u, `UPDATE replicas SET seen_at = seen_at - $1::interval, lease_until = lease_until - $1::interval WHERE id = 'old'`, d)
+				pgtest.Exec(t, u, `UPDATE replica_keys SET recorded_at = recorded_at - $1::interval, start_until = start_until - $1::interval WHERE replica = 'old'`, d)
+			}
+			join("old", other, c.oldLease)
+			age(time.Second)
+			if c.same {
+				join("same", postgres.KeyPrints{Webhook: mine.WebhookSecret, Link: mine.LinkKey}, lease)
+			}
+			var sleeps []time.Duration
+			var logs bytes.Buffer
+			kc := keyCheck{pg: pg, replica: "new", dataDir: "/data/new", mine: mine, lease: lease, renew: renew,
+				log: slog.New(slog.NewTextHandler(&logs, nil)),
+				sleepFunc: func(_ context.Context, d time.Duration) error {
+					sleeps = append(sleeps, d)
+					age(d)
+					if c.beats {
+						join("old", other, c.oldLease)
+					}
+					if c.same {
+						join("same", postgres.KeyPrints{Webhook: mine.WebhookSecret, Link: mine.LinkKey}, lease)
+					}
+					return nil
+				}}
+			err = kc.run(t.Context(), !c.rejoin)
+			if len(sleeps) != c.sleeps {
+				t.Errorf("waited %v, want %d waits", sleeps, c.sleeps)
+			}
+			var total time.Duration
+			for _, d := range sleeps {
+				total += d
+			}
+			if total > lease+time.Second {
+				t.Errorf("waited %s in all (%v), want at most the lease", total, sleeps)
+			}
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("run = %v, want it to start", err)
+				}
+				if n := strings.Count(logs.String(), "waiting for their leases to lapse"); n != 1 || !strings.Contains(logs.String(), "replicas=[old]") {
+					t.Errorf("logged the wait %d times, want once, naming old:\n%s", n, &logs)
+				}
+				var seen []string
+				if err := pg.RecordKeys(t.Context(), "next", other, lease, func(ps []postgres.PeerKeys) error {
+					seen = replicaIDs(ps)
+					return nil
+				}); err != nil || !slices.Contains(seen, "new") {
+					t.Errorf("a check after the start saw %v (%v), want new among them: it recorded its keys", seen, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("run = %v, want a refusal with %q", err, c.want)
+			}
+		})
 	}
 }

@@ -78,10 +78,14 @@ func sameKeys(t testing.TB, from, to string) {
 	writeKeys(t, to, secrets, link)
 }
 
-// replicaConfig is the configuration of a replica of store.
+// replicaConfig is the configuration of a replica of store, on a short
+// lease: a start refused beside a live replica waits for its next
+// heartbeat first (it might be a run that was killed), a renewal interval
+// and a half at most.
 func replicaConfig(t *testing.T, store, id string) daemon.Config {
 	cfg := testConfig(t.TempDir(), t.TempDir())
 	cfg.Store, cfg.Replica = store, id
+	cfg.Lease, cfg.LeaseRenew = 3*time.Second, time.Second
 	return cfg
 }
 
@@ -120,7 +124,6 @@ func TestPostgresReplicaKeysSame(t *testing.T) {
 	t.Parallel()
 	store := pgStore(t)
 	cfgA := replicaConfig(t, store, "replica-a")
-	cfgA.Lease, cfgA.LeaseRenew = 3*time.Second, time.Second
 	a := start(t, cfgA)
 	cfgB := cfgA
 	cfgB.DataDir, cfgB.Replica = t.TempDir(), "replica-b"

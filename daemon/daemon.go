@@ -200,7 +200,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	if err != nil {
 		return nil, err
 	}
-	prints, err := keyFingerprints(secrets, linkKey)
+	prints, err := keyFingerprints(secrets, linkKey, cfg.Delivery)
 	if err != nil {
 		return nil, err
 	}

@@ -4,9 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"net"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -19,12 +23,109 @@ import (
 
 // KeyFingerprints name the daemon's signing material without showing it:
 // a short digest of each line of <data_dir>/webhook.secret, in the file's
-// order, and one of <data_dir>/link.key. Two daemons whose fingerprints
-// match sign alike. Replicas on one PostgreSQL database compare them at
-// start (checkKeys); GET /v1/daemon shows them to the admin.
+// order, one of <data_dir>/link.key, and those of the signing settings of
+// its configuration. Two daemons whose fingerprints match sign alike.
+// Replicas on one PostgreSQL database compare them at start (checkKeys);
+// GET /v1/daemon shows them to the admin.
 type KeyFingerprints struct {
-	WebhookSecret []string `json:"webhook_secret"`
-	LinkKey       string   `json:"link_key"`
+	WebhookSecret []string             `json:"webhook_secret"`
+	LinkKey       string               `json:"link_key"`
+	Settings      SettingsFingerprints `json:"settings"`
+}
+
+// SettingsFingerprints name the signing settings of the daemon's
+// configuration, which every replica must share as it shares the files: a
+// digest of webhook_secrets (each recipient's secret fingerprinted as a
+// line of webhook.secret is, sorted by recipient), of webhooks (the
+// default webhooks, sorted by recipient) and of public_url (normalised:
+// scheme and host in lower case, no default port, no trailing slash).
+type SettingsFingerprints struct {
+	WebhookSecrets string `json:"webhook_secrets"`
+	Webhooks       string `json:"webhooks"`
+	PublicURL      string `json:"public_url"`
+}
+
+// settingNames are the settings of SettingsFingerprints, in the order of
+// their record.
+var settingNames = [...]string{"webhook_secrets", "webhooks", "public_url"}
+
+func (s SettingsFingerprints) parts() [len(settingNames)]string {
+	return [...]string{s.WebhookSecrets, s.Webhooks, s.PublicURL}
+}
+
+// record is the one fingerprint of the settings a replica records
+// (postgres.KeyPrints.Settings): the three digests, in settingNames'
+// order, joined by dots.
+func (s SettingsFingerprints) record() string {
+	p := s.parts()
+	return strings.Join(p[:], ".")
+}
+
+// differ names the settings whose digests differ from those of a peer's
+// record; none when it recorded none (a build before schema 10). A record
+// with more digests (a later build's) is compared on the first three.
+func (s SettingsFingerprints) differ(record string) []string {
+	if record == "" {
+		return nil
+	}
+	theirs := strings.Split(record, ".")
+	var out []string
+	for i, mine := range s.parts() {
+		if i >= len(theirs) || theirs[i] != mine {
+			out = append(out, settingNames[i])
+		}
+	}
+	return out
+}
+
+// settingsFingerprints returns the fingerprints of the signing settings
+// of d (validated: each secret of webhook_secrets valid).
+func settingsFingerprints(d DeliveryConfig) (SettingsFingerprints, error) {
+	secrets := [][2]string{}
+	for _, r := range slices.Sorted(maps.Keys(d.WebhookSecrets)) {
+		k, err := deliver.SecretKey(d.WebhookSecrets[r])
+		if err != nil {
+			return SettingsFingerprints{}, fmt.Errorf("webhook_secrets: the secret for %s %v", r, err)
+		}
+		secrets = append(secrets, [2]string{r, fingerprint("webhook.secret", k)})
+	}
+	hooks := [][2]string{}
+	for _, r := range slices.Sorted(maps.Keys(d.Webhooks)) {
+		hooks = append(hooks, [2]string{r, d.Webhooks[r]})
+	}
+	// JSON arrays of strings: one encoding for one list.
+	ws, _ := json.Marshal(secrets)
+	wh, _ := json.Marshal(hooks)
+	return SettingsFingerprints{
+		WebhookSecrets: fingerprint("webhook_secrets", ws),
+		Webhooks:       fingerprint("webhooks", wh),
+		PublicURL:      fingerprint("public_url", []byte(normalURL(d.PublicURL))),
+	}, nil
+}
+
+// normalURL is public_url as two replicas that link alike may spell it
+// differently: scheme and host in lower case, no default port, no
+// trailing slash.
+func normalURL(s string) string {
+	u, err := url.Parse(strings.TrimSpace(s))
+	if err != nil || u.Host == "" {
+		return strings.TrimRight(strings.TrimSpace(s), "/")
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if (u.Scheme == "https" && port == "443") || (u.Scheme == "http" && port == "80") {
+		port = ""
+	}
+	switch {
+	case port != "":
+		u.Host = net.JoinHostPort(host, port)
+	case strings.Contains(host, ":"):
+		u.Host = "[" + host + "]"
+	default:
+		u.Host = host
+	}
+	u.Path, u.RawPath = strings.TrimRight(u.Path, "/"), ""
+	return u.String()
 }
 
 // fingerprint is the first 16 hex digits of the SHA-256 of key under a
@@ -40,10 +141,14 @@ func fingerprint(what string, key []byte) string {
 }
 
 // keyFingerprints returns the fingerprints of the daemon's webhook secrets
-// (as ensureWebhookSecrets read them: each line a valid secret) and link
-// key.
-func keyFingerprints(secrets []string, linkKey []byte) (KeyFingerprints, error) {
-	out := KeyFingerprints{LinkKey: fingerprint("link.key", linkKey)}
+// (as ensureWebhookSecrets read them: each line a valid secret), link key
+// and signing settings.
+func keyFingerprints(secrets []string, linkKey []byte, d DeliveryConfig) (KeyFingerprints, error) {
+	settings, err := settingsFingerprints(d)
+	if err != nil {
+		return KeyFingerprints{}, err
+	}
+	out := KeyFingerprints{LinkKey: fingerprint("link.key", linkKey), Settings: settings}
 	for i, s := range secrets {
 		k, err := deliver.SecretKey(s)
 		if err != nil {
@@ -107,7 +212,7 @@ func (c keyCheck) run(ctx context.Context, wait bool) error {
 	)
 	for {
 		var peers []postgres.PeerKeys
-		err := c.pg.RecordKeys(ctx, c.replica, postgres.KeyPrints{Webhook: c.mine.WebhookSecret, Link: c.mine.LinkKey}, c.lease,
+		err := c.pg.RecordKeys(ctx, c.replica, postgres.KeyPrints{Webhook: c.mine.WebhookSecret, Link: c.mine.LinkKey, Settings: c.mine.Settings.record()}, c.lease,
 			func(ps []postgres.PeerKeys) error {
 				peers, compared = ps, len(ps)
 				return keysAgree(c.replica, c.dataDir, c.mine, ps)
@@ -141,8 +246,8 @@ func (c keyCheck) run(ctx context.Context, wait bool) error {
 		}
 		waited += d
 	}
-	c.log.Info("signing keys agree with the live replicas' (webhook.secret, link.key)", "compared", compared,
-		"webhook_secret", strings.Join(c.mine.WebhookSecret, ","), "link_key", c.mine.LinkKey)
+	c.log.Info("signing keys agree with the live replicas' (webhook.secret, link.key, webhook_secrets, webhooks, public_url)", "compared", compared,
+		"webhook_secret", strings.Join(c.mine.WebhookSecret, ","), "link_key", c.mine.LinkKey, "settings", c.mine.Settings.record())
 	return nil
 }
 
@@ -214,12 +319,13 @@ func replicaIDs(peers []postgres.PeerKeys) []string {
 
 // keysAgree is checkKeys' rule over the live peers' fingerprints (sorted
 // by replica id): the refusal names this replica and the first peer it
-// disagrees with, which of the two files differ, and what to do.
+// disagrees with, which of the two files and which settings differ (never
+// their values), and what to do.
 func keysAgree(replica, dataDir string, mine KeyFingerprints, peers []postgres.PeerKeys) error {
 	common := slices.Clone(mine.WebhookSecret)
 	var all []string
 	for _, p := range peers {
-		var differ, so []string
+		var differ, so, fix []string
 		shared := slices.ContainsFunc(mine.WebhookSecret, func(f string) bool { return slices.Contains(p.Webhook, f) })
 		if !shared {
 			differ = append(differ, "shares no line of webhook.secret with it")
@@ -229,25 +335,54 @@ func keysAgree(replica, dataDir string, mine KeyFingerprints, peers []postgres.P
 			differ = append(differ, "has another link.key")
 			so = append(so, "an unsubscribe link one mailed would answer 404 on the other")
 		}
+		what := "signing keys differ"
 		if len(differ) > 0 {
-			return refuse(nil, "signing keys differ from live replica %s: this replica (%s) %s, so %s; %s",
-				strconv.Quote(p.Replica), strconv.Quote(replica), strings.Join(differ, " and "), strings.Join(so, ", and "), keysFix(dataDir, p.Replica))
+			fix = append(fix, keysFix(dataDir, p.Replica))
+		} else {
+			what = "signing settings differ"
+		}
+		if names := mine.Settings.differ(p.Settings); len(names) > 0 {
+			differ = append(differ, "has other "+andList(names))
+			for _, n := range names {
+				so = append(so, settingsSo[n])
+			}
+			fix = append(fix, fmt.Sprintf("give this replica the same %s as %s (its configuration file, VIGIL_ environment or flags) and start it again",
+				andList(names), strconv.Quote(p.Replica)))
+		}
+		if len(differ) > 0 {
+			return refuse(nil, "%s from live replica %s: this replica (%s) %s, so %s; %s (see Running replicas in docs/operations.md)",
+				what, strconv.Quote(p.Replica), strconv.Quote(replica), strings.Join(differ, " and "), strings.Join(so, ", and "), strings.Join(fix, "; and "))
 		}
 		common = slices.DeleteFunc(common, func(f string) bool { return !slices.Contains(p.Webhook, f) })
 		all = append(all, strconv.Quote(p.Replica))
 	}
 	if len(common) == 0 && len(peers) > 0 {
 		return refuse(nil, "signing keys differ from live replicas %s: no line of this replica's (%s) webhook.secret is in the webhook.secret of "+
-			"every one of them, so a receiver set up with any one secret would refuse some replica's webhooks; %s",
+			"every one of them, so a receiver set up with any one secret would refuse some replica's webhooks; %s (see Running replicas in docs/operations.md)",
 			strings.Join(all, ", "), strconv.Quote(replica), keysFix(dataDir, peers[0].Replica))
 	}
 	return nil
 }
 
+// settingsSo says what a setting that differs between two replicas does.
+var settingsSo = map[string]string{
+	"webhook_secrets": "a receiver set up with a recipient's secret would refuse the webhooks one of them signs for it",
+	"webhooks":        "a recipient's default webhook would go elsewhere depending on which replica holds the watch",
+	"public_url":      "an unsubscribe link would point elsewhere depending on which replica mailed it",
+}
+
+// andList joins names: "a", "a and b", "a, b and c".
+func andList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
 // keysFix says what to do about keys that differ.
 func keysFix(dataDir, peer string) string {
 	return fmt.Sprintf("give every replica the same files: copy %s and %s from the data dir of a running replica (%s) into %s, "+
-		"and start this one again (see Running replicas in docs/operations.md)",
+		"and start this one again",
 		WebhookSecretFile, LinkKeyFile, strconv.Quote(peer), filepath.Clean(dataDir))
 }
 

@@ -26,11 +26,11 @@ func TestKeyFingerprints(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	secret := deliver.SecretPrefix + base64.StdEncoding.EncodeToString(key)
 	other := deliver.SecretPrefix + base64.StdEncoding.EncodeToString([]byte("fedcba9876543210fedcba9876543210"))
-	a, err := keyFingerprints([]string{secret, other}, key)
+	a, err := keyFingerprints([]string{secret, other}, key, DeliveryConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := keyFingerprints([]string{secret}, key)
+	b, err := keyFingerprints([]string{secret}, key, DeliveryConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestKeyFingerprints(t *testing.T) {
 	if a.LinkKey == a.WebhookSecret[0] {
 		t.Errorf("the same bytes as link key and webhook secret print alike (%s): want a prefix per kind", a.LinkKey)
 	}
-	if _, err := keyFingerprints([]string{"whsec_short"}, key); err == nil {
+	if _, err := keyFingerprints([]string{"whsec_short"}, key, DeliveryConfig{}); err == nil {
 		t.Error("a line that is no secret: no error")
 	}
 }
@@ -64,6 +64,10 @@ func TestKeysAgree(t *testing.T) {
 	mine := func(link string, webhook ...string) KeyFingerprints {
 		return KeyFingerprints{WebhookSecret: webhook, LinkKey: link}
 	}
+	settings := SettingsFingerprints{WebhookSecrets: "1111111111111111", Webhooks: "2222222222222222", PublicURL: "3333333333333333"}
+	other := SettingsFingerprints{WebhookSecrets: "1111111111111111", Webhooks: "2222222222222222", PublicURL: "4444444444444444"}
+	set := func(p postgres.PeerKeys, s SettingsFingerprints) postgres.PeerKeys { p.Settings = s.record(); return p }
+	withSettings := func(k KeyFingerprints) KeyFingerprints { k.Settings = settings; return k }
 	for _, c := range []struct {
 		name  string
 		mine  KeyFingerprints
@@ -87,6 +91,18 @@ func TestKeysAgree(t *testing.T) {
 		{name: "a line in common with each, none with all", mine: mine("L", "x", "z"),
 			peers: []postgres.PeerKeys{peer("a", "L", "x", "y"), peer("b", "L", "y", "z")},
 			want:  []string{`signing keys differ from live replicas "a", "b"`, "every one of them", "copy webhook.secret and link.key"}},
+		{name: "the same settings", mine: withSettings(mine("L", "old")), peers: []postgres.PeerKeys{set(peer("a", "L", "old"), settings)}},
+		{name: "a replica of a build that records no settings", mine: withSettings(mine("L", "old")), peers: []postgres.PeerKeys{peer("a", "L", "old")}},
+		{name: "another public_url", mine: withSettings(mine("L", "old")), peers: []postgres.PeerKeys{set(peer("a", "L", "old"), other)},
+			want: []string{`signing settings differ from live replica "a": this replica ("me") has other public_url, so an unsubscribe link`,
+				`give this replica the same public_url as "a"`, "Running replicas"},
+			not: []string{"webhook.secret", "webhook_secrets", "link.key", "3333", "4444"}},
+		{name: "every setting", mine: withSettings(mine("L", "old")), peers: []postgres.PeerKeys{{Replica: "a",
+			KeyPrints: postgres.KeyPrints{Webhook: []string{"old"}, Link: "L", Settings: "x.y.z"}}},
+			want: []string{"has other webhook_secrets, webhooks and public_url", "the same webhook_secrets, webhooks and public_url"}},
+		{name: "keys and settings", mine: withSettings(mine("M", "old")), peers: []postgres.PeerKeys{set(peer("a", "L", "old"), other)},
+			want: []string{`signing keys differ from live replica "a"`, "has another link.key and has other public_url",
+				"copy webhook.secret and link.key", "; and give this replica the same public_url"}},
 	} {
 		err := keysAgree("me", "/data/b/", c.mine, c.peers)
 		if len(c.want) == 0 {
@@ -222,5 +238,69 @@ func TestKeyCheckWaits(t *testing.T) {
 				t.Fatalf("run = %v, want a refusal with %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestSettingsFingerprints: the signing settings' fingerprints are the
+// same for the same settings however they are spelt (the maps' order,
+// public_url's case, default port and trailing slash), and another for
+// each setting changed, that setting's alone; none shows a secret or a
+// URL.
+func TestSettingsFingerprints(t *testing.T) {
+	t.Parallel()
+	secret := func(b byte) string { return deliver.SecretPrefix + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{b}, 32)) }
+	base := DeliveryConfig{
+		WebhookSecrets: map[string]string{"alice": secret('a'), "bob": secret('b')},
+		Webhooks:       map[string]string{"alice": "https://hooks.example.com/a", "bob": "https://hooks.example.com/b"},
+		PublicURL:      "https://vigil.example.com",
+	}
+	fp := func(d DeliveryConfig) SettingsFingerprints {
+		t.Helper()
+		s, err := settingsFingerprints(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	want := fp(base)
+	hex16 := regexp.MustCompile(`^[0-9a-f]{16}$`)
+	for _, p := range want.parts() {
+		if !hex16.MatchString(p) {
+			t.Errorf("fingerprint %q: want 16 hex digits", p)
+		}
+	}
+	if r := want.record(); !regexp.MustCompile(`^[0-9a-f]{16}\.[0-9a-f]{16}\.[0-9a-f]{16}$`).MatchString(r) {
+		t.Errorf("record %q: want three fingerprints joined by dots", r)
+	}
+	same := base
+	same.PublicURL = "HTTPS://Vigil.Example.COM:443/"
+	same.WebhookSecrets = map[string]string{"bob": secret('b'), "alice": secret('a')}
+	if got := fp(same); got != want {
+		t.Errorf("the same settings spelt otherwise: %+v, want %+v", got, want)
+	}
+	for _, c := range []struct {
+		setting string
+		change  func(d *DeliveryConfig)
+	}{
+		{"webhook_secrets", func(d *DeliveryConfig) { d.WebhookSecrets = map[string]string{"alice": secret('a'), "bob": secret('c')} }},
+		{"webhook_secrets", func(d *DeliveryConfig) { d.WebhookSecrets = map[string]string{"alice": secret('a')} }},
+		{"webhooks", func(d *DeliveryConfig) { d.Webhooks = map[string]string{"alice": "https://hooks.example.com/a"} }},
+		{"webhooks", func(d *DeliveryConfig) {
+			d.Webhooks = map[string]string{"alice": "https://hooks.example.com/b", "bob": "https://hooks.example.com/a"}
+		}},
+		{"public_url", func(d *DeliveryConfig) { d.PublicURL = "https://vigil.example.com:8443" }},
+		{"public_url", func(d *DeliveryConfig) { d.PublicURL = "" }},
+	} {
+		d := base
+		c.change(&d)
+		if got := fp(d).differ(want.record()); !slices.Equal(got, []string{c.setting}) {
+			t.Errorf("%s changed: differ = %v, want [%s]", c.setting, got, c.setting)
+		}
+	}
+	if got := want.differ(""); got != nil {
+		t.Errorf("differ from a replica that recorded no settings = %v, want none", got)
+	}
+	if _, err := settingsFingerprints(DeliveryConfig{WebhookSecrets: map[string]string{"alice": "whsec_short"}}); err == nil || strings.Contains(err.Error(), "whsec_short") {
+		t.Errorf("an invalid recipient secret: %v, want an error that does not show it", err)
 	}
 }

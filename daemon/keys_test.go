@@ -384,3 +384,51 @@ func TestPostgresReplicaKeysAfterLapse(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresReplicaSettingsDiffer: replicas with the same files must
+// also have the same webhook_secrets, webhooks and public_url. One whose
+// public_url or a recipient's secret differs from a live replica's is
+// refused, the refusal naming the setting and never its value; with the
+// same settings (spelt otherwise) it starts, and GET /v1/daemon shows the
+// same settings' fingerprints on both.
+func TestPostgresReplicaSettingsDiffer(t *testing.T) {
+	t.Parallel()
+	store := pgStore(t)
+	secret := newSecret(t)
+	cfgA := replicaConfig(t, store, "replica-a")
+	cfgA.Delivery.PublicURL = "https://vigil.example.com"
+	cfgA.Delivery.WebhookSecrets = map[string]string{"alice": secret}
+	cfgA.Delivery.Webhooks = map[string]string{"alice": "https://hooks.example.com/alice"}
+	a := start(t, cfgA)
+
+	cfgB := replicaConfig(t, store, "replica-b")
+	sameKeys(t, cfgA.DataDir, cfgB.DataDir)
+	cfgB.Delivery = cfgA.Delivery
+	cfgB.Delivery.PublicURL = "https://other.example.com"
+	err := refused(t, cfgB)
+	for _, want := range []string{`signing settings differ from live replica "replica-a": this replica ("replica-b") has other public_url`,
+		`give this replica the same public_url as "replica-a"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q lacks %q", err, want)
+		}
+	}
+	cfgB.Delivery.PublicURL = cfgA.Delivery.PublicURL
+	cfgB.Delivery.WebhookSecrets = map[string]string{"alice": newSecret(t)}
+	err = refused(t, cfgB)
+	if !strings.Contains(err.Error(), "has other webhook_secrets,") || strings.Contains(err.Error(), "public_url") {
+		t.Errorf("refusal of another recipient secret = %q", err)
+	}
+	for _, s := range []string{secret, cfgB.Delivery.WebhookSecrets["alice"], "whsec_"} {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("refusal %q shows a secret", err)
+		}
+	}
+
+	cfgB.Delivery.WebhookSecrets = map[string]string{"alice": secret}
+	cfgB.Delivery.PublicURL = "HTTPS://vigil.example.com/"
+	b := start(t, cfgB)
+	ka, kb := keysOf(t, newClient(t, a)), keysOf(t, newClient(t, b))
+	if ka.Settings == (client.SettingsFingerprints{}) || ka.Settings != kb.Settings {
+		t.Errorf("settings' fingerprints of A %+v and B %+v: want them shown, the same on both", ka.Settings, kb.Settings)
+	}
+}

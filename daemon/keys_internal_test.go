@@ -248,7 +248,9 @@ func TestKeyCheckWaits(t *testing.T) {
 // URL.
 func TestSettingsFingerprints(t *testing.T) {
 	t.Parallel()
-	secret := func(b byte) string { return deliver.SecretPrefix + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{b}, 32)) }
+	secret := func(b byte) string {
+		return deliver.SecretPrefix + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{b}, 32))
+	}
 	base := DeliveryConfig{
 		WebhookSecrets: map[string]string{"alice": secret('a'), "bob": secret('b')},
 		Webhooks:       map[string]string{"alice": "https://hooks.example.com/a", "bob": "https://hooks.example.com/b"},
@@ -282,7 +284,9 @@ func TestSettingsFingerprints(t *testing.T) {
 		setting string
 		change  func(d *DeliveryConfig)
 	}{
-		{"webhook_secrets", func(d *DeliveryConfig) { d.WebhookSecrets = map[string]string{"alice": secret('a'), "bob": secret('c')} }},
+		{"webhook_secrets", func(d *DeliveryConfig) {
+			d.WebhookSecrets = map[string]string{"alice": secret('a'), "bob": secret('c')}
+		}},
 		{"webhook_secrets", func(d *DeliveryConfig) { d.WebhookSecrets = map[string]string{"alice": secret('a')} }},
 		{"webhooks", func(d *DeliveryConfig) { d.Webhooks = map[string]string{"alice": "https://hooks.example.com/a"} }},
 		{"webhooks", func(d *DeliveryConfig) {

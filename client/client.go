@@ -378,22 +378,12 @@ type DaemonInfo struct {
 // KeyFingerprints name a daemon's signing keys without showing them: a
 // short digest of each line of its webhook.secret, one of its link.key,
 // and those of the signing settings of its configuration.
-type KeyFingerprints struct {
-	WebhookSecret []string `json:"webhook_secret"`
-	LinkKey       string   `json:"link_key"`
-	// Settings is empty from a daemon of a build before they were
-	// shown.
-	Settings SettingsFingerprints `json:"settings"`
-}
+type KeyFingerprints = wire.KeyFingerprints
 
 // SettingsFingerprints name a daemon's signing settings without showing
 // them: a digest of its webhook_secrets, of its webhooks and of its
 // public_url.
-type SettingsFingerprints struct {
-	WebhookSecrets string `json:"webhook_secrets"`
-	Webhooks       string `json:"webhooks"`
-	PublicURL      string `json:"public_url"`
-}
+type SettingsFingerprints = wire.SettingsFingerprints
 
 // Daemon returns what the daemon says about itself (GET /v1/daemon).
 func (c *Client) Daemon(ctx context.Context) (DaemonInfo, error) {

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,59 +16,54 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/internal/wire"
 	"github.com/vigil-run/vigil/store/postgres"
+	httpwatch "github.com/vigil-run/vigil/watcher/http"
 )
 
 // KeyFingerprints name the daemon's signing material without showing it:
 // a short digest of each line of <data_dir>/webhook.secret, in the file's
 // order, one of <data_dir>/link.key, and those of the signing settings of
-// its configuration. Two daemons whose fingerprints match sign alike.
-// Replicas on one PostgreSQL database compare them at start (checkKeys);
-// GET /v1/daemon shows them to the admin.
-type KeyFingerprints struct {
-	WebhookSecret []string             `json:"webhook_secret"`
-	LinkKey       string               `json:"link_key"`
-	Settings      SettingsFingerprints `json:"settings"`
-}
+// its configuration (SettingsFingerprints). Two daemons whose fingerprints
+// match sign alike. Replicas on one PostgreSQL database compare them at
+// start (checkKeys); GET /v1/daemon shows them to the admin, in the shape
+// the Go client reads (internal/wire).
+type KeyFingerprints = wire.KeyFingerprints
 
 // SettingsFingerprints name the signing settings of the daemon's
 // configuration, which every replica must share as it shares the files: a
 // digest of webhook_secrets (each recipient's secret fingerprinted as a
 // line of webhook.secret is, sorted by recipient), of webhooks (the
-// default webhooks, sorted by recipient) and of public_url (normalised:
-// scheme and host in lower case, no default port, no trailing slash).
-type SettingsFingerprints struct {
-	WebhookSecrets string `json:"webhook_secrets"`
-	Webhooks       string `json:"webhooks"`
-	PublicURL      string `json:"public_url"`
-}
+// default webhooks, sorted by recipient) and of public_url (normalURL).
+type SettingsFingerprints = wire.SettingsFingerprints
 
 // settingNames are the settings of SettingsFingerprints, in the order of
 // their record.
 var settingNames = [...]string{"webhook_secrets", "webhooks", "public_url"}
 
-func (s SettingsFingerprints) parts() [len(settingNames)]string {
+func settingsParts(s SettingsFingerprints) [len(settingNames)]string {
 	return [...]string{s.WebhookSecrets, s.Webhooks, s.PublicURL}
 }
 
-// record is the one fingerprint of the settings a replica records
+// settingsRecord is the one fingerprint of the settings a replica records
 // (postgres.KeyPrints.Settings): the three digests, in settingNames'
 // order, joined by dots.
-func (s SettingsFingerprints) record() string {
-	p := s.parts()
+func settingsRecord(s SettingsFingerprints) string {
+	p := settingsParts(s)
 	return strings.Join(p[:], ".")
 }
 
-// differ names the settings whose digests differ from those of a peer's
-// record; none when it recorded none (a build before schema 10). A record
-// with more digests (a later build's) is compared on the first three.
-func (s SettingsFingerprints) differ(record string) []string {
+// settingsDiffer names the settings whose digests in s differ from those
+// of a peer's record; none when it recorded none (a build before schema
+// 10). A record with more digests (a later build's) is compared on the
+// first three.
+func settingsDiffer(s SettingsFingerprints, record string) []string {
 	if record == "" {
 		return nil
 	}
 	theirs := strings.Split(record, ".")
 	var out []string
-	for i, mine := range s.parts() {
+	for i, mine := range settingsParts(s) {
 		if i >= len(theirs) || theirs[i] != mine {
 			out = append(out, settingNames[i])
 		}
@@ -104,28 +97,14 @@ func settingsFingerprints(d DeliveryConfig) (SettingsFingerprints, error) {
 }
 
 // normalURL is public_url as two replicas that link alike may spell it
-// differently: scheme and host in lower case, no default port, no
-// trailing slash.
+// differently: as the http kind canonicalizes a URL (scheme and host in
+// lower case, no default port), with no trailing slash.
 func normalURL(s string) string {
-	u, err := url.Parse(strings.TrimSpace(s))
-	if err != nil || u.Host == "" {
-		return strings.TrimRight(strings.TrimSpace(s), "/")
+	s = strings.TrimSpace(s)
+	if c, err := httpwatch.CanonicalURL(s, "public_url"); err == nil {
+		s = c
 	}
-	u.Scheme = strings.ToLower(u.Scheme)
-	host, port := strings.ToLower(u.Hostname()), u.Port()
-	if (u.Scheme == "https" && port == "443") || (u.Scheme == "http" && port == "80") {
-		port = ""
-	}
-	switch {
-	case port != "":
-		u.Host = net.JoinHostPort(host, port)
-	case strings.Contains(host, ":"):
-		u.Host = "[" + host + "]"
-	default:
-		u.Host = host
-	}
-	u.Path, u.RawPath = strings.TrimRight(u.Path, "/"), ""
-	return u.String()
+	return strings.TrimRight(s, "/")
 }
 
 // fingerprint is the first 16 hex digits of the SHA-256 of key under a
@@ -212,7 +191,7 @@ func (c keyCheck) run(ctx context.Context, wait bool) error {
 	)
 	for {
 		var peers []postgres.PeerKeys
-		err := c.pg.RecordKeys(ctx, c.replica, postgres.KeyPrints{Webhook: c.mine.WebhookSecret, Link: c.mine.LinkKey, Settings: c.mine.Settings.record()}, c.lease,
+		err := c.pg.RecordKeys(ctx, c.replica, postgres.KeyPrints{Webhook: c.mine.WebhookSecret, Link: c.mine.LinkKey, Settings: settingsRecord(c.mine.Settings)}, c.lease,
 			func(ps []postgres.PeerKeys) error {
 				peers, compared = ps, len(ps)
 				return keysAgree(c.replica, c.dataDir, c.mine, ps)
@@ -247,7 +226,7 @@ func (c keyCheck) run(ctx context.Context, wait bool) error {
 		waited += d
 	}
 	c.log.Info("signing keys agree with the live replicas' (webhook.secret, link.key, webhook_secrets, webhooks, public_url)", "compared", compared,
-		"webhook_secret", strings.Join(c.mine.WebhookSecret, ","), "link_key", c.mine.LinkKey, "settings", c.mine.Settings.record())
+		"webhook_secret", strings.Join(c.mine.WebhookSecret, ","), "link_key", c.mine.LinkKey, "settings", settingsRecord(c.mine.Settings))
 	return nil
 }
 
@@ -341,7 +320,7 @@ func keysAgree(replica, dataDir string, mine KeyFingerprints, peers []postgres.P
 		} else {
 			what = "signing settings differ"
 		}
-		if names := mine.Settings.differ(p.Settings); len(names) > 0 {
+		if names := settingsDiffer(mine.Settings, p.Settings); len(names) > 0 {
 			differ = append(differ, "has other "+andList(names))
 			for _, n := range names {
 				so = append(so, settingsSo[n])

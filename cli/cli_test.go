@@ -381,7 +381,8 @@ func TestStatus(t *testing.T) {
 	d.vigil(t, "add", "timer", "1h", "--for", "fay")
 	r := d.vigil(t, "status")
 	if r.code != 0 || !strings.Contains(r.stdout, "reachable") || !strings.Contains(r.stdout, "1 (1 pending)") ||
-		!strings.Contains(r.stdout, "store: sqlite, replica ") || !regexp.MustCompile(`\nsigning keys: webhook\.secret [0-9a-f]{16}, link\.key [0-9a-f]{16}\n`).MatchString(r.stdout) {
+		!strings.Contains(r.stdout, "store: sqlite, replica ") || !regexp.MustCompile(`\nsigning keys: webhook\.secret [0-9a-f]{16}, link\.key [0-9a-f]{16}\n`+
+		`signing settings: webhook_secrets [0-9a-f]{16}, webhooks [0-9a-f]{16}, public_url [0-9a-f]{16}\n`).MatchString(r.stdout) {
 		t.Errorf("status: %+v", r)
 	}
 	r = d.vigil(t, "status", "--json")

@@ -28,8 +28,11 @@ another vigil serves the same data dir, when the database is empty or damaged,
 and when it is missing from a data dir that was used before (one holding
 admin.token or webhook.secret): restore a backup, or remove what is named to
 start afresh. On PostgreSQL it also refuses when its webhook.secret shares no
-line with a live replica's, or its link.key differs: every replica signs
-with the same files, copied from a running replica.`,
+line with a live replica's, or its link.key, webhook_secrets, webhooks or
+public_url differ: every replica signs with the same files, copied from a
+running replica, and the same settings. A replica whose lease lapsed (frozen)
+compares them again before it takes a shard, and stops, exit code 2, if they
+differ.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Every file this process was started with from fd 3 up (a

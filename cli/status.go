@@ -84,6 +84,10 @@ func newStatusCmd(e *env) *cobra.Command {
 				// Fingerprints only: every replica on one database
 				// shows the same.
 				fmt.Fprintf(e.stdout, "signing keys: webhook.secret %s, link.key %s\n", term(strings.Join(k.WebhookSecret, " ")), term(k.LinkKey))
+				if s := k.Settings; s != (client.SettingsFingerprints{}) {
+					fmt.Fprintf(e.stdout, "signing settings: webhook_secrets %s, webhooks %s, public_url %s\n",
+						term(s.WebhookSecrets), term(s.Webhooks), term(s.PublicURL))
+				}
 			}
 			fmt.Fprintf(e.stdout, "watches: %s\n", countLine(counts, total, more))
 			if unreadable > 0 {

@@ -376,12 +376,14 @@ type DaemonInfo struct {
 }
 
 // KeyFingerprints name a daemon's signing keys without showing them: a
-// short digest of each line of its webhook.secret and one of its
-// link.key.
-type KeyFingerprints struct {
-	WebhookSecret []string `json:"webhook_secret"`
-	LinkKey       string   `json:"link_key"`
-}
+// short digest of each line of its webhook.secret, one of its link.key,
+// and those of the signing settings of its configuration.
+type KeyFingerprints = wire.KeyFingerprints
+
+// SettingsFingerprints name a daemon's signing settings without showing
+// them: a digest of its webhook_secrets, of its webhooks and of its
+// public_url.
+type SettingsFingerprints = wire.SettingsFingerprints
 
 // Daemon returns what the daemon says about itself (GET /v1/daemon).
 func (c *Client) Daemon(ctx context.Context) (DaemonInfo, error) {

@@ -200,12 +200,15 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	if err != nil {
 		return nil, err
 	}
-	prints, err := keyFingerprints(secrets, linkKey)
+	prints, err := keyFingerprints(secrets, linkKey, cfg.Delivery)
 	if err != nil {
 		return nil, err
 	}
+	// keys compares them and records them: at the start, and again
+	// after a lapse of the replica's lease (shards.rejoin).
+	keys := func(ctx context.Context) error { return checkKeys(ctx, pg, cfg, replica, prints, logger, false) }
 	if pg != nil {
-		if err := checkKeys(ctx, pg, cfg, replica, prints, logger); err != nil {
+		if err := checkKeys(ctx, pg, cfg, replica, prints, logger, true); err != nil {
 			return nil, err
 		}
 		// A start that fails from here on does not count as live.
@@ -298,7 +301,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	})
 	if pg != nil {
 		d.pgEvents = newPGEvents(pg, d.eng, logger)
-		if d.shards, err = newShards(cfg, pg, replica, d.eng, sched, disp, fs, calendarKind(reg), logger); err != nil {
+		if d.shards, err = newShards(cfg, pg, replica, d.eng, sched, disp, fs, calendarKind(reg), keys, logger); err != nil {
 			return nil, err
 		}
 		d.pgEvents.also = d.shards.heard

@@ -1,13 +1,19 @@
 package daemon
 
 import (
+	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
+	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/internal/pgtest"
 	"github.com/vigil-run/vigil/store/postgres"
 )
 
@@ -20,11 +26,11 @@ func TestKeyFingerprints(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	secret := deliver.SecretPrefix + base64.StdEncoding.EncodeToString(key)
 	other := deliver.SecretPrefix + base64.StdEncoding.EncodeToString([]byte("fedcba9876543210fedcba9876543210"))
-	a, err := keyFingerprints([]string{secret, other}, key)
+	a, err := keyFingerprints([]string{secret, other}, key, DeliveryConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := keyFingerprints([]string{secret}, key)
+	b, err := keyFingerprints([]string{secret}, key, DeliveryConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +46,7 @@ func TestKeyFingerprints(t *testing.T) {
 	if a.LinkKey == a.WebhookSecret[0] {
 		t.Errorf("the same bytes as link key and webhook secret print alike (%s): want a prefix per kind", a.LinkKey)
 	}
-	if _, err := keyFingerprints([]string{"whsec_short"}, key); err == nil {
+	if _, err := keyFingerprints([]string{"whsec_short"}, key, DeliveryConfig{}); err == nil {
 		t.Error("a line that is no secret: no error")
 	}
 }
@@ -58,6 +64,13 @@ func TestKeysAgree(t *testing.T) {
 	mine := func(link string, webhook ...string) KeyFingerprints {
 		return KeyFingerprints{WebhookSecret: webhook, LinkKey: link}
 	}
+	settings := SettingsFingerprints{WebhookSecrets: "1111111111111111", Webhooks: "2222222222222222", PublicURL: "3333333333333333"}
+	other := SettingsFingerprints{WebhookSecrets: "1111111111111111", Webhooks: "2222222222222222", PublicURL: "4444444444444444"}
+	set := func(p postgres.PeerKeys, s SettingsFingerprints) postgres.PeerKeys {
+		p.Settings = settingsRecord(s)
+		return p
+	}
+	withSettings := func(k KeyFingerprints) KeyFingerprints { k.Settings = settings; return k }
 	for _, c := range []struct {
 		name  string
 		mine  KeyFingerprints
@@ -81,6 +94,18 @@ func TestKeysAgree(t *testing.T) {
 		{name: "a line in common with each, none with all", mine: mine("L", "x", "z"),
 			peers: []postgres.PeerKeys{peer("a", "L", "x", "y"), peer("b", "L", "y", "z")},
 			want:  []string{`signing keys differ from live replicas "a", "b"`, "every one of them", "copy webhook.secret and link.key"}},
+		{name: "the same settings", mine: withSettings(mine("L", "old")), peers: []postgres.PeerKeys{set(peer("a", "L", "old"), settings)}},
+		{name: "a replica of a build that records no settings", mine: withSettings(mine("L", "old")), peers: []postgres.PeerKeys{peer("a", "L", "old")}},
+		{name: "another public_url", mine: withSettings(mine("L", "old")), peers: []postgres.PeerKeys{set(peer("a", "L", "old"), other)},
+			want: []string{`signing settings differ from live replica "a": this replica ("me") has other public_url, so an unsubscribe link`,
+				`give this replica the same public_url as "a"`, "Running replicas"},
+			not: []string{"webhook.secret", "webhook_secrets", "link.key", "3333", "4444"}},
+		{name: "every setting", mine: withSettings(mine("L", "old")), peers: []postgres.PeerKeys{{Replica: "a",
+			KeyPrints: postgres.KeyPrints{Webhook: []string{"old"}, Link: "L", Settings: "x.y.z"}}},
+			want: []string{"has other webhook_secrets, webhooks and public_url", "the same webhook_secrets, webhooks and public_url"}},
+		{name: "keys and settings", mine: withSettings(mine("M", "old")), peers: []postgres.PeerKeys{set(peer("a", "L", "old"), other)},
+			want: []string{`signing keys differ from live replica "a"`, "has another link.key and has other public_url",
+				"copy webhook.secret and link.key", "; and give this replica the same public_url"}},
 	} {
 		err := keysAgree("me", "/data/b/", c.mine, c.peers)
 		if len(c.want) == 0 {
@@ -103,5 +128,186 @@ func TestKeysAgree(t *testing.T) {
 				t.Errorf("%s: %q says %q", c.name, err, n)
 			}
 		}
+	}
+}
+
+// TestKeyCheckWaits: a start refused only by peers that may be dead (a
+// previous run under another id, killed) waits, bounded by the lease, for
+// them to be silent for a renewal interval and a half and then for their
+// leases to lapse, and starts; a peer that beats meanwhile is alive, and
+// the start is refused. It does not wait for a peer whose lease lasts
+// beyond its own, nor when it compares again after a lapse (rejoin). Time
+// is the database's: each wait ages the peer's rows instead of sleeping.
+func TestKeyCheckWaits(t *testing.T) {
+	t.Parallel()
+	mine := KeyFingerprints{WebhookSecret: []string{"aaaa000000000001"}, LinkKey: "1111000000000000"}
+	other := postgres.KeyPrints{Webhook: []string{"bbbb000000000001"}, Link: "2222000000000000"}
+	const lease, renew = 15 * time.Second, 5 * time.Second
+	for _, c := range []struct {
+		name string
+		// oldLease is the lease of the peer with other keys, which beat
+		// a second ago.
+		oldLease time.Duration
+		// beats: it beats again during the first wait.
+		beats bool
+		// same: a live peer with this replica's keys beats throughout.
+		same   bool
+		rejoin bool
+		// want is in the refusal; none: it starts.
+		want string
+		// sleeps is how many waits it makes.
+		sleeps int
+	}{
+		{name: "a peer gone", oldLease: lease, sleeps: 2},
+		{name: "a peer gone beside a live one that agrees", oldLease: lease, same: true, sleeps: 2},
+		// On a lease shorter than this one's, so that the wait's bound
+		// alone would not refuse it at once.
+		{name: "a peer that beats meanwhile", oldLease: 5 * time.Second, beats: true, sleeps: 1, want: `signing keys differ from live replica "old"`},
+		{name: "a peer whose lease lasts longer than this one's", oldLease: time.Hour, want: `signing keys differ from live replica "old"`},
+		{name: "comparing again after a lapse", oldLease: lease, rejoin: true, want: `signing keys differ from live replica "old"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			u := pgtest.Schema(t, "vigil_daemon")
+			pg, err := postgres.Open(t.Context(), u, &postgres.Options{MaxConns: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pg.Close()
+			// join records prints for replica (compared with nobody) and
+			// beats.
+			join := func(replica string, prints postgres.KeyPrints, lease time.Duration) {
+				t.Helper()
+				if err := pg.RecordKeys(t.Context(), replica, prints, lease, func([]postgres.PeerKeys) error { return nil }); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := pg.Heartbeat(t.Context(), postgres.HeartbeatParams{Replica: replica, Live: time.Minute, Lease: lease}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			age := func(d time.Duration) {
+				t.Helper()
+				pgtest.Exec(t, u, `UPDATE replicas SET seen_at = seen_at - $1::interval, lease_until = lease_until - $1::interval WHERE id = 'old'`, d)
+				pgtest.Exec(t, u, `UPDATE replica_keys SET recorded_at = recorded_at - $1::interval, start_until = start_until - $1::interval WHERE replica = 'old'`, d)
+			}
+			join("old", other, c.oldLease)
+			age(time.Second)
+			if c.same {
+				join("same", postgres.KeyPrints{Webhook: mine.WebhookSecret, Link: mine.LinkKey}, lease)
+			}
+			var sleeps []time.Duration
+			var logs bytes.Buffer
+			kc := keyCheck{pg: pg, replica: "new", dataDir: "/data/new", mine: mine, lease: lease, renew: renew,
+				log: slog.New(slog.NewTextHandler(&logs, nil)),
+				sleepFunc: func(_ context.Context, d time.Duration) error {
+					sleeps = append(sleeps, d)
+					age(d)
+					if c.beats {
+						join("old", other, c.oldLease)
+					}
+					if c.same {
+						join("same", postgres.KeyPrints{Webhook: mine.WebhookSecret, Link: mine.LinkKey}, lease)
+					}
+					return nil
+				}}
+			err = kc.run(t.Context(), !c.rejoin)
+			if len(sleeps) != c.sleeps {
+				t.Errorf("waited %v, want %d waits", sleeps, c.sleeps)
+			}
+			var total time.Duration
+			for _, d := range sleeps {
+				total += d
+			}
+			if total > lease+time.Second {
+				t.Errorf("waited %s in all (%v), want at most the lease", total, sleeps)
+			}
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("run = %v, want it to start", err)
+				}
+				if n := strings.Count(logs.String(), "waiting for their leases to lapse"); n != 1 || !strings.Contains(logs.String(), "replicas=[old]") {
+					t.Errorf("logged the wait %d times, want once, naming old:\n%s", n, &logs)
+				}
+				var seen []string
+				if err := pg.RecordKeys(t.Context(), "next", other, lease, func(ps []postgres.PeerKeys) error {
+					seen = replicaIDs(ps)
+					return nil
+				}); err != nil || !slices.Contains(seen, "new") {
+					t.Errorf("a check after the start saw %v (%v), want new among them: it recorded its keys", seen, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("run = %v, want a refusal with %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestSettingsFingerprints: the signing settings' fingerprints are the
+// same for the same settings however they are spelt (the maps' order,
+// public_url's case, default port and trailing slash), and another for
+// each setting changed, that setting's alone; none shows a secret or a
+// URL.
+func TestSettingsFingerprints(t *testing.T) {
+	t.Parallel()
+	secret := func(b byte) string {
+		return deliver.SecretPrefix + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{b}, 32))
+	}
+	base := DeliveryConfig{
+		WebhookSecrets: map[string]string{"alice": secret('a'), "bob": secret('b')},
+		Webhooks:       map[string]string{"alice": "https://hooks.example.com/a", "bob": "https://hooks.example.com/b"},
+		PublicURL:      "https://vigil.example.com",
+	}
+	fp := func(d DeliveryConfig) SettingsFingerprints {
+		t.Helper()
+		s, err := settingsFingerprints(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	want := fp(base)
+	hex16 := regexp.MustCompile(`^[0-9a-f]{16}$`)
+	for _, p := range settingsParts(want) {
+		if !hex16.MatchString(p) {
+			t.Errorf("fingerprint %q: want 16 hex digits", p)
+		}
+	}
+	if r := settingsRecord(want); !regexp.MustCompile(`^[0-9a-f]{16}\.[0-9a-f]{16}\.[0-9a-f]{16}$`).MatchString(r) {
+		t.Errorf("record %q: want three fingerprints joined by dots", r)
+	}
+	same := base
+	same.PublicURL = "HTTPS://Vigil.Example.COM:443/"
+	same.WebhookSecrets = map[string]string{"bob": secret('b'), "alice": secret('a')}
+	if got := fp(same); got != want {
+		t.Errorf("the same settings spelt otherwise: %+v, want %+v", got, want)
+	}
+	for _, c := range []struct {
+		setting string
+		change  func(d *DeliveryConfig)
+	}{
+		{"webhook_secrets", func(d *DeliveryConfig) {
+			d.WebhookSecrets = map[string]string{"alice": secret('a'), "bob": secret('c')}
+		}},
+		{"webhook_secrets", func(d *DeliveryConfig) { d.WebhookSecrets = map[string]string{"alice": secret('a')} }},
+		{"webhooks", func(d *DeliveryConfig) { d.Webhooks = map[string]string{"alice": "https://hooks.example.com/a"} }},
+		{"webhooks", func(d *DeliveryConfig) {
+			d.Webhooks = map[string]string{"alice": "https://hooks.example.com/b", "bob": "https://hooks.example.com/a"}
+		}},
+		{"public_url", func(d *DeliveryConfig) { d.PublicURL = "https://vigil.example.com:8443" }},
+		{"public_url", func(d *DeliveryConfig) { d.PublicURL = "" }},
+	} {
+		d := base
+		c.change(&d)
+		if got := settingsDiffer(fp(d), settingsRecord(want)); !slices.Equal(got, []string{c.setting}) {
+			t.Errorf("%s changed: differ = %v, want [%s]", c.setting, got, c.setting)
+		}
+	}
+	if got := settingsDiffer(want, ""); got != nil {
+		t.Errorf("differ from a replica that recorded no settings = %v, want none", got)
+	}
+	if _, err := settingsFingerprints(DeliveryConfig{WebhookSecrets: map[string]string{"alice": "whsec_short"}}); err == nil || strings.Contains(err.Error(), "whsec_short") {
+		t.Errorf("an invalid recipient secret: %v, want an error that does not show it", err)
 	}
 }

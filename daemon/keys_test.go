@@ -1,9 +1,12 @@
 package daemon_test
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,10 +78,14 @@ func sameKeys(t testing.TB, from, to string) {
 	writeKeys(t, to, secrets, link)
 }
 
-// replicaConfig is the configuration of a replica of store.
+// replicaConfig is the configuration of a replica of store, on a short
+// lease: a start refused beside a live replica waits for its next
+// heartbeat first (it might be a run that was killed), a renewal interval
+// and a half at most.
 func replicaConfig(t *testing.T, store, id string) daemon.Config {
 	cfg := testConfig(t.TempDir(), t.TempDir())
 	cfg.Store, cfg.Replica = store, id
+	cfg.Lease, cfg.LeaseRenew = 3*time.Second, time.Second
 	return cfg
 }
 
@@ -117,7 +124,6 @@ func TestPostgresReplicaKeysSame(t *testing.T) {
 	t.Parallel()
 	store := pgStore(t)
 	cfgA := replicaConfig(t, store, "replica-a")
-	cfgA.Lease, cfgA.LeaseRenew = 3*time.Second, time.Second
 	a := start(t, cfgA)
 	cfgB := cfgA
 	cfgB.DataDir, cfgB.Replica = t.TempDir(), "replica-b"
@@ -244,5 +250,185 @@ func TestPostgresReplicaKeysLapsedPeer(t *testing.T) {
 	b := start(t, cfg)
 	if info, err := newClient(t, b).Daemon(t.Context()); err != nil || info.Role != "active" {
 		t.Fatalf("after the peer's lease lapsed: %+v, %v; want it serving", info, err)
+	}
+}
+
+// TestPostgresReplicaKeysAfterLapse: a replica whose lease lapsed (frozen
+// past it) compares its keys again at its next heartbeat, before it takes
+// a shard. Beside a live replica with the same keys it takes its shards
+// again; beside one with other keys that started meanwhile (comparing
+// with nobody, as a start does beside a lapsed replica) it takes none,
+// logs the start's refusal at error level and stops with it (ErrRefused:
+// vigil serve exits 2). The lapses are made in the database, and each
+// step comes at once on the newcomer's first heartbeat (a rebalance): no
+// timer is waited for.
+func TestPostgresReplicaKeysAfterLapse(t *testing.T) {
+	t.Parallel()
+	store := pgStore(t)
+	cfg := replicaConfig(t, store, "replica-a")
+	// It steps at its start and when told (a rebalance) only: a renewal
+	// every 20 minutes never comes within the test.
+	cfg.Lease, cfg.LeaseRenew = time.Hour, 20*time.Minute
+	logs := &syncBuffer{}
+	d, err := daemon.New(t.Context(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-errc
+	}()
+	select {
+	case <-d.Primed():
+	case err := <-errc:
+		t.Fatalf("replica-a stopped before it was primed: %v", err)
+	}
+	c, err := client.New(d.Addr(), d.Token(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	shardsOf(t, 64, c)
+	k := keysOf(t, c)
+	same := postgres.KeyPrints{Webhook: k.WebhookSecret, Link: k.LinkKey}
+
+	// The newcomers, played by a store of their own.
+	pg, err := postgres.Open(t.Context(), store, &postgres.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	// epochs are the shards' epochs, and which replica-a holds.
+	epochs := func() (map[int]int64, map[int]bool) {
+		t.Helper()
+		ls, err := pg.ShardLeases(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, held := map[int]int64{}, map[int]bool{}
+		for _, l := range ls {
+			out[l.Shard] = l.Epoch
+			held[l.Shard] = l.Owner == "replica-a" && l.Live
+		}
+		return out, held
+	}
+	lapse := func() {
+		pgtest.Exec(t, store, `UPDATE replicas SET lease_until = now() - interval '1 millisecond' WHERE id = 'replica-a'`)
+	}
+	// join records prints for replica, comparing with nobody (a is not
+	// live), and beats: its first heartbeat makes a step.
+	join := func(replica string, prints postgres.KeyPrints) {
+		t.Helper()
+		if err := pg.RecordKeys(t.Context(), replica, prints, time.Minute, func(peers []postgres.PeerKeys) error {
+			for _, p := range peers {
+				if p.Replica == "replica-a" {
+					return fmt.Errorf("%s compared with replica-a, whose lease lapsed", replica)
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pg.Heartbeat(t.Context(), postgres.HeartbeatParams{Replica: replica, Live: time.Minute, Lease: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Beside a replica with the same keys: it goes on, and takes its
+	// share again (at the next epoch).
+	before, _ := epochs()
+	lapse()
+	join("replica-same", same)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		now, held := epochs()
+		again := 0
+		for sh, e := range now {
+			if held[sh] && e > before[sh] {
+				again++
+			}
+		}
+		if again == 32 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after its lease lapsed beside a replica with its keys, replica-a holds %d shards taken again, want 32", again)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// Beside a replica with other keys: refused, stopped.
+	before, _ = epochs()
+	lapse()
+	join("replica-other", postgres.KeyPrints{Webhook: []string{"0123456789abcdef"}, Link: "fedcba9876543210"})
+	select {
+	case err = <-errc:
+		errc <- err // for the deferred wait
+	case <-time.After(30 * time.Second):
+		t.Fatal("replica-a goes on after its lease lapsed, beside a live replica with other keys")
+	}
+	if !errors.Is(err, daemon.ErrRefused) || !strings.Contains(err.Error(), `signing keys differ from live replica "replica-other": this replica ("replica-a")`) {
+		t.Fatalf("replica-a's Run = %v, want the start's refusal (ErrRefused) naming replica-other", err)
+	}
+	if !strings.Contains(logs.String(), `level=ERROR msg="signing keys differ from live replica \"replica-other\"`) {
+		t.Errorf("no refusal logged at error level:\n%s", logs)
+	}
+	after, held := epochs()
+	for sh, e := range after {
+		if held[sh] || e != before[sh] {
+			t.Errorf("shard %d at epoch %d (%d before the lapse), held by replica-a %v: it took a shard after the lapse", sh, e, before[sh], held[sh])
+		}
+	}
+}
+
+// TestPostgresReplicaSettingsDiffer: replicas with the same files must
+// also have the same webhook_secrets, webhooks and public_url. One whose
+// public_url or a recipient's secret differs from a live replica's is
+// refused, the refusal naming the setting and never its value; with the
+// same settings (spelt otherwise) it starts, and GET /v1/daemon shows the
+// same settings' fingerprints on both.
+func TestPostgresReplicaSettingsDiffer(t *testing.T) {
+	t.Parallel()
+	store := pgStore(t)
+	secret := newSecret(t)
+	cfgA := replicaConfig(t, store, "replica-a")
+	cfgA.Delivery.PublicURL = "https://vigil.example.com"
+	cfgA.Delivery.WebhookSecrets = map[string]string{"alice": secret}
+	cfgA.Delivery.Webhooks = map[string]string{"alice": "https://hooks.example.com/alice"}
+	a := start(t, cfgA)
+
+	cfgB := replicaConfig(t, store, "replica-b")
+	sameKeys(t, cfgA.DataDir, cfgB.DataDir)
+	cfgB.Delivery = cfgA.Delivery
+	cfgB.Delivery.PublicURL = "https://other.example.com"
+	err := refused(t, cfgB)
+	for _, want := range []string{`signing settings differ from live replica "replica-a": this replica ("replica-b") has other public_url`,
+		`give this replica the same public_url as "replica-a"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q lacks %q", err, want)
+		}
+	}
+	cfgB.Delivery.PublicURL = cfgA.Delivery.PublicURL
+	cfgB.Delivery.WebhookSecrets = map[string]string{"alice": newSecret(t)}
+	err = refused(t, cfgB)
+	if !strings.Contains(err.Error(), "has other webhook_secrets,") || strings.Contains(err.Error(), "public_url") {
+		t.Errorf("refusal of another recipient secret = %q", err)
+	}
+	for _, s := range []string{secret, cfgB.Delivery.WebhookSecrets["alice"], "whsec_"} {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("refusal %q shows a secret", err)
+		}
+	}
+
+	cfgB.Delivery.WebhookSecrets = map[string]string{"alice": secret}
+	cfgB.Delivery.PublicURL = "HTTPS://vigil.example.com/"
+	b := start(t, cfgB)
+	ka, kb := keysOf(t, newClient(t, a)), keysOf(t, newClient(t, b))
+	if ka.Settings == (client.SettingsFingerprints{}) || ka.Settings != kb.Settings {
+		t.Errorf("settings' fingerprints of A %+v and B %+v: want them shown, the same on both", ka.Settings, kb.Settings)
 	}
 }

@@ -103,7 +103,7 @@ func TestReleaseWaitsForDeliveryInFlight(t *testing.T) {
 		t.Cleanup(func() { stop(); <-done })
 		sched := scheduler.New(scheduler.Config{})
 		discard := slog.New(slog.DiscardHandler)
-		s, err := newShards(Config{}, st, id, nil, sched, disp, newFSWake(discard, sched), nil, discard)
+		s, err := newShards(Config{}, st, id, nil, sched, disp, newFSWake(discard, sched), nil, nil, discard)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -83,15 +84,23 @@ type shards struct {
 	// stopping is set once the engine has stopped, while the manager
 	// still holds the shards for the deliveries in flight (run).
 	stopping atomic.Bool
+	// keys compares this replica's signing keys with the live replicas'
+	// and records them (checkKeys), for rejoin; nil in tests of replicas
+	// that record none.
+	keys func(ctx context.Context) error
 }
 
 func newShards(cfg Config, pg *postgres.Store, replica string, eng *engine.Engine, sched *scheduler.Scheduler,
-	disp *deliver.Dispatcher, fs *fsWake, needsRow func(vigil.Kind) bool, log *slog.Logger) (*shards, error) {
+	disp *deliver.Dispatcher, fs *fsWake, needsRow func(vigil.Kind) bool, keys func(context.Context) error, log *slog.Logger) (*shards, error) {
 	s := &shards{pg: pg, eng: eng, sched: sched, disp: disp, fs: fs, log: log.With("component", "shards"), ids: make(chan heardWatch, wakeQueue),
-		gained: make(chan []int, postgres.Shards), needsRow: needsRow, refused: pg.Refused}
+		gained: make(chan []int, postgres.Shards), needsRow: needsRow, refused: pg.Refused, keys: keys}
 	l, r := cfg.leases()
-	mgr, err := lease.New(lease.Config{Store: pg, Replica: replica, Shards: postgres.Shards, Lease: l, Renew: r,
-		Gain: s.gain, Lose: s.lose, Drain: s.drain, Since: s.repairSince, Renewed: s.repair, Logger: log})
+	lc := lease.Config{Store: pg, Replica: replica, Shards: postgres.Shards, Lease: l, Renew: r,
+		Gain: s.gain, Lose: s.lose, Drain: s.drain, Since: s.repairSince, Renewed: s.repair, Logger: log}
+	if keys != nil {
+		lc.Rejoin = s.rejoin
+	}
+	mgr, err := lease.New(lc)
 	if err != nil {
 		return nil, err
 	}
@@ -111,12 +120,15 @@ func (s *shards) held() []int { return s.mgr.Held() }
 // holder). It waits holdMax at most, then lets go of every shard on its
 // way out (Lose, then Leave: the other replicas take them at once).
 // Meanwhile it takes no shard (gain refuses: nothing would arm it) and
-// its repair scan arms nothing: the engine has stopped.
+// its repair scan arms nothing: the engine has stopped. A manager that
+// ends by itself (rejoin refused: keys that differ) holds nothing, and
+// run returns its error at once: the daemon stops with it.
 func (s *shards) run(ctx context.Context, hold <-chan struct{}) error {
 	mctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.mgr.Run(mctx) })
+	ended := make(chan struct{})
+	g.Go(func() error { defer close(ended); return s.mgr.Run(mctx) })
 	g.Go(func() error { s.wake(gctx); return nil })
 	g.Go(func() error { s.arm(gctx); return nil })
 	g.Go(func() error {
@@ -126,6 +138,8 @@ func (s *shards) run(ctx context.Context, hold <-chan struct{}) error {
 		select {
 		case <-hold:
 			return nil
+		case <-ended:
+			return nil // it let go of every shard
 		default:
 		}
 		s.log.Info("holding the shards until the delivery attempts in flight have recorded their results", "shards", len(s.held()), "at_most", holdMax)
@@ -139,6 +153,23 @@ func (s *shards) run(ctx context.Context, hold <-chan struct{}) error {
 		return nil
 	})
 	return g.Wait()
+}
+
+// rejoin, when the lease manager finds that this replica had stopped
+// counting as live for the signing keys' check (its lease lapsed: it was
+// frozen, or cut off from the database; lease.Config.Rejoin), compares
+// its keys with the live replicas' again, by the rule of a start
+// (checkKeys), before it takes a shard again: a replica may have started
+// meanwhile with other keys without comparing them with this one's.
+// Keys that differ stop the daemon with the start's refusal (ErrRefused:
+// vigil serve exits 2), logged here at error level; it took no shard.
+func (s *shards) rejoin(ctx context.Context) error {
+	err := s.keys(ctx)
+	if errors.Is(err, ErrRefused) {
+		s.log.Error(err.Error(), "why", "this replica's lease lapsed (it was frozen, or cut off from the database) and its signing keys, compared again, differ from a live replica's; it takes no shard and stops")
+		return lease.Stop(err)
+	}
+	return err
 }
 
 // errStopping is gain's refusal while the replica stops.

@@ -62,6 +62,16 @@ type Store interface {
 // on as one that took nothing.
 var ErrDecline = errors.New("lease: not taking shards")
 
+// Stop wraps an error of Config.Rejoin that must end the replica: Run
+// lets go of everything, as when its context ends, and returns err as it
+// is.
+func Stop(err error) error { return &stopError{err} }
+
+type stopError struct{ err error }
+
+func (e *stopError) Error() string { return e.err.Error() }
+func (e *stopError) Unwrap() error { return e.err }
+
 // Config configures a Manager. Zero durations take the defaults.
 type Config struct {
 	Store   Store
@@ -100,7 +110,16 @@ type Config struct {
 	// the shards held and what the step's heartbeat found (the
 	// database's clock, the repair scan's ids): the daemon's repair.
 	Renewed func(ctx context.Context, held []int, found postgres.Peers)
-	Logger  *slog.Logger
+	// Rejoin, when set, is called by the step whose heartbeat finds that
+	// the replica had stopped counting as live for the signing keys'
+	// check (postgres.Peers.Unchecked: its lease lapsed while it was
+	// frozen or cut off, and a replica may have started meanwhile without
+	// comparing its keys with this one's), before the step takes any
+	// shard: the daemon compares its keys with the live replicas' again.
+	// Until it returns nil the replica takes no shard, and every step
+	// calls it again; an error wrapped by Stop ends Run with it.
+	Rejoin func(ctx context.Context) error
+	Logger *slog.Logger
 	// NewTimer makes the step timer and the bound of a release's Drain;
 	// nil uses time.NewTimer. Tests drive Step directly.
 	NewTimer func(d time.Duration) *time.Timer
@@ -120,6 +139,9 @@ type Manager struct {
 	next time.Duration
 	// found is what the last step's heartbeat found, for Renewed.
 	found postgres.Peers
+	// rejoin is set while Config.Rejoin has yet to pass (only Step
+	// touches it).
+	rejoin bool
 }
 
 // New returns a manager holding no shard.
@@ -199,6 +221,17 @@ func (m *Manager) Step(ctx context.Context) error {
 		m.cfg.Lose(shardsOf(lost))
 	}
 	held = renewed
+	if peers.Unchecked && m.cfg.Rejoin != nil {
+		m.rejoin = true
+	}
+	if m.rejoin {
+		// Compared again before any shard is taken; a lapse left none
+		// held.
+		if err := m.cfg.Rejoin(ctx); err != nil {
+			return err
+		}
+		m.rejoin = false
+	}
 
 	live := max(1, len(peers.Live))
 	if !slices.Contains(peers.Live, m.cfg.Replica) {
@@ -325,10 +358,12 @@ func (m *Manager) set(held []postgres.Lease) {
 }
 
 // Run steps at once, then every Renew (sooner when a dead replica's lease
-// lapses first, at once on Kick), until ctx ends; then it lets go of every
-// shard (Lose, then Leave) so the other replicas take them at once. A step
-// that fails is logged and tried again at the next one: the leases it
-// could not renew lapse, and the fence stops what they covered.
+// lapses first, at once on Kick), until ctx ends or Rejoin fails with an
+// error wrapped by Stop, which it returns as it was before the wrapping;
+// then it lets go of every shard (Lose, then Leave) so the other replicas
+// take them at once. A step that fails otherwise is logged and tried
+// again at the next one: the leases it could not renew lapse, and the
+// fence stops what they covered.
 func (m *Manager) Run(ctx context.Context) error {
 	defer func() {
 		m.mu.Lock()
@@ -356,6 +391,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		if err := m.Step(ctx); err != nil {
 			if ctx.Err() != nil {
 				return nil
+			}
+			if se := (*stopError)(nil); errors.As(err, &se) {
+				return se.err
 			}
 			m.log.Error("lease step failed; trying again at the next", "err", err)
 		} else if m.cfg.Renewed != nil {

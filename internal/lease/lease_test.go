@@ -22,6 +22,7 @@ type fakeStore struct {
 	now     time.Time
 	shards  []fakeLease
 	seen    map[string]time.Time
+	until   map[string]time.Time // each replica's lease
 	fences  map[string][]postgres.Lease
 	onLease func() // called at each Release, before it applies
 }
@@ -33,7 +34,7 @@ type fakeLease struct {
 }
 
 func newFake(n int) *fakeStore {
-	return &fakeStore{now: time.Unix(1_000_000, 0), shards: make([]fakeLease, n), seen: map[string]time.Time{}, fences: map[string][]postgres.Lease{}}
+	return &fakeStore{now: time.Unix(1_000_000, 0), shards: make([]fakeLease, n), seen: map[string]time.Time{}, until: map[string]time.Time{}, fences: map[string][]postgres.Lease{}}
 }
 
 func (f *fakeStore) advance(d time.Duration) {
@@ -49,7 +50,11 @@ func (f *fakeStore) Heartbeat(ctx context.Context, hp postgres.HeartbeatParams) 
 	defer f.mu.Unlock()
 	_, known := f.seen[replica]
 	f.seen[replica] = f.now
-	p := postgres.Peers{Held: map[string]int{}, Joined: !known, Renewed: renewed}
+	// A replica whose lease lapsed is unchecked (its signing keys are
+	// compared with nobody's meanwhile); the fake records no keys.
+	unchecked := known && !f.until[replica].After(f.now)
+	f.until[replica] = f.now.Add(hp.Lease)
+	p := postgres.Peers{Held: map[string]int{}, Joined: !known, Renewed: renewed, Unchecked: unchecked}
 	for id, at := range f.seen {
 		if at.After(f.now.Add(-live)) {
 			p.Live = append(p.Live, id)
@@ -125,6 +130,7 @@ func (f *fakeStore) Leave(_ context.Context, replica string) error {
 		}
 	}
 	delete(f.seen, replica)
+	delete(f.until, replica)
 	return nil
 }
 
@@ -486,4 +492,87 @@ func TestDeclinedGain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// freeze lets a's lease lapse while b steps every renewal: b takes every
+// shard over.
+func (r *rig) freeze(a, b string) {
+	r.t.Helper()
+	for range 3 {
+		r.store.advance(5*time.Second + time.Millisecond)
+		r.step(b)
+	}
+	if got := r.check(a); got[b] != 64 {
+		r.t.Fatalf("after %s's lease lapsed %s holds %d shards, want 64", a, b, got[b])
+	}
+}
+
+// TestRejoinAfterLapse: a replica that finds on a heartbeat that its
+// lease had lapsed (frozen) compares its keys again (Rejoin) before it
+// takes any shard, and takes none, at this step or the next ones, until
+// the comparison passes; a replica that never lapsed is never asked.
+func TestRejoinAfterLapse(t *testing.T) {
+	r := newRig(t)
+	a := r.add("a")
+	r.add("b")
+	var calls int
+	var answer error
+	a.cfg.Rejoin = func(context.Context) error { calls++; return answer }
+	r.step("a", "b", "a", "b")
+	if got := r.check(); got["a"] != 32 || got["b"] != 32 || calls != 0 {
+		t.Fatalf("hold %v after %d comparisons, want 32 each and none", got, calls)
+	}
+	r.freeze("a", "b")
+	answer = errors.New("the database went away")
+	if err := a.Step(context.Background()); err != answer || calls != 1 {
+		t.Fatalf("the step after the lapse = %v after %d comparisons, want %v after 1", err, calls, answer)
+	}
+	r.step("b") // b releases a's share: free shards a must not take yet
+	if err := a.Step(context.Background()); err != answer || calls != 2 {
+		t.Fatalf("the next step = %v after %d comparisons, want %v after 2 (still due)", err, calls, answer)
+	}
+	if got := r.check(); got["a"] != 0 {
+		t.Fatalf("a took %d shards before its keys were compared again", got["a"])
+	}
+	answer = nil
+	r.step("a", "b")
+	if got := r.check(); got["a"] != 32 || got["b"] != 32 || calls != 3 {
+		t.Fatalf("once compared: hold %v after %d comparisons, want 32 each after 3", got, calls)
+	}
+	r.step("a", "b", "a")
+	if calls != 3 {
+		t.Fatalf("%d comparisons in steady state, want none more", calls-3)
+	}
+}
+
+// TestRejoinRefused: a Rejoin that fails with an error wrapped by Stop
+// ends Run with that error, holding nothing; the other replica keeps
+// every shard.
+func TestRejoinRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		a := r.add("a")
+		r.add("b")
+		refusal := errors.New("signing keys differ")
+		a.cfg.Rejoin = func(context.Context) error { return Stop(refusal) }
+		r.step("a", "b", "a", "b")
+		r.freeze("a", "b")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		synctest.Wait() // the first step, at once
+		select {
+		case err := <-done:
+			if err != refusal {
+				t.Fatalf("Run = %v, want the refusal as it is", err)
+			}
+		default:
+			t.Fatal("Run goes on after a refused Rejoin")
+		}
+		r.step("b")
+		if got := r.check(); got["a"] != 0 || got["b"] != 64 {
+			t.Fatalf("after a's refusal: %v, want b holding all 64", got)
+		}
+	})
 }

@@ -1,7 +1,8 @@
 // Package wire holds what the HTTP API's server (httpapi) and its Go client
 // (client) must agree on: the routes' paths, the header names, the event
-// stream's heartbeat, the bound of a request body and the one table from
-// error code to HTTP status. It
+// stream's heartbeat, the bound of a request body, the shape of the signing
+// keys' fingerprints GET /v1/daemon shows, and the one table from error
+// code to HTTP status. It
 // imports only the root package and the standard library, so a program
 // that uses the client alone does not compile the server.
 package wire

@@ -11,18 +11,31 @@ import (
 )
 
 // KeyPrints are the fingerprints of a replica's signing material: a short
-// digest of each of its webhook signing secrets, in its file's order, and
-// one of its link key (the daemon makes them; the store only compares
-// strings). Never the secrets themselves.
+// digest of each of its webhook signing secrets, in its file's order, one
+// of its link key, and one of the rest of its signing configuration (the
+// daemon makes them; the store only keeps strings). Never the secrets
+// themselves.
 type KeyPrints struct {
 	Webhook []string
 	Link    string
+	// Settings is empty for a replica of a build before schema 10,
+	// which records none.
+	Settings string
 }
 
-// PeerKeys are the fingerprints a live replica recorded.
+// PeerKeys are the fingerprints a live replica recorded, and how recently
+// it was heard of, by the database's clock.
 type PeerKeys struct {
 	Replica string
 	KeyPrints
+	// Seen is its last heartbeat since it recorded its fingerprints, or
+	// the recording when it has not beaten since: a later Seen for the
+	// same replica is a sign of life.
+	Seen time.Time
+	// Silent is how long ago Seen was, and Left how long it goes on
+	// counting as live without another heartbeat (its lease, or its
+	// start window), when the check ran.
+	Silent, Left time.Duration
 }
 
 // keysForget is how long the row of a replica that never beat, or whose
@@ -39,8 +52,9 @@ const keysForget = time.Hour
 // its lease has not lapsed, by the database's clock, once it has beaten
 // since it recorded its fingerprints, and for window (its lease) from the
 // recording before that: a replica that passed its check counts from then
-// on, before its first heartbeat. A replica of an older build records
-// nothing and is never compared. Rows of replicas gone for long are
+// on, before its first heartbeat. A replica of a build before schema 9
+// records nothing and is never compared; one of schema 9 records no
+// settings (KeyPrints.Settings empty). Rows of replicas gone for long are
 // deleted on the way.
 func (s *Store) RecordKeys(ctx context.Context, replica string, prints KeyPrints, window time.Duration, check func(peers []PeerKeys) error) error {
 	h := fnv.New64a()
@@ -60,7 +74,10 @@ func (s *Store) RecordKeys(ctx context.Context, replica string, prints KeyPrints
 		}
 		peers, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PeerKeys, error) {
 			var p PeerKeys
-			err := r.Scan(&p.Replica, &p.Webhook, &p.Link)
+			var silent, left float64
+			err := r.Scan(&p.Replica, &p.Webhook, &p.Link, &p.Settings, &p.Seen, &silent, &left)
+			p.Seen = p.Seen.UTC()
+			p.Silent, p.Left = seconds(silent), seconds(left)
 			return p, err
 		})
 		if err != nil {
@@ -69,11 +86,11 @@ func (s *Store) RecordKeys(ctx context.Context, replica string, prints KeyPrints
 		if err := check(peers); err != nil {
 			return &checkErr{err}
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO replica_keys (replica, webhook, link, recorded_at, start_until)
-			VALUES ($1, $2, $3, now(), now() + $4::interval)
-			ON CONFLICT (replica) DO UPDATE SET webhook = EXCLUDED.webhook, link = EXCLUDED.link,
+		_, err = tx.Exec(ctx, `INSERT INTO replica_keys (replica, webhook, link, settings, recorded_at, start_until)
+			VALUES ($1, $2, $3, nullif($5, ''), now(), now() + $4::interval)
+			ON CONFLICT (replica) DO UPDATE SET webhook = EXCLUDED.webhook, link = EXCLUDED.link, settings = EXCLUDED.settings,
 				recorded_at = EXCLUDED.recorded_at, start_until = EXCLUDED.start_until`,
-			replica, nonNil(prints.Webhook), prints.Link, window)
+			replica, nonNil(prints.Webhook), prints.Link, window, prints.Settings)
 		return err
 	})
 	if ce := (*checkErr)(nil); errors.As(err, &ce) {
@@ -88,13 +105,26 @@ type checkErr struct{ err error }
 func (c *checkErr) Error() string { return c.err.Error() }
 
 // peerKeysSQL reads the fingerprints of the live replicas but $1 (see
-// RecordKeys): the lease decides for one that has beaten since it
-// recorded them (its replicas row may also be a previous run's under the
-// same id, older than the recording), the start window before.
-const peerKeysSQL = `SELECT k.replica, k.webhook, k.link FROM replica_keys AS k LEFT JOIN replicas AS r ON r.id = k.replica
-	WHERE k.replica <> $1 AND CASE WHEN r.seen_at >= k.recorded_at THEN coalesce(r.lease_until > now(), false)
-		ELSE k.start_until > now() END
+// RecordKeys), with when each was last heard of (PeerKeys.Seen, Silent,
+// Left).
+const peerKeysSQL = `SELECT k.replica, k.webhook, k.link, coalesce(k.settings, ''), v.seen,
+		extract(epoch FROM now() - v.seen)::float8, extract(epoch FROM v.until - now())::float8
+	FROM replica_keys AS k LEFT JOIN replicas AS r ON r.id = k.replica CROSS JOIN LATERAL (` + keysWindowSQL + `) AS v
+	WHERE k.replica <> $1 AND v.until > now()
 	ORDER BY k.replica`
+
+// keysWindowSQL says, of the replica of the row k of replica_keys joined
+// to its row r of replicas, when it was last heard of (seen) and until
+// when it counts as live for RecordKeys (until): its lease decides once
+// it has beaten since it recorded its fingerprints (its replicas row may
+// also be a previous run's under the same id, older than the recording),
+// its start window before. The heartbeat asks it of the replica itself
+// (Peers.Unchecked).
+const keysWindowSQL = `SELECT CASE WHEN r.seen_at >= k.recorded_at THEN r.seen_at ELSE k.recorded_at END AS seen,
+		CASE WHEN r.seen_at >= k.recorded_at THEN r.lease_until ELSE k.start_until END AS until`
+
+// seconds converts the database's seconds into a Duration.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // ForgetKeys deletes replica's fingerprints (a replica that stops, or
 // whose start failed after it recorded them). Leave does the same.

@@ -162,3 +162,86 @@ func TestRecordKeysTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestHeartbeatUnchecked: a heartbeat says whether, just before it, the
+// replica had stopped counting among the live replicas a start compares
+// its keys with: not after its check (its start window) nor while it
+// renews in time; yes once its lease lapsed (frozen), and only on the
+// first heartbeat after (that one renews it); yes when its start window
+// ended before its first heartbeat, and when it recorded no keys.
+func TestHeartbeatUnchecked(t *testing.T) {
+	u := newSchema(t)
+	s := open(t, u)
+	defer s.Close()
+	prints := postgres.KeyPrints{Webhook: []string{"aaaa000000000001"}, Link: "1111000000000000"}
+	unchecked := func(replica string) bool {
+		t.Helper()
+		return beat(t, s, replica, nil).Unchecked
+	}
+
+	record(t, s, "a", prints, nil)
+	if unchecked("a") {
+		t.Fatal("a replica beating within its start window: Unchecked, want not")
+	}
+	if unchecked("a") {
+		t.Fatal("a replica beating within its lease: Unchecked, want not")
+	}
+	admin(t, u, `UPDATE replicas SET lease_until = now() - interval '1 millisecond' WHERE id = 'a'`)
+	if !unchecked("a") {
+		t.Fatal("the first heartbeat after a lapse: not Unchecked")
+	}
+	if unchecked("a") {
+		t.Fatal("the heartbeat after that one (the lease renewed): Unchecked")
+	}
+
+	record(t, s, "b", prints, nil)
+	admin(t, u, `UPDATE replica_keys SET start_until = now() - interval '1 millisecond' WHERE replica = 'b'`)
+	if !unchecked("b") {
+		t.Fatal("a first heartbeat after the start window ended: not Unchecked")
+	}
+	if !unchecked("c") {
+		t.Fatal("a replica that recorded no keys: not Unchecked")
+	}
+}
+
+// TestRecordKeysSeen: a check sees when each live peer was last heard of,
+// by the database's clock: its recording until it beats, its last
+// heartbeat after; how long ago that was, and how long it goes on counting
+// as live without another (its start window, then its lease).
+func TestRecordKeysSeen(t *testing.T) {
+	u := newSchema(t)
+	s := open(t, u)
+	defer s.Close()
+	prints := postgres.KeyPrints{Webhook: []string{"aaaa000000000001"}, Link: "1111000000000000"}
+	peer := func() postgres.PeerKeys {
+		t.Helper()
+		seen, err := record(t, s, "b", prints, nil)
+		if err != nil || len(seen) != 1 {
+			t.Fatalf("b's check saw %+v (%v), want a", seen, err)
+		}
+		return seen[0]
+	}
+	within := func(what string, got, lo, hi time.Duration) {
+		t.Helper()
+		if got < lo || got > hi {
+			t.Errorf("%s = %s, want from %s to %s", what, got, lo, hi)
+		}
+	}
+	record(t, s, "a", prints, nil)
+	admin(t, u, `UPDATE replica_keys SET recorded_at = recorded_at - interval '10 seconds', start_until = start_until - interval '10 seconds' WHERE replica = 'a'`)
+	recorded := peer()
+	within("silent before its first heartbeat", recorded.Silent, 10*time.Second, 12*time.Second)
+	within("left of its start window", recorded.Left, 48*time.Second, 50*time.Second)
+
+	beat(t, s, "a", nil)
+	admin(t, u, `UPDATE replicas SET seen_at = seen_at - interval '3 seconds', lease_until = lease_until - interval '30 seconds' WHERE id = 'a'`)
+	beaten := peer()
+	if !beaten.Seen.After(recorded.Seen) {
+		t.Errorf("Seen after a heartbeat %s, before %s: want later", beaten.Seen, recorded.Seen)
+	}
+	within("silent after a heartbeat", beaten.Silent, 3*time.Second, 5*time.Second)
+	within("left of its lease", beaten.Left, 28*time.Second, 30*time.Second)
+	if again := peer(); !again.Seen.Equal(beaten.Seen) {
+		t.Errorf("Seen without a heartbeat moved from %s to %s", beaten.Seen, again.Seen)
+	}
+}

@@ -256,7 +256,9 @@ type HeartbeatParams struct {
 // there is nothing to acquire), how long until the first lease held by a
 // replica not among them lapses (zero when none is held; the caller's
 // next step is due then, to take it over at once), the database's clock,
-// and the repair scan's ids (HeartbeatParams.PendingSince). It runs every
+// the repair scan's ids (HeartbeatParams.PendingSince), and whether the
+// replica had stopped counting as live for the signing keys' check
+// (Peers.Unchecked: a lapse). It runs every
 // few seconds on every replica, and is most of what an idle replica costs
 // the database: it commits without waiting for the WAL flush (see
 // heartbeatSQL for why that is safe).
@@ -278,7 +280,7 @@ func (s *Store) Heartbeat(ctx context.Context, hp HeartbeatParams) (Peers, error
 		horizon   *time.Time
 	)
 	err := s.leasePool.QueryRow(ctx, heartbeatSQL, hp.Replica, shards, epochs, hp.Lease, hp.Live,
-		s.Channel(), rebalancePayload, since).Scan(&p.Joined, &p.Live, &owners, &counts, &p.Free, &next, &rs, &re, &p.Now, &p.Pending, &recovered, &told, &horizon)
+		s.Channel(), rebalancePayload, since).Scan(&p.Joined, &p.Live, &owners, &counts, &p.Free, &next, &rs, &re, &p.Now, &p.Pending, &recovered, &told, &p.Unchecked, &horizon)
 	if err != nil {
 		return Peers{}, wrap("heartbeat", err)
 	}
@@ -286,7 +288,7 @@ func (s *Store) Heartbeat(ctx context.Context, hp HeartbeatParams) (Peers, error
 		p.Held[o] = int(counts[i])
 	}
 	if next != nil {
-		p.NextLapse = time.Duration(*next * float64(time.Second))
+		p.NextLapse = seconds(*next)
 	}
 	p.Renewed = make([]Lease, len(rs))
 	for i := range rs {
@@ -355,6 +357,15 @@ type Peers struct {
 	Freed int
 	// Joined is true on the replica's first heartbeat.
 	Joined bool
+	// Unchecked is true when, just before this heartbeat, the replica
+	// did not count among the live replicas whose signing keys a
+	// replica starting compares its own with (RecordKeys): its lease
+	// had lapsed (it was frozen, or cut off from the database, past
+	// it), its start window ended before its first heartbeat, or it
+	// recorded no fingerprints. A replica that started meanwhile did not
+	// compare its keys with this one's, so this one must compare its own
+	// with the live replicas' again before it takes a shard.
+	Unchecked bool
 	// Now is the database's clock as the heartbeat ran.
 	Now time.Time
 	// Horizon is where the next repair scan must start for it to see
@@ -387,7 +398,10 @@ type Peers struct {
 // so that the others take them at once rather than at their next step.
 //
 // Every CTE sees the same snapshot, from before the statement's own
-// writes: prev is the replica's lease before this renewal. In the steady
+// writes: prev is the replica's lease before this renewal, and checked
+// whether it counted as live for the signing keys' check before it
+// (Peers.Unchecked; one primary key lookup in each of replica_keys and
+// replicas). In the steady
 // state the statement writes one row (me); freed, lapsed and compat write
 // only when a shard changes hands or a replica of an older build (its
 // lease_until NULL) is live, whose fence and acquisitions read
@@ -409,6 +423,9 @@ type Peers struct {
 // a renewal through the fence) flushes the WAL that holds it first.
 const heartbeatSQL = `WITH prev AS (
 		SELECT coalesce(bool_or(lease_until > now()), false) AS valid FROM replicas WHERE id = $1),
+	checked AS (
+		SELECT EXISTS (SELECT FROM replica_keys AS k LEFT JOIN replicas AS r ON r.id = k.replica
+			CROSS JOIN LATERAL (` + keysWindowSQL + `) AS v WHERE k.replica = $1 AND v.until > now()) AS live),
 	me AS (
 		INSERT INTO replicas (id, seen_at, started_at, lease_until)
 		SELECT $1, now(), now(), now() + $4::interval FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
@@ -456,6 +473,7 @@ const heartbeatSQL = `WITH prev AS (
 		(SELECT coalesce(array_agg(id), '{}') FROM pending),
 		(SELECT count(*) FROM freed),
 		(SELECT count(*) FROM told),
+		(SELECT NOT live FROM checked),
 		` + horizonSQL
 
 // horizonSQL is a heartbeat's horizon reading (see Peers.Horizon): the

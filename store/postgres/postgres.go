@@ -111,6 +111,8 @@ type Store struct {
 	leasePool *pgxpool.Pool
 	log       *slog.Logger
 	schema    string
+	// channel is the NOTIFY channel of schema (Channel).
+	channel string
 	// lockKey is the key of the mailbox's advisory lock, per schema.
 	lockKey int64
 	// capKey is the key of the global cap's advisory lock, per schema,
@@ -212,6 +214,7 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		return nil, errors.New("postgres: the connection's search_path names no schema that exists: create it, or fix search_path in the store URL")
 	}
 	s.log = o.Logger.With("component", "store", "store", "postgres", "schema", s.schema)
+	s.channel = channelOf(s.schema)
 	h := fnv.New64a()
 	h.Write([]byte("vigil messages " + s.schema))
 	s.lockKey = int64(h.Sum64())

@@ -79,9 +79,10 @@ type Options struct {
 	// default (pool_max_conns in the URL, else max(4, GOMAXPROCS)).
 	MaxConns int32
 	// Notify makes every registration, cancel, recipient close and
-	// appended message send an Event (a PostgreSQL NOTIFY, in the same
-	// transaction, so it is heard only once the change is committed), for
-	// the stores that Listen on the same database and schema.
+	// appended message send an Event (a PostgreSQL NOTIFY, heard only
+	// once the change is committed: in the same transaction, or for a
+	// registration just after its commit, see queueEvents), for the
+	// stores that Listen on the same database and schema.
 	Notify bool
 	// Replica is this replica's id, written as settled_by on the watches
 	// its settling writes settle (empty: NULL).

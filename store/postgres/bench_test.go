@@ -168,3 +168,44 @@ func BenchmarkWatchSettleBatch512(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "settles/s")
 }
+
+// BenchmarkWatchCreateReplicas registers from 32 goroutines spread over
+// one or three stores on one schema, as replicas (Options.Notify, as the
+// daemon opens them), each watch for a recipient of its own, as
+// bench/peers' pg-register does: what the registrations of several
+// replicas cost one another in the database (locks, commits).
+func BenchmarkWatchCreateReplicas(b *testing.B) {
+	for _, n := range []int{1, 3} {
+		b.Run(fmt.Sprintf("stores=%d", n), func(b *testing.B) {
+			u := benchSchema(b)
+			stores := make([]*Store, n)
+			for i := range stores {
+				s, err := Open(context.Background(), u, &Options{MaxConns: 12, Notify: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { s.Close() })
+				stores[i] = s
+			}
+			var next, g atomic.Int64
+			b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				s := stores[int(g.Add(1))%n]
+				for pb.Next() {
+					i := next.Add(1)
+					w := benchWatch(i)
+					w.Recipient = fmt.Sprintf("agent-%d", i)
+					w.Identity = vigil.Identity(w.Recipient, w.Kind, w.Mode, w.Predicate)
+					if _, err := s.WatchCreate(context.Background(), vigil.WatchCreateParams{
+						Watch: w, MaxActive: 100_000_000, MaxActivePerRecipient: 100_000_000,
+					}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
+		})
+	}
+}

@@ -135,9 +135,12 @@ const listenReconnect = time.Second
 
 // Channel is the NOTIFY channel of the store's schema, which Listen
 // listens on.
-func (s *Store) Channel() string {
+func (s *Store) Channel() string { return s.channel }
+
+// channelOf is the NOTIFY channel of schema.
+func channelOf(schema string) string {
 	h := fnv.New32a()
-	h.Write([]byte(s.schema))
+	h.Write([]byte(schema))
 	return fmt.Sprintf("vigil_%08x", h.Sum32())
 }
 
@@ -272,4 +275,45 @@ func quickSched(s *jsonscan.Scanner, a *Sched) bool {
 		}
 		return ok
 	})
+}
+
+// sqlEventsAsync makes the transaction it runs in commit without waiting
+// for the WAL's flush (it writes nothing but notifications).
+const sqlEventsAsync = `SELECT set_config('synchronous_commit', 'off', true)`
+
+// queueEvents queues on b, after the commit of the transaction that wrote
+// what they tell, its events (payloads of Event), in a transaction of
+// their own: PostgreSQL serializes the commits of every transaction that
+// notifies, WAL flush included, on one lock of the database, so
+// registrations that notified in their own transaction committed one at a
+// time across every replica. This one commits without waiting for the
+// flush and holds the lock for microseconds. A registration whose events
+// are lost (the daemon dies between the two commits) is found by its
+// shard's holder at its next lease step (see heartbeat's repair scan), as
+// one whose notification a listener missed. A store without
+// Options.Notify sends nothing.
+func (s *Store) queueEvents(b *pgx.Batch, evs []string) {
+	if !s.sendEvents || len(evs) == 0 {
+		return
+	}
+	b.Queue(sqlEventsAsync)
+	b.Queue(sqlNotifyMany, s.Channel(), evs)
+}
+
+// eventsSent reads the results of the n statements queueEvents queued
+// last on a batch: a failure is logged, not returned, since what they tell
+// is committed already.
+func (s *Store) eventsSent(br pgx.BatchResults, n int) {
+	var err error
+	for range n {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		s.log.Warn("events of a committed registration not sent: the holders of its shards will find it at their next lease step", "err", err)
+	}
 }

@@ -79,9 +79,10 @@ type Options struct {
 	// default (pool_max_conns in the URL, else max(4, GOMAXPROCS)).
 	MaxConns int32
 	// Notify makes every registration, cancel, recipient close and
-	// appended message send an Event (a PostgreSQL NOTIFY, in the same
-	// transaction, so it is heard only once the change is committed), for
-	// the stores that Listen on the same database and schema.
+	// appended message send an Event (a PostgreSQL NOTIFY, heard only
+	// once the change is committed: in the same transaction, or for a
+	// registration just after its commit, see queueEvents), for the
+	// stores that Listen on the same database and schema.
 	Notify bool
 	// Replica is this replica's id, written as settled_by on the watches
 	// its settling writes settle (empty: NULL).
@@ -111,6 +112,8 @@ type Store struct {
 	leasePool *pgxpool.Pool
 	log       *slog.Logger
 	schema    string
+	// channel is the NOTIFY channel of schema (Channel).
+	channel string
 	// lockKey is the key of the mailbox's advisory lock, per schema.
 	lockKey int64
 	// capKey is the key of the global cap's advisory lock, per schema,
@@ -212,6 +215,7 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		return nil, errors.New("postgres: the connection's search_path names no schema that exists: create it, or fix search_path in the store URL")
 	}
 	s.log = o.Logger.With("component", "store", "store", "postgres", "schema", s.schema)
+	s.channel = channelOf(s.schema)
 	h := fnv.New64a()
 	h.Write([]byte("vigil messages " + s.schema))
 	s.lockKey = int64(h.Sum64())

@@ -250,7 +250,7 @@ func (s *Store) createOne(ctx context.Context, c *pgx.Conn, p vigil.WatchCreateP
 		b.Queue(sqlLedgerExpire, w.Recipient, key, since)
 		b.Queue(sqlLedgerInsert, w.Recipient, key, p.RequestHash, existing.ID, true, created)
 		b.Queue("commit")
-		if err := commitBatch(ctx, c, b, w.ID); err != nil {
+		if err := s.commitBatch(ctx, c, b, b.Len(), w.ID); err != nil {
 			return nil, err
 		}
 		return existing, nil
@@ -279,11 +279,12 @@ func (s *Store) createOne(ctx context.Context, c *pgx.Conn, p vigil.WatchCreateP
 		b.Queue(sqlLedgerExpire, w.Recipient, key, since)
 		b.Queue(sqlLedgerInsert, w.Recipient, key, p.RequestHash, w.ID, false, created)
 	}
-	if ev != "" {
-		b.Queue(sqlNotify, s.Channel(), ev)
-	}
 	b.Queue("commit")
-	if err := commitBatch(ctx, c, b, w.ID); err != nil {
+	n := b.Len()
+	if ev != "" {
+		s.queueEvents(b, []string{ev})
+	}
+	if err := s.commitBatch(ctx, c, b, n, w.ID); err != nil {
 		return nil, err
 	}
 	out := *w
@@ -294,10 +295,10 @@ func (s *Store) createOne(ctx context.Context, c *pgx.Conn, p vigil.WatchCreateP
 // their results in order: the first failure decides, and a unique
 // violation of a race the registration lost (the identity, the key) makes
 // it run again.
-func commitBatch(ctx context.Context, c *pgx.Conn, b *pgx.Batch, id string) error {
+func (s *Store) commitBatch(ctx context.Context, c *pgx.Conn, b *pgx.Batch, n int, id string) error {
 	br := c.SendBatch(ctx, b)
 	defer br.Close()
-	for range b.Len() {
+	for range n {
 		if _, err := br.Exec(); err != nil {
 			switch constraint(err) {
 			case "watches_identity_pending", "idempotency_pkey":
@@ -308,5 +309,6 @@ func commitBatch(ctx context.Context, c *pgx.Conn, b *pgx.Batch, id string) erro
 			return err
 		}
 	}
-	return br.Close()
+	s.eventsSent(br, b.Len()-n)
+	return nil
 }

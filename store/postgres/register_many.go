@@ -19,7 +19,6 @@ const (
 		WHERE (recipient, key) IN (SELECT * FROM unnest($1::text[], $2::text[])))`
 	sqlPendingByIdentities = `SELECT ` + watchColumns + ` FROM watches WHERE identity = ANY($1) AND state = 'pending'`
 	sqlIDsTaken            = `SELECT id FROM watches WHERE id = ANY($1)`
-	sqlStripesLock         = `SELECT stripe FROM totals WHERE stripe = ANY($1) ORDER BY stripe FOR UPDATE`
 	// sqlMineTakeMany adds to each recipient's counter ($1 in name
 	// order, so the rows are locked in the order every writer takes
 	// them), making the ones there are not, and returns what they hold.
@@ -28,8 +27,6 @@ const (
 		ON CONFLICT (recipient) DO UPDATE SET pending = counters.pending + excluded.pending RETURNING recipient, pending`
 	sqlMineSubMany = `UPDATE counters SET pending = counters.pending - d.n FROM unnest($1::text[], $2::bigint[]) AS d(recipient, n)
 		WHERE counters.recipient = d.recipient`
-	sqlTotalAddMany = `UPDATE totals SET pending = totals.pending + d.n FROM unnest($1::int[], $2::bigint[]) AS d(stripe, n)
-		WHERE totals.stripe = d.stripe`
 	sqlLedgerExpireMany = `DELETE FROM idempotency USING unnest($1::text[], $2::text[], $3::bigint[]) AS d(recipient, key, since)
 		WHERE idempotency.recipient = d.recipient AND idempotency.key = d.key AND idempotency.created_at < d.since`
 	sqlLedgerInsertMany = `INSERT INTO idempotency (recipient, key, request_hash, watch_id, existing, created_at)
@@ -110,7 +107,6 @@ func (s *Store) createMany(ctx context.Context, c *pgx.Conn, items []batchItem, 
 	var (
 		keyRecipients, keys []string
 		identities, ids     []string
-		stripeSet           []int32
 		capped              bool
 		lowestCap           int64
 		candidates          = map[string]int64{} // items per recipient
@@ -126,7 +122,6 @@ func (s *Store) createMany(ctx context.Context, c *pgx.Conn, items []batchItem, 
 		}
 		identities = append(identities, w.Identity)
 		ids = append(ids, w.ID)
-		stripeSet = append(stripeSet, stripe(w.ID))
 		if _, ok := firstAt[w.Recipient]; !ok {
 			firstAt[w.Recipient] = w.CreatedAt.UnixMilli()
 		}
@@ -141,8 +136,12 @@ func (s *Store) createMany(ctx context.Context, c *pgx.Conn, items []batchItem, 
 	if len(ids) == 0 {
 		return nil
 	}
-	slices.Sort(stripeSet)
-	stripeSet = slices.Compact(stripeSet)
+	// The total moves in one stripe, its first item's: as unpend moves
+	// it down in one. Each item's own stripe locked a stripe for each
+	// item, so that groups of registrations on different replicas (and
+	// concurrent batches) waited on each other's commits for most of a
+	// stripe they shared.
+	st := stripe(ids[0])
 	recipients := slices.Sorted(maps.Keys(candidates))
 	deltas := make([]int64, len(recipients))
 	firsts := make([]int64, len(recipients))
@@ -151,7 +150,7 @@ func (s *Store) createMany(ctx context.Context, c *pgx.Conn, items []batchItem, 
 	}
 
 	// Round trip 1: begin, the reads, the locks (the cap lock, the
-	// stripes in order, the counters in name order, moved up by every
+	// total's stripe, the counters in name order, each moved up by every
 	// candidate item: what the items that turn out not to be created
 	// added is taken back in round trip 2).
 	b := &pgx.Batch{}
@@ -171,7 +170,7 @@ func (s *Store) createMany(ctx context.Context, c *pgx.Conn, items []batchItem, 
 		}
 		b.Queue(sqlTotalSum)
 	}
-	b.Queue(sqlStripesLock, stripeSet)
+	b.Queue(sqlTotalAdd, st, int64(len(ids)))
 	b.Queue(sqlMineTakeMany, recipients, deltas, firsts)
 	var (
 		ledger            = map[[2]string]ledgerRow{}
@@ -292,7 +291,6 @@ func (s *Store) createMany(ctx context.Context, c *pgx.Conn, items []batchItem, 
 		create                  []*batchItem
 		created                 = map[string]*vigil.Watch{}
 		added                   = map[string]int64{}
-		byStripe                = map[int32]int64{}
 		nAdded                  int64
 		putR, putK, putH, putID []string
 		putExisting             []bool
@@ -368,7 +366,6 @@ func (s *Store) createMany(ctx context.Context, c *pgx.Conn, items []batchItem, 
 		created[w.ID] = w
 		pendingByIdentity[w.Identity] = w.ID
 		added[w.Recipient]++
-		byStripe[stripe(w.ID)]++
 		nAdded++
 		if key != "" {
 			put(w, p, w.ID, false)
@@ -385,13 +382,8 @@ func (s *Store) createMany(ctx context.Context, c *pgx.Conn, items []batchItem, 
 
 	// Round trip 2: the writes and the commit.
 	b = &pgx.Batch{}
-	if nAdded > 0 {
-		var sts []int32
-		var ns []int64
-		for _, st := range slices.Sorted(maps.Keys(byStripe)) {
-			sts, ns = append(sts, st), append(ns, byStripe[st])
-		}
-		b.Queue(sqlTotalAddMany, sts, ns)
+	if back := int64(len(ids)) - nAdded; back > 0 {
+		b.Queue(sqlTotalAdd, st, -back)
 	}
 	var backR []string
 	var backN []int64
@@ -418,13 +410,12 @@ func (s *Store) createMany(ctx context.Context, c *pgx.Conn, items []batchItem, 
 		b.Queue(sqlLedgerExpireMany, putR, putK, putSince)
 		b.Queue(sqlLedgerInsertMany, putR, putK, putH, putID, putExisting, putCreated)
 	}
-	if len(events) > 0 {
-		b.Queue(sqlNotifyMany, s.Channel(), events)
-	}
 	b.Queue("commit")
+	n := b.Len()
+	s.queueEvents(b, events)
 	br := c.SendBatch(ctx, b)
 	defer br.Close()
-	for range b.Len() {
+	for range n {
 		if _, err := br.Exec(); err != nil {
 			switch constraint(err) {
 			case "watches_identity_pending", "idempotency_pkey", "watches_pkey":
@@ -435,7 +426,8 @@ func (s *Store) createMany(ctx context.Context, c *pgx.Conn, items []batchItem, 
 			return err
 		}
 	}
-	return br.Close()
+	s.eventsSent(br, b.Len()-n)
+	return nil
 }
 
 // sqlWatchInsertUnnest inserts the rows whose columns are its arrays

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/cputime"
 )
 
 // BenchmarkRegisterHTTP registers timer watches due in an hour through the
@@ -30,7 +31,7 @@ func BenchmarkRegisterHTTP(b *testing.B) {
 			var wg sync.WaitGroup
 			errs := make(chan error, conc)
 			b.ResetTimer()
-			cpu0 := processCPU()
+			cpu0 := cputime.Self()
 			for range conc {
 				wg.Go(func() {
 					for {
@@ -58,7 +59,7 @@ func BenchmarkRegisterHTTP(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "registrations/s")
 			// Client and daemon together: this process is both.
-			b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/registration")
+			b.ReportMetric(float64(cputime.Self()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/registration")
 		})
 	}
 }
@@ -78,7 +79,7 @@ func BenchmarkRegisterBatchHTTP(b *testing.B) {
 	at := vigil.FormatTime(time.Now().Add(time.Hour))
 	reqs := make([]vigil.RegisterRequest, vigil.MaxBatch)
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := cputime.Self()
 	for done := 0; done < b.N; {
 		n := min(vigil.MaxBatch, b.N-done)
 		for j := range n {
@@ -98,5 +99,5 @@ func BenchmarkRegisterBatchHTTP(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "watches/s")
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/watch")
+	b.ReportMetric(float64(cputime.Self()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/watch")
 }

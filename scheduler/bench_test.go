@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/cputime"
 	"github.com/vigil-run/vigil/scheduler"
 )
 
@@ -55,7 +56,7 @@ func BenchmarkGCMarkAtMillion(b *testing.B) {
 	if s.Len() != n {
 		b.Fatalf("holds %d watches, want %d", s.Len(), n)
 	}
-	cpu := processCPU()
+	cpu := cputime.Self()
 	for b.Loop() {
 		runtime.GC()
 	}
@@ -75,7 +76,7 @@ func BenchmarkGCMarkMapAtMillion(b *testing.B) {
 		m[id] = int32(i)
 	}
 	runtime.GC()
-	cpu := processCPU()
+	cpu := cputime.Self()
 	for b.Loop() {
 		runtime.GC()
 	}
@@ -90,7 +91,7 @@ func BenchmarkAddRemove(b *testing.B) {
 	ids := benchIDs("ADDR", 1<<16)
 	due := time.Now().Add(time.Hour)
 	i := 0
-	cpu := processCPU()
+	cpu := cputime.Self()
 	for b.Loop() {
 		id := ids[i&(len(ids)-1)]
 		i++
@@ -125,7 +126,7 @@ func BenchmarkTimerLife(b *testing.B) {
 	now := time.Now()
 	es := make([]*scheduler.Entry, len(ids))
 	p := dropper{s}
-	cpu := processCPU()
+	cpu := cputime.Self()
 	for b.Loop() {
 		for i, id := range ids {
 			es[i] = scheduler.NewEntry(id, vigil.KindTimer, 0, time.Time{}, true)
@@ -143,7 +144,7 @@ func BenchmarkTimerLife(b *testing.B) {
 // reportCPU reports the process's CPU time since cpu per op, and per
 // watch when an op is many.
 func reportCPU(b *testing.B, cpu time.Duration, per int) {
-	used := float64((processCPU() - cpu).Nanoseconds())
+	used := float64((cputime.Self() - cpu).Nanoseconds())
 	b.ReportMetric(used/float64(b.N), "cpu-ns/op")
 	if per > 1 {
 		b.ReportMetric(used/float64(b.N*per), "cpu-ns/timer")

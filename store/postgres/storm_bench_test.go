@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/cputime"
 )
 
 // BenchmarkSettleStorm settles timers as a replica does in a storm (bench
@@ -79,7 +80,7 @@ func BenchmarkSettleStorm(b *testing.B) {
 	}
 	defer func() { stopListen(); wg.Wait() }()
 	l0 := pidsCPU(listeners)
-	pg0, self0 := s.backendsCPU(b), selfCPU()
+	pg0, self0 := s.backendsCPU(b), cputime.Self()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for start := 0; start < b.N; start += batch {
@@ -93,7 +94,7 @@ func BenchmarkSettleStorm(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	pg1, self1 := s.backendsCPU(b), selfCPU()
+	pg1, self1 := s.backendsCPU(b), cputime.Self()
 	l1 := pidsCPU(listeners)
 	var pg time.Duration
 	for pid, run := range pg1 {

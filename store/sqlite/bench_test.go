@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/cputime"
 )
 
 // The benchmarks run with synchronous=FULL, as the store does in
@@ -94,7 +95,7 @@ func BenchmarkWatchCreateParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := cputime.Self()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if err := benchCreate(s, n.Add(1)); err != nil {
@@ -104,7 +105,7 @@ func BenchmarkWatchCreateParallel(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/create")
+	b.ReportMetric(float64(cputime.Self()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/create")
 }
 
 // BenchmarkWatchCreateMany creates watches 1 000 per WatchCreateMany (one
@@ -117,7 +118,7 @@ func BenchmarkWatchCreateMany(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	ps := make([]vigil.WatchCreateParams, 0, vigil.MaxBatch)
-	cpu0 := processCPU()
+	cpu0 := cputime.Self()
 	for done := 0; done < b.N; {
 		ps = ps[:0]
 		for j := range min(vigil.MaxBatch, b.N-done) {
@@ -137,7 +138,7 @@ func BenchmarkWatchCreateMany(b *testing.B) {
 		done += len(ps)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/create")
+	b.ReportMetric(float64(cputime.Self()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/create")
 }
 
 // bulkInsert writes n watches in large transactions, for benchmark setup.
@@ -233,7 +234,7 @@ func BenchmarkWatchSettleStorm(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := cputime.Self()
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range 8 {
@@ -257,7 +258,7 @@ func BenchmarkWatchSettleStorm(b *testing.B) {
 		})
 	}
 	wg.Wait()
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/settle")
+	b.ReportMetric(float64(cputime.Self()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/settle")
 }
 
 // BenchmarkWatchListPending reads every pending watch, as the scheduler does

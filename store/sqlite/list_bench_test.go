@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/cputime"
 )
 
 // BenchmarkWatchListFilters reads the first page (50 watches, as the web
@@ -39,7 +40,7 @@ func BenchmarkWatchListFilters(b *testing.B) {
 	} {
 		tc.p.Limit = 50
 		b.Run("list-"+tc.name, func(b *testing.B) {
-			cpu0 := processCPU()
+			cpu0 := cputime.Self()
 			for b.Loop() {
 				if _, err := s.WatchList(ctx, tc.p); err != nil {
 					b.Fatal(err)
@@ -50,7 +51,7 @@ func BenchmarkWatchListFilters(b *testing.B) {
 	}
 	// The counts by state the panel shows above the list.
 	b.Run("counts", func(b *testing.B) {
-		cpu0 := processCPU()
+		cpu0 := cputime.Self()
 		for b.Loop() {
 			if _, err := s.WatchCounts(ctx, nil); err != nil {
 				b.Fatal(err)
@@ -59,7 +60,7 @@ func BenchmarkWatchListFilters(b *testing.B) {
 		reportCPU(b, cpu0)
 	})
 	b.Run("counts-recipient", func(b *testing.B) {
-		cpu0 := processCPU()
+		cpu0 := cputime.Self()
 		for b.Loop() {
 			if _, err := s.WatchCounts(ctx, []string{"agent-7"}); err != nil {
 				b.Fatal(err)
@@ -71,5 +72,5 @@ func BenchmarkWatchListFilters(b *testing.B) {
 
 // reportCPU reports the CPU time per op since cpu0.
 func reportCPU(b *testing.B, cpu0 time.Duration) {
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(cputime.Self()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/cputime"
 	"github.com/vigil-run/vigil/watcher"
 	httpwatch "github.com/vigil-run/vigil/watcher/http"
 )
@@ -29,7 +30,7 @@ func BenchmarkProbe(b *testing.B) {
 	}
 	p := watcher.Probe{WatchID: "w1", Kind: vigil.KindHTTP, Predicate: c.Predicate, Now: time.Now()}
 	b.ReportAllocs()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Self()
 	for b.Loop() {
 		obs, err := w.Probe(context.Background(), p)
 		if err != nil || obs.Verdict != vigil.VerdictPending {
@@ -37,5 +38,5 @@ func BenchmarkProbe(b *testing.B) {
 		}
 	}
 	// The process's CPU: the probe's and the local server's.
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/probe")
+	b.ReportMetric(float64(cputime.Self()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/probe")
 }

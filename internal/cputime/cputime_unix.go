@@ -1,14 +1,16 @@
 //go:build unix
 
-package sqlite
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU is this process's user and system CPU so far (getrusage).
-func processCPU() time.Duration {
+// Self is the user and system CPU time this process has used so far,
+// every thread (the collector's workers too), from getrusage; 0 if it
+// cannot be read.
+func Self() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

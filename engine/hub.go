@@ -252,6 +252,17 @@ func (s *seen) first(ev vigil.Event, announced bool) bool {
 	if ok {
 		return !announced && !was
 	}
+	if ev.Type == vigil.EventWatchCreated {
+		// A creation heard after the watch's settlement is stale: the
+		// events of two daemons' commits can arrive out of order (a
+		// registration's notification is sent just after its commit,
+		// and a cancel made on another daemon in between may be heard
+		// first). The stream has said the watch ended; it does not say
+		// it began after that.
+		if _, ended := s.announced[eventKey{typ: vigil.EventWatchSettled, id: ev.WatchID}]; ended {
+			return false
+		}
+	}
 	if old := s.ring[s.next]; old != (eventKey{}) {
 		delete(s.announced, old)
 	}

@@ -228,3 +228,38 @@ func TestNotSharedUnchanged(t *testing.T) {
 		}
 	})
 }
+
+// TestCreatedAfterSettledNotSent: on a shared store, a watch's creation
+// heard after its settlement (another daemon's registration whose
+// notification came after a cancel made in between) is not sent: the
+// stream does not say a watch began after saying it ended.
+func TestCreatedAfterSettledNotSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		a, b, st := replicas()
+		stream, err := a.Subscribe(ctx, vigil.EventFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := b.Register(ctx, vigil.RegisterRequest{Kind: vigil.KindTimer, Predicate: obj(`{"in": "1h"}`), Recipient: "r"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Cancel(ctx, w.ID); err != nil {
+			t.Fatal(err)
+		}
+		page, err := st.MessagesRead(ctx, vigil.MessagesReadParams{Recipient: "r", Limit: 10})
+		if err != nil || len(page.Messages) != 1 {
+			t.Fatalf("MessagesRead = %+v, %v", page, err)
+		}
+		a.Announce(page.Messages[0]) // the cancel, heard first
+		a.AnnounceCreated(w)         // the registration, heard late
+		var types []string
+		for _, ev := range drain(stream) {
+			types = append(types, ev.Type)
+		}
+		if want := []string{vigil.EventWatchSettled, vigil.EventMessage}; len(types) != len(want) || types[0] != want[0] || types[1] != want[1] {
+			t.Errorf("the stream got %v, want %v", types, want)
+		}
+	})
+}

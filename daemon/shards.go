@@ -84,6 +84,8 @@ type shards struct {
 	// stopping is set once the engine has stopped, while the manager
 	// still holds the shards for the deliveries in flight (run).
 	stopping atomic.Bool
+	// cancelled holds the last watches heard cancelled (take's only).
+	cancelled recentIDs
 	// keys compares this replica's signing keys with the live replicas'
 	// and records them (checkKeys), for rejoin; nil in tests of replicas
 	// that record none.
@@ -369,6 +371,7 @@ func (s *shards) take(ctx context.Context, batch []heardWatch) error {
 	for _, h := range batch {
 		if h.gone {
 			gone[h.id] = true
+			s.cancelled.add(h.id)
 		}
 	}
 	var arm []*vigil.Watch
@@ -382,6 +385,10 @@ func (s *shards) take(ctx context.Context, batch []heardWatch) error {
 		switch {
 		case h.w == nil:
 			read = append(read, h.id)
+		case s.cancelled.has(h.id):
+			// Heard cancelled before its registration was heard: a
+			// registration's event follows its commit, and a cancel
+			// made on another replica in between may come first.
 		default:
 			// A watch settled here meanwhile and armed again is
 			// dropped at its first probe, which reads the row.
@@ -504,4 +511,34 @@ func calendarKind(reg *watcher.Registry) func(vigil.Kind) bool {
 		_, cal := wt.(engine.NextDuer)
 		return cal
 	}
+}
+
+// recentIDs remembers the last recentCap ids added, in a ring.
+type recentIDs struct {
+	set  map[string]struct{}
+	ring []string
+	next int
+}
+
+// recentCap is how many ids recentIDs remembers.
+const recentCap = 4096
+
+func (r *recentIDs) add(id string) {
+	if r.set == nil {
+		r.set, r.ring = make(map[string]struct{}, recentCap), make([]string, recentCap)
+	}
+	if _, ok := r.set[id]; ok {
+		return
+	}
+	if old := r.ring[r.next]; old != "" {
+		delete(r.set, old)
+	}
+	r.ring[r.next] = id
+	r.next = (r.next + 1) % recentCap
+	r.set[id] = struct{}{}
+}
+
+func (r *recentIDs) has(id string) bool {
+	_, ok := r.set[id]
+	return ok
 }

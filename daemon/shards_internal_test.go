@@ -7,7 +7,11 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/engine"
 	"github.com/vigil-run/vigil/scheduler"
+	"github.com/vigil-run/vigil/store/memstore"
+	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/timer"
 
 	"github.com/vigil-run/vigil/internal/pgtest"
 	"github.com/vigil-run/vigil/store/postgres"
@@ -77,5 +81,32 @@ func TestRepairLooksAgain(t *testing.T) {
 	slices.Sort(s.again)
 	if !slices.Equal(s.again, []string{"w-lost", "w-refused"}) {
 		t.Fatalf("after a second step that could not read them, the next looks at %v, want both still", s.again)
+	}
+}
+
+// TestLateRegistrationAfterCancel: a watch heard cancelled, then heard
+// registered (a registration's event follows its commit, and a cancel
+// made on another replica in between may be heard first), is not armed
+// from the late event; a watch heard registered alone is.
+func TestLateRegistrationAfterCancel(t *testing.T) {
+	sched := scheduler.New(scheduler.Config{})
+	eng := engine.New(engine.Config{Store: memstore.New(), Watchers: watcher.NewRegistry(timer.New(timer.Config{})), Scheduler: sched})
+	s := &shards{sched: sched, eng: eng, log: slog.New(slog.DiscardHandler)}
+	now := time.Now()
+	mk := func(id string) *vigil.Watch {
+		return &vigil.Watch{ID: id, Kind: vigil.KindTimer, Recipient: "r", State: vigil.StatePending, Mode: vigil.ModeUntil,
+			Predicate: []byte(`{"at":"` + vigil.FormatTime(now.Add(time.Hour)) + `"}`), CreatedAt: now, Deadline: now.Add(2 * time.Hour)}
+	}
+	if err := s.take(t.Context(), []heardWatch{{id: "w-cancelled", gone: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.take(t.Context(), []heardWatch{{id: "w-cancelled", w: mk("w-cancelled")}, {id: "w-new", w: mk("w-new")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, armed := sched.Live("w-cancelled"); armed {
+		t.Error("a watch heard cancelled was armed by its registration's event heard after")
+	}
+	if _, armed := sched.Live("w-new"); !armed {
+		t.Error("a watch heard registered was not armed")
 	}
 }

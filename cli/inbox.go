@@ -48,8 +48,9 @@ read (unless --no-ack). Each named reader sees each message once.
 The messages are marked read only once they are written out: when writing
 fails (a full disk, a closed pipe), inbox exits 1 and they stay unread.
 While the daemon cannot answer, marking them read is tried again, as a read
-is, for up to a minute; if it still fails, inbox exits 2, saying that they
-will be shown again.
+is, for up to a minute; if it still fails, or the daemon refuses it, inbox
+says that they will be shown again and exits non-zero (1 for the daemon's
+internal error, else 2).
 
 With --wait, while the daemon cannot answer (it is restarting, a connection
 dropped, or it asks to slow down), inbox tries again after a short pause, as

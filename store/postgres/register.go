@@ -29,7 +29,6 @@ const (
 	// registration runs again and replays it.
 	sqlLedgerExpire = `DELETE FROM idempotency WHERE recipient = $1 AND key = $2 AND created_at < $3`
 	sqlLedgerInsert = `INSERT INTO idempotency (recipient, key, request_hash, watch_id, existing, created_at) VALUES ($1, $2, $3, $4, $5, $6)`
-	sqlNotify       = `SELECT pg_notify($1, $2)`
 )
 
 // WatchCreate registers p.Watch (SPEC §3). In order, in one transaction: a

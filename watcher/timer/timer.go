@@ -98,19 +98,27 @@ func (*Watcher) Probe(_ context.Context, p watcher.Probe) (vigil.Observation, er
 	if err := watcher.CheckKind(p, vigil.KindTimer); err != nil {
 		return vigil.Observation{}, err
 	}
-	var c canonical
-	if err := json.Unmarshal(p.Predicate, &c); err != nil {
-		return vigil.Observation{}, watcher.Permanent(fmt.Errorf("stored timer predicate is unreadable: %w", err))
+	// A stored predicate is canonical, {"at":"…"}, which simple reads
+	// without the decoder (a storm probes each of its timers once).
+	c, ok := simple(p.Predicate)
+	if !ok || c.In != "" {
+		c = input{}
+		var stored canonical
+		if err := json.Unmarshal(p.Predicate, &stored); err != nil {
+			return vigil.Observation{}, watcher.Permanent(fmt.Errorf("stored timer predicate is unreadable: %w", err))
+		}
+		c.At = stored.At
 	}
 	at, err := vigil.ParseTime(c.At)
 	if err != nil || at.IsZero() {
 		return vigil.Observation{}, watcher.Permanent(fmt.Errorf("stored timer predicate has no valid instant %q", c.At))
 	}
-	facts := map[string]any{"at": vigil.FormatTime(at)}
+	when := vigil.FormatTime(at)
+	facts := map[string]any{"at": when}
 	if p.Now.Before(at) {
-		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "waiting until " + vigil.FormatTime(at), Facts: facts}, nil
+		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "waiting until " + when, Facts: facts}, nil
 	}
-	return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "reached " + vigil.FormatTime(at), Facts: facts}, nil
+	return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "reached " + when, Facts: facts}, nil
 }
 
 // simple reads a predicate spelled exactly {"at":"…"} or {"in":"…"}, whose

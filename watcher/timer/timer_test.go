@@ -142,3 +142,31 @@ func TestCanonicalizeSimpleAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeSimpleAllocs: a stored predicate, canonical, is read without
+// the JSON decoder (a storm probes each of its timers once); a predicate
+// spelled otherwise is still read, by the decoder.
+func TestProbeSimpleAllocs(t *testing.T) {
+	w := timer.New(timer.Config{})
+	for _, raw := range []string{`{"at":"2026-03-01T09:10:00.000Z"}`, `{ "at" : "2026-03-01T09:10:00.000Z" }`, `{"At":"2026-03-01T09:10:00.000Z"}`} {
+		p := watcher.Probe{WatchID: "w", Kind: vigil.KindTimer, Predicate: json.RawMessage(raw), Now: now.Add(time.Hour)}
+		got, err := w.Probe(context.Background(), p)
+		if err != nil {
+			t.Fatalf("Probe(%s) = %v", raw, err)
+		}
+		want := vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "reached 2026-03-01T09:10:00.000Z",
+			Facts: map[string]any{"at": "2026-03-01T09:10:00.000Z"}}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Probe(%s) (-want +got):\n%s", raw, diff)
+		}
+	}
+	p := watcher.Probe{WatchID: "w", Kind: vigil.KindTimer, Predicate: json.RawMessage(`{"at":"2026-03-01T09:10:00.000Z"}`), Now: now}
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := w.Probe(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 6 {
+		t.Errorf("Probe allocates %.0f times, want at most 6 (no JSON decoder)", allocs)
+	}
+}

@@ -109,14 +109,14 @@ func archRules(pkgs map[string]pkg) []string {
 	for name, p := range pkgs {
 		mineDeps, outsideDeps := local(p.Deps)
 		mineImports, outsideImports := local(p.Imports)
-		// The root package imports only the standard library and
-		// internal/jsonscan, which itself imports only the standard
-		// library.
-		if name == "" || name == "internal/jsonscan" {
+		// The root package imports only the standard library,
+		// internal/jsonscan and internal/jsonw, which themselves import
+		// only the standard library.
+		if name == "" || name == "internal/jsonscan" || name == "internal/jsonw" {
 			for _, d := range p.Deps {
-				if !stdlib(d) && (name != "" || d != module+"/internal/jsonscan") {
+				if !stdlib(d) && (name != "" || (d != module+"/internal/jsonscan" && d != module+"/internal/jsonw")) {
 					who := cmp.Or(name, "the root package")
-					bad = append(bad, who+" imports "+d+": it may import only the standard library"+map[bool]string{true: " and internal/jsonscan"}[name == ""])
+					bad = append(bad, who+" imports "+d+": it may import only the standard library"+map[bool]string{true: ", internal/jsonscan and internal/jsonw"}[name == ""])
 				}
 			}
 		}
@@ -225,6 +225,7 @@ func TestImportRulesCatchBrokenArrows(t *testing.T) {
 	}{
 		{"", "github.com/oklog/ulid/v2"},
 		{"internal/jsonscan", "github.com/oklog/ulid/v2"},
+		{"internal/jsonw", "github.com/oklog/ulid/v2"},
 		{"scheduler", "wording"},
 		{"scheduler", "deliver"},
 		{"scheduler", "watcher"},

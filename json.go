@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/vigil-run/vigil/internal/jsonw"
 )
 
 // TimeFormat is how every time crosses the wire: RFC 3339 with milliseconds, UTC.
@@ -61,19 +63,19 @@ func (o Observation) MarshalJSON() ([]byte, error) {
 // settlement calls it directly: through encoding/json, a Marshaler's
 // output is parsed once more to be checked and compacted.
 func (o *Observation) AppendJSON(b []byte) ([]byte, error) {
-	b = appendKeyString(b, `{"verdict":`, string(o.Verdict))
+	b = jsonw.KeyString(b, `{"verdict":`, string(o.Verdict))
 	if !o.At.IsZero() {
 		// FormatTime's, without the string: nothing in it needs escaping.
 		b = append(o.At.UTC().AppendFormat(append(b, `,"at":"`...), TimeFormat), '"')
 	}
-	b = appendOptString(b, `,"summary":`, o.Summary)
+	b = jsonw.OptString(b, `,"summary":`, o.Summary)
 	if len(o.Facts) > 0 {
 		var err error
 		if b, err = appendFacts(append(b, `,"facts":`...), o.Facts); err != nil {
 			return nil, err
 		}
 	}
-	b = appendOptString(b, `,"reason":`, o.Reason)
+	b = jsonw.OptString(b, `,"reason":`, o.Reason)
 	if o.Permanent {
 		b = append(b, `,"permanent":true`...)
 	}
@@ -101,8 +103,8 @@ func appendFacts(b []byte, facts map[string]any) ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, k)
-		b = appendJSONString(append(b, ':'), facts[k].(string))
+		b = jsonw.String(b, k)
+		b = jsonw.String(append(b, ':'), facts[k].(string))
 	}
 	return append(b, '}'), nil
 }
@@ -115,15 +117,15 @@ func (o Outcome) MarshalJSON() ([]byte, error) {
 
 // AppendJSON appends what MarshalJSON returns to b.
 func (o *Outcome) AppendJSON(b []byte) ([]byte, error) {
-	b = appendKeyString(b, `{"state":`, string(o.State))
-	b = appendKeyString(b, `,"sentence":`, o.Sentence)
+	b = jsonw.KeyString(b, `{"state":`, string(o.State))
+	b = jsonw.KeyString(b, `,"sentence":`, o.Sentence)
 	if o.Attention {
 		b = append(b, `,"attention":true`...)
 	}
 	if o.Held {
 		b = append(b, `,"held":true`...)
 	}
-	b = appendKeyString(b, `,"reason":`, o.Reason)
+	b = jsonw.KeyString(b, `,"reason":`, o.Reason)
 	if o.Observation != nil {
 		var err error
 		if b, err = o.Observation.AppendJSON(append(b, `,"observation":`...)); err != nil {
@@ -259,27 +261,27 @@ func (w Watch) MarshalJSON() ([]byte, error) {
 
 func (w *Watch) appendJSON(b []byte) ([]byte, error) {
 	var err error
-	b = appendKeyString(b, `{"id":`, w.ID)
-	b = appendKeyString(b, `,"kind":`, string(w.Kind))
+	b = jsonw.KeyString(b, `{"id":`, w.ID)
+	b = jsonw.KeyString(b, `,"kind":`, string(w.Kind))
 	b = append(b, `,"predicate":`...)
-	if b, err = appendRawJSON(b, w.Predicate); err != nil {
+	if b, err = jsonw.Raw(b, w.Predicate); err != nil {
 		return nil, err
 	}
-	b = appendKeyString(b, `,"recipient":`, w.Recipient)
-	b = appendKeyString(b, `,"state":`, string(w.State))
-	b = appendKeyString(b, `,"mode":`, string(w.Mode))
-	b = appendOptString(b, `,"every":`, formatDuration(w.Every))
-	b = appendOptString(b, `,"deadline":`, FormatTime(w.Deadline))
-	b = appendOptString(b, `,"start_at":`, FormatTime(w.StartAt))
-	b = appendKeyString(b, `,"created_at":`, FormatTime(w.CreatedAt))
+	b = jsonw.KeyString(b, `,"recipient":`, w.Recipient)
+	b = jsonw.KeyString(b, `,"state":`, string(w.State))
+	b = jsonw.KeyString(b, `,"mode":`, string(w.Mode))
+	b = jsonw.OptString(b, `,"every":`, formatDuration(w.Every))
+	b = jsonw.OptString(b, `,"deadline":`, FormatTime(w.Deadline))
+	b = jsonw.OptString(b, `,"start_at":`, FormatTime(w.StartAt))
+	b = jsonw.KeyString(b, `,"created_at":`, FormatTime(w.CreatedAt))
 	if w.State == StatePending {
-		b = appendOptString(b, `,"next_due":`, FormatTime(w.NextDue))
+		b = jsonw.OptString(b, `,"next_due":`, FormatTime(w.NextDue))
 	}
-	b = appendOptString(b, `,"settled_at":`, FormatTime(w.SettledAt))
+	b = jsonw.OptString(b, `,"settled_at":`, FormatTime(w.SettledAt))
 	b = strconv.AppendInt(append(b, `,"polls":`...), int64(w.Polls), 10)
-	b = appendOptInt(b, `,"errors":`, w.Errors)
-	b = appendOptInt(b, `,"consecutive_errors":`, w.ConsecutiveErrors)
-	b = appendOptString(b, `,"checked_at":`, FormatTime(w.CheckedAt))
+	b = jsonw.OptInt(b, `,"errors":`, w.Errors)
+	b = jsonw.OptInt(b, `,"consecutive_errors":`, w.ConsecutiveErrors)
+	b = jsonw.OptString(b, `,"checked_at":`, FormatTime(w.CheckedAt))
 	if w.LastObservation != nil {
 		if b, err = w.LastObservation.AppendJSON(append(b, `,"last_observation":`...)); err != nil {
 			return nil, err
@@ -291,36 +293,23 @@ func (w *Watch) appendJSON(b []byte) ([]byte, error) {
 		}
 	}
 	if len(w.Receipts) > 0 {
-		if b, err = appendMarshaled(b, `,"receipts":`, w.Receipts); err != nil {
+		if b, err = jsonw.Marshaled(b, `,"receipts":`, w.Receipts); err != nil {
 			return nil, err
 		}
 	}
-	b = appendOptString(b, `,"note":`, w.Note)
+	b = jsonw.OptString(b, `,"note":`, w.Note)
 	if len(w.Labels) > 0 {
-		keys := make([]string, 0, len(w.Labels))
-		for k := range w.Labels {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		b = append(b, `,"labels":{`...)
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, k)
-			b = appendJSONString(append(b, ':'), w.Labels[k])
-		}
-		b = append(b, '}')
+		b = jsonw.StringMap(append(b, `,"labels":`...), w.Labels)
 	}
-	b = appendOptInt(b, `,"stable":`, w.Stable)
-	b = appendOptString(b, `,"stable_for":`, formatDuration(w.StableFor))
-	b = appendOptInt(b, `,"max_polls":`, w.MaxPolls)
-	b = appendOptInt(b, `,"max_errors":`, w.MaxErrors)
+	b = jsonw.OptInt(b, `,"stable":`, w.Stable)
+	b = jsonw.OptString(b, `,"stable_for":`, formatDuration(w.StableFor))
+	b = jsonw.OptInt(b, `,"max_polls":`, w.MaxPolls)
+	b = jsonw.OptInt(b, `,"max_errors":`, w.MaxErrors)
 	if w.Standing {
 		b = append(b, `,"standing":true`...)
 	}
 	if len(w.Deliver) > 0 {
-		if b, err = appendRawJSON(append(b, `,"deliver":`...), w.Deliver); err != nil {
+		if b, err = jsonw.Raw(append(b, `,"deliver":`...), w.Deliver); err != nil {
 			return nil, err
 		}
 	}
@@ -330,75 +319,16 @@ func (w *Watch) appendJSON(b []byte) ([]byte, error) {
 	if w.Existing {
 		b = append(b, `,"existing":true`...)
 	}
-	b = appendOptString(b, `,"asked_deadline":`, FormatTime(w.AskedDeadline))
+	b = jsonw.OptString(b, `,"asked_deadline":`, FormatTime(w.AskedDeadline))
 	if len(w.AskedDeliver) > 0 {
-		if b, err = appendRawJSON(append(b, `,"asked_deliver":`...), w.AskedDeliver); err != nil {
+		if b, err = jsonw.Raw(append(b, `,"asked_deliver":`...), w.AskedDeliver); err != nil {
 			return nil, err
 		}
 	}
-	b = appendOptString(b, `,"completion_token":`, w.CompletionToken)
-	b = appendOptString(b, `,"completion_url":`, w.CompletionURL)
-	b = appendOptString(b, `,"unreadable":`, w.Unreadable)
+	b = jsonw.OptString(b, `,"completion_token":`, w.CompletionToken)
+	b = jsonw.OptString(b, `,"completion_url":`, w.CompletionURL)
+	b = jsonw.OptString(b, `,"unreadable":`, w.Unreadable)
 	return append(b, '}'), nil
-}
-
-func appendKeyString(b []byte, key, s string) []byte {
-	return appendJSONString(append(b, key...), s)
-}
-
-// appendOptString is an omitempty string field.
-func appendOptString(b []byte, key, s string) []byte {
-	if s == "" {
-		return b
-	}
-	return appendKeyString(b, key, s)
-}
-
-// appendOptInt is an omitempty int field.
-func appendOptInt(b []byte, key string, n int) []byte {
-	if n == 0 {
-		return b
-	}
-	return strconv.AppendInt(append(b, key...), int64(n), 10)
-}
-
-func appendMarshaled(b []byte, key string, v any) ([]byte, error) {
-	j, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return append(append(b, key...), j...), nil
-}
-
-// appendJSONString appends s as encoding/json writes a string: printable
-// ASCII but the quote, the backslash and the HTML characters as it is, the
-// rest through encoding/json itself.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			j, _ := json.Marshal(s) // a string always encodes
-			return append(b, j...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
-// appendRawJSON appends raw as encoding/json writes a json.RawMessage
-// field: nil as null, the rest compacted with the HTML characters escaped;
-// raw that is not JSON is an error.
-func appendRawJSON(b []byte, raw json.RawMessage) ([]byte, error) {
-	if raw == nil {
-		return append(b, "null"...), nil
-	}
-	var c bytes.Buffer
-	if err := json.Compact(&c, raw); err != nil {
-		return nil, err
-	}
-	out := bytes.NewBuffer(b)
-	json.HTMLEscape(out, c.Bytes())
-	return out.Bytes(), nil
 }
 
 // UnmarshalJSON implements json.Unmarshaler.

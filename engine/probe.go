@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"slices"
@@ -275,7 +274,8 @@ func (s *prober) record(ctx context.Context, wt watcher.Watcher, e *scheduler.En
 	case w.Standing && obs.Verdict == vigil.VerdictUnavailable:
 		return false
 	case w.Standing && obs.Verdict == vigil.VerdictSatisfied:
-		data, _ := json.Marshal(messageData{Kind: w.Kind, State: w.State, Note: w.Note, Labels: w.Labels, Predicate: vigil.RedactJSON(w.Predicate), Observation: obs})
+		d := messageData{Kind: w.Kind, State: w.State, Note: w.Note, Labels: w.Labels, Predicate: vigil.RedactJSON(w.Predicate), Observation: obs}
+		data := d.marshal()
 		typ, text := standingMessage(wt, w, obs)
 		p.Message = &vigil.Message{ID: s.cfg.NewIDFunc(), Recipient: w.Recipient, WatchID: w.ID, Type: typ,
 			Text: text, Data: data, CreatedAt: now}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/jsonscan"
 	"github.com/vigil-run/vigil/watcher/kinds"
 )
 
@@ -24,13 +25,31 @@ func Time(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC")
 // Subject names what a watch watches, in a few words: "GET https://x/health",
 // "the timer set for 2026-11-30 15:04:05 UTC".
 func Subject(w *vigil.Watch) string {
-	var p map[string]any
-	// Credentials in the predicate never reach a sentence.
-	_ = json.Unmarshal(vigil.RedactJSON(w.Predicate), &p)
 	if d, ok := kinds.Lookup(w.Kind); ok && d.Subject != nil {
-		return d.Subject(p)
+		// Credentials in the predicate never reach a sentence.
+		return d.Subject(predicate(vigil.RedactJSON(w.Predicate)))
 	}
 	return string(w.Kind) + " watch " + w.ID
+}
+
+// predicate reads raw as json.Unmarshal reads it into a map[string]any
+// (nil when it is not an object). An object of plain strings (a timer's,
+// a folder's) is read without the decoder: every settlement's sentence
+// names its subject, a storm's thousands at once.
+func predicate(raw []byte) map[string]any {
+	s := jsonscan.Scanner{B: raw}
+	p := make(map[string]any, 4)
+	plain := s.Object(func(key string) bool {
+		v, ok := s.PlainString()
+		p[key] = v // a key given twice: the last value, as encoding/json has it
+		return ok
+	})
+	if plain && s.End() {
+		return p
+	}
+	p = nil
+	_ = json.Unmarshal(raw, &p)
+	return p
 }
 
 // Outcome returns the one sentence for a settled watch: o holds the state,

@@ -61,7 +61,11 @@ func (r *probeRing) add(p Probe, seq uint64) {
 type probeLog struct {
 	mu    sync.Mutex
 	rings map[string]*probeRing
-	order []string // ids in the order first remembered, for eviction
+	// order holds the remembered ids in the order first remembered, for
+	// eviction: once it is full (probeWatches), a ring whose oldest is at
+	// oldest.
+	order  []string
+	oldest int
 	// waiters wait for a probe of a watch that starts after they came.
 	// Probes are told apart by the order they start in (started counts
 	// every probe that starts, without a lock), never by their clock: two
@@ -101,13 +105,20 @@ func (l *probeLog) record(id string, obs *vigil.Observation, at time.Time, ticke
 	defer l.mu.Unlock()
 	r, ok := l.rings[id]
 	if !ok {
-		if len(l.order) >= probeWatches {
-			delete(l.rings, l.order[0])
-			l.order = l.order[1:]
+		if len(l.order) < probeWatches {
+			r = &probeRing{}
+			l.order = append(l.order, id)
+		} else {
+			// Forget the oldest-remembered watch, and reuse its ring: a
+			// storm of timers records thousands of watches once each.
+			old := l.order[l.oldest]
+			r = l.rings[old]
+			delete(l.rings, old)
+			*r = probeRing{}
+			l.order[l.oldest] = id
+			l.oldest = (l.oldest + 1) % probeWatches
 		}
-		r = &probeRing{}
 		l.rings[id] = r
-		l.order = append(l.order, id)
 	}
 	r.add(p, ticket)
 	ws, ok := l.waiters[id]

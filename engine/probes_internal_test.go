@@ -47,3 +47,51 @@ func summaries(ps []Probe) []string {
 	}
 	return out
 }
+
+// TestProbeLogForgetsOldest: past probeWatches watches, the watch first
+// remembered is forgotten first, and its ring serves the new watch without
+// any of its probes; once full, remembering a new watch allocates no ring
+// (a storm of timers records thousands of watches once each).
+func TestProbeLogForgetsOldest(t *testing.T) {
+	l := newProbeLog()
+	at := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	rec := func(id string) {
+		l.record(id, &vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "of " + id}, at, l.start(id))
+	}
+	const extra = 10
+	for i := range probeWatches + extra {
+		rec(fmt.Sprint("w", i))
+		if i < 2*extra {
+			rec(fmt.Sprint("w", i)) // two probes for the first ones
+		}
+	}
+	if len(l.rings) != probeWatches {
+		t.Fatalf("%d watches remembered, want %d", len(l.rings), probeWatches)
+	}
+	for i := range probeWatches + extra {
+		got := summaries(l.recent(fmt.Sprint("w", i)))
+		want := []string{fmt.Sprint("of w", i)}
+		switch {
+		case i < extra:
+			want = []string{}
+		case i < 2*extra:
+			want = append(want, want[0])
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("recent(w%d) = %v, want %v", i, got, want)
+		}
+	}
+	obs := &vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "reached"}
+	ids := make([]string, 1000)
+	for i := range ids {
+		ids[i] = fmt.Sprint("new", i)
+	}
+	n := 0
+	allocs := testing.AllocsPerRun(len(ids)-1, func() {
+		l.record(ids[n], obs, at, l.start(ids[n]))
+		n++
+	})
+	if allocs >= 1 {
+		t.Errorf("recording a new watch in a full log allocates %.2f times, want none (its ring reused)", allocs)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/deliver"
 	"github.com/vigil-run/vigil/engine"
+	"github.com/vigil-run/vigil/internal/fifo"
 	"github.com/vigil-run/vigil/internal/lease"
 	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/store/postgres"
@@ -84,8 +85,9 @@ type shards struct {
 	// stopping is set once the engine has stopped, while the manager
 	// still holds the shards for the deliveries in flight (run).
 	stopping atomic.Bool
-	// cancelled holds the last watches heard cancelled (take's only).
-	cancelled recentIDs
+	// cancelled holds the last cancelledCap watches heard cancelled
+	// (take's only; made at its first call).
+	cancelled *fifo.Map[string, struct{}]
 	// keys compares this replica's signing keys with the live replicas'
 	// and records them (checkKeys), for rejoin; nil in tests of replicas
 	// that record none.
@@ -367,11 +369,14 @@ func (s *shards) wake(ctx context.Context) {
 // carried is armed as it is (a registration costs the database no read),
 // and the others are read (reconcile).
 func (s *shards) take(ctx context.Context, batch []heardWatch) error {
+	if s.cancelled == nil {
+		s.cancelled = fifo.New[string, struct{}](cancelledCap)
+	}
 	gone := map[string]bool{}
 	for _, h := range batch {
 		if h.gone {
 			gone[h.id] = true
-			s.cancelled.add(h.id)
+			s.cancelled.Add(h.id, struct{}{})
 		}
 	}
 	var arm []*vigil.Watch
@@ -385,7 +390,7 @@ func (s *shards) take(ctx context.Context, batch []heardWatch) error {
 		switch {
 		case h.w == nil:
 			read = append(read, h.id)
-		case s.cancelled.has(h.id):
+		case s.heardCancelled(h.id):
 			// Heard cancelled before its registration was heard: a
 			// registration's event follows its commit, and a cancel
 			// made on another replica in between may come first.
@@ -513,32 +518,13 @@ func calendarKind(reg *watcher.Registry) func(vigil.Kind) bool {
 	}
 }
 
-// recentIDs remembers the last recentCap ids added, in a ring.
-type recentIDs struct {
-	set  map[string]struct{}
-	ring []string
-	next int
-}
-
-// recentCap is how many ids recentIDs remembers.
-const recentCap = 4096
-
-func (r *recentIDs) add(id string) {
-	if r.set == nil {
-		r.set, r.ring = make(map[string]struct{}, recentCap), make([]string, recentCap)
-	}
-	if _, ok := r.set[id]; ok {
-		return
-	}
-	if old := r.ring[r.next]; old != "" {
-		delete(r.set, old)
-	}
-	r.ring[r.next] = id
-	r.next = (r.next + 1) % recentCap
-	r.set[id] = struct{}{}
-}
-
-func (r *recentIDs) has(id string) bool {
-	_, ok := r.set[id]
+// heardCancelled reports whether watch id is among the last heard
+// cancelled.
+func (s *shards) heardCancelled(id string) bool {
+	_, ok := s.cancelled.Get(id)
 	return ok
 }
+
+// cancelledCap is how many of the watches heard cancelled take
+// remembers.
+const cancelledCap = 4096

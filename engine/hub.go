@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/fifo"
 )
 
 // hub fans events out to subscribers: event-stream clients, waits on a
@@ -216,9 +217,7 @@ const seenKeys = 1 << 15
 // a shared store (a message by its seq, a watch's creation and its
 // settlement by its id) and whether each was announced.
 type seen struct {
-	announced map[eventKey]bool
-	ring      []eventKey
-	next      int
+	announced *fifo.Map[eventKey, bool]
 }
 
 type eventKey struct {
@@ -228,7 +227,7 @@ type eventKey struct {
 }
 
 func newSeen() *seen {
-	return &seen{announced: make(map[eventKey]bool), ring: make([]eventKey, seenKeys)}
+	return &seen{announced: fifo.New[eventKey, bool](seenKeys)}
 }
 
 // first reports whether ev should be sent, and remembers it. An event
@@ -248,7 +247,7 @@ func (s *seen) first(ev vigil.Event, announced bool) bool {
 	default:
 		return true
 	}
-	was, ok := s.announced[k]
+	was, ok := s.announced.Get(k)
 	if ok {
 		return !announced && !was
 	}
@@ -259,15 +258,10 @@ func (s *seen) first(ev vigil.Event, announced bool) bool {
 		// and a cancel made on another daemon in between may be heard
 		// first). The stream has said the watch ended; it does not say
 		// it began after that.
-		if _, ended := s.announced[eventKey{typ: vigil.EventWatchSettled, id: ev.WatchID}]; ended {
+		if _, ended := s.announced.Get(eventKey{typ: vigil.EventWatchSettled, id: ev.WatchID}); ended {
 			return false
 		}
 	}
-	if old := s.ring[s.next]; old != (eventKey{}) {
-		delete(s.announced, old)
-	}
-	s.ring[s.next] = k
-	s.next = (s.next + 1) % len(s.ring)
-	s.announced[k] = announced
+	s.announced.Add(k, announced)
 	return true
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/fifo"
 )
 
 // Bounds of the recent-probe memory: ProbesPerWatch probes per watch, for
@@ -60,12 +61,8 @@ func (r *probeRing) add(p Probe, seq uint64) {
 // and wakes the callers waiting for a watch's next probe (Check).
 type probeLog struct {
 	mu    sync.Mutex
-	rings map[string]*probeRing
-	// order holds the remembered ids in the order first remembered, for
-	// eviction: once it is full (probeWatches), a ring whose oldest is at
-	// oldest.
-	order  []string
-	oldest int
+	rings *fifo.Map[string, *probeRing] // the first remembered forgotten first
+	spare *probeRing                    // the ring of the watch last forgotten
 	// waiters wait for a probe of a watch that starts after they came.
 	// Probes are told apart by the order they start in (started counts
 	// every probe that starts, without a lock), never by their clock: two
@@ -80,7 +77,7 @@ type probeWaiter struct {
 }
 
 func newProbeLog() *probeLog {
-	return &probeLog{rings: make(map[string]*probeRing), waiters: make(map[string][]probeWaiter)}
+	return &probeLog{rings: fifo.New[string, *probeRing](probeWatches), waiters: make(map[string][]probeWaiter)}
 }
 
 // start is called as a probe of watch id starts looking: it returns the
@@ -103,22 +100,20 @@ func (l *probeLog) record(id string, obs *vigil.Observation, at time.Time, ticke
 	p := Probe{At: at.UTC(), Verdict: obs.Verdict, Summary: text}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r, ok := l.rings[id]
+	r, ok := l.rings.Get(id)
 	if !ok {
-		if len(l.order) < probeWatches {
+		// A full log forgets the watch first remembered, whose ring
+		// serves this one: a storm of timers records thousands of
+		// watches once each.
+		r = l.spare
+		if r == nil {
 			r = &probeRing{}
-			l.order = append(l.order, id)
-		} else {
-			// Forget the oldest-remembered watch, and reuse its ring: a
-			// storm of timers records thousands of watches once each.
-			old := l.order[l.oldest]
-			r = l.rings[old]
-			delete(l.rings, old)
-			*r = probeRing{}
-			l.order[l.oldest] = id
-			l.oldest = (l.oldest + 1) % probeWatches
 		}
-		l.rings[id] = r
+		l.spare = nil
+		if _, _, old, forgot := l.rings.Add(id, r); forgot {
+			*old = probeRing{}
+			l.spare = old
+		}
 	}
 	r.add(p, ticket)
 	ws, ok := l.waiters[id]
@@ -144,7 +139,7 @@ func (l *probeLog) record(id string, obs *vigil.Observation, at time.Time, ticke
 func (l *probeLog) recent(id string) []Probe {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r, ok := l.rings[id]
+	r, ok := l.rings.Get(id)
 	if !ok {
 		return []Probe{}
 	}

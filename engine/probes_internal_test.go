@@ -65,8 +65,8 @@ func TestProbeLogForgetsOldest(t *testing.T) {
 			rec(fmt.Sprint("w", i)) // two probes for the first ones
 		}
 	}
-	if len(l.rings) != probeWatches {
-		t.Fatalf("%d watches remembered, want %d", len(l.rings), probeWatches)
+	if l.rings.Len() != probeWatches {
+		t.Fatalf("%d watches remembered, want %d", l.rings.Len(), probeWatches)
 	}
 	for i := range probeWatches + extra {
 		got := summaries(l.recent(fmt.Sprint("w", i)))

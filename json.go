@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"slices"
 	"strconv"
 	"time"
 
@@ -86,8 +85,7 @@ func (o *Observation) AppendJSON(b []byte) ([]byte, error) {
 // keys sorted; without reflection when every value is a string (a
 // timer's facts), through encoding/json otherwise.
 func appendFacts(b []byte, facts map[string]any) ([]byte, error) {
-	keys := make([]string, 0, len(facts))
-	for k, v := range facts {
+	for _, v := range facts {
 		if _, ok := v.(string); !ok {
 			j, err := json.Marshal(facts)
 			if err != nil {
@@ -95,18 +93,8 @@ func appendFacts(b []byte, facts map[string]any) ([]byte, error) {
 			}
 			return append(b, j...), nil
 		}
-		keys = append(keys, k)
 	}
-	slices.Sort(keys)
-	b = append(b, '{')
-	for i, k := range keys {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = jsonw.String(b, k)
-		b = jsonw.String(append(b, ':'), facts[k].(string))
-	}
-	return append(b, '}'), nil
+	return jsonw.Object(b, facts, func(b []byte, v any) []byte { return jsonw.String(b, v.(string)) }), nil
 }
 
 // MarshalJSON implements json.Marshaler: what encoding/json writes for

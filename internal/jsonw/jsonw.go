@@ -76,6 +76,12 @@ func Raw(b []byte, raw json.RawMessage) ([]byte, error) {
 // StringMap appends m as encoding/json writes a map[string]string: its
 // keys sorted.
 func StringMap(b []byte, m map[string]string) []byte {
+	return Object(b, m, String)
+}
+
+// Object appends m as encoding/json writes a map with string keys: its
+// keys sorted, each value appended by value.
+func Object[V any](b []byte, m map[string]V, value func(b []byte, v V) []byte) []byte {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -87,7 +93,7 @@ func StringMap(b []byte, m map[string]string) []byte {
 			b = append(b, ',')
 		}
 		b = String(b, k)
-		b = String(append(b, ':'), m[k])
+		b = value(append(b, ':'), m[k])
 	}
 	return append(b, '}')
 }

@@ -168,11 +168,16 @@ token, or the daemon refuses its token (or the token is for other
 recipients), it says so in one line on stderr (still exiting 0), so a
 misconfigured hook shows. The messages are marked read only once the block
 is written: when writing it fails, it says so on stderr (still exiting 0)
-and they stay unread for the next turn.`,
+and they stay unread for the next turn. Marking them read that fails for now
+is tried again, quietly, within the same 3 s; if it still fails, the next
+turn shows them again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), noticeTimeout)
 			defer cancel()
+			// Its ack is tried again within the same budget, quietly.
+			rt := e.retrier(noticeTimeout)
+			rt.retrying = nil
 			c, err := cf.client(e)
 			if err != nil {
 				// No token (or none readable): the hook is misconfigured.
@@ -201,10 +206,13 @@ and they stay unread for the next turn.`,
 				fmt.Fprintf(e.stderr, "vigil notice: cannot write the messages, so they stay unread: %s\n", oneLine(err.Error()))
 				return nil
 			}
-			last := page.Messages[len(page.Messages)-1].Seq
-			// A failed ack shows the messages again next turn: better twice
-			// than never.
-			_ = c.Ack(ctx, vigil.AckRequest{Recipient: r, Reader: noticeReader, Seq: last})
+			// An ack that failed for now (a dropped connection, the daemon
+			// restarting, rate_limited) is tried again, as inbox's is,
+			// within what is left of noticeTimeout: sending the same ack
+			// again is safe (see inbox). One that still fails shows the
+			// messages again next turn: better twice than never.
+			ack := vigil.AckRequest{Recipient: r, Reader: noticeReader, Seq: page.Messages[len(page.Messages)-1].Seq}
+			_ = rt.do(ctx, func() error { return c.Ack(ctx, ack) })
 			return nil
 		},
 	}

@@ -66,6 +66,53 @@ func TestNoticeUnwrittenStaysUnread(t *testing.T) {
 	}
 }
 
+// TestNoticeAckRetries holds that notice, once it has written its block,
+// tries an ack that failed for now again, quietly, within noticeTimeout:
+// the messages are printed once, marked read up to what was written, and
+// nothing reaches stderr; past noticeTimeout it gives up, still quietly
+// and exiting 0 (the next turn shows the messages again).
+func TestNoticeAckRetries(t *testing.T) {
+	t.Parallel()
+	ack := `{"reader":"notice","seq":7}`
+	t.Run("ack after an outage", func(t *testing.T) {
+		t.Parallel()
+		sd := &scriptedDaemon{get: []answer{messagesAnswer(7)}, post: []answer{answerCut, answerSlowDown, answerAcked}}
+		r, clk := sd.vigil(t, "notice", "--for", "amy")
+		if r.code != ExitOK || r.stderr != "" || strings.Count(r.stdout, "deploy finished") != 1 {
+			t.Errorf("notice: exit %d, stdout %q, stderr %q; want 0, the message once, nothing on stderr", r.code, r.stdout, r.stderr)
+		}
+		if want := []string{ack, ack, ack}; !slices.Equal(sd.bodies(), want) {
+			t.Errorf("acks = %v, want %v", sd.bodies(), want)
+		}
+		// 0.5 s of backoff, then the Retry-After, 1 s.
+		if got, want := clk.pauses(), []time.Duration{500 * time.Millisecond, time.Second}; !slices.Equal(got, want) {
+			t.Errorf("pauses = %v, want %v", got, want)
+		}
+	})
+	t.Run("bound", func(t *testing.T) {
+		t.Parallel()
+		sd := &scriptedDaemon{get: []answer{messagesAnswer(7)}, post: []answer{answerStopping}}
+		r, clk := sd.vigil(t, "notice", "--for", "amy")
+		if r.code != ExitOK || r.stderr != "" {
+			t.Errorf("notice: exit %d, stderr %q; want 0 and nothing on stderr", r.code, r.stderr)
+		}
+		if got := clk.elapsed(); got != noticeTimeout {
+			t.Errorf("it gave up after %s, want %s", got, noticeTimeout)
+		}
+		if n := len(sd.bodies()); n < 2 {
+			t.Errorf("%d acks, want it tried again", n)
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		t.Parallel()
+		sd := &scriptedDaemon{get: []answer{messagesAnswer(7)}, post: []answer{errorAnswer(400, vigil.CodeInvalidRequest, "bad seq", "")}}
+		r, clk := sd.vigil(t, "notice", "--for", "amy")
+		if r.code != ExitOK || r.stderr != "" || len(sd.bodies()) != 1 || len(clk.pauses()) > 0 {
+			t.Errorf("notice: exit %d, stderr %q, acks %v, pauses %v; want 0, one ack, no pause", r.code, r.stderr, sd.bodies(), clk.pauses())
+		}
+	})
+}
+
 // messagesAnswer answers a page holding one note to amy, of seq seq.
 func messagesAnswer(seq int64) answer {
 	return func(w http.ResponseWriter) {

@@ -229,10 +229,11 @@ func (s *Store) Prune(ctx context.Context, p vigil.PruneParams) (vigil.PruneResu
 		}
 	}
 	if !p.WatchesBefore.IsZero() {
-		// The counts of (recipient, state, kind) that no watch has any
-		// more (see schema 9), so the counts table keeps to what exists.
+		// The counts of (recipient, kind) that no watch has any more (see
+		// schema 9 and 15), so the counts table keeps to what exists.
 		err := s.w.do(ctx, func(t *wtx) error {
-			_, err := t.conn.ExecContext(context.Background(), `DELETE FROM watch_counts WHERE n = 0`)
+			_, err := t.conn.ExecContext(context.Background(), `DELETE FROM watch_counts
+				WHERE pending = 0 AND fired = 0 AND failed = 0 AND expired = 0 AND cancelled = 0 AND errored = 0 AND unwatchable = 0`)
 			return err
 		})
 		if err != nil {

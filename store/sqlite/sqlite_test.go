@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -566,14 +567,14 @@ func checkCounters(t *testing.T, s *Store) {
 func checkPanelTables(t *testing.T, s *Store) {
 	t.Helper()
 	for what, q := range map[string]string{
-		"a count that differs from the watches": `
+		"a count that differs from the watches": countsByState + `
 			SELECT c.recipient || '/' || c.state || '/' || c.kind || ': ' || c.n || ' counted, ' || count(w.id) || ' watches'
-			FROM watch_counts AS c LEFT JOIN watches AS w ON w.recipient = c.recipient AND w.state = c.state AND w.kind = c.kind
+			FROM c LEFT JOIN watches AS w ON w.recipient = c.recipient AND w.state = c.state AND w.kind = c.kind
 			GROUP BY c.recipient, c.state, c.kind HAVING c.n <> count(w.id)
 			UNION ALL
 			SELECT recipient || '/' || state || '/' || kind || ': not counted'
-			FROM watches AS w WHERE NOT EXISTS (SELECT 1 FROM watch_counts AS c
-				WHERE c.recipient = w.recipient AND c.state = w.state AND c.kind = w.kind)`,
+			FROM watches AS w WHERE NOT EXISTS (SELECT 1 FROM c
+				WHERE c.recipient = w.recipient AND c.state = w.state AND c.kind = w.kind AND c.n > 0)`,
 		"a watch without its text row, or with another text": `
 			SELECT w.id FROM watches AS w LEFT JOIN watch_text AS x ON x.created_at = w.created_at AND x.watch_id = w.id
 			WHERE x.watch_id IS NULL
@@ -599,6 +600,17 @@ func checkPanelTables(t *testing.T, s *Store) {
 		rows.Close()
 	}
 }
+
+// countsByState is a WITH clause naming c the rows of watch_counts one
+// per recipient, state and kind, as they were before schema 15.
+const countsByState = `WITH c (recipient, state, kind, n) AS (
+	SELECT recipient, 'pending', kind, pending FROM watch_counts
+	UNION ALL SELECT recipient, 'fired', kind, fired FROM watch_counts
+	UNION ALL SELECT recipient, 'failed', kind, failed FROM watch_counts
+	UNION ALL SELECT recipient, 'expired', kind, expired FROM watch_counts
+	UNION ALL SELECT recipient, 'cancelled', kind, cancelled FROM watch_counts
+	UNION ALL SELECT recipient, 'errored', kind, errored FROM watch_counts
+	UNION ALL SELECT recipient, 'unwatchable', kind, unwatchable FROM watch_counts)`
 
 func TestCountersMatchRows(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
@@ -639,7 +651,8 @@ func TestCountersMatchRows(t *testing.T) {
 	checkCounters(t, s)
 	// Prune leaves no count of watches that are gone.
 	var zero int
-	if err := s.readDB.QueryRowContext(ctx, `SELECT count(*) FROM watch_counts WHERE n = 0`).Scan(&zero); err != nil || zero != 0 {
+	if err := s.readDB.QueryRowContext(ctx, `SELECT count(*) FROM watch_counts
+		WHERE pending = 0 AND fired = 0 AND failed = 0 AND expired = 0 AND cancelled = 0 AND errored = 0 AND unwatchable = 0`).Scan(&zero); err != nil || zero != 0 {
 		t.Errorf("after Prune, %d counts are 0 (%v), want none kept", zero, err)
 	}
 }
@@ -851,6 +864,64 @@ func TestListFiltersUseIndexes(t *testing.T) {
 		joined := strings.Join(plan, "; ")
 		if !strings.Contains(joined, tc.want) || strings.Contains(joined, "SCAN watches") || strings.Contains(joined, "TEMP B-TREE") {
 			t.Errorf("list %+v: plan %q, want %s, no scan of watches, no sort", p, joined, tc.want)
+		}
+	}
+}
+
+// TestStatementsReadWhatTheyName: every prepared statement of the store,
+// and the multi-row settlement and count moves, reads the rows it names
+// through a key, never a whole table or a whole state's part of an index,
+// whatever the planner guesses of an empty, unanalysed database. The
+// search of a settling batch's pending watches walked every pending watch
+// in watches_state_created (each batch of a storm read all that was still
+// pending), and the counts of a registration's new watches, grouped by
+// recipient and kind (schema 15), walk watches_recipient, every watch,
+// unless told not to. Only the scheduler's priming reads walk, by design,
+// every pending watch.
+func TestStatementsReadWhatTheyName(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
+	defer s.Close()
+	var w writeStmts
+	var r readStmts
+	var queries []string
+	for _, d := range append(w.defs(), r.defs()...) {
+		if d.dst != &r.pendingScan && d.dst != &r.pendingByIndex {
+			queries = append(queries, d.query)
+		}
+	}
+	row := "(" + placeholders(settleColumns) + ")"
+	queries = append(queries, settleHead+row+", "+row+settleTail)
+	head, tail, width := countsUpsert(1<<countColumn(vigil.StatePending) | 1<<countColumn(vigil.StateFired))
+	row = "(" + placeholders(width) + ")"
+	queries = append(queries, head+row+", "+row+tail)
+	walks := regexp.MustCompile(`^SCAN (\w+)$|^SCAN \w+ USING (COVERING )?INDEX|USING (COVERING )?INDEX \w+ \(state=\?\)|BLOOM FILTER`)
+	for _, q := range queries {
+		if !strings.Contains(q, "?") {
+			continue // BEGIN, COMMIT and the like
+		}
+		args := make([]any, strings.Count(q, "?"))
+		for i := range args {
+			args[i] = `["a"]`
+		}
+		rows, err := s.readDB.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
+		if err != nil {
+			t.Fatalf("EXPLAIN %s: %v", q, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		for _, step := range plan {
+			if walks.MatchString(step) {
+				t.Errorf("%s\nwalks a table or a state: plan %q", strings.Join(strings.Fields(q), " "), strings.Join(plan, "; "))
+				break
+			}
 		}
 	}
 }
@@ -1089,6 +1160,109 @@ func TestSchema11KeepsCounts(t *testing.T) {
 	if want := map[vigil.State]int{vigil.StatePending: 3, vigil.StateFired: 1, vigil.StateFailed: 1, vigil.StateCancelled: 1}; !maps.Equal(got, want) {
 		t.Errorf("counts = %v, want %v", got, want)
 	}
+}
+
+// TestSchema15CountsByKind: a database at schema 14 gets watch_counts as
+// one row for each recipient and kind, taken from its watches (a count
+// that had gone wrong is right again), and the counts then follow
+// settlements, cancellations and deletions as before.
+func TestSchema15CountsByKind(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	db := openRaw(t, path)
+	migrateTo(t, db, 14)
+	ctx := t.Context()
+	states := []vigil.State{vigil.StatePending, vigil.StateFired, vigil.StatePending, vigil.StateCancelled,
+		vigil.StateExpired, vigil.StateErrored, vigil.StateUnwatchable, vigil.StatePending}
+	for i, state := range states {
+		w := benchWatch(int64(i))
+		w.Recipient = fmt.Sprintf("r%d", i%2)
+		if i%3 == 0 {
+			w.Kind = vigil.KindTimer
+		}
+		w.State = state
+		if state != vigil.StatePending {
+			w.SettledAt = benchAt
+		}
+		enc, err := encodeWatch(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO watches (`+watchColumns+`) VALUES (`+placeholders(watchColumnCount)+`)`, enc.args(w)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ws writeStmts
+	for _, d := range ws.defs() {
+		if d.dst == &ws.newText { // what the store writes beside each new watch
+			if _, err := db.ExecContext(ctx, d.query, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE counters SET pending = 3 WHERE recipient = ''`); err != nil {
+		t.Fatal(err)
+	}
+	// Schema 14's rows: two right, one wrong, one of a state no watch is in.
+	if _, err := db.ExecContext(ctx, `INSERT INTO watch_counts (recipient, state, kind, n) VALUES
+		('r0', 'pending', 'timer', 1), ('r1', 'fired', 'ci', 1), ('r0', 'pending', 'ci', 7), ('r1', 'failed', 'ci', 2)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s := open(t, path, nil)
+	defer s.Close()
+	if v := schemaVersion(t, path); v < 15 {
+		t.Fatalf("schema %d after open, want at least 15", v)
+	}
+	checkCounters(t, s)
+	want := func() map[vigil.WatchCount]bool {
+		rows, err := s.readDB.QueryContext(ctx, `SELECT state, kind, count(*) FROM watches GROUP BY state, kind`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[vigil.WatchCount]bool{}
+		for rows.Next() {
+			var c vigil.WatchCount
+			if err := rows.Scan(&c.State, &c.Kind, &c.N); err != nil {
+				t.Fatal(err)
+			}
+			out[c] = true
+		}
+		return out
+	}
+	check := func(when string) {
+		t.Helper()
+		cs, err := s.WatchCounts(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[vigil.WatchCount]bool{}
+		for _, c := range cs {
+			got[c] = true
+		}
+		if w := want(); !maps.Equal(got, w) {
+			t.Errorf("%s: WatchCounts = %v, want %v", when, cs, w)
+		}
+		if !slices.IsSortedFunc(cs, func(a, b vigil.WatchCount) int {
+			return cmp.Or(cmp.Compare(a.State, b.State), cmp.Compare(a.Kind, b.Kind))
+		}) {
+			t.Errorf("%s: WatchCounts = %v, not in the order of state, then kind", when, cs)
+		}
+	}
+	check("after the migration")
+	at := benchAt.Add(time.Hour)
+	if _, err := s.WatchSettle(ctx, []vigil.WatchSettleParams{{ID: benchWatch(0).ID, State: vigil.StateFailed, SettledAt: at}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.WatchCancel(ctx, vigil.WatchCancelParams{ID: benchWatch(2).ID, SettledAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WatchDelete(ctx, benchWatch(1).ID); err != nil {
+		t.Fatal(err)
+	}
+	checkCounters(t, s)
+	check("after a settlement, a cancellation and a deletion")
 }
 
 // TestSettleRunsNoTrigger: the statements that settle, cancel and close

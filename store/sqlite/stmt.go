@@ -72,9 +72,14 @@ func (s *writeStmts) defs() []stmtDef {
 		{&s.watchByID, `SELECT ` + watchColumns + ` FROM watches WHERE id = ?`},
 		// The rows schema 9's insert triggers wrote for each new watch,
 		// written for all the watches from rowid ?1 on (see indexNew).
-		{&s.newCounts, `INSERT INTO watch_counts (recipient, state, kind, n)
-			SELECT recipient, state, kind, count(*) FROM watches WHERE rowid >= ?1 GROUP BY recipient, state, kind
-			ON CONFLICT DO UPDATE SET n = n + excluded.n`},
+		// NOT INDEXED: the new rows are found by their rowids; without it,
+		// the planner walked watches_recipient, every watch, to group
+		// without sorting.
+		{&s.newCounts, `INSERT INTO watch_counts (recipient, kind, ` + countColumns + `)
+			SELECT recipient, kind, sum(state = 'pending'), sum(state = 'fired'), sum(state = 'failed'), sum(state = 'expired'),
+				sum(state = 'cancelled'), sum(state = 'errored'), sum(state = 'unwatchable')
+			FROM watches NOT INDEXED WHERE rowid >= ?1 GROUP BY recipient, kind
+			ON CONFLICT DO UPDATE ` + countsMoveSet},
 		{&s.newText, `INSERT INTO watch_text (created_at, watch_id, note, predicate)
 			SELECT created_at, id, iif(short, lower(coalesce(note, '')), NULL), iif(short, lower(coalesce(CAST(predicate AS TEXT), '')), NULL)
 			FROM (SELECT created_at, id, note, predicate,
@@ -86,8 +91,12 @@ func (s *writeStmts) defs() []stmtDef {
 		{&s.watchMaxRowid, `SELECT coalesce(max(rowid), 0) FROM watches`},
 		{&s.watchIDByIdentity, `SELECT id FROM watches WHERE identity = ? AND state = 'pending'`},
 		{&s.watchHead, `SELECT recipient, state, kind FROM watches WHERE id = ?`},
-		{&s.watchesPending, `SELECT rowid, id, recipient, kind FROM watches
-			WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'`},
+		// CROSS JOIN: the ids drive, each one probe of the primary key.
+		// Without it, the planner walked every pending watch in
+		// watches_state_created and kept those named: a storm's batches
+		// read the whole pending part of the index, each.
+		{&s.watchesPending, `SELECT w.rowid, w.id, w.recipient, w.kind FROM json_each(?) AS j CROSS JOIN watches AS w
+			WHERE w.id = j.value AND w.state = 'pending'`},
 		// ?4 (checked_at) is NULL when the caller has no live counts:
 		// then the stored ones stay.
 		{&s.watchCancel, `UPDATE watches SET state = 'cancelled', outcome = ?1, settled_at = ?2,
@@ -102,7 +111,7 @@ func (s *writeStmts) defs() []stmtDef {
 		{&s.watchDeliverSet, `UPDATE watches SET deliver = ? WHERE id = ?`},
 
 		{&s.counts, `SELECT (SELECT pending FROM counters WHERE recipient = ''),
-			coalesce((SELECT sum(n) FROM watch_counts WHERE recipient = ? AND state = 'pending'), 0)`},
+			coalesce((SELECT sum(pending) FROM watch_counts WHERE recipient = ?), 0)`},
 		{&s.recipientClose, `UPDATE watches SET state = 'cancelled', outcome = ?, settled_at = ?
 			WHERE recipient = ? AND state = 'pending' RETURNING id, kind`},
 
@@ -124,8 +133,8 @@ func (s *writeStmts) defs() []stmtDef {
 		{&s.watchIDsTaken, `SELECT w.id FROM json_each(?) AS j CROSS JOIN watches AS w WHERE w.id = j.value`},
 		{&s.countsMany, `SELECT '', pending FROM counters WHERE recipient = ''
 			UNION ALL
-			SELECT recipient, sum(n) FROM watch_counts
-			WHERE recipient IN (SELECT value FROM json_each(?)) AND state = 'pending' GROUP BY recipient`},
+			SELECT recipient, sum(pending) FROM watch_counts
+			WHERE recipient IN (SELECT value FROM json_each(?)) GROUP BY recipient`},
 		{&s.pendingTotalAdd, `INSERT INTO counters (recipient, pending, created_at) VALUES ('', ?, 0)
 			ON CONFLICT (recipient) DO UPDATE SET pending = pending + excluded.pending`},
 		{&s.watchesByIDs, `SELECT ` + watchColumns + ` FROM watches WHERE id IN (SELECT value FROM json_each(?))`},

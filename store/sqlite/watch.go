@@ -179,63 +179,144 @@ func addPending(t *wtx, delta int) error {
 	return nil
 }
 
-// countKey is one row of watch_counts.
-type countKey struct{ recipient, state, kind string }
+// countStates are the states watch_counts has a column for, in the
+// table's order (schema 15: one row for each recipient and kind).
+var countStates = [...]vigil.State{vigil.StatePending, vigil.StateFired, vigil.StateFailed, vigil.StateExpired,
+	vigil.StateCancelled, vigil.StateErrored, vigil.StateUnwatchable}
 
-// countMoves adds up how one write moves watches between the rows of
-// watch_counts, so that it writes each row once however many watches
-// moved (schema 11: no trigger follows an update or a deletion of a
-// watch). Every statement that changes a watch's state, or deletes a
-// watch, notes its rows here, and write runs before the op returns.
-type countMoves map[countKey]int
+// countColumns names countStates' columns, in order, as SQL.
+const countColumns = `pending, fired, failed, expired, cancelled, errored, unwatchable`
+
+// countColumn is the index in countStates of state, or -1.
+func countColumn(state vigil.State) int {
+	for i, s := range countStates {
+		if s == state {
+			return i
+		}
+	}
+	return -1
+}
+
+// countKey is one row of watch_counts.
+type countKey struct{ recipient, kind string }
+
+// countMoves adds up how one write moves watches between the states of
+// the rows of watch_counts, so that it writes each row once however many
+// watches moved (schema 11: no trigger follows an update or a deletion of
+// a watch). Every statement that changes a watch's state, or deletes a
+// watch, notes its moves here, and write runs before the op returns. A
+// watch that settles moves within its row (schema 15): one row written,
+// not two. The zero value is ready to use.
+type countMoves struct {
+	rows map[countKey]*[len(countStates)]int
+	// bad is a state no column counts, which write refuses.
+	bad vigil.State
+}
 
 // move notes n watches of recipient and kind gone from state from to
 // state to; an empty to is a deletion.
-func (m countMoves) move(recipient, kind string, from, to vigil.State, n int) {
+func (m *countMoves) move(recipient, kind string, from, to vigil.State, n int) {
 	if from == to || n == 0 {
 		return
 	}
-	m[countKey{recipient, string(from), kind}] -= n
+	f, t := countColumn(from), countColumn(to)
+	if f < 0 || (to != "" && t < 0) {
+		if m.bad == "" {
+			m.bad = from
+			if f >= 0 {
+				m.bad = to
+			}
+		}
+		return
+	}
+	if m.rows == nil {
+		m.rows = map[countKey]*[len(countStates)]int{}
+	}
+	row := m.rows[countKey{recipient, kind}]
+	if row == nil {
+		row = new([len(countStates)]int)
+		m.rows[countKey{recipient, kind}] = row
+	}
+	row[f] -= n
 	if to != "" {
-		m[countKey{recipient, string(to), kind}] += n
+		row[t] += n
 	}
 }
 
 // write applies the moves in the table's key order, in multi-row upserts
-// of bound values (insertChunks rows each). A row that falls to 0 stays
+// of bound values (insertChunks rows each). The rows that move the same
+// states go together, in an upsert that names only those states' columns:
+// a settlement's row moves two of the seven. A row that falls to 0 stays
 // until Prune removes it. Bound values, not one JSON array read back with
-// json_each: extracting each row's four fields from JSON cost twice as
-// much (a storm of 20 000 watches with as many recipients moves 40 000
-// rows).
-func (m countMoves) write(t *wtx) error {
-	keys := slices.SortedFunc(maps.Keys(m), func(a, b countKey) int {
-		return cmp.Or(cmp.Compare(a.recipient, b.recipient), cmp.Compare(a.state, b.state), cmp.Compare(a.kind, b.kind))
-	})
-	keys = slices.DeleteFunc(keys, func(k countKey) bool { return m[k] == 0 })
-	err := forChunks(len(keys), func(from, n int) error {
-		st, err := t.multiStmt(countsMoveHead, countsMoveTail, 4, n)
-		if err != nil {
+// json_each: extracting each row's fields from JSON cost twice as much.
+func (m *countMoves) write(t *wtx) error {
+	if m.bad != "" {
+		return fmt.Errorf("sqlite: count watches: the state %q is none of a watch's", m.bad)
+	}
+	// The rows by the states they move (a bit per column), in key order.
+	byCols := map[uint8][]countKey{}
+	for k, row := range m.rows {
+		var cols uint8
+		for i, d := range row {
+			if d != 0 {
+				cols |= 1 << i
+			}
+		}
+		if cols != 0 {
+			byCols[cols] = append(byCols[cols], k)
+		}
+	}
+	for _, cols := range slices.Sorted(maps.Keys(byCols)) {
+		keys := byCols[cols]
+		slices.SortFunc(keys, func(a, b countKey) int {
+			return cmp.Or(cmp.Compare(a.recipient, b.recipient), cmp.Compare(a.kind, b.kind))
+		})
+		head, tail, width := countsUpsert(cols)
+		err := forChunks(len(keys), func(from, n int) error {
+			st, err := t.multiStmt(head, tail, width, n)
+			if err != nil {
+				return err
+			}
+			args := make([]any, 0, width*n)
+			for _, k := range keys[from : from+n] {
+				args = append(args, k.recipient, k.kind)
+				for i, d := range m.rows[k] {
+					if cols&(1<<i) != 0 {
+						args = append(args, int64(d))
+					}
+				}
+			}
+			_, err = t.exec(st, args...)
 			return err
+		})
+		if err != nil {
+			return wrap("count watches", err)
 		}
-		args := make([]any, 0, 4*n)
-		for _, k := range keys[from : from+n] {
-			args = append(args, k.recipient, k.state, k.kind, int64(m[k]))
-		}
-		_, err = t.exec(st, args...)
-		return err
-	})
-	if err != nil {
-		return wrap("count watches", err)
 	}
 	return nil
 }
 
-// countsMoveHead and countsMoveTail make the upsert of watch_counts rows
-// (countMoves.write): each row adds its n to the row of its key.
-const (
-	countsMoveHead = `INSERT INTO watch_counts (recipient, state, kind, n) VALUES `
-	countsMoveTail = ` ON CONFLICT DO UPDATE SET n = n + excluded.n`
-)
+// countsUpsert returns the head and tail of the upsert of watch_counts
+// rows that moves the states of the columns set in cols (a bit per index
+// in countStates), and how many values a row binds: each row adds its
+// numbers to the row of its key.
+func countsUpsert(cols uint8) (head, tail string, width int) {
+	var names, set []string
+	for i, s := range countStates {
+		if cols&(1<<i) != 0 {
+			names = append(names, string(s))
+			set = append(set, string(s)+" = "+string(s)+" + excluded."+string(s))
+		}
+	}
+	return `INSERT INTO watch_counts (recipient, kind, ` + strings.Join(names, ", ") + `) VALUES `,
+		` ON CONFLICT DO UPDATE SET ` + strings.Join(set, ", "), 2 + len(names)
+}
+
+// countsMoveSet adds each of a new row's counts (excluded) to those of
+// the row of its key.
+const countsMoveSet = `SET pending = pending + excluded.pending, fired = fired + excluded.fired,
+	failed = failed + excluded.failed, expired = expired + excluded.expired, cancelled = cancelled + excluded.cancelled,
+	errored = errored + excluded.errored, unwatchable = unwatchable + excluded.unwatchable`
 
 // WatchGet returns one watch, or a not_found error.
 func (s *Store) WatchGet(ctx context.Context, id string) (*vigil.Watch, error) {
@@ -310,11 +391,14 @@ func (s *Store) WatchList(ctx context.Context, p vigil.WatchListParams) (vigil.W
 }
 
 // WatchCounts implements vigil.Store: it sums the rows of watch_counts
-// (schema 9), which the store keeps in step with the watches in the
-// transaction that changes them (indexNew, countMoves), so it reads a few
-// rows per recipient, not every watch.
+// (schema 15: one for each recipient and kind, a column for each state),
+// which the store keeps in step with the watches in the transaction that
+// changes them (indexNew, countMoves), so it reads a few rows per
+// recipient, not every watch. The counts come in the order of their state,
+// then kind.
 func (s *Store) WatchCounts(ctx context.Context, recipients []string) ([]vigil.WatchCount, error) {
-	q := `SELECT state, kind, sum(n) FROM watch_counts`
+	q := `SELECT kind, sum(pending), sum(fired), sum(failed), sum(expired), sum(cancelled), sum(errored), sum(unwatchable)
+		FROM watch_counts`
 	var args []any
 	if len(recipients) > 0 {
 		q += " WHERE recipient IN (" + placeholders(len(recipients)) + ")"
@@ -322,22 +406,32 @@ func (s *Store) WatchCounts(ctx context.Context, recipients []string) ([]vigil.W
 			args = append(args, r)
 		}
 	}
-	rows, err := s.readDB.QueryContext(ctx, q+" GROUP BY state, kind HAVING sum(n) > 0", args...)
+	rows, err := s.readDB.QueryContext(ctx, q+" GROUP BY kind", args...)
 	if err != nil {
 		return nil, wrap("count watches", err)
 	}
 	defer rows.Close()
 	out := []vigil.WatchCount{}
 	for rows.Next() {
-		var c vigil.WatchCount
-		if err := rows.Scan(&c.State, &c.Kind, &c.N); err != nil {
+		var (
+			kind vigil.Kind
+			n    [len(countStates)]int
+		)
+		if err := rows.Scan(&kind, &n[0], &n[1], &n[2], &n[3], &n[4], &n[5], &n[6]); err != nil {
 			return nil, wrap("count watches", err)
 		}
-		out = append(out, c)
+		for i, state := range countStates {
+			if n[i] > 0 {
+				out = append(out, vigil.WatchCount{State: state, Kind: kind, N: n[i]})
+			}
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, wrap("count watches", err)
 	}
+	slices.SortFunc(out, func(a, b vigil.WatchCount) int {
+		return cmp.Or(cmp.Compare(a.State, b.State), cmp.Compare(a.Kind, b.Kind))
+	})
 	return out, nil
 }
 

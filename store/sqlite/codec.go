@@ -341,14 +341,34 @@ func scanWatch(sc scanner) (*vigil.Watch, error) {
 	w.ChainDepth = int(d.integer("chain_depth", c[21], true))
 	w.TokenID = d.text("token_id", c[22], true)
 	w.AnsweredAtCreation = d.boolean("answered_at_creation", c[23])
-	w.LastObservation = decodeColumnWith(&d, "last_observation", c[24], settlement.DecodeObservation)
 	w.Outcome = decodeColumnWith(&d, "outcome", c[25], settlement.DecodeOutcome)
+	w.LastObservation = d.lastObservation(c[24], w.Outcome)
 	w.Receipts = decodeColumn[[]vigil.Receipt](&d, "receipts", c[26])
 	w.Errors = int(d.integer("errors", c[27], true))
 	w.ConsecutiveErrors = int(d.integer("consecutive_errors", c[28], true))
 	w.CheckedAt = d.time("checked_at", c[29], true)
 	w.Unreadable = d.reason()
 	return &w, nil
+}
+
+// observationInOutcome is what last_observation holds when the watch's
+// last observation is its outcome's (schema 15): a settlement's, which
+// settlement.Prepare takes from the outcome, so the row does not hold it
+// twice. It is not JSON, so no observation is ever stored as it.
+const observationInOutcome = "="
+
+// lastObservation decodes the last_observation column v of a watch whose
+// outcome is outcome.
+func (d *rowDecoder) lastObservation(v any, outcome *vigil.Outcome) *vigil.Observation {
+	if s, ok := v.(string); !ok || s != observationInOutcome {
+		return decodeColumnWith(d, "last_observation", v, settlement.DecodeObservation)
+	}
+	if outcome == nil || outcome.Observation == nil {
+		d.fail("last_observation", "is the outcome's observation, and the outcome has none")
+		return nil
+	}
+	o := *outcome.Observation // its facts are shared: observations are values, never changed
+	return &o
 }
 
 // rowDecoder decodes the columns of one row as the driver gave them

@@ -5,12 +5,14 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
 	"slices"
@@ -1263,6 +1265,62 @@ func TestSchema15CountsByKind(t *testing.T) {
 	}
 	checkCounters(t, s)
 	check("after a settlement, a cancellation and a deletion")
+}
+
+// TestSettledRowHoldsObservationOnce: a settlement whose outcome has an
+// observation stores it once, in the outcome, and its last_observation
+// says so; the watch reads back with that observation as its last. One
+// settled without an observation keeps the one its probes stored, and a
+// row that names an outcome's observation it does not have reads as
+// unreadable, not as no observation.
+func TestSettledRowHoldsObservationOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	s := open(t, path, nil)
+	defer s.Close()
+	ctx := t.Context()
+	at := time.Date(2026, 1, 2, 4, 0, 0, 0, time.UTC)
+	for _, id := range []string{"w1", "w2", "w3"} {
+		if _, err := s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: timerWatch(id, "r")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probed := &vigil.Observation{Verdict: vigil.VerdictPending, At: at.Add(-time.Minute), Summary: "not yet", Facts: map[string]any{"n": json.Number("1")}}
+	if _, err := s.WatchObserve(ctx, vigil.WatchObserveParams{ID: "w2", Observation: probed, Polls: 1}); err != nil {
+		t.Fatal(err)
+	}
+	fired := &vigil.Observation{Verdict: vigil.VerdictSatisfied, At: at, Summary: "04:00 passed", Facts: map[string]any{"at": "2026-01-02T04:00:00Z", "n": json.Number("12345678901234567890")}}
+	if _, err := s.WatchSettle(ctx, []vigil.WatchSettleParams{
+		{ID: "w1", State: vigil.StateFired, SettledAt: at, Polls: 2, Outcome: &vigil.Outcome{State: vigil.StateFired, Sentence: "went off", Observation: fired}},
+		{ID: "w2", State: vigil.StateExpired, SettledAt: at, Polls: 1, Outcome: &vigil.Outcome{State: vigil.StateExpired, Sentence: "ran out of time"}},
+		{ID: "w3", State: vigil.StateFired, SettledAt: at, Polls: 1, Outcome: &vigil.Outcome{State: vigil.StateFired, Sentence: "went off", Observation: fired}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var stored sql.NullString
+	if err := s.readDB.QueryRowContext(ctx, `SELECT last_observation FROM watches WHERE id = 'w1'`).Scan(&stored); err != nil || stored.String != observationInOutcome {
+		t.Errorf("w1's last_observation = %q (%v), want %q", stored.String, err, observationInOutcome)
+	}
+	for id, want := range map[string]*vigil.Observation{"w1": fired, "w2": probed} {
+		w, err := s.WatchGet(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Unreadable != "" || !reflect.DeepEqual(w.LastObservation, want) {
+			t.Errorf("%s: LastObservation = %+v (unreadable %q), want %+v", id, w.LastObservation, w.Unreadable, want)
+		}
+	}
+	db := openRaw(t, path)
+	if _, err := db.ExecContext(ctx, `UPDATE watches SET outcome = NULL WHERE id = 'w3'`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	w, err := s.WatchGet(ctx, "w3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.LastObservation != nil || !strings.Contains(w.Unreadable, "last_observation") {
+		t.Errorf("w3 without its outcome: LastObservation = %+v, Unreadable = %q; want none, and last_observation named", w.LastObservation, w.Unreadable)
+	}
 }
 
 // TestSettleRunsNoTrigger: the statements that settle, cancel and close

@@ -116,3 +116,44 @@ func TestUnreadableRows(t *testing.T) {
 		t.Fatalf("settling an unreadable watch: %v, %v", won, err)
 	}
 }
+
+// TestPruneDeletesARowOfNoState: a settled row whose state was written by
+// hand as none of a watch's is pruned like the others, and the counts stay
+// those of the watches: no count held it (schema 15 has a column for each
+// state), so its deletion takes from none, and does not fail the prune.
+func TestPruneDeletesARowOfNoState(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	s := open(t, path, nil)
+	ctx := t.Context()
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, id := range []string{"w1", "w2", "w3"} {
+		if _, err := s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: timerWatch(id, "r")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.WatchSettle(ctx, []vigil.WatchSettleParams{{ID: "w1", State: vigil.StateFired, SettledAt: at},
+		{ID: "w2", State: vigil.StateFired, SettledAt: at}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	raw := openRaw(t, path)
+	if _, err := raw.Exec(`UPDATE watches SET state = 'lost' WHERE id = 'w1'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`UPDATE watch_counts SET fired = fired - 1 WHERE recipient = 'r'`); err != nil {
+		t.Fatal(err) // the hand that wrote the state kept the counts true
+	}
+	raw.Close()
+	s = open(t, path, nil)
+	defer s.Close()
+	got, err := s.Prune(ctx, vigil.PruneParams{WatchesBefore: at.Add(time.Hour)})
+	if err != nil || got.Watches != 2 {
+		t.Fatalf("Prune = %d watches, %v; want 2, nil", got.Watches, err)
+	}
+	checkCounters(t, s)
+	cs, err := s.WatchCounts(ctx, nil)
+	if err != nil || len(cs) != 1 || cs[0] != (vigil.WatchCount{State: vigil.StatePending, Kind: vigil.KindTimer, N: 1}) {
+		t.Errorf("WatchCounts after the prune = %v, %v; want one pending timer", cs, err)
+	}
+}

@@ -209,24 +209,15 @@ type countKey struct{ recipient, kind string }
 // not two. The zero value is ready to use.
 type countMoves struct {
 	rows map[countKey]*[len(countStates)]int
-	// bad is a state no column counts, which write refuses.
-	bad vigil.State
 }
 
 // move notes n watches of recipient and kind gone from state from to
-// state to; an empty to is a deletion.
+// state to; an empty to is a deletion. A state that is none of a watch's
+// (a row written by hand) has no column: no count ever held its watches,
+// so none is taken from or added to.
 func (m *countMoves) move(recipient, kind string, from, to vigil.State, n int) {
-	if from == to || n == 0 {
-		return
-	}
 	f, t := countColumn(from), countColumn(to)
-	if f < 0 || (to != "" && t < 0) {
-		if m.bad == "" {
-			m.bad = from
-			if f >= 0 {
-				m.bad = to
-			}
-		}
+	if f == t || n == 0 {
 		return
 	}
 	if m.rows == nil {
@@ -237,8 +228,10 @@ func (m *countMoves) move(recipient, kind string, from, to vigil.State, n int) {
 		row = new([len(countStates)]int)
 		m.rows[countKey{recipient, kind}] = row
 	}
-	row[f] -= n
-	if to != "" {
+	if f >= 0 {
+		row[f] -= n
+	}
+	if t >= 0 {
 		row[t] += n
 	}
 }
@@ -250,9 +243,6 @@ func (m *countMoves) move(recipient, kind string, from, to vigil.State, n int) {
 // until Prune removes it. Bound values, not one JSON array read back with
 // json_each: extracting each row's fields from JSON cost twice as much.
 func (m *countMoves) write(t *wtx) error {
-	if m.bad != "" {
-		return fmt.Errorf("sqlite: count watches: the state %q is none of a watch's", m.bad)
-	}
 	// The rows by the states they move (a bit per column), in key order.
 	byCols := map[uint8][]countKey{}
 	for k, row := range m.rows {
@@ -740,8 +730,14 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 				continue // already settled, no such watch, or settled earlier in ps: lost
 			}
 			delete(pending, p.ID)
+			// The last observation is the outcome's (settlement.Prepare):
+			// the row says so rather than holding it twice.
+			var lastObs any
+			if enc[i].LastObs != nil {
+				lastObs = observationInOutcome
+			}
 			args = append(args, row.rowid, string(p.State), textOrNull(enc[i].Outcome), p.SettledAt.UnixMilli(), p.Polls,
-				textOrNull(enc[i].LastObs), b2i(p.AnsweredAtCreation), nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt))
+				lastObs, b2i(p.AnsweredAtCreation), nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt))
 			won[i] = true
 			settled++
 			moves.move(row.recipient, row.kind, vigil.StatePending, p.State, 1)

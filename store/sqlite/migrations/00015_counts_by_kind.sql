@@ -6,6 +6,12 @@
 -- each with its own recipient moved 40 000 rows for 20 000 watches).
 -- Registrations still write one row. What the table answers is the same:
 -- how many watches each recipient has in each state and kind.
+--
+-- From this schema on, a settled watch's last_observation may also hold
+-- '=' (not JSON): its last observation is its outcome's, which a
+-- settlement stores once, in the outcome, not twice (store/sqlite
+-- observationInOutcome). A build that knows only schema 14 refuses the
+-- database as newer, so none reads '=' as a broken observation.
 
 -- +goose Up
 

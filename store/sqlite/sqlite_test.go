@@ -818,6 +818,29 @@ func steadyWrites(t *testing.T, beside func(context.Context, *Store)) {
 	}
 }
 
+// queryPlan returns the steps of SQLite's plan for q with args.
+func queryPlan(t *testing.T, s *Store, q string, args ...any) []string {
+	t.Helper()
+	rows, err := s.readDB.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatalf("EXPLAIN %s: %v", q, err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
+
 // TestListFiltersUseIndexes: a list with one filter reads its rows through
 // an index that holds them in the list's order (a state's, a kind's, a
 // label's, every watch's in watch_text), whatever else is in the table,
@@ -849,20 +872,7 @@ func TestListFiltersUseIndexes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows, err := s.readDB.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
+		plan := queryPlan(t, s, q, args...)
 		joined := strings.Join(plan, "; ")
 		if !strings.Contains(joined, tc.want) || strings.Contains(joined, "SCAN watches") || strings.Contains(joined, "TEMP B-TREE") {
 			t.Errorf("list %+v: plan %q, want %s, no scan of watches, no sort", p, joined, tc.want)
@@ -905,20 +915,7 @@ func TestStatementsReadWhatTheyName(t *testing.T) {
 		for i := range args {
 			args[i] = `["a"]`
 		}
-		rows, err := s.readDB.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
-		if err != nil {
-			t.Fatalf("EXPLAIN %s: %v", q, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
+		plan := queryPlan(t, s, q, args...)
 		for _, step := range plan {
 			if walks.MatchString(step) {
 				t.Errorf("%s\nwalks a table or a state: plan %q", strings.Join(strings.Fields(q), " "), strings.Join(plan, "; "))

@@ -78,8 +78,7 @@ func (s *writeStmts) defs() []stmtDef {
 		{&s.newCounts, `INSERT INTO watch_counts (recipient, kind, ` + countColumns + `)
 			SELECT recipient, kind, sum(state = 'pending'), sum(state = 'fired'), sum(state = 'failed'), sum(state = 'expired'),
 				sum(state = 'cancelled'), sum(state = 'errored'), sum(state = 'unwatchable')
-			FROM watches NOT INDEXED WHERE rowid >= ?1 GROUP BY recipient, kind
-			ON CONFLICT DO UPDATE ` + countsMoveSet},
+			FROM watches NOT INDEXED WHERE rowid >= ?1 GROUP BY recipient, kind` + countUpserts[len(countUpserts)-1].tail},
 		{&s.newText, `INSERT INTO watch_text (created_at, watch_id, note, predicate)
 			SELECT created_at, id, iif(short, lower(coalesce(note, '')), NULL), iif(short, lower(coalesce(CAST(predicate AS TEXT), '')), NULL)
 			FROM (SELECT created_at, id, note, predicate,

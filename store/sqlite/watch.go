@@ -289,24 +289,32 @@ func (m *countMoves) write(t *wtx) error {
 // countsUpsert returns the head and tail of the upsert of watch_counts
 // rows that moves the states of the columns set in cols (a bit per index
 // in countStates), and how many values a row binds: each row adds its
-// numbers to the row of its key.
+// numbers to the row of its key. Every set's text is made once, not at
+// each write.
 func countsUpsert(cols uint8) (head, tail string, width int) {
-	var names, set []string
-	for i, s := range countStates {
-		if cols&(1<<i) != 0 {
-			names = append(names, string(s))
-			set = append(set, string(s)+" = "+string(s)+" + excluded."+string(s))
-		}
-	}
-	return `INSERT INTO watch_counts (recipient, kind, ` + strings.Join(names, ", ") + `) VALUES `,
-		` ON CONFLICT DO UPDATE SET ` + strings.Join(set, ", "), 2 + len(names)
+	u := &countUpserts[cols]
+	return u.head, u.tail, u.width
 }
 
-// countsMoveSet adds each of a new row's counts (excluded) to those of
-// the row of its key.
-const countsMoveSet = `SET pending = pending + excluded.pending, fired = fired + excluded.fired,
-	failed = failed + excluded.failed, expired = expired + excluded.expired, cancelled = cancelled + excluded.cancelled,
-	errored = errored + excluded.errored, unwatchable = unwatchable + excluded.unwatchable`
+// countUpserts is countsUpsert's answer for every set of columns.
+var countUpserts = func() (all [1 << len(countStates)]struct {
+	head, tail string
+	width      int
+}) {
+	for cols := range all {
+		var names, set []string
+		for i, s := range countStates {
+			if cols&(1<<i) != 0 {
+				names = append(names, string(s))
+				set = append(set, string(s)+" = "+string(s)+" + excluded."+string(s))
+			}
+		}
+		all[cols].head = `INSERT INTO watch_counts (recipient, kind, ` + strings.Join(names, ", ") + `) VALUES `
+		all[cols].tail = ` ON CONFLICT DO UPDATE SET ` + strings.Join(set, ", ")
+		all[cols].width = 2 + len(names)
+	}
+	return all
+}()
 
 // WatchGet returns one watch, or a not_found error.
 func (s *Store) WatchGet(ctx context.Context, id string) (*vigil.Watch, error) {

@@ -73,7 +73,8 @@ type writer struct {
 	// fails the commit (see Store.SetWriteFaultFunc).
 	fault atomic.Pointer[func() error]
 	// mergeFault, when set (by tests), fails the merged write of a batch's
-	// registrations before it starts, so they run one by one.
+	// registrations after it has written them, so they are rolled back
+	// and run one by one.
 	mergeFault atomic.Pointer[func() error]
 	// full is whether the last batch found the disk full; fullChanged
 	// hears each change of it. Only the writer goroutine touches full.
@@ -296,11 +297,12 @@ func (w *writer) commit(batch []*op) {
 // each lookup and multi-row inserts, where each alone costs some five
 // statements and a savepoint. Answers are those of the same creates one
 // after the other (a second registration of the same watch finds the
-// first, caps count the ones before it). It needs two or more; they share
-// one savepoint, and if that fails as a whole (not an item's refusal, which
-// writes nothing of its item), it is rolled back and the ops are left to
-// run one by one, as without merging. It returns how many were written,
-// and whether they were merged.
+// first, caps count the ones before it). It needs two or more, and runs
+// first in the transaction, so it needs no savepoint (whose journal copies
+// every page it changes): if the write fails as a whole (not an item's
+// refusal, which writes nothing of its item), the transaction is rolled
+// back and begun again, and the ops are left to run one by one, as without
+// merging. It returns how many were written, and whether they were merged.
 func (w *writer) commitCreates(run []*op) (int, bool, error) {
 	var ops []*op
 	for _, o := range run {
@@ -312,25 +314,19 @@ func (w *writer) commitCreates(run []*op) (int, bool, error) {
 		return 0, false, nil
 	}
 	t := &w.tx
-	if _, err := t.exec(t.savepoint); err != nil {
-		return 0, false, fmt.Errorf("sqlite: savepoint: %w", err)
-	}
 	items := make([]batchItem, len(ops))
 	out := make([]vigil.WatchCreateResult, len(ops))
 	for i, o := range ops {
 		items[i] = o.create.item
 	}
 	if err := w.callMany(t, items, out); err != nil {
-		if _, rerr := t.exec(t.rollbackTo); rerr != nil {
-			return 0, false, fmt.Errorf("sqlite: write failed and the transaction is lost: %w", errors.Join(err, rerr))
-		}
-		if _, err := t.exec(t.release); err != nil {
-			return 0, false, fmt.Errorf("sqlite: release savepoint: %w", err)
+		// Nothing came before them in the transaction, so the transaction
+		// is their savepoint: roll it back and begin again.
+		w.rollback()
+		if _, err := t.exec(t.begin); err != nil {
+			return 0, false, fmt.Errorf("sqlite: begin: %w", err)
 		}
 		return 0, false, nil
-	}
-	if _, err := t.exec(t.release); err != nil {
-		return 0, false, fmt.Errorf("sqlite: release savepoint: %w", err)
 	}
 	n := 0
 	for i, o := range ops {
@@ -349,12 +345,13 @@ func (w *writer) callMany(t *wtx, items []batchItem, out []vigil.WatchCreateResu
 			err = fmt.Errorf("sqlite: panic in write: %v", r)
 		}
 	}()
-	if f := w.mergeFault.Load(); f != nil {
-		if err := (*f)(); err != nil {
-			return err
-		}
+	if err := createMany(t, items, out); err != nil {
+		return err
 	}
-	return createMany(t, items, out)
+	if f := w.mergeFault.Load(); f != nil {
+		return (*f)()
+	}
+	return nil
 }
 
 // noteFull tells fullChanged when the disk turns out full (an op of the

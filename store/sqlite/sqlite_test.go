@@ -27,6 +27,7 @@ import (
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/store/storetest"
 	"go.uber.org/goleak"
+	"modernc.org/sqlite"
 )
 
 func open(t testing.TB, path string, opts *Options) *Store {
@@ -115,6 +116,7 @@ func TestRefusesNewerSchema(t *testing.T) {
 }
 
 func TestPragmas(t *testing.T) {
+	_, _ = sqlite.Fdatasync(false) // as before any Open: Open turns it on
 	path := filepath.Join(t.TempDir(), "vigil.db")
 	s := open(t, path, nil)
 	defer s.Close()
@@ -143,6 +145,13 @@ func TestPragmas(t *testing.T) {
 	check("synchronous", "PRAGMA synchronous", "2") // FULL
 	check("foreign_keys", "PRAGMA foreign_keys", "1")
 	check("busy_timeout", "PRAGMA busy_timeout", fmt.Sprint(busyTimeoutMS))
+	// Commits sync with fdatasync where the library has it (useFdatasync).
+	switch runtime.GOOS {
+	case "linux", "freebsd", "netbsd", "illumos":
+		if !sqlite.FdatasyncEnabled() {
+			t.Errorf("after Open, SQLite syncs with fsync; want fdatasync on %s", runtime.GOOS)
+		}
+	}
 
 	n := open(t, filepath.Join(t.TempDir(), "normal.db"), &Options{Synchronous: "normal"})
 	defer n.Close()

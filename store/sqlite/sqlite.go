@@ -6,9 +6,10 @@
 // weaker durability: every write goes through one writer goroutine that
 // takes all the operations waiting for it, runs them in ONE transaction,
 // each inside its own savepoint (an operation that fails, say over a cap,
-// is rolled back alone), commits once (one sync for the whole batch:
-// fdatasync(2) where the system has it, as SQLite's own Linux builds do), and
-// only then answers each caller. If the commit fails, every caller of the
+// is rolled back alone; single registrations are written together first,
+// each refusal writing nothing of its own), commits once (one sync for the
+// whole batch: fdatasync(2) where the system has it, as SQLite's own Linux
+// builds do), and only then answers each caller. If the commit fails, every caller of the
 // batch gets the error. Reads use a separate pool of read-only connections,
 // which WAL lets run beside the writer. Once enough pages have piled up in
 // the WAL, a second goroutine copies them back into the database file, so

@@ -39,7 +39,8 @@ type createOne struct {
 
 // writer owns the one writer connection. Every write of the store is an op
 // run by its goroutine: it takes all the ops that are waiting (up to
-// maxBatch), runs each inside its own SAVEPOINT of ONE transaction, commits
+// maxBatch), runs each inside its own SAVEPOINT of ONE transaction (the
+// single registrations among them first, together: commitCreates), commits
 // once, and only then answers their callers. An op that fails rolls back to
 // its savepoint and leaves the others of the batch alone.
 type writer struct {

@@ -9,13 +9,14 @@
 // is rolled back alone; single registrations are written together first,
 // each refusal writing nothing of its own), commits once (one sync for the
 // whole batch: fdatasync(2) where the system has it, as SQLite's own Linux
-// builds do), and only then answers each caller. If the commit fails, every caller of the
-// batch gets the error. Reads use a separate pool of read-only connections,
-// which WAL lets run beside the writer. Once enough pages have piled up in
-// the WAL, a second goroutine copies them back into the database file, so
-// that work and its fsync stay out of the callers' commits; every few such
-// intervals the writer finishes the copy itself between two batches, so the
-// WAL starts over instead of growing while writes never pause.
+// builds do), and only then answers each caller. If the commit fails,
+// every caller of the batch gets the error. Reads use a separate pool of
+// read-only connections, which WAL lets run beside the writer. Once enough
+// pages have piled up in the WAL, a second goroutine copies them back into
+// the database file, so that work and its sync stay out of the callers'
+// commits; every few such intervals the writer finishes the copy itself
+// between two batches, so the WAL starts over instead of growing while
+// writes never pause.
 //
 // The schema is a numbered list of embedded SQL migrations applied with
 // goose at Open, each in a transaction. A database whose schema is newer

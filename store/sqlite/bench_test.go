@@ -205,10 +205,13 @@ func BenchmarkWatchSettleBatch512(b *testing.B) {
 
 // BenchmarkWatchSettleStorm settles the storm of bench/peers: timers due
 // at one instant, each with a recipient of its own (so no two share a row
-// of counters or watch_counts), 512 per call with their outcome messages,
-// from the scheduler's 8 workers at once (so the writer commits several
-// calls together, each in its savepoint, as in the daemon), and reports
-// the store's CPU per settlement. -benchtime 20000x is the storm's 20 000.
+// of counters or watch_counts) and the identity vigil.Identity gives it
+// (a hash, so a batch's entries of watches_identity_pending are spread
+// over that index, as in the daemon), 512 per call with their outcome
+// messages, from the scheduler's 8 workers at once (so the writer commits
+// several calls together, each in its savepoint, as in the daemon), and
+// reports the store's CPU per settlement. -benchtime 20000x is the
+// storm's 20 000.
 func BenchmarkWatchSettleStorm(b *testing.B) {
 	const batch = 512
 	s := benchStore(b)
@@ -216,9 +219,10 @@ func BenchmarkWatchSettleStorm(b *testing.B) {
 	for start := 0; start < b.N; start += cap(ps) {
 		ps = ps[:0]
 		for i := start; i < min(start+cap(ps), b.N); i++ {
+			r, pred := fmt.Sprintf("r%d", i), []byte(`{"at":"2026-03-04T06:06:07Z"}`)
 			ps = append(ps, vigil.WatchCreateParams{Watch: &vigil.Watch{ID: fmt.Sprintf("01JSTORM%018d", i), Kind: vigil.KindTimer,
-				Recipient: fmt.Sprintf("r%d", i), Predicate: []byte(`{"at":"2026-03-04T06:06:07Z"}`), Note: fmt.Sprint(i),
-				Identity: fmt.Sprintf("%032x", i), CreatedAt: benchAt, Deadline: benchAt.Add(2 * time.Hour)}})
+				Recipient: r, Predicate: pred, Note: fmt.Sprint(i),
+				Identity: vigil.Identity(r, vigil.KindTimer, vigil.ModeUntil, pred), CreatedAt: benchAt, Deadline: benchAt.Add(2 * time.Hour)}})
 		}
 		if _, err := s.WatchCreateMany(context.Background(), ps); err != nil {
 			b.Fatal(err)

@@ -99,9 +99,9 @@ func notFound(id string) error {
 
 // identityArg encodes an identity. vigil.Identity is 32 lowercase hex
 // digits: that is stored as the 16 bytes it spells, a BLOB, which halves it
-// in the row and in the unique index. Any other string is stored as TEXT; a
-// BLOB never equals a TEXT, so the encoding keeps distinct identities
-// distinct.
+// in the row (and the writer's identities keep it so, hexKey). Any other
+// string is stored as TEXT; a BLOB never equals a TEXT, so the encoding
+// keeps distinct identities distinct.
 func identityArg(s string) any {
 	if len(s) != 32 {
 		return s

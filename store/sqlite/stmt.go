@@ -20,6 +20,10 @@ const watchColumnCount = 30
 // pendingColumns are what WatchListPending reads of a pending watch.
 const pendingColumns = `id, kind, every_ms, deadline, start_at, created_at, polls, standing, errors, consecutive_errors`
 
+// identityColumns are a row's rowid and identity as identities.addRaw
+// takes them.
+const identityColumns = `rowid, identity, typeof(identity) = 'blob'`
+
 const messageColumns = `seq, id, recipient, watch_id, type, text, data, created_at`
 
 // placeholders returns "?, ?, …" with n marks.
@@ -32,15 +36,16 @@ func placeholders(n int) string {
 type writeStmts struct {
 	begin, commitTx, rollbackTx    *sql.Stmt
 	savepoint, release, rollbackTo *sql.Stmt
+	dataVersionGet                 *sql.Stmt
 
-	watchInsert, watchByID, watchIDByIdentity, watchHead, watchesPending *sql.Stmt
-	watchCancel, watchObserve, watchDelete, watchDeliverSet              *sql.Stmt
-	watchBaseline                                                        *sql.Stmt
-	counts, recipientClose                                               *sql.Stmt
-	ledgerGet, ledgerPut                                                 *sql.Stmt
+	watchInsert, watchByID, watchByRowid, watchHead, watchesPending *sql.Stmt
+	watchCancel, watchObserve, watchDelete, watchDeliverSet         *sql.Stmt
+	watchBaseline                                                   *sql.Stmt
+	counts, recipientClose                                          *sql.Stmt
+	ledgerGet, ledgerPut                                            *sql.Stmt
 	// WatchCreateMany's: each takes a JSON array.
-	ledgerGetMany, watchIDsByIdentities, watchIDsTaken, countsMany, watchesByIDs *sql.Stmt
-	pendingTotalAdd                                                              *sql.Stmt
+	ledgerGetMany, watchesByRowids, watchIDsTaken, countsMany, watchesByIDs *sql.Stmt
+	pendingTotalAdd                                                         *sql.Stmt
 	// What a new watch adds beside its row (schema 10), for the rows from
 	// a rowid on; and the largest rowid so far.
 	newCounts, newText, newLabels, watchMaxRowid *sql.Stmt
@@ -67,6 +72,7 @@ func (s *writeStmts) defs() []stmtDef {
 		{&s.savepoint, `SAVEPOINT op`},
 		{&s.release, `RELEASE op`},
 		{&s.rollbackTo, `ROLLBACK TO op`},
+		{&s.dataVersionGet, `PRAGMA data_version`},
 
 		{&s.watchInsert, `INSERT INTO watches (` + watchColumns + `) VALUES (` + placeholders(watchColumnCount) + `)`},
 		{&s.watchByID, `SELECT ` + watchColumns + ` FROM watches WHERE id = ?`},
@@ -88,13 +94,13 @@ func (s *writeStmts) defs() []stmtDef {
 			SELECT l.key, l.value, w.created_at, w.id FROM watches AS w, json_each(w.labels) AS l
 			WHERE w.rowid >= ?1 AND w.labels IS NOT NULL AND json_valid(w.labels) AND l.type = 'text'`},
 		{&s.watchMaxRowid, `SELECT coalesce(max(rowid), 0) FROM watches`},
-		{&s.watchIDByIdentity, `SELECT id FROM watches WHERE identity = ? AND state = 'pending'`},
-		{&s.watchHead, `SELECT recipient, state, kind FROM watches WHERE id = ?`},
+		{&s.watchByRowid, `SELECT ` + watchColumns + ` FROM watches WHERE rowid = ?`},
+		{&s.watchHead, `SELECT recipient, state, kind, rowid, identity FROM watches WHERE id = ?`},
 		// CROSS JOIN: the ids drive, each one probe of the primary key.
 		// Without it, the planner walked every pending watch in
 		// watches_state_created and kept those named: a storm's batches
 		// read the whole pending part of the index, each.
-		{&s.watchesPending, `SELECT w.rowid, w.id, w.recipient, w.kind FROM json_each(?) AS j CROSS JOIN watches AS w
+		{&s.watchesPending, `SELECT w.rowid, w.id, w.recipient, w.kind, w.identity FROM json_each(?) AS j CROSS JOIN watches AS w
 			WHERE w.id = j.value AND w.state = 'pending'`},
 		// ?4 (checked_at) is NULL when the caller has no live counts:
 		// then the stored ones stay.
@@ -112,7 +118,7 @@ func (s *writeStmts) defs() []stmtDef {
 		{&s.counts, `SELECT (SELECT pending FROM counters WHERE recipient = ''),
 			coalesce((SELECT sum(pending) FROM watch_counts WHERE recipient = ?), 0)`},
 		{&s.recipientClose, `UPDATE watches SET state = 'cancelled', outcome = ?, settled_at = ?
-			WHERE recipient = ? AND state = 'pending' RETURNING id, kind`},
+			WHERE recipient = ? AND state = 'pending' RETURNING id, kind, rowid, identity`},
 
 		{&s.ledgerGet, `SELECT request_hash, watch_id, existing FROM idempotency
 			WHERE recipient = ? AND key = ? AND created_at >= ?`},
@@ -123,12 +129,10 @@ func (s *writeStmts) defs() []stmtDef {
 
 		{&s.ledgerGetMany, `SELECT recipient, key, request_hash, watch_id, existing, created_at FROM idempotency
 			WHERE (recipient, key) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?))`},
-		// An identity of 32 lowercase hex digits is stored as the bytes it
-		// spells (identityArg). CROSS JOIN: the batch's identities drive,
-		// each one probe of the pending index.
-		{&s.watchIDsByIdentities, `SELECT w.identity, w.id FROM json_each(?) AS j CROSS JOIN watches AS w
-			WHERE w.identity = iif(length(j.value) = 32 AND j.value = lower(j.value) AND unhex(j.value) IS NOT NULL, unhex(j.value), j.value)
-			AND w.state = 'pending'`},
+		// The rows identities (the writer's, in memory) name. CROSS JOIN:
+		// the rowids drive, each one probe of the table.
+		{&s.watchesByRowids, `SELECT w.rowid, w.id, w.state, w.identity FROM json_each(?) AS j CROSS JOIN watches AS w
+			WHERE w.rowid = j.value`},
 		{&s.watchIDsTaken, `SELECT w.id FROM json_each(?) AS j CROSS JOIN watches AS w WHERE w.id = j.value`},
 		{&s.countsMany, `SELECT '', pending FROM counters WHERE recipient = ''
 			UNION ALL
@@ -158,8 +162,9 @@ func (s *readStmts) defs() []stmtDef {
 		{&s.watchByID, `SELECT ` + watchColumns + ` FROM watches WHERE id = ?`},
 		// ids as one JSON array: one prepared statement for any number.
 		{&s.watchesByIDs, `SELECT ` + watchColumns + ` FROM watches WHERE id IN (SELECT value FROM json_each(?))`},
-		{&s.pendingScan, `SELECT ` + pendingColumns + ` FROM watches NOT INDEXED WHERE state = 'pending'`},
-		{&s.pendingByIndex, `SELECT ` + pendingColumns + ` FROM watches INDEXED BY watches_identity_pending WHERE state = 'pending'`},
+		// With each row's rowid and identity, for the writer (offerIdentities).
+		{&s.pendingScan, `SELECT ` + pendingColumns + `, ` + identityColumns + ` FROM watches NOT INDEXED WHERE state = 'pending'`},
+		{&s.pendingByIndex, `SELECT ` + pendingColumns + `, ` + identityColumns + ` FROM watches INDEXED BY watches_state_created WHERE state = 'pending'`},
 		{&s.pendingCount, `SELECT (SELECT pending FROM counters WHERE recipient = ''),
 			coalesce((SELECT max(rowid) FROM watches), 0)`},
 		{&s.messagesAfter, `SELECT ` + messageColumns + ` FROM messages

@@ -83,16 +83,12 @@ func createWatch(t *wtx, p vigil.WatchCreateParams, w *vigil.Watch, args []any) 
 		}
 	}
 
-	// The id alone first: most registrations find nothing, and scanning a
-	// whole row costs more than the query.
-	var existingID string
-	err := t.queryRow(t.watchIDByIdentity, identityArg(w.Identity)).Scan(&existingID)
-	switch {
-	case err == nil:
-		got, err := scanWatch(t.queryRow(t.watchByID, existingID))
-		if err != nil {
-			return nil, wrap("read pending watch by identity", err)
-		}
+	// The pending watch of the same identity, from the writer's index.
+	got, err := pendingByIdentity(t, w.Identity)
+	if err != nil {
+		return nil, err
+	}
+	if got != nil {
 		got.Existing = true
 		if key != "" {
 			if _, err := t.exec(t.ledgerPut, w.Recipient, key, p.RequestHash, got.ID, 1, created); err != nil {
@@ -100,8 +96,6 @@ func createWatch(t *wtx, p vigil.WatchCreateParams, w *vigil.Watch, args []any) 
 			}
 		}
 		return got, nil
-	case !errors.Is(err, sql.ErrNoRows):
-		return nil, wrap("find pending watch by identity", err)
 	}
 
 	if p.MaxActive > 0 || p.MaxActivePerRecipient > 0 {
@@ -131,6 +125,7 @@ func createWatch(t *wtx, p vigil.WatchCreateParams, w *vigil.Watch, args []any) 
 	if err != nil {
 		return nil, wrap("insert watch", err)
 	}
+	t.setIdentity(w.Identity, rowid)
 	if err := indexNew(t, rowid); err != nil {
 		return nil, err
 	}
@@ -144,6 +139,33 @@ func createWatch(t *wtx, p vigil.WatchCreateParams, w *vigil.Watch, args []any) 
 	}
 	out := *w
 	return &out, nil
+}
+
+// pendingByIdentity returns the pending watch with identity, nil if there
+// is none. The writer's index names its row; a row that is not that
+// pending watch (never, unless the index and the table disagree) is not
+// returned, and its entry is dropped.
+func pendingByIdentity(t *wtx, identity string) (*vigil.Watch, error) {
+	x, err := t.identities()
+	if err != nil {
+		return nil, err
+	}
+	rowid, ok := x.get(identity)
+	if !ok {
+		return nil, nil
+	}
+	got, err := scanWatch(t.queryRow(t.watchByRowid, rowid))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		x.remove(identity, rowid)
+		return nil, nil
+	case err != nil:
+		return nil, wrap("read pending watch by identity", err)
+	case got.State != vigil.StatePending || got.Identity != identity:
+		x.remove(identity, rowid)
+		return nil, nil
+	}
+	return got, nil
 }
 
 // indexNew writes what the watches inserted from rowid on add beside their
@@ -581,8 +603,9 @@ func decodeCursor(c string) (int64, string, error) {
 // watch, whatever its kind: the store never interprets kinds.
 func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, error) {
 	// Read the table straight through, unless pending watches are few
-	// among many settled ones: then visit just them through the partial
-	// index, at a random read each (about five times a row of the scan).
+	// among many settled ones: then visit just them through the pending
+	// part of watches_state_created, at a random read each (about five
+	// times a row of the scan).
 	var pending, rowids int64
 	if err := s.r.pendingCount.QueryRowContext(ctx).Scan(&pending, &rowids); err != nil {
 		return nil, wrap("count pending watches", err)
@@ -590,6 +613,15 @@ func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, er
 	st := s.r.pendingScan
 	if pending*5 < rowids {
 		st = s.r.pendingByIndex
+	}
+	// Until the writer holds the pending watches' identities, this read,
+	// which walks them all, takes them too, and offers them to it: the
+	// daemon's priming spares it a second walk (offerIdentities). seq
+	// comes before the read's snapshot, which holds every commit up to it.
+	var idents *identities
+	seq := s.w.commitSeq.Load()
+	if !s.w.hasIdents.Load() {
+		idents = newIdentities(pending)
 	}
 	rows, err := st.QueryContext(ctx)
 	if err != nil {
@@ -600,11 +632,15 @@ func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, er
 		out   = make([]vigil.ScheduleEntry, 0, pending)
 		kinds = map[string]vigil.Kind{}
 		c     [10]any
-		dst   = make([]any, len(c))
+		dst   = make([]any, len(c), len(c)+3)
+		rowid int64
+		raw   sql.RawBytes
+		blob  bool
 	)
 	for i := range c {
 		dst[i] = &c[i]
 	}
+	dst = append(dst, &rowid, &raw, &blob) // identityColumns
 	for rows.Next() {
 		if err := rows.Scan(dst...); err != nil {
 			return nil, wrap("list pending watches", err)
@@ -632,9 +668,15 @@ func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, er
 		e.Errors, e.ConsecutiveErrors = int(d.integer("errors", c[8], true)), int(d.integer("consecutive_errors", c[9], true))
 		e.Unreadable = d.reason()
 		out = append(out, e)
+		if idents != nil {
+			idents.addRaw(rowid, raw, blob)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, wrap("list pending watches", err)
+	}
+	if idents != nil {
+		s.w.offerIdentities(idents, seq)
 	}
 	return out, nil
 }
@@ -748,6 +790,7 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 				lastObs, b2i(p.AnsweredAtCreation), nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt))
 			won[i] = true
 			settled++
+			t.removeIdentity(row.identity, row.rowid)
 			moves.move(row.recipient, row.kind, vigil.StatePending, p.State, 1)
 			if m := enc[i].Message; m != nil {
 				m.Recipient = cmpOr(m.Recipient, row.recipient)
@@ -819,6 +862,7 @@ func settleIDs(ps []vigil.WatchSettleParams) []string {
 type pendingRow struct {
 	rowid           int64
 	recipient, kind string
+	identity        any // as stored (identityString)
 }
 
 // pendingRows returns the pending watches among ids (a JSON array), by id.
@@ -834,7 +878,7 @@ func pendingRows(t *wtx, ids []byte) (map[string]pendingRow, error) {
 			id string
 			r  pendingRow
 		)
-		if err := rows.Scan(&r.rowid, &id, &r.recipient, &r.kind); err != nil {
+		if err := rows.Scan(&r.rowid, &id, &r.recipient, &r.kind, &r.identity); err != nil {
 			return nil, wrap("find pending watches", err)
 		}
 		out[id] = r
@@ -872,7 +916,9 @@ func (s *Store) WatchCancel(ctx context.Context, p vigil.WatchCancelParams) (*vi
 	err = s.w.do(ctx, func(t *wtx) error {
 		won = false
 		var recipient, state, kind string
-		err := t.queryRow(t.watchHead, p.ID).Scan(&recipient, &state, &kind)
+		var rowid int64
+		var identity any
+		err := t.queryRow(t.watchHead, p.ID).Scan(&recipient, &state, &kind, &rowid, &identity)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && len(p.Recipients) > 0 && !slices.Contains(p.Recipients, recipient)) {
 			return notFound(p.ID)
 		}
@@ -891,6 +937,7 @@ func (s *Store) WatchCancel(ctx context.Context, p vigil.WatchCancelParams) (*vi
 			}
 			won = n == 1
 			if won {
+				t.removeIdentity(identity, rowid)
 				if err := addPending(t, -1); err != nil {
 					return err
 				}
@@ -927,7 +974,9 @@ func (s *Store) WatchCancel(ctx context.Context, p vigil.WatchCancelParams) (*vi
 func (s *Store) WatchDelete(ctx context.Context, id string) error {
 	return s.w.do(ctx, func(t *wtx) error {
 		var recipient, state, kind string
-		err := t.queryRow(t.watchHead, id).Scan(&recipient, &state, &kind)
+		var rowid int64
+		var identity any
+		err := t.queryRow(t.watchHead, id).Scan(&recipient, &state, &kind, &rowid, &identity)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound(id)
 		}
@@ -991,9 +1040,12 @@ func (s *Store) RecipientClose(ctx context.Context, p vigil.RecipientCloseParams
 		defer rows.Close()
 		for rows.Next() {
 			var id, kind string
-			if err := rows.Scan(&id, &kind); err != nil {
+			var rowid int64
+			var identity any
+			if err := rows.Scan(&id, &kind, &rowid, &identity); err != nil {
 				return wrap("close recipient "+p.Recipient, err)
 			}
+			t.removeIdentity(identity, rowid)
 			ids = append(ids, id)
 			moves.move(p.Recipient, kind, vigil.StatePending, vigil.StateCancelled, 1)
 		}

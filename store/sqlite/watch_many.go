@@ -286,7 +286,30 @@ func insertWatches(t *wtx, items []batchItem) error {
 	if err != nil {
 		return err
 	}
+	if err := noteIdentities(t, batch, last); err != nil {
+		return err
+	}
 	return indexNew(t, last+1)
+}
+
+// noteIdentities puts the watches of batch, just inserted after rowid
+// last, in the writer's index of identities. SQLite gave them the rowids
+// after last, in order: watches has no AUTOINCREMENT, so a new row takes
+// the largest rowid plus one (as indexNew counts on), which the largest
+// rowid now confirms; were it otherwise (a table whose largest rowid is
+// SQLite's largest), the write fails whole.
+func noteIdentities(t *wtx, batch []*batchItem, last int64) error {
+	var top int64
+	if err := t.queryRow(t.watchMaxRowid).Scan(&top); err != nil {
+		return wrap("insert watches", err)
+	}
+	if top != last+int64(len(batch)) {
+		return fmt.Errorf("sqlite: insert watches: %d rows took rowids up to %d, not %d to %d", len(batch), top, last+1, last+int64(len(batch)))
+	}
+	for k, it := range batch {
+		t.setIdentity(it.stored.Identity, last+1+int64(k))
+	}
+	return nil
 }
 
 // insertMany returns the prepared insert of n watch rows, preparing it on
@@ -378,28 +401,53 @@ func readLedger(t *wtx, keys [][2]string) (map[[2]string]ledgerRow, error) {
 }
 
 // readPendingIdentities returns the pending watches among identities, by
-// identity.
+// identity: the writer's index names their rows, which are read to check
+// that each is that pending watch (see pendingByIdentity).
 func readPendingIdentities(t *wtx, identities []string) (map[string]string, error) {
-	arr, err := json.Marshal(identities)
+	out := map[string]string{}
+	x, err := t.identities()
+	if err != nil {
+		return nil, err
+	}
+	var rowids []int64
+	for _, ident := range identities {
+		if r, ok := x.get(ident); ok {
+			rowids = append(rowids, r)
+		}
+	}
+	if len(rowids) == 0 {
+		return out, nil
+	}
+	arr, err := json.Marshal(rowids)
 	if err != nil {
 		return nil, wrap("find pending watches by identity", err)
 	}
-	rows, err := t.query(t.watchIDsByIdentities, string(arr))
+	rows, err := t.query(t.watchesByRowids, string(arr))
 	if err != nil {
 		return nil, wrap("find pending watches by identity", err)
 	}
 	defer rows.Close()
-	out := map[string]string{}
+	found := map[int64]bool{}
 	for rows.Next() {
+		var rowid int64
+		var id, state string
 		var ident any
-		var id string
-		if err := rows.Scan(&ident, &id); err != nil {
+		if err := rows.Scan(&rowid, &id, &state, &ident); err != nil {
 			return nil, wrap("find pending watches by identity", err)
 		}
-		out[identityString(ident)] = id
+		s := identityString(ident)
+		if r, ok := x.get(s); ok && r == rowid && vigil.State(state) == vigil.StatePending {
+			out[s] = id
+			found[rowid] = true
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, wrap("find pending watches by identity", err)
+	}
+	for _, ident := range identities {
+		if r, ok := x.get(ident); ok && !found[r] {
+			x.remove(ident, r) // not that pending watch (never, unless they disagree)
+		}
 	}
 	return out, nil
 }

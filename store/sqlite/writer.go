@@ -62,6 +62,18 @@ type writer struct {
 	// writer goroutine touches them.
 	walPages, sinceOwn int
 	checkpoint         chan struct{} // buffered(1)
+	// offer brings WatchListPending's identities (offerIdentities);
+	// commitSeq counts the commits, touchedSeq is the last that changed
+	// identities before they were read, offersStale says another program
+	// committed before they were read. Only commitSeq is read outside the
+	// writer goroutine.
+	offer       chan identityOffer // buffered(1)
+	commitSeq   atomic.Int64
+	touchedSeq  int64
+	offersStale bool
+	// hasIdents is whether the writer holds identities (kept beside
+	// tx.idents for WatchListPending, which offers only while it does not).
+	hasIdents atomic.Bool
 	// checkpointMu is held by whichever of the writer and the background
 	// checkpointer is checkpointing: SQLite runs one checkpoint at a time
 	// and answers another with SQLITE_BUSY, so without it the writer's own
@@ -91,6 +103,18 @@ type wtx struct {
 	// inserts are the multi-row inserts, prepared on first use (see
 	// multiInsert).
 	inserts map[multiKey]*sql.Stmt
+	// idents holds the pending watches' identities (schema 16); every
+	// write that makes a watch pending or ends one keeps it.
+	idents *identities
+	// dataVersion is SQLite's data_version when idents was last known to
+	// hold what the database holds: it moves only when another connection
+	// commits (another program writing the file).
+	dataVersion int64
+	// loadedInTx says idents were read in the open transaction, after some
+	// of its writes; touched, that it changed identities before they were
+	// read. loads counts the reads (for tests).
+	loadedInTx, touched bool
+	loads               int
 }
 
 func newWriter(ctx context.Context, db *sql.DB, checkpointFailed func(error), fullChanged func(bool)) (*writer, error) {
@@ -104,6 +128,7 @@ func newWriter(ctx context.Context, db *sql.DB, checkpointFailed func(error), fu
 		quit:             make(chan struct{}),
 		done:             make(chan struct{}),
 		checkpoint:       make(chan struct{}, 1),
+		offer:            make(chan identityOffer, 1),
 		checkpointFailed: checkpointFailed,
 		fullChanged:      fullChanged,
 	}
@@ -112,7 +137,126 @@ func newWriter(ctx context.Context, db *sql.DB, checkpointFailed func(error), fu
 		conn.Close()
 		return nil, err
 	}
+	// What the identities WatchListPending offers are compared with: a
+	// commit by another connection after this, before the writer has
+	// identities, makes it read its own.
+	if err := w.tx.queryRow(w.tx.dataVersionGet).Scan(&w.tx.dataVersion); err != nil {
+		w.tx.writeStmts.close()
+		conn.Close()
+		return nil, fmt.Errorf("sqlite: read data_version: %w", err)
+	}
 	return w, nil
+}
+
+// loadIdentities reads idents from the pending rows, and the data_version
+// they go with, inside the open transaction.
+func (t *wtx) loadIdentities(ctx context.Context) error {
+	x, err := readIdentities(ctx, t.conn)
+	if err != nil {
+		return err
+	}
+	if err := t.queryRow(t.dataVersionGet).Scan(&t.dataVersion); err != nil {
+		return fmt.Errorf("sqlite: read data_version: %w", err)
+	}
+	t.idents = x
+	t.loads++
+	return nil
+}
+
+// identities returns the identities of the pending watches, reading them
+// from the rows in this transaction if the writer has none yet: the first
+// op that looks one up after Open does, unless WatchListPending's offer
+// came first (beginTx). A read that saw this transaction's writes goes
+// with them: rolled back, it is dropped (rollback, commit).
+func (t *wtx) identities() (*identities, error) {
+	if t.idents == nil {
+		if err := t.loadIdentities(context.Background()); err != nil {
+			return nil, wrap("read the identities of pending watches", err)
+		}
+		t.loadedInTx = true
+	}
+	return t.idents, nil
+}
+
+// setIdentity and removeIdentity keep the identities as a write makes a
+// watch pending or ends one; before they are read, they only note that
+// this transaction changed them, for the offers made before it (beginTx).
+func (t *wtx) setIdentity(identity string, rowid int64) {
+	if t.idents == nil {
+		t.touched = true
+		return
+	}
+	t.idents.set(identity, rowid)
+}
+
+func (t *wtx) removeIdentity(stored any, rowid int64) {
+	if t.idents == nil {
+		t.touched = true
+		return
+	}
+	t.idents.removeStored(stored, rowid)
+}
+
+// identityOffer is the identities WatchListPending read beside its list,
+// from a snapshot that holds every commit up to the writer's seq.
+type identityOffer struct {
+	x   *identities
+	seq int64
+}
+
+// offerIdentities gives the writer the identities read by WatchListPending
+// (the daemon's priming reads every pending row at start): at 1 000 000
+// pending, a read of its own would add a second and a half to a start.
+// The writer takes them unless it has read its own, a commit after seq
+// changed them, or another program wrote the file meanwhile (beginTx).
+func (w *writer) offerIdentities(x *identities, seq int64) {
+	select {
+	case w.offer <- identityOffer{x, seq}:
+	default: // one is waiting already
+	}
+}
+
+// beginTx begins the writer's transaction. When another program has
+// committed to the database since the writer last looked (data_version
+// moved), the identities are read again, in this transaction, which holds
+// the write lock from BEGIN IMMEDIATE on: nothing else writes until it
+// ends. Before they are read, it takes WatchListPending's offer if that
+// still holds.
+func (w *writer) beginTx() error {
+	t := &w.tx
+	if _, err := t.exec(t.begin); err != nil {
+		return fmt.Errorf("sqlite: begin: %w", err)
+	}
+	var v int64
+	err := t.queryRow(t.dataVersionGet).Scan(&v)
+	if err == nil && v != t.dataVersion {
+		if t.idents != nil {
+			err = t.loadIdentities(context.Background())
+		} else {
+			t.dataVersion = v
+			w.offersStale = true // an offer may predate that commit
+		}
+	}
+	if err != nil {
+		w.rollback()
+		return fmt.Errorf("sqlite: begin: %w", err)
+	}
+	select {
+	case o := <-w.offer:
+		if t.idents == nil && !w.offersStale && o.seq >= w.touchedSeq {
+			t.idents = o.x
+		}
+	default:
+	}
+	return nil
+}
+
+// noteIdents publishes whether the writer holds identities (hasIdents),
+// after each transaction.
+func (w *writer) noteIdents() {
+	if has := w.tx.idents != nil; has != w.hasIdents.Load() {
+		w.hasIdents.Store(has)
+	}
 }
 
 // do runs fn in the writer's next transaction and returns once that
@@ -230,8 +374,8 @@ func (w *writer) commit(batch []*op) {
 		return
 	}
 	t := &w.tx
-	if _, err := t.exec(t.begin); err != nil {
-		fail(run, fmt.Errorf("sqlite: begin: %w", err))
+	if err := w.beginTx(); err != nil {
+		fail(run, err)
 		return
 	}
 	// Single registrations first, together (commitCreates); then the
@@ -257,10 +401,15 @@ func (w *writer) commit(batch []*op) {
 				w.abort(all, fmt.Errorf("sqlite: savepoint: %w", err))
 				return
 			}
+			mark, loaded := t.idents.mark(), t.loadedInTx
 			if o.err = call(o, t); o.err != nil {
 				// Undo this op only. If the savepoint is gone, SQLite rolled
 				// the whole transaction back (disk full, I/O error): nothing
 				// of this batch is written, so every caller hears it.
+				t.idents.undoTo(mark)
+				if !loaded && t.loadedInTx {
+					t.idents, t.loadedInTx = nil, false // read after this op's writes
+				}
 				if _, err := t.exec(t.rollbackTo); err != nil {
 					w.abort(all, fmt.Errorf("sqlite: write failed and the transaction is lost: %w", errors.Join(o.err, err)))
 					return
@@ -290,6 +439,12 @@ func (w *writer) commit(batch []*op) {
 		return
 	}
 	committed = true
+	t.idents.committed()
+	if seq := w.commitSeq.Add(1); t.touched {
+		w.touchedSeq = seq
+	}
+	t.touched, t.loadedInTx = false, false
+	w.noteIdents()
 	w.committed()
 }
 
@@ -324,8 +479,8 @@ func (w *writer) commitCreates(run []*op) (int, bool, error) {
 		// Nothing came before them in the transaction, so the transaction
 		// is their savepoint: roll it back and begin again.
 		w.rollback()
-		if _, err := t.exec(t.begin); err != nil {
-			return 0, false, fmt.Errorf("sqlite: begin: %w", err)
+		if err := w.beginTx(); err != nil {
+			return 0, false, err
 		}
 		return 0, false, nil
 	}
@@ -454,9 +609,17 @@ func (w *writer) abort(run []*op, err error) {
 	fail(run, err)
 }
 
-// rollback ends the open transaction, if SQLite has not already.
+// rollback ends the open transaction, if SQLite has not already, and
+// undoes its changes of the identities.
 func (w *writer) rollback() {
-	_, _ = w.tx.exec(w.tx.rollbackTx)
+	t := &w.tx
+	_, _ = t.exec(t.rollbackTx)
+	if t.loadedInTx {
+		t.idents = nil // read after writes now undone
+	}
+	t.idents.undoTo(0)
+	t.touched, t.loadedInTx = false, false
+	w.noteIdents()
 }
 
 func fail(run []*op, err error) {

@@ -18,13 +18,16 @@ import (
 // many to take the entries out (BenchmarkWatchCreateMany, in a store of
 // 100 000 to 150 000 watches: about a quarter of the CPU a watch).
 //
-// Only the writer goroutine touches it, and only the writer writes the
-// database (the data-dir lock keeps other vigils out), so it holds what
-// the committed rows hold: Open reads it from the pending rows, and each
-// write that makes a watch pending or ends one notes it here as it writes
-// the row. A change made in a transaction that is rolled back is undone
-// with it: each change is logged until the commit, and undone, newest
-// first, back to the savepoint rolled back to (mark, undoTo).
+// Only the writer goroutine touches it, and it holds what the committed
+// rows hold. It is read from the pending rows: by the daemon's priming
+// read, which offers it to the writer (WatchListPending, offerIdentities),
+// or by the writer at its first lookup (wtx.identities). Each write that
+// makes a watch pending or ends one notes it here as it writes the row. A
+// change made in a transaction that is rolled back is undone with it:
+// each change is logged until the commit, and undone, newest first, back
+// to the savepoint rolled back to (mark, undoTo). Another program that
+// commits to the file (the data-dir lock keeps other vigils out, not the
+// sqlite3 shell) makes the writer read it again (beginTx, data_version).
 //
 // Identities of 32 lowercase hex digits (vigil.Identity's) are kept as
 // the 16 bytes they spell, in a map without pointers, which the garbage

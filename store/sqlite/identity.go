@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
 )
 
@@ -194,8 +193,11 @@ func (x *identities) addRaw(rowid int64, raw []byte, blob bool) {
 // readIdentities reads the identity of every pending watch, in one walk
 // of the table, sized for pending.
 func readIdentities(ctx context.Context, conn *sql.Conn) (*identities, error) {
+	// Sized for the pending count, never above the rows whatever the
+	// counters row says.
 	var n int64
-	if err := conn.QueryRowContext(ctx, `SELECT pending FROM counters WHERE recipient = ''`).Scan(&n); err != nil && !errors.Is(err, sql.ErrNoRows) {
+	if err := conn.QueryRowContext(ctx, `SELECT min(coalesce((SELECT pending FROM counters WHERE recipient = ''), 0),
+		coalesce((SELECT max(rowid) FROM watches), 0))`).Scan(&n); err != nil {
 		return nil, fmt.Errorf("sqlite: read the identities of pending watches: %w", err)
 	}
 	x := newIdentities(n)

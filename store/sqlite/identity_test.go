@@ -401,3 +401,31 @@ func TestIdentitiesReadInARolledBackTransaction(t *testing.T) {
 	}
 	checkIdentities(t, s)
 }
+
+// TestIdentitiesWithAWrongCount: a pending count far above the rows (a
+// counters row damaged or written by hand) sizes nothing by it.
+func TestIdentitiesWithAWrongCount(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	s := open(t, path, nil)
+	a := hashWatch("a", "r")
+	register(t, s, a)
+	s.Close()
+	db := openRaw(t, path)
+	if _, err := db.ExecContext(t.Context(), `UPDATE counters SET pending = 1 << 60 WHERE recipient = ''`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s = open(t, path, nil)
+	if got, err := s.WatchListPending(t.Context()); err != nil || len(got) != 1 {
+		t.Fatalf("WatchListPending = %d entries, %v; want 1", len(got), err)
+	}
+	if got := register(t, s, sameIdentity(a, "a2")); got.ID != "a" || !got.Existing {
+		t.Errorf("same identity = %s (existing %v), want a", got.ID, got.Existing)
+	}
+	s.Close()
+	s = open(t, path, nil) // and the writer's own read
+	defer s.Close()
+	if got := register(t, s, sameIdentity(a, "a3")); got.ID != "a" || !got.Existing {
+		t.Errorf("same identity = %s (existing %v), want a", got.ID, got.Existing)
+	}
+}

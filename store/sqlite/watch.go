@@ -620,6 +620,7 @@ func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, er
 	// comes before the read's snapshot, which holds every commit up to it.
 	var idents *identities
 	seq := s.w.commitSeq.Load()
+	pending = max(0, min(pending, rowids)) // a count never above the rows, whatever the counters row says
 	if !s.w.hasIdents.Load() {
 		idents = newIdentities(pending)
 	}

@@ -155,26 +155,12 @@ func (x *identities) committed() {
 // len returns how many pending identities it holds.
 func (x *identities) len() int { return len(x.hex) + len(x.text) }
 
-// addRow adds a pending row's identity, as the row holds it (a 16-byte
-// BLOB, or TEXT), while the identities are read from the rows. Two pending
-// watches of one identity (rows written by hand: until schema 16 a unique
-// index forbade it) leave the older its identity.
-func (x *identities) addRow(rowid int64, stored any) {
-	if b, ok := stored.([]byte); ok && len(b) == 16 {
-		k := [16]byte(b)
-		if prev, dup := x.hex[k]; !dup || rowid < prev {
-			x.hex[k] = rowid
-		}
-		return
-	}
-	id := identityString(stored)
-	if prev, dup := x.get(id); !dup || rowid < prev {
-		x.put(id, rowid, true)
-	}
-}
-
-// addRaw is addRow for an identity read as sql.RawBytes, with whether it
-// is a BLOB (identityColumns).
+// addRaw adds a pending row's identity while the identities are read from
+// the rows: as read into sql.RawBytes, with whether it is a BLOB
+// (identityColumns). A 16-byte BLOB is vigil.Identity's (identityArg);
+// any other value is read as identityString reads it. Two pending watches
+// of one identity (rows written by hand: until schema 16 a unique index
+// forbade it) leave the older its identity.
 func (x *identities) addRaw(rowid int64, raw []byte, blob bool) {
 	if blob && len(raw) == 16 {
 		k := [16]byte(raw)
@@ -183,10 +169,12 @@ func (x *identities) addRaw(rowid int64, raw []byte, blob bool) {
 		}
 		return
 	}
+	id := string(raw)
 	if blob {
-		x.addRow(rowid, []byte(raw))
-	} else {
-		x.addRow(rowid, string(raw))
+		id = identityString([]byte(raw))
+	}
+	if prev, dup := x.get(id); !dup || rowid < prev {
+		x.put(id, rowid, true)
 	}
 }
 

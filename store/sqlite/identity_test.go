@@ -294,6 +294,19 @@ func TestListPendingAmongManySettled(t *testing.T) {
 	}
 }
 
+// storeHolding makes a store file holding ws, pending, and closes it; it
+// returns its path, for a test of what a store opened on it does.
+func storeHolding(t *testing.T, ws ...*vigil.Watch) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	s := open(t, path, nil)
+	defer s.Close()
+	for _, w := range ws {
+		register(t, s, w)
+	}
+	return path
+}
+
 // takeOffer takes WatchListPending's offer from the writer's way.
 func takeOffer(t *testing.T, s *Store) identityOffer {
 	t.Helper()
@@ -311,12 +324,8 @@ func takeOffer(t *testing.T, s *Store) identityOffer {
 // and an offer older than a commit that changed identities, or than a
 // commit by another program, is not taken.
 func TestIdentitiesFromThePrimingRead(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "vigil.db")
-	s := open(t, path, nil)
-	a, b := hashWatch("a", "r"), hashWatch("b", "r")
-	register(t, s, a)
-	register(t, s, b)
-	s.Close()
+	a := hashWatch("a", "r")
+	path := storeHolding(t, a, hashWatch("b", "r"))
 
 	loads := func(s *Store) (n int) {
 		t.Helper()
@@ -327,7 +336,7 @@ func TestIdentitiesFromThePrimingRead(t *testing.T) {
 	}
 
 	// Taken: no read of the writer's own.
-	s = open(t, path, nil)
+	s := open(t, path, nil)
 	if _, err := s.WatchListPending(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -378,12 +387,8 @@ func TestIdentitiesFromThePrimingRead(t *testing.T) {
 // transaction after some of its writes go with them when it is rolled
 // back: a watch whose settlement was rolled back keeps its identity.
 func TestIdentitiesReadInARolledBackTransaction(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "vigil.db")
-	s := open(t, path, nil)
 	x := hashWatch("x", "r")
-	register(t, s, x)
-	s.Close()
-	s = open(t, path, nil) // the writer holds no identities yet
+	s := open(t, storeHolding(t, x), nil) // the writer holds no identities yet
 	defer s.Close()
 	s.SetWriteFaultFunc(func() error { return errors.New("injected") })
 	errs := batch(t, s,
@@ -405,17 +410,14 @@ func TestIdentitiesReadInARolledBackTransaction(t *testing.T) {
 // TestIdentitiesWithAWrongCount: a pending count far above the rows (a
 // counters row damaged or written by hand) sizes nothing by it.
 func TestIdentitiesWithAWrongCount(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "vigil.db")
-	s := open(t, path, nil)
 	a := hashWatch("a", "r")
-	register(t, s, a)
-	s.Close()
+	path := storeHolding(t, a)
 	db := openRaw(t, path)
 	if _, err := db.ExecContext(t.Context(), `UPDATE counters SET pending = 1 << 60 WHERE recipient = ''`); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
-	s = open(t, path, nil)
+	s := open(t, path, nil)
 	if got, err := s.WatchListPending(t.Context()); err != nil || len(got) != 1 {
 		t.Fatalf("WatchListPending = %d entries, %v; want 1", len(got), err)
 	}

@@ -120,6 +120,11 @@ type Daemon struct {
 	// keys are the fingerprints of the webhook secrets and link key.
 	keys KeyFingerprints
 
+	// checked waits for the check of the SQLite file that runs on after
+	// the store opens (sqlite.Options.CheckLater): nil, or the refusal of
+	// a damaged file.
+	checked func(context.Context) error
+
 	ready     atomic.Bool
 	primed    chan struct{}
 	ran       atomic.Bool
@@ -140,9 +145,10 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 // creates the data directory (0700, tightened if found looser), takes the
 // exclusive lock on it (a second daemon on the same directory is refused),
 // checks that the database was not lost (empty, or missing from a data
-// directory that was used), opens the store (checking the file and
-// applying migrations), reads or writes the admin token and binds the
-// listen address, so Addr is known at once. Refusals match ErrRefused. A
+// directory that was used), opens the store (applying migrations; the
+// SQLite file's check runs on into Run, which refuses a damaged file before
+// it is ready or writes to it), reads or writes the admin token and binds
+// the listen address, so Addr is known at once. Refusals match ErrRefused. A
 // nil logger discards. Call Run, or Close to let go of it all without
 // running.
 func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err error) {
@@ -257,7 +263,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	})
 
 	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, kinds: reg.Kinds(), primed: make(chan struct{}),
-		sched: sched, watchers: reg.Watchers(), fs: fs, forges: forges, replica: replica, started: time.Now(), keys: prints}
+		sched: sched, watchers: reg.Watchers(), fs: fs, forges: forges, replica: replica, started: time.Now(), keys: prints,
+		checked: checkedStore(st)}
 	// Scoped tokens: authenticated per request (cached briefly; a
 	// revocation here takes effect at once) and re-checked before every
 	// probe of the watches they made.
@@ -412,9 +419,10 @@ func (d *Daemon) gate(next http.Handler) http.Handler {
 // those in flight finish and record their results for deliveryGrace (on
 // PostgreSQL the replica holds its shards, and the fence those results
 // are written on, until then, and lets go of them after); and close the
-// store. It returns the
-// first error that stopped it, or nil after a shutdown asked for by ctx.
-// Run may be called once.
+// store. It returns the first error that stopped it, or nil after a
+// shutdown asked for by ctx: a SQLite file that its check, running on
+// from New, finds damaged stops it before it is ready with a refusal
+// (ErrRefused). Run may be called once.
 func (d *Daemon) Run(ctx context.Context) (err error) {
 	if !d.ran.CompareAndSwap(false, true) {
 		return errors.New("daemon: Run called twice")
@@ -445,18 +453,34 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		// settles from here on is handed over afresh. A replica resumes
 		// each shard's as it takes it (see shards.gain), never all of
 		// them: the others' are in flight.
+		// They are resumed once the pending watches are read and before
+		// any is settled (PrimeWith), so the reading runs beside the
+		// SQLite file's check (checkedStore), which every write waits
+		// for.
+		var (
+			resume    func(context.Context) error
+			resumeErr error
+		)
 		if d.shards == nil {
-			if err := d.disp.Resume(engCtx); err != nil {
-				if engCtx.Err() != nil {
-					return nil
-				}
-				return err
+			resume = func(ctx context.Context) error {
+				resumeErr = d.disp.Resume(ctx)
+				return resumeErr
 			}
 		}
-		if err := d.eng.Prime(engCtx); err != nil {
+		err := d.eng.PrimeWith(engCtx, resume)
+		// A damaged file is what stops the start, whatever else failed
+		// on it first; and the daemon is not ready before its check
+		// passed.
+		if cerr := d.checked(engCtx); cerr != nil || engCtx.Err() != nil {
 			if engCtx.Err() != nil {
 				return nil // shut down before it was ready
 			}
+			return cerr
+		}
+		if resumeErr != nil {
+			return resumeErr
+		}
+		if err != nil {
 			return fmt.Errorf("loading pending watches: %w", err)
 		}
 		d.ready.Store(true)

@@ -1,7 +1,9 @@
 package daemon_test
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -222,5 +224,80 @@ func TestBackupRefusesEmptyDatabase(t *testing.T) {
 	}
 	if _, err := os.Stat(dest); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Backup of an empty database wrote %s", dest)
+	}
+}
+
+// TestRunRefusesDamagedDatabase: the check of the SQLite file runs on
+// after New, beside the reading of the pending watches; a damaged page
+// stops Run with a refusal (exit 2 from serve) naming the file and what to
+// do, before the daemon is ready and without a write to the file.
+func TestRunRefusesDamagedDatabase(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(filepath.Join(t.TempDir(), "vigil"), t.TempDir())
+	d := start(t, cfg)
+	if _, err := newClient(t, d).Register(t.Context(), vigil.RegisterRequest{Kind: vigil.KindTimer, Predicate: json.RawMessage(`{"in":"1h"}`), Recipient: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// Junk over the root page of the receipts, which the start reads
+	// only to resume deliveries, a write: the check is what finds it.
+	path := cfg.DatabasePath()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root, pageSize int64
+	if err := db.QueryRow("SELECT rootpage FROM sqlite_schema WHERE name = 'receipts'").Scan(&root); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow("PRAGMA page_size").Scan(&pageSize); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xA5}, int(pageSize)), (root-1)*pageSize); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	again, err := daemon.New(t.Context(), cfg, nil)
+	if err != nil {
+		t.Fatalf("New: %v; want the check left to Run", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	err = again.Run(ctx)
+	if !errors.Is(err, daemon.ErrRefused) {
+		t.Fatalf("Run on a damaged file: %v; want a refusal", err)
+	}
+	for _, want := range []string{path, "damaged", "backup"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not say %q", err, want)
+		}
+	}
+	select {
+	case <-again.Primed():
+		t.Error("the daemon on a damaged file became ready")
+	default:
+	}
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Error("the damaged file was written to")
 	}
 }

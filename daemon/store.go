@@ -38,16 +38,42 @@ func openStore(ctx context.Context, cfg Config, replica string, logger *slog.Log
 	if err := os.MkdirAll(filepath.Dir(dbPath), 0o700); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	st, err := sqlite.Open(ctx, dbPath, &sqlite.Options{Logger: logger})
+	// The file's check runs on while Run reads the pending watches
+	// (checkedStore): at a million watches it is a second of the start.
+	st, err := sqlite.Open(ctx, dbPath, &sqlite.Options{Logger: logger, CheckLater: true})
 	if err != nil {
-		// The store's own message names the file; ErrSchemaNewer also
-		// says which versions and what to do, ErrCorrupt what to do.
-		if errors.Is(err, sqlite.ErrCorrupt) {
-			return nil, refuse(err, "store: %v", err)
-		}
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, storeErr(err)
 	}
 	return st, nil
+}
+
+// storeErr is the daemon's error for a failed Open or check of the SQLite
+// store. The store's own message names the file; ErrSchemaNewer also says
+// which versions and what to do, ErrCorrupt what to do.
+func storeErr(err error) error {
+	if errors.Is(err, sqlite.ErrCorrupt) {
+		return refuse(err, "store: %v", err)
+	}
+	return fmt.Errorf("store: %w", err)
+}
+
+// checkedStore returns what waits for st's check of its file: the SQLite
+// store's Checked, with a damaged file's error the start's refusal; nil
+// at once for a store checked at Open (or PostgreSQL's).
+func checkedStore(st vigil.Store) func(context.Context) error {
+	sq, ok := st.(*sqlite.Store)
+	if !ok {
+		return func(context.Context) error { return nil }
+	}
+	return func(ctx context.Context) error {
+		if err := sq.Checked(ctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return storeErr(err)
+		}
+		return nil
+	}
 }
 
 // ReplicaID names this daemon among those on one database: host and pid.

@@ -220,7 +220,17 @@ func (e *Engine) stop(kind vigil.Kind, id string) {
 // Rows of kinds this build has no watcher for are left untouched until
 // their deadline, when they expire with reason ReasonNoWatcher; those
 // without a deadline are left untouched.
-func (e *Engine) Prime(ctx context.Context) error { return e.probes.prime(ctx) }
+func (e *Engine) Prime(ctx context.Context) error { return e.probes.prime(ctx, nil) }
+
+// PrimeWith is Prime with a step of the caller's between reading the
+// pending watches and settling any: before runs once they are read and in
+// the scheduler, before the overdue expire and before the scheduler may
+// run any. The daemon resumes the last run's deliveries there, so that
+// what is settled from then on is handed over afresh, while the reading
+// need not wait for that write. An error from before fails PrimeWith.
+func (e *Engine) PrimeWith(ctx context.Context, before func(context.Context) error) error {
+	return e.probes.prime(ctx, before)
+}
 
 // Adopt arms pending watches loaded after the start, as Prime arms those
 // it loads: a replica calls it with the pending watches of the shards it

@@ -18,7 +18,9 @@ import (
 // ready) and nothing of them is scheduled. Rows of kinds this build has no
 // watcher for are left untouched until their deadline, when they expire
 // with reason ReasonNoWatcher; those without a deadline are left untouched.
-func (s *prober) prime(ctx context.Context) error {
+// before, when set, runs after the rows are in the scheduler and before
+// anything is settled (Engine.PrimeWith).
+func (s *prober) prime(ctx context.Context, before func(context.Context) error) error {
 	now := s.now()
 	rows, err := s.cfg.Store.WatchListPending(ctx)
 	if err != nil {
@@ -29,6 +31,11 @@ func (s *prober) prime(ctx context.Context) error {
 		return err
 	}
 	s.sched.Prime(entries)
+	if before != nil {
+		if err := before(ctx); err != nil {
+			return err
+		}
+	}
 	if err := s.expireAll(ctx, overdue, now); err != nil {
 		return err
 	}

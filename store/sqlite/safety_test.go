@@ -223,6 +223,13 @@ func TestOpenRemovesWhatItCreatedOnFailure(t *testing.T) {
 // torn write or a bad sector would.
 func corrupt(t *testing.T, path string) {
 	t.Helper()
+	damage(t, path, "watches")
+}
+
+// damage makes a store at path holding 200 watches and overwrites the
+// root page of its table with junk.
+func damage(t *testing.T, path, table string) {
+	t.Helper()
 	s := open(t, path, nil)
 	for i := range 200 {
 		w := benchWatch(int64(i))
@@ -231,7 +238,7 @@ func corrupt(t *testing.T, path string) {
 		}
 	}
 	var root, pageSize int64
-	if err := s.readDB.QueryRowContext(t.Context(), "SELECT rootpage FROM sqlite_schema WHERE name = 'watches'").Scan(&root); err != nil {
+	if err := s.readDB.QueryRowContext(t.Context(), "SELECT rootpage FROM sqlite_schema WHERE name = ?", table).Scan(&root); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.readDB.QueryRowContext(t.Context(), "PRAGMA page_size").Scan(&pageSize); err != nil {
@@ -288,6 +295,90 @@ func TestOpenRefusesCorruptDatabase(t *testing.T) {
 		}
 		if b, _ := os.ReadFile(path); !bytes.HasPrefix(b, []byte("this is not SQLite")) {
 			t.Errorf("Open changed a file that is not a database")
+		}
+	})
+}
+
+// TestCheckLater: with Options.CheckLater the check of a damaged file runs
+// on after Open, and nothing is written until it has passed: a write
+// fails with its ErrCorrupt, the file is left as it was, and Checked says
+// why. A sound file is written as ever once the check passes, and a file
+// whose schema needs a migration is checked before Open returns.
+func TestCheckLater(t *testing.T) {
+	later := &Options{CheckLater: true}
+	t.Run("damaged", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "vigil.db")
+		// A page no registration writes: without the check, the
+		// write below would succeed.
+		damage(t, path, "receipts")
+		before, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := open(t, path, later)
+		_, err = s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: timerWatch("w-late", "r")})
+		if !errors.Is(err, ErrCorrupt) {
+			t.Errorf("a write before the check of a damaged file: %v; want ErrCorrupt", err)
+		}
+		err = s.Checked(t.Context())
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "backup") {
+			t.Errorf("Checked = %v; want ErrCorrupt naming the file and what to do", err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		after, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(before, after) {
+			t.Error("the damaged file was written to")
+		}
+	})
+	t.Run("sound", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "vigil.db")
+		open(t, path, nil).Close()
+		s := open(t, path, later)
+		defer s.Close()
+		if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: timerWatch("w-late", "r")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Checked(t.Context()); err != nil {
+			t.Fatalf("Checked = %v; want nil", err)
+		}
+	})
+	t.Run("to migrate", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "vigil.db")
+		damage(t, path, "receipts")
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// As if written by the build before this one's last migration.
+		if _, err := db.Exec("DELETE FROM goose_db_version WHERE version_id = (SELECT max(version_id) FROM goose_db_version)"); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(t.Context(), path, later)
+		if err == nil {
+			s.Close()
+			t.Fatal("Open of a damaged file to migrate: no error")
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Open of a damaged file to migrate: %v; want ErrCorrupt", err)
+		}
+	})
+	t.Run("closed", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "vigil.db")
+		open(t, path, nil).Close()
+		s := open(t, path, later)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Checked(t.Context()); err != nil && !errors.Is(err, ErrClosed) {
+			t.Fatalf("Checked after Close = %v; want nil or ErrClosed", err)
 		}
 	})
 }

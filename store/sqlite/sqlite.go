@@ -30,7 +30,8 @@
 // owner (0600): Open creates the database so, SQLite gives the other two the
 // database's mode, and Open tightens any it finds looser, with a warning.
 // Open refuses a damaged database (ErrCorrupt) after SQLite's quick_check,
-// before it writes anything to it. A write that finds the disk full fails
+// before it writes anything to it (or, with Options.CheckLater, the check
+// runs on after Open and the first write waits for it). A write that finds the disk full fails
 // whole with vigil's storage_full; the next one succeeds once there is
 // room.
 package sqlite
@@ -127,6 +128,15 @@ type Options struct {
 	// max(4, GOMAXPROCS).
 	Readers int
 
+	// CheckLater runs Open's check of the file (SQLite's quick_check, which
+	// reads every page: about a second for a million watches) beside the
+	// caller's first reads instead of before Open returns, when the
+	// database needs no migration. Nothing is written until it has
+	// passed: each write waits for it, and fails with its ErrCorrupt if it
+	// finds the file damaged. Checked waits for it. The daemon sets it,
+	// to read its pending watches while the check runs.
+	CheckLater bool
+
 	// openWAL, when set (by tests), opens the WAL file for preallocate.
 	openWAL func(path string) (walFile, error)
 }
@@ -140,6 +150,7 @@ type Store struct {
 	readDB  *sql.DB // the read pool
 	w       *writer
 	r       readStmts
+	checked *fileCheck // Options.CheckLater's check; nil when Open checked
 
 	checkpointDone chan struct{} // closed when the checkpointer returns
 
@@ -202,9 +213,16 @@ func Open(ctx context.Context, path string, opts *Options) (_ *Store, err error)
 	s.writeDB.SetConnMaxLifetime(0)
 	s.writeDB.SetConnMaxIdleTime(0)
 
-	if err := s.check(ctx); err != nil {
-		s.writeDB.Close()
-		return nil, err
+	// The check before anything is written: before Open returns, unless
+	// the caller takes it later and the schema is this build's (a
+	// migration writes). A version that cannot be read is checked now,
+	// which says why when the file is damaged.
+	later := o.CheckLater && s.schemaCurrent(ctx)
+	if !later {
+		if err := s.check(ctx); err != nil {
+			s.writeDB.Close()
+			return nil, err
+		}
 	}
 
 	if err := s.migrate(ctx); err != nil {
@@ -234,6 +252,10 @@ func Open(ctx context.Context, path string, opts *Options) (_ *Store, err error)
 		return nil, err
 	}
 
+	if later {
+		s.checked = checkInBackground(s.readDB, s.path)
+	}
+
 	checkpointFailed := func(err error) { s.log.Warn("checkpoint failed", "err", err) }
 	fullChanged := func(full bool) {
 		if full {
@@ -243,11 +265,13 @@ func Open(ctx context.Context, path string, opts *Options) (_ *Store, err error)
 		s.log.Info("the disk holding the database has room again: writes succeed again", "path", path)
 	}
 	if s.w, err = newWriter(ctx, s.writeDB, checkpointFailed, fullChanged); err != nil {
+		s.checked.stop()
 		s.r.close()
 		s.readDB.Close()
 		s.writeDB.Close()
 		return nil, err
 	}
+	s.w.checked = s.checked
 	s.checkpointDone = make(chan struct{})
 	go s.w.run()
 	go s.checkpoints()
@@ -475,6 +499,65 @@ func (s *Store) check(ctx context.Context) error {
 	return quickCheck(ctx, s.writeDB, s.path)
 }
 
+// Checked waits for the check of the file that Options.CheckLater left
+// running after Open, and returns its result: ErrCorrupt when it found the
+// file damaged (every write fails with it then), ErrClosed when Close cut
+// it short, ctx's error if ctx ends first. Without CheckLater, Open checked
+// before returning, and Checked returns nil at once.
+func (s *Store) Checked(ctx context.Context) error {
+	if s.checked == nil {
+		return nil
+	}
+	select {
+	case <-s.checked.done:
+		return s.checked.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// fileCheck is a quick_check running beside the store's first reads
+// (Options.CheckLater). The writer waits for it before its first write.
+type fileCheck struct {
+	done   chan struct{} // closed when the check has ended
+	err    error         // its result, once done is closed
+	cancel context.CancelFunc
+}
+
+// checkInBackground starts quickCheck of the database at path on one of
+// db's connections.
+func checkInBackground(db *sql.DB, path string) *fileCheck {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &fileCheck{done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(c.done)
+		err := quickCheck(ctx, db, path)
+		if ctx.Err() != nil {
+			err = ErrClosed // cut short by Close
+		}
+		c.err = err
+	}()
+	return c
+}
+
+// wait returns the check's result once it has ended; nil for no check.
+func (c *fileCheck) wait() error {
+	if c == nil {
+		return nil
+	}
+	<-c.done
+	return c.err
+}
+
+// stop cuts the check short and waits for it to end.
+func (c *fileCheck) stop() {
+	if c == nil {
+		return
+	}
+	c.cancel()
+	<-c.done
+}
+
 // quickCheck runs SQLite's quick_check on db, the database at path, and
 // answers ErrCorrupt if it finds it damaged or not a database at all.
 func quickCheck(ctx context.Context, db interface {
@@ -530,19 +613,40 @@ func dsn(path, synchronous string, readOnly bool) string {
 	return path + "?" + q.Encode()
 }
 
-// migrate applies the embedded migrations in order, each in a transaction,
-// and refuses a database whose schema is newer than the newest of them.
-func (s *Store) migrate(ctx context.Context) error {
+// migrations returns the goose provider of the embedded migrations on the
+// writer's database.
+func (s *Store) migrations() (*goose.Provider, error) {
 	fsys, err := fs.Sub(migrationFiles, "migrations")
 	if err != nil {
-		return fmt.Errorf("sqlite: migrations: %w", err)
+		return nil, fmt.Errorf("sqlite: migrations: %w", err)
 	}
 	p, err := goose.NewProvider(goose.DialectSQLite3, s.writeDB, fsys,
 		goose.WithDisableGlobalRegistry(true),
 		goose.WithSlog(s.log),
 	)
 	if err != nil {
-		return fmt.Errorf("sqlite: migrations: %w", err)
+		return nil, fmt.Errorf("sqlite: migrations: %w", err)
+	}
+	return p, nil
+}
+
+// schemaCurrent reports whether the database's schema version is the
+// newest this build knows: false too when it cannot be read.
+func (s *Store) schemaCurrent(ctx context.Context) bool {
+	p, err := s.migrations()
+	if err != nil {
+		return false
+	}
+	current, known, err := p.GetVersions(ctx)
+	return err == nil && current == known
+}
+
+// migrate applies the embedded migrations in order, each in a transaction,
+// and refuses a database whose schema is newer than the newest of them.
+func (s *Store) migrate(ctx context.Context) error {
+	p, err := s.migrations()
+	if err != nil {
+		return err
 	}
 	current, known, err := p.GetVersions(ctx)
 	if err != nil {
@@ -583,6 +687,7 @@ func SchemaVersion() int64 {
 // ErrClosed. Close is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.checked.stop() // before the writer, whose last writes wait for it
 		s.w.stop()
 		<-s.checkpointDone
 		s.r.close()

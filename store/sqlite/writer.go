@@ -93,6 +93,10 @@ type writer struct {
 	// hears each change of it. Only the writer goroutine touches full.
 	full        bool
 	fullChanged func(full bool)
+	// checked is Open's check of the file when it runs on after Open
+	// (Options.CheckLater): no batch begins before it has passed, and
+	// every batch fails with its error if it did not.
+	checked *fileCheck
 }
 
 // wtx is what an op gets: the writer's prepared statements, used inside the
@@ -371,6 +375,10 @@ func (w *writer) commit(batch []*op) {
 		run = append(run, o)
 	}
 	if len(run) == 0 {
+		return
+	}
+	if err := w.checked.wait(); err != nil {
+		fail(run, err)
 		return
 	}
 	t := &w.tx

@@ -163,19 +163,129 @@ func (x *identities) len() int { return len(x.hex) + len(x.text) }
 // forbade it) leave the older its identity.
 func (x *identities) addRaw(rowid int64, raw []byte, blob bool) {
 	if blob && len(raw) == 16 {
-		k := [16]byte(raw)
-		if prev, dup := x.hex[k]; !dup || rowid < prev {
-			x.hex[k] = rowid
-		}
+		x.addKey([16]byte(raw), rowid)
 		return
 	}
-	id := string(raw)
-	if blob {
-		id = identityString([]byte(raw))
+	x.addText(identityText(raw, blob), rowid)
+}
+
+// addKey is addRaw for a 16-byte BLOB.
+func (x *identities) addKey(k [16]byte, rowid int64) {
+	if prev, dup := x.hex[k]; !dup || rowid < prev {
+		x.hex[k] = rowid
 	}
+}
+
+// addText is addRaw for any other identity, as identityText reads it.
+func (x *identities) addText(id string, rowid int64) {
 	if prev, dup := x.get(id); !dup || rowid < prev {
 		x.put(id, rowid, true)
 	}
+}
+
+// identityText reads an identity that is not a 16-byte BLOB as identityString
+// does.
+func identityText(raw []byte, blob bool) string {
+	if blob {
+		return identityString([]byte(raw))
+	}
+	return string(raw)
+}
+
+// identityFill fills identities on a goroutine of its own from rows read
+// on another: the daemon's priming read (WatchListPending) hands it each
+// pending row's identity, a chunk at a time, so that the map, a write at a
+// random place of it for each row, fills on the second processor while
+// the read goes on.
+type identityFill struct {
+	chunk []rawIdentity
+	full  chan []rawIdentity // chunks to add, closed by finish or stop
+	free  chan []rawIdentity // chunks added, to fill again
+	done  chan struct{}      // closed once every chunk is added
+	x     *identities        // valid once done is closed
+	ended bool
+}
+
+// rawIdentity is one row's identity as identityFill carries it: the 16
+// bytes of a BLOB (key), or any other as identityText reads it.
+type rawIdentity struct {
+	rowid int64
+	key   [16]byte
+	isKey bool
+	text  string
+}
+
+// identityFillChunks and identityFillChunk size what identityFill has in
+// flight: a few chunks, whatever the number of rows.
+const (
+	identityFillChunks = 4
+	identityFillChunk  = 4096
+)
+
+// newIdentityFill starts filling identities sized for n.
+func newIdentityFill(n int64) *identityFill {
+	f := &identityFill{
+		full: make(chan []rawIdentity, identityFillChunks),
+		free: make(chan []rawIdentity, identityFillChunks),
+		done: make(chan struct{}),
+	}
+	for range identityFillChunks - 1 {
+		f.free <- make([]rawIdentity, 0, identityFillChunk)
+	}
+	f.chunk = make([]rawIdentity, 0, identityFillChunk)
+	go func() {
+		defer close(f.done)
+		x := newIdentities(n)
+		for c := range f.full {
+			for i := range c {
+				if r := &c[i]; r.isKey {
+					x.addKey(r.key, r.rowid)
+				} else {
+					x.addText(r.text, r.rowid)
+				}
+			}
+			clear(c)
+			f.free <- c[:0]
+		}
+		f.x = x
+	}()
+	return f
+}
+
+// add hands over a row's identity as addRaw takes it.
+func (f *identityFill) add(rowid int64, raw []byte, blob bool) {
+	r := rawIdentity{rowid: rowid}
+	if blob && len(raw) == 16 {
+		r.key, r.isKey = [16]byte(raw), true
+	} else {
+		r.text = identityText(raw, blob)
+	}
+	f.chunk = append(f.chunk, r)
+	if len(f.chunk) == cap(f.chunk) {
+		f.full <- f.chunk
+		f.chunk = <-f.free
+	}
+}
+
+// finish waits until every identity handed over is added, and returns
+// them.
+func (f *identityFill) finish() *identities {
+	if len(f.chunk) > 0 {
+		f.full <- f.chunk
+	}
+	f.stop()
+	return f.x
+}
+
+// stop ends the filling (a read that failed drops what it filled) and
+// waits for its goroutine. It may be called after finish.
+func (f *identityFill) stop() {
+	if f.ended {
+		return
+	}
+	f.ended = true
+	close(f.full)
+	<-f.done
 }
 
 // readIdentities reads the identity of every pending watch, in one walk

@@ -431,3 +431,36 @@ func TestIdentitiesWithAWrongCount(t *testing.T) {
 		t.Errorf("same identity = %s (existing %v), want a", got.ID, got.Existing)
 	}
 }
+
+// TestIdentitiesFromAPrimingReadOfManyRows: the priming read hands the
+// identities to a goroutine of their own a chunk at a time; every one
+// reaches the writer, of whole chunks and of the last, as do identities
+// that are not vigil.Identity's.
+func TestIdentitiesFromAPrimingReadOfManyRows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	s := open(t, path, nil)
+	n := int64(identityFillChunks*identityFillChunk + identityFillChunk/2)
+	bulkInsert(t, s, 0, n)
+	own := hashWatch("own", "r")
+	own.Identity = "an identity of the caller's own"
+	register(t, s, own)
+	s.Close()
+
+	s = open(t, path, nil)
+	defer s.Close()
+	rows, err := s.WatchListPending(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(rows)) != n+1 {
+		t.Fatalf("WatchListPending: %d rows, want %d", len(rows), n+1)
+	}
+	checkIdentities(t, s)
+	var loads int
+	if err := s.w.do(t.Context(), func(w *wtx) error { loads = w.loads; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if loads != 0 {
+		t.Errorf("the writer read the identities %d times, want 0: it had WatchListPending's", loads)
+	}
+}

@@ -618,11 +618,12 @@ func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, er
 	// which walks them all, takes them too, and offers them to it: the
 	// daemon's priming spares it a second walk (offerIdentities). seq
 	// comes before the read's snapshot, which holds every commit up to it.
-	var idents *identities
+	var idents *identityFill
 	seq := s.w.commitSeq.Load()
 	pending = max(0, min(pending, rowids)) // a count never above the rows, whatever the counters row says
 	if !s.w.hasIdents.Load() {
-		idents = newIdentities(pending)
+		idents = newIdentityFill(pending)
+		defer idents.stop()
 	}
 	rows, err := st.QueryContext(ctx)
 	if err != nil {
@@ -670,14 +671,14 @@ func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, er
 		e.Unreadable = d.reason()
 		out = append(out, e)
 		if idents != nil {
-			idents.addRaw(rowid, raw, blob)
+			idents.add(rowid, raw, blob)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, wrap("list pending watches", err)
 	}
 	if idents != nil {
-		s.w.offerIdentities(idents, seq)
+		s.w.offerIdentities(idents.finish(), seq)
 	}
 	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vigil-run/vigil"
 )
@@ -590,5 +591,56 @@ func TestFailedBackupLeavesNoFile(t *testing.T) {
 	}
 	if _, err := os.Stat(dest); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a failed Backup left %s behind (%v)", dest, err)
+	}
+}
+
+// TestCheckLaterCallerGivesUp: a batch waiting for the check of
+// Options.CheckLater ends, writing nothing, once every caller in it has
+// given up, while the check runs on; one whose callers still wait is run
+// once the check passes.
+func TestCheckLaterCallerGivesUp(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	open(t, path, nil).Close()
+	s := open(t, path, &Options{CheckLater: true})
+	defer s.Close()
+	if err := s.Checked(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// A check that runs until the test ends it.
+	held := &fileCheck{done: make(chan struct{}), cancel: func() {}}
+	s.w.checked = held
+
+	ctx, cancel := context.WithCancel(t.Context())
+	gaveUp, waits := &op{ctx: ctx}, &op{ctx: t.Context()}
+	type result struct {
+		run []*op
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		run, err := s.w.awaitCheck([]*op{gaveUp})
+		res <- result{run, err}
+	}()
+	cancel()
+	select {
+	case r := <-res:
+		if len(r.run) != 0 || r.err != nil || !errors.Is(gaveUp.err, context.Canceled) {
+			t.Errorf("a batch whose caller gave up: ops %d, %v, its op %v; want none to run and context.Canceled", len(r.run), r.err, gaveUp.err)
+		}
+	case <-time.After(10 * time.Second): // a failure guard only: it returns at once
+		close(held.done)
+		t.Fatal("a batch whose caller gave up still waits for the check")
+	}
+
+	go func() {
+		run, err := s.w.awaitCheck([]*op{waits})
+		res <- result{run, err}
+	}()
+	close(held.done)
+	if r := <-res; len(r.run) != 1 || r.err != nil {
+		t.Errorf("a batch once the check passed: ops %d, %v; want it to run", len(r.run), r.err)
+	}
+	if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: timerWatch("w-after", "r")}); err != nil {
+		t.Fatalf("a write once the check passed: %v", err)
 	}
 }

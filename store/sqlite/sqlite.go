@@ -540,15 +540,6 @@ func checkInBackground(db *sql.DB, path string) *fileCheck {
 	return c
 }
 
-// wait returns the check's result once it has ended; nil for no check.
-func (c *fileCheck) wait() error {
-	if c == nil {
-		return nil
-	}
-	<-c.done
-	return c.err
-}
-
 // stop cuts the check short and waits for it to end.
 func (c *fileCheck) stop() {
 	if c == nil {

@@ -377,8 +377,12 @@ func (w *writer) commit(batch []*op) {
 	if len(run) == 0 {
 		return
 	}
-	if err := w.checked.wait(); err != nil {
+	run, err := w.awaitCheck(run)
+	if err != nil {
 		fail(run, err)
+		return
+	}
+	if len(run) == 0 {
 		return
 	}
 	t := &w.tx
@@ -634,6 +638,49 @@ func fail(run []*op, err error) {
 	for _, o := range run {
 		o.err = err
 	}
+}
+
+// awaitCheck waits, before a batch begins, for Open's check of the file
+// when it runs on after Open (Options.CheckLater), and returns its error
+// with the ops to fail. An op whose caller gives up meanwhile is skipped
+// with its context's error, as one whose turn has not come: it returns
+// the ops still to run.
+func (w *writer) awaitCheck(run []*op) ([]*op, error) {
+	c := w.checked
+	if c == nil {
+		return run, nil
+	}
+	select {
+	case <-c.done:
+		return run, c.err
+	default:
+	}
+	gaveUp := make(chan struct{}, len(run))
+	for _, o := range run {
+		stop := context.AfterFunc(o.ctx, func() { gaveUp <- struct{}{} })
+		defer stop()
+	}
+	for waiting := len(run); waiting > 0; {
+		select {
+		case <-c.done:
+			waiting = 0
+		case <-gaveUp:
+			waiting--
+		}
+	}
+	kept := make([]*op, 0, len(run))
+	for _, o := range run {
+		if err := o.ctx.Err(); err != nil {
+			o.err = err
+			continue
+		}
+		kept = append(kept, o)
+	}
+	if len(kept) == 0 {
+		return nil, nil
+	}
+	<-c.done // an op still waits: the loop ended with the check
+	return kept, c.err
 }
 
 // exec runs a prepared statement on the writer connection. Writer

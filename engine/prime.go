@@ -83,6 +83,9 @@ func (s *prober) load(ctx context.Context, rows []vigil.ScheduleEntry, now time.
 	s.sched.Reserve(len(rows))
 	entries := make([]*scheduler.Entry, 0, primeChunk)
 	var calendar []vigil.ScheduleEntry
+	// What each row's kind needs, looked up once for a run of rows of one
+	// kind (the store hands them over with one string per kind).
+	var k kindInfo
 	for i := range rows {
 		if len(entries) == primeChunk {
 			s.sched.Prime(entries)
@@ -99,8 +102,10 @@ func (s *prober) load(ctx context.Context, rows []vigil.ScheduleEntry, now time.
 			entries = append(entries, e)
 			continue
 		}
-		wt, ok := s.cfg.Watchers.Lookup(r.Kind)
-		if !ok {
+		if !k.set || k.kind != r.Kind {
+			k = s.kindInfo(r.Kind)
+		}
+		if !k.ok {
 			unknown[r.Kind]++
 			if !r.Deadline.IsZero() {
 				// Armed at its deadline only, when it expires (at once
@@ -112,12 +117,12 @@ func (s *prober) load(ctx context.Context, rows []vigil.ScheduleEntry, now time.
 			}
 			continue
 		}
-		spec, _ := s.cfg.Watchers.Spec(r.Kind)
+		spec := k.spec
 		if !r.Deadline.IsZero() && !r.Deadline.After(now) {
 			overdue = append(overdue, r.ID)
 			continue
 		}
-		if _, cal := wt.(NextDuer); cal {
+		if k.calendar {
 			calendar = append(calendar, *r)
 			continue
 		}
@@ -131,7 +136,7 @@ func (s *prober) load(ctx context.Context, rows []vigil.ScheduleEntry, now time.
 				due = r.Deadline
 			}
 		}
-		e := scheduler.NewEntry(r.ID, wt.Kind(), r.Every, r.Deadline, spec.Instant)
+		e := scheduler.NewEntry(r.ID, k.watcherKind, r.Every, r.Deadline, spec.Instant)
 		e.SetDue(due)
 		e.SetProgress(vigil.Progress{Polls: r.Polls, Errors: r.Errors, Consecutive: r.ConsecutiveErrors})
 		entries = append(entries, e)
@@ -144,6 +149,28 @@ func (s *prober) load(ctx context.Context, rows []vigil.ScheduleEntry, now time.
 		return nil, nil, err
 	}
 	return append(entries, cal...), overdue, nil
+}
+
+// kindInfo is what load needs of a kind: whether this build watches it,
+// its spec, its watcher's own name of it, and whether it keeps a calendar.
+type kindInfo struct {
+	kind        vigil.Kind
+	set, ok     bool
+	spec        vigil.KindSpec
+	watcherKind vigil.Kind
+	calendar    bool
+}
+
+func (s *prober) kindInfo(kind vigil.Kind) kindInfo {
+	k := kindInfo{kind: kind, set: true}
+	wt, ok := s.cfg.Watchers.Lookup(kind)
+	if !ok {
+		return k
+	}
+	k.ok, k.watcherKind = true, wt.Kind()
+	k.spec, _ = s.cfg.Watchers.Spec(kind)
+	_, k.calendar = wt.(NextDuer)
+	return k
 }
 
 func (s *prober) expireOverdue(ctx context.Context, ids []string, now time.Time) error {

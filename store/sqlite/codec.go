@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -100,28 +101,72 @@ func notFound(id string) error {
 // identityArg encodes an identity. vigil.Identity is 32 lowercase hex
 // digits: that is stored as the 16 bytes it spells, a BLOB, which halves it
 // in the row (and the writer's identities keep it so, hexKey). Any other
-// string is stored as TEXT; a BLOB never equals a TEXT, so the encoding
-// keeps distinct identities distinct.
+// string is stored as TEXT, except one SQLite could take for a number: the
+// identity column's type, ANY in a table that is not STRICT, gives it
+// NUMERIC affinity, so TEXT such as "42", " 7" or "1.5" would be stored as
+// a number and read back otherwise ("007" as 7). Such a string is stored as
+// a BLOB of its bytes after a 0xFF byte (two when that would make 16
+// bytes), which no UTF-8 text and no vigil.Identity (16 bytes exactly)
+// reads as. A BLOB never equals a TEXT, and identityString reads each back
+// as it was given.
 func identityArg(s string) any {
-	if len(s) != 32 {
+	if len(s) == 32 {
+		if b, err := hex.DecodeString(s); err == nil && hex.EncodeToString(b) == s {
+			return b
+		}
+	}
+	if !numberLike(s) {
 		return s
 	}
-	b, err := hex.DecodeString(s)
-	if err != nil || hex.EncodeToString(b) != s {
-		return s
+	mark := "\xff"
+	if len(s)+len(mark) == 16 {
+		mark = "\xff\xff"
 	}
-	return b
+	return []byte(mark + s)
 }
 
-// identityString decodes identityArg.
+// identityString decodes identityArg. A number is an identity written
+// before identityArg kept numbers as given: read as SQLite's text of it,
+// as database/sql renders it into bytes.
 func identityString(v any) string {
 	switch v := v.(type) {
 	case []byte:
+		switch {
+		case len(v) == 16:
+			return hex.EncodeToString(v)
+		case len(v) == 17 && v[0] == 0xff && v[1] == 0xff:
+			return string(v[2:])
+		case len(v) > 0 && v[0] == 0xff:
+			return string(v[1:])
+		}
 		return hex.EncodeToString(v)
 	case string:
 		return v
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64)
 	}
 	return ""
+}
+
+// numberLike reports whether s might be stored as a number under NUMERIC
+// affinity: after SQLite's white space, only digits, signs, points and
+// exponents, one digit at least. That is wider than SQLite's well-formed
+// literals (it takes "1-2"), which only costs those strings the BLOB form.
+func numberLike(s string) bool {
+	s = strings.Trim(s, " \t\n\v\f\r")
+	digit := false
+	for i := range len(s) {
+		switch c := s[i]; {
+		case '0' <= c && c <= '9':
+			digit = true
+		case c == '+' || c == '-' || c == '.' || c == 'e' || c == 'E':
+		default:
+			return false
+		}
+	}
+	return digit
 }
 
 // ms encodes a time as unix milliseconds; the zero time is NULL.

@@ -295,7 +295,7 @@ func readIdentities(ctx context.Context, conn *sql.Conn) (*identities, error) {
 	// counters row says.
 	var n int64
 	if err := conn.QueryRowContext(ctx, `SELECT min(coalesce((SELECT pending FROM counters WHERE recipient = ''), 0),
-		coalesce((SELECT max(rowid) FROM watches), 0))`).Scan(&n); err != nil {
+		coalesce((SELECT max(rowid) FROM watches), 0), `+rowsBound+`)`).Scan(&n); err != nil {
 		return nil, fmt.Errorf("sqlite: read the identities of pending watches: %w", err)
 	}
 	x := newIdentities(n)

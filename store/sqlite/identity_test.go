@@ -410,11 +410,23 @@ func TestIdentitiesReadInARolledBackTransaction(t *testing.T) {
 // TestIdentitiesWithAWrongCount: a pending count far above the rows (a
 // counters row damaged or written by hand) sizes nothing by it.
 func TestIdentitiesWithAWrongCount(t *testing.T) {
+	t.Run("count", func(t *testing.T) { identitiesWithAWrongCount(t, false) })
+	// The row moved to a rowid far past the others: the rowids bound
+	// nothing then.
+	t.Run("count and rowid", func(t *testing.T) { identitiesWithAWrongCount(t, true) })
+}
+
+func identitiesWithAWrongCount(t *testing.T, rowid bool) {
 	a := hashWatch("a", "r")
 	path := storeHolding(t, a)
 	db := openRaw(t, path)
-	if _, err := db.ExecContext(t.Context(), `UPDATE counters SET pending = 1 << 60 WHERE recipient = ''`); err != nil {
+	if _, err := db.ExecContext(t.Context(), `UPDATE counters SET pending = 1 << 44 WHERE recipient = ''`); err != nil {
 		t.Fatal(err)
+	}
+	if rowid {
+		if _, err := db.ExecContext(t.Context(), `UPDATE watches SET rowid = 1 << 44 WHERE id = 'a'`); err != nil {
+			t.Fatal(err)
+		}
 	}
 	db.Close()
 	s := open(t, path, nil)
@@ -463,4 +475,67 @@ func TestIdentitiesFromAPrimingReadOfManyRows(t *testing.T) {
 	if loads != 0 {
 		t.Errorf("the writer read the identities %d times, want 0: it had WatchListPending's", loads)
 	}
+}
+
+// TestIdentitiesThatReadAsNumbers: an identity of the caller's own that
+// SQLite could take for a number (the column has NUMERIC affinity) is kept
+// as given, read back as given, and unique among pending watches, one by
+// one, in batches and after a restart; and one written as a number before
+// is found by its decimal text.
+func TestIdentitiesThatReadAsNumbers(t *testing.T) {
+	for _, ident := range []string{"42", "007", " 7", "1.5", "-0", "1e3", "123456789012345", "1234567890123456", "1-2", "0x10", "text"} {
+		t.Run(ident, func(t *testing.T) {
+			a := hashWatch("a", "r")
+			a.Identity = ident
+			path := storeHolding(t, a)
+			s := open(t, path, nil)
+			if got := register(t, s, sameIdentity(a, "a2")); got.ID != "a" || !got.Existing {
+				t.Errorf("same identity = %s (existing %v), want a", got.ID, got.Existing)
+			}
+			if res := registerMany(t, s, sameIdentity(a, "a3")); res[0].Watch.ID != "a" || !res[0].Watch.Existing {
+				t.Errorf("same identity in a batch = %s (existing %v), want a", res[0].Watch.ID, res[0].Watch.Existing)
+			}
+			w, err := s.WatchGet(t.Context(), "a")
+			if err != nil || w.Identity != ident {
+				t.Errorf("WatchGet(a).Identity = %q, %v; want %q", w.Identity, err, ident)
+			}
+			checkIdentities(t, s)
+			s.Close()
+
+			s = open(t, path, nil) // the priming read's
+			defer s.Close()
+			if _, err := s.WatchListPending(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if got := register(t, s, sameIdentity(a, "a4")); got.ID != "a" || !got.Existing {
+				t.Errorf("after a restart, same identity = %s (existing %v), want a", got.ID, got.Existing)
+			}
+			if _, ok, err := s.WatchCancel(t.Context(), vigil.WatchCancelParams{ID: "a", SettledAt: time.Now()}); err != nil || !ok {
+				t.Fatalf("WatchCancel(a) = %v, %v", ok, err)
+			}
+			if got := register(t, s, sameIdentity(a, "a5")); got.ID != "a5" || got.Existing {
+				t.Errorf("once a ended, same identity = %s (existing %v), want a5 new", got.ID, got.Existing)
+			}
+			checkIdentities(t, s)
+		})
+	}
+	t.Run("written as a number", func(t *testing.T) {
+		a := hashWatch("a", "r")
+		path := storeHolding(t, a)
+		db := openRaw(t, path)
+		if _, err := db.ExecContext(t.Context(), `UPDATE watches SET identity = 42 WHERE id = 'a'`); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		s := open(t, path, nil)
+		defer s.Close()
+		b := hashWatch("b", "r")
+		b.Identity = "42"
+		if got := register(t, s, b); got.ID != "a" || !got.Existing {
+			t.Errorf("identity 42 = %s (existing %v), want a", got.ID, got.Existing)
+		}
+		if w, err := s.WatchGet(t.Context(), "a"); err != nil || w.Identity != "42" {
+			t.Errorf("WatchGet(a).Identity = %q, %v; want 42", w.Identity, err)
+		}
+	})
 }

@@ -26,6 +26,13 @@ const identityColumns = `rowid, identity, typeof(identity) = 'blob'`
 
 const messageColumns = `seq, id, recipient, watch_id, type, text, data, created_at`
 
+// rowsBound is a bound on the number of rows the database holds, to size
+// what is read by the counts it keeps, which a damaged file (or one
+// written by hand) may hold wrong: a row of watches takes more than 32
+// bytes of the file (a leaf cell's pointer and header, the record's
+// header of a byte a column, the id's 26).
+const rowsBound = `(SELECT page_count * page_size / 32 FROM pragma_page_count(), pragma_page_size())`
+
 // placeholders returns "?, ?, …" with n marks.
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
@@ -166,7 +173,7 @@ func (s *readStmts) defs() []stmtDef {
 		{&s.pendingScan, `SELECT ` + pendingColumns + `, ` + identityColumns + ` FROM watches NOT INDEXED WHERE state = 'pending'`},
 		{&s.pendingByIndex, `SELECT ` + pendingColumns + `, ` + identityColumns + ` FROM watches INDEXED BY watches_state_created WHERE state = 'pending'`},
 		{&s.pendingCount, `SELECT (SELECT pending FROM counters WHERE recipient = ''),
-			coalesce((SELECT max(rowid) FROM watches), 0)`},
+			coalesce((SELECT max(rowid) FROM watches), 0), ` + rowsBound},
 		{&s.messagesAfter, `SELECT ` + messageColumns + ` FROM messages
 			WHERE recipient = ? AND seq > ? ORDER BY seq LIMIT ?`},
 		{&s.messagesAfterAll, `SELECT ` + messageColumns + ` FROM messages

@@ -606,10 +606,11 @@ func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, er
 	// among many settled ones: then visit just them through the pending
 	// part of watches_state_created, at a random read each (about five
 	// times a row of the scan).
-	var pending, rowids int64
-	if err := s.r.pendingCount.QueryRowContext(ctx).Scan(&pending, &rowids); err != nil {
+	var pending, rowids, bound int64
+	if err := s.r.pendingCount.QueryRowContext(ctx).Scan(&pending, &rowids, &bound); err != nil {
 		return nil, wrap("count pending watches", err)
 	}
+	pending = max(0, min(pending, rowids, bound)) // a count never above the rows, whatever the counters row and the rowids say
 	st := s.r.pendingScan
 	if pending*5 < rowids {
 		st = s.r.pendingByIndex
@@ -620,7 +621,6 @@ func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, er
 	// comes before the read's snapshot, which holds every commit up to it.
 	var idents *identityFill
 	seq := s.w.commitSeq.Load()
-	pending = max(0, min(pending, rowids)) // a count never above the rows, whatever the counters row says
 	if !s.w.hasIdents.Load() {
 		idents = newIdentityFill(pending)
 		defer idents.stop()

@@ -36,6 +36,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"CreateMinimal", testCreateMinimal},
 		{"RefusesIncomplete", testRefusesIncomplete},
 		{"IdentityDedup", testIdentityDedup},
+		{"IdentityOfTheCallersOwn", testIdentityOfTheCallersOwn},
 		{"TwoRecipientsSameThing", testTwoRecipients},
 		{"DedupOnlyAmongPending", testDedupOnlyAmongPending},
 		{"Idempotency", testIdempotency},
@@ -375,6 +376,32 @@ func testIdentityDedup(t *testing.T, newStore NewStoreFunc) {
 	unless.Identity = vigil.Identity("r", unless.Kind, unless.Mode, unless.Predicate)
 	if got := create(t, s, unless); got.Existing || got.ID != "w3" {
 		t.Errorf("WatchCreate(unless) = %s existing %v, want a new watch w3", got.ID, got.Existing)
+	}
+}
+
+// testIdentityOfTheCallersOwn: an identity that is not vigil.Identity's is
+// kept as given, even one that reads as a number, and two that read as the
+// same number are two identities.
+func testIdentityOfTheCallersOwn(t *testing.T, newStore NewStoreFunc) {
+	s, reopen := newStore(t)
+	idents := []string{"007", "7", " 7", "1.50", "1.5", "a caller's own"}
+	for i, ident := range idents {
+		w := httpWatch(fmt.Sprintf("w%d", i), "r", 1, base)
+		w.Identity = ident
+		if got := create(t, s, w); got.Existing || got.Identity != ident {
+			t.Errorf("WatchCreate(identity %q) = %s existing %v identity %q, want a new watch of that identity", ident, got.ID, got.Existing, got.Identity)
+		}
+	}
+	s = reopen()
+	for i, ident := range idents {
+		w := httpWatch(fmt.Sprintf("again%d", i), "r", 1, base)
+		w.Identity = ident
+		if got := create(t, s, w); !got.Existing || got.ID != fmt.Sprintf("w%d", i) {
+			t.Errorf("WatchCreate(identity %q) again = %s existing %v, want w%d", ident, got.ID, got.Existing, i)
+		}
+		if got, err := s.WatchGet(t.Context(), fmt.Sprintf("w%d", i)); err != nil || got.Identity != ident {
+			t.Errorf("WatchGet(w%d).Identity = %q, %v; want %q", i, got.Identity, err, ident)
+		}
 	}
 }
 

@@ -253,7 +253,7 @@ func Open(ctx context.Context, path string, opts *Options) (_ *Store, err error)
 	}
 
 	if later {
-		s.checked = checkInBackground(s.readDB, s.path)
+		s.checked = checkInBackground(s.path, o.Synchronous)
 	}
 
 	checkpointFailed := func(err error) { s.log.Warn("checkpoint failed", "err", err) }
@@ -524,14 +524,19 @@ type fileCheck struct {
 	cancel context.CancelFunc
 }
 
-// checkInBackground starts quickCheck of the database at path on one of
-// db's connections.
-func checkInBackground(db *sql.DB, path string) *fileCheck {
+// checkInBackground starts quickCheck of the database at path on a read
+// connection of its own, closed once the check ends: the pages it read
+// leave memory with it (on a pool's connection they stayed, its whole
+// cache_size).
+func checkInBackground(path, synchronous string) *fileCheck {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &fileCheck{done: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(c.done)
-		err := quickCheck(ctx, db, path)
+		db, err := sql.Open("sqlite", dsn(path, synchronous, true))
+		if err == nil {
+			err = errors.Join(quickCheck(ctx, db, path), db.Close())
+		}
 		if ctx.Err() != nil {
 			err = ErrClosed // cut short by Close
 		}

@@ -34,6 +34,23 @@ func (c *clock) Add(d time.Duration) time.Time {
 }
 
 // countingStore counts the writes that reach a store.
+// pendingStreamer is the engine's interface of a store that hands its
+// pending watches over in parts (store/sqlite's WatchListPendingFunc).
+type pendingStreamer interface {
+	WatchListPendingFunc(ctx context.Context, fn func(rows []vigil.ScheduleEntry, total int) error) error
+}
+
+// countingStreamStore is a countingStore over a store that is a
+// pendingStreamer, and one itself.
+type countingStreamStore struct {
+	*countingStore
+	parts pendingStreamer
+}
+
+func (s *countingStreamStore) WatchListPendingFunc(ctx context.Context, fn func(rows []vigil.ScheduleEntry, total int) error) error {
+	return s.parts.WatchListPendingFunc(ctx, fn)
+}
+
 type countingStore struct {
 	vigil.Store
 	writes atomic.Int64
@@ -100,12 +117,17 @@ func newEnvAt(t *testing.T, o envOpts, start time.Time) *env {
 		st = memstore.New()
 	}
 	cs := &countingStore{Store: st}
+	var engineStore vigil.Store = cs
+	if ps, ok := st.(pendingStreamer); ok {
+		// The engine sees that it hands its pending watches over in parts.
+		engineStore = &countingStreamStore{countingStore: cs, parts: ps}
+	}
 	reg := watcher.NewRegistry(timer.New(timer.Config{}))
 	for _, w := range o.watchers {
 		reg.Register(w)
 	}
 	sched := scheduler.New(scheduler.Config{NowFunc: c.Now})
-	cfg := engine.Config{Store: cs, Watchers: reg, Scheduler: sched, NowFunc: c.Now, JitterFunc: o.jitter, DeliverFunc: o.deliver,
+	cfg := engine.Config{Store: engineStore, Watchers: reg, Scheduler: sched, NowFunc: c.Now, JitterFunc: o.jitter, DeliverFunc: o.deliver,
 		CompletionKey: o.completionKey}
 	if o.limits != nil {
 		cfg.Limits = *o.limits

@@ -22,11 +22,20 @@ import (
 // anything is settled (Engine.PrimeWith).
 func (s *prober) prime(ctx context.Context, before func(context.Context) error) error {
 	now := s.now()
-	rows, err := s.cfg.Store.WatchListPending(ctx)
-	if err != nil {
-		return err
+	var (
+		entries []*scheduler.Entry
+		overdue []string
+		err     error
+	)
+	if st, ok := s.cfg.Store.(pendingStreamer); ok {
+		entries, overdue, err = s.loadStreamed(ctx, st, now)
+	} else {
+		var rows []vigil.ScheduleEntry
+		if rows, err = s.cfg.Store.WatchListPending(ctx); err != nil {
+			return err
+		}
+		entries, overdue, err = s.load(ctx, rows, now)
 	}
-	entries, overdue, err := s.load(ctx, rows, now)
 	if err != nil {
 		return err
 	}
@@ -75,22 +84,85 @@ func (s *prober) expireAll(ctx context.Context, overdue []string, now time.Time)
 // load makes the scheduler entries of pending rows, and lists those whose
 // deadline passed (to expire at once).
 func (s *prober) load(ctx context.Context, rows []vigil.ScheduleEntry, now time.Time) ([]*scheduler.Entry, []string, error) {
-	var overdue []string
-	unknown := map[vigil.Kind]int{}
+	s.sched.Reserve(len(rows))
+	l := s.newLoader(now)
+	l.add(rows)
+	return l.finish(ctx)
+}
+
+// loadStreamed is load over the pending rows of a store that hands them
+// over a part at a time as it reads them: each part is loaded on a
+// goroutine of its own while the store reads the next (a million rows
+// take seconds to read), and the parts in flight are bounded.
+func (s *prober) loadStreamed(ctx context.Context, st pendingStreamer, now time.Time) ([]*scheduler.Entry, []string, error) {
+	l := s.newLoader(now)
+	parts := make(chan []vigil.ScheduleEntry, primeParts)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for rows := range parts {
+			l.add(rows)
+		}
+	}()
+	reserved := false
+	err := st.WatchListPendingFunc(ctx, func(rows []vigil.ScheduleEntry, total int) error {
+		if !reserved {
+			reserved = true
+			s.sched.Reserve(total) // before the first part is added
+		}
+		select {
+		case parts <- rows:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	close(parts)
+	<-done
+	if err != nil {
+		return nil, nil, err
+	}
+	return l.finish(ctx)
+}
+
+// pendingStreamer is a store that hands its pending watches over a part at
+// a time as it reads them (store/sqlite): fn gets each part, which it may
+// keep, and the number of pending watches the store counts, to size what
+// it builds; an error from fn ends the read with it.
+type pendingStreamer interface {
+	WatchListPendingFunc(ctx context.Context, fn func(rows []vigil.ScheduleEntry, total int) error) error
+}
+
+// loader makes the scheduler entries of pending rows handed to add, one
+// part after another from one goroutine, and hands them to the scheduler
+// a chunk at a time; finish arms the calendars and returns the rest.
+type loader struct {
+	s        *prober
+	now      time.Time
+	overdue  []string
+	unknown  map[vigil.Kind]int
+	entries  []*scheduler.Entry
+	calendar []vigil.ScheduleEntry
+	// k is what the rows' kind needs, looked up once for a run of rows of
+	// one kind (the store hands them over with one string per kind).
+	k kindInfo
+}
+
+func (s *prober) newLoader(now time.Time) *loader {
 	// The scheduler copies what it keeps of each entry into its own
 	// tables: it is handed them a part at a time, so that a million rows
 	// do not have a million entries beside them.
-	s.sched.Reserve(len(rows))
-	entries := make([]*scheduler.Entry, 0, primeChunk)
-	var calendar []vigil.ScheduleEntry
-	// What each row's kind needs, looked up once for a run of rows of one
-	// kind (the store hands them over with one string per kind).
-	var k kindInfo
+	return &loader{s: s, now: now, unknown: map[vigil.Kind]int{}, entries: make([]*scheduler.Entry, 0, primeChunk)}
+}
+
+// add makes the entries of rows.
+func (l *loader) add(rows []vigil.ScheduleEntry) {
+	s, now := l.s, l.now
 	for i := range rows {
-		if len(entries) == primeChunk {
-			s.sched.Prime(entries)
-			clear(entries)
-			entries = entries[:0]
+		if len(l.entries) == primeChunk {
+			s.sched.Prime(l.entries)
+			clear(l.entries)
+			l.entries = l.entries[:0]
 		}
 		r := &rows[i]
 		if r.Unreadable != "" {
@@ -99,31 +171,32 @@ func (s *prober) load(ctx context.Context, rows []vigil.ScheduleEntry, now time.
 			s.log.Warn("a pending watch cannot be read; it settles errored", "watch_id", r.ID, "reason", r.Unreadable)
 			e := scheduler.NewEntry(r.ID, r.Kind, 0, time.Time{}, false)
 			e.SetDue(now)
-			entries = append(entries, e)
+			l.entries = append(l.entries, e)
 			continue
 		}
-		if !k.set || k.kind != r.Kind {
-			k = s.kindInfo(r.Kind)
+		if !l.k.set || l.k.kind != r.Kind {
+			l.k = s.kindInfo(r.Kind)
 		}
+		k := &l.k
 		if !k.ok {
-			unknown[r.Kind]++
+			l.unknown[r.Kind]++
 			if !r.Deadline.IsZero() {
 				// Armed at its deadline only, when it expires (at once
 				// if that passed already).
 				e := scheduler.NewEntry(r.ID, r.Kind, r.Every, r.Deadline, false)
 				e.SetDue(r.Deadline)
 				e.SetProgress(vigil.Progress{Polls: r.Polls})
-				entries = append(entries, e)
+				l.entries = append(l.entries, e)
 			}
 			continue
 		}
 		spec := k.spec
 		if !r.Deadline.IsZero() && !r.Deadline.After(now) {
-			overdue = append(overdue, r.ID)
+			l.overdue = append(l.overdue, r.ID)
 			continue
 		}
 		if k.calendar {
-			calendar = append(calendar, *r)
+			l.calendar = append(l.calendar, *r)
 			continue
 		}
 		due, ok := firstDue(spec, r.Every, r.StartAt, r.Deadline, now)
@@ -139,16 +212,21 @@ func (s *prober) load(ctx context.Context, rows []vigil.ScheduleEntry, now time.
 		e := scheduler.NewEntry(r.ID, k.watcherKind, r.Every, r.Deadline, spec.Instant)
 		e.SetDue(due)
 		e.SetProgress(vigil.Progress{Polls: r.Polls, Errors: r.Errors, Consecutive: r.ConsecutiveErrors})
-		entries = append(entries, e)
+		l.entries = append(l.entries, e)
 	}
-	for k, n := range unknown {
-		s.log.Warn("pending watches of a kind this build cannot watch are left untouched until their deadline, when they expire", "kind", k, "count", n)
+}
+
+// finish arms the calendars' watches and returns the entries not handed to
+// the scheduler yet, and the watches whose deadline passed.
+func (l *loader) finish(ctx context.Context) ([]*scheduler.Entry, []string, error) {
+	for k, n := range l.unknown {
+		l.s.log.Warn("pending watches of a kind this build cannot watch are left untouched until their deadline, when they expire", "kind", k, "count", n)
 	}
-	cal, err := s.primeCalendar(ctx, calendar, now)
+	cal, err := l.s.primeCalendar(ctx, l.calendar, l.now)
 	if err != nil {
 		return nil, nil, err
 	}
-	return append(entries, cal...), overdue, nil
+	return append(l.entries, cal...), l.overdue, nil
 }
 
 // kindInfo is what load needs of a kind: whether this build watches it,
@@ -281,5 +359,10 @@ func (s *prober) entryFor(w *vigil.Watch) *scheduler.Entry {
 	return e
 }
 
-// primeChunk is how many entries prime hands the scheduler at a time.
-const primeChunk = 4096
+// primeChunk is how many entries prime hands the scheduler at a time, and
+// primeParts how many parts of a store's read (pendingStreamer) may wait
+// to be loaded.
+const (
+	primeChunk = 4096
+	primeParts = 4
+)

@@ -1,8 +1,10 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,9 +14,45 @@ import (
 	"github.com/vigil-run/vigil/watcher/watchertest"
 )
 
+// partedStore hands its pending watches over part rows at a time, as
+// store/sqlite does a read of many (WatchListPendingFunc): priming loads
+// each part while the store reads the next.
+type partedStore struct {
+	vigil.Store
+	part  int
+	parts int // how many it handed over, for the test
+}
+
+func (s *partedStore) WatchListPendingFunc(ctx context.Context, fn func(rows []vigil.ScheduleEntry, total int) error) error {
+	rows, err := s.WatchListPending(ctx)
+	if err != nil {
+		return err
+	}
+	for len(rows) > 0 {
+		n := min(s.part, len(rows))
+		s.parts++
+		if err := fn(slices.Clone(rows[:n]), len(rows)); err != nil {
+			return err
+		}
+		rows = rows[n:]
+	}
+	return nil
+}
+
 func TestRestartRearmsWithJitterAndExpiresOverdue(t *testing.T) {
 	t.Parallel()
-	st := memstore.New()
+	t.Run("one read", func(t *testing.T) { restartRearms(t, memstore.New()) })
+	t.Run("in parts", func(t *testing.T) {
+		st := &partedStore{Store: memstore.New(), part: 3}
+		restartRearms(t, st)
+		if st.parts < 2 {
+			t.Errorf("the store handed its watches over in %d parts, want many", st.parts)
+		}
+	})
+}
+
+func restartRearms(t *testing.T, st vigil.Store) {
+	t.Parallel()
 	fake := watchertest.NeverSettles(vigil.KindHTTP)
 	v := newEnv(t, envOpts{store: st, watchers: []watcher.Watcher{fake}})
 	var ids []string

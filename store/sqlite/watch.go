@@ -602,13 +602,36 @@ func decodeCursor(c string) (int64, string, error) {
 // WatchListPending returns what the scheduler needs to re-arm every pending
 // watch, whatever its kind: the store never interprets kinds.
 func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, error) {
+	var out []vigil.ScheduleEntry
+	err := s.WatchListPendingFunc(ctx, func(rows []vigil.ScheduleEntry, total int) error {
+		if out == nil {
+			out = make([]vigil.ScheduleEntry, 0, total)
+		}
+		out = append(out, rows...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// pendingPart is how many rows WatchListPendingFunc hands over at a time.
+const pendingPart = 4096
+
+// WatchListPendingFunc is WatchListPending a part at a time: fn gets each
+// part of the pending watches as they are read (it may keep it), with the
+// number of pending watches the store counts, a bound on their number
+// which sizes what is built from them; an error from fn ends the read
+// with it. The daemon's priming loads each part while the next is read.
+func (s *Store) WatchListPendingFunc(ctx context.Context, fn func(rows []vigil.ScheduleEntry, total int) error) error {
 	// Read the table straight through, unless pending watches are few
 	// among many settled ones: then visit just them through the pending
 	// part of watches_state_created, at a random read each (about five
 	// times a row of the scan).
 	var pending, rowids, bound int64
 	if err := s.r.pendingCount.QueryRowContext(ctx).Scan(&pending, &rowids, &bound); err != nil {
-		return nil, wrap("count pending watches", err)
+		return wrap("count pending watches", err)
 	}
 	pending = max(0, min(pending, rowids, bound)) // a count never above the rows, whatever the counters row and the rowids say
 	st := s.r.pendingScan
@@ -627,11 +650,11 @@ func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, er
 	}
 	rows, err := st.QueryContext(ctx)
 	if err != nil {
-		return nil, wrap("list pending watches", err)
+		return wrap("list pending watches", err)
 	}
 	defer rows.Close()
 	var (
-		out   = make([]vigil.ScheduleEntry, 0, pending)
+		part  = make([]vigil.ScheduleEntry, 0, min(pending, pendingPart))
 		kinds = map[string]vigil.Kind{}
 		c     [10]any
 		dst   = make([]any, len(c), len(c)+3)
@@ -645,7 +668,7 @@ func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, er
 	dst = append(dst, &rowid, &raw, &blob) // identityColumns
 	for rows.Next() {
 		if err := rows.Scan(dst...); err != nil {
-			return nil, wrap("list pending watches", err)
+			return wrap("list pending watches", err)
 		}
 		// A column that does not decode leaves its field zero and names
 		// itself in Unreadable: the scheduler settles such a row errored
@@ -669,18 +692,29 @@ func (s *Store) WatchListPending(ctx context.Context) ([]vigil.ScheduleEntry, er
 		e.Polls, e.Standing = int(d.integer("polls", c[6], false)), d.boolean("standing", c[7])
 		e.Errors, e.ConsecutiveErrors = int(d.integer("errors", c[8], true)), int(d.integer("consecutive_errors", c[9], true))
 		e.Unreadable = d.reason()
-		out = append(out, e)
+		part = append(part, e)
 		if idents != nil {
 			idents.add(rowid, raw, blob)
 		}
+		if len(part) == pendingPart {
+			if err := fn(part, int(pending)); err != nil {
+				return err
+			}
+			part = make([]vigil.ScheduleEntry, 0, pendingPart)
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, wrap("list pending watches", err)
+		return wrap("list pending watches", err)
+	}
+	if len(part) > 0 {
+		if err := fn(part, int(pending)); err != nil {
+			return err
+		}
 	}
 	if idents != nil {
 		s.w.offerIdentities(idents.finish(), seq)
 	}
-	return out, nil
+	return nil
 }
 
 // WatchObserve records a pending watch's latest observation and poll count;

@@ -116,10 +116,13 @@ func (c *creates) submit(ctx context.Context, s *Store, it batchItem) (*vigil.Wa
 		return nil, ctx.Err()
 	}
 	c.mu.Unlock()
-	// Taken: its transaction goes on, and may commit it, as a
-	// registration of its own would have when its caller gave up
-	// during the commit.
-	return nil, ctx.Err()
+	// Taken: its transaction goes on, on the store's context, and may
+	// commit it; so the answer is what the database holds, as SQLite's
+	// writer answers an op that has begun. The wait is bounded by the
+	// group's (groupTimeout). Answering ctx's error here told a caller
+	// its registration failed while the group went on to make it.
+	<-q.done
+	return q.out, q.err
 }
 
 // takeLocked returns the next group: first, if not nil, then those that

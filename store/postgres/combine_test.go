@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/vigil-run/vigil"
 )
 
@@ -242,6 +244,78 @@ func TestQueuedRegistrationGivenUp(t *testing.T) {
 	}
 	if _, err := s.WatchGet(ctx, "given-up"); vigil.ErrorCode(err) != vigil.CodeNotFound {
 		t.Errorf("watch given up: %v, want not_found", err)
+	}
+}
+
+// TestTakenRegistrationGivenUp: a registration whose caller gives up once
+// a transaction of registrations has taken it (here while that
+// transaction waits on a row lock, before it writes) is answered with what
+// that transaction makes of it, never with an error for a watch the
+// database holds.
+func TestTakenRegistrationGivenUp(t *testing.T) {
+	s := internalStore(t, 2)
+	ctx := context.Background()
+	// The recipient's counters row, held on a connection of the test's.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO counters (recipient, pending, created_at) VALUES ('rq', 0, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	// On a connection outside the store's pool, which the registrations
+	// need whole.
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	lock, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	if _, err := lock.Exec(ctx, `SELECT FROM counters WHERE recipient = 'rq' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func() bool {
+		var n int
+		err := lock.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted`).Scan(&n)
+		return err == nil && n > 0
+	}
+
+	release, first := holdFirst(t, s)
+	cctx, cancel := context.WithCancel(ctx)
+	type answer struct {
+		w   *vigil.Watch
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		w := benchWatch(30)
+		w.ID, w.Recipient = "given-up-once-taken", "rq"
+		w.Identity = vigil.Identity(w.Recipient, w.Kind, w.Mode, w.Predicate)
+		got, err := s.WatchCreate(cctx, vigil.WatchCreateParams{Watch: w, MaxActive: 1000, MaxActivePerRecipient: 1000})
+		done <- answer{got, err}
+	}()
+	waitFor(t, "the registration to wait in line", func() bool { return queued(s) == 1 })
+	release()
+	if _, err := first(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "its transaction to take it and wait on the row", func() bool { return queued(s) == 0 && waiting() })
+	cancel()
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := <-done
+	waitFor(t, "the transaction to end", func() bool {
+		s.creates.mu.Lock()
+		defer s.creates.mu.Unlock()
+		return s.creates.running == 0
+	})
+	stored, gerr := s.WatchGet(ctx, "given-up-once-taken")
+	switch {
+	case a.err == nil && (gerr != nil || a.w.ID != stored.ID):
+		t.Errorf("caller answered %v; the database holds %v, %v", a.w, stored, gerr)
+	case a.err != nil && gerr == nil:
+		t.Errorf("caller answered %v, yet the database holds watch %s (%s)", a.err, stored.ID, stored.State)
 	}
 }
 

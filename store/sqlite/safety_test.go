@@ -371,6 +371,59 @@ func TestCheckLater(t *testing.T) {
 			t.Fatalf("Open of a damaged file to migrate: %v; want ErrCorrupt", err)
 		}
 	})
+	t.Run("not vigil's", func(t *testing.T) {
+		// A damaged SQLite file without vigil's schema (sqlite:PATH
+		// naming the wrong file): refused, and left as it was.
+		path := filepath.Join(t.TempDir(), "other.db")
+		db, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec("CREATE TABLE t (v TEXT)"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100)
+			INSERT INTO t SELECT printf('%0500d', i) FROM n`); err != nil {
+			t.Fatal(err)
+		}
+		var root, pageSize int64
+		if err := db.QueryRow("SELECT rootpage FROM sqlite_schema WHERE name = 't'").Scan(&root); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.QueryRow("PRAGMA page_size").Scan(&pageSize); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(bytes.Repeat([]byte{0xA5}, int(pageSize)), (root-1)*pageSize); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		before, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, err := Open(t.Context(), path, later); !errors.Is(err, ErrCorrupt) {
+			if err == nil {
+				s.Close()
+			}
+			t.Fatalf("Open of a damaged file that is not vigil's: %v; want ErrCorrupt", err)
+		}
+		after, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(before, after) {
+			t.Error("the damaged file was written to")
+		}
+	})
 	t.Run("closed", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "vigil.db")
 		open(t, path, nil).Close()

@@ -151,10 +151,15 @@ func identityString(v any) string {
 }
 
 // numberLike reports whether s might be stored as a number under NUMERIC
-// affinity: after SQLite's white space, only digits, signs, points and
-// exponents, one digit at least. That is wider than SQLite's well-formed
-// literals (it takes "1-2"), which only costs those strings the BLOB form.
+// affinity: up to its first NUL byte (where SQLite stops reading it: "1\x00b"
+// is stored as 1), after SQLite's white space, only digits, signs, points
+// and exponents, one digit at least. That is wider than SQLite's
+// well-formed literals (it takes "1-2"), which only costs those strings the
+// BLOB form.
 func numberLike(s string) bool {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		s = s[:i]
+	}
 	s = strings.Trim(s, " \t\n\v\f\r")
 	digit := false
 	for i := range len(s) {

@@ -1,9 +1,7 @@
 package daemon_test
 
 import (
-	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/daemon"
+	"github.com/vigil-run/vigil/internal/sqlitetest"
 )
 
 // TestSecondDaemonRefused: a daemon holds its data dir for as long as it
@@ -244,34 +243,8 @@ func TestRunRefusesDamagedDatabase(t *testing.T) {
 	// Junk over the root page of the receipts, which the start reads
 	// only to resume deliveries, a write: the check is what finds it.
 	path := cfg.DatabasePath()
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var root, pageSize int64
-	if err := db.QueryRow("SELECT rootpage FROM sqlite_schema WHERE name = 'receipts'").Scan(&root); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.QueryRow("PRAGMA page_size").Scan(&pageSize); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(bytes.Repeat([]byte{0xA5}, int(pageSize)), (root-1)*pageSize); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	before, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sqlitetest.DamageRoot(t, path, "receipts")
+	unchanged := sqlitetest.Unchanged(t, path)
 
 	again, err := daemon.New(t.Context(), cfg, nil)
 	if err != nil {
@@ -293,11 +266,5 @@ func TestRunRefusesDamagedDatabase(t *testing.T) {
 		t.Error("the daemon on a damaged file became ready")
 	default:
 	}
-	after, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(before, after) {
-		t.Error("the damaged file was written to")
-	}
+	unchanged()
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/sqlitetest"
 )
 
 // logTo returns a logger writing text lines to b.
@@ -238,26 +239,10 @@ func damage(t *testing.T, path, table string) {
 			t.Fatal(err)
 		}
 	}
-	var root, pageSize int64
-	if err := s.readDB.QueryRowContext(t.Context(), "SELECT rootpage FROM sqlite_schema WHERE name = ?", table).Scan(&root); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.readDB.QueryRowContext(t.Context(), "PRAGMA page_size").Scan(&pageSize); err != nil {
-		t.Fatal(err)
-	}
 	if err := s.Close(); err != nil { // checkpoints: every page is in the file
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(bytes.Repeat([]byte{0xA5}, int(pageSize)), (root-1)*pageSize); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	sqlitetest.DamageRoot(t, path, table)
 }
 
 // TestOpenRefusesCorruptDatabase: a damaged database is refused at Open
@@ -312,12 +297,9 @@ func TestCheckLater(t *testing.T) {
 		// A page no registration writes: without the check, the
 		// write below would succeed.
 		damage(t, path, "receipts")
-		before, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		unchanged := sqlitetest.Unchanged(t, path)
 		s := open(t, path, later)
-		_, err = s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: timerWatch("w-late", "r")})
+		_, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: timerWatch("w-late", "r")})
 		if !errors.Is(err, ErrCorrupt) {
 			t.Errorf("a write before the check of a damaged file: %v; want ErrCorrupt", err)
 		}
@@ -328,13 +310,7 @@ func TestCheckLater(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		after, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(before, after) {
-			t.Error("the damaged file was written to")
-		}
+		unchanged()
 	})
 	t.Run("sound", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "vigil.db")
@@ -386,43 +362,18 @@ func TestCheckLater(t *testing.T) {
 			INSERT INTO t SELECT printf('%0500d', i) FROM n`); err != nil {
 			t.Fatal(err)
 		}
-		var root, pageSize int64
-		if err := db.QueryRow("SELECT rootpage FROM sqlite_schema WHERE name = 't'").Scan(&root); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.QueryRow("PRAGMA page_size").Scan(&pageSize); err != nil {
-			t.Fatal(err)
-		}
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.WriteAt(bytes.Repeat([]byte{0xA5}, int(pageSize)), (root-1)*pageSize); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-		before, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		sqlitetest.DamageRoot(t, path, "t")
+		unchanged := sqlitetest.Unchanged(t, path)
 		if s, err := Open(t.Context(), path, later); !errors.Is(err, ErrCorrupt) {
 			if err == nil {
 				s.Close()
 			}
 			t.Fatalf("Open of a damaged file that is not vigil's: %v; want ErrCorrupt", err)
 		}
-		after, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(before, after) {
-			t.Error("the damaged file was written to")
-		}
+		unchanged()
 	})
 	t.Run("closed", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "vigil.db")

@@ -31,9 +31,9 @@
 // database's mode, and Open tightens any it finds looser, with a warning.
 // Open refuses a damaged database (ErrCorrupt) after SQLite's quick_check,
 // before it writes anything to it (or, with Options.CheckLater, the check
-// runs on after Open and the first write waits for it). A write that finds the disk full fails
-// whole with vigil's storage_full; the next one succeeds once there is
-// room.
+// runs on after Open and the first write waits for it). A write that finds
+// the disk full fails whole with vigil's storage_full; the next one
+// succeeds once there is room.
 package sqlite
 
 import (

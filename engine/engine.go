@@ -178,6 +178,7 @@ func New(cfg Config) *Engine {
 			},
 			StartFunc: e.recent.start,
 			HoldsFunc: cfg.HoldsFunc,
+			StopFunc:  e.stop,
 		},
 		log: log.With("component", "scheduler"), now: e.now, sched: e.sched,
 	}

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -143,6 +144,50 @@ func TestCancelStopsWhatTheWatchStarted(t *testing.T) {
 		if !want[id] {
 			t.Errorf("stopped %s, which was not cancelled (untouched %s, timer %s)", id, untouched, timerCancelled)
 		}
+	}
+}
+
+// TestSettledElsewhereStopsWhatTheWatchStarted: a watch cancelled, or
+// whose recipient closed, by another (a replica on the same database,
+// whose word this engine did not hear) has what its probes started
+// stopped when its next turn finds it settled.
+func TestSettledElsewhereStopsWhatTheWatchStarted(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: t0}
+	store := memstore.New()
+	st := &stopper{Watcher: watchertest.NeverSettles(vigil.KindHTTP)}
+	e := engine.New(engine.Config{Store: store, Watchers: watcher.NewRegistry(timer.New(timer.Config{}), st), NowFunc: c.Now})
+	ctx := context.Background()
+	if err := e.Prime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg := func(recipient, pred string) string {
+		t.Helper()
+		w, err := e.Register(ctx, vigil.RegisterRequest{Kind: vigil.KindHTTP, Recipient: recipient, Predicate: obj(pred), Every: "30s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.ID
+	}
+	cancelled, closed, untouched := reg("a", `{"n":1}`), reg("b", `{"n":2}`), reg("a", `{"n":3}`)
+	// Elsewhere: the store, not this engine.
+	if _, ok, err := store.WatchCancel(ctx, vigil.WatchCancelParams{ID: cancelled, SettledAt: t0}); err != nil || !ok {
+		t.Fatalf("WatchCancel = %v, %v", ok, err)
+	}
+	if _, err := store.RecipientClose(ctx, vigil.RecipientCloseParams{Recipient: "b", SettledAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.got(); len(got) != 0 {
+		t.Fatalf("stopped %v before any probe", got)
+	}
+	c.Set(t0.Add(time.Minute))
+	e.Tick(ctx, t0.Add(time.Minute))
+	got := st.got()
+	slices.Sort(got)
+	want := []string{cancelled, closed}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("stopped %v, want %v (not %s, still pending)", got, want, untouched)
 	}
 }
 

@@ -63,6 +63,9 @@ type probeConfig struct {
 	StartFunc func(id string) uint64
 	// HoldsFunc is Config.HoldsFunc.
 	HoldsFunc func(id string) bool
+	// StopFunc ends what the probes of watch id, of kind, started and
+	// would outlive it (a run's program; Engine.stop).
+	StopFunc func(kind vigil.Kind, id string)
 }
 
 // prober is what happens when a watch's turn comes (it implements
@@ -110,7 +113,14 @@ func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, t
 		return
 	}
 	if w.State != vigil.StatePending {
+		// Settled by another: on another replica, a cancel or its
+		// recipient's close, whose word did not reach this one (none is
+		// sent for a close; a notification may be lost). What its probes
+		// started here would outlive it: stopped, as Forget stops it.
 		s.sched.Drop(e)
+		if s.cfg.StopFunc != nil {
+			s.cfg.StopFunc(w.Kind, w.ID)
+		}
 		s.seenSettled(w)
 		e.Observer().Finish(w)
 		return

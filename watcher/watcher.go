@@ -42,8 +42,10 @@ type Watcher interface {
 // Stopper is implemented by a watcher whose probes start something that
 // outlives them (a run's program). The engine calls Stop once a watch of its
 // kind is cancelled — by its caller, its recipient closing or its token's
-// revocation — since no final probe will come to end it. Stop must return
-// promptly and do nothing for a watch that started nothing.
+// revocation — since no final probe will come to end it, and when a probe
+// finds the watch settled by another (a replica where it was cancelled or
+// its recipient closed). Stop must return promptly and do nothing for a
+// watch that started nothing.
 type Stopper interface {
 	Stop(ctx context.Context, watchID string) error
 }

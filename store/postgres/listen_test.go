@@ -97,6 +97,11 @@ func TestListen(t *testing.T) {
 	if _, err := b.RecipientClose(ctx, vigil.RecipientCloseParams{Recipient: "q", SettledAt: at}); err != nil {
 		t.Fatal(err)
 	}
+	// Each watch closed is gone, as a cancel says, for the holder of its
+	// shard; then the close.
+	if ev := next(t, events, postgres.EventWatch); ev.WatchID != "w3" || !ev.Gone || ev.Shard != postgres.ShardOf("w3") {
+		t.Errorf("close: event = %+v, want w3 gone", ev)
+	}
 	if ev := next(t, events, postgres.EventClose); ev.Recipient != "q" {
 		t.Errorf("close event = %+v, want q", ev)
 	}

@@ -631,7 +631,15 @@ func (s *Store) RecipientClose(ctx context.Context, p vigil.RecipientCloseParams
 		if len(ids) == 0 {
 			return nil
 		}
-		return s.notify(ctx, tx, Event{Kind: EventClose, Recipient: p.Recipient})
+		// Each watch gone, as a cancel announces it: the holder of its
+		// shard forgets it and stops what its probes started (a run's
+		// program), which the close of the recipient alone did not tell
+		// it. Then the close, for the waits on them.
+		evs := make([]Event, 0, len(ids)+1)
+		for _, id := range ids {
+			evs = append(evs, Event{Kind: EventWatch, WatchID: id, Recipient: p.Recipient, Shard: ShardOf(id), Origin: s.origin, Gone: true})
+		}
+		return s.notify(ctx, tx, append(evs, Event{Kind: EventClose, Recipient: p.Recipient})...)
 	})
 	if err != nil {
 		return nil, wrap("close recipient "+p.Recipient, err)

@@ -621,9 +621,10 @@ const pendingPart = 4096
 
 // WatchListPendingFunc is WatchListPending a part at a time: fn gets each
 // part of the pending watches as they are read (it may keep it), with the
-// number of pending watches the store counts, a bound on their number
-// which sizes what is built from them; an error from fn ends the read
-// with it. The daemon's priming loads each part while the next is read.
+// number of pending watches the store counts, to size what is built from
+// them (a count a damaged file holds wrong may be off, never above the
+// rows); an error from fn ends the read with it. The daemon's priming
+// loads each part while the next is read.
 func (s *Store) WatchListPendingFunc(ctx context.Context, fn func(rows []vigil.ScheduleEntry, total int) error) error {
 	// Read the table straight through, unless pending watches are few
 	// among many settled ones: then visit just them through the pending

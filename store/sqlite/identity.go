@@ -187,7 +187,7 @@ func (x *identities) addText(id string, rowid int64) {
 // does.
 func identityText(raw []byte, blob bool) string {
 	if blob {
-		return identityString([]byte(raw))
+		return identityString(raw)
 	}
 	return string(raw)
 }
@@ -291,14 +291,11 @@ func (f *identityFill) stop() {
 // readIdentities reads the identity of every pending watch, in one walk
 // of the table, sized for pending.
 func readIdentities(ctx context.Context, conn *sql.Conn) (*identities, error) {
-	// Sized for the pending count, never above the rows whatever the
-	// counters row says.
-	var n int64
-	if err := conn.QueryRowContext(ctx, `SELECT min(coalesce((SELECT pending FROM counters WHERE recipient = ''), 0),
-		coalesce((SELECT max(rowid) FROM watches), 0), `+rowsBound+`)`).Scan(&n); err != nil {
+	var pending, rowids, bound int64
+	if err := conn.QueryRowContext(ctx, pendingCountSQL).Scan(&pending, &rowids, &bound); err != nil {
 		return nil, fmt.Errorf("sqlite: read the identities of pending watches: %w", err)
 	}
-	x := newIdentities(n)
+	x := newIdentities(pendingSize(pending, rowids, bound))
 	rows, err := conn.QueryContext(ctx, `SELECT `+identityColumns+` FROM watches NOT INDEXED WHERE state = 'pending'`)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read the identities of pending watches: %w", err)

@@ -33,6 +33,18 @@ const messageColumns = `seq, id, recipient, watch_id, type, text, data, created_
 // header of a byte a column, the id's 26).
 const rowsBound = `(SELECT page_count * page_size / 32 FROM pragma_page_count(), pragma_page_size())`
 
+// pendingCountSQL reads the pending total the counters row keeps, the
+// largest rowid and rowsBound; pendingSize makes a size of them.
+const pendingCountSQL = `SELECT coalesce((SELECT pending FROM counters WHERE recipient = ''), 0),
+	coalesce((SELECT max(rowid) FROM watches), 0), ` + rowsBound
+
+// pendingSize is the number of pending watches to size a read of them by:
+// the counters row's total, never above the rows whatever it says (a
+// damaged file, one written by hand).
+func pendingSize(pending, rowids, bound int64) int64 {
+	return max(0, min(pending, rowids, bound))
+}
+
 // placeholders returns "?, ?, …" with n marks.
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
@@ -172,8 +184,7 @@ func (s *readStmts) defs() []stmtDef {
 		// With each row's rowid and identity, for the writer (offerIdentities).
 		{&s.pendingScan, `SELECT ` + pendingColumns + `, ` + identityColumns + ` FROM watches NOT INDEXED WHERE state = 'pending'`},
 		{&s.pendingByIndex, `SELECT ` + pendingColumns + `, ` + identityColumns + ` FROM watches INDEXED BY watches_state_created WHERE state = 'pending'`},
-		{&s.pendingCount, `SELECT (SELECT pending FROM counters WHERE recipient = ''),
-			coalesce((SELECT max(rowid) FROM watches), 0), ` + rowsBound},
+		{&s.pendingCount, pendingCountSQL},
 		{&s.messagesAfter, `SELECT ` + messageColumns + ` FROM messages
 			WHERE recipient = ? AND seq > ? ORDER BY seq LIMIT ?`},
 		{&s.messagesAfterAll, `SELECT ` + messageColumns + ` FROM messages

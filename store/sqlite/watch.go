@@ -634,7 +634,7 @@ func (s *Store) WatchListPendingFunc(ctx context.Context, fn func(rows []vigil.S
 	if err := s.r.pendingCount.QueryRowContext(ctx).Scan(&pending, &rowids, &bound); err != nil {
 		return wrap("count pending watches", err)
 	}
-	pending = max(0, min(pending, rowids, bound)) // a count never above the rows, whatever the counters row and the rowids say
+	pending = pendingSize(pending, rowids, bound)
 	st := s.r.pendingScan
 	if pending*5 < rowids {
 		st = s.r.pendingByIndex

@@ -366,14 +366,7 @@ func (w *writer) commit(batch []*op) {
 			close(o.done)
 		}
 	}()
-	run := make([]*op, 0, len(batch))
-	for _, o := range batch {
-		if err := o.ctx.Err(); err != nil {
-			o.err = err
-			continue
-		}
-		run = append(run, o)
-	}
+	run := live(batch)
 	if len(run) == 0 {
 		return
 	}
@@ -640,6 +633,20 @@ func fail(run []*op, err error) {
 	}
 }
 
+// live returns the ops of batch whose callers still wait, in order; each
+// of the others gets its context's error, as one whose turn has not come.
+func live(batch []*op) []*op {
+	run := make([]*op, 0, len(batch))
+	for _, o := range batch {
+		if err := o.ctx.Err(); err != nil {
+			o.err = err
+			continue
+		}
+		run = append(run, o)
+	}
+	return run
+}
+
 // awaitCheck waits, before a batch begins, for Open's check of the file
 // when it runs on after Open (Options.CheckLater), and returns its error
 // with the ops to fail. An op whose caller gives up meanwhile is skipped
@@ -668,14 +675,7 @@ func (w *writer) awaitCheck(run []*op) ([]*op, error) {
 			waiting--
 		}
 	}
-	kept := make([]*op, 0, len(run))
-	for _, o := range run {
-		if err := o.ctx.Err(); err != nil {
-			o.err = err
-			continue
-		}
-		kept = append(kept, o)
-	}
+	kept := live(run)
 	if len(kept) == 0 {
 		return nil, nil
 	}

@@ -81,6 +81,7 @@ func (e *Engine) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) 
 					got.AskedDeadline = asked.Deadline
 				}
 				got.AskedDeliver = askedDeliver(asked.Deliver, got.Deliver)
+				got = e.joinObserved(ctx, got)
 			}
 			if got.Replayed && secrets[j] != "" {
 				// A retry of the registration that made it: its

@@ -34,6 +34,17 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 		p.RequestHash = requestHash(r)
 		p.IdempotencySince = now.Add(-e.limits.IdempotencyTTL)
 	}
+	// Whether this registration waits for the first observation is known
+	// before the write, and its observer can be found by the watch's id
+	// from the instant the watch exists (see joinObserved).
+	var o *scheduler.Observer
+	spec, _ := e.watchers.Spec(w.Kind)
+	probesNow := (w.Every > 0 || spec.Instant) && (w.StartAt.IsZero() || !w.StartAt.After(now))
+	if r.Observe && probesNow {
+		o = scheduler.NewObserver()
+		e.observing.Store(w.ID, o)
+		defer e.observing.Delete(w.ID)
+	}
 	got, err := e.store.WatchCreate(ctx, p)
 	if err != nil {
 		return nil, err
@@ -48,6 +59,7 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 			got.AskedDeadline = w.Deadline
 		}
 		got.AskedDeliver = askedDeliver(w.Deliver, got.Deliver)
+		got = e.joinObserved(ctx, got)
 	}
 	if got.Replayed && secret != "" {
 		// A retry of the registration that made it: its caller may
@@ -59,12 +71,6 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 	}
 	if secret != "" {
 		got.CompletionToken = completionToken(got.ID, secret)
-	}
-	var o *scheduler.Observer
-	spec, _ := e.watchers.Spec(w.Kind)
-	probesNow := (w.Every > 0 || spec.Instant) && (w.StartAt.IsZero() || !w.StartAt.After(now))
-	if r.Observe && probesNow {
-		o = scheduler.NewObserver()
 	}
 	e.probes.add(got, o)
 	e.hub.publish(vigil.Event{Type: vigil.EventWatchCreated, WatchID: got.ID, Recipient: got.Recipient, State: got.State, At: now})
@@ -98,6 +104,35 @@ func askedDeliver(asked, kept json.RawMessage) json.RawMessage {
 		}
 	}
 	return nil
+}
+
+// joinObserved answers a registration that matched the pending watch got
+// (existing). A registration of that watch may still wait for its first
+// observation; had it the answer to itself (settled quietly, answered at
+// creation), this caller, told the watch is pending, would wait for a
+// message that never comes. So its claim is given up and the settlement is
+// mailed. When the first observation has claimed the answer already, or
+// settled the watch quietly since this caller's read (its registration has
+// returned), this caller gets the watch as it settled.
+func (e *Engine) joinObserved(ctx context.Context, got *vigil.Watch) *vigil.Watch {
+	if v, ok := e.observing.Load(got.ID); ok {
+		o := v.(*scheduler.Observer)
+		if o.Abandon() {
+			return got
+		}
+		<-o.Done() // the settling write is under way
+	} else if got.CreatedAt.Before(e.now().Add(-e.limits.ObserveWait - time.Minute)) {
+		// No registration of it can have waited since this caller's read.
+		return got
+	}
+	w, err := e.store.WatchGet(context.WithoutCancel(ctx), got.ID)
+	if err != nil || w.State == vigil.StatePending || !w.AnsweredAtCreation {
+		// Pending, or settled with a message to its mailbox.
+		return got
+	}
+	w.Existing = true
+	w.AskedDeadline, w.AskedDeliver = got.AskedDeadline, got.AskedDeliver
+	return w
 }
 
 // observe waits (bounded) for the first observation of a new watch. If it

@@ -38,13 +38,14 @@ func (o *Observer) Watch() *vigil.Watch {
 	return o.w
 }
 
-// Abandon gives up waiting. It reports false when the first observation has
-// already claimed the answer (or finished): then wait on Done, which closes
-// promptly.
+// Abandon gives up waiting; the registration that matched the watch as
+// existing gives up for the one waiting, which then gives up again. It
+// reports false when the first observation has already claimed the answer
+// (or finished): then wait on Done, which closes promptly.
 func (o *Observer) Abandon() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.state == observing {
+	if o.state == observing || o.state == abandoned {
 		o.state = abandoned
 		return true
 	}

@@ -1,0 +1,225 @@
+package engine_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/store/memstore"
+	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/watchertest"
+)
+
+// A registration told that a watch is pending (existing) while another
+// registration of it waits for its first observation must hear of the
+// outcome: the first may not take it to itself alone (answered at creation,
+// nothing mailed).
+func TestObservedAnswerReachesAnExistingRegistration(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		name := "single"
+		if batch {
+			name = "batch"
+		}
+		t.Run(name, func(t *testing.T) {
+			started, release := make(chan struct{}), make(chan struct{})
+			probe := watchertest.Func(vigil.KindHTTP, func(ctx context.Context, _ watcher.Probe) (vigil.Observation, error) {
+				close(started)
+				<-release
+				return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "ready"}, nil
+			})
+			v := newEnv(t, envOpts{watchers: []watcher.Watcher{probe}})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error)
+			go func() { done <- v.eng.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+
+			req := vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{"u":1}`), Recipient: "agent-1"}
+			first := make(chan *vigil.Watch, 1)
+			go func() {
+				r := req
+				r.Observe = true
+				w, err := v.eng.Register(v.ctx, r)
+				if err != nil {
+					t.Error(err)
+				}
+				first <- w
+			}()
+			<-started // the first registration waits for this observation
+
+			second := registerOne(t, v, req, batch)
+			if !second.Existing || second.State != vigil.StatePending {
+				t.Fatalf("second registration: existing=%v state=%s, want an existing pending watch", second.Existing, second.State)
+			}
+			close(release)
+			w1 := <-first
+			if w1 == nil || w1.State != vigil.StateFired {
+				t.Fatalf("first registration: %+v, want the fired watch", w1)
+			}
+			if w1.AnsweredAtCreation {
+				t.Error("the watch is answered at creation, though a second registration waits for its message")
+			}
+			if msgs := v.messages("agent-1"); len(msgs) != 1 {
+				t.Fatalf("the recipient's mailbox holds %d messages; want the outcome, once", len(msgs))
+			}
+		})
+	}
+}
+
+// When the first observation has claimed the answer already (its settling
+// write under way), a registration that matched the watch as pending gets
+// the watch as it settled: both callers hold the answer, and nothing is
+// mailed.
+func TestObservedAnswerClaimedGoesToTheExistingRegistrationToo(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		name := "single"
+		if batch {
+			name = "batch"
+		}
+		t.Run(name, func(t *testing.T) {
+			st := &gatedSettle{Store: memstore.New(), settling: make(chan struct{}), release: make(chan struct{}), existing: make(chan struct{}, 1)}
+			probe := watchertest.Func(vigil.KindHTTP, func(context.Context, watcher.Probe) (vigil.Observation, error) {
+				return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "ready"}, nil
+			})
+			v := newEnv(t, envOpts{store: st, watchers: []watcher.Watcher{probe}})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error)
+			go func() { done <- v.eng.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+
+			req := vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{"u":1}`), Recipient: "agent-1"}
+			first := make(chan *vigil.Watch, 1)
+			go func() {
+				r := req
+				r.Observe = true
+				w, err := v.eng.Register(v.ctx, r)
+				if err != nil {
+					t.Error(err)
+				}
+				first <- w
+			}()
+			<-st.settling // claimed: the settling write waits
+
+			second := make(chan *vigil.Watch, 1)
+			go func() { second <- registerOne(t, v, req, batch) }()
+			<-st.existing // the second registration matched the pending watch
+			close(st.release)
+
+			w2 := <-second
+			if w2 == nil || !w2.Existing || w2.State != vigil.StateFired {
+				t.Fatalf("second registration: %+v, want the existing watch as it fired", w2)
+			}
+			w1 := <-first
+			if w1 == nil || w1.State != vigil.StateFired || !w1.AnsweredAtCreation {
+				t.Fatalf("first registration: %+v, want the fired watch answered at creation", w1)
+			}
+			if msgs := v.messages("agent-1"); len(msgs) != 0 {
+				t.Fatalf("the mailbox holds %d messages; both callers hold the answer, want none", len(msgs))
+			}
+		})
+	}
+}
+
+// registerOne registers req alone or as a batch of one and returns the
+// answer's watch.
+func registerOne(t *testing.T, v *env, req vigil.RegisterRequest, batch bool) *vigil.Watch {
+	t.Helper()
+	if !batch {
+		w, err := v.eng.Register(v.ctx, req)
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		return w
+	}
+	res, err := v.eng.RegisterBatch(v.ctx, []vigil.RegisterRequest{req})
+	if err != nil || len(res) != 1 || res[0].Watch == nil {
+		t.Errorf("batch: %v %+v", err, res)
+		return nil
+	}
+	w := res[0].Watch
+	w.Existing = res[0].Status == vigil.BatchExisting
+	return w
+}
+
+// gatedSettle holds the first settling write until release, saying so on
+// settling, and says on existing when a registration matched a pending
+// watch.
+type gatedSettle struct {
+	vigil.Store
+	once              sync.Once
+	settling, release chan struct{}
+	existing          chan struct{}
+}
+
+func (s *gatedSettle) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) ([]bool, error) {
+	s.once.Do(func() {
+		close(s.settling)
+		<-s.release
+	})
+	return s.Store.WatchSettle(ctx, ps)
+}
+
+func (s *gatedSettle) WatchCreate(ctx context.Context, p vigil.WatchCreateParams) (*vigil.Watch, error) {
+	w, err := s.Store.WatchCreate(ctx, p)
+	if err == nil && w.Existing {
+		s.existing <- struct{}{}
+	}
+	return w, err
+}
+
+func (s *gatedSettle) WatchCreateMany(ctx context.Context, ps []vigil.WatchCreateParams) ([]vigil.WatchCreateResult, error) {
+	res, err := s.Store.WatchCreateMany(ctx, ps)
+	if err == nil && len(res) == 1 && res[0].Watch != nil && res[0].Watch.Existing {
+		s.existing <- struct{}{}
+	}
+	return res, err
+}
+
+// The registration that waits for the first observation still stops
+// waiting at ObserveWait after a second registration gave up its claim for
+// it: it answers that the watch is pending, as if it had given up itself.
+func TestObserveWaitEndsAfterAnExistingRegistration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		started := make(chan struct{})
+		probe := watchertest.Func(vigil.KindHTTP, func(ctx context.Context, _ watcher.Probe) (vigil.Observation, error) {
+			close(started)
+			<-release
+			return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "ready"}, nil
+		})
+		v := newEnv(t, envOpts{watchers: []watcher.Watcher{probe}})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- v.eng.Run(ctx) }()
+		defer func() { close(release); cancel(); <-done }()
+
+		req := vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{"u":1}`), Recipient: "agent-1"}
+		first := make(chan *vigil.Watch, 1)
+		go func() {
+			r := req
+			r.Observe = true
+			w, err := v.eng.Register(v.ctx, r)
+			if err != nil {
+				t.Error(err)
+			}
+			first <- w
+		}()
+		<-started
+		if w := registerOne(t, v, req, false); w == nil || !w.Existing {
+			t.Fatalf("second registration: %+v", w)
+		}
+		time.Sleep(vigil.DefaultLimits().ObserveWait + time.Second)
+		synctest.Wait()
+		select {
+		case w := <-first:
+			if w == nil || w.State != vigil.StatePending {
+				t.Fatalf("first registration: %+v, want the pending watch", w)
+			}
+		default:
+			t.Fatal("the first registration still waits for the observation after ObserveWait")
+		}
+	})
+}

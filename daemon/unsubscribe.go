@@ -39,7 +39,7 @@ func (d *Daemon) unsubscribe(ctx context.Context, id, sig string, apply bool) er
 	}
 	o.Email = nil
 	var raw json.RawMessage
-	if o.Webhook != nil || o.Command != nil || o.Progress {
+	if o.Webhook != nil || o.Command != nil || o.Resume != nil || o.Progress {
 		b, err := json.Marshal(o)
 		if err != nil {
 			return err

@@ -140,6 +140,10 @@ type job struct {
 	// failed to record it: its next turn writes it again, and sends
 	// nothing.
 	owed *vigil.ReceiptRecord
+	// unknown marks a receipt a resume found left sending (now unknown)
+	// whose watch it could not read: its first turn reads the watch and
+	// makes the attempt only if the webhook opted into retry_unknown.
+	unknown bool
 }
 
 // unresolved is the recipient and destination of a job whose watch is not
@@ -365,6 +369,17 @@ func (d *Dispatcher) ResumeWith(ctx context.Context, resume func(context.Context
 	}
 	ws, err := d.cfg.Store.WatchGetMany(ctx, ids)
 	if err != nil {
+		// The store has turned them unknown already: a resume tried
+		// again finds them no more. Those that may be resent wait for
+		// their turn to read their watch (job.unknown).
+		d.mu.Lock()
+		for _, r := range res.Unknown {
+			if _, rung := NextRetry(r.Attempts); r.Channel == ChannelWebhook && rung {
+				d.resumeLocked(&job{watchID: r.WatchID, channel: r.Channel, messageID: r.MessageID, attempts: r.Attempts, due: now.UnixNano(), unknown: true})
+			}
+		}
+		d.mu.Unlock()
+		d.signal()
 		return fmt.Errorf("deliver: resume: %w", err)
 	}
 	byID := make(map[string]*vigil.Watch, len(ws))
@@ -579,6 +594,13 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 			return
 		}
 		j.w = w
+		if j.unknown {
+			j.unknown = false
+			if o, err := d.Options(w); err != nil || o.Webhook == nil || !o.Webhook.RetryUnknown {
+				d.finish(j)
+				return
+			}
+		}
 		// Now that its recipient and destination are known, it waits for
 		// its turn in their queues.
 		j.place(d.jobOptions(j))
@@ -737,6 +759,13 @@ func (d *Dispatcher) record(ctx context.Context, log *slog.Logger, j *job, rec v
 	err := d.cfg.Store.ReceiptUpsert(wctx, vigil.ReceiptUpsertParams{ReceiptRecord: rec})
 	cancel()
 	if err != nil {
+		if errors.Is(err, vigil.ErrNotFound) {
+			// The watch was deleted (or pruned) while the attempt ran:
+			// there is nothing left to record it on.
+			log.Info("recording receipt: the watch is gone", "status", rec.Status)
+			d.finish(j)
+			return false
+		}
 		if d.cfg.HoldsFunc != nil && !d.cfg.HoldsFunc(j.watchID) {
 			log.Warn("recording receipt: the watch's shard moved to another replica, which resumes the delivery", "status", rec.Status, "err", err)
 			d.finish(j)

@@ -92,6 +92,10 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
 	}
+	// The deadline bounds the attempt; its context's end (the dispatcher
+	// cutting the attempts in flight) ends it too, at once.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
 	cl, err := smtp.NewClient(conn, c.cfg.Host)
 	if err != nil {
 		return true, smtpError("greeting", err)

@@ -1,0 +1,97 @@
+package deliver_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/deliver/webhook"
+	"github.com/vigil-run/vigil/store/memstore"
+)
+
+// getManyFails is a memory store whose WatchGetMany fails once (a
+// database blip between two statements).
+type getManyFails struct {
+	*memstore.Store
+	failed atomic.Bool
+}
+
+func (s *getManyFails) WatchGetMany(ctx context.Context, ids []string) ([]*vigil.Watch, error) {
+	if !s.failed.Swap(true) {
+		return nil, &vigil.Error{Code: vigil.CodeUnavailable, Message: "the database is unavailable"}
+	}
+	return s.Store.WatchGetMany(ctx, ids)
+}
+
+// TestResumeRetryUnknownAfterAFailedResume: a resume whose reading
+// of the watches fails after the store turned "sending" into "unknown"
+// is tried again (a replica's arm loop does, a second later; a SQLite
+// daemon at its next start). The webhook that opted into retry_unknown
+// must still be resent: the first try's conversion must not hide it.
+func TestResumeRetryUnknownAfterAFailedResume(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &getManyFails{Store: memstore.New()}
+		settled(t, st, "a", `{"webhook":{"retry_unknown":true,"url":"https://hooks.example/in"}}`, vigil.StateFired)
+		if err := st.ReceiptUpsert(t.Context(), vigil.ReceiptUpsertParams{ReceiptRecord: vigil.ReceiptRecord{WatchID: "a", MessageID: "msg-a",
+			Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptSending, Attempts: 1, UpdatedAt: time.Now()}}}); err != nil {
+			t.Fatal(err)
+		}
+		rv := &receiver{answer: func(int) (int, bool, bool) { return http.StatusOK, false, false }}
+		ch, err := webhook.New(webhook.Config{Client: &http.Client{Transport: rv}, Secrets: []string{testSecret}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := deliver.New(deliver.Config{Store: st, Channels: map[string]deliver.Channel{deliver.ChannelWebhook: ch}, Logger: slog.New(slog.DiscardHandler)})
+		if err := d.Resume(t.Context()); err == nil {
+			t.Fatal("the first resume did not fail")
+		}
+		if err := d.Resume(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = d.Run(ctx); close(done) }()
+		synctest.Wait()
+		cancel()
+		<-done
+		if got := rv.requests(); len(got) != 1 {
+			t.Errorf("requests = %d, want 1: the webhook opted into retry_unknown and was left sending", len(got))
+		}
+	})
+}
+
+// TestResumeUnknownNotResentAfterAFailedResume: the same without
+// retry_unknown: nothing is sent.
+func TestResumeUnknownNotResentAfterAFailedResume(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &getManyFails{Store: memstore.New()}
+		settled(t, st, "a", hookOpts, vigil.StateFired)
+		if err := st.ReceiptUpsert(t.Context(), vigil.ReceiptUpsertParams{ReceiptRecord: vigil.ReceiptRecord{WatchID: "a", MessageID: "msg-a",
+			Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptSending, Attempts: 1, UpdatedAt: time.Now()}}}); err != nil {
+			t.Fatal(err)
+		}
+		rv := &receiver{answer: func(int) (int, bool, bool) { return http.StatusOK, false, false }}
+		ch, _ := webhook.New(webhook.Config{Client: &http.Client{Transport: rv}, Secrets: []string{testSecret}})
+		d := deliver.New(deliver.Config{Store: st, Channels: map[string]deliver.Channel{deliver.ChannelWebhook: ch}, Logger: slog.New(slog.DiscardHandler)})
+		_ = d.Resume(t.Context())
+		_ = d.Resume(t.Context())
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = d.Run(ctx); close(done) }()
+		synctest.Wait()
+		cancel()
+		<-done
+		if got := rv.requests(); len(got) != 0 {
+			t.Errorf("requests = %d, want 0 (unknown is never resent without retry_unknown)", len(got))
+		}
+		if n := d.Pending(); n != 0 {
+			t.Errorf("Pending() = %d, want 0", n)
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -91,7 +92,9 @@ func Wakes(asked, kept json.RawMessage) (want, other *ResumeOptions, same bool) 
 	if k, err := ParseOptions(kept); err == nil {
 		other = k.Resume
 	}
-	same = other != nil && other.Harness == a.Resume.Harness && other.Session == a.Resume.Session
+	// A template names its session among its arguments: the same session
+	// only as the same template.
+	same = other != nil && other.Harness == a.Resume.Harness && other.Session == a.Resume.Session && slices.Equal(other.Argv, a.Resume.Argv)
 	return a.Resume, other, same
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -206,6 +207,13 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 	deliverOpts, err := e.deliver.Canonicalize(r.Deliver, !scoped || scope.Exec)
 	if err != nil {
 		return nil, err
+	}
+	if strings.IndexByte(r.Note, 0) >= 0 && len(deliverOpts) > 0 {
+		if o, err := deliver.ParseOptions(deliverOpts); err == nil && o.Resume != nil {
+			// Refused now, not when the watch settles and the wake
+			// cannot run: it passes the note within one argument.
+			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "note", "the note of a watch that wakes a session (deliver.resume) must not hold a NUL byte: the wake passes it as a program argument, which cannot hold one")
+		}
 	}
 	for _, f := range []struct {
 		name string

@@ -18,6 +18,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vigil-run/vigil/deliver"
@@ -53,6 +54,56 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 // resume command, as the command channel runs its program.
 type Resume struct {
 	cfg Config
+
+	mu sync.Mutex
+	// busy holds, by session (sessionKey), what closes when the run that
+	// resumes it ends: one turn of a session at a time.
+	busy map[string]chan struct{}
+	// waiting, when set (tests), is called when a run waits for another
+	// of its session.
+	waiting func()
+}
+
+// sessionKey names the session o resumes: the adapter and the session id,
+// or the template and the directory it runs in (a template names its
+// session among its arguments).
+func sessionKey(o *deliver.ResumeOptions) string {
+	if o.Harness != "" {
+		return o.Harness + "\x00" + o.Session
+	}
+	return strings.Join(append([]string{o.Cwd}, o.Argv...), "\x00")
+}
+
+// hold waits until no other run resumes the session key names and returns
+// what lets the next one go; ctx's error when it ends first.
+func (c *Resume) hold(ctx context.Context, key string) (func(), error) {
+	for {
+		c.mu.Lock()
+		busy, held := c.busy[key]
+		if !held {
+			if c.busy == nil {
+				c.busy = map[string]chan struct{}{}
+			}
+			busy = make(chan struct{})
+			c.busy[key] = busy
+			c.mu.Unlock()
+			return func() {
+				c.mu.Lock()
+				delete(c.busy, key)
+				c.mu.Unlock()
+				close(busy)
+			}, nil
+		}
+		c.mu.Unlock()
+		if c.waiting != nil {
+			c.waiting()
+		}
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 var _ deliver.Channel = (*Resume)(nil)
@@ -72,6 +123,14 @@ func (c *Resume) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	// Two turns of one session at once would both start from the same
+	// history, each blind to the other's outcome: the second waits.
+	release, err := c.hold(ctx, sessionKey(o))
+	if err != nil {
+		// Nothing ran: it may be tried again.
+		return true, fmt.Errorf("waiting for another resume of the same session: %w", err)
+	}
+	defer release()
 	return false, run(ctx, c.cfg.Runner, "resume command", prog, d, nil, o.ResumeTimeout())
 }
 

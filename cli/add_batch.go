@@ -151,8 +151,12 @@ func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 		if err := dec.Decode(&req); err != nil {
 			return usageErr(fmt.Errorf("%s line %d: %v", path, n, err))
 		}
-		if dec.More() {
+		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 			return usageErr(fmt.Errorf("%s line %d: more than one JSON value on the line", path, n))
+		}
+		if key, twice := wire.DuplicateKey(b); twice {
+			// As POST /v1/watches refuses it: which value was meant?
+			return usageErr(fmt.Errorf("%s line %d: key %q is given twice; give each key once", path, n, key))
 		}
 		if req.Recipient == "" {
 			req.Recipient = recipient

@@ -4,17 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/wire"
 )
 
 func invalid(field, format string, args ...any) error {
@@ -107,113 +106,15 @@ func decodeJSON(b []byte, v any) error {
 }
 
 // duplicateKey refuses a JSON text in which an object, at any depth, gives
-// a key twice: encoding/json would keep the last silently, so what the
-// caller meant is not known. The key is named by its path
-// ("predicate.headers.Accept", "x[1].a"). A text that does not parse is
-// left to the decoder, whose messages say where.
+// a key twice (wire.DuplicateKey): encoding/json would keep the last
+// silently, so what the caller meant is not known.
 func duplicateKey(b []byte) error {
-	// A scan of the bytes, not json.Decoder.Token: a registration is
-	// read on every call, and the tokenizer's allocations cost more than
-	// decoding it.
-	type frame struct {
-		obj  bool
-		keys []string        // an object's keys so far, the first few
-		set  map[string]bool // all of them, past the first few
-		cur  string          // an object's key being read
-		idx  int             // an array's element being read
-	}
-	var st []frame
-	path := func() string {
-		var p strings.Builder
-		for _, f := range st[:len(st)-1] {
-			switch {
-			case !f.obj:
-				fmt.Fprintf(&p, "[%d]", f.idx)
-			case p.Len() == 0:
-				p.WriteString(f.cur)
-			default:
-				p.WriteString("." + f.cur)
-			}
-		}
-		return p.String()
-	}
-	for i := 0; i < len(b); {
-		switch b[i] {
-		case '{':
-			st = append(st, frame{obj: true})
-		case '[':
-			st = append(st, frame{})
-		case '}', ']':
-			if len(st) == 0 {
-				return nil // not JSON: the decoder will say where
-			}
-			st = st[:len(st)-1]
-			if len(st) == 0 {
-				return nil // one whole value read
-			}
-		case ',':
-			if len(st) > 0 && !st[len(st)-1].obj {
-				st[len(st)-1].idx++
-			}
-		case '"':
-			end, escaped := stringEnd(b, i)
-			if end < 0 {
-				return nil
-			}
-			k := end
-			for k < len(b) && (b[k] == ' ' || b[k] == '\t' || b[k] == '\r' || b[k] == '\n') {
-				k++
-			}
-			if len(st) > 0 && st[len(st)-1].obj && k < len(b) && b[k] == ':' {
-				var key string
-				if !escaped {
-					key = string(b[i+1 : end-1])
-				} else if err := json.Unmarshal(b[i:end], &key); err != nil {
-					return nil
-				}
-				f := &st[len(st)-1]
-				if slices.Contains(f.keys, key) || f.set[key] {
-					p := key
-					if pp := path(); pp != "" {
-						p = pp + "." + key
-					}
-					return invalid(clip(p), "key %q is given twice; give each key once", clip(p))
-				}
-				// A linear look among a few keys; a map past them, so that
-				// an object of many keys costs no more than its size.
-				switch {
-				case f.set != nil:
-					f.set[key] = true
-				case len(f.keys) < 16:
-					f.keys = append(f.keys, key)
-				default:
-					f.set = map[string]bool{key: true}
-				}
-				f.cur = key
-			}
-			i = end
-			continue
-		}
-		i++
+	if p, twice := wire.DuplicateKey(b); twice {
+		return invalid(clip(p), "key %q is given twice; give each key once", clip(p))
 	}
 	return nil
 }
 
-// stringEnd returns the index just past the JSON string starting at
-// b[i] (a quote), and whether it holds an escape; -1 if it does not end.
-func stringEnd(b []byte, i int) (int, bool) {
-	escaped := false
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			escaped = true
-			j++
-		case '"':
-			return j + 1, escaped
-		}
-	}
-	return -1, escaped
-}
 
 // decodeError turns a json or body-size error into a request error.
 func decodeError(err error) error {

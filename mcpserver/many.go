@@ -55,7 +55,10 @@ type createManyOut struct {
 
 func createManySchema(s *jsonschema.Schema) {
 	w := s.Properties["watches"]
-	w.MinItems, w.MaxItems = new(1), new(vigil.MaxBatch)
+	// No maxItems: the SDK would refuse 1 001 items as invalid_request,
+	// where a batch over vigil.MaxBatch is payload_too_large on every
+	// surface (createMany says so).
+	w.MinItems = new(1)
 	w.Items.Properties["predicate"].Type = "object"
 	w.Items.Properties["deliver"].Type = "object"
 	w.Items.Properties["mode"].Enum = []any{"until", "unless"}
@@ -72,8 +75,12 @@ func (s *server) createMany(ctx context.Context, req *mcp.CallToolRequest, in cr
 	if err != nil {
 		return nil, createManyOut{}, err
 	}
-	if len(in.Watches) == 0 || len(in.Watches) > vigil.MaxBatch {
+	if len(in.Watches) == 0 {
 		return nil, createManyOut{}, argError("watches", "watches holds 1 to %d registrations, not %d", vigil.MaxBatch, len(in.Watches))
+	}
+	if len(in.Watches) > vigil.MaxBatch {
+		return nil, createManyOut{}, &toolError{code: vigil.CodePayloadTooLarge, field: "watches",
+			msg: fmt.Sprintf("a batch holds at most %d watches; this one holds %d: split it", vigil.MaxBatch, len(in.Watches))}
 	}
 	out := createManyOut{Results: make([]createManyResult, len(in.Watches))}
 	reqs := make([]vigil.RegisterRequest, 0, len(in.Watches))

@@ -115,7 +115,6 @@ func duplicateKey(b []byte) error {
 	return nil
 }
 
-
 // decodeError turns a json or body-size error into a request error.
 func decodeError(err error) error {
 	var (

@@ -24,8 +24,8 @@ func newMCPCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve vigil's MCP tools over stdio, for an agent (proxies to the running daemon)",
-		Long: `Serve vigil's Model Context Protocol tools (watch_create, watch_list, watch_get,
-watch_why, watch_cancel, watch_wait, inbox_read, note_write) and the inbox resource over
+		Long: `Serve vigil's Model Context Protocol tools (watch_create, watch_create_many,
+watch_list, watch_get, watch_why, watch_cancel, watch_wait, inbox_read, note_write) and the inbox resource over
 stdin and stdout, for an MCP client that starts its servers as commands. Every
 call goes to the running daemon, found as the other commands find it (--addr,
 --token, --data-dir and their VIGIL_… variables).

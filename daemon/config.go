@@ -412,7 +412,7 @@ func configKeys() []key {
 		},
 		stringKey("data_dir", "directory for the database and the admin token", true, func(c *Config) *string { return &c.DataDir }),
 		stringKey("store", `store: empty for SQLite in the data dir, sqlite:PATH, or postgres://… for PostgreSQL`, false, func(c *Config) *string { return &c.Store }),
-		boolKey("allow_exec", "allow watches that run commands (kind command)", func(c *Config) *bool { return &c.AllowExec }),
+		boolKey("allow_exec", "allow what runs programs: command, run and schedule watches, folder reviewers (on_change), command and resume (--wake) delivery", func(c *Config) *bool { return &c.AllowExec }),
 		{
 			name: "roots", usage: "colon-separated directories that file and folder watches may look inside", typ: "paths",
 			set: func(c *Config, s string) error {

@@ -17,11 +17,11 @@ type completeResult struct {
 }
 
 // complete serves POST /v1/complete/{token}: no bearer token, the path's
-// token is the capability. An empty body completes with status success.
+// token is the capability. An empty body, or one without status (data
+// alone), completes with status success.
 func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 	req := vigil.CompleteRequest{Status: vigil.CompleteSuccess}
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-		req.Status = ""
 		if err := decodeBody(r, &req); err != nil {
 			return err
 		}

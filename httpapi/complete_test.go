@@ -40,6 +40,13 @@ func TestComplete(t *testing.T) {
 	if got := e.fake.calls.completed; resp.StatusCode != 200 || got.Status != "failure" || string(got.Data) != `{"reason":"red"}` {
 		t.Fatalf("POST failure = %d %s; service got %+v", resp.StatusCode, b, got)
 	}
+	// status is optional in a body too (docs/api.md): data alone succeeds.
+	for _, body := range []string{`{"data":{"rows":3}}`, `{}`} {
+		resp, b = e.do(t, request{method: "POST", path: "/v1/complete/" + completionToken, body: body, header: noAuth})
+		if got := e.fake.calls.completed; resp.StatusCode != 200 || got.Status != "success" {
+			t.Fatalf("POST %s = %d %s; service got %+v, want success", body, resp.StatusCode, b, got)
+		}
+	}
 	resp, b = e.do(t, request{method: "POST", path: "/v1/complete/" + completionToken, body: `{"status":"success","extra":1}`, header: noAuth})
 	if resp.StatusCode != 422 {
 		t.Fatalf("an unknown field = %d %s, want 422", resp.StatusCode, b)

@@ -80,6 +80,20 @@ func TestListen(t *testing.T) {
 	if ev := next(t, events, postgres.EventMessage); ev.WatchID != "w0" {
 		t.Errorf("event = %+v, want w0's outcome message", ev)
 	}
+	// One answered at creation has no message: it is heard as gone, so
+	// that waits on it elsewhere read it.
+	if _, err := b.WatchCreate(ctx, vigil.WatchCreateParams{Watch: timerWatch("w9", "r", `{"n":9}`)}); err != nil {
+		t.Fatal(err)
+	}
+	next(t, events, postgres.EventWatch)
+	won, err = b.WatchSettle(ctx, []vigil.WatchSettleParams{{ID: "w9", State: vigil.StateFired, SettledAt: at,
+		Outcome: &vigil.Outcome{State: vigil.StateFired}, AnsweredAtCreation: true}})
+	if err != nil || !won[0] {
+		t.Fatalf("settle quietly = %v, %v", won, err)
+	}
+	if ev := next(t, events, postgres.EventWatch); ev.WatchID != "w9" || !ev.Gone || ev.Recipient != "r" {
+		t.Errorf("event = %+v, want w9 gone", ev)
+	}
 	if _, err := b.WatchCreate(ctx, vigil.WatchCreateParams{Watch: timerWatch("w2", "q", `{"n":2}`)}); err != nil {
 		t.Fatal(err)
 	}

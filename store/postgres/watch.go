@@ -416,6 +416,7 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 			settled = map[string][]string{}
 			msgs    []*vigil.Message
 			at      []int
+			quiet   []Event // settled with no message: said otherwise
 		)
 		// One statement settles them all, by the primary key alone (see
 		// above): the rows are locked and were read pending under the
@@ -451,6 +452,11 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 			if m := enc[i].Message; m != nil {
 				m.Recipient = cmpOr(m.Recipient, recipient)
 				msgs, at = append(msgs, m), append(at, i)
+			} else {
+				// Answered at creation: no message tells the other
+				// replicas, whose waits on it and event streams read
+				// the watch on this (as after a cancel).
+				quiet = append(quiet, Event{Kind: EventWatch, WatchID: p.ID, Recipient: recipient, Shard: ShardOf(p.ID), Origin: s.origin, Gone: true})
 			}
 		}
 		if len(order) > 0 {
@@ -472,6 +478,9 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 			}
 		}
 		if err := unpend(ctx, tx, settled); err != nil {
+			return err
+		}
+		if err := s.notify(ctx, tx, quiet...); err != nil {
 			return err
 		}
 		if len(msgs) == 0 {

@@ -103,6 +103,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 		case <-tick.C:
 			frame = ": heartbeat\n\n"
 		}
+		// A client that stopped reading but keeps its connection would
+		// hold this handler, its subscription and its buffer forever: a
+		// write that cannot be taken within two heartbeats ends the
+		// stream (the client reconnects with Last-Event-ID).
+		_ = rc.SetWriteDeadline(time.Now().Add(2 * s.heartbeat))
 		if _, err := fmt.Fprint(w, frame); err != nil {
 			return nil // the client went away
 		}

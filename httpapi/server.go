@@ -73,7 +73,9 @@ type Options struct {
 	// ReadyFunc answers /readyz; nil means always ready.
 	ReadyFunc func(ctx context.Context) error
 	// Heartbeat is how often an event stream sends a comment line to keep
-	// proxies from closing it (default DefaultHeartbeat).
+	// proxies from closing it (default DefaultHeartbeat). A client that
+	// takes nothing of what the stream sends for two heartbeats (its
+	// connection's buffers full) is dropped.
 	Heartbeat time.Duration
 	// Tokens serves /v1/tokens to the admin; nil answers not_found.
 	Tokens vigil.TokenService

@@ -67,7 +67,7 @@ type writeStmts struct {
 	pendingTotalAdd                                                         *sql.Stmt
 	// What a new watch adds beside its row (schema 10), for the rows from
 	// a rowid on; and the largest rowid so far.
-	newCounts, newText, newLabels, watchMaxRowid *sql.Stmt
+	newText, newLabels, watchMaxRowid *sql.Stmt
 	messageInsert, readerAck                     *sql.Stmt
 }
 
@@ -97,13 +97,6 @@ func (s *writeStmts) defs() []stmtDef {
 		{&s.watchByID, `SELECT ` + watchColumns + ` FROM watches WHERE id = ?`},
 		// The rows schema 9's insert triggers wrote for each new watch,
 		// written for all the watches from rowid ?1 on (see indexNew).
-		// NOT INDEXED: the new rows are found by their rowids; without it,
-		// the planner walked watches_recipient, every watch, to group
-		// without sorting.
-		{&s.newCounts, `INSERT INTO watch_counts (recipient, kind, ` + countColumns + `)
-			SELECT recipient, kind, sum(state = 'pending'), sum(state = 'fired'), sum(state = 'failed'), sum(state = 'expired'),
-				sum(state = 'cancelled'), sum(state = 'errored'), sum(state = 'unwatchable')
-			FROM watches NOT INDEXED WHERE rowid >= ?1 GROUP BY recipient, kind` + countUpserts[len(countUpserts)-1].tail},
 		{&s.newText, `INSERT INTO watch_text (created_at, watch_id, note, predicate)
 			SELECT created_at, id, iif(short, lower(coalesce(note, '')), NULL), iif(short, lower(coalesce(CAST(predicate AS TEXT), '')), NULL)
 			FROM (SELECT created_at, id, note, predicate,

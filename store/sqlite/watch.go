@@ -126,7 +126,7 @@ func createWatch(t *wtx, p vigil.WatchCreateParams, w *vigil.Watch, args []any) 
 		return nil, wrap("insert watch", err)
 	}
 	t.setIdentity(w.Identity, rowid)
-	if err := indexNew(t, rowid); err != nil {
+	if err := indexNew(t, rowid, w); err != nil {
 		return nil, err
 	}
 	if err := addPending(t, 1); err != nil {
@@ -168,16 +168,22 @@ func pendingByIdentity(t *wtx, identity string) (*vigil.Watch, error) {
 	return got, nil
 }
 
-// indexNew writes what the watches inserted from rowid on add beside their
-// rows: their counts (watch_counts), their text (watch_text) and their
-// labels (watch_labels), which the panel's list reads. It runs after every
-// insert into watches, in the same transaction (schema 10: no trigger does
-// it, which made a multi-row insert go through a temporary table). A new
-// row's rowid is larger than every rowid before it: watches has no
-// AUTOINCREMENT, so SQLite gives a new row the largest rowid plus one.
-func indexNew(t *wtx, rowid int64) error {
-	if _, err := t.exec(t.newCounts, rowid); err != nil {
-		return wrap("count new watches", err)
+// indexNew writes what the watches ws, inserted from rowid on, add beside
+// their rows: their counts (watch_counts, from ws: the caller has them, and
+// reading the rows back to group them cost a sort), their text
+// (watch_text) and their labels (watch_labels), which the panel's list
+// reads. It runs after every insert into watches, in the same transaction
+// (schema 10: no trigger does it, which made a multi-row insert go through
+// a temporary table). A new row's rowid is larger than every rowid before
+// it: watches has no AUTOINCREMENT, so SQLite gives a new row the largest
+// rowid plus one.
+func indexNew(t *wtx, rowid int64, ws ...*vigil.Watch) error {
+	var moves countMoves
+	for _, w := range ws {
+		moves.move(w.Recipient, string(w.Kind), "", w.State, 1)
+	}
+	if err := moves.write(t); err != nil {
+		return err
 	}
 	if _, err := t.exec(t.newText, rowid); err != nil {
 		return wrap("index the text of new watches", err)
@@ -205,9 +211,6 @@ func addPending(t *wtx, delta int) error {
 // table's order (schema 15: one row for each recipient and kind).
 var countStates = [...]vigil.State{vigil.StatePending, vigil.StateFired, vigil.StateFailed, vigil.StateExpired,
 	vigil.StateCancelled, vigil.StateErrored, vigil.StateUnwatchable}
-
-// countColumns names countStates' columns, in order, as SQL.
-const countColumns = `pending, fired, failed, expired, cancelled, errored, unwatchable`
 
 // countColumn is the index in countStates of state, or -1.
 func countColumn(state vigil.State) int {

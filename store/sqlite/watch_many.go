@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math/bits"
+	"strings"
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/internal/storecheck"
@@ -270,13 +272,19 @@ func insertWatches(t *wtx, items []batchItem) error {
 		return wrap("insert watches", err)
 	}
 	err := forChunks(len(batch), func(from, n int) error {
-		st, err := t.insertMany(n)
+		rows := batch[from : from+n]
+		cols := t.watchColumnsOf(rows)
+		st, err := t.insertMany(n, cols)
 		if err != nil {
 			return err
 		}
-		args := make([]any, 0, n*watchColumnCount)
-		for _, it := range batch[from : from+n] {
-			args = append(args, it.args...)
+		args := make([]any, 0, n*bits.OnesCount32(cols))
+		for _, it := range rows {
+			for c, a := range it.args {
+				if cols&(1<<c) != 0 {
+					args = append(args, a)
+				}
+			}
 		}
 		if _, err := t.exec(st, args...); err != nil {
 			return wrap("insert watches", interpretError(err))
@@ -289,7 +297,11 @@ func insertWatches(t *wtx, items []batchItem) error {
 	if err := noteIdentities(t, batch, last); err != nil {
 		return err
 	}
-	return indexNew(t, last+1)
+	ws := make([]*vigil.Watch, len(batch))
+	for k, it := range batch {
+		ws[k] = it.stored
+	}
+	return indexNew(t, last+1, ws...)
 }
 
 // noteIdentities puts the watches of batch, just inserted after rowid
@@ -312,13 +324,68 @@ func noteIdentities(t *wtx, batch []*batchItem, last int64) error {
 	return nil
 }
 
-// insertMany returns the prepared insert of n watch rows, preparing it on
-// first use.
-func (t *wtx) insertMany(n int) (*sql.Stmt, error) {
-	if n == 1 {
+// allWatchColumns is the set of every column of watchColumns, a bit per
+// column in their order.
+const allWatchColumns = 1<<watchColumnCount - 1
+
+// zeroDefaults are the columns of watches whose default is 0, not NULL
+// (polls, standing, answered_at_creation): left out of an insert when 0.
+const zeroDefaults = 1<<12 | 1<<13 | 1<<23
+
+// maxWatchHeads bounds the sets of columns the multi-row inserts of
+// watches are prepared for: past it, a set not seen yet writes every
+// column.
+const maxWatchHeads = 32
+
+// watchColumnsOf returns the columns some row of rows holds a value for
+// (a bit per column of watchColumns): the others are left to their
+// defaults (NULL, or 0 for zeroDefaults), which is what their rows would
+// have written. A timer's row binds 14 of the 30 columns: each bound
+// value costs its binding and a step of the statement.
+func (t *wtx) watchColumnsOf(rows []*batchItem) uint32 {
+	var cols uint32
+	for _, it := range rows {
+		for c, a := range it.args {
+			if a == nil || cols&(1<<c) != 0 {
+				continue
+			}
+			if zeroDefaults&(1<<c) != 0 {
+				if v, ok := a.(int); ok && v == 0 {
+					continue
+				}
+			}
+			cols |= 1 << c
+		}
+	}
+	cols |= 1 // the id: never a statement of no column
+	if _, ok := t.watchHeads[cols]; !ok && len(t.watchHeads) >= maxWatchHeads {
+		return allWatchColumns
+	}
+	return cols
+}
+
+// insertMany returns the prepared insert of n watch rows of the columns
+// cols, preparing it on first use.
+func (t *wtx) insertMany(n int, cols uint32) (*sql.Stmt, error) {
+	if n == 1 && cols == allWatchColumns {
 		return t.watchInsert, nil
 	}
-	return t.multiInsert("INSERT OR FAIL INTO watches ("+watchColumns+") VALUES ", watchColumnCount, n)
+	head, ok := t.watchHeads[cols]
+	if !ok {
+		names := strings.Split(watchColumns, ",")
+		var use []string
+		for c, name := range names {
+			if cols&(1<<c) != 0 {
+				use = append(use, strings.TrimSpace(name))
+			}
+		}
+		head = "INSERT OR FAIL INTO watches (" + strings.Join(use, ", ") + ") VALUES "
+		if t.watchHeads == nil {
+			t.watchHeads = map[uint32]string{}
+		}
+		t.watchHeads[cols] = head
+	}
+	return t.multiInsert(head, bits.OnesCount32(cols), n)
 }
 
 // insertMessagesStmt returns the prepared insert of n message rows,

@@ -107,6 +107,9 @@ type wtx struct {
 	// inserts are the multi-row inserts, prepared on first use (see
 	// multiInsert).
 	inserts map[multiKey]*sql.Stmt
+	// watchHeads are the heads of the multi-row inserts of watches, by
+	// the set of columns they write (see insertMany).
+	watchHeads map[uint32]string
 	// idents holds the pending watches' identities (schema 16); every
 	// write that makes a watch pending or ends one keeps it.
 	idents *identities

@@ -68,7 +68,7 @@ type writeStmts struct {
 	// What a new watch adds beside its row (schema 10), for the rows from
 	// a rowid on; and the largest rowid so far.
 	newText, newLabels, watchMaxRowid *sql.Stmt
-	messageInsert, readerAck                     *sql.Stmt
+	messageInsert, readerAck          *sql.Stmt
 }
 
 // messageInsertHead is the insert of a message up to its rows; each row is

@@ -121,7 +121,11 @@ func (e *Engine) joinObserved(ctx context.Context, got *vigil.Watch) *vigil.Watc
 		if o.Abandon() {
 			return got
 		}
-		<-o.Done() // the settling write is under way
+		select {
+		case <-o.Done(): // the settling write was under way
+		case <-ctx.Done():
+			return got // the caller is gone
+		}
 	} else if got.CreatedAt.Before(e.now().Add(-e.limits.ObserveWait - time.Minute)) {
 		// No registration of it can have waited since this caller's read.
 		return got

@@ -31,22 +31,10 @@ func TestObservedAnswerReachesAnExistingRegistration(t *testing.T) {
 				return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "ready"}, nil
 			})
 			v := newEnv(t, envOpts{watchers: []watcher.Watcher{probe}})
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error)
-			go func() { done <- v.eng.Run(ctx) }()
-			defer func() { cancel(); <-done }()
+			defer runEngine(v)()
 
 			req := vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{"u":1}`), Recipient: "agent-1"}
-			first := make(chan *vigil.Watch, 1)
-			go func() {
-				r := req
-				r.Observe = true
-				w, err := v.eng.Register(v.ctx, r)
-				if err != nil {
-					t.Error(err)
-				}
-				first <- w
-			}()
+			first := registerObserving(t, v, req)
 			<-started // the first registration waits for this observation
 
 			second := registerOne(t, v, req, batch)
@@ -84,22 +72,10 @@ func TestObservedAnswerClaimedGoesToTheExistingRegistrationToo(t *testing.T) {
 				return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "ready"}, nil
 			})
 			v := newEnv(t, envOpts{store: st, watchers: []watcher.Watcher{probe}})
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error)
-			go func() { done <- v.eng.Run(ctx) }()
-			defer func() { cancel(); <-done }()
+			defer runEngine(v)()
 
 			req := vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{"u":1}`), Recipient: "agent-1"}
-			first := make(chan *vigil.Watch, 1)
-			go func() {
-				r := req
-				r.Observe = true
-				w, err := v.eng.Register(v.ctx, r)
-				if err != nil {
-					t.Error(err)
-				}
-				first <- w
-			}()
+			first := registerObserving(t, v, req)
 			<-st.settling // claimed: the settling write waits
 
 			second := make(chan *vigil.Watch, 1)
@@ -120,6 +96,29 @@ func TestObservedAnswerClaimedGoesToTheExistingRegistrationToo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runEngine runs v's engine until the function it returns is called.
+func runEngine(v *env) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- v.eng.Run(ctx) }()
+	return func() { cancel(); <-done }
+}
+
+// registerObserving registers req waiting for its first observation, on a
+// goroutine of its own; the answer comes on the channel.
+func registerObserving(t *testing.T, v *env, req vigil.RegisterRequest) <-chan *vigil.Watch {
+	first := make(chan *vigil.Watch, 1)
+	go func() {
+		req.Observe = true
+		w, err := v.eng.Register(v.ctx, req)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- w
+	}()
+	return first
 }
 
 // registerOne registers req alone or as a batch of one and returns the
@@ -191,22 +190,11 @@ func TestObserveWaitEndsAfterAnExistingRegistration(t *testing.T) {
 			return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "ready"}, nil
 		})
 		v := newEnv(t, envOpts{watchers: []watcher.Watcher{probe}})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- v.eng.Run(ctx) }()
-		defer func() { close(release); cancel(); <-done }()
+		stop := runEngine(v)
+		defer func() { close(release); stop() }()
 
 		req := vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{"u":1}`), Recipient: "agent-1"}
-		first := make(chan *vigil.Watch, 1)
-		go func() {
-			r := req
-			r.Observe = true
-			w, err := v.eng.Register(v.ctx, r)
-			if err != nil {
-				t.Error(err)
-			}
-			first <- w
-		}()
+		first := registerObserving(t, v, req)
 		<-started
 		if w := registerOne(t, v, req, false); w == nil || !w.Existing {
 			t.Fatalf("second registration: %+v", w)

@@ -387,8 +387,15 @@ func (c *Client) pages(rq request, first string, each func(body []byte) error) (
 		if err := each(resp.Body); err != nil {
 			return false, err
 		}
-		if resp.Next == "" || !c.sameHost(resp.Next) {
+		if resp.Next == "" {
 			return false, nil
+		}
+		if !c.sameHost(resp.Next) {
+			// Never the end of the listing: judging its first pages
+			// could call a commit green that is not.
+			return false, &Error{Provider: c.provider, Kind: KindUnavailable,
+				Detail: fmt.Sprintf("the next page of a listing is on another host than %s, and the token is not sent there: set %s to the URL the forge's own links name",
+					c.base.Host, URLSetting(c.provider))}
 		}
 		u = resp.Next
 	}

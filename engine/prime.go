@@ -270,8 +270,18 @@ func (s *prober) expireOverdue(ctx context.Context, ids []string, now time.Time)
 	if len(ss) == 0 {
 		return nil
 	}
-	if _, err := s.commit(ctx, ss, now); err != nil {
+	won, err := s.commit(ctx, ss, now)
+	if err != nil {
 		return fmt.Errorf("scheduler: expiring the watches past their deadline: %w", err)
+	}
+	if s.cfg.StopFunc != nil {
+		// No final probe ran for them, which ends what a watch's probes
+		// started at its deadline (a run watch's program): ended here.
+		for i, st := range ss {
+			if won[i] {
+				s.cfg.StopFunc(st.w.Kind, st.w.ID)
+			}
+		}
 	}
 	return nil
 }

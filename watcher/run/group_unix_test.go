@@ -105,3 +105,31 @@ func alive(pid int) bool {
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	return len(f) == 0 || f[0] != "Z"
 }
+
+// TestRunDeadlinePassedWhileDownEndsTheGroup: a run whose deadline passed
+// while no daemon ran is expired at the next start (down_past_deadline),
+// and its program is ended then, as its deadline would have ended it.
+func TestRunDeadlinePassedWhileDownEndsTheGroup(t *testing.T) {
+	t.Parallel()
+	st, dir := memstore.New(), t.TempDir()
+	bg := filepath.Join(t.TempDir(), "bg.pid")
+	d1 := startDaemon(t, st, dir)
+	w := register(t, d1, `{"shell":"echo $$ > `+bg+`; sleep 60"}`, "1h", 0)
+	pid := waitPid(t, bg)
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	d1.stop()
+
+	// The next start is past the deadline: it passed while none ran.
+	d2 := startDaemonAt(t, st, dir, func() time.Time { return time.Now().Add(2 * time.Hour) })
+	got, err := d2.eng.Watch(context.Background(), w.ID)
+	if err != nil || got.State != vigil.StateExpired {
+		t.Fatalf("after the start: %+v, %v; want expired", got, err)
+	}
+	s := waitStatus(t, dir, w.ID)
+	if !s.Terminated || s.Signal != "SIGTERM" {
+		t.Fatalf("status = %+v, want the program ended by SIGTERM", s)
+	}
+	if alive(pid) {
+		t.Fatalf("the program %d outlived its watch's expiry", pid)
+	}
+}

@@ -81,10 +81,16 @@ type daemon struct {
 
 func startDaemon(t *testing.T, st vigil.Store, dir string) *daemon {
 	t.Helper()
+	return startDaemonAt(t, st, dir, nil)
+}
+
+// startDaemonAt is startDaemon on the clock now (nil: the real one).
+func startDaemonAt(t *testing.T, st vigil.Store, dir string, now func() time.Time) *daemon {
+	t.Helper()
 	d := &daemon{done: make(chan struct{})}
 	sched := scheduler.New(scheduler.Config{})
 	w := run.New(testConfig(t, dir, sched.Poke, st))
-	d.eng = engine.New(engine.Config{Store: st, Watchers: watcher.NewRegistry(w), Scheduler: sched})
+	d.eng = engine.New(engine.Config{Store: st, Watchers: watcher.NewRegistry(w), Scheduler: sched, NowFunc: now})
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	if err := d.eng.Prime(ctx); err != nil {

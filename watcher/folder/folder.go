@@ -90,7 +90,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -325,7 +328,7 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	if err != nil {
 		return unavailable(fmt.Errorf("reading %s: %w", s.Path, err))
 	}
-	wake, added := w.register(p, resolved, snap)
+	wake, added := w.register(p, s.Path, resolved, snap)
 	for range maxRelooks {
 		if !added {
 			break
@@ -347,7 +350,7 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 			}
 		}
 		snap = again
-		wake, added = w.register(p, resolved, snap)
+		wake, added = w.register(p, s.Path, resolved, snap)
 	}
 
 	keepMax := w.maxKept
@@ -433,22 +436,33 @@ const maxRelooks = 2
 // register tells the notifier what to watch and returns how the watch is
 // woken, as the facts spell it, and whether it began watching a directory
 // for the watch (fsevent.Status.Added).
-func (w *Watcher) register(p watcher.Probe, resolved string, snap *snapshot) (string, bool) {
+func (w *Watcher) register(p watcher.Probe, path, resolved string, snap *snapshot) (string, bool) {
 	if w.waker == nil {
 		return "polling at the watch's interval", false
 	}
 	t := fsevent.Target{Poll: PollEvery}
+	// A symlink on the way to what the watch reads changes where no
+	// watched directory sees it: one in the path (pointed elsewhere in
+	// its own folder), or a followed link's target (edited in its own).
+	linkDirs, linkNames := pathLinks(path)
 	switch {
 	case snap.exists && !snap.single:
-		t.Dirs, t.Recursive, t.Skip = snap.dirs, true, skipDir
+		t.Dirs, t.Recursive, t.Skip = append(slices.Clone(snap.dirs), linkDirs...), true, skipDir
+		for rel, real := range snap.real {
+			if d := filepath.Dir(real); d != filepath.Dir(filepath.Join(resolved, filepath.FromSlash(rel))) {
+				t.Dirs = append(t.Dirs, d)
+			}
+		}
 	case snap.exists:
 		t.Dirs, t.Names = []string{filepath.Dir(resolved)}, []string{filepath.Base(resolved)}
+		t.Dirs, t.Names = append(t.Dirs, linkDirs...), append(t.Names, linkNames...)
 	default:
 		// Not there yet: watch the deepest folder that is, for the next
 		// step of the path to appear.
 		dir, name := existingParent(resolved)
 		if dir != "" {
 			t.Dirs, t.Names = []string{dir}, []string{name}
+			t.Dirs, t.Names = append(t.Dirs, linkDirs...), append(t.Names, linkNames...)
 		}
 	}
 	st := w.waker.Watch(p.WatchID, p.Now, t)
@@ -456,6 +470,23 @@ func (w *Watcher) register(p watcher.Probe, resolved string, snap *snapshot) (st
 		return "events", st.Added
 	}
 	return fmt.Sprintf("polling every %s: %s", vigil.FormatDuration(PollEvery), st.Reason), false
+}
+
+// pathLinks returns the folder and name of each symlink among path's
+// components: pointing one elsewhere changes what path names.
+func pathLinks(path string) (dirs, names []string) {
+	for p := filepath.Clean(path); ; {
+		parent := filepath.Dir(p)
+		if parent == p {
+			return dirs, names
+		}
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			if r, err := filepath.EvalSymlinks(parent); err == nil {
+				dirs, names = append(dirs, r), append(names, filepath.Base(p))
+			}
+		}
+		p = parent
+	}
 }
 
 // keepAll keeps the contents of a new baseline's text files.

@@ -481,18 +481,33 @@ func (p *Panel) inbox(w http.ResponseWriter, r *http.Request, s *session) error 
 	if head.Cursor > 50 {
 		start = head.Cursor - 50
 	}
-	page, err := p.opts.Service.Messages(ctx, vigil.MessagesRequest{Recipient: d.Recipient, After: &start, Limit: 200})
-	if err != nil {
-		return err
-	}
-	for i := len(page.Messages) - 1; i >= 0; i-- {
-		m := page.Messages[i]
-		unread := m.Seq > d.Cursor
-		if unread {
-			d.Unread++
+	// Read to the end of the mailbox (bounded), so that the newest
+	// messages are shown and Mark all read reaches the last one; the
+	// page shows the newest 200.
+	var msgs []*vigil.Message
+	for range 100 {
+		page, err := p.opts.Service.Messages(ctx, vigil.MessagesRequest{Recipient: d.Recipient, After: &start, Limit: 1000})
+		if err != nil {
+			return err
 		}
-		d.Messages = append(d.Messages, inboxMessage{Message: m, Unread: unread})
-		d.Last = max(d.Last, m.Seq)
+		for _, m := range page.Messages {
+			if m.Seq > d.Cursor {
+				d.Unread++
+			}
+			d.Last = max(d.Last, m.Seq)
+		}
+		msgs = append(msgs, page.Messages...)
+		if len(msgs) > 200 {
+			msgs = slices.Clone(msgs[len(msgs)-200:])
+		}
+		if len(page.Messages) < 1000 {
+			break
+		}
+		start = page.Messages[len(page.Messages)-1].Seq
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i]
+		d.Messages = append(d.Messages, inboxMessage{Message: m, Unread: m.Seq > d.Cursor})
 	}
 	s.reader = d.Reader
 	if s.admin && !slices.Contains(s.follow, d.Recipient) && len(s.follow) < 16 {

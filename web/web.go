@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -363,11 +364,19 @@ func (s *session) ctx(ctx context.Context) context.Context {
 
 // setCookie sets (or, with an empty id, clears) the session cookie.
 func setCookie(w http.ResponseWriter, r *http.Request, id string) {
-	c := &http.Cookie{Name: CookieName, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
+	c := &http.Cookie{Name: CookieName, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r)}
 	if id == "" {
 		c.MaxAge = -1
 	}
 	http.SetCookie(w, c)
+}
+
+// overTLS reports whether the browser reached the panel over TLS. The
+// daemon listens on plain HTTP, so behind a TLS proxy r.TLS is nil; the
+// browser's Origin (sent on every POST, and already checked by the
+// daemon) then names https.
+func overTLS(r *http.Request) bool {
+	return r.TLS != nil || strings.HasPrefix(strings.ToLower(r.Header.Get("Origin")), "https://")
 }
 
 // checkCSRF compares the request's CSRF token (header or form field) with

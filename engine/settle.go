@@ -138,6 +138,11 @@ func (s *prober) commit(ctx context.Context, ss []settlement, now time.Time) ([]
 		if s.cfg.DeliverFunc != nil {
 			s.cfg.DeliverFunc(w, msgs[i])
 		}
+		if w.State == vigil.StateErrored && s.cfg.StopFunc != nil {
+			// Given up on, as by a cancel: what its probes started (a
+			// run watch's program) would outlive it.
+			s.cfg.StopFunc(w.Kind, w.ID)
+		}
 		s.cfg.EventFunc(vigil.Event{Type: vigil.EventWatchSettled, WatchID: w.ID, Recipient: w.Recipient, State: w.State,
 			Polls: w.Polls, Text: st.out.Sentence, Done: true, At: now})
 		if m := msgs[i]; m != nil {

@@ -133,3 +133,30 @@ func TestRunDeadlinePassedWhileDownEndsTheGroup(t *testing.T) {
 		t.Fatalf("the program %d outlived its watch's expiry", pid)
 	}
 }
+
+// TestRunErroredEndsTheGroup: a run watch that settles errored while its
+// program runs (here: the next start may not run programs) has its
+// program ended, as a cancel would: nothing of the watch is left to cancel.
+func TestRunErroredEndsTheGroup(t *testing.T) {
+	t.Parallel()
+	st, dir := memstore.New(), t.TempDir()
+	bg := filepath.Join(t.TempDir(), "bg.pid")
+	d1 := startDaemon(t, st, dir)
+	w := register(t, d1, `{"shell":"echo $$ > `+bg+`; sleep 60"}`, "1h", 0)
+	pid := waitPid(t, bg)
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	d1.stop()
+
+	d2 := startDaemonWith(t, st, dir, nil, func(c *run.Config) { c.AllowExec = false })
+	got, err := d2.eng.Check(context.Background(), w.ID)
+	if err != nil || got.State != vigil.StateErrored {
+		t.Fatalf("checked at the next start: %+v, %v; want errored", got, err)
+	}
+	s := waitStatus(t, dir, w.ID)
+	if !s.Terminated || s.Signal != "SIGTERM" {
+		t.Fatalf("status = %+v, want the program ended by SIGTERM", s)
+	}
+	if alive(pid) {
+		t.Fatalf("the program %d outlived its errored watch", pid)
+	}
+}

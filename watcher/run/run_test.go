@@ -87,9 +87,20 @@ func startDaemon(t *testing.T, st vigil.Store, dir string) *daemon {
 // startDaemonAt is startDaemon on the clock now (nil: the real one).
 func startDaemonAt(t *testing.T, st vigil.Store, dir string, now func() time.Time) *daemon {
 	t.Helper()
+	return startDaemonWith(t, st, dir, now, nil)
+}
+
+// startDaemonWith is startDaemonAt with the run watcher's configuration
+// changed by edit.
+func startDaemonWith(t *testing.T, st vigil.Store, dir string, now func() time.Time, edit func(*run.Config)) *daemon {
+	t.Helper()
 	d := &daemon{done: make(chan struct{})}
 	sched := scheduler.New(scheduler.Config{})
-	w := run.New(testConfig(t, dir, sched.Poke, st))
+	cfg := testConfig(t, dir, sched.Poke, st)
+	if edit != nil {
+		edit(&cfg)
+	}
+	w := run.New(cfg)
 	d.eng = engine.New(engine.Config{Store: st, Watchers: watcher.NewRegistry(w), Scheduler: sched, NowFunc: now})
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel

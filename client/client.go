@@ -248,7 +248,12 @@ func (c *Client) newRequest(ctx context.Context, cl call) (*http.Request, error)
 // own cancellation is returned as such; everything else is unavailable.
 func (c *Client) transportError(ctx context.Context, cl call, timeout time.Duration, err error) error {
 	if ctx.Err() != nil {
-		return fmt.Errorf("vigil: %s %s: %w", cl.method, cl.path, context.Cause(ctx))
+		path := cl.path
+		if strings.HasPrefix(path, wire.CompletePrefix) {
+			// The completion token is the secret of its watch.
+			path = wire.CompletePrefix + vigil.Redacted
+		}
+		return fmt.Errorf("vigil: %s %s: %w", cl.method, path, context.Cause(ctx))
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return &vigil.Error{Code: vigil.CodeUnavailable, Err: err,

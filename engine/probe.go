@@ -308,6 +308,11 @@ func (s *prober) record(ctx context.Context, wt watcher.Watcher, e *scheduler.En
 		return false
 	case !ok:
 		s.sched.Drop(e)
+		if s.doubts.has(w.ID) {
+			// Settled meanwhile: perhaps by the commit in doubt, whose
+			// write became visible only now (as in commit).
+			s.recheck(ctx, w.ID)
+		}
 		e.Observer().Finish(nil)
 		return true
 	}
@@ -343,6 +348,9 @@ func (s *prober) stop(ctx context.Context, e *scheduler.Entry, w *vigil.Watch, e
 		return
 	}
 	s.sched.Drop(e)
+	if !won && s.doubts.has(w.ID) {
+		s.recheck(ctx, w.ID) // settled by the commit in doubt, as in record
+	}
 	e.Observer().Finish(nil)
 	if won {
 		s.cfg.EventFunc(vigil.Event{Type: vigil.EventWatchSettled, WatchID: w.ID, Recipient: w.Recipient, State: vigil.StateCancelled,

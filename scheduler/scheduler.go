@@ -322,6 +322,9 @@ func (s *Scheduler) Remove(id string) {
 	if x.pos >= 0 {
 		s.heapRemove(int(x.pos))
 	}
+	// A registration waiting for a first observation that will never
+	// come reads the watch as it is now.
+	s.observers[k].Finish(nil)
 	s.release(k)
 }
 
@@ -521,6 +524,18 @@ func (s *Scheduler) Run(ctx context.Context, p Prober) error {
 // runJob runs one job; fair (Run's workers) makes a probe take its turn
 // among its recipient's (see runFair).
 func (s *Scheduler) runJob(ctx context.Context, p Prober, j job, now time.Time, fair bool) {
+	if j.entries[0].class&classPrune == 0 {
+		// The probes about to run answer the pokes made while they
+		// waited for a worker (in Run's ready jobs), as a parked
+		// probe's does (nextTurn).
+		s.mu.Lock()
+		for _, e := range j.entries {
+			if e.slot >= 0 {
+				s.slots[e.slot].flags &^= flagPoked
+			}
+		}
+		s.mu.Unlock()
+	}
 	switch {
 	case j.entries[0].class&classPrune != 0:
 		s.runPrune(ctx, p, j.entries[0].slot, now)
@@ -598,6 +613,7 @@ func (s *Scheduler) nextTurn(recipient string, more bool) *Entry {
 		q = q[1:]
 		x := &s.slots[e.slot]
 		if x.flags&flagRemoved != 0 {
+			e.observer.Finish(nil)
 			s.release(e.slot)
 			continue
 		}

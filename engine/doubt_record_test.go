@@ -75,7 +75,7 @@ func TestDoubtResolvedWhenAnObservationLoses(t *testing.T) {
 	})
 	w := v.register(vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{}`), Every: "1m", Deadline: "1h",
 		Deliver: obj(`{"webhook":{"url":"https://hooks.example/in"}}`)})
-	v.tick(t0)                                 // satisfied: the commit fails, written after all
+	v.tick(t0)                                     // satisfied: the commit fails, written after all
 	v.tickEach(time.Second, t0.Add(5*time.Minute)) // the retry: pending, and finds it settled as it records
 	if s := v.get(w.ID).State; s != vigil.StateFired {
 		t.Fatalf("state %s, want fired (the settlement in doubt was written)", s)

@@ -244,6 +244,11 @@ func (c Config) Validate() error {
 	if l.MinEvery <= 0 {
 		return fmt.Errorf("min_every %s: must be positive", vigil.FormatDuration(l.MinEvery))
 	}
+	// The scheduler keeps instants as UnixNano (until 2262); a timer may
+	// start max_deadline away and end max_deadline after that.
+	if l.MaxDeadline > maxMaxDeadline {
+		return fmt.Errorf("max_deadline %s: must be at most %s", vigil.FormatDuration(l.MaxDeadline), vigil.FormatDuration(maxMaxDeadline))
+	}
 	if l.MaxDeadline < l.MinEvery {
 		return fmt.Errorf("max_deadline %s: must be at least min_every (%s)", vigil.FormatDuration(l.MaxDeadline), vigil.FormatDuration(l.MinEvery))
 	}
@@ -267,6 +272,9 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// maxMaxDeadline bounds max_deadline: 100 years.
+const maxMaxDeadline = 36500 * 24 * time.Hour
 
 // validHostName reports whether s is a DNS host name or an IP address,
 // and nothing more.

@@ -320,6 +320,7 @@ func (s *prober) record(ctx context.Context, wt watcher.Watcher, e *scheduler.En
 	s.cfg.EventFunc(vigil.Event{Type: vigil.EventWatchObserved, WatchID: w.ID, Recipient: w.Recipient,
 		State: w.State, Polls: polls, Text: obs.Summary, At: now})
 	if m := p.Message; m != nil {
+		s.sched.ArmPrune(now.Add(s.cfg.Limits.RetentionMessages))
 		s.cfg.EventFunc(vigil.Event{Type: vigil.EventMessage, WatchID: w.ID, Recipient: w.Recipient, State: w.State, Text: m.Text, Seq: m.Seq, At: now})
 	}
 	return false
@@ -353,6 +354,7 @@ func (s *prober) stop(ctx context.Context, e *scheduler.Entry, w *vigil.Watch, e
 	}
 	e.Observer().Finish(nil)
 	if won {
+		s.sched.ArmPrune(now.Add(s.cfg.Limits.RetentionWatches))
 		s.cfg.EventFunc(vigil.Event{Type: vigil.EventWatchSettled, WatchID: w.ID, Recipient: w.Recipient, State: vigil.StateCancelled,
 			Text: se.Sentence, Done: true, At: now})
 	}

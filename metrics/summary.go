@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"math"
 	"sort"
 	"time"
 )
@@ -43,7 +44,9 @@ func (m *Metrics) Probes(qs ...float64) ProbeSummary {
 	}
 	sort.Float64s(bounds)
 	for _, q := range qs {
-		rank := uint64(q * float64(out.Probes))
+		// The rank of q among n samples is ceil(q·n): the p99 of two
+		// probes is the later one. (The epsilon keeps 0.9·10 at 9.)
+		rank := uint64(math.Ceil(q*float64(out.Probes) - 1e-9))
 		v := bounds[len(bounds)-1]
 		for _, b := range bounds {
 			if buckets[b] >= max(rank, 1) {

@@ -243,10 +243,21 @@ func (s *Scheduler) Take(id string, every time.Duration) (e *Entry, mine bool) {
 // runPrune runs the retention entry: p prunes and says when anything next
 // becomes prunable; with nothing left the entry is disarmed.
 func (s *Scheduler) runPrune(ctx context.Context, p Prober, k int32, now time.Time) {
+	// What was armed before this prune starts, it finds; what is armed
+	// while it runs (armPruneLocked) may have been written after it read.
+	s.mu.Lock()
+	s.pruneLater = 0
+	s.mu.Unlock()
 	next := p.Prune(ctx, now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.slots[k].flags &^= flagInflight
+	if later := s.pruneLater; later != 0 {
+		s.pruneLater = 0
+		if t := time.Unix(0, later); next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
 	if next.IsZero() {
 		if s.pruneSlot == k {
 			s.pruneSlot = -1

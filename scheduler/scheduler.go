@@ -92,7 +92,11 @@ type Scheduler struct {
 	observers map[int32]*Observer
 	// pruneSlot is the one retention entry, when armed; -1 when not.
 	pruneSlot int32
-	wake      chan struct{}
+	// pruneLater is the earliest instant (unix ns) an ArmPrune asked for
+	// while the retention entry was in flight, 0 when none did: the
+	// running prune may have read the store before that write.
+	pruneLater int64
+	wake       chan struct{}
 	// busy counts Run's probes in flight by recipient, and parked holds
 	// the due probes waiting for their recipient's turn (see runFair).
 	// Both hold only recipients with a probe running.
@@ -392,7 +396,11 @@ func (s *Scheduler) armPruneLocked(t time.Time) bool {
 		s.pruneSlot = s.alloc(&Entry{id: "\x00prune", class: classPrune, due: at})
 		s.heapPush(s.pruneSlot)
 	case s.slots[s.pruneSlot].flags&flagInflight != 0:
-		// The running prune re-arms itself from what it finds.
+		// The running prune re-arms itself from what it finds, and from
+		// this: what it finds may have been read before this write.
+		if s.pruneLater == 0 || at < s.pruneLater {
+			s.pruneLater = at
+		}
 		return false
 	case at < s.slots[s.pruneSlot].due:
 		s.slots[s.pruneSlot].due = at

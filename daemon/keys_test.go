@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/client"
 	"github.com/vigil-run/vigil/daemon"
@@ -316,22 +318,48 @@ func TestPostgresReplicaKeysAfterLapse(t *testing.T) {
 		}
 		return out, held
 	}
-	lapse := func() {
-		pgtest.Exec(t, store, `UPDATE replicas SET lease_until = now() - interval '1 millisecond' WHERE id = 'replica-a'`)
+	// lapse ends replica-a's lease, and says when by the database's clock.
+	lapse := func() time.Time {
+		t.Helper()
+		c, err := pgx.Connect(t.Context(), store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(context.Background())
+		var at time.Time
+		if err := c.QueryRow(t.Context(), `UPDATE replicas SET lease_until = now() - interval '1 millisecond' WHERE id = 'replica-a' RETURNING now()`).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return at
 	}
-	// join records prints for replica, comparing with nobody (a is not
-	// live), and beats: its first heartbeat makes a step.
+	// join lapses replica-a's lease and records prints for replica,
+	// comparing with nobody (a is not live), and beats: its first
+	// heartbeat makes a step. A replica-a that beat again after the lapse
+	// (a step of its own, after the last join's) is live, rightly
+	// compared with: the lapse is made again.
+	errRenewed := errors.New("replica-a beat again after its lease was ended")
 	join := func(replica string, prints postgres.KeyPrints) {
 		t.Helper()
-		if err := pg.RecordKeys(t.Context(), replica, prints, time.Minute, func(peers []postgres.PeerKeys) error {
-			for _, p := range peers {
-				if p.Replica == "replica-a" {
-					return fmt.Errorf("%s compared with replica-a, whose lease lapsed", replica)
+		for try := 0; ; try++ {
+			at := lapse()
+			err := pg.RecordKeys(t.Context(), replica, prints, time.Minute, func(peers []postgres.PeerKeys) error {
+				for _, p := range peers {
+					if p.Replica == "replica-a" && p.Seen.After(at) {
+						return errRenewed
+					}
+					if p.Replica == "replica-a" {
+						return fmt.Errorf("%s compared with replica-a, whose lease lapsed", replica)
+					}
 				}
+				return nil
+			})
+			if errors.Is(err, errRenewed) && try < 50 {
+				continue
 			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
+			if err != nil {
+				t.Fatal(err)
+			}
+			break
 		}
 		if _, err := pg.Heartbeat(t.Context(), postgres.HeartbeatParams{Replica: replica, Live: time.Minute, Lease: time.Minute}); err != nil {
 			t.Fatal(err)
@@ -341,7 +369,6 @@ func TestPostgresReplicaKeysAfterLapse(t *testing.T) {
 	// Beside a replica with the same keys: it goes on, and takes its
 	// share again (at the next epoch).
 	before, _ := epochs()
-	lapse()
 	join("replica-same", same)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -363,7 +390,6 @@ func TestPostgresReplicaKeysAfterLapse(t *testing.T) {
 
 	// Beside a replica with other keys: refused, stopped.
 	before, _ = epochs()
-	lapse()
 	join("replica-other", postgres.KeyPrints{Webhook: []string{"0123456789abcdef"}, Link: "fedcba9876543210"})
 	select {
 	case err = <-errc:

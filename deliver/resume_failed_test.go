@@ -29,6 +29,38 @@ func (s *getManyFails) WatchGetMany(ctx context.Context, ids []string) ([]*vigil
 	return s.Store.WatchGetMany(ctx, ids)
 }
 
+// resumeAfterAFailure leaves watch "a" (delivery options opts) settled
+// with its webhook receipt left sending, resumes twice, the first time
+// failing after the store turned "sending" into "unknown", then runs the
+// dispatcher until it is idle. It returns the webhook's receiver and the
+// dispatcher, and whether the first resume failed. Call inside synctest.
+func resumeAfterAFailure(t *testing.T, opts string) (*receiver, *deliver.Dispatcher, bool) {
+	t.Helper()
+	st := &getManyFails{Store: memstore.New()}
+	settled(t, st, "a", opts, vigil.StateFired)
+	if err := st.ReceiptUpsert(t.Context(), vigil.ReceiptUpsertParams{ReceiptRecord: vigil.ReceiptRecord{WatchID: "a", MessageID: "msg-a",
+		Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptSending, Attempts: 1, UpdatedAt: time.Now()}}}); err != nil {
+		t.Fatal(err)
+	}
+	rv := &receiver{answer: func(int) (int, bool, bool) { return http.StatusOK, false, false }}
+	ch, err := webhook.New(webhook.Config{Client: &http.Client{Transport: rv}, Secrets: []string{testSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := deliver.New(deliver.Config{Store: st, Channels: map[string]deliver.Channel{deliver.ChannelWebhook: ch}, Logger: slog.New(slog.DiscardHandler)})
+	failed := d.Resume(t.Context()) != nil
+	if err := d.Resume(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = d.Run(ctx); close(done) }()
+	synctest.Wait()
+	cancel()
+	<-done
+	return rv, d, failed
+}
+
 // TestResumeRetryUnknownAfterAFailedResume: a resume whose reading
 // of the watches fails after the store turned "sending" into "unknown"
 // is tried again (a replica's arm loop does, a second later; a SQLite
@@ -36,30 +68,10 @@ func (s *getManyFails) WatchGetMany(ctx context.Context, ids []string) ([]*vigil
 // must still be resent: the first try's conversion must not hide it.
 func TestResumeRetryUnknownAfterAFailedResume(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &getManyFails{Store: memstore.New()}
-		settled(t, st, "a", `{"webhook":{"retry_unknown":true,"url":"https://hooks.example/in"}}`, vigil.StateFired)
-		if err := st.ReceiptUpsert(t.Context(), vigil.ReceiptUpsertParams{ReceiptRecord: vigil.ReceiptRecord{WatchID: "a", MessageID: "msg-a",
-			Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptSending, Attempts: 1, UpdatedAt: time.Now()}}}); err != nil {
-			t.Fatal(err)
-		}
-		rv := &receiver{answer: func(int) (int, bool, bool) { return http.StatusOK, false, false }}
-		ch, err := webhook.New(webhook.Config{Client: &http.Client{Transport: rv}, Secrets: []string{testSecret}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d := deliver.New(deliver.Config{Store: st, Channels: map[string]deliver.Channel{deliver.ChannelWebhook: ch}, Logger: slog.New(slog.DiscardHandler)})
-		if err := d.Resume(t.Context()); err == nil {
+		rv, _, failed := resumeAfterAFailure(t, `{"webhook":{"retry_unknown":true,"url":"https://hooks.example/in"}}`)
+		if !failed {
 			t.Fatal("the first resume did not fail")
 		}
-		if err := d.Resume(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { _ = d.Run(ctx); close(done) }()
-		synctest.Wait()
-		cancel()
-		<-done
 		if got := rv.requests(); len(got) != 1 {
 			t.Errorf("requests = %d, want 1: the webhook opted into retry_unknown and was left sending", len(got))
 		}
@@ -70,23 +82,7 @@ func TestResumeRetryUnknownAfterAFailedResume(t *testing.T) {
 // retry_unknown: nothing is sent.
 func TestResumeUnknownNotResentAfterAFailedResume(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &getManyFails{Store: memstore.New()}
-		settled(t, st, "a", hookOpts, vigil.StateFired)
-		if err := st.ReceiptUpsert(t.Context(), vigil.ReceiptUpsertParams{ReceiptRecord: vigil.ReceiptRecord{WatchID: "a", MessageID: "msg-a",
-			Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptSending, Attempts: 1, UpdatedAt: time.Now()}}}); err != nil {
-			t.Fatal(err)
-		}
-		rv := &receiver{answer: func(int) (int, bool, bool) { return http.StatusOK, false, false }}
-		ch, _ := webhook.New(webhook.Config{Client: &http.Client{Transport: rv}, Secrets: []string{testSecret}})
-		d := deliver.New(deliver.Config{Store: st, Channels: map[string]deliver.Channel{deliver.ChannelWebhook: ch}, Logger: slog.New(slog.DiscardHandler)})
-		_ = d.Resume(t.Context())
-		_ = d.Resume(t.Context())
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { _ = d.Run(ctx); close(done) }()
-		synctest.Wait()
-		cancel()
-		<-done
+		rv, d, _ := resumeAfterAFailure(t, hookOpts)
 		if got := rv.requests(); len(got) != 0 {
 			t.Errorf("requests = %d, want 0 (unknown is never resent without retry_unknown)", len(got))
 		}

@@ -34,12 +34,8 @@ func TestRetargetedLinkWakes(t *testing.T) {
 	if err := os.Symlink(filepath.Join(root, "a", "notes.md"), link); err != nil {
 		t.Fatal(err)
 	}
-	pokes := make(chan string, 16)
-	n := fsevent.New(fsevent.Config{PokeFunc: func(id string) { pokes <- id }})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = n.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	ctx := t.Context()
+	n, pokes := runNotifier(t)
 
 	w := folder.New(folder.Config{Roots: []string{root}, Waker: n})
 	c, err := w.Canonicalize(ctx, json.RawMessage(`{"path":"`+link+`","settle":"0s","standing":true}`), time.Now())
@@ -85,12 +81,8 @@ func TestFollowedLinkTargetEditWakes(t *testing.T) {
 	if err := os.Symlink(target, filepath.Join(root, "docs", "policy.md")); err != nil {
 		t.Fatal(err)
 	}
-	pokes := make(chan string, 16)
-	n := fsevent.New(fsevent.Config{PokeFunc: func(id string) { pokes <- id }})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = n.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	ctx := t.Context()
+	n, pokes := runNotifier(t)
 
 	w := folder.New(folder.Config{Roots: []string{root}, Waker: n})
 	c, err := w.Canonicalize(ctx, json.RawMessage(`{"path":"`+filepath.Join(root, "docs")+`","settle":"0s","standing":true}`), time.Now())
@@ -111,4 +103,16 @@ func TestFollowedLinkTargetEditWakes(t *testing.T) {
 		t.Fatalf("the followed file was edited and no event woke the watch (the next look answers %s: %q); it waits for its %s interval",
 			got.Verdict, got.Summary, folder.EventEvery)
 	}
+}
+
+// runNotifier runs a file system notifier until t ends; its pokes come on
+// the channel.
+func runNotifier(t *testing.T) (*fsevent.Notifier, <-chan string) {
+	pokes := make(chan string, 16)
+	n := fsevent.New(fsevent.Config{PokeFunc: func(id string) { pokes <- id }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = n.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return n, pokes
 }

@@ -112,12 +112,7 @@ func alive(pid int) bool {
 func TestRunDeadlinePassedWhileDownEndsTheGroup(t *testing.T) {
 	t.Parallel()
 	st, dir := memstore.New(), t.TempDir()
-	bg := filepath.Join(t.TempDir(), "bg.pid")
-	d1 := startDaemon(t, st, dir)
-	w := register(t, d1, `{"shell":"echo $$ > `+bg+`; sleep 60"}`, "1h", 0)
-	pid := waitPid(t, bg)
-	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
-	d1.stop()
+	w, pid := runThenStop(t, st, dir)
 
 	// The next start is past the deadline: it passed while none ran.
 	d2 := startDaemonAt(t, st, dir, func() time.Time { return time.Now().Add(2 * time.Hour) })
@@ -125,13 +120,7 @@ func TestRunDeadlinePassedWhileDownEndsTheGroup(t *testing.T) {
 	if err != nil || got.State != vigil.StateExpired {
 		t.Fatalf("after the start: %+v, %v; want expired", got, err)
 	}
-	s := waitStatus(t, dir, w.ID)
-	if !s.Terminated || s.Signal != "SIGTERM" {
-		t.Fatalf("status = %+v, want the program ended by SIGTERM", s)
-	}
-	if alive(pid) {
-		t.Fatalf("the program %d outlived its watch's expiry", pid)
-	}
+	wantEnded(t, dir, w.ID, pid, "its watch's expiry")
 }
 
 // TestRunErroredEndsTheGroup: a run watch that settles errored while its
@@ -140,23 +129,38 @@ func TestRunDeadlinePassedWhileDownEndsTheGroup(t *testing.T) {
 func TestRunErroredEndsTheGroup(t *testing.T) {
 	t.Parallel()
 	st, dir := memstore.New(), t.TempDir()
-	bg := filepath.Join(t.TempDir(), "bg.pid")
-	d1 := startDaemon(t, st, dir)
-	w := register(t, d1, `{"shell":"echo $$ > `+bg+`; sleep 60"}`, "1h", 0)
-	pid := waitPid(t, bg)
-	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
-	d1.stop()
+	w, pid := runThenStop(t, st, dir)
 
 	d2 := startDaemonWith(t, st, dir, nil, func(c *run.Config) { c.AllowExec = false })
 	got, err := d2.eng.Check(context.Background(), w.ID)
 	if err != nil || got.State != vigil.StateErrored {
 		t.Fatalf("checked at the next start: %+v, %v; want errored", got, err)
 	}
-	s := waitStatus(t, dir, w.ID)
+	wantEnded(t, dir, w.ID, pid, "its errored watch")
+}
+
+// runThenStop registers a run watch on a daemon over st and dir, waits for
+// its program to start and stops the daemon, leaving the program running.
+func runThenStop(t *testing.T, st vigil.Store, dir string) (*vigil.Watch, int) {
+	t.Helper()
+	bg := filepath.Join(t.TempDir(), "bg.pid")
+	d := startDaemon(t, st, dir)
+	w := register(t, d, `{"shell":"echo $$ > `+bg+`; sleep 60"}`, "1h", 0)
+	pid := waitPid(t, bg)
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	d.stop()
+	return w, pid
+}
+
+// wantEnded waits for the status of watch id's run and fails t unless its
+// program pid was ended by SIGTERM; what names what should have ended it.
+func wantEnded(t *testing.T, dir, id string, pid int, what string) {
+	t.Helper()
+	s := waitStatus(t, dir, id)
 	if !s.Terminated || s.Signal != "SIGTERM" {
 		t.Fatalf("status = %+v, want the program ended by SIGTERM", s)
 	}
 	if alive(pid) {
-		t.Fatalf("the program %d outlived its errored watch", pid)
+		t.Fatalf("the program %d outlived %s", pid, what)
 	}
 }

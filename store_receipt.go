@@ -77,11 +77,36 @@ type ReceiptUpsertParams struct {
 	// Prior is how many attempts the receipt a claim follows had: 0 for
 	// a first attempt, which follows no receipt.
 	Prior int
+	// Ends makes the write the end of the attempt that claimed the
+	// receipt (the status it ended with): it is made only if the receipt
+	// is still that attempt's, with as many attempts, sending or unknown
+	// (a replica that took the watch's shard over while it ran resumed
+	// it), or already what it writes (a write again after one in doubt
+	// that landed). An attempt that outlived its claim (its shard moved away and
+	// came back while it ran, and the replica in between started the next
+	// attempt, or ended the delivery) writes nothing over what followed.
+	Ends bool
 }
 
-// ErrClaimed is the error of a claim (ReceiptUpsertParams.Claim) that
-// found the receipt moved on: another attempt took the delivery over, and
-// the caller sends nothing.
+// Accepts reports whether p's write may be made over the channel's receipt
+// as stored (exists false: none): a claim over the receipt it follows
+// (ReceiptClaimable), an end over its own attempt's receipt (Ends), and
+// any other write over anything. A store that finds it may not returns
+// ErrClaimed and writes nothing.
+func (p ReceiptUpsertParams) Accepts(exists bool, status string, attempts int) bool {
+	switch {
+	case p.Claim:
+		return ReceiptClaimable(exists, status, attempts, p.Prior)
+	case p.Ends:
+		return exists && attempts == p.Attempts &&
+			(status == ReceiptSending || status == ReceiptUnknown || status == p.Status)
+	}
+	return true
+}
+
+// ErrClaimed is the error of a claim (ReceiptUpsertParams.Claim), or of
+// an attempt's end (Ends), that found the receipt moved on: another
+// attempt took the delivery over, and the caller sends and writes nothing.
 var ErrClaimed = &Error{Code: CodeConflict, Message: "another attempt took this delivery over"}
 
 // ReceiptClaimable reports whether an attempt that follows prior attempts

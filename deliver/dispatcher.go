@@ -744,7 +744,8 @@ func (d *Dispatcher) claim(ctx context.Context, log *slog.Logger, j *job, rec vi
 	return false
 }
 
-// record writes rec, the receipt that ends j's attempt, and reports
+// record writes rec, the receipt that ends j's attempt, over that
+// attempt's own receipt only (vigil.ReceiptUpsertParams.Ends), and reports
 // whether it did. The write outlives ctx (a shutdown that came while the
 // attempt ran), for at most finalWrite: a store that refuses a write whose
 // context is done (SQLite) would otherwise leave an attempt that ended
@@ -756,9 +757,17 @@ func (d *Dispatcher) claim(ctx context.Context, log *slog.Logger, j *job, rec vi
 // retried, and its receipt "sending", until the next start.
 func (d *Dispatcher) record(ctx context.Context, log *slog.Logger, j *job, rec vigil.ReceiptRecord) bool {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWrite)
-	err := d.cfg.Store.ReceiptUpsert(wctx, vigil.ReceiptUpsertParams{ReceiptRecord: rec})
+	err := d.cfg.Store.ReceiptUpsert(wctx, vigil.ReceiptUpsertParams{ReceiptRecord: rec, Ends: true})
 	cancel()
 	if err != nil {
+		if vigil.ErrorCode(err) == vigil.CodeConflict {
+			// Another attempt followed this one (its shard moved to a
+			// replica that resumed the delivery while it ran, and came
+			// back): what that attempt wrote stands.
+			log.Info("recording receipt: another attempt took this delivery over; its receipt stands", "status", rec.Status)
+			d.finish(j)
+			return false
+		}
 		if errors.Is(err, vigil.ErrNotFound) {
 			// The watch was deleted (or pruned) while the attempt ran:
 			// there is nothing left to record it on.

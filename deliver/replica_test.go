@@ -134,3 +134,55 @@ func TestResumeRetryQueuedHere(t *testing.T) {
 		r.stop()
 	})
 }
+
+// TestAttemptOutlivedByTheNext: replica A's attempt hangs on a slow
+// receiver while w1's shard moves to B, whose resume finds the receipt
+// sending (unknown), and, as retry_unknown asks, makes the next attempt,
+// which lands. The shard comes back to A before A's attempt ends with a
+// 503. A's end must not write over B's delivered receipt: before, it
+// wrote "retrying after 1 attempt" there, and A's retry then posted the
+// webhook a third time.
+func TestAttemptOutlivedByTheNext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		release := make(chan struct{})
+		a := replicaRig(t, st, func(n int) (int, bool, bool) {
+			if n == 1 {
+				<-release
+			}
+			return http.StatusServiceUnavailable, false, false
+		}, func(string) bool { return true }) // lost and back: as A sees it when it ends
+		b := replicaRig(t, st, func(int) (int, bool, bool) { return http.StatusOK, false, false },
+			func(string) bool { return true })
+		startRun(t, a)
+		w1, m1 := settled(t, st, "w1", `{"webhook":{"url":"https://hooks.example/in","retry_unknown":true}}`, vigil.StateFired)
+		a.d.Deliver(w1, m1)
+		synctest.Wait() // A's first attempt is on its way
+		if rc := a.receipt(t, "w1", "webhook"); rc.Status != vigil.ReceiptSending || rc.Attempts != 1 {
+			t.Fatalf("during A's attempt: receipt = %+v, want sending, attempt 1", rc)
+		}
+		if err := b.d.Resume(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		startRun(t, b)
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if rc := b.receipt(t, "w1", "webhook"); rc.Status != vigil.ReceiptDelivered || rc.Attempts != 2 {
+			t.Fatalf("after B's attempt: receipt = %+v, want delivered on attempt 2; B's log:\n%s", rc, b.logs)
+		}
+		b.stop()
+		close(release) // A's attempt ends: 503
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if rc := a.receipt(t, "w1", "webhook"); rc.Status != vigil.ReceiptDelivered || rc.Attempts != 2 {
+			t.Errorf("after A's attempt ended: receipt = %+v, want B's delivered on attempt 2 still; A's log:\n%s", rc, a.logs)
+		}
+		if na, nb := len(a.rv.requests()), len(b.rv.requests()); na != 1 || nb != 1 {
+			t.Errorf("the webhook was posted %d times by A and %d by B, want once each", na, nb)
+		}
+		if n := a.d.Pending(); n != 0 {
+			t.Errorf("A's Pending() = %d, want 0", n)
+		}
+		a.stop()
+	})
+}

@@ -30,9 +30,9 @@ func (s *Store) ReceiptUpsert(_ context.Context, p vigil.ReceiptUpsertParams) er
 		s.rcpt = map[string]map[string]vigil.ReceiptRecord{}
 	}
 	byCh := s.rcpt[r.WatchID]
-	if p.Claim {
+	if p.Claim || p.Ends {
 		old, exists := byCh[r.Channel]
-		if !vigil.ReceiptClaimable(exists, old.Status, old.Attempts, p.Prior) {
+		if !p.Accepts(exists, old.Status, old.Attempts) {
 			return vigil.ErrClaimed
 		}
 	}

@@ -36,7 +36,7 @@ func (s *Store) ReceiptUpsert(ctx context.Context, p vigil.ReceiptUpsertParams) 
 		if err != nil {
 			return err
 		}
-		if p.Claim {
+		if p.Claim || p.Ends {
 			// The watch's row is locked: every writer of its receipts
 			// waits here, and reads what the one before committed.
 			var status string
@@ -46,7 +46,7 @@ func (s *Store) ReceiptUpsert(ctx context.Context, p vigil.ReceiptUpsertParams) 
 			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
-			if !vigil.ReceiptClaimable(err == nil, status, attempts, p.Prior) {
+			if !p.Accepts(err == nil, status, attempts) {
 				return vigil.ErrClaimed
 			}
 		}

@@ -31,7 +31,7 @@ func (s *Store) ReceiptUpsert(ctx context.Context, p vigil.ReceiptUpsertParams) 
 		if err != nil {
 			return wrap("write receipt", err)
 		}
-		if p.Claim {
+		if p.Claim || p.Ends {
 			var status string
 			var attempts int
 			err := t.conn.QueryRowContext(bg, `SELECT status, attempts FROM receipts WHERE watch_id = ? AND channel = ?`,
@@ -39,7 +39,7 @@ func (s *Store) ReceiptUpsert(ctx context.Context, p vigil.ReceiptUpsertParams) 
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return wrap("write receipt", err)
 			}
-			if !vigil.ReceiptClaimable(err == nil, status, attempts, p.Prior) {
+			if !p.Accepts(err == nil, status, attempts) {
 				return vigil.ErrClaimed
 			}
 		}

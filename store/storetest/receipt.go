@@ -25,7 +25,8 @@ func upsert(t *testing.T, s vigil.Store, r vigil.ReceiptRecord) {
 // over the receipt the attempt follows: none for a first attempt, one
 // retrying or unknown with as many attempts as it follows; over anything
 // else (another attempt sending, a delivery done) it writes nothing and
-// says conflict.
+// says conflict. An attempt's end (Ends) is written over that attempt's
+// receipt only.
 func testReceiptClaim(t *testing.T, newStore NewStoreFunc) {
 	s, _ := newStore(t)
 	w := create(t, s, httpWatch("w1", "r", 1, base))
@@ -99,6 +100,35 @@ func testReceiptClaim(t *testing.T, newStore NewStoreFunc) {
 	err := s.ReceiptUpsert(t.Context(), vigil.ReceiptUpsertParams{ReceiptRecord: vigil.ReceiptRecord{WatchID: "missing", MessageID: "m",
 		Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptSending, Attempts: 1, UpdatedAt: at}}, Claim: true})
 	wantCode(t, "ReceiptUpsert(missing watch, claimed)", err, vigil.CodeNotFound)
+
+	// An attempt's end is written over its own receipt only: sending, or
+	// unknown (resumed while it ran), with as many attempts, or already
+	// what it writes; never over the attempt that followed it, nor over a
+	// channel with no receipt.
+	end := func(r vigil.ReceiptRecord) error {
+		return s.ReceiptUpsert(t.Context(), vigil.ReceiptUpsertParams{ReceiptRecord: r, Ends: true})
+	}
+	if err := end(rec("email", vigil.ReceiptDelivered, 1)); vigil.ErrorCode(err) != vigil.CodeConflict {
+		t.Fatalf("an end with no receipt: error = %v, want conflict", err)
+	}
+	if err := end(rec("command", vigil.ReceiptRetrying, 3)); vigil.ErrorCode(err) != vigil.CodeConflict {
+		t.Fatalf("an end over the next attempt's sending: error = %v, want conflict", err)
+	}
+	if err := end(rec("command", vigil.ReceiptUnknown, 4)); err != nil {
+		t.Fatalf("the attempt's own end: %v", err)
+	}
+	if err := end(rec("command", vigil.ReceiptDelivered, 4)); err != nil {
+		t.Fatalf("an end over its own attempt resumed as unknown: %v", err)
+	}
+	if err := end(rec("command", vigil.ReceiptDelivered, 4)); err != nil {
+		t.Fatalf("the same end again: %v", err)
+	}
+	if err := end(rec("command", vigil.ReceiptUndeliverable, 4)); vigil.ErrorCode(err) != vigil.CodeConflict {
+		t.Fatalf("another end over a delivered receipt: error = %v, want conflict", err)
+	}
+	if got := stored("command"); got.Status != vigil.ReceiptDelivered || got.Attempts != 4 {
+		t.Fatalf("the command receipt became %+v, want delivered after 4 attempts", got)
+	}
 }
 
 // testReceipts: a receipt is written per (watch, channel), replaced by the

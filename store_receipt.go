@@ -77,12 +77,15 @@ type ReceiptUpsertParams struct {
 	// Prior is how many attempts the receipt a claim follows had: 0 for
 	// a first attempt, which follows no receipt.
 	Prior int
+	// A claim's NextAt (a "sending" receipt's) is when the attempt after
+	// it is due should it end unknown (retry_unknown): set, a resume that
+	// finds the receipt still sending makes it retrying (ResumeSending).
 	// Ends makes the write the end of the attempt that claimed the
 	// receipt (the status it ended with): it is made only if the receipt
-	// is still that attempt's, with as many attempts, sending or unknown
-	// (a replica that took the watch's shard over while it ran resumed
-	// it), or already what it writes (a write again after one in doubt
-	// that landed). An attempt that outlived its claim (its shard moved away and
+	// is still that attempt's, with as many attempts: sending, or unknown
+	// or retrying (a replica that took the watch's shard over while it ran
+	// resumed it, and has not started the next attempt), or already what
+	// it writes (a write again after one in doubt that landed). An attempt that outlived its claim (its shard moved away and
 	// came back while it ran, and the replica in between started the next
 	// attempt, or ended the delivery) writes nothing over what followed.
 	Ends bool
@@ -98,8 +101,8 @@ func (p ReceiptUpsertParams) Accepts(exists bool, status string, attempts int) b
 	case p.Claim:
 		return ReceiptClaimable(exists, status, attempts, p.Prior)
 	case p.Ends:
-		return exists && attempts == p.Attempts &&
-			(status == ReceiptSending || status == ReceiptUnknown || status == p.Status)
+		return exists && attempts == p.Attempts && (status == p.Status ||
+			status == ReceiptSending || status == ReceiptUnknown || status == ReceiptRetrying)
 	}
 	return true
 }
@@ -121,6 +124,22 @@ func ReceiptClaimable(exists bool, status string, attempts, prior int) bool {
 		return prior == 0
 	}
 	return attempts == prior && (status == ReceiptRetrying || status == ReceiptUnknown)
+}
+
+// ResumeSending turns r, a receipt found sending by ReceiptsResume (its
+// attempt was cut short by a crash, or by the loss of its shard), into what
+// it is from now: retrying, due at its NextAt, when its attempt set one (a
+// webhook that opted into retry_unknown, with a rung of its ladder left:
+// see ReceiptUpsertParams), so that the next attempt is made however many
+// starts it takes; else unknown. It reports whether r is retrying.
+func ResumeSending(r *ReceiptRecord, now time.Time) (retrying bool) {
+	r.UpdatedAt = now
+	if !r.NextAt.IsZero() {
+		r.Status, r.Detail = ReceiptRetrying, "the daemon stopped while this was being sent, and it may have been received: sent again, as retry_unknown asks"
+		return true
+	}
+	r.Status, r.Detail = ReceiptUnknown, "the daemon stopped while this was being sent"
+	return false
 }
 
 // ReceiptsResumeParams are the arguments of Store.ReceiptsResume.
@@ -157,7 +176,8 @@ type ReceiptsResumeParams struct {
 type ReceiptsResumeResult struct {
 	// Unknown were "sending" and are now "unknown".
 	Unknown []ReceiptRecord
-	// Retrying are due again at their NextAt.
+	// Retrying are due again at their NextAt: those found retrying, and
+	// those found sending that ResumeSending made retrying.
 	Retrying []ReceiptRecord
 	// Undispatched are settled watches with an outcome message that may
 	// owe a channel its first attempt, by watch id.

@@ -367,6 +367,10 @@ func (d *Dispatcher) ResumeWith(ctx context.Context, resume func(context.Context
 	for _, u := range res.Undispatched {
 		ids = append(ids, u.WatchID)
 	}
+	// An attempt under retry_unknown is resumed as retrying (its receipt
+	// said when the next is due: vigil.ResumeSending), durably, whatever
+	// happens to this start. What follows is for receipts a build before
+	// that wrote, which said nothing: their options decide.
 	ws, err := d.cfg.Store.WatchGetMany(ctx, ids)
 	if err != nil {
 		// The store has turned them unknown already: a resume tried
@@ -657,6 +661,14 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 	// this daemon, or on the replica the watch's shard moved from or to)
 	// has sent or is sending it.
 	rec.Status, rec.UpdatedAt = vigil.ReceiptSending, d.now()
+	retryUnknown := j.channel == ChannelWebhook && o.Webhook != nil && o.Webhook.RetryUnknown
+	if wait, ok := NextRetry(rec.Attempts); ok && retryUnknown {
+		// Should the daemon stop before this attempt ends, the receipt
+		// says when the next one is due: the resume that finds it sending
+		// makes it retrying, durably, at the next start or on the replica
+		// that takes the shard over (vigil.ResumeSending).
+		rec.NextAt = rec.UpdatedAt.Add(wait)
+	}
 	if !d.claim(ctx, log, j, rec) {
 		return
 	}
@@ -669,7 +681,7 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 		return
 	}
 	now := d.now()
-	rec.UpdatedAt, rec.Detail = now, ""
+	rec.UpdatedAt, rec.Detail, rec.NextAt = now, "", time.Time{}
 	var again time.Duration
 	switch {
 	case stopped:
@@ -681,7 +693,7 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 		rec.Status = vigil.ReceiptDelivered
 	case IsUnknown(err):
 		rec.Status, rec.Detail = vigil.ReceiptUnknown, clip(err.Error())
-		if j.channel == ChannelWebhook && o.Webhook != nil && o.Webhook.RetryUnknown {
+		if retryUnknown {
 			if wait, ok := NextRetry(rec.Attempts); ok {
 				rec.Status, again = vigil.ReceiptRetrying, wait
 			}

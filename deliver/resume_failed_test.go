@@ -91,3 +91,44 @@ func TestResumeUnknownNotResentAfterAFailedResume(t *testing.T) {
 		}
 	})
 }
+
+// TestRetryUnknownSurvivesAFailedStart: a webhook that opted into
+// retry_unknown is on its way when the daemon stops, and is cut short (its
+// receipt stays sending). The next start's resume fails after the store
+// resumed the receipt (reading the watches fails, and that start ends
+// there); the start after it must still send the webhook again. Before,
+// the first resume turned the receipt unknown, and only that start's
+// dispatcher, gone with it, knew it was to be resent.
+func TestRetryUnknownSurvivesAFailedStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		first := build(t, mem, func(int) (int, bool, bool) { return http.StatusOK, true, false }, nil)
+		startRun(t, first)
+		w, m := settled(t, mem, "a", `{"webhook":{"retry_unknown":true,"url":"https://hooks.example/in"}}`, vigil.StateFired)
+		first.d.Deliver(w, m)
+		synctest.Wait()
+		first.stop()
+		if rc := first.receipt(t, "a", "webhook"); rc.Status != vigil.ReceiptSending || rc.Attempts != 1 {
+			t.Fatalf("after the cut: receipt = %+v, want sending, attempt 1", rc)
+		}
+
+		second := deliver.New(deliver.Config{Store: &getManyFails{Store: mem}, Logger: slog.New(slog.DiscardHandler)})
+		if err := second.Resume(t.Context()); err == nil {
+			t.Fatal("the second start's resume did not fail")
+		}
+
+		third := build(t, mem, func(int) (int, bool, bool) { return http.StatusOK, false, false }, nil)
+		if err := third.d.Resume(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		startRun(t, third)
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if n := len(third.rv.requests()); n != 1 {
+			t.Errorf("the third start posted the webhook %d times, want once (retry_unknown); log:\n%s", n, third.logs)
+		}
+		if rc := third.receipt(t, "a", "webhook"); rc.Status != vigil.ReceiptDelivered || rc.Attempts != 2 {
+			t.Errorf("receipt = %+v, want delivered on attempt 2", rc)
+		}
+	})
+}

@@ -76,9 +76,12 @@ func (s *Store) ReceiptsResume(_ context.Context, p vigil.ReceiptsResumeParams) 
 		for ch, r := range byCh {
 			switch r.Status {
 			case vigil.ReceiptSending:
-				r.Status, r.Detail, r.UpdatedAt, r.NextAt = vigil.ReceiptUnknown, "the daemon stopped while this was being sent", ms(p.Now), time.Time{}
+				if vigil.ResumeSending(&r, ms(p.Now)) {
+					res.Retrying = append(res.Retrying, r)
+				} else {
+					res.Unknown = append(res.Unknown, r)
+				}
 				byCh[ch] = r
-				res.Unknown = append(res.Unknown, r)
 				changed = true
 			case vigil.ReceiptRetrying:
 				res.Retrying = append(res.Retrying, r)

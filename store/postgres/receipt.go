@@ -140,23 +140,27 @@ func (s *Store) receiptsResume(ctx context.Context, p vigil.ReceiptsResumeParams
 			AND ($1::smallint[] IS NULL OR shard = ANY($1)) ORDER BY id FOR UPDATE`, shards); err != nil {
 			return err
 		}
-		if res.Unknown, err = openReceipts(ctx, tx, vigil.ReceiptSending, shards); err != nil {
+		sending, err := openReceipts(ctx, tx, vigil.ReceiptSending, shards)
+		if err != nil {
 			return err
 		}
 		if res.Retrying, err = openReceipts(ctx, tx, vigil.ReceiptRetrying, shards); err != nil {
 			return err
 		}
-		now := p.Now.UnixMilli()
-		for i := range res.Unknown {
-			r := &res.Unknown[i]
-			r.Status, r.Detail, r.UpdatedAt = vigil.ReceiptUnknown, "the daemon stopped while this was being sent", time.UnixMilli(now).UTC()
-			if _, err := tx.Exec(ctx, `UPDATE receipts SET status = $1, detail = $2, next_at = NULL, updated_at = $3
-				WHERE watch_id = $4 AND channel = $5`, r.Status, r.Detail, now, r.WatchID, r.Channel); err != nil {
+		now := time.UnixMilli(p.Now.UnixMilli()).UTC()
+		for _, r := range sending {
+			if vigil.ResumeSending(&r, now) {
+				res.Retrying = append(res.Retrying, r)
+			} else {
+				res.Unknown = append(res.Unknown, r)
+			}
+			if _, err := tx.Exec(ctx, `UPDATE receipts SET status = $1, detail = $2, next_at = $3, updated_at = $4
+				WHERE watch_id = $5 AND channel = $6`, r.Status, r.Detail, ms(r.NextAt), r.UpdatedAt.UnixMilli(), r.WatchID, r.Channel); err != nil {
 				return err
 			}
 		}
 		seen := map[string]bool{}
-		for _, r := range res.Unknown {
+		for _, r := range sending {
 			if !seen[r.WatchID] {
 				seen[r.WatchID] = true
 				if err := refreshReceipts(ctx, tx, r.WatchID); err != nil {

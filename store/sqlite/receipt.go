@@ -108,23 +108,27 @@ func (s *Store) ReceiptsResume(ctx context.Context, p vigil.ReceiptsResumeParams
 			return err
 		}
 		var err error
-		if res.Unknown, err = openReceipts(t, vigil.ReceiptSending); err != nil {
+		sending, err := openReceipts(t, vigil.ReceiptSending)
+		if err != nil {
 			return err
 		}
 		if res.Retrying, err = openReceipts(t, vigil.ReceiptRetrying); err != nil {
 			return err
 		}
-		now := p.Now.UnixMilli()
-		for i := range res.Unknown {
-			r := &res.Unknown[i]
-			r.Status, r.Detail, r.UpdatedAt = vigil.ReceiptUnknown, "the daemon stopped while this was being sent", time.UnixMilli(now).UTC()
-			if _, err := t.conn.ExecContext(bg, `UPDATE receipts SET status = ?, detail = ?, next_at = NULL, updated_at = ?
-				WHERE watch_id = ? AND channel = ?`, r.Status, r.Detail, now, r.WatchID, r.Channel); err != nil {
+		now := time.UnixMilli(p.Now.UnixMilli()).UTC()
+		for _, r := range sending {
+			if vigil.ResumeSending(&r, now) {
+				res.Retrying = append(res.Retrying, r)
+			} else {
+				res.Unknown = append(res.Unknown, r)
+			}
+			if _, err := t.conn.ExecContext(bg, `UPDATE receipts SET status = ?, detail = ?, next_at = ?, updated_at = ?
+				WHERE watch_id = ? AND channel = ?`, r.Status, r.Detail, ms(r.NextAt), r.UpdatedAt.UnixMilli(), r.WatchID, r.Channel); err != nil {
 				return wrap("resume receipts", err)
 			}
 		}
 		seen := map[string]bool{}
-		for _, r := range res.Unknown {
+		for _, r := range sending {
 			if !seen[r.WatchID] {
 				seen[r.WatchID] = true
 				if err := refreshReceipts(t, r.WatchID); err != nil {

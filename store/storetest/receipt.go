@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,6 +248,54 @@ func testReceiptsResume(t *testing.T, newStore NewStoreFunc) {
 	}
 	if diff := gocmp.Diff([]string{"c-orphan", "e-plain"}, sorted(ids(res.Undispatched, func(u vigil.Undispatched) string { return u.WatchID }))); diff != "" {
 		t.Errorf("Undispatched with a default channel (-want +got):\n%s", diff)
+	}
+}
+
+// testReceiptsResumeRetryUnknown: a receipt found sending whose attempt
+// said when the next is due (a webhook under retry_unknown) is resumed as
+// retrying, due then, durably: a resume that fails after it (or a second
+// start) finds it again; one that said nothing is unknown.
+func testReceiptsResumeRetryUnknown(t *testing.T, newStore NewStoreFunc) {
+	s, reopen := newStore(t)
+	at := base.Add(time.Minute)
+	next := at.Add(time.Second)
+	for i, id := range []string{"a-retry", "b-once"} {
+		w := httpWatch(id, "r", i+1, base)
+		w.Deliver = json.RawMessage(`{"webhook":{"url":"https://hooks.example/x"}}`)
+		create(t, s, w)
+		settleAll(t, s, settle(w, vigil.StateFired, "m-"+id, at))
+	}
+	upsert(t, s, vigil.ReceiptRecord{WatchID: "a-retry", MessageID: "m-a-retry", NextAt: next,
+		Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptSending, Attempts: 2, UpdatedAt: at}})
+	upsert(t, s, vigil.ReceiptRecord{WatchID: "b-once", MessageID: "m-b-once",
+		Receipt: vigil.Receipt{Channel: "webhook", Status: vigil.ReceiptSending, Attempts: 1, UpdatedAt: at}})
+
+	s = reopen()
+	now := at.Add(time.Hour)
+	want := []vigil.ReceiptRecord{{WatchID: "a-retry", MessageID: "m-a-retry", NextAt: next, Receipt: vigil.Receipt{Channel: "webhook",
+		Status: vigil.ReceiptRetrying, Attempts: 2, UpdatedAt: now,
+		Detail: "the daemon stopped while this was being sent, and it may have been received: sent again, as retry_unknown asks"}}}
+	for round := range 2 {
+		res, err := s.ReceiptsResume(t.Context(), vigil.ReceiptsResumeParams{Now: now, SettledSince: base, Channels: channels})
+		if err != nil {
+			t.Fatalf("ReceiptsResume error = %v", err)
+		}
+		if diff := gocmp.Diff(want, res.Retrying, opts); diff != "" {
+			t.Errorf("round %d: Retrying (-want +got):\n%s", round, diff)
+		}
+		wantUnknown := "b-once" // then final: found no more
+		if round > 0 {
+			wantUnknown = ""
+		}
+		if got := strings.Join(ids(res.Unknown, func(r vigil.ReceiptRecord) string { return r.WatchID }), ","); got != wantUnknown {
+			t.Errorf("round %d: Unknown = %q, want %q", round, got, wantUnknown)
+		}
+		if got := get(t, s, "a-retry").Receipts; len(got) != 1 || got[0] != want[0].Receipt {
+			t.Errorf("round %d: a-retry's receipts = %+v, want %+v", round, got, want[0].Receipt)
+		}
+		if got := get(t, s, "b-once").Receipts; len(got) != 1 || got[0].Status != vigil.ReceiptUnknown {
+			t.Errorf("round %d: b-once's receipts = %+v, want one unknown", round, got)
+		}
 	}
 }
 

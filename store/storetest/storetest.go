@@ -82,6 +82,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"Receipts", testReceipts},
 		{"ReceiptClaim", testReceiptClaim},
 		{"ReceiptsResume", testReceiptsResume},
+		{"ReceiptsResumeRetryUnknown", testReceiptsResumeRetryUnknown},
 		{"ReceiptsResumePartial", testReceiptsResumePartial},
 		{"ReceiptsResumeDefaults", testReceiptsResumeDefaults},
 		{"Tokens", testTokens},

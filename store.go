@@ -203,6 +203,13 @@ type WatchSettleParams struct {
 	CheckedAt                 time.Time
 	// AnsweredAtCreation: the caller already holds the answer; Message is nil.
 	AnsweredAtCreation bool
+	// Answered: the outcome comes from outside any probe (a token watch's
+	// completion), so any daemon of a shared store may settle it, as any
+	// may cancel: a store that fences settlements on the holder of the
+	// watch's shard (PostgreSQL replicas) does not fence this one (the
+	// compare-and-set on pending still settles it once), and tells the
+	// holder, which delivers it.
+	Answered bool
 	// Message is the outcome message; nil settles silently. The store sets
 	// its Seq when the settlement wins.
 	Message *Message

@@ -298,6 +298,9 @@ type heardWatch struct {
 	id   string
 	w    *vigil.Watch
 	gone bool
+	// message, on a watch gone, is the id of its outcome message when
+	// another replica settled it (a completion): this holder delivers it.
+	message string
 }
 
 // heard takes the database's events: a watch registered or cancelled in a
@@ -314,6 +317,9 @@ func (s *shards) heard(ev postgres.Event) {
 			return
 		}
 		h := heardWatch{id: ev.WatchID, gone: ev.Gone}
+		if ev.Gone {
+			h.message = ev.Message
+		}
 		if !ev.Gone && ev.Origin != "" && ev.Origin == s.pg.Origin() {
 			// Registered here: arming it from here could race the
 			// engine's own (and take its first observation's
@@ -373,10 +379,14 @@ func (s *shards) take(ctx context.Context, batch []heardWatch) error {
 		s.cancelled = fifo.New[string, struct{}](cancelledCap)
 	}
 	gone := map[string]bool{}
+	owed := map[string]string{}
 	for _, h := range batch {
 		if h.gone {
 			gone[h.id] = true
 			s.cancelled.Add(h.id, struct{}{})
+			if h.message != "" {
+				owed[h.id] = h.message
+			}
 		}
 	}
 	var arm []*vigil.Watch
@@ -408,10 +418,37 @@ func (s *shards) take(ctx context.Context, batch []heardWatch) error {
 		forget = append(forget, id)
 	}
 	s.eng.Forget(forget...)
+	derr := s.deliverOwed(ctx, owed)
 	if len(read) == 0 {
+		return derr
+	}
+	return errors.Join(derr, s.reconcile(ctx, read))
+}
+
+// deliverOwed hands the dispatcher the outcomes another replica settled
+// in the shards held here (a completion made there: owed maps each watch
+// to its outcome message), which that replica's fence keeps it from
+// delivering. A delivery handed over twice goes out once (each attempt
+// claims its receipt); one whose event is lost is found by the resume of
+// the next replica to take the shard.
+func (s *shards) deliverOwed(ctx context.Context, owed map[string]string) error {
+	if len(owed) == 0 || s.disp == nil {
 		return nil
 	}
-	return s.reconcile(ctx, read)
+	ids := make([]string, 0, len(owed))
+	for id := range owed {
+		ids = append(ids, id)
+	}
+	ws, err := s.pg.WatchGetMany(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if w.State != vigil.StatePending && s.pg.Holds(w.ID) {
+			s.disp.Deliver(w, &vigil.Message{ID: owed[w.ID], WatchID: w.ID, Recipient: w.Recipient})
+		}
+	}
+	return nil
 }
 
 // reconcile reads the watches ids and arms or forgets each.

@@ -32,7 +32,9 @@ func (s *prober) answer(ctx context.Context, w *vigil.Watch, obs vigil.Observati
 		return false, nil
 	}
 	out := &vigil.Outcome{State: d.State, Reason: d.Reason, Held: d.Held, Attention: d.Attention, Observation: &obs}
-	won, err := s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: prog.Polls}}, now)
+	// Answered: on a replica that does not hold the watch's shard too (a
+	// completion may reach any replica); its holder delivers it.
+	won, err := s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: prog.Polls, answered: true}}, now)
 	if err != nil {
 		return false, errNotSettled
 	}

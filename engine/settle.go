@@ -18,6 +18,9 @@ type settlement struct {
 	out   *vigil.Outcome
 	polls int
 	quiet bool
+	// answered: the outcome came from outside a probe (Complete), and
+	// any replica may settle it (vigil.WatchSettleParams.Answered).
+	answered bool
 	// probed, when set, is called once the settlement is written (or
 	// failed to be), before anyone hears of it (see prober.Probe).
 	probed func()
@@ -87,7 +90,8 @@ func (s *prober) commit(ctx context.Context, ss []settlement, now time.Time) ([]
 		// answer itself: nothing is mailed (answered at creation).
 		st.quiet = st.e.Observer().Claim()
 		p := vigil.WatchSettleParams{ID: st.w.ID, State: st.out.State, Outcome: st.out, SettledAt: now, Polls: st.polls,
-			Errors: st.w.Errors, ConsecutiveErrors: st.w.ConsecutiveErrors, CheckedAt: st.w.CheckedAt, AnsweredAtCreation: st.quiet}
+			Errors: st.w.Errors, ConsecutiveErrors: st.w.ConsecutiveErrors, CheckedAt: st.w.CheckedAt, AnsweredAtCreation: st.quiet,
+			Answered: st.answered}
 		if !st.quiet {
 			msgs[i] = OutcomeMessage(s.cfg.NewIDFunc(), st.w, st.out, now)
 			p.Message = msgs[i]

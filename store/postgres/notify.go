@@ -57,6 +57,11 @@ type Event struct {
 	// Gone, on the EventWatch of a cancel: the watch is no longer pending
 	// (and never will be again).
 	Gone bool `json:"x,omitempty"`
+	// Message, on the EventWatch of a settlement made by a replica that
+	// does not hold the watch's shard (a completion,
+	// vigil.WatchSettleParams.Answered), is the id of its outcome
+	// message: the holder delivers it.
+	Message string `json:"m,omitempty"`
 }
 
 // Sched is the schedule of a watch just registered, as stored: times in
@@ -237,6 +242,8 @@ func quickEvent(payload []byte, ev *Event) bool {
 			ev.Shard, ok = s.Integer()
 		case "x":
 			ev.Gone, ok = s.Boolean()
+		case "m":
+			ev.Message, ok = s.PlainString()
 		case "a":
 			// A registration's schedule: most of the events a replica
 			// hears. A key given twice fills one Sched, as

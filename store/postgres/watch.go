@@ -383,11 +383,28 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 		clear(won)
 		clear(seqs)
 		// Fenced: only the watches whose shards this replica still
-		// holds; the others report not won.
-		mine, err := s.fenceIDs(ctx, tx, ids)
-		if err != nil || len(mine) == 0 {
-			return err
+		// holds; the others report not won. An answer from outside a
+		// probe (Answered) is anyone's to write, as a cancel is.
+		var fenced, open []string
+		for i := range ps {
+			if ps[i].Answered {
+				open = append(open, ids[i])
+			} else {
+				fenced = append(fenced, ids[i])
+			}
 		}
+		mine := open
+		if len(fenced) > 0 {
+			kept, err := s.fenceIDs(ctx, tx, fenced)
+			if err != nil {
+				return err
+			}
+			mine = append(slices.Clip(mine), kept...)
+		}
+		if len(mine) == 0 {
+			return nil
+		}
+		f := s.fence.Load()
 		// By the primary key alone: with "AND state = 'pending'" in the
 		// query, a table not analyzed yet (a storm into a new database)
 		// was read through the pending partial index, all of it, id
@@ -452,6 +469,12 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 			if m := enc[i].Message; m != nil {
 				m.Recipient = cmpOr(m.Recipient, recipient)
 				msgs, at = append(msgs, m), append(at, i)
+				if sh := ShardOf(p.ID); p.Answered && f != nil && f.epochs[sh] == 0 {
+					// Settled here for another replica's shard: its
+					// holder delivers it (the fence refuses this
+					// replica's receipts).
+					quiet = append(quiet, Event{Kind: EventWatch, WatchID: p.ID, Recipient: recipient, Shard: sh, Origin: s.origin, Gone: true, Message: m.ID})
+				}
 			} else {
 				// Answered at creation: no message tells the other
 				// replicas, whose waits on it and event streams read

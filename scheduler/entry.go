@@ -227,7 +227,8 @@ func (s *Scheduler) entry(k int32) *Entry {
 // that an answer arriving from outside a probe (a token watch's
 // completion) can settle it: mine is false, and the entry a stand-in (see
 // Detached), when the scheduler does not hold it or its probe is in
-// flight; then the store's compare-and-set decides who wins.
+// flight (or its removed incarnation's: see Add); then the store's
+// compare-and-set decides who wins.
 func (s *Scheduler) Take(id string, every time.Duration) (e *Entry, mine bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

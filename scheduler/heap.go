@@ -80,12 +80,17 @@ func unixNano(t time.Time) int64 {
 
 const (
 	flagInflight uint8 = 1 << iota // popped and being probed
-	flagRemoved                    // cancelled or settled while in flight
+	flagRemoved                    // removed (cancelled, closed, its shard lost) while in flight
 	flagFree                       // the slot holds no watch (on the free list)
 	// flagPoked marks an entry poked while its probe was in flight: it is
 	// due again as soon as that probe ends, so no event is lost to single
 	// flight.
 	flagPoked
+	// flagWaiting marks a watch added (or primed) again while the probe of
+	// its removed incarnation is still in flight (see Scheduler.ghosts):
+	// held, but off the heap until that probe is handed back, so that a
+	// watch is never probed twice at once.
+	flagWaiting
 )
 
 // Classes of entry (Entry.class, slot.class).

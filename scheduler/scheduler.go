@@ -17,6 +17,19 @@
 // Prime arms the pending watches the prober loaded; Tick runs what is due
 // at a given instant (tests drive it with a fake clock); Run is the loop
 // (the spec's Start).
+//
+// A watch is probed once at a time: an entry in flight (popped, taken,
+// or parked for its recipient's turn) is not popped or taken again
+// before the prober hands it back. That holds across Remove: a watch
+// removed while its probe is in flight (cancelled elsewhere, or a replica
+// that lost its shard) and added again before that probe is handed back
+// (a replica that took the shard back, arming it with Add, AddMany or
+// Prime) is held at once, as a new watch with its own due instant and
+// counts, but waits, neither due nor taken, until the probe of its
+// removed incarnation is handed back; it is then armed at its own due
+// instant (at once if that passed meanwhile). That hand-back, whatever
+// it says (Reschedule, Retry or Drop), changes nothing the scheduler
+// holds: it arms only a watch added again meanwhile, and then as added.
 package scheduler
 
 import (
@@ -90,6 +103,11 @@ type Scheduler struct {
 	// observers are the observers of the slots that have one (few:
 	// registrations waiting for a first observation).
 	observers map[int32]*Observer
+	// ghosts are the slots of the watches removed while their probe was
+	// in flight (flagRemoved), by id, until that probe is handed back: few
+	// (probes in flight), and the only place a removed watch's id is
+	// still found. A watch added again meanwhile waits for it (see Add).
+	ghosts map[string]int32
 	// pruneSlot is the one retention entry, when armed; -1 when not.
 	pruneSlot int32
 	// pruneLater is the earliest instant (unix ns) an ArmPrune asked for
@@ -219,15 +237,45 @@ func (s *Scheduler) Live(id string) (Live, bool) {
 // Add schedules a newly registered watch at its entry's due instant, and
 // wakes a waiting loop. It reports false, and arms nothing, when the
 // scheduler holds the watch already.
+//
+// A watch removed while its probe was in flight and added again before
+// that probe is handed back (a replica that lost a shard and took it
+// back) is held from now on, as a new watch, but waits: it is not due,
+// nor taken, until the probe of its removed incarnation ends, and is then
+// armed at its own due instant (at once if that has passed). That probe's
+// hand-back changes nothing of it. So a watch is never probed twice at
+// once, whatever is removed and added meanwhile.
 func (s *Scheduler) Add(e *Entry) bool {
 	s.mu.Lock()
 	if _, dup := s.lookup(e.id); dup {
 		s.mu.Unlock()
 		return false
 	}
-	s.heapPush(s.hold(e))
+	s.arm(s.hold(e), e.id)
 	s.mu.Unlock()
 	s.signal()
+	return true
+}
+
+// arm puts slot k, just held, of watch id, on the heap; or, when the
+// probe of id's removed incarnation is in flight, makes it wait for it.
+func (s *Scheduler) arm(k int32, id string) {
+	if s.waits(k, id) {
+		return
+	}
+	s.heapPush(k)
+}
+
+// waits reports whether slot k, of watch id, just held and on no heap,
+// must wait for the probe of id's removed incarnation, and marks it so.
+func (s *Scheduler) waits(k int32, id string) bool {
+	if len(s.ghosts) == 0 {
+		return false
+	}
+	if _, ok := s.ghosts[id]; !ok {
+		return false
+	}
+	s.slots[k].flags |= flagWaiting
 	return true
 }
 
@@ -243,7 +291,7 @@ func (s *Scheduler) AddMany(es []*Entry) {
 		if _, dup := s.lookup(e.id); dup {
 			continue
 		}
-		s.heapPush(s.hold(e))
+		s.arm(s.hold(e), e.id)
 	}
 	s.mu.Unlock()
 	s.signal()
@@ -265,10 +313,11 @@ func (s *Scheduler) Reserve(n int) {
 
 // Prime arms the pending watches loaded at start (those held already are
 // skipped). It may be called more than once before Primed, with a part of
-// them each time (the entries handed over are not kept; see Reserve). The
-// retention entry is held in flight from here to Primed, so the prunes
-// that settlements made meanwhile arm (an overdue watch expired at start)
-// find it running instead of making a second one.
+// them each time (the entries handed over are not kept; see Reserve). A
+// watch whose removed incarnation's probe is in flight waits for it, as
+// in Add. The retention entry is held in flight from here to Primed, so
+// the prunes that settlements made meanwhile arm (an overdue watch
+// expired at start) find it running instead of making a second one.
 func (s *Scheduler) Prime(es []*Entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -281,9 +330,11 @@ func (s *Scheduler) Prime(es []*Entry) {
 			continue
 		}
 		k := s.hold(e)
-		if build {
+		switch {
+		case s.waits(k, e.id):
+		case build:
 			s.h = append(s.h, k)
-		} else {
+		default:
 			s.heapPush(k)
 		}
 	}
@@ -308,8 +359,11 @@ func (s *Scheduler) Primed(ctx context.Context, p Prober, now time.Time) {
 	s.signal()
 }
 
-// Remove forgets a watch that was cancelled or closed. A probe in flight for
-// it finishes, but its settlement loses the store's compare-and-set.
+// Remove forgets a watch that was cancelled or closed (or whose shard
+// this replica lost). A probe in flight for it finishes, but its hand-back
+// arms nothing (a settlement it makes loses the store's compare-and-set
+// when the watch was cancelled); until then the watch, if added again,
+// waits for it (see Add).
 func (s *Scheduler) Remove(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -321,6 +375,10 @@ func (s *Scheduler) Remove(id string) {
 	x := &s.slots[k]
 	if x.flags&flagInflight != 0 {
 		x.flags |= flagRemoved
+		if s.ghosts == nil {
+			s.ghosts = map[string]int32{}
+		}
+		s.ghosts[id] = k
 		return
 	}
 	if x.pos >= 0 {
@@ -364,9 +422,13 @@ func (s *Scheduler) Poke(id string) {
 	var x *slot
 	if ok {
 		x = &s.slots[k]
-		if x.flags&flagInflight != 0 {
+		switch {
+		case x.flags&flagInflight != 0:
 			// Its probe may have looked before the event: due again when it ends.
 			x.flags |= flagPoked
+		case x.flags&flagWaiting != 0:
+			// Due as soon as its removed incarnation's probe ends.
+			x.due = min(x.due, now)
 		}
 	}
 	if !ok || x.flags&flagInflight != 0 || x.due <= now || x.pos < 0 {
@@ -622,7 +684,8 @@ func (s *Scheduler) nextTurn(recipient string, more bool) *Entry {
 		x := &s.slots[e.slot]
 		if x.flags&flagRemoved != 0 {
 			e.observer.Finish(nil)
-			s.release(e.slot)
+			x.flags &^= flagInflight
+			s.bury(e.slot)
 			continue
 		}
 		// The probe it waited for is about to run: a poke meanwhile is
@@ -701,7 +764,7 @@ func (s *Scheduler) handBack(e *Entry) bool {
 	}
 	x.flags &^= flagInflight
 	if x.flags&flagRemoved != 0 {
-		s.release(k)
+		s.bury(k)
 		return false
 	}
 	if e.observer != nil {
@@ -723,4 +786,20 @@ func (s *Scheduler) Drop(e *Entry) {
 	}
 	s.unhold(k)
 	s.release(k)
+}
+
+// bury frees slot k, whose watch was removed while its probe was in flight
+// and which that probe no longer holds, and arms the watch's new
+// incarnation that waited for it (see Add), at its own due instant.
+func (s *Scheduler) bury(k int32) {
+	id := string(s.idOf(k))
+	if g, ok := s.ghosts[id]; ok && g == k {
+		delete(s.ghosts, id)
+	}
+	s.release(k)
+	if w, ok := s.lookup(id); ok && s.slots[w].flags&flagWaiting != 0 {
+		s.slots[w].flags &^= flagWaiting
+		s.heapPush(w)
+		s.signal()
+	}
 }

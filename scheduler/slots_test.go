@@ -19,6 +19,9 @@ type modelWatch struct {
 	polls    int
 	inflight bool
 	poked    bool
+	// waiting: added while a probe of the watch removed before is in
+	// flight; neither due nor taken until that probe is handed back.
+	waiting bool
 }
 
 // flight is an entry the test holds in flight, with the watch it was
@@ -36,6 +39,13 @@ type flight struct {
 // invariants of its tables (heap order and positions, the id index, free
 // slots, the arena). Ids are of every length, some of hundreds of bytes, so that
 // the arena is compacted on the way.
+//
+// The model states the contract of a watch removed while its probe is in
+// flight: that probe's hand-back changes nothing the scheduler holds,
+// except that a watch added again meanwhile (a new incarnation, with its
+// own due instant and counts) waits for it, neither popped nor taken, and
+// is armed at its own due instant once it is handed back. No watch is
+// ever popped or taken while a probe of it is in flight.
 func TestSlotsAgainstModel(t *testing.T) {
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { runModel(t, seed) })
@@ -60,6 +70,16 @@ func runModel(t *testing.T, seed uint64) {
 	model := map[string]*modelWatch{}
 	var flights []flight
 	now := func() int64 { return clock.UnixNano() }
+	// flying reports whether a probe of id is in flight: then a new
+	// incarnation of id waits, and id must not be popped or taken.
+	flying := func(id string) bool {
+		for _, f := range flights {
+			if f.e.ID() == id {
+				return true
+			}
+		}
+		return false
+	}
 	newEntry := func(id string, due int64, polls int) *Entry {
 		e := NewEntry(id, kindOf(id), time.Minute, time.Time{}, false)
 		e.due = due
@@ -81,6 +101,7 @@ func runModel(t *testing.T, seed uint64) {
 	check(t, s, model, ids, kindOf)
 
 	compacted := false
+	rearmed := 0 // new incarnations armed by their removed one's hand-back
 	for op := range 5000 {
 		dead := s.dead
 		id := ids[rng.IntN(len(ids))]
@@ -92,7 +113,7 @@ func runModel(t *testing.T, seed uint64) {
 				t.Fatalf("op %d: Add(%.8s) = %v, holding it %v", op, id, got, held)
 			}
 			if !held {
-				model[id] = &modelWatch{due: d, polls: 3}
+				model[id] = &modelWatch{due: d, polls: 3, waiting: flying(id)}
 			}
 		case r < 24: // AddMany, with a duplicate inside
 			var es []*Entry
@@ -101,7 +122,7 @@ func runModel(t *testing.T, seed uint64) {
 				d := now() + rng.Int64N(int64(time.Hour))
 				es = append(es, newEntry(id, d, 1), newEntry(id, d+1, 2))
 				if _, ok := model[id]; !ok {
-					model[id] = &modelWatch{due: d, polls: 1}
+					model[id] = &modelWatch{due: d, polls: 1, waiting: flying(id)}
 				}
 			}
 			s.AddMany(es)
@@ -110,7 +131,10 @@ func runModel(t *testing.T, seed uint64) {
 			delete(model, id)
 		case r < 44: // Take
 			e, mine := s.Take(id, time.Minute)
-			want := held && !w.inflight
+			want := held && !w.inflight && !w.waiting
+			if mine && flying(id) {
+				t.Fatalf("op %d: Take(%.8s) took it while a probe of it is in flight", op, id)
+			}
 			if mine != want || e.ID() != id {
 				t.Fatalf("op %d: Take(%.8s) = %.8s, %v; want %v", op, id, e.ID(), mine, want)
 			}
@@ -129,7 +153,7 @@ func runModel(t *testing.T, seed uint64) {
 				if w.inflight {
 					w.poked = true
 				} else if w.due > now() {
-					w.due = now()
+					w.due = now() // a waiting watch too: due once it is armed
 				}
 			}
 		case r < 72: // pop the first due
@@ -139,7 +163,7 @@ func runModel(t *testing.T, seed uint64) {
 			var first string
 			var fw *modelWatch
 			for mid, mw := range model {
-				if !mw.inflight && mw.due <= now() && (fw == nil || mw.due < fw.due || mw.due == fw.due && mid < first) {
+				if !mw.inflight && !mw.waiting && mw.due <= now() && (fw == nil || mw.due < fw.due || mw.due == fw.due && mid < first) {
 					first, fw = mid, mw
 				}
 			}
@@ -151,6 +175,9 @@ func runModel(t *testing.T, seed uint64) {
 			}
 			if len(jobs) != 1 || jobs[0].entries[0].ID() != first {
 				t.Fatalf("op %d: popped %v, want %.8s", op, jobs, first)
+			}
+			if flying(first) {
+				t.Fatalf("op %d: popped %.8s while a probe of it is in flight", op, first)
 			}
 			fw.inflight = true
 			flights = append(flights, flight{jobs[0].entries[0], fw})
@@ -192,6 +219,15 @@ func runModel(t *testing.T, seed uint64) {
 					f.w.due = min(f.w.due, now())
 				}
 			}
+			if nw := model[fid]; !current && nw != nil {
+				// The removed incarnation's probe ended: the new one,
+				// which waited for it, is armed as it was added (or
+				// poked), whatever the hand-back said.
+				if nw.waiting {
+					rearmed++
+				}
+				nw.waiting = false
+			}
 		default: // time passes
 			clock = clock.Add(time.Duration(rng.Int64N(600_000)) * time.Millisecond)
 		}
@@ -203,6 +239,10 @@ func runModel(t *testing.T, seed uint64) {
 	if !compacted {
 		t.Error("the arena was never compacted: the test does not reach it")
 	}
+	if rearmed == 0 {
+		t.Error("no watch added again waited for its removed incarnation's probe: the test does not reach it")
+	}
+	t.Logf("%d watches added again waited for their removed incarnation's probe", rearmed)
 }
 
 // check compares the scheduler with the model and checks its invariants.
@@ -224,15 +264,16 @@ func check(t *testing.T, s *Scheduler, model map[string]*modelWatch, ids []strin
 		}
 		x := &s.slots[k]
 		if string(s.idBytes(x)) != id || x.due != w.due || int(x.prog.polls) != w.polls || s.kindOf(k) != kindOf(id) ||
-			(x.flags&flagInflight != 0) != w.inflight || (x.flags&flagPoked != 0) != w.poked || x.flags&(flagFree|flagRemoved) != 0 {
+			(x.flags&flagInflight != 0) != w.inflight || (x.flags&flagPoked != 0) != w.poked || (x.flags&flagWaiting != 0) != w.waiting ||
+			x.flags&(flagFree|flagRemoved) != 0 {
 			t.Fatalf("slot of %.8s: %+v (id %.8s, kind %s), want %+v", id, *x, s.idBytes(x), s.kindOf(k), *w)
 		}
-		if (x.pos >= 0) == w.inflight {
-			t.Fatalf("%.8s: heap position %d while in flight %v", id, x.pos, w.inflight)
+		if (x.pos >= 0) == (w.inflight || w.waiting) {
+			t.Fatalf("%.8s: heap position %d while in flight %v, waiting %v", id, x.pos, w.inflight, w.waiting)
 		}
 	}
 	for i, k := range s.h {
-		if s.slots[k].pos != int32(i) || s.slots[k].flags&(flagFree|flagInflight) != 0 {
+		if s.slots[k].pos != int32(i) || s.slots[k].flags&(flagFree|flagInflight|flagWaiting) != 0 {
 			t.Fatalf("heap[%d] = slot %d at position %d, flags %b", i, k, s.slots[k].pos, s.slots[k].flags)
 		}
 		if i > 0 && s.less(k, s.h[(i-1)/2]) {
@@ -254,6 +295,20 @@ func check(t *testing.T, s *Scheduler, model map[string]*modelWatch, ids []strin
 	}
 	if free != len(s.free) || live+s.dead != len(s.arena) {
 		t.Fatalf("%d free slots, %d listed; %d id bytes live + %d dead, arena %d", free, len(s.free), live, s.dead, len(s.arena))
+	}
+	removed := 0
+	for k := range s.slots {
+		if s.slots[k].flags&flagRemoved != 0 {
+			removed++
+		}
+	}
+	if removed != len(s.ghosts) {
+		t.Fatalf("%d slots removed in flight, %d ghosts", removed, len(s.ghosts))
+	}
+	for id, k := range s.ghosts {
+		if x := &s.slots[k]; x.flags&(flagRemoved|flagInflight) != flagRemoved|flagInflight || string(s.idBytes(x)) != id {
+			t.Fatalf("ghost %.8s: slot %d, %+v", id, k, *x)
+		}
 	}
 	n := 0
 	for _, b := range s.ids.buckets {

@@ -47,6 +47,14 @@ type Store interface {
 	// outcome message, all in one transaction, and reports per entry whether
 	// it won. A watch already settled is left as it is and reports false.
 	WatchSettle(ctx context.Context, ps []WatchSettleParams) ([]bool, error)
+	// WatchJoin records that a registration was answered with pending
+	// watch id as existing (it waits for the outcome in its mailbox), so
+	// that a settlement answered at creation (AnsweredAtCreation) mails
+	// its message all the same. It reports false, writing nothing, when
+	// the watch is not pending (settled, or no such watch): the caller
+	// reads it again. A settlement and a join of one watch are
+	// serialized: exactly one of them finds the watch pending first.
+	WatchJoin(ctx context.Context, id string) (bool, error)
 	// WatchCancel cancels a pending watch with an optional neutral message.
 	// It returns the watch as it is afterwards and whether this call
 	// cancelled it. ErrNotFound if there is no such watch (or it belongs to
@@ -201,7 +209,10 @@ type WatchSettleParams struct {
 	// WatchObserve; a zero CheckedAt keeps the stored one.
 	Errors, ConsecutiveErrors int
 	CheckedAt                 time.Time
-	// AnsweredAtCreation: the caller already holds the answer; Message is nil.
+	// AnsweredAtCreation: the registration that waited for the first
+	// observation holds the answer, so nothing is mailed, unless another
+	// registration joined the watch (WatchJoin): then Message is written
+	// all the same and the watch is not recorded answered at creation.
 	AnsweredAtCreation bool
 	// Answered: the outcome comes from outside any probe (a token watch's
 	// completion), so any daemon of a shared store may settle it, as any
@@ -211,7 +222,9 @@ type WatchSettleParams struct {
 	// holder, which delivers it.
 	Answered bool
 	// Message is the outcome message; nil settles silently. The store sets
-	// its Seq when the settlement wins.
+	// its Seq when it writes it: when the settlement wins, and, answered
+	// at creation, only when the watch was joined (Seq stays 0 when it is
+	// not written).
 	Message *Message
 }
 

@@ -31,6 +31,7 @@ type Store struct {
 	messages []*vigil.Message
 	seq      int64
 	outcome  map[string]bool // watch id -> has an outcome message
+	joined   map[string]bool // pending watch id -> a registration joined it (WatchJoin)
 	readers  map[[2]string]int64
 	ledger   map[[2]string]ledgerEntry
 	closed   bool
@@ -366,6 +367,7 @@ func (s *Store) WatchObserve(_ context.Context, p vigil.WatchObserveParams) (boo
 
 func (s *Store) settleLocked(w *vigil.Watch, state vigil.State, out *vigil.Outcome, at time.Time) {
 	delete(s.pending, w.Identity)
+	delete(s.joined, w.ID)
 	s.active[w.Recipient]--
 	w.State = state
 	w.SettledAt = ms(at)
@@ -433,20 +435,45 @@ func (s *Store) WatchSettle(_ context.Context, ps []vigil.WatchSettleParams) ([]
 		if !ok || w.State != vigil.StatePending {
 			continue
 		}
+		joined := s.joined[p.ID]
 		s.settleLocked(w, p.State, p.Outcome, p.SettledAt)
 		w.Polls = p.Polls
 		setCounts(w, p.Errors, p.ConsecutiveErrors, p.CheckedAt)
-		w.AnsweredAtCreation = p.AnsweredAtCreation
+		// Answered at creation, a message is written only for a watch a
+		// registration joined, which then is not answered at creation.
+		m := enc[i].Message
+		if p.AnsweredAtCreation && !joined {
+			m = nil
+		}
+		w.AnsweredAtCreation = p.AnsweredAtCreation && !joined
 		if p.Outcome != nil && p.Outcome.Observation != nil {
 			w.LastObservation = msObs(cloneObs(p.Outcome.Observation))
 		}
-		if m := enc[i].Message; m != nil {
+		if m != nil {
 			m.Recipient = cmp.Or(m.Recipient, w.Recipient)
 			p.Message.Seq = s.appendLocked(m).Seq
 		}
 		won[i] = true
 	}
 	return won, nil
+}
+
+// WatchJoin implements vigil.Store.
+func (s *Store) WatchJoin(_ context.Context, id string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return false, err
+	}
+	w, ok := s.watches[id]
+	if !ok || w.State != vigil.StatePending {
+		return false, nil
+	}
+	if s.joined == nil {
+		s.joined = map[string]bool{}
+	}
+	s.joined[id] = true
+	return true, nil
 }
 
 // WatchDeliverSet implements vigil.Store.

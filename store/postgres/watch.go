@@ -410,14 +410,24 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 		// was read through the pending partial index, all of it, id
 		// checked entry by entry (three times the CPU of the settlement
 		// itself). A row already settled is locked and left alone.
-		rows, err := tx.Query(ctx, `SELECT id, recipient, state FROM watches WHERE id = ANY($1) ORDER BY id FOR UPDATE`, mine)
+		// joined is read under the same lock as the state: a join
+		// (WatchJoin) on any replica either committed before and is
+		// seen, or waits for this commit and finds the watch settled.
+		rows, err := tx.Query(ctx, `SELECT id, recipient, state, joined FROM watches WHERE id = ANY($1) ORDER BY id FOR UPDATE`, mine)
 		if err != nil {
 			return err
 		}
-		pending := map[string]string{}
+		type lockedRow struct {
+			recipient string
+			joined    bool
+		}
+		pending := map[string]lockedRow{}
 		for rows.Next() {
-			var id, r, state string
-			if err := rows.Scan(&id, &r, &state); err != nil {
+			var (
+				id, state string
+				r         lockedRow
+			)
+			if err := rows.Scan(&id, &r.recipient, &state, &r.joined); err != nil {
 				rows.Close()
 				return err
 			}
@@ -452,21 +462,29 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 		)
 		for i := range ps {
 			p := &ps[i]
-			recipient, ok := pending[p.ID]
+			row, ok := pending[p.ID]
 			if !ok {
 				continue // already settled, no such watch, or earlier in ps: lost
 			}
 			delete(pending, p.ID)
+			recipient := row.recipient
+			// Answered at creation, the message is written only when a
+			// registration joined the watch; then it is not answered at
+			// creation.
+			m, answered := enc[i].Message, p.AnsweredAtCreation && !row.joined
+			if answered {
+				m = nil
+			}
 			order = append(order, i)
 			uIDs, uStates = append(uIDs, p.ID), append(uStates, string(p.State))
 			uOutcomes, uLastObs = append(uOutcomes, enc[i].Outcome), append(uLastObs, enc[i].LastObs)
 			uSettled, uPolls = append(uSettled, p.SettledAt.UnixMilli()), append(uPolls, int64(p.Polls))
 			uErrors, uConsecutive = append(uErrors, nullInt(p.Errors)), append(uConsecutive, nullInt(p.ConsecutiveErrors))
-			uAnswered = append(uAnswered, p.AnsweredAtCreation)
+			uAnswered = append(uAnswered, answered)
 			uHasChecked, uChecked = append(uHasChecked, !p.CheckedAt.IsZero()), append(uChecked, p.CheckedAt.UnixMilli())
 			won[i] = true
 			settled[recipient] = append(settled[recipient], p.ID)
-			if m := enc[i].Message; m != nil {
+			if m != nil {
 				m.Recipient = cmpOr(m.Recipient, recipient)
 				msgs, at = append(msgs, m), append(at, i)
 				if sh := ShardOf(p.ID); p.Answered && f != nil && f.epochs[sh] == 0 {
@@ -522,11 +540,25 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 		return nil, wrap("settle watches", err)
 	}
 	for i := range ps {
-		if won[i] && ps[i].Message != nil {
+		if won[i] && ps[i].Message != nil && seqs[i] != 0 {
 			ps[i].Message.Seq = seqs[i]
 		}
 	}
 	return won, nil
+}
+
+// WatchJoin marks pending watch id joined by a registration answered with
+// it as existing, on whichever replica (not fenced: the join is not the
+// holder's): a settlement answered at creation then mails its outcome all
+// the same (see WatchSettle). The UPDATE waits for the lock of a
+// settlement in flight and, under READ COMMITTED, checks the state of the
+// row it committed: false when the watch is no longer pending, or gone.
+func (s *Store) WatchJoin(ctx context.Context, id string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE watches SET joined = true WHERE id = $1 AND state = 'pending'`, id)
+	if err != nil {
+		return false, wrap("join watch "+id, err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // WatchCancel cancels a pending watch, with its optional neutral message in

@@ -59,6 +59,7 @@ type writeStmts struct {
 
 	watchInsert, watchByID, watchByRowid, watchHead, watchesPending *sql.Stmt
 	watchCancel, watchObserve, watchDelete, watchDeliverSet         *sql.Stmt
+	watchJoin                                                       *sql.Stmt
 	watchBaseline                                                   *sql.Stmt
 	counts, recipientClose                                          *sql.Stmt
 	ledgerGet, ledgerPut                                            *sql.Stmt
@@ -112,7 +113,7 @@ func (s *writeStmts) defs() []stmtDef {
 		// Without it, the planner walked every pending watch in
 		// watches_state_created and kept those named: a storm's batches
 		// read the whole pending part of the index, each.
-		{&s.watchesPending, `SELECT w.rowid, w.id, w.recipient, w.kind, w.identity FROM json_each(?) AS j CROSS JOIN watches AS w
+		{&s.watchesPending, `SELECT w.rowid, w.id, w.recipient, w.kind, w.identity, w.joined FROM json_each(?) AS j CROSS JOIN watches AS w
 			WHERE w.id = j.value AND w.state = 'pending'`},
 		// ?4 (checked_at) is NULL when the caller has no live counts:
 		// then the stored ones stay.
@@ -126,6 +127,7 @@ func (s *writeStmts) defs() []stmtDef {
 		{&s.watchBaseline, `SELECT state, last_observation FROM watches WHERE id = ?`},
 		{&s.watchDelete, `DELETE FROM watches WHERE id = ?`},
 		{&s.watchDeliverSet, `UPDATE watches SET deliver = ? WHERE id = ?`},
+		{&s.watchJoin, `UPDATE watches SET joined = 1 WHERE id = ? AND state = 'pending'`},
 
 		{&s.counts, `SELECT (SELECT pending FROM counters WHERE recipient = ''),
 			coalesce((SELECT sum(pending) FROM watch_counts WHERE recipient = ?), 0)`},

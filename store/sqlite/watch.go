@@ -826,13 +826,20 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 			if enc[i].LastObs != nil {
 				lastObs = observationInOutcome
 			}
+			// Answered at creation, the message is written only when a
+			// registration joined the watch (WatchJoin); then it is not
+			// answered at creation.
+			m, answered := enc[i].Message, p.AnsweredAtCreation && !row.joined
+			if answered {
+				m = nil
+			}
 			args = append(args, row.rowid, string(p.State), textOrNull(enc[i].Outcome), p.SettledAt.UnixMilli(), p.Polls,
-				lastObs, b2i(p.AnsweredAtCreation), nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt))
+				lastObs, b2i(answered), nullInt(p.Errors), nullInt(p.ConsecutiveErrors), ms(p.CheckedAt))
 			won[i] = true
 			settled++
 			t.removeIdentity(row.identity, row.rowid)
 			moves.move(row.recipient, row.kind, vigil.StatePending, p.State, 1)
-			if m := enc[i].Message; m != nil {
+			if m != nil {
 				m.Recipient = cmpOr(m.Recipient, row.recipient)
 				msgs, at = append(msgs, m), append(at, i)
 			}
@@ -869,11 +876,35 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 		return nil, err
 	}
 	for i := range ps {
-		if won[i] && ps[i].Message != nil {
+		if won[i] && ps[i].Message != nil && seqs[i] != 0 {
 			ps[i].Message.Seq = seqs[i]
 		}
 	}
 	return won, nil
+}
+
+// WatchJoin marks pending watch id joined by a registration answered with
+// it as existing: a settlement answered at creation then mails its outcome
+// all the same (see WatchSettle). The writer runs it and the settlements
+// one after another; false when the watch is no longer pending, or gone.
+func (s *Store) WatchJoin(ctx context.Context, id string) (bool, error) {
+	var joined bool
+	err := s.w.do(ctx, func(t *wtx) error {
+		res, err := t.exec(t.watchJoin, id)
+		if err != nil {
+			return wrap("join watch "+id, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return wrap("join watch "+id, err)
+		}
+		joined = n == 1
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return joined, nil
 }
 
 // settleHead and settleTail make the settlement of many watches in one
@@ -902,7 +933,8 @@ func settleIDs(ps []vigil.WatchSettleParams) []string {
 type pendingRow struct {
 	rowid           int64
 	recipient, kind string
-	identity        any // as stored (identityString)
+	identity        any  // as stored (identityString)
+	joined          bool // a registration joined it (WatchJoin)
 }
 
 // pendingRows returns the pending watches among ids (a JSON array), by id.
@@ -918,7 +950,7 @@ func pendingRows(t *wtx, ids []byte) (map[string]pendingRow, error) {
 			id string
 			r  pendingRow
 		)
-		if err := rows.Scan(&r.rowid, &id, &r.recipient, &r.kind, &r.identity); err != nil {
+		if err := rows.Scan(&r.rowid, &id, &r.recipient, &r.kind, &r.identity, &r.joined); err != nil {
 			return nil, wrap("find pending watches", err)
 		}
 		out[id] = r

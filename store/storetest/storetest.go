@@ -59,6 +59,8 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"SettleCancelRace", testSettleCancelRace},
 		{"ExactlyOneOutcomeMessage", testExactlyOnce},
 		{"AnsweredAtCreation", testAnsweredAtCreation},
+		{"JoinedAnswerIsMailed", testJoinedAnswerIsMailed},
+		{"JoinSettleRace", testJoinSettleRace},
 		{"Observe", testObserve},
 		{"ObserveWithMessage", testObserveWithMessage},
 		{"FactNumbersExact", testFactNumbersExact},
@@ -1008,6 +1010,111 @@ func testAnsweredAtCreation(t *testing.T, newStore NewStoreFunc) {
 	}
 	if n := len(mailbox(t, s, "r")); n != 0 {
 		t.Errorf("a watch answered at creation mailed %d messages, want 0", n)
+	}
+}
+
+// A settlement answered at creation writes its message all the same when
+// a registration joined the watch (WatchJoin), and then is not answered at
+// creation; one not joined writes none and leaves the message's Seq 0. A
+// join of a watch no longer pending, or of none, reports false.
+func testJoinedAnswerIsMailed(t *testing.T, newStore NewStoreFunc) {
+	s, reopen := newStore(t)
+	ctx := t.Context()
+	joined := create(t, s, httpWatch("w1", "r", 1, base))
+	alone := create(t, s, httpWatch("w2", "r", 2, base))
+	done := create(t, s, httpWatch("w3", "r", 3, base))
+	if ok, err := s.WatchJoin(ctx, joined.ID); err != nil || !ok {
+		t.Fatalf("WatchJoin of a pending watch = %v, %v; want true", ok, err)
+	}
+	if ok, err := s.WatchJoin(ctx, joined.ID); err != nil || !ok {
+		t.Fatalf("WatchJoin of a pending watch joined already = %v, %v; want true", ok, err)
+	}
+	settleAll(t, s, settle(done, vigil.StateFired, "m3", base))
+	if ok, err := s.WatchJoin(ctx, done.ID); err != nil || ok {
+		t.Fatalf("WatchJoin of a settled watch = %v, %v; want false", ok, err)
+	}
+	if ok, err := s.WatchJoin(ctx, "nope"); err != nil || ok {
+		t.Fatalf("WatchJoin of no watch = %v, %v; want false, no error", ok, err)
+	}
+	s = reopen() // the join is the store's, not the caller's memory
+
+	quiet := func(w *vigil.Watch, msgID string) vigil.WatchSettleParams {
+		p := settle(w, vigil.StateFired, msgID, base.Add(time.Second))
+		p.AnsweredAtCreation = true
+		return p
+	}
+	ps := []vigil.WatchSettleParams{quiet(alone, "m2"), quiet(joined, "m1")}
+	if won := settleAll(t, s, ps...); !won[0] || !won[1] {
+		t.Fatalf("WatchSettle won %v, want both", won)
+	}
+	if ps[0].Message.Seq != 0 {
+		t.Errorf("the watch no registration joined: its message has seq %d, want 0 (not written)", ps[0].Message.Seq)
+	}
+	if ps[1].Message.Seq == 0 {
+		t.Error("the joined watch: its message has seq 0, want the seq it was written with")
+	}
+	if w := get(t, s, joined.ID); w.State != vigil.StateFired || w.AnsweredAtCreation {
+		t.Errorf("the joined watch is %s, answered at creation %v; want fired, not answered at creation", w.State, w.AnsweredAtCreation)
+	}
+	if w := get(t, s, alone.ID); w.State != vigil.StateFired || !w.AnsweredAtCreation {
+		t.Errorf("the watch no registration joined is %s, answered at creation %v; want fired, answered at creation", w.State, w.AnsweredAtCreation)
+	}
+	var got []string
+	for _, m := range mailbox(t, s, "r") {
+		got = append(got, m.ID+"/"+m.WatchID)
+	}
+	if want := []string{"m3/w3", "m1/w1"}; !slices.Equal(got, want) {
+		t.Errorf("the mailbox holds %v, want %v", got, want)
+	}
+	if ok, err := s.WatchJoin(ctx, joined.ID); err != nil || ok {
+		t.Fatalf("WatchJoin after the settlement = %v, %v; want false", ok, err)
+	}
+}
+
+// A join and a settlement answered at creation of one watch, at once: the
+// join wins (true) exactly when the settlement mails its message, and a
+// join that lost finds the watch answered at creation.
+func testJoinSettleRace(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	const n = 40
+	ws := make([]*vigil.Watch, n)
+	for i := range ws {
+		ws[i] = create(t, s, httpWatch(fmt.Sprintf("w%02d", i), "r", i, base))
+	}
+	joined := make([]bool, n)
+	ps := make([]vigil.WatchSettleParams, n)
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		ps[i] = settle(w, vigil.StateFired, fmt.Sprintf("m%02d", i), base)
+		ps[i].AnsweredAtCreation = true
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			ok, err := s.WatchJoin(ctx, w.ID)
+			if err != nil {
+				t.Errorf("WatchJoin(%s) error = %v", w.ID, err)
+			}
+			joined[i] = ok
+		}()
+		go func() {
+			defer wg.Done()
+			if won, err := s.WatchSettle(ctx, ps[i:i+1]); err != nil || !won[0] {
+				t.Errorf("WatchSettle(%s) = %v, %v; want won", w.ID, won, err)
+			}
+		}()
+	}
+	wg.Wait()
+	mailed := map[string]bool{}
+	for _, m := range mailbox(t, s, "r") {
+		mailed[m.WatchID] = true
+	}
+	for i, w := range ws {
+		got := get(t, s, w.ID)
+		if joined[i] != mailed[w.ID] || joined[i] != (ps[i].Message.Seq != 0) || joined[i] == got.AnsweredAtCreation {
+			t.Errorf("%s: joined %v, mailed %v (seq %d), answered at creation %v; want the join to win exactly when the outcome is mailed",
+				w.ID, joined[i], mailed[w.ID], ps[i].Message.Seq, got.AnsweredAtCreation)
+		}
 	}
 }
 

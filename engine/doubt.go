@@ -36,8 +36,9 @@ type doubt struct {
 	// due is when the watch was due (zero for one settled off the
 	// schedule), for the lateness metric.
 	due time.Time
-	// msg is the outcome message it would have written; nil for a
-	// settlement answered at creation.
+	// msg is the outcome message it would have written: for a
+	// settlement answered at creation, written only if the watch was
+	// joined, which the watch found says (not answered at creation).
 	msg *vigil.Message
 }
 
@@ -143,6 +144,9 @@ const recheckWait = 5 * time.Second
 // known here (0).
 func (s *prober) settledAfterAll(w *vigil.Watch, d doubt) {
 	s.log.Info("a settlement whose commit failed was written after all: handing it on", "watch_id", w.ID, "state", w.State)
+	if w.AnsweredAtCreation {
+		d.msg = nil // nothing was mailed
+	}
 	if m := s.cfg.Metrics; m != nil {
 		var late time.Duration
 		if d.due.UnixNano() > 0 {

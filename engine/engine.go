@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -117,11 +116,6 @@ type Engine struct {
 	checkElsewhere func(ctx context.Context, id string) error
 	// recent remembers each watch's last probes (the panel's).
 	recent *probeLog
-	// observing holds, by watch id, the observer of each registration
-	// still waiting for its new watch's first observation (Register), so
-	// that a registration answered with that watch as existing can keep
-	// the answer from being taken by the first alone (joinObserved).
-	observing sync.Map
 }
 
 var _ vigil.Service = (*Engine)(nil)

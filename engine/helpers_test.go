@@ -99,6 +99,8 @@ type envOpts struct {
 	deliver func(*vigil.Watch, *vigil.Message)
 	// completionKey is the engine's CompletionKey.
 	completionKey []byte
+	// holds is the engine's HoldsFunc, and makes it Shared: a replica.
+	holds func(id string) bool
 }
 
 // newEnv builds an engine on a fake clock at t0 with the real timer watcher
@@ -128,7 +130,7 @@ func newEnvAt(t *testing.T, o envOpts, start time.Time) *env {
 	}
 	sched := scheduler.New(scheduler.Config{NowFunc: c.Now})
 	cfg := engine.Config{Store: engineStore, Watchers: reg, Scheduler: sched, NowFunc: c.Now, JitterFunc: o.jitter, DeliverFunc: o.deliver,
-		CompletionKey: o.completionKey}
+		CompletionKey: o.completionKey, HoldsFunc: o.holds, Shared: o.holds != nil}
 	if o.limits != nil {
 		cfg.Limits = *o.limits
 	}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -56,11 +57,12 @@ func TestObservedAnswerReachesAnExistingRegistration(t *testing.T) {
 	}
 }
 
-// When the first observation has claimed the answer already (its settling
-// write under way), a registration that matched the watch as pending gets
-// the watch as it settled: both callers hold the answer, and nothing is
-// mailed.
-func TestObservedAnswerClaimedGoesToTheExistingRegistrationToo(t *testing.T) {
+// When the first observation has claimed the answer (its settling write
+// under way) but not written it yet, a registration that matches the
+// watch as pending joins it in the store first: the settling write then
+// mails the outcome all the same, and the first registration gets the
+// watch as it settled, not answered at creation.
+func TestObservedAnswerClaimedThenJoinedIsMailed(t *testing.T) {
 	for _, batch := range []bool{false, true} {
 		name := "single"
 		if batch {
@@ -78,15 +80,54 @@ func TestObservedAnswerClaimedGoesToTheExistingRegistrationToo(t *testing.T) {
 			first := registerObserving(t, v, req)
 			<-st.settling // claimed: the settling write waits
 
-			second := make(chan *vigil.Watch, 1)
-			go func() { second <- registerOne(t, v, req, batch) }()
-			<-st.existing // the second registration matched the pending watch
+			w2 := registerOne(t, v, req, batch)
+			<-st.existing
+			if w2 == nil || !w2.Existing || w2.State != vigil.StatePending {
+				t.Fatalf("second registration: %+v, want the existing pending watch", w2)
+			}
 			close(st.release)
+			w1 := <-first
+			if w1 == nil || w1.State != vigil.StateFired || w1.AnsweredAtCreation {
+				t.Fatalf("first registration: %+v, want the fired watch, not answered at creation", w1)
+			}
+			if msgs := v.messages("agent-1"); len(msgs) != 1 {
+				t.Fatalf("the mailbox holds %d messages; want the outcome, once", len(msgs))
+			}
+		})
+	}
+}
 
-			w2 := <-second
-			if w2 == nil || !w2.Existing || w2.State != vigil.StateFired {
+// When the first observation has settled the watch quietly already (its
+// write committed, the registration waiting not told yet), a registration
+// that matched the watch as pending gets the watch as it settled: both
+// callers hold the answer, and nothing is mailed.
+func TestObservedAnswerWrittenGoesToTheExistingRegistrationToo(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		name := "single"
+		if batch {
+			name = "batch"
+		}
+		t.Run(name, func(t *testing.T) {
+			st := &gatedSettle{Store: memstore.New(), after: true, settling: make(chan struct{}), release: make(chan struct{}), existing: make(chan struct{}, 1)}
+			probe := watchertest.Func(vigil.KindHTTP, func(context.Context, watcher.Probe) (vigil.Observation, error) {
+				return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "ready"}, nil
+			})
+			v := newEnv(t, envOpts{store: st, watchers: []watcher.Watcher{probe}})
+			defer runEngine(v)()
+
+			req := vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{"u":1}`), Recipient: "agent-1"}
+			first := registerObserving(t, v, req)
+			<-st.settling // written quietly; the engine not told yet
+
+			// The store says pending to the second registration's read,
+			// as a read made just before that write would.
+			st.stalePending.Store(true)
+			w2 := registerOne(t, v, req, batch)
+			<-st.existing
+			if w2 == nil || !w2.Existing || w2.State != vigil.StateFired || !w2.AnsweredAtCreation {
 				t.Fatalf("second registration: %+v, want the existing watch as it fired", w2)
 			}
+			close(st.release)
 			w1 := <-first
 			if w1 == nil || w1.State != vigil.StateFired || !w1.AnsweredAtCreation {
 				t.Fatalf("first registration: %+v, want the fired watch answered at creation", w1)
@@ -144,24 +185,40 @@ func registerOne(t *testing.T, v *env, req vigil.RegisterRequest, batch bool) *v
 }
 
 // gatedSettle holds the first settling write until release, saying so on
-// settling, and says on existing when a registration matched a pending
-// watch.
+// settling (after the write, with after), and says on existing when a
+// registration matched a pending watch. With stalePending, a registration
+// is answered with the watch it matched as pending, settled or not: what
+// a read made just before the settlement answers.
 type gatedSettle struct {
 	vigil.Store
 	once              sync.Once
+	after             bool
 	settling, release chan struct{}
 	existing          chan struct{}
+	stalePending      atomic.Bool
 }
 
 func (s *gatedSettle) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) ([]bool, error) {
-	s.once.Do(func() {
-		close(s.settling)
-		<-s.release
-	})
-	return s.Store.WatchSettle(ctx, ps)
+	gate := func() {
+		s.once.Do(func() {
+			close(s.settling)
+			<-s.release
+		})
+	}
+	if !s.after {
+		gate()
+		return s.Store.WatchSettle(ctx, ps)
+	}
+	won, err := s.Store.WatchSettle(ctx, ps)
+	gate()
+	return won, err
 }
 
 func (s *gatedSettle) WatchCreate(ctx context.Context, p vigil.WatchCreateParams) (*vigil.Watch, error) {
+	if w, ok := s.stale(ctx, p); ok {
+		s.existing <- struct{}{}
+		return w, nil
+	}
 	w, err := s.Store.WatchCreate(ctx, p)
 	if err == nil && w.Existing {
 		s.existing <- struct{}{}
@@ -170,11 +227,37 @@ func (s *gatedSettle) WatchCreate(ctx context.Context, p vigil.WatchCreateParams
 }
 
 func (s *gatedSettle) WatchCreateMany(ctx context.Context, ps []vigil.WatchCreateParams) ([]vigil.WatchCreateResult, error) {
+	if len(ps) == 1 {
+		if w, ok := s.stale(ctx, ps[0]); ok {
+			s.existing <- struct{}{}
+			return []vigil.WatchCreateResult{{Watch: w}}, nil
+		}
+	}
 	res, err := s.Store.WatchCreateMany(ctx, ps)
 	if err == nil && len(res) == 1 && res[0].Watch != nil && res[0].Watch.Existing {
 		s.existing <- struct{}{}
 	}
 	return res, err
+}
+
+// stale answers p with the watch of its identity as it was pending, when
+// stalePending is set.
+func (s *gatedSettle) stale(ctx context.Context, p vigil.WatchCreateParams) (*vigil.Watch, bool) {
+	if !s.stalePending.Load() {
+		return nil, false
+	}
+	page, err := s.Store.WatchList(ctx, vigil.WatchListParams{Recipient: p.Watch.Recipient})
+	if err != nil {
+		return nil, false
+	}
+	for _, w := range page.Watches {
+		if w.Identity == p.Watch.Identity {
+			c := *w
+			c.State, c.Outcome, c.SettledAt, c.AnsweredAtCreation, c.Existing = vigil.StatePending, nil, time.Time{}, false, true
+			return &c, true
+		}
+	}
+	return nil, false
 }
 
 // The registration that waits for the first observation still stops

@@ -35,17 +35,6 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 		p.RequestHash = requestHash(r)
 		p.IdempotencySince = now.Add(-e.limits.IdempotencyTTL)
 	}
-	// Whether this registration waits for the first observation is known
-	// before the write, and its observer can be found by the watch's id
-	// from the instant the watch exists (see joinObserved).
-	var o *scheduler.Observer
-	spec, _ := e.watchers.Spec(w.Kind)
-	probesNow := (w.Every > 0 || spec.Instant) && (w.StartAt.IsZero() || !w.StartAt.After(now))
-	if r.Observe && probesNow {
-		o = scheduler.NewObserver()
-		e.observing.Store(w.ID, o)
-		defer e.observing.Delete(w.ID)
-	}
 	got, err := e.store.WatchCreate(ctx, p)
 	if err != nil {
 		return nil, err
@@ -72,6 +61,12 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 	}
 	if secret != "" {
 		got.CompletionToken = completionToken(got.ID, secret)
+	}
+	var o *scheduler.Observer
+	spec, _ := e.watchers.Spec(w.Kind)
+	probesNow := (w.Every > 0 || spec.Instant) && (w.StartAt.IsZero() || !w.StartAt.After(now))
+	if r.Observe && probesNow {
+		o = scheduler.NewObserver()
 	}
 	e.probes.add(got, o)
 	e.hub.publish(vigil.Event{Type: vigil.EventWatchCreated, WatchID: got.ID, Recipient: got.Recipient, State: got.State, At: now})
@@ -109,30 +104,30 @@ func askedDeliver(asked, kept json.RawMessage) json.RawMessage {
 
 // joinObserved answers a registration that matched the pending watch got
 // (existing). A registration of that watch may still wait for its first
-// observation; had it the answer to itself (settled quietly, answered at
-// creation), this caller, told the watch is pending, would wait for a
-// message that never comes. So its claim is given up and the settlement is
-// mailed. When the first observation has claimed the answer already, or
-// settled the watch quietly since this caller's read (its registration has
-// returned), this caller gets the watch as it settled.
+// observation, on this daemon or on another replica; had it the answer to
+// itself (settled quietly, answered at creation), this caller, told the
+// watch is pending, would wait for a message that never comes. So the
+// watch is marked joined in the store (Store.WatchJoin), and the settling
+// write, which reads the mark under the same lock, mails the outcome all
+// the same. When the watch is no longer pending (settled since this
+// caller's read), and quietly, this caller gets the watch as it settled;
+// settled with a message, that message is in its mailbox.
 func (e *Engine) joinObserved(ctx context.Context, got *vigil.Watch) *vigil.Watch {
-	if v, ok := e.observing.Load(got.ID); ok {
-		o := v.(*scheduler.Observer)
-		if o.Abandon() {
-			return got
-		}
-		select {
-		case <-o.Done(): // the settling write was under way
-		case <-ctx.Done():
-			return got // the caller is gone
-		}
-	} else if got.CreatedAt.Before(e.now().Add(-e.limits.ObserveWait - time.Minute)) {
-		// No registration of it can have waited since this caller's read.
+	if got.CreatedAt.Before(e.now().Add(-e.limits.ObserveWait - time.Minute)) {
+		// No registration of it can still wait for its first
+		// observation: nothing to join.
 		return got
 	}
-	w, err := e.store.WatchGet(context.WithoutCancel(ctx), got.ID)
+	ctx = context.WithoutCancel(ctx) // the mark is for the outcome, whoever waits
+	if joined, err := e.store.WatchJoin(ctx, got.ID); err != nil {
+		e.log.Warn("marking a watch joined by a registration; a settlement answered at creation may not be mailed", "watch_id", got.ID, "err", err)
+		return got
+	} else if joined {
+		return got
+	}
+	w, err := e.store.WatchGet(ctx, got.ID)
 	if err != nil || w.State == vigil.StatePending || !w.AnsweredAtCreation {
-		// Pending, or settled with a message to its mailbox.
+		// Settled with a message to its mailbox (or gone).
 		return got
 	}
 	w.Existing = true

@@ -87,16 +87,17 @@ func (s *prober) commit(ctx context.Context, ss []settlement, now time.Time) ([]
 		st := &ss[i]
 		st.out.Sentence = wording.Outcome(st.w, st.out)
 		// A registration still waiting for this first observation gets the
-		// answer itself: nothing is mailed (answered at creation).
+		// answer itself: nothing is mailed (answered at creation), unless
+		// another registration joined the watch (Store.WatchJoin, see
+		// joinObserved), which the store knows and this daemon may not
+		// (it reached another replica). So the message goes with a quiet
+		// settlement too, and the store says whether it wrote it (its
+		// Seq).
 		st.quiet = st.e.Observer().Claim()
-		p := vigil.WatchSettleParams{ID: st.w.ID, State: st.out.State, Outcome: st.out, SettledAt: now, Polls: st.polls,
+		msgs[i] = OutcomeMessage(s.cfg.NewIDFunc(), st.w, st.out, now)
+		ps[i] = vigil.WatchSettleParams{ID: st.w.ID, State: st.out.State, Outcome: st.out, SettledAt: now, Polls: st.polls,
 			Errors: st.w.Errors, ConsecutiveErrors: st.w.ConsecutiveErrors, CheckedAt: st.w.CheckedAt, AnsweredAtCreation: st.quiet,
-			Answered: st.answered}
-		if !st.quiet {
-			msgs[i] = OutcomeMessage(s.cfg.NewIDFunc(), st.w, st.out, now)
-			p.Message = msgs[i]
-		}
-		ps[i] = p
+			Answered: st.answered, Message: msgs[i]}
 	}
 	won, err := s.cfg.Store.WatchSettle(ctx, ps)
 	for _, st := range ss {
@@ -135,8 +136,15 @@ func (s *prober) commit(ctx context.Context, ss []settlement, now time.Time) ([]
 		}
 		s.doubts.forget(st.w.ID)
 		anyWon = true
+		// Answered at creation, unless the store wrote the message all
+		// the same (the watch was joined): then it is told as any
+		// settlement is, pushed and announced with its message.
+		quiet := st.quiet && msgs[i].Seq == 0
+		if quiet {
+			msgs[i] = nil
+		}
 		w := st.w
-		w.State, w.Outcome, w.SettledAt, w.Polls, w.AnsweredAtCreation = st.out.State, st.out, now, st.polls, st.quiet
+		w.State, w.Outcome, w.SettledAt, w.Polls, w.AnsweredAtCreation = st.out.State, st.out, now, st.polls, quiet
 		w.LastObservation = st.out.Observation
 		st.e.Observer().Finish(w)
 		if s.cfg.DeliverFunc != nil {

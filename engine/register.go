@@ -118,14 +118,15 @@ func (e *Engine) joinObserved(ctx context.Context, got *vigil.Watch) *vigil.Watc
 		// observation: nothing to join.
 		return got
 	}
-	ctx = context.WithoutCancel(ctx) // the mark is for the outcome, whoever waits
 	if joined, err := e.store.WatchJoin(ctx, got.ID); err != nil {
-		e.log.Warn("marking a watch joined by a registration; a settlement answered at creation may not be mailed", "watch_id", got.ID, "err", err)
+		if ctx.Err() == nil {
+			e.log.Warn("marking a watch joined by a registration; a settlement answered at creation may not be mailed", "watch_id", got.ID, "err", err)
+		}
 		return got
 	} else if joined {
 		return got
 	}
-	w, err := e.store.WatchGet(ctx, got.ID)
+	w, err := e.store.WatchGet(context.WithoutCancel(ctx), got.ID)
 	if err != nil || w.State == vigil.StatePending || !w.AnsweredAtCreation {
 		// Settled with a message to its mailbox (or gone).
 		return got

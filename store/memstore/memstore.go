@@ -425,7 +425,9 @@ func (s *Store) WatchSettle(_ context.Context, ps []vigil.WatchSettleParams) ([]
 	for i, p := range ps {
 		// An outcome message that cannot be written fails the whole batch,
 		// before anything is changed, as a transaction would roll back.
-		if w, ok := s.watches[p.ID]; ok && w.State == vigil.StatePending && enc[i].Message != nil && s.outcome[p.ID] {
+		// Answered at creation and not joined, the message is not written.
+		writes := enc[i].Message != nil && (!p.AnsweredAtCreation || s.joined[p.ID])
+		if w, ok := s.watches[p.ID]; ok && w.State == vigil.StatePending && writes && s.outcome[p.ID] {
 			return nil, vigil.Errorf(vigil.CodeConflict, "watch %q already has its outcome message", p.ID)
 		}
 	}

@@ -28,6 +28,7 @@ type createManyItem struct {
 	Note           string            `json:"note,omitempty" jsonschema:"a note to your future self, carried into the outcome message"`
 	Labels         map[string]string `json:"labels,omitempty" jsonschema:"labels to find the watch by"`
 	Deliver        json.RawMessage   `json:"deliver,omitempty" jsonschema:"push the outcome somewhere besides the inbox, as for watch_create"`
+	Wake           string            `json:"wake,omitempty" jsonschema:"resume this saved agent session with the outcome, as for watch_create: \"claude:SESSION_ID\" or \"codex:SESSION_ID\""`
 	IdempotencyKey string            `json:"idempotency_key,omitempty" jsonschema:"a key that makes a retried item return the first answer; each item its own"`
 	Stable         int               `json:"stable,omitempty" jsonschema:"require this many satisfied checks in a row before firing"`
 	StableFor      string            `json:"stable_for,omitempty" jsonschema:"require the condition to hold this long before firing"`
@@ -94,6 +95,9 @@ func (s *server) createMany(ctx context.Context, req *mcp.CallToolRequest, in cr
 		if err == nil && len(it.Deliver) > 0 && !isObject(it.Deliver) {
 			err = vigil.FieldErrorf(vigil.CodeInvalidRequest, "deliver", "deliver must be a JSON object")
 		}
+		if err == nil && it.Wake != "" {
+			it.Deliver, err = s.withWake(it.Deliver, it.Wake)
+		}
 		if err != nil {
 			out.Results[i] = refusedResult(err)
 			continue
@@ -133,14 +137,28 @@ func (s *server) createMany(ctx context.Context, req *mcp.CallToolRequest, in cr
 			out.Refused++
 		}
 	}
-	out.Hint = fmt.Sprintf("%d created, %d already watched, %d refused (see each result's error). ", out.Created, out.Existed, out.Refused) +
-		"END YOUR TURN now and tell the user what you are waiting for; do not poll. The outcomes will land in the inbox."
+	out.Hint = fmt.Sprintf("%d created, %d already watched, %d refused (see each result's error). ", out.Created, out.Existed, out.Refused)
+	notKept := 0
+	for _, r := range out.Results {
+		if r.Status == vigil.BatchExisting && r.Watch != nil && len(r.Watch.AskedDeliver) > 0 {
+			notKept++
+		}
+	}
+	if notKept > 0 {
+		out.Hint += fmt.Sprintf("For %d of the watches already watched, the delivery options you asked for (a wake among them) were NOT registered: "+
+			"each keeps its own (see its asked_deliver); cancel it and register again to change them. ", notKept)
+	}
+	out.Hint += "END YOUR TURN now and tell the user what you are waiting for; do not poll. The outcomes will land in the inbox."
 	return nil, out, nil
 }
 
 func refusedResult(err error) createManyResult {
 	if err == nil {
 		err = vigil.Errorf(vigil.CodeInternal, "no answer for this item")
+	}
+	if te, ok := err.(*toolError); ok {
+		// A refusal made here (a malformed wake), said as the daemon's are.
+		err = vigil.FieldErrorf(te.code, te.field, "%s", te.msg)
 	}
 	return createManyResult{Status: vigil.BatchRefused, Error: string(vigil.ErrorCode(err)) + ": " + vigil.ErrorMessage(err)}
 }

@@ -160,3 +160,52 @@ func merge(a, b map[string]any) map[string]any {
 	}
 	return a
 }
+
+// TestCreateManyWake: an item of watch_create_many takes wake as
+// watch_create does (docs/agents.md: "items as watch_create takes them,
+// without observe"), registering the resume in the server's WakeDir; a
+// malformed wake refuses its item only, not the batch.
+func TestCreateManyWake(t *testing.T) {
+	t.Parallel()
+	e := engine.New(engine.Config{Store: memstore.New(), Watchers: watcher.NewRegistry(timer.New(timer.Config{})),
+		DeliverPolicy: deliver.Policy{AllowExec: true}})
+	if err := e.Prime(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	cs := connect(t, mcpserver.New(e, &mcpserver.Options{DefaultRecipient: "agent-1", WakeDir: "/src/app"}), nil)
+	got := callOK[createManyResult](t, cs, "watch_create_many", map[string]any{"watches": []any{
+		map[string]any{"kind": "timer", "predicate": map[string]any{"in": "1h"}, "wake": "claude:3f9f74a6-6b7c"},
+		map[string]any{"kind": "timer", "predicate": map[string]any{"in": "2h"}, "wake": "claude"},
+		map[string]any{"kind": "timer", "predicate": map[string]any{"in": "3h"}},
+	}})
+	if len(got.Results) != 3 || got.Results[0].Status != "created" || got.Results[1].Status != "refused" || got.Results[2].Status != "created" {
+		t.Fatalf("watch_create_many = %+v, want created, refused (the malformed wake), created", got.Results)
+	}
+	if !strings.Contains(got.Results[1].Error, "wake") {
+		t.Errorf("refused item's error = %q, want it to name wake", got.Results[1].Error)
+	}
+	w, err := e.Watch(t.Context(), got.Results[0].Watch.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := deliver.ParseOptions(w.Deliver)
+	if err != nil || o.Resume == nil || o.Resume.Harness != "claude" || o.Resume.Session != "3f9f74a6-6b7c" || o.Resume.Cwd != "/src/app" {
+		t.Fatalf("deliver %s (%v), want a claude resume of 3f9f74a6-6b7c in /src/app", w.Deliver, err)
+	}
+	// A wake for a condition already pending is not registered, and the
+	// hint says so.
+	at := time.Now().Add(3 * time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
+	callOK[createManyResult](t, cs, "watch_create_many", map[string]any{"watches": []any{
+		map[string]any{"kind": "timer", "predicate": map[string]any{"at": at}},
+	}})
+	again := callOK[createManyResult](t, cs, "watch_create_many", map[string]any{"watches": []any{
+		map[string]any{"kind": "timer", "predicate": map[string]any{"at": at}, "wake": "codex:019d1afb"},
+	}})
+	if again.Existing != 1 || !strings.Contains(again.Hint, "NOT registered") {
+		t.Errorf("wake on an existing watch: %+v, want existing and a hint that the wake was NOT registered", again)
+	}
+}

@@ -352,7 +352,7 @@ func (s *server) cancel(ctx context.Context, req *mcp.CallToolRequest, in idIn) 
 type inboxIn struct {
 	Recipient string `json:"recipient,omitempty" jsonschema:"whose inbox: a name for this agent session; leave it out for this connection's default"`
 	Reader    string `json:"reader,omitempty" jsonschema:"who is reading: each reader sees each message once (default notice, shared with the vigil notice hook)"`
-	Ack       *bool  `json:"ack,omitempty" jsonschema:"mark the messages read for this reader; default true"`
+	Ack       *bool  `json:"ack,omitempty" jsonschema:"mark the messages read for this reader; default true (with after past the reader's unread ones, nothing is marked read, since the unread messages before after were not shown)"`
 	After     *int64 `json:"after,omitempty" jsonschema:"read the messages after this seq instead of the reader's unread ones (to look back)"`
 	Limit     int    `json:"limit,omitempty" jsonschema:"at most this many messages (default 50, at most 200)"`
 }
@@ -385,7 +385,16 @@ func (s *server) inbox(ctx context.Context, req *mcp.CallToolRequest, in inboxIn
 		return nil, inboxOut{}, argError("limit", "limit must be from 1 to %d", maxInboxLimit)
 	}
 	ack := in.Ack == nil || *in.Ack
-	page, err := s.svc.Messages(ctx, vigil.MessagesRequest{Recipient: r, Reader: reader, After: in.After, Ack: ack, Limit: limit})
+	// Without after the read starts at the reader's cursor, and the
+	// service acks what it returns in the same call. With after, what it
+	// returns is contiguous with what the reader has read only when after
+	// is not past its cursor: acking past a gap would mark read messages
+	// this call never showed, and the reader (the notice hook's, by
+	// default) would never show them.
+	page, err := s.svc.Messages(ctx, vigil.MessagesRequest{Recipient: r, Reader: reader, After: in.After, Ack: ack && in.After == nil, Limit: limit})
+	if err == nil && ack && in.After != nil && len(page.Messages) > 0 && *in.After <= page.Cursor {
+		err = s.svc.Ack(ctx, vigil.AckRequest{Recipient: r, Reader: reader, Seq: page.Messages[len(page.Messages)-1].Seq})
+	}
 	if err != nil {
 		return nil, inboxOut{}, s.asToolError(ctx, req.Params.Name, err)
 	}

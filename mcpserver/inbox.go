@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -60,13 +62,33 @@ func (s *server) ownInbox(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// InboxURI returns the URI of recipient's inbox resource.
-func InboxURI(recipient string) string { return inboxURIPrefix + recipient }
+// InboxURI returns the URI of recipient's inbox resource. The recipient is
+// expanded as InboxURITemplate's {recipient} is (RFC 6570 simple string
+// expansion): every byte but the unreserved ones percent-encoded, so that
+// a name with ':', '@' or '+' (which recipient names may hold) gives a
+// URI the template matches, and that resources/read therefore reaches.
+func InboxURI(recipient string) string {
+	var b strings.Builder
+	b.WriteString(inboxURIPrefix)
+	for i := 0; i < len(recipient); i++ {
+		c := recipient[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
+}
 
-// inboxRecipient returns the recipient of an inbox URI.
+// inboxRecipient returns the recipient of an inbox URI, percent-decoded.
 func inboxRecipient(uri string) (string, bool) {
 	r, ok := strings.CutPrefix(uri, inboxURIPrefix)
 	if !ok || r == "" || strings.ContainsAny(r, "/?#") {
+		return "", false
+	}
+	r, err := url.PathUnescape(r)
+	if err != nil || r == "" || strings.ContainsAny(r, "/?#") {
 		return "", false
 	}
 	return r, true

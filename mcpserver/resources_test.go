@@ -1,6 +1,7 @@
 package mcpserver_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/client"
 	"github.com/vigil-run/vigil/mcpserver"
 )
@@ -91,4 +93,43 @@ func TestProtocolErrorCodes(t *testing.T) {
 	check("resources/read with the daemon down", err, jsonrpc.CodeInternalError, "unavailable")
 	_, err = cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "vigil://elsewhere"})
 	check("resources/read of an unknown URI", err, jsonrpc.CodeInvalidParams, "")
+}
+
+// TestInboxResourceReservedName: a recipient name may hold ':', '@' and
+// '+'; the inbox URI resources/list gives for it is one the template
+// matches, so resources/read answers it, and a subscription to it is told
+// when a message lands.
+func TestInboxResourceReservedName(t *testing.T) {
+	t.Parallel()
+	e := startEngine(t)
+	const r = "dev@host:proj+1"
+	if _, err := e.Note(t.Context(), vigil.NoteRequest{Recipient: r, Title: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	updated := make(chan string, 10)
+	cs := connectVersion(t, mcpserver.New(e, &mcpserver.Options{DefaultRecipient: r}), &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) { updated <- req.Params.URI }}, legacyVersion)
+	list, err := cs.ListResources(t.Context(), nil)
+	if err != nil || len(list.Resources) == 0 {
+		t.Fatalf("ListResources = %+v, %v", list, err)
+	}
+	uri := list.Resources[0].URI
+	res, err := cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		t.Fatalf("ReadResource(%s), the URI resources/list gave for %s: %v", uri, r, err)
+	}
+	var inbox inboxResult
+	if len(res.Contents) != 1 || json.Unmarshal([]byte(res.Contents[0].Text), &inbox) != nil || inbox.Recipient != r || len(inbox.Messages) != 1 {
+		t.Fatalf("ReadResource(%s) = %+v, want %s's one message", uri, res.Contents, r)
+	}
+	if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatalf("Subscribe(%s): %v", uri, err)
+	}
+	if _, err := e.Note(t.Context(), vigil.NoteRequest{Recipient: r, Title: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	// Blocks until told (go test's -timeout ends a test never told).
+	if got := <-updated; got != uri {
+		t.Errorf("resources/updated for %s, want %s", got, uri)
+	}
 }

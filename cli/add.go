@@ -203,6 +203,11 @@ func (f *addFlags) register(cmd *cobra.Command, e *env, kind vigil.Kind, pred ma
 	}
 	w, err := c.Register(cmd.Context(), req)
 	if err != nil {
+		if f.wait {
+			// --wait's exit codes are wait's, where 1 is a failed
+			// watch: no error, internal included, may read as one.
+			return waitErr(cmd, err)
+		}
 		return callErr(cmd, err)
 	}
 	if f.wait {

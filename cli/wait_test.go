@@ -320,3 +320,21 @@ func TestWaitTimeoutZeroLooksOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestAddWaitRegistrationErrorIsNotAnOutcome holds that add --wait, whose
+// exit codes are wait's (1: the watch failed), exits 2 when the daemon
+// answers the registration itself with an internal error: no watch was
+// made, and exit 1 would tell a script the watch it waited on failed.
+func TestAddWaitRegistrationErrorIsNotAnOutcome(t *testing.T) {
+	t.Parallel()
+	sd := &scriptedDaemon{post: []answer{errorAnswer(500, vigil.CodeInternal, "the database is corrupt", "")}}
+	r, _ := sd.vigil(t, "add", "timer", "1h", "--wait")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "the database is corrupt") {
+		t.Errorf("add --wait, registration answered 500: exit %d, stderr %q; want 2 (not 1, the failed outcome) and the error", r.code, r.stderr)
+	}
+	// Without --wait, an internal error is exit 1 as for every command.
+	r, _ = sd.vigil(t, "add", "timer", "1h")
+	if r.code != ExitFailed {
+		t.Errorf("add, registration answered 500: exit %d, want 1", r.code)
+	}
+}

@@ -268,6 +268,14 @@ func (c *channel) push(ctx context.Context, ms []*vigil.Message) error {
 		if err := c.write(ctx, p); err != nil {
 			return err
 		}
+		if n > 1 && c.notice {
+			// A summary shows a count, not the messages: they stay
+			// unread for DefaultReader, whose cursor marks everything up
+			// to it read, so from now on this session acks its own
+			// reader only, as for a client that did not declare it
+			// takes channel events, and the hook shows them.
+			c.notice = false
+		}
 		c.sent = append(c.sent, now)
 		i += n
 		c.through = ms[i-1].Seq

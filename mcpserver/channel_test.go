@@ -349,3 +349,44 @@ func TestChannelNoticeStillShows(t *testing.T) {
 		}
 	})
 }
+
+// TestChannelSummaryLeavesNoticeUnread: a client that declares it takes
+// channel events has what is pushed to it marked read for the notice
+// reader too; but a summary pushes a count, not the messages. Those it
+// announces must stay unread for the notice reader, so the hook (or
+// inbox_read) still shows them: a model that does not follow the
+// summary's advice must not lose them.
+func TestChannelSummaryLeavesNoticeUnread(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e, ctx, stop := channelEngine(t)
+		defer stop()
+		const r = "r"
+		var burst []int64
+		for i := range 30 {
+			burst = append(burst, note(t, e, r, fmt.Sprintf("burst %d", i)))
+		}
+		c, end := runChannel(t, ctx, e, r)
+		c.handshake(strings.Replace(claudeInitialize, `"capabilities":{`, `"capabilities":{"experimental":{"`+mcpserver.ChannelCapability+`":{}},`, 1))
+		for i := range 9 {
+			if ev := c.next(); ev.Meta["seq"] != strconv.FormatInt(burst[i], 10) {
+				t.Fatalf("event %d = %+v, want message %d", i, ev, burst[i])
+			}
+		}
+		if ev := c.next(); ev.Meta["event"] != "summary" || ev.Meta["count"] != "21" {
+			t.Fatalf("10th event = %+v, want a summary of 21", ev)
+		}
+		// One more, pushed on its own once the window has passed.
+		late := note(t, e, r, "late")
+		if ev := c.next(); ev.Meta["seq"] != strconv.FormatInt(late, 10) {
+			t.Fatalf("event after the window = %+v, want message %d", ev, late)
+		}
+		end()
+		if got := unread(t, e, r, mcpserver.DefaultReader); len(got) == 0 || got[0] != burst[9] || !slices.Contains(got, burst[29]) {
+			t.Errorf("unread for the notice reader = %v, want the 21 the summary announced (from %d to %d) still unread", got, burst[9], burst[29])
+		}
+		if got := unread(t, e, r, mcpserver.ChannelReader); len(got) != 0 {
+			t.Errorf("unread for the channel reader = %v, want none: each was pushed once", got)
+		}
+	})
+}

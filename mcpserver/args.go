@@ -53,13 +53,16 @@ func argumentErrors(next mcp.MethodHandler) mcp.MethodHandler {
 // schemaError turns the SDK's schema validation message into a tool error
 // naming the argument.
 func schemaError(msg string) error {
-	var path []string
-	for _, m := range propertyRE.FindAllStringSubmatch(msg, -1) {
-		path = append(path, m[1])
-	}
-	detail := msg
+	// Each step names the whole path from the root again: the last one
+	// says where the error is.
+	detail, at := msg, msg
 	if loc := stepRE.FindAllStringIndex(msg, -1); len(loc) > 0 {
-		detail = msg[loc[len(loc)-1][1]:]
+		last := loc[len(loc)-1]
+		detail, at = msg[last[1]:], msg[last[0]:last[1]]
+	}
+	var path []string
+	for _, m := range propertyRE.FindAllStringSubmatch(at, -1) {
+		path = append(path, m[1])
 	}
 	switch {
 	case typeRE.MatchString(detail):

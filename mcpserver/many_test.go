@@ -57,3 +57,25 @@ func TestCreateMany(t *testing.T) {
 		t.Errorf("no watches = %q, want invalid_request", msg)
 	}
 }
+
+// TestCreateManyArgumentNames: a schema refusal of an item names the
+// argument at fault once per level (watches.note), not once per step of
+// the validator's path (watches.watches.watches.note).
+func TestCreateManyArgumentNames(t *testing.T) {
+	t.Parallel()
+	cs := connect(t, mcpserver.New(startEngine(t), &mcpserver.Options{DefaultRecipient: "agent-1"}), nil)
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"watch_create_many", map[string]any{"watches": []any{map[string]any{"kind": "timer", "note": 5}}}, `(argument watches.note)`},
+		{"watch_create_many", map[string]any{"watches": []any{map[string]any{"kind": "timer", "bogus": 1}}}, `unknown argument "bogus" (argument watches.bogus)`},
+		{"watch_create_many", map[string]any{"watches": []any{map[string]any{"note": "x"}}}, `missing argument "kind" (argument watches.kind)`},
+		{"watch_create", map[string]any{"kind": "timer", "labels": map[string]any{"a": 1}}, `(argument labels)`},
+	} {
+		if got := callErr(t, cs, tc.tool, tc.args); !strings.HasSuffix(got, tc.want) {
+			t.Errorf("%s(%v) = %q, want it to end %q", tc.tool, tc.args, got, tc.want)
+		}
+	}
+}

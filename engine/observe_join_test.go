@@ -294,3 +294,45 @@ func TestObserveWaitEndsAfterAnExistingRegistration(t *testing.T) {
 		}
 	})
 }
+
+// joinCounter counts the store's WatchJoin writes.
+type joinCounter struct {
+	vigil.Store
+	joins atomic.Int64
+}
+
+func (s *joinCounter) WatchJoin(ctx context.Context, id string) (bool, error) {
+	s.joins.Add(1)
+	return s.Store.WatchJoin(ctx, id)
+}
+
+// TestJoinWritesOnlyForWatchesProbedAtOnce: a registration answered with
+// an existing watch joins it in the store (a write) only when a
+// registration of it may wait for its first observation: a watch probed
+// as soon as it is armed. A timer has no first observation; joining one
+// cost a durable write per item of a batch registered again.
+func TestJoinWritesOnlyForWatchesProbedAtOnce(t *testing.T) {
+	st := &joinCounter{Store: memstore.New()}
+	probe := watchertest.Func(vigil.KindHTTP, func(context.Context, watcher.Probe) (vigil.Observation, error) {
+		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "not yet"}, nil
+	})
+	v := newEnv(t, envOpts{store: st, watchers: []watcher.Watcher{probe}})
+	timer := vigil.RegisterRequest{Kind: vigil.KindTimer, Predicate: obj(`{"in":"10m"}`), Recipient: "agent-1"}
+	registerOne(t, v, timer, false)
+	for _, batch := range []bool{false, true} {
+		if w := registerOne(t, v, timer, batch); w == nil || !w.Existing {
+			t.Fatalf("the timer registered again (batch %v): %+v, want existing", batch, w)
+		}
+	}
+	if n := st.joins.Load(); n != 0 {
+		t.Errorf("registering an existing timer again wrote %d joins, want none", n)
+	}
+	check := vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{"u":1}`), Recipient: "agent-1"}
+	registerOne(t, v, check, false)
+	if w := registerOne(t, v, check, true); w == nil || !w.Existing {
+		t.Fatalf("the http watch registered again: %+v, want existing", w)
+	}
+	if n := st.joins.Load(); n != 1 {
+		t.Errorf("registering an existing http watch again wrote %d joins, want 1", n)
+	}
+}

@@ -63,9 +63,7 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 		got.CompletionToken = completionToken(got.ID, secret)
 	}
 	var o *scheduler.Observer
-	spec, _ := e.watchers.Spec(w.Kind)
-	probesNow := (w.Every > 0 || spec.Instant) && (w.StartAt.IsZero() || !w.StartAt.After(now))
-	if r.Observe && probesNow {
+	if r.Observe && e.probesAtOnce(w, now) {
 		o = scheduler.NewObserver()
 	}
 	e.probes.add(got, o)
@@ -113,9 +111,10 @@ func askedDeliver(asked, kept json.RawMessage) json.RawMessage {
 // caller's read), and quietly, this caller gets the watch as it settled;
 // settled with a message, that message is in its mailbox.
 func (e *Engine) joinObserved(ctx context.Context, got *vigil.Watch) *vigil.Watch {
-	if got.CreatedAt.Before(e.now().Add(-e.limits.ObserveWait - time.Minute)) {
+	if !e.probesAtOnce(got, got.CreatedAt) || got.CreatedAt.Before(e.now().Add(-e.limits.ObserveWait-time.Minute)) {
 		// No registration of it can still wait for its first
-		// observation: nothing to join.
+		// observation (a timer's has none; an older one's wait has
+		// ended): nothing to join, and no write.
 		return got
 	}
 	if joined, err := e.store.WatchJoin(ctx, got.ID); err != nil {
@@ -134,6 +133,14 @@ func (e *Engine) joinObserved(ctx context.Context, got *vigil.Watch) *vigil.Watc
 	w.Existing = true
 	w.AskedDeadline, w.AskedDeliver = got.AskedDeadline, got.AskedDeliver
 	return w
+}
+
+// probesAtOnce reports whether watch w, registered at, is probed as soon
+// as it is armed: the registrations of those alone may wait for a first
+// observation (observe).
+func (e *Engine) probesAtOnce(w *vigil.Watch, at time.Time) bool {
+	spec, _ := e.watchers.Spec(w.Kind)
+	return (w.Every > 0 || spec.Instant) && (w.StartAt.IsZero() || !w.StartAt.After(at))
 }
 
 // observe waits (bounded) for the first observation of a new watch. If it

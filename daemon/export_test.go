@@ -38,3 +38,11 @@ func (d *Daemon) Scheduled(id string) bool {
 	_, ok := d.sched.Live(id)
 	return ok
 }
+
+// Deafen makes a replica drop every database event it hears (lost
+// notifications) until it is called with false.
+func (d *Daemon) Deafen(on bool) { d.shards.deaf.Store(on) }
+
+// Resync hands a replica the event its listener hears after it connected
+// again.
+func (d *Daemon) Resync() { d.shards.heard(postgres.Event{Kind: postgres.EventResync}) }

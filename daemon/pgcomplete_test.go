@@ -23,6 +23,24 @@ import (
 // and the watch stayed pending until its deadline expired it.
 func TestPostgresCompleteOnAnotherReplica(t *testing.T) {
 	t.Parallel()
+	completeOnAnotherReplica(t, false)
+}
+
+// TestPostgresCompleteOnAnotherReplicaWordLost: the same when the holder
+// of the watch's shard does not hear of the completion (its listener was
+// reconnecting): the lease step after it reconnected finds the outcome
+// settled on the other replica and not handed to a channel, and delivers
+// it. Before, nothing did until the shard moved or the holder restarted.
+func TestPostgresCompleteOnAnotherReplicaWordLost(t *testing.T) {
+	t.Parallel()
+	completeOnAnotherReplica(t, true)
+}
+
+// completeOnAnotherReplica completes, on replica A, a token watch in one
+// of replica B's shards, with B deaf to the database's events meanwhile
+// when lost (then told its listener connected again), and checks that the
+// watch fired and its webhook was posted once, by B.
+func completeOnAnotherReplica(t *testing.T, lost bool) {
 	posted := make(chan string, 8)
 	var hits atomic.Int32
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -64,12 +82,19 @@ func TestPostgresCompleteOnAnotherReplica(t *testing.T) {
 	}
 
 	// Completed on A, which does not hold it.
+	if lost {
+		b.Deafen(true)
+	}
 	done, err := ca.Complete(t.Context(), vigil.CompleteRequest{Token: w.CompletionToken, Status: vigil.CompleteSuccess})
 	if err != nil {
 		t.Fatalf("completing on a replica that does not hold the watch's shard: %v", err)
 	}
 	if done.State != vigil.StateFired {
 		t.Fatalf("the completed watch is %s, want fired", done.State)
+	}
+	if lost {
+		b.Deafen(false)
+		b.Resync()
 	}
 	select {
 	case <-posted:

@@ -92,6 +92,15 @@ type shards struct {
 	// and records them (checkKeys), for rejoin; nil in tests of replicas
 	// that record none.
 	keys func(ctx context.Context) error
+	// heardAt is when the last event was heard (unix ns; 0: none yet).
+	heardAt atomic.Int64
+	// owedSince, when not 0, is the instant (unix ns) from which the next
+	// repair looks for outcomes settled on other replicas in the shards
+	// held here and not handed to a channel yet (deliverElsewhere): their
+	// word was lost (a reconnection) or not queued (ids was full).
+	owedSince atomic.Int64
+	// deaf drops every event heard (a test's lost notifications).
+	deaf atomic.Bool
 }
 
 func newShards(cfg Config, pg *postgres.Store, replica string, eng *engine.Engine, sched *scheduler.Scheduler,
@@ -311,6 +320,11 @@ type heardWatch struct {
 // a reconnection (events may have been lost) steps it too, and its
 // repair scan finds what was missed.
 func (s *shards) heard(ev postgres.Event) {
+	if s.deaf.Load() {
+		return
+	}
+	now := time.Now()
+	last := s.heardAt.Swap(now.UnixNano())
 	switch ev.Kind {
 	case postgres.EventWatch:
 		if ev.WatchID == "" || !s.pg.Holds(ev.WatchID) {
@@ -332,14 +346,64 @@ func (s *shards) heard(ev postgres.Event) {
 		select {
 		case s.ids <- h:
 		default:
-			// Full: the repair scan at the next step finds it.
+			// Full: the repair scan at the next step finds it; an
+			// outcome settled on another replica, the look for them.
+			if h.message != "" {
+				s.owe(now)
+			}
 		}
 	case postgres.EventCheck:
 		if ev.WatchID != "" && s.pg.Holds(ev.WatchID) {
 			s.sched.Poke(ev.WatchID)
 		}
-	case postgres.EventRebalance, postgres.EventResync:
+	case postgres.EventResync:
+		// What was said while nobody listened is lost: a completion
+		// made on another replica among it (its delivery is owed here).
+		if last != 0 {
+			s.owe(time.Unix(0, last))
+		}
 		s.mgr.Kick()
+	case postgres.EventRebalance:
+		s.mgr.Kick()
+	}
+}
+
+// owe asks the next repair to look for the outcomes settled on other
+// replicas since at (less repairMargin, for their clocks) and owed a
+// channel here (deliverElsewhere).
+func (s *shards) owe(at time.Time) {
+	v := at.Add(-repairMargin).UnixNano()
+	for {
+		old := s.owedSince.Load()
+		if old != 0 && old <= v || s.owedSince.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// deliverElsewhere hands the dispatcher the outcomes that other replicas
+// settled since the instant owedSince holds in shards (held here) and that
+// no channel has a receipt of (postgres.Store.UndispatchedElsewhere): the
+// completions whose word did not reach take. A delivery queued twice goes
+// out once (the dispatcher's queue, and each attempt's claim). When the
+// read fails, the next repair looks again.
+func (s *shards) deliverElsewhere(ctx context.Context, shards []int) {
+	since := s.owedSince.Swap(0)
+	if since == 0 || s.disp == nil || len(shards) == 0 {
+		return
+	}
+	err := s.disp.ResumeWith(ctx, func(ctx context.Context, p vigil.ReceiptsResumeParams) (vigil.ReceiptsResumeResult, error) {
+		if at := time.Unix(0, since); at.After(p.SettledSince) {
+			p.SettledSince = at
+		}
+		u, err := s.pg.UndispatchedElsewhere(ctx, p, shards)
+		return vigil.ReceiptsResumeResult{Undispatched: u}, err
+	})
+	if err != nil {
+		s.owe(time.Unix(0, since).Add(repairMargin))
+		if ctx.Err() == nil {
+			s.log.Warn("looking for outcomes settled on other replicas; the next step looks again", "err", err)
+		}
 	}
 }
 
@@ -429,8 +493,8 @@ func (s *shards) take(ctx context.Context, batch []heardWatch) error {
 // in the shards held here (a completion made there: owed maps each watch
 // to its outcome message), which that replica's fence keeps it from
 // delivering. A delivery handed over twice goes out once (each attempt
-// claims its receipt); one whose event is lost is found by the resume of
-// the next replica to take the shard.
+// claims its receipt); one whose event is lost, or not queued, is found
+// by the next lease step's deliverElsewhere (see heard).
 func (s *shards) deliverOwed(ctx context.Context, owed map[string]string) error {
 	if len(owed) == 0 || s.disp == nil {
 		return nil
@@ -494,6 +558,10 @@ func (s *shards) repairSince() time.Time {
 // shard's pending rows by insertion time, never every watch, in the same
 // statement as the renewal.
 //
+// First, when heard asked for it (owedSince), it hands the dispatcher the
+// outcomes other replicas settled in the shards renewed and that no channel
+// has a receipt of (deliverElsewhere).
+//
 // It also arms again the watches a fenced write refused since the last
 // step (postgres.Store.Refused) whose shards this step kept: the engine
 // dropped them as lost, and a renewal that committed just as the lease
@@ -503,10 +571,11 @@ func (s *shards) repairSince() time.Time {
 // write may not have returned yet, and the engine drops it when it does),
 // and so are all it found when reading them failed: the scan's window has
 // moved on, and nothing else would find them.
-func (s *shards) repair(ctx context.Context, _ []int, found postgres.Peers) {
+func (s *shards) repair(ctx context.Context, renewed []int, found postgres.Peers) {
 	if s.stopping.Load() {
 		return // the engine has stopped: nothing to arm
 	}
+	s.deliverElsewhere(ctx, renewed)
 	if found.Horizon.IsZero() {
 		s.since = found.Now.Add(-repairMargin)
 	} else {

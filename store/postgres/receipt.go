@@ -210,6 +210,39 @@ func recordDefaults(ctx context.Context, tx pgx.Tx, p vigil.ReceiptsResumeParams
 // (recipient_defaults), with no receipt. A deliver that is not a JSON
 // object names nothing.
 func undispatched(ctx context.Context, tx pgx.Tx, p vigil.ReceiptsResumeParams, shards []int16) ([]vigil.Undispatched, error) {
+	return undispatchedBy(ctx, tx, p, shards, nil)
+}
+
+// UndispatchedElsewhere reads, and writes nothing, the settled watches of
+// shards that ReceiptsResume would find undispatched and that a daemon
+// other than this replica settled since p.SettledSince: the outcomes of
+// completions made on other replicas (vigil.WatchSettleParams.Answered),
+// which the holder of their shard delivers when it hears of them, for a
+// holder that may not have (its listener reconnected, or it had more to
+// take than it could queue). What this replica settled it delivers itself.
+func (s *Store) UndispatchedElsewhere(ctx context.Context, p vigil.ReceiptsResumeParams, shards []int) ([]vigil.Undispatched, error) {
+	if len(shards) == 0 {
+		return nil, nil
+	}
+	sh := make([]int16, len(shards))
+	for i, v := range shards {
+		sh[i] = int16(v)
+	}
+	var out []vigil.Undispatched
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		out, err = undispatchedBy(ctx, tx, p, sh, &s.replica)
+		return err
+	})
+	if err != nil {
+		return nil, wrap("read undispatched outcomes", err)
+	}
+	return out, nil
+}
+
+// undispatchedBy is undispatched, of the watches settled by a daemon other
+// than notBy when it is set.
+func undispatchedBy(ctx context.Context, tx pgx.Tx, p vigil.ReceiptsResumeParams, shards []int16, notBy *string) ([]vigil.Undispatched, error) {
 	var owed []string
 	// def: the watch settled while its recipient's default was configured.
 	const def = `EXISTS (SELECT 1 FROM recipient_defaults AS d
@@ -219,6 +252,10 @@ func undispatched(ctx context.Context, tx pgx.Tx, p vigil.ReceiptsResumeParams, 
 	if shards != nil {
 		args = append(args, shards)
 		inShards = fmt.Sprintf(" AND w.shard = ANY($%d)", len(args))
+	}
+	if notBy != nil {
+		args = append(args, nullStr(*notBy))
+		inShards += fmt.Sprintf(" AND w.settled_by IS DISTINCT FROM $%d", len(args))
 	}
 	if len(p.Channels) > 0 {
 		args = append(args, p.Channels)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync"
 
 	"github.com/vigil-run/vigil"
 )
@@ -65,6 +66,7 @@ func (e *Engine) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) 
 	}
 	armPrune := false
 	added := make([]*vigil.Watch, 0, len(res))
+	var joins []joining // the items answered with a pending watch
 	for j, r := range res {
 		i, asked := at[j], ps[j].Watch
 		if r.Err != nil {
@@ -81,7 +83,7 @@ func (e *Engine) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) 
 					got.AskedDeadline = asked.Deadline
 				}
 				got.AskedDeliver = askedDeliver(asked.Deliver, got.Deliver)
-				got = e.joinObserved(ctx, got)
+				joins = append(joins, joining{i, got})
 			}
 			if got.Replayed && secrets[j] != "" {
 				// A retry of the registration that made it: its
@@ -97,6 +99,7 @@ func (e *Engine) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) 
 		added = append(added, got)
 		out[i] = vigil.BatchResult{Status: vigil.BatchCreated, Watch: got}
 	}
+	e.joinMany(ctx, out, joins)
 	if armPrune {
 		e.sched.ArmPrune(now.Add(e.limits.IdempotencyTTL))
 	}
@@ -116,3 +119,29 @@ func (e *Engine) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) 
 func refused(err error) vigil.BatchResult {
 	return vigil.BatchResult{Status: vigil.BatchRefused, Err: err}
 }
+
+// joining is an item of a batch (out[i]) that matched pending watch w.
+type joining struct {
+	i int
+	w *vigil.Watch
+}
+
+// joinMany answers the items of a batch that matched a pending watch as
+// joinObserved answers one, several at a time: each join that writes is a
+// store write, which the SQLite store's writer commits together when they
+// come together.
+func (e *Engine) joinMany(ctx context.Context, out []vigil.BatchResult, js []joining) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, joinsAtOnce)
+	for _, j := range js {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			out[j.i].Watch = e.view(e.joinObserved(ctx, j.w))
+		})
+	}
+	wg.Wait()
+}
+
+// joinsAtOnce bounds the joins of a batch made at once.
+const joinsAtOnce = 32

@@ -305,8 +305,28 @@ type PruneResult struct {
 	OldestSettled, OldestMessage, OldestKey time.Time
 }
 
+// TextMatchesWatch reports whether text is in a watch's note or its
+// stored predicate, ignoring the case of ASCII letters: the meaning of
+// WatchListParams.Text in every store. The predicate is compared with
+// PredicateText(text), the spelling the text has inside it.
+func TextMatchesWatch(text, note string, predicate []byte) bool {
+	return TextMatches(text, note) || TextMatches(PredicateText(text), string(predicate))
+}
+
+// predicateEscaper spells what encoding/json escapes in a string (and so
+// in every canonical predicate, which it writes) as it escapes it.
+var predicateEscaper = strings.NewReplacer("&", `\u0026`, "<", `\u003c`, ">", `\u003e`, "\u2028", `\u2028`, "\u2029", `\u2029`)
+
+// PredicateText returns text as it is spelled inside a stored predicate:
+// encoding/json writes &, < and > (and U+2028, U+2029) as \u0026, \u003c,
+// \u003e, so a URL's "?a=1&b=2" is stored "?a=1\u0026b=2". A store
+// matching WatchListParams.Text against the predicate's bytes compares
+// them with this (ASCII-lower-cased like the text), the note with the
+// text itself.
+func PredicateText(text string) string { return predicateEscaper.Replace(text) }
+
 // TextMatches reports whether text is in any of fields, ignoring the case
-// of ASCII letters: the meaning of WatchListParams.Text in every store.
+// of ASCII letters.
 func TextMatches(text string, fields ...string) bool {
 	t := asciiLower(text)
 	for _, f := range fields {

@@ -250,7 +250,7 @@ func (s *Store) WatchList(_ context.Context, p vigil.WatchListParams) (vigil.Wat
 		if p.After != "" && compareKey(w.CreatedAt.UnixMilli(), w.ID, afterMS, afterID) >= 0 {
 			continue
 		}
-		match := p.Text == "" || vigil.TextMatches(p.Text, w.Note, string(w.Predicate))
+		match := p.Text == "" || vigil.TextMatchesWatch(p.Text, w.Note, w.Predicate)
 		for k, v := range p.Labels {
 			if w.Labels[k] != v {
 				match = false

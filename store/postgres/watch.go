@@ -154,8 +154,11 @@ func (s *Store) WatchList(ctx context.Context, p vigil.WatchListParams) (vigil.W
 		// (translate), as the Store's Text folds (lower would fold others
 		// too, by the database's locale); LIKE (not strpos) is what their
 		// trigram indexes answer.
+		// The predicate holds &, < and > as encoding/json escapes them
+		// (vigil.PredicateText).
 		t := arg("%" + likeEscaper.Replace(asciiLower(p.Text)) + "%")
-		text = append(text, "(note LIKE "+t+" OR predicate LIKE "+t+")")
+		pt := arg("%" + likeEscaper.Replace(vigil.PredicateText(asciiLower(p.Text))) + "%")
+		text = append(text, "(note LIKE "+t+" OR predicate LIKE "+pt+")")
 	}
 	if len(text) > 0 {
 		where = append(where, "id IN (SELECT id FROM watch_text WHERE "+strings.Join(text, " AND ")+")")

@@ -499,7 +499,7 @@ func listQuery(p vigil.WatchListParams) (q string, args []any, limit int, err er
 			where = append(where, `CASE WHEN tx.note IS NULL THEN EXISTS (SELECT 1 FROM watches AS lw WHERE lw.id = tx.watch_id
 			AND (instr(lower(lw.note), ?) > 0 OR instr(lower(CAST(lw.predicate AS TEXT)), ?) > 0))
 			ELSE instr(tx.note, ?) > 0 OR instr(tx.predicate, ?) > 0 END`)
-			args = append(args, text, text, text, text)
+			args = append(args, text, vigil.PredicateText(text), text, vigil.PredicateText(text))
 			text = ""
 		}
 	}
@@ -535,7 +535,7 @@ func listQuery(p vigil.WatchListParams) (q string, args []any, limit int, err er
 		// SQLite's lower() folds ASCII letters only, as the Store's Text
 		// does (and as it filled watch_text); instr is a plain substring
 		// search, faster than LIKE.
-		where, args = append(where, `(instr(lower(watches.note), ?) > 0 OR instr(lower(CAST(watches.predicate AS TEXT)), ?) > 0)`), append(args, text, text)
+		where, args = append(where, `(instr(lower(watches.note), ?) > 0 OR instr(lower(CAST(watches.predicate AS TEXT)), ?) > 0)`), append(args, text, vigil.PredicateText(text))
 	}
 	if p.After != "" {
 		cat, cid, err := decodeCursor(p.After)

@@ -93,6 +93,25 @@ func testListText(t *testing.T, newStore NewStoreFunc) {
 			t.Errorf("Text %q among long texts: %v, want %v", tc.p.Text, got, tc.want)
 		}
 	}
+	// A predicate is stored as the engine canonicalised it, with &, < and >
+	// escaped as encoding/json writes them (\u0026): a text holding them
+	// finds it as written, in the predicate as in the note.
+	amp := newWatch("w9", "r", vigil.KindHTTP, `{"done":[{"exists":true,"path":"a\u003eb"}],"url":"https://example.com/q?a=1\u0026B=2"}`, base.Add(9*time.Second))
+	amp.Note = "Tom & Jerry <3"
+	create(t, s, amp)
+	for _, tc := range []struct {
+		p    vigil.WatchListParams
+		want []string
+	}{
+		{vigil.WatchListParams{Text: "q?a=1&b=2"}, []string{"w9"}},
+		{vigil.WatchListParams{Text: "a>b"}, []string{"w9"}},
+		{vigil.WatchListParams{Text: "tom & jerry <3"}, []string{"w9"}},
+		{vigil.WatchListParams{Text: "q?a=1&b=2", Recipient: "r", Kind: vigil.KindHTTP}, []string{"w9"}},
+	} {
+		if got := list(tc.p); !slices.Equal(got, tc.want) {
+			t.Errorf("Text %q with & < >: %v, want %v", tc.p.Text, got, tc.want)
+		}
+	}
 	// Labels filter the same way, and a deleted watch's labels go with it.
 	if got := list(vigil.WatchListParams{Labels: map[string]string{"team": "a"}}); len(got) != 0 {
 		t.Errorf("label team=a: %v, want none", got)

@@ -233,6 +233,9 @@ func limitParam(q url.Values) (int, error) {
 	return n, nil
 }
 
+// maxLabelKey bounds a label's key, as registration does.
+const maxLabelKey = 63
+
 // labelParams parses repeated label=key=value filters.
 func labelParams(q url.Values) (map[string]string, error) {
 	vs := q["label"]
@@ -244,6 +247,9 @@ func labelParams(q url.Values) (map[string]string, error) {
 		k, val, ok := strings.Cut(v, "=")
 		if !ok || k == "" {
 			return nil, invalid("label", "label filters are written key=value, not %q", clip(v))
+		}
+		if vigil.ValidName("label", k, maxLabelKey) != nil {
+			return nil, invalid("label", "label key %q may hold only letters, digits and . _ : @ + - (at most %d bytes)", clip(k), maxLabelKey)
 		}
 		if old, dup := m[k]; dup && old != val {
 			return nil, invalid("label", "label %q is filtered on twice with different values", clip(k))

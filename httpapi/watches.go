@@ -109,12 +109,25 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	}
 	page, err := s.svc.Watches(r.Context(), lr)
 	if err != nil {
-		return err
+		return labelField(err)
 	}
 	if page.Watches == nil {
 		page.Watches = []*vigil.Watch{}
 	}
 	return writeJSON(w, http.StatusOK, page)
+}
+
+// labelField renames the field of a list's refusal about its labels
+// (labels, labels.KEY: the service's names) to the query parameter the
+// caller gave them in, label.
+func labelField(err error) error {
+	var e *vigil.Error
+	if !errors.As(err, &e) || (e.Field != "labels" && !strings.HasPrefix(e.Field, "labels.")) {
+		return err
+	}
+	c := *e
+	c.Field = "label"
+	return &c
 }
 
 // get serves GET /v1/watches/{id}.

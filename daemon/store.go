@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -107,9 +108,30 @@ type Info struct {
 	Keys *KeyFingerprints `json:"keys,omitempty"`
 }
 
+// clipQuery bounds a caller's query before it is echoed.
+func clipQuery(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
 // info serves GET /v1/daemon (also while starting: the gate lets it
 // through, so vigil status can say so).
 func (d *Daemon) info(w http.ResponseWriter, r *http.Request) {
+	if r.URL.RawQuery != "" {
+		// It takes no parameter: refused as every route of the API
+		// refuses one it does not take.
+		field := ""
+		if q, err := url.ParseQuery(r.URL.RawQuery); err == nil {
+			for name := range q {
+				field = name
+				break
+			}
+		}
+		d.api.Fail(w, r, vigil.FieldErrorf(vigil.CodeInvalidRequest, clipQuery(field), "GET /v1/daemon takes no query parameter (%q given)", clipQuery(r.URL.RawQuery)))
+		return
+	}
 	role := "starting"
 	if d.ready.Load() {
 		role = "active"

@@ -389,6 +389,14 @@ func (e *Engine) Watches(ctx context.Context, q vigil.ListRequest) (vigil.WatchP
 		if q.State != "" && w.State != q.State {
 			continue
 		}
+		// The store matched the text against the stored predicate,
+		// secrets and all: keep only what the answer shows holds it, so
+		// that a text is no way to learn a [redacted] value. The page
+		// may come out shorter; its next cursor is the store's, so no
+		// watch is skipped.
+		if q.Text != "" && !vigil.TextMatchesWatch(q.Text, w.Note, w.Predicate) {
+			continue
+		}
 		out = append(out, w)
 	}
 	if out == nil {

@@ -109,7 +109,7 @@ func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, t
 		if ctx.Err() == nil {
 			log.Error("reading watch before probe", "err", err)
 		}
-		s.sched.Retry(e, now.Add(max(e.Every(), time.Second)))
+		s.sched.Retry(e, retryAt(e, now))
 		return
 	}
 	if w.State != vigil.StatePending {
@@ -250,6 +250,30 @@ func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, t
 	s.sched.Reschedule(e, next, prog)
 }
 
+// retryPastDeadline is how soon a turn that could not run or record (a
+// failed read, check or write) is tried again once its watch's deadline
+// has come, when its interval is longer.
+const retryPastDeadline = 5 * time.Second
+
+// retryAt returns when e's turn, which could not run or record at now, is
+// tried again: an interval on (at least a second), but never past the
+// watch's deadline, and within retryPastDeadline once that has come. A
+// deadline is delivered on time: a store that failed for a moment once
+// kept the final probe (or the expiry's commit) waiting a whole interval,
+// and a condition that came true meanwhile fired a watch that had
+// expired.
+func retryAt(e *scheduler.Entry, now time.Time) time.Time {
+	next := now.Add(max(e.Every(), time.Second))
+	if d, ok := e.Deadline(); ok && next.After(d) {
+		if d.After(now) {
+			next = d
+		} else if soon := now.Add(retryPastDeadline); soon.Before(next) {
+			next = soon
+		}
+	}
+	return next
+}
+
 // ReasonUnreadable is the outcome reason of a watch whose stored row
 // cannot be read (vigil.Watch.Unreadable).
 const ReasonUnreadable = "unreadable"
@@ -334,7 +358,7 @@ func (s *prober) stop(ctx context.Context, e *scheduler.Entry, w *vigil.Watch, e
 		if ctx.Err() == nil {
 			s.log.Error("checking watch before probe", "watch_id", w.ID, "err", err)
 		}
-		s.sched.Retry(e, now.Add(max(e.Every(), time.Second)))
+		s.sched.Retry(e, retryAt(e, now))
 		return
 	}
 	out := &vigil.Outcome{State: vigil.StateCancelled, Reason: se.Reason, Sentence: se.Sentence, Observation: w.LastObservation}
@@ -345,7 +369,7 @@ func (s *prober) stop(ctx context.Context, e *scheduler.Entry, w *vigil.Watch, e
 		if ctx.Err() == nil {
 			s.log.Error("cancelling watch", "watch_id", w.ID, "err", cerr)
 		}
-		s.sched.Retry(e, now.Add(max(e.Every(), time.Second)))
+		s.sched.Retry(e, retryAt(e, now))
 		return
 	}
 	s.sched.Drop(e)

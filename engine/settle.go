@@ -114,7 +114,7 @@ func (s *prober) commit(ctx context.Context, ss []settlement, now time.Time) ([]
 			// the watch says (see doubt.go).
 			s.doubts.put(st.w.ID, doubt{state: st.out.State, settledAt: now, due: st.e.Due(), msg: msgs[i]})
 			st.e.Observer().Finish(nil)
-			s.sched.Retry(st.e, now.Add(max(st.e.Every(), time.Second)))
+			s.sched.Retry(st.e, retryAt(st.e, now))
 		}
 		return nil, err
 	}

@@ -32,6 +32,19 @@ type Noter interface {
 	Notes() bool
 }
 
+// Recorder is implemented by watchers whose watches keep their answer,
+// and when it came, while no daemon runs (a run's status file, written by
+// its supervisor). A watch whose deadline passed while the daemon was down
+// is settled at the next start by the answer its watcher recorded by the
+// deadline, instead of expiring.
+type Recorder interface {
+	// Recorded returns the answer recorded for the watch probed by p
+	// that came by deadline: a satisfied or failed observation. ok is
+	// false when there is none (nothing recorded, or it came after the
+	// deadline).
+	Recorded(p watcher.Probe, deadline time.Time) (obs vigil.Observation, ok bool)
+}
+
 // calendarDue asks wt, if it keeps its own calendar (calendar is true),
 // when the watch is due next after now; due is false when never.
 func calendarDue(wt watcher.Watcher, predicate json.RawMessage, anchor, now time.Time) (next time.Time, due, calendar bool) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/scheduler"
+	"github.com/vigil-run/vigil/watcher"
 )
 
 // prime loads every pending watch from the store and arms it: each probing
@@ -263,9 +264,13 @@ func (s *prober) expireOverdue(ctx context.Context, ids []string, now time.Time)
 			continue
 		}
 		out := &vigil.Outcome{State: vigil.StateExpired, Reason: "down_past_deadline", Observation: w.LastObservation}
+		polls := w.Polls
+		if a, p, ok := s.recordedAnswer(w, now); ok {
+			out, polls = a, p
+		}
 		// A stand-in that is never put on the heap, even when the store
 		// fails: the watch is not held here, and a failed expiry fails Prime.
-		ss = append(ss, settlement{e: scheduler.Detached(w.ID, 0), w: w, out: out, polls: w.Polls})
+		ss = append(ss, settlement{e: scheduler.Detached(w.ID, 0), w: w, out: out, polls: polls})
 	}
 	if len(ss) == 0 {
 		return nil
@@ -284,6 +289,37 @@ func (s *prober) expireOverdue(ctx context.Context, ids []string, now time.Time)
 		}
 	}
 	return nil
+}
+
+// recordedAnswer returns the outcome of w, whose deadline passed while
+// the daemon was down, when its watcher kept an answer that came by that
+// deadline (a Recorder: a run that ended by itself meanwhile), and the
+// polls to record with it. Decided as the final probe would have: it is
+// an answer that came in time, so the watch does not expire.
+func (s *prober) recordedAnswer(w *vigil.Watch, now time.Time) (*vigil.Outcome, int, bool) {
+	wt, ok := s.cfg.Watchers.Lookup(w.Kind)
+	if !ok {
+		return nil, 0, false
+	}
+	r, ok := wt.(Recorder)
+	if !ok {
+		return nil, 0, false
+	}
+	obs, ok := r.Recorded(watcher.Probe{WatchID: w.ID, Kind: w.Kind, Predicate: w.Predicate, Now: now, Created: w.CreatedAt,
+		Last: w.LastObservation, ChainDepth: w.ChainDepth, Final: true}, w.Deadline)
+	if !ok {
+		return nil, 0, false
+	}
+	if obs.At.IsZero() {
+		obs.At = now
+	}
+	prog := vigil.Progress{Polls: w.Polls, Errors: w.Errors, Consecutive: w.ConsecutiveErrors}.Advance(obs.Verdict, now)
+	d := vigil.Decide(w, &obs, prog, now, true)
+	if !d.Settle || d.State == vigil.StateExpired {
+		return nil, 0, false
+	}
+	w.Errors, w.ConsecutiveErrors, w.CheckedAt = prog.Errors, prog.Consecutive, now
+	return &vigil.Outcome{State: d.State, Reason: d.Reason, Held: d.Held, Attention: d.Attention, Observation: &obs}, prog.Polls, true
 }
 
 // firstDue says when a watch is first due, and false when it never is (a

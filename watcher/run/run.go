@@ -567,6 +567,31 @@ func StoreStart(st vigil.Store, replicas bool) func(context.Context, string, *vi
 	}
 }
 
+// Recorded returns the answer the run's status file holds when its
+// program ended by itself by deadline (engine.Recorder): a daemon started
+// after the deadline settles the watch by it, as the final probe would
+// have, rather than expiring a run whose exit it was told of in time. A
+// run still going, ended by vigil, that could not start, or that ended
+// after the deadline has no such answer: the watch expires.
+func (w *Watcher) Recorded(p watcher.Probe, deadline time.Time) (vigil.Observation, bool) {
+	if p.Kind != vigil.KindRun || !validID(p.WatchID) {
+		return vigil.Observation{}, false
+	}
+	c, err := parse(p.Predicate)
+	if err != nil {
+		return vigil.Observation{}, false
+	}
+	st, ok, err := w.readStatus(p.WatchID)
+	if err != nil || !ok || st.Error != "" || st.Terminated || st.EndedAt.IsZero() || st.EndedAt.After(deadline) {
+		return vigil.Observation{}, false
+	}
+	obs, err := answer(st, c.Tail)
+	if err != nil {
+		return vigil.Observation{}, false
+	}
+	return obs, true
+}
+
 // answer turns a status into an observation.
 func answer(st Status, tail int) (vigil.Observation, error) {
 	if st.Error != "" {

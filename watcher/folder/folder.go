@@ -386,9 +386,12 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	if capped := st.first.Add(s.maxWait); capped.Before(due) {
 		due = capped
 	}
-	if p.Now.Before(due) {
+	if p.Now.Before(due) && !p.Final {
 		// Still settling: keep the baseline, look again when the window
-		// closes (or sooner, on the next change).
+		// closes (or sooner, on the next change). The deadline cuts the
+		// window short: a change made in time is reported by the final
+		// probe, never lost to the expiry (nor, for an unless watch,
+		// taken for a window in which nothing happened).
 		if w.waker != nil {
 			w.waker.WakeAt(p.WatchID, due)
 		}

@@ -69,15 +69,7 @@ func TestObservedAnswerClaimedThenJoinedIsMailed(t *testing.T) {
 			name = "batch"
 		}
 		t.Run(name, func(t *testing.T) {
-			st := &gatedSettle{Store: memstore.New(), settling: make(chan struct{}), release: make(chan struct{}), existing: make(chan struct{}, 1)}
-			probe := watchertest.Func(vigil.KindHTTP, func(context.Context, watcher.Probe) (vigil.Observation, error) {
-				return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "ready"}, nil
-			})
-			v := newEnv(t, envOpts{store: st, watchers: []watcher.Watcher{probe}})
-			defer runEngine(v)()
-
-			req := vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{"u":1}`), Recipient: "agent-1"}
-			first := registerObserving(t, v, req)
+			v, st, req, first := observeGated(t, false)
 			<-st.settling // claimed: the settling write waits
 
 			w2 := registerOne(t, v, req, batch)
@@ -108,15 +100,7 @@ func TestObservedAnswerWrittenGoesToTheExistingRegistrationToo(t *testing.T) {
 			name = "batch"
 		}
 		t.Run(name, func(t *testing.T) {
-			st := &gatedSettle{Store: memstore.New(), after: true, settling: make(chan struct{}), release: make(chan struct{}), existing: make(chan struct{}, 1)}
-			probe := watchertest.Func(vigil.KindHTTP, func(context.Context, watcher.Probe) (vigil.Observation, error) {
-				return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "ready"}, nil
-			})
-			v := newEnv(t, envOpts{store: st, watchers: []watcher.Watcher{probe}})
-			defer runEngine(v)()
-
-			req := vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{"u":1}`), Recipient: "agent-1"}
-			first := registerObserving(t, v, req)
+			v, st, req, first := observeGated(t, true)
 			<-st.settling // written quietly; the engine not told yet
 
 			// The store says pending to the second registration's read,
@@ -182,6 +166,21 @@ func registerOne(t *testing.T, v *env, req vigil.RegisterRequest, batch bool) *v
 	w := res[0].Watch
 	w.Existing = res[0].Status == vigil.BatchExisting
 	return w
+}
+
+// observeGated runs an engine over a gatedSettle store (after as given)
+// and a probe that finds an http watch ready, and registers one watch
+// observing; it returns the registration and its answer to come.
+func observeGated(t *testing.T, after bool) (*env, *gatedSettle, vigil.RegisterRequest, <-chan *vigil.Watch) {
+	t.Helper()
+	st := &gatedSettle{Store: memstore.New(), after: after, settling: make(chan struct{}), release: make(chan struct{}), existing: make(chan struct{}, 1)}
+	probe := watchertest.Func(vigil.KindHTTP, func(context.Context, watcher.Probe) (vigil.Observation, error) {
+		return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "ready"}, nil
+	})
+	v := newEnv(t, envOpts{store: st, watchers: []watcher.Watcher{probe}})
+	t.Cleanup(runEngine(v))
+	req := vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{"u":1}`), Recipient: "agent-1"}
+	return v, st, req, registerObserving(t, v, req)
 }
 
 // gatedSettle holds the first settling write until release, saying so on

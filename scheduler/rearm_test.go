@@ -39,6 +39,26 @@ func (f *fakeProber) runningNow() (running, most int) {
 	return f.running, f.most
 }
 
+// probing runs a scheduler's loop (until the test ends) over a fake prober
+// whose probes end when told (f.release), with watch w added due now and
+// its probe running, at start. Call inside synctest.
+func probing(t *testing.T) (*scheduler.Scheduler, *fakeProber, time.Time) {
+	return probingOf(t, 0, "w")
+}
+
+// probingOf is probing with workers (0: the default) and watch id.
+func probingOf(t *testing.T, workers int, id string) (*scheduler.Scheduler, *fakeProber, time.Time) {
+	t.Helper()
+	s := scheduler.New(scheduler.Config{Workers: workers})
+	f := newFake(s)
+	f.release = make(chan struct{})
+	t.Cleanup(runLoop(t, s, f))
+	start := time.Now()
+	s.Add(entry(id, time.Hour, start))
+	synctest.Wait()
+	return s, f, start
+}
+
 // TestReaddedWhileInFlightWaits: a watch removed while its probe is in
 // flight (its shard lost) and added again before that probe ends (the
 // shard taken back) is not probed a second time at once: the new entry
@@ -48,14 +68,7 @@ func (f *fakeProber) runningNow() (running, most int) {
 func TestReaddedWhileInFlightWaits(t *testing.T) {
 	t.Run("due at once", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			s := scheduler.New(scheduler.Config{})
-			f := newFake(s)
-			f.release = make(chan struct{})
-			stop := runLoop(t, s, f)
-			defer stop()
-			start := time.Now()
-			s.Add(entry("w", time.Hour, start))
-			synctest.Wait()
+			s, f, start := probing(t)
 			if running, _ := f.runningNow(); running != 1 {
 				t.Fatalf("%d probes of w running, want 1", running)
 			}
@@ -102,14 +115,7 @@ func TestReaddedWhileInFlightWaits(t *testing.T) {
 
 	t.Run("due later", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			s := scheduler.New(scheduler.Config{})
-			f := newFake(s)
-			f.release = make(chan struct{})
-			stop := runLoop(t, s, f)
-			defer stop()
-			start := time.Now()
-			s.Add(entry("w", time.Hour, start))
-			synctest.Wait()
+			s, f, start := probing(t)
 			s.Remove("w")
 			s.Add(entry("w", time.Hour, start.Add(30*time.Minute)))
 			time.Sleep(time.Minute)
@@ -141,14 +147,7 @@ func TestReaddedWhileInFlightWaits(t *testing.T) {
 
 	t.Run("removed again", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			s := scheduler.New(scheduler.Config{})
-			f := newFake(s)
-			f.release = make(chan struct{})
-			stop := runLoop(t, s, f)
-			defer stop()
-			start := time.Now()
-			s.Add(entry("w", time.Hour, start))
-			synctest.Wait()
+			s, f, start := probing(t)
 			s.Remove("w")
 			s.Add(entry("w", time.Hour, start))
 			s.Remove("w")
@@ -169,14 +168,7 @@ func TestReaddedWhileInFlightWaits(t *testing.T) {
 	// entry waits for its turn to come (when the parked one is let go).
 	t.Run("parked", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			s := scheduler.New(scheduler.Config{Workers: 2}) // one probe of a recipient at a time
-			f := newFake(s)
-			f.release = make(chan struct{})
-			stop := runLoop(t, s, f)
-			defer stop()
-			start := time.Now()
-			s.Add(entry("a", time.Hour, start))
-			synctest.Wait() // a runs
+			s, f, start := probingOf(t, 2, "a") // one probe of a recipient at a time
 			s.Add(entry("b", time.Hour, start))
 			synctest.Wait() // b is parked
 			s.Remove("b")

@@ -94,11 +94,13 @@ type shards struct {
 	keys func(ctx context.Context) error
 	// heardAt is when the last event was heard (unix ns; 0: none yet).
 	heardAt atomic.Int64
-	// owedSince, when not 0, is the instant (unix ns) from which the next
-	// repair looks for outcomes settled on other replicas in the shards
-	// held here and not handed to a channel yet (deliverElsewhere): their
-	// word was lost (a reconnection) or not queued (ids was full).
+	// owedSince, when not 0, is the instant (unix ns) from which owing
+	// looks for outcomes settled on other replicas in the shards held here
+	// and not handed to a channel yet (deliverElsewhere): their word was
+	// lost (a reconnection) or not queued (ids was full). owedKick wakes
+	// owing.
 	owedSince atomic.Int64
+	owedKick  chan struct{}
 	// deaf drops every event heard (a test's lost notifications).
 	deaf atomic.Bool
 }
@@ -106,7 +108,7 @@ type shards struct {
 func newShards(cfg Config, pg *postgres.Store, replica string, eng *engine.Engine, sched *scheduler.Scheduler,
 	disp *deliver.Dispatcher, fs *fsWake, needsRow func(vigil.Kind) bool, keys func(context.Context) error, log *slog.Logger) (*shards, error) {
 	s := &shards{pg: pg, eng: eng, sched: sched, disp: disp, fs: fs, log: log.With("component", "shards"), ids: make(chan heardWatch, wakeQueue),
-		gained: make(chan []int, postgres.Shards), needsRow: needsRow, refused: pg.Refused, keys: keys}
+		owedKick: make(chan struct{}, 1), gained: make(chan []int, postgres.Shards), needsRow: needsRow, refused: pg.Refused, keys: keys}
 	l, r := cfg.leases()
 	lc := lease.Config{Store: pg, Replica: replica, Shards: postgres.Shards, Lease: l, Renew: r,
 		Gain: s.gain, Lose: s.lose, Drain: s.drain, Since: s.repairSince, Renewed: s.repair, Logger: log}
@@ -144,6 +146,7 @@ func (s *shards) run(ctx context.Context, hold <-chan struct{}) error {
 	g.Go(func() error { defer close(ended); return s.mgr.Run(mctx) })
 	g.Go(func() error { s.wake(gctx); return nil })
 	g.Go(func() error { s.arm(gctx); return nil })
+	g.Go(func() error { s.owing(gctx); return nil })
 	g.Go(func() error {
 		defer stop()
 		<-gctx.Done()
@@ -368,15 +371,39 @@ func (s *shards) heard(ev postgres.Event) {
 	}
 }
 
-// owe asks the next repair to look for the outcomes settled on other
-// replicas since at (less repairMargin, for their clocks) and owed a
-// channel here (deliverElsewhere).
+// owe asks owing to look for the outcomes settled on other replicas since
+// at (less repairMargin, for their clocks) and owed a channel here
+// (deliverElsewhere).
 func (s *shards) owe(at time.Time) {
 	v := at.Add(-repairMargin).UnixNano()
 	for {
 		old := s.owedSince.Load()
 		if old != 0 && old <= v || s.owedSince.CompareAndSwap(old, v) {
+			break
+		}
+	}
+	select {
+	case s.owedKick <- struct{}{}:
+	default:
+	}
+}
+
+// owing runs deliverElsewhere over the shards held when owe asks, beside
+// the lease manager (whose renewals must not wait for its read), until
+// ctx ends; a look that failed is made again a second later.
+func (s *shards) owing(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
 			return
+		case <-s.owedKick:
+		}
+		for !s.deliverElsewhere(ctx, s.held()) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
 		}
 	}
 }
@@ -385,12 +412,12 @@ func (s *shards) owe(at time.Time) {
 // settled since the instant owedSince holds in shards (held here) and that
 // no channel has a receipt of (postgres.Store.UndispatchedElsewhere): the
 // completions whose word did not reach take. A delivery queued twice goes
-// out once (the dispatcher's queue, and each attempt's claim). When the
-// read fails, the next repair looks again.
-func (s *shards) deliverElsewhere(ctx context.Context, shards []int) {
+// out once (the dispatcher's queue, and each attempt's claim). It reports
+// false when the read failed, owedSince kept for the next look.
+func (s *shards) deliverElsewhere(ctx context.Context, shards []int) bool {
 	since := s.owedSince.Swap(0)
 	if since == 0 || s.disp == nil || len(shards) == 0 {
-		return
+		return true
 	}
 	err := s.disp.ResumeWith(ctx, func(ctx context.Context, p vigil.ReceiptsResumeParams) (vigil.ReceiptsResumeResult, error) {
 		if at := time.Unix(0, since); at.After(p.SettledSince) {
@@ -402,9 +429,11 @@ func (s *shards) deliverElsewhere(ctx context.Context, shards []int) {
 	if err != nil {
 		s.owe(time.Unix(0, since).Add(repairMargin))
 		if ctx.Err() == nil {
-			s.log.Warn("looking for outcomes settled on other replicas; the next step looks again", "err", err)
+			s.log.Warn("looking for outcomes settled on other replicas; looking again in a second", "err", err)
 		}
+		return false
 	}
+	return true
 }
 
 // wake arms the watches heard of that are pending and not scheduled here,
@@ -494,7 +523,7 @@ func (s *shards) take(ctx context.Context, batch []heardWatch) error {
 // to its outcome message), which that replica's fence keeps it from
 // delivering. A delivery handed over twice goes out once (each attempt
 // claims its receipt); one whose event is lost, or not queued, is found
-// by the next lease step's deliverElsewhere (see heard).
+// by deliverElsewhere (see heard).
 func (s *shards) deliverOwed(ctx context.Context, owed map[string]string) error {
 	if len(owed) == 0 || s.disp == nil {
 		return nil
@@ -558,10 +587,6 @@ func (s *shards) repairSince() time.Time {
 // shard's pending rows by insertion time, never every watch, in the same
 // statement as the renewal.
 //
-// First, when heard asked for it (owedSince), it hands the dispatcher the
-// outcomes other replicas settled in the shards renewed and that no channel
-// has a receipt of (deliverElsewhere).
-//
 // It also arms again the watches a fenced write refused since the last
 // step (postgres.Store.Refused) whose shards this step kept: the engine
 // dropped them as lost, and a renewal that committed just as the lease
@@ -571,11 +596,10 @@ func (s *shards) repairSince() time.Time {
 // write may not have returned yet, and the engine drops it when it does),
 // and so are all it found when reading them failed: the scan's window has
 // moved on, and nothing else would find them.
-func (s *shards) repair(ctx context.Context, renewed []int, found postgres.Peers) {
+func (s *shards) repair(ctx context.Context, _ []int, found postgres.Peers) {
 	if s.stopping.Load() {
 		return // the engine has stopped: nothing to arm
 	}
-	s.deliverElsewhere(ctx, renewed)
 	if found.Horizon.IsZero() {
 		s.since = found.Now.Add(-repairMargin)
 	} else {

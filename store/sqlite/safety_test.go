@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -646,5 +647,60 @@ func TestCheckLaterCallerGivesUp(t *testing.T) {
 	}
 	if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: timerWatch("w-after", "r")}); err != nil {
 		t.Fatalf("a write once the check passed: %v", err)
+	}
+}
+
+// TestBackupIsSynced: a backup is on stable storage, its directory entry
+// too, before Backup or BackupFile says it is done. SQLite never syncs the
+// file VACUUM INTO writes, so a backup reported done could be torn or gone
+// after a power cut. And a sync that fails fails the backup, leaving no
+// file, as any failed copy does.
+func TestBackupIsSynced(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vigil.db")
+	s, err := Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var mu sync.Mutex
+	var synced []string
+	var fault error
+	orig := syncFile
+	t.Cleanup(func() { syncFile = orig })
+	syncFile = func(f *os.File) error {
+		mu.Lock()
+		defer mu.Unlock()
+		synced = append(synced, f.Name())
+		return fault
+	}
+	backups := t.TempDir()
+	for _, c := range []struct {
+		name string
+		run  func(dest string) error
+	}{
+		{"Backup", func(dest string) error { return s.Backup(t.Context(), dest) }},
+		{"BackupFile", func(dest string) error { return BackupFile(t.Context(), path, dest) }},
+	} {
+		dest := filepath.Join(backups, c.name+".db")
+		synced, fault = nil, nil
+		if err := c.run(dest); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		want := []string{dest, backups}
+		if runtime.GOOS == "windows" {
+			want = want[:1] // no directory to sync there
+		}
+		if strings.Join(synced, "|") != strings.Join(want, "|") {
+			t.Errorf("%s synced %q, want the copy then its directory %q", c.name, synced, want)
+		}
+		failed := filepath.Join(backups, c.name+"-failed.db")
+		fault = syscall.EIO
+		if err := c.run(failed); !errors.Is(err, syscall.EIO) {
+			t.Errorf("%s with a sync failing: error %v, want EIO", c.name, err)
+		}
+		if _, err := os.Stat(failed); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s whose sync failed left %s behind (%v)", c.name, failed, err)
+		}
 	}
 }

@@ -823,10 +823,45 @@ func createBackupFile(destPath string) (remove func(), err error) {
 
 // vacuumInto copies the database conn reads into destPath (an empty file)
 // with VACUUM INTO: one read transaction, so the copy is one consistent
-// snapshot, taken while writers carry on.
+// snapshot, taken while writers carry on. It then syncs the copy and the
+// directory that names it: SQLite never syncs what VACUUM INTO writes, so
+// without it a backup reported done could be lost, or left torn, by a
+// power cut or a crash of the system soon after.
 func vacuumInto(ctx context.Context, conn *sql.Conn, destPath string) error {
 	if _, err := conn.ExecContext(ctx, "VACUUM INTO ?", destPath); err != nil {
 		return fmt.Errorf("sqlite: backup to %s: %w", destPath, err)
 	}
+	if err := syncBackup(destPath); err != nil {
+		return fmt.Errorf("sqlite: backup to %s: sync: %w", destPath, err)
+	}
 	return nil
+}
+
+// syncFile syncs f to stable storage; tests replace it to see, or fail,
+// the syncs of a backup.
+var syncFile = (*os.File).Sync
+
+// syncBackup syncs the backup at path, then its directory (where the
+// system can sync one), so both the copy and its name survive a crash.
+func syncBackup(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = syncFile(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || runtime.GOOS == "windows" {
+		return err // Windows cannot open, or sync, a directory
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	err = syncFile(d)
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -90,9 +90,10 @@ type Daemon struct {
 	pgEvents *pgEvents
 	// replica is this daemon's id (ReplicaID).
 	replica string
-	// lock is held on the data directory from New to Close.
-	lock *dirLock
-	eng  *engine.Engine
+	// lock is held on the data directory from New to Close; dbLock on a
+	// SQLite database outside it (sqlite:PATH), nil otherwise.
+	lock, dbLock *dirLock
+	eng          *engine.Engine
 	// sched decides when each watch's turn comes; the engine probes.
 	sched *scheduler.Scheduler
 	api   *httpapi.Server
@@ -182,6 +183,13 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		return nil, err
 	}
 	undo = append(undo, func() { lock.release() })
+	var dbLock *dirLock
+	if !cfg.Postgres() {
+		if dbLock, err = lockDatabase(cfg); err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() { dbLock.release() })
+	}
 	replica := cmp.Or(cfg.Replica, ReplicaID())
 	st, err := openStore(ctx, cfg, replica, logger)
 	if err != nil {
@@ -232,6 +240,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	}
 	undo = append(undo, func() { ln.Close() })
 	lock.record(ln.Addr().String())
+	dbLock.record(ln.Addr().String())
 
 	// The scheduler first: it decides when each watch's turn comes, and
 	// the watchers that learn of a change wake their watch in it.
@@ -262,7 +271,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		Replica:     runReplica,
 	})
 
-	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, kinds: reg.Kinds(), primed: make(chan struct{}),
+	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, dbLock: dbLock, kinds: reg.Kinds(), primed: make(chan struct{}),
 		sched: sched, watchers: reg.Watchers(), fs: fs, forges: forges, replica: replica, started: time.Now(), keys: prints,
 		checked: checkedStore(st)}
 	// Scoped tokens: authenticated per request (cached briefly; a
@@ -575,7 +584,7 @@ func (d *Daemon) Close() error {
 		if errors.Is(lerr, net.ErrClosed) {
 			lerr = nil
 		}
-		d.closeErr = errors.Join(lerr, d.store.Close(), d.lock.release())
+		d.closeErr = errors.Join(lerr, d.store.Close(), d.dbLock.release(), d.lock.release())
 		d.forges.Close()
 		for _, w := range d.watchers {
 			if c, ok := w.(io.Closer); ok {

@@ -97,7 +97,44 @@ type dirLock struct {
 // and records this process's pid in it. When another process holds it,
 // the refusal names that process's pid and address, as it recorded them.
 func lockDataDir(dir string) (*dirLock, error) {
-	path := filepath.Join(dir, LockFile)
+	return lockPath(filepath.Join(dir, LockFile), func(who string) error {
+		return refuse(nil, "another vigil (%s) serves the data dir %s: stop it first, or give this one another data dir", who, dir)
+	})
+}
+
+// databaseLockPath is the lock file of the SQLite database at db: the
+// LockFile beside it when it is named as a data dir names its database
+// (so a daemon whose store is sqlite:DIR/vigil.db and one whose data dir
+// is DIR take the same lock), else the database's path with ".lock".
+func databaseLockPath(db string) string {
+	if filepath.Base(db) == DatabaseFile {
+		return filepath.Join(filepath.Dir(db), LockFile)
+	}
+	return db + ".lock"
+}
+
+// lockDatabase takes the lock of the SQLite database cfg names when it is
+// not the data dir's own (a store given as sqlite:PATH): two daemons with
+// two data dirs may name one database, and would each run every schedule,
+// command and delivery of it. It returns nil, locking nothing, when the
+// data dir's lock already covers the database.
+func lockDatabase(cfg Config) (*dirLock, error) {
+	path := databaseLockPath(cfg.DatabasePath())
+	if path == filepath.Join(cfg.DataDir, LockFile) {
+		return nil, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	return lockPath(path, func(who string) error {
+		return refuse(nil, "another vigil (%s) serves the database %s: stop it first, or give this one another store", who, cfg.DatabasePath())
+	})
+}
+
+// lockPath takes the exclusive lock on the file at path without waiting,
+// and records this process's pid in it; refused makes the refusal when
+// another process holds it, from the holder it recorded.
+func lockPath(path string, refused func(who string) error) (*dirLock, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
@@ -106,7 +143,7 @@ func lockDataDir(dir string) (*dirLock, error) {
 		f.Close()
 		if errors.Is(err, errLocked) {
 			b, _ := os.ReadFile(path)
-			return nil, refuse(nil, "another vigil (%s) serves the data dir %s: stop it first, or give this one another data dir", holder(string(b)), dir)
+			return nil, refused(holder(string(b)))
 		}
 		return nil, fmt.Errorf("data_dir: lock %s: %w", path, err)
 	}
@@ -135,6 +172,9 @@ func tighten(f *os.File) error {
 // into the lock file for a refused second daemon to show. It is advisory:
 // the lock is what matters, so a failed write (a full disk) is ignored.
 func (l *dirLock) record(listen string) {
+	if l == nil {
+		return
+	}
 	s := fmt.Sprintf("pid %d\n", os.Getpid())
 	if listen != "" {
 		s += "listen " + listen + "\n"
@@ -145,8 +185,14 @@ func (l *dirLock) record(listen string) {
 	_, _ = l.f.WriteAt([]byte(s), 0)
 }
 
-// release lets go of the lock (closing the file drops it).
-func (l *dirLock) release() error { return l.f.Close() }
+// release lets go of the lock (closing the file drops it); a nil lock
+// holds nothing.
+func (l *dirLock) release() error {
+	if l == nil {
+		return nil
+	}
+	return l.f.Close()
+}
 
 // holder describes the lock's holder from what it recorded.
 func holder(rec string) string {

@@ -268,3 +268,48 @@ func TestRunRefusesDamagedDatabase(t *testing.T) {
 	}
 	unchanged()
 }
+
+// TestSecondDaemonOnOneDatabaseRefused: two daemons with two data dirs
+// whose store names one SQLite file (sqlite:PATH) would each run every
+// schedule, command and delivery of it; the second is refused, naming
+// the first and the database, whether the first names the file as its
+// store or holds it as its data dir's own, and starts once the first has
+// stopped.
+func TestSecondDaemonOnOneDatabaseRefused(t *testing.T) {
+	t.Parallel()
+	shared := t.TempDir()
+	for _, c := range []struct {
+		name string
+		db   string
+		own  bool // the first daemon's data dir is the database's
+	}{
+		{"elsewhere", filepath.Join(shared, "watches.db"), false},
+		{"a data dir's own", filepath.Join(shared, daemon.DatabaseFile), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			firstCfg := testConfig(t.TempDir(), root)
+			if c.own {
+				firstCfg.DataDir = filepath.Dir(c.db)
+			} else {
+				firstCfg.Store = "sqlite:" + c.db
+			}
+			secondCfg := testConfig(t.TempDir(), root)
+			secondCfg.Store = "sqlite:" + c.db
+			first := start(t, firstCfg)
+			_, err := daemon.New(t.Context(), secondCfg, nil)
+			if !errors.Is(err, daemon.ErrRefused) {
+				t.Fatalf("New on a database another daemon serves: error = %v, want ErrRefused", err)
+			}
+			for _, want := range []string{"another vigil", fmt.Sprintf("pid %d", os.Getpid()), first.Addr(), c.db} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if err := first.stop(); err != nil {
+				t.Fatal(err)
+			}
+			start(t, secondCfg)
+		})
+	}
+}

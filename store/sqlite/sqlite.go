@@ -316,10 +316,9 @@ func (s *Store) checkpoint(ctx context.Context) error {
 // preallocate extends the WAL file (see preallocateWAL) as far as the
 // free space of its disk allows, holding SQLite's write lock throughout.
 //
-// The data dir's lock keeps a second vigil serve off the same data dir,
-// but not every other writer of the database: a store configured as
-// sqlite:PATH lives outside the data dir (two data dirs may name the same
-// file), the lock needs flock, which not every system has, and any other
+// The daemon's locks keep a second vigil serve off the same data dir and
+// database, but not every other writer of the database: the lock needs
+// flock, which not every system has, and any other
 // program (the sqlite3 shell, a vigil backup of an older release) may
 // open it. So preallocate does not rely on being the only writer: it takes
 // SQLite's write lock (BEGIN IMMEDIATE on the writer connection) before

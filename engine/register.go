@@ -258,6 +258,11 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 		}
 		spec.Standing, spec.Deadline = true, 0
 	}
+	if spec.Standing {
+		if err := standingRefusal(r); err != nil {
+			return nil, err
+		}
+	}
 
 	// The defaults, resolved by the rules of the root package.
 	every, err := vigil.ResolveEvery(r.Kind, spec, canon.Every, r.Every, l)
@@ -298,6 +303,39 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 		CompletionToken: canon.Secret,
 		TokenID:         scope.TokenID,
 	}, nil
+}
+
+// standingRefusal refuses what a standing watch (a ticket, a schedule, a
+// standing folder) would take and never use: it reports each change until
+// a cancel, its recipient closing or its token revoked ends it, so it
+// never fires (stable, stable_for) and is never given up on after a
+// number of checks (max_polls, max_errors). Taken and ignored, each would
+// make its caller believe it applies.
+func standingRefusal(r vigil.RegisterRequest) error {
+	for _, f := range []struct {
+		name, why string
+		set       bool
+	}{
+		{"max_polls", "it is never given up on after a number of checks", r.MaxPolls > 0},
+		{"max_errors", "checks that could not tell are tried again with backoff, and it is never given up on after them", r.MaxErrors > 0},
+		{"stable", "it never fires: it reports each change as it is seen", r.Stable > 0},
+		{"stable_for", "it never fires: it reports each change as it is seen", stableForAsked(r.StableFor)},
+	} {
+		if f.set {
+			return vigil.FieldErrorf(vigil.CodeInvalidRequest, f.name, "a standing %s watch does not take %s: %s, and only a cancel, its recipient closing or its token revoked ends it; leave %s out", r.Kind, f.name, f.why, f.name)
+		}
+	}
+	return nil
+}
+
+// stableForAsked reports whether stable_for asks for a window: "" and a
+// zero duration do not (one that does not parse is refused as such later).
+func stableForAsked(s string) bool {
+	if s == "" {
+		return false
+	}
+	d, err := vigil.ParseDuration(s)
+	return err == nil && d > 0
 }
 
 // scopeKindError refuses a kind the caller's token does not carry, as

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -71,5 +72,68 @@ func TestStandingWatchReportsEachChange(t *testing.T) {
 	}
 	if got := v.get(w.ID).State; got != vigil.StateCancelled {
 		t.Fatalf("after cancel: %s", got)
+	}
+}
+
+// standingFake is a fake whose predicates make their watches standing,
+// as a folder predicate with "standing": true does.
+type standingFake struct{ *watchertest.Fake }
+
+func (f standingFake) Canonicalize(ctx context.Context, raw json.RawMessage, now time.Time) (watcher.Canonical, error) {
+	c, err := f.Fake.Canonicalize(ctx, raw, now)
+	c.Standing = true
+	return c, err
+}
+
+// TestStandingWatchRefusesWhatItWouldIgnore: a standing watch never fires
+// and is never given up on, so max_polls, max_errors, stable and
+// stable_for are refused at registration (invalid_request, naming the
+// field), alone and in a batch, for a standing kind and for a predicate
+// that makes its watch standing, and nothing is written. Taken, they were
+// kept on the row and never applied.
+func TestStandingWatchRefusesWhatItWouldIgnore(t *testing.T) {
+	t.Parallel()
+	folder := standingFake{watchertest.NeverSettles(vigil.KindFolder)}
+	v := newEnv(t, envOpts{watchers: []watcher.Watcher{watchertest.NeverSettles(vigil.KindTicket), folder, watchertest.NeverSettles(vigil.KindHTTP)}})
+	asks := []struct {
+		field string
+		set   func(*vigil.RegisterRequest)
+	}{
+		{"max_polls", func(r *vigil.RegisterRequest) { r.MaxPolls = 3 }},
+		{"max_errors", func(r *vigil.RegisterRequest) { r.MaxErrors = 2 }},
+		{"stable", func(r *vigil.RegisterRequest) { r.Stable = 2 }},
+		{"stable_for", func(r *vigil.RegisterRequest) { r.StableFor = "60s" }},
+	}
+	for _, kind := range []vigil.Kind{vigil.KindTicket, vigil.KindFolder} {
+		for _, a := range asks {
+			r := vigil.RegisterRequest{Kind: kind, Predicate: obj(`{"repo":"acme/api","number":7}`), Recipient: "agent-1"}
+			a.set(&r)
+			before := v.store.writes.Load()
+			_, err := v.eng.Register(v.ctx, r)
+			var ve *vigil.Error
+			if !errors.As(err, &ve) || ve.Code != vigil.CodeInvalidRequest || ve.Field != a.field || !strings.Contains(ve.Message, "standing") {
+				t.Fatalf("standing %s watch with %s: Register = %v, want invalid_request on field %s saying why", kind, a.field, err, a.field)
+			}
+			res, err := v.eng.RegisterBatch(v.ctx, []vigil.RegisterRequest{r})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !errors.As(res[0].Err, &ve) || ve.Code != vigil.CodeInvalidRequest || ve.Field != a.field {
+				t.Fatalf("standing %s watch with %s in a batch: %s %v, want refused on field %s", kind, a.field, res[0].Status, res[0].Err, a.field)
+			}
+			if n := v.store.writes.Load() - before; n != 0 {
+				t.Fatalf("a refusal wrote %d times", n)
+			}
+		}
+	}
+	// Unset (or zero) they are no question: registered.
+	w := v.register(vigil.RegisterRequest{Kind: vigil.KindTicket, Predicate: obj(`{"repo":"acme/api","number":7}`), StableFor: "0s"})
+	if !w.Standing || w.MaxPolls != 0 || w.Stable != 0 || w.StableFor != 0 {
+		t.Fatalf("a plain standing registration: %+v", w)
+	}
+	// A one-shot watch takes them.
+	o := v.register(vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{}`), MaxPolls: 3, MaxErrors: 2, Stable: 2, StableFor: "60s"})
+	if o.MaxPolls != 3 || o.MaxErrors != 2 || o.Stable != 2 || o.StableFor != time.Minute {
+		t.Fatalf("a one-shot watch lost what it asked for: %+v", o)
 	}
 }

@@ -101,6 +101,9 @@ func (e *Engine) Complete(ctx context.Context, r vigil.CompleteRequest) (*vigil.
 		return nil, alreadyCompleted(w)
 	}
 	won, err := e.probes.answer(ctx, w, c.Completion(r.Status, r.Data))
+	if errors.Is(err, errPastDeadline) {
+		return nil, pastDeadline(w)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +115,14 @@ func (e *Engine) Complete(ctx context.Context, r vigil.CompleteRequest) (*vigil.
 		return nil, alreadyCompleted(got)
 	}
 	return e.view(got), nil
+}
+
+// pastDeadline answers a completion that came after its watch's deadline:
+// the watch expired (its expiry, due at the deadline, may not be written
+// yet), and the completion changed nothing.
+func pastDeadline(w *vigil.Watch) error {
+	return vigil.Errorf(vigil.CodeConflict, "this completion came after its watch's deadline (%s): the watch has expired, and nothing changed",
+		w.Deadline.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
 }
 
 // alreadyCompleted answers a completion of a settled watch: the token is

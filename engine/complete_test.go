@@ -208,3 +208,40 @@ func TestTokenCompleteRace(t *testing.T) {
 		t.Fatalf("mailbox has %d messages, want 1", len(msgs))
 	}
 }
+
+// TestTokenCompletionAfterDeadlineExpires: a deadline is final. A
+// completion that comes after it, while the expiry due at the deadline
+// has not been processed yet, answers conflict saying the watch expired,
+// and changes nothing: the expiry follows, mailed once. It fired the
+// watch. One that comes at the deadline itself is in time, as the final
+// probe's answer would be.
+func TestTokenCompletionAfterDeadlineExpires(t *testing.T) {
+	t.Parallel()
+	v := newTokenEnv(t)
+	late := v.register(vigil.RegisterRequest{Kind: vigil.KindToken, Deadline: "1h", Note: "late"})
+	v.clock.Set(t0.Add(time.Hour + time.Second)) // past the deadline; no tick yet
+	_, err := v.eng.Complete(v.ctx, vigil.CompleteRequest{Token: late.CompletionToken, Status: "success"})
+	var ve *vigil.Error
+	if !errors.As(err, &ve) || ve.Code != vigil.CodeConflict || !strings.Contains(ve.Message, "expired") {
+		t.Fatalf("a completion after the deadline: Complete = %v, want conflict saying the watch expired", err)
+	}
+	if got := v.get(late.ID).State; got != vigil.StatePending {
+		t.Fatalf("a completion after the deadline left the watch %s; want it untouched for its expiry", got)
+	}
+	v.tick(t0.Add(time.Hour + time.Second))
+	if got := v.get(late.ID); got.State != vigil.StateExpired {
+		t.Fatalf("after its deadline's turn the watch is %s, want expired", got.State)
+	}
+	msgs := v.messages("agent-1")
+	if len(msgs) != 1 || msgs[0].Type != vigil.MessageExpired {
+		t.Fatalf("mailbox = %+v, want one expired message", msgs)
+	}
+
+	// At the deadline itself: in time.
+	w := v.register(vigil.RegisterRequest{Kind: vigil.KindToken, Deadline: "1h", Note: "buzzer"})
+	v.clock.Set(w.Deadline)
+	got, err := v.eng.Complete(v.ctx, vigil.CompleteRequest{Token: w.CompletionToken, Status: "success"})
+	if err != nil || got.State != vigil.StateFired {
+		t.Fatalf("a completion at the deadline: %v, %v; want fired", got, err)
+	}
+}

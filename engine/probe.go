@@ -176,6 +176,21 @@ func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, t
 		log.Error("probe routed to the wrong watcher", "err", err)
 		obs = wrongKind(err, now)
 	}
+	// A probe that was still running when the deadline came is the final
+	// probe: its answer decides as the final probe's would, settled once
+	// it ended, and nothing is probed again. Another probe at the deadline
+	// ran a command watch's program a second time and delivered the expiry
+	// late by up to that probe's timeout. A watcher whose final probe does
+	// what its others do not (ends a run, reports a folder's burst still
+	// settling: watcher.FinalProber) gets that probe all the same.
+	settleAt, lateFinal := now, false
+	if !final && hasDeadline {
+		if end := s.now(); !end.Before(deadline) {
+			if _, own := wt.(watcher.FinalProber); !own {
+				final, lateFinal, settleAt = true, true, end
+			}
+		}
+	}
 	if m := s.cfg.Metrics; m != nil {
 		m.Probed(w.Kind, obs.Verdict, now.Sub(e.Due()), s.now().Sub(now))
 	}
@@ -208,7 +223,12 @@ func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, t
 	d := vigil.Decide(w, &obs, prog, now, final)
 	if d.Settle {
 		out := &vigil.Outcome{State: d.State, Reason: d.Reason, Held: d.Held, Attention: d.Attention, Observation: &obs}
-		s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: prog.Polls, probed: probed}}, now)
+		won, err := s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: prog.Polls, probed: probed}}, settleAt)
+		if lateFinal && err == nil && won[0] && d.State != vigil.StateErrored && s.cfg.StopFunc != nil {
+			// What the final probe would have let go of (an http
+			// watch's parsed predicate); commit stops an errored one.
+			s.cfg.StopFunc(w.Kind, w.ID)
+		}
 		return
 	}
 	if s.record(ctx, wt, e, w, &obs, prog.Polls, now) {

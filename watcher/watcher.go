@@ -50,6 +50,19 @@ type Stopper interface {
 	Stop(ctx context.Context, watchID string) error
 }
 
+// FinalProber is implemented by a watcher whose probe at the deadline
+// (Probe.Final) does what its other probes do not: it ends what the
+// watch started (a run's program), or answers what they would still wait
+// on (a folder's burst still settling). The engine runs that probe at the
+// deadline even when a probe of the watch was still running as the
+// deadline came. Of any other watcher, such a probe is the watch's final
+// probe: its answer decides as the final probe's would, and nothing is
+// probed again (a command is not run twice, and the expiry is not late).
+type FinalProber interface {
+	// FinalProbe marks the watcher; it is never called.
+	FinalProbe()
+}
+
 // Canonical is a validated predicate.
 type Canonical struct {
 	Predicate json.RawMessage
@@ -95,6 +108,9 @@ type Probe struct {
 	ChainDepth int
 	// Final is set on the probe made at the watch's deadline, its last: a
 	// watcher that started something that outlives probes (a run) ends it.
+	// Only a FinalProber's watch is sure to get one: of another watcher, a
+	// probe still running as the deadline came (Final unset) may be the
+	// last, and the watch settles on its answer.
 	Final bool
 }
 

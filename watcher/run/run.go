@@ -176,9 +176,15 @@ type Watcher struct {
 }
 
 var (
-	_ watcher.Watcher = (*Watcher)(nil)
-	_ watcher.Stopper = (*Watcher)(nil)
+	_ watcher.Watcher     = (*Watcher)(nil)
+	_ watcher.Stopper     = (*Watcher)(nil)
+	_ watcher.FinalProber = (*Watcher)(nil)
 )
+
+// FinalProbe implements watcher.FinalProber: the probe at the deadline
+// ends a run still going (and reads an exit that came just before it),
+// so it runs even after a probe that was running as the deadline came.
+func (*Watcher) FinalProbe() {}
 
 // New returns a run watcher.
 func New(cfg Config) *Watcher {

@@ -3,7 +3,6 @@ package daemon
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 )
 
@@ -13,13 +12,7 @@ import (
 // them).
 func TestDaemonInfoRefusesUnknownQuery(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultConfig()
-	cfg.Listen, cfg.DataDir, cfg.Roots = "127.0.0.1:0", t.TempDir(), []string{t.TempDir()}
-	d, err := New(t.Context(), cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := unstarted(t)
 	for _, tc := range []struct {
 		query string
 		want  int
@@ -28,10 +21,7 @@ func TestDaemonInfoRefusesUnknownQuery(t *testing.T) {
 		{"?verbose=true", http.StatusUnprocessableEntity},
 		{"?%zz", http.StatusUnprocessableEntity},
 	} {
-		req := httptest.NewRequest(http.MethodGet, "http://localhost/v1/daemon"+tc.query, nil)
-		req.Header.Set("Authorization", "Bearer "+d.Token())
-		rec := httptest.NewRecorder()
-		d.srv.Handler.ServeHTTP(rec, req)
+		rec := d.get("/v1/daemon" + tc.query)
 		if rec.Code != tc.want {
 			t.Errorf("GET /v1/daemon%s = %d %s, want %d", tc.query, rec.Code, rec.Body, tc.want)
 			continue

@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -15,25 +16,29 @@ import (
 	"github.com/vigil-run/vigil/watcher/timer"
 )
 
+// timerEngine runs, until the test ends, an engine with the timer watcher
+// on a memory store, with exec allowed or not.
+func timerEngine(t *testing.T, allowExec bool) *engine.Engine {
+	t.Helper()
+	e := engine.New(engine.Config{Store: memstore.New(), Watchers: watcher.NewRegistry(timer.New(timer.Config{})),
+		DeliverPolicy: deliver.Policy{AllowExec: allowExec}})
+	if err := e.Prime(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return e
+}
+
 // TestCreateWake: watch_create's wake ("claude:ID", "codex:ID") registers
 // a resume delivery run in the server's WakeDir; a bad harness or an empty
 // session is refused naming the field, wake with deliver.resume is
 // refused, and a daemon without exec refuses it.
 func TestCreateWake(t *testing.T) {
 	t.Parallel()
-	startWith := func(allowExec bool) *engine.Engine {
-		e := engine.New(engine.Config{Store: memstore.New(), Watchers: watcher.NewRegistry(timer.New(timer.Config{})),
-			DeliverPolicy: deliver.Policy{AllowExec: allowExec}})
-		if err := e.Prime(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- e.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
-		return e
-	}
-	e := startWith(true)
+	e := timerEngine(t, true)
 	cs := connect(t, mcpserver.New(e, &mcpserver.Options{DefaultRecipient: "agent-1", WakeDir: "/src/app"}), nil)
 	for _, tt := range []struct {
 		wake, in string
@@ -79,7 +84,7 @@ func TestCreateWake(t *testing.T) {
 	if err != nil || len(page.Watches) != 0 {
 		t.Errorf("refused calls registered %d watches (%v), want none", len(page.Watches), err)
 	}
-	noExec := connect(t, mcpserver.New(startWith(false), &mcpserver.Options{DefaultRecipient: "agent-1"}), nil)
+	noExec := connect(t, mcpserver.New(timerEngine(t, false), &mcpserver.Options{DefaultRecipient: "agent-1"}), nil)
 	if msg := callErr(t, noExec, "watch_create", map[string]any{"kind": "timer", "predicate": map[string]any{"in": "1h"}, "wake": "claude:s1"}); !strings.Contains(msg, "--allow-exec") {
 		t.Errorf("wake without exec = %q, want it to name --allow-exec", msg)
 	}
@@ -94,15 +99,7 @@ func TestCreateWake(t *testing.T) {
 // says nothing of the kind.
 func TestCreateWakeOnExisting(t *testing.T) {
 	t.Parallel()
-	e := engine.New(engine.Config{Store: memstore.New(), Watchers: watcher.NewRegistry(timer.New(timer.Config{})),
-		DeliverPolicy: deliver.Policy{AllowExec: true}})
-	if err := e.Prime(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	e := timerEngine(t, true)
 	cs := connect(t, mcpserver.New(e, &mcpserver.Options{DefaultRecipient: "agent-1", WakeDir: "/src/app"}), nil)
 	// A timer well ahead, the same for both registrations of a case.
 	base := time.Now().Add(72 * time.Hour).UTC().Truncate(time.Second)
@@ -155,9 +152,7 @@ func TestCreateWakeOnExisting(t *testing.T) {
 
 // merge returns a with b's entries added.
 func merge(a, b map[string]any) map[string]any {
-	for k, v := range b {
-		a[k] = v
-	}
+	maps.Copy(a, b)
 	return a
 }
 
@@ -167,15 +162,7 @@ func merge(a, b map[string]any) map[string]any {
 // malformed wake refuses its item only, not the batch.
 func TestCreateManyWake(t *testing.T) {
 	t.Parallel()
-	e := engine.New(engine.Config{Store: memstore.New(), Watchers: watcher.NewRegistry(timer.New(timer.Config{})),
-		DeliverPolicy: deliver.Policy{AllowExec: true}})
-	if err := e.Prime(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	e := timerEngine(t, true)
 	cs := connect(t, mcpserver.New(e, &mcpserver.Options{DefaultRecipient: "agent-1", WakeDir: "/src/app"}), nil)
 	got := callOK[createManyResult](t, cs, "watch_create_many", map[string]any{"watches": []any{
 		map[string]any{"kind": "timer", "predicate": map[string]any{"in": "1h"}, "wake": "claude:3f9f74a6-6b7c"},

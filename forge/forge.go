@@ -28,7 +28,7 @@
 //
 // Tokens go in the Authorization header only and never into an error: the
 // package redacts them from every error it returns, and follows a
-// pagination link only to the configured host.
+// pagination link or a redirect only to the configured origin.
 package forge
 
 import (
@@ -234,7 +234,9 @@ func RedactURL(s string) string {
 // Options tunes a Set. The zero value is the daemon's.
 type Options struct {
 	// HTTPClient makes the requests; nil makes one with RequestTimeout per
-	// request and no proxy from the environment.
+	// request and no proxy from the environment. Either way a redirect to
+	// another scheme, host or port than the request's is not followed
+	// (see sameOrigin).
 	HTTPClient *http.Client
 }
 
@@ -292,6 +294,9 @@ func New(s Settings, o Options) (*Set, error) {
 		tr.Proxy = nil
 		hc = &http.Client{Transport: tr, Timeout: RequestTimeout}
 	}
+	own := *hc
+	own.CheckRedirect = sameOrigin(hc.CheckRedirect)
+	hc = &own
 	life, stop := context.WithCancel(context.Background())
 	set := &Set{clients: make(map[Provider]*Client), http: hc, stop: stop}
 	for _, p := range Providers() {
@@ -395,6 +400,35 @@ func (c *Client) endpoint(query url.Values, segs ...string) string {
 		u.RawQuery = query.Encode()
 	}
 	return u.String()
+}
+
+// redirectError is the error of a redirect sameOrigin refused.
+type redirectError struct{ from, to string }
+
+func (e *redirectError) Error() string {
+	return fmt.Sprintf("the forge redirected the request from %s to %s, and the token is not sent there", e.from, e.to)
+}
+
+// sameOrigin wraps a client's redirect policy (nil: net/http's) so that a
+// redirect to another scheme, host or port is refused: net/http keeps
+// the Authorization header on a redirect to the same host name whatever
+// its scheme or port, and to its subdomains, which would send the token
+// in plain text, or to another service. A redirect within the origin (a
+// renamed repository) is followed.
+func sameOrigin(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		first := via[0].URL
+		if req.URL.Scheme != first.Scheme || !strings.EqualFold(req.URL.Host, first.Host) {
+			return &redirectError{from: first.Scheme + "://" + first.Host, to: req.URL.Scheme + "://" + req.URL.Host}
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
 }
 
 // sameHost reports whether next may be requested with the token: a link

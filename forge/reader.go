@@ -275,7 +275,7 @@ func (r *Reader) fetch(rq request, key, rawURL, accept string) (*Response, error
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return nil, r.hold(rq, key, &Error{Provider: r.provider, Kind: KindUnavailable, Detail: r.redact(transportDetail(err))})
+		return nil, r.hold(rq, key, &Error{Provider: r.provider, Kind: KindUnavailable, Detail: r.redact(r.transportDetail(err))})
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody+1))
@@ -345,7 +345,7 @@ func (r *Reader) post(rq request, rawURL string, query []byte) (*Response, error
 		if rq.ctx.Err() != nil {
 			return nil, rq.ctx.Err()
 		}
-		return nil, &Error{Provider: r.provider, Kind: KindUnavailable, Detail: r.redact(transportDetail(err))}
+		return nil, &Error{Provider: r.provider, Kind: KindUnavailable, Detail: r.redact(r.transportDetail(err))}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody+1))
@@ -495,6 +495,16 @@ func apiMessage(body []byte) string {
 		s = s[:200] + "…"
 	}
 	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// transportDetail describes a failed request without its URL; a
+// redirect refused (see sameOrigin) names the setting to change.
+func (r *Reader) transportDetail(err error) string {
+	var re *redirectError
+	if errors.As(err, &re) {
+		return re.Error() + ": set " + URLSetting(r.provider) + " to the URL the forge redirects to"
+	}
+	return transportDetail(err)
 }
 
 // transportDetail describes a failed request without its URL.

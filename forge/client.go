@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -375,7 +378,8 @@ func (c *Client) describe(err error, what, repo string) error {
 }
 
 // pages reads a listing page by page, handing each body to each; it
-// follows rel="next" links to the configured host only, and reports
+// follows rel="next" links to the configured host only (and after a full
+// page a 304 confirmed, the next page: see pageAfter), and reports
 // truncated when MaxPages did not reach the end.
 func (c *Client) pages(rq request, first string, each func(body []byte) error) (truncated bool, err error) {
 	u := first
@@ -387,19 +391,70 @@ func (c *Client) pages(rq request, first string, each func(body []byte) error) (
 		if err := each(resp.Body); err != nil {
 			return false, err
 		}
-		if resp.Next == "" {
+		next := resp.Next
+		if next == "" && resp.revalidated {
+			next = pageAfter(u, resp.Body)
+		}
+		if next == "" {
 			return false, nil
 		}
-		if !c.sameHost(resp.Next) {
+		if !c.sameHost(next) {
 			// Never the end of the listing: judging its first pages
 			// could call a commit green that is not.
 			return false, &Error{Provider: c.provider, Kind: KindUnavailable,
 				Detail: fmt.Sprintf("the next page of a listing is on another host than %s, and the token is not sent there: set %s to the URL the forge's own links name",
 					c.base.Host, URLSetting(c.provider))}
 		}
-		u = resp.Next
+		u = next
 	}
 	return true, nil
+}
+
+// pageAfter returns the URL of the page after u when its body, confirmed
+// by a 304, is a full page (as many items as u's per_page asks): GitHub's
+// ETag is of the page's items alone and its 304 has no Link header, so a
+// full last page stays 304 when a page appears after it (a 101st
+// comment), and only reading that page tells. "" when the page is not
+// full, or u does not page by page and per_page.
+func pageAfter(u string, body []byte) string {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	q := pu.Query()
+	per, err := strconv.Atoi(q.Get("per_page"))
+	if err != nil || per <= 0 || pageItems(body) < per {
+		return ""
+	}
+	page := 1
+	if p := q.Get("page"); p != "" {
+		if page, err = strconv.Atoi(p); err != nil || page < 1 {
+			return ""
+		}
+	}
+	q.Set("page", strconv.Itoa(page+1))
+	pu.RawQuery = q.Encode()
+	return pu.String()
+}
+
+// pageItems counts the items of a listing's page: a JSON array, or the
+// longest array of an envelope ({"total_count": …, "check_runs": […]}).
+func pageItems(body []byte) int {
+	var items []json.RawMessage
+	if json.Unmarshal(body, &items) == nil {
+		return len(items)
+	}
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(body, &doc) != nil {
+		return 0
+	}
+	most := 0
+	for _, v := range doc {
+		if json.Unmarshal(v, &items) == nil && len(items) > most {
+			most = len(items)
+		}
+	}
+	return most
 }
 
 // pagesByCount reads a listing that pages by number (page and limit) and

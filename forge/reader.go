@@ -149,6 +149,10 @@ type entry struct {
 	total int
 	etag  string
 	err   *Error // a held failure
+	// revalidated is set once a 304 has answered for body: next is then
+	// the one of the 200, which a 304 (GitHub's has no Link) does not
+	// update.
+	revalidated bool
 }
 
 // Response is one page a read returned.
@@ -159,6 +163,10 @@ type Response struct {
 	// Total is the X-Total-Count header (Gitea's count of a whole
 	// listing), -1 without one.
 	Total int
+	// revalidated says Body was confirmed by a 304, which on GitHub
+	// carries no Link header: Next is the one the body came with, and a
+	// next page that appeared since is not in it.
+	revalidated bool
 }
 
 // request is what every read carries: the caller's context, the time the
@@ -223,7 +231,7 @@ func (e *entry) result() (*Response, error) {
 	if e.err != nil {
 		return nil, e.err
 	}
-	return &Response{Body: e.body, Next: e.next, Total: e.total}, nil
+	return &Response{Body: e.body, Next: e.next, Total: e.total, revalidated: e.revalidated}, nil
 }
 
 func (r *Reader) sweepLocked(now time.Time) {
@@ -292,7 +300,7 @@ func (r *Reader) fetch(rq request, key, rawURL, accept string) (*Response, error
 	case code == http.StatusNotModified && cached != nil:
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		cached.at, cached.used = rq.now, rq.now
+		cached.at, cached.used, cached.revalidated = rq.now, rq.now, true
 		if n := nextLink(resp.Header); n != "" {
 			cached.next = n
 		}
@@ -300,7 +308,7 @@ func (r *Reader) fetch(rq request, key, rawURL, accept string) (*Response, error
 			cached.total = n
 		}
 		r.cache[key] = cached
-		return &Response{Body: cached.body, Next: cached.next, Total: cached.total}, nil
+		return &Response{Body: cached.body, Next: cached.next, Total: cached.total, revalidated: true}, nil
 	case code >= 200 && code < 300:
 		e := &entry{at: rq.now, used: rq.now, body: body, next: nextLink(resp.Header), total: totalCount(resp.Header), etag: resp.Header.Get("ETag")}
 		r.mu.Lock()

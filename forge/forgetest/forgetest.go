@@ -9,7 +9,8 @@
 // finished build, an edited title), counts the requests each path
 // received and may answer any request itself (a rate limit, an outage)
 // through Intercept. Responses carry an ETag, and a request whose
-// If-None-Match matches is answered 304, as the real forges do. Listings
+// If-None-Match matches is answered 304, as the real forges do (GitHub's
+// ETag is of the page's body alone, and its 304 has no Link). Listings
 // page as each forge's do: GitHub and GitLab with page, per_page and a
 // Link header; Gitea with page and limit (at most 50), X-Total-Count and
 // no Link header. A commit GitHub does not know is 422 "No commit found
@@ -481,20 +482,33 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, body any) {
 	default:
 		b, _ = json.Marshal(v)
 	}
+	if !s.NoETags {
+		// GitHub's ETag is of the page's body alone, and its 304 carries
+		// no Link header: a full last page stays 304 when a next page
+		// appears after it.
+		tag := b
+		if s.Provider != forge.GitHub {
+			tag = append([]byte(next+"\x00"+strconv.Itoa(total)+"\x00"), b...)
+		}
+		sum := sha256.Sum256(tag)
+		etag := `"` + hex.EncodeToString(sum[:8]) + `"`
+		w.Header().Set("ETag", etag)
+		if r.Header.Get("If-None-Match") == etag {
+			if s.Provider != forge.GitHub && next != "" {
+				w.Header().Set("Link", fmt.Sprintf(`<%s>; rel="next"`, next))
+			}
+			if s.Provider != forge.GitHub && total >= 0 {
+				w.Header().Set("X-Total-Count", strconv.Itoa(total))
+			}
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	}
 	if next != "" {
 		w.Header().Set("Link", fmt.Sprintf(`<%s>; rel="next"`, next))
 	}
 	if total >= 0 {
 		w.Header().Set("X-Total-Count", strconv.Itoa(total))
-	}
-	if !s.NoETags {
-		sum := sha256.Sum256(append([]byte(next+"\x00"+strconv.Itoa(total)+"\x00"), b...))
-		etag := `"` + hex.EncodeToString(sum[:8]) + `"`
-		w.Header().Set("ETag", etag)
-		if r.Header.Get("If-None-Match") == etag {
-			w.WriteHeader(http.StatusNotModified)
-			return
-		}
 	}
 	if _, ok := body.(rawBody); ok {
 		w.Header().Set("Content-Type", "application/vnd.github.sha; charset=utf-8")

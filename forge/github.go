@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // githubAPI reads the GitHub REST API (github.com and GitHub Enterprise
@@ -422,22 +421,18 @@ func suiteCheck(su githubSuite, sr suiteRuns, wait bool) *Check {
 // app that GitHub opens a suite for on every push and that never adds a
 // run to it (a suite "stale" forever), and it is not waited for: its
 // app is returned, for the summary to say so. Of the suites of one
-// workflow and event, only the newest (by its last update) stands for a
-// check: a newer run of a workflow supersedes an older one's failure.
+// workflow and event, only the newest (the last created) stands for a
+// check: a newer run of a workflow supersedes an older one's failure,
+// and an older one that ended after it (cancelled by its concurrency
+// group) does not supersede a newer one still queued.
 func (g githubAPI) suiteChecks(checks []Check, suites []githubSuite, byRun map[int64]suiteRuns, appHasRuns map[int64]bool,
 	workflows map[int64]githubWorkflowRun) ([]Check, []string) {
 	newest := make(map[string]githubSuite)
-	last := func(su githubSuite) time.Time {
-		u, c := parseTime(su.UpdatedAt), parseTime(su.CreatedAt)
-		if c.After(u) {
-			return c
-		}
-		return u
-	}
 	for _, su := range suites {
 		if w, ok := workflows[su.ID]; ok && su.App.slug() == githubActions {
 			k := workflowKey(w)
-			if old, ok := newest[k]; !ok || last(su).After(last(old)) || last(su).Equal(last(old)) && su.ID > old.ID {
+			c := parseTime(su.CreatedAt)
+			if old, ok := newest[k]; !ok || c.After(parseTime(old.CreatedAt)) || c.Equal(parseTime(old.CreatedAt)) && su.ID > old.ID {
 				newest[k] = su
 			}
 		}

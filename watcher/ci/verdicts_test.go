@@ -129,6 +129,19 @@ func TestGitHubCheckSuites(t *testing.T) {
 				{ID: 300, WorkflowID: 3000, Suite: 30, Name: "Release", Event: "push", Status: "completed", Conclusion: "startup_failure", Created: t0.Add(-9 * time.Minute)},
 				wf(301, 3000, 31, "Release", "push", 4*time.Minute)},
 			verdict: vigil.VerdictSatisfied, summary: "all 2 checks passed"},
+		{name: "a newer run of the workflow, queued while the older one was cancelled after it, holds the watch",
+			// The workflow ran again for the same event (a label added to
+			// the pull request); its concurrency group cancelled the older
+			// run after the newer one was queued, so the older suite was
+			// updated last. The newer run is what decides.
+			runs: []forgetest.Run{green, at(2, 30, "deploy", "completed", "cancelled", 6*time.Minute)},
+			suites: []forgetest.Suite{
+				{ID: 30, Status: "completed", Conclusion: "cancelled", Created: t0.Add(-7 * time.Minute), Updated: t0.Add(-time.Minute)},
+				{ID: 31, Status: "queued", Created: t0.Add(-2 * time.Minute), Updated: t0.Add(-2 * time.Minute)}},
+			workflows: []forgetest.WorkflowRun{wf(100, 1000, 10, "CI", "push", 11*time.Minute),
+				{ID: 300, WorkflowID: 3000, Suite: 30, Name: "Deploy", Event: "pull_request", Status: "completed", Conclusion: "cancelled", Created: t0.Add(-7 * time.Minute)},
+				{ID: 301, WorkflowID: 3000, Suite: 31, Name: "Deploy", Event: "pull_request", Status: "queued", Created: t0.Add(-2 * time.Minute)}},
+			verdict: vigil.VerdictPending, summary: "3 checks: 1 passed, 1 failed (deploy), 1 queued (workflow Deploy)"},
 		{name: "a queued suite of an app with no runs is not waited for, and said",
 			runs:    []forgetest.Run{green},
 			suites:  []forgetest.Suite{{ID: 40, App: "codecov", Status: "queued", Created: t0.Add(-11 * time.Minute), Updated: t0.Add(-11 * time.Minute)}},

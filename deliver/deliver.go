@@ -68,7 +68,17 @@ type Delivery struct {
 	Attempt int
 	// Now is when this attempt is made.
 	Now time.Time
+	// Stopping is closed once the dispatcher is stopping (Run's context
+	// ended): a channel that waits before it starts its attempt (a resume
+	// waiting for its session's turn) gives it up then, starting nothing,
+	// and returns ErrStopping with retry true.
+	Stopping <-chan struct{}
 }
+
+// ErrStopping is the error of an attempt a channel gave up before it
+// started anything because the dispatcher is stopping (Delivery.Stopping):
+// its receipt is retrying, due at once, so that the next start makes it.
+var ErrStopping = errors.New("the daemon is stopping: not started; it is made at the next start")
 
 // Payload is the JSON document a push channel carries: the outcome of one
 // watch, built only from what was frozen at settlement, so every retry

@@ -472,7 +472,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 					delete(d.active, g.j.key())
 					d.mu.Unlock()
 				} else {
-					d.attempt(actx, g.j)
+					d.attempt(actx, g.j, ctx.Done())
 				}
 				d.mu.Lock()
 				d.due.done(g)
@@ -566,8 +566,9 @@ func (d *Dispatcher) queueLocked(j *job) {
 	d.due.push(j, j.recipient, j.dest)
 }
 
-// attempt makes one attempt of j and records its receipt before and after.
-func (d *Dispatcher) attempt(ctx context.Context, j *job) {
+// attempt makes one attempt of j and records its receipt before and after;
+// stopping is closed once Run is stopping (Delivery.Stopping).
+func (d *Dispatcher) attempt(ctx context.Context, j *job, stopping <-chan struct{}) {
 	if (d.cfg.HoldsFunc != nil && !d.cfg.HoldsFunc(j.watchID)) || !d.takeOff(j.watchID) {
 		// Its shard moved (or is being handed) to another replica,
 		// which resumes it.
@@ -673,8 +674,9 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job) {
 		return
 	}
 	payload, _ := json.Marshal(NewPayload(w, j.messageID))
-	retry, err := ch.Send(ctx, &Delivery{Watch: w, MessageID: j.messageID, Options: o, Payload: payload, Attempt: rec.Attempts, Now: rec.UpdatedAt})
-	stopped := err != nil && ctx.Err() != nil
+	retry, err := ch.Send(ctx, &Delivery{Watch: w, MessageID: j.messageID, Options: o, Payload: payload, Attempt: rec.Attempts, Now: rec.UpdatedAt, Stopping: stopping})
+	// Cut short by the shutdown, or given up unstarted as it began.
+	stopped := err != nil && (ctx.Err() != nil || errors.Is(err, ErrStopping))
 	if stopped && (!retry || IsUnknown(err)) {
 		// Cut short by the shutdown mid-send: it may have landed. The
 		// receipt stays sending (unknown at the next start).

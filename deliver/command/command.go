@@ -75,9 +75,15 @@ func sessionKey(o *deliver.ResumeOptions) string {
 }
 
 // hold waits until no other run resumes the session key names and returns
-// what lets the next one go; ctx's error when it ends first.
-func (c *Resume) hold(ctx context.Context, key string) (func(), error) {
+// what lets the next one go; ctx's error when it ends first, and
+// deliver.ErrStopping when stopping closes first (or has closed).
+func (c *Resume) hold(ctx context.Context, key string, stopping <-chan struct{}) (func(), error) {
 	for {
+		select {
+		case <-stopping:
+			return nil, deliver.ErrStopping
+		default:
+		}
 		c.mu.Lock()
 		busy, held := c.busy[key]
 		if !held {
@@ -102,6 +108,8 @@ func (c *Resume) hold(ctx context.Context, key string) (func(), error) {
 		case <-busy:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-stopping:
+			return nil, deliver.ErrStopping
 		}
 	}
 }
@@ -124,8 +132,10 @@ func (c *Resume) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 		return false, err
 	}
 	// Two turns of one session at once would both start from the same
-	// history, each blind to the other's outcome: the second waits.
-	release, err := c.hold(ctx, sessionKey(o))
+	// history, each blind to the other's outcome: the second waits. One
+	// whose turn comes once the daemon is stopping starts nothing: the
+	// grace is for the runs in flight, and would cut a turn it started.
+	release, err := c.hold(ctx, sessionKey(o), d.Stopping)
 	if err != nil {
 		// Nothing ran: it may be tried again.
 		return true, fmt.Errorf("waiting for another resume of the same session: %w", err)

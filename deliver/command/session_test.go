@@ -4,6 +4,7 @@ package command_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,9 +12,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/deliver"
 	"github.com/vigil-run/vigil/deliver/command"
+	"github.com/vigil-run/vigil/store/memstore"
 )
 
 // Two outcomes that wake one session do not run two turns of it at once
@@ -90,4 +94,133 @@ func TestResumeOneTurnOfASessionAtATime(t *testing.T) {
 	if !slices.Equal(kinds, []string{"start", "end", "start", "end"}) || strings.TrimPrefix(got[0], "start ") != strings.TrimPrefix(got[1], "end ") {
 		t.Errorf("runs = %q, want one after the other", got)
 	}
+}
+
+// A resume waiting for its session's turn when the daemon starts stopping
+// starts nothing, even when the turn before it ends within the grace: a
+// turn started then would be cut when the grace ends, and read back
+// unknown, never run again. It is retrying, due at once, and the next
+// start runs it, once.
+func TestResumeWaitingAtShutdownRunsAtNextStart(t *testing.T) {
+	t.Parallel()
+	rec := t.TempDir()
+	bin := t.TempDir()
+	// Each run appends the watch id to runs, says so on started, and the
+	// first waits for go.
+	script := "#!/bin/sh\nr='" + rec + "'\necho \"$VIGIL_WATCH_ID\" >> \"$r/runs\"\necho \"$VIGIL_WATCH_ID\" > \"$r/started\"\n" +
+		"while [ ! -e \"$r/go\" ]; do sleep 0.01; done\n"
+	if err := os.WriteFile(filepath.Join(bin, "claude"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(rec, "started"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan string, 4)
+	go func() {
+		f, err := os.OpenFile(filepath.Join(rec, "started"), os.O_RDWR, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			started <- sc.Text()
+		}
+	}()
+	opts, _ := json.Marshal(map[string]any{"resume": map[string]any{"harness": "claude", "session": "sess-1", "cwd": rec,
+		"env": map[string]string{"PATH": bin + ":/usr/bin:/bin"}, "on": "any", "timeout": "10m"}})
+	st := memstore.New()
+	ws := map[string]*vigil.Watch{}
+	msgs := map[string]*vigil.Message{}
+	for _, id := range []string{"w1", "w2"} {
+		ws[id], msgs[id] = settledWake(t, st, id, string(opts))
+	}
+	resume := command.NewResume(command.Config{})
+	waiting := make(chan struct{}, 4)
+	command.SetWaiting(resume, func() { waiting <- struct{}{} })
+	newDispatcher := func() *deliver.Dispatcher {
+		return deliver.New(deliver.Config{Store: st, Channels: map[string]deliver.Channel{deliver.ChannelResume: resume},
+			StopGrace: time.Hour})
+	}
+	d := newDispatcher()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	d.Deliver(ws["w1"], msgs["w1"])
+	first := <-started
+	if first != "w1" {
+		t.Fatalf("started %q, want w1", first)
+	}
+	d.Deliver(ws["w2"], msgs["w2"])
+	<-waiting
+	// The shutdown starts while w2 waits; w1's turn ends within the grace.
+	cancel()
+	if err := os.WriteFile(filepath.Join(rec, "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	receipt := func(id string) vigil.Receipt {
+		t.Helper()
+		w, err := st.WatchGet(t.Context(), id)
+		if err != nil || len(w.Receipts) != 1 {
+			t.Fatalf("watch %s: %+v, %v; want one receipt", id, w, err)
+		}
+		return w.Receipts[0]
+	}
+	if r := receipt("w1"); r.Status != vigil.ReceiptDelivered {
+		t.Errorf("w1's receipt = %+v, want delivered", r)
+	}
+	if r := receipt("w2"); r.Status != vigil.ReceiptRetrying {
+		t.Errorf("w2's receipt = %+v, want retrying: it started nothing", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(rec, "runs")); string(b) != "w1\n" {
+		t.Errorf("runs during the shutdown = %q, want w1 only", b)
+	}
+
+	// The next start runs it, once.
+	d = newDispatcher()
+	if err := d.Resume(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithCancel(t.Context())
+	defer cancel()
+	go func() { done <- d.Run(ctx) }()
+	if got := <-started; got != "w2" {
+		t.Fatalf("started %q at the next start, want w2", got)
+	}
+	// In flight: the shutdown lets it end and record its receipt.
+	cancel()
+	<-done
+	if r := receipt("w2"); r.Status != vigil.ReceiptDelivered || r.Attempts != 2 {
+		t.Errorf("w2's receipt after the next start = %+v, want delivered on its second attempt", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(rec, "runs")); string(b) != "w1\nw2\n" {
+		t.Errorf("runs = %q, want w1 then w2, once each", b)
+	}
+}
+
+// settledWake stores watch id settled fired, with delivery options opts,
+// and returns it and its outcome message.
+func settledWake(t *testing.T, st vigil.Store, id, opts string) (*vigil.Watch, *vigil.Message) {
+	t.Helper()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	w := &vigil.Watch{ID: id, Kind: vigil.KindTimer, Predicate: json.RawMessage(`{"at":"` + id + `"}`), Recipient: "agent-7",
+		State: vigil.StatePending, Mode: vigil.ModeUntil, Deadline: now.Add(time.Hour), CreatedAt: now, Deliver: json.RawMessage(opts)}
+	w.Identity = vigil.Identity(w.Recipient, w.Kind, w.Mode, w.Predicate)
+	if _, err := st.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: w}); err != nil {
+		t.Fatal(err)
+	}
+	out := &vigil.Outcome{State: vigil.StateFired, Sentence: "The timer went off.", Reason: "satisfied"}
+	m := &vigil.Message{ID: "msg-" + id, Recipient: w.Recipient, WatchID: id, Type: vigil.MessageFired, Text: out.Sentence, CreatedAt: now}
+	if _, err := st.WatchSettle(t.Context(), []vigil.WatchSettleParams{{ID: id, State: vigil.StateFired, Outcome: out, SettledAt: now, Polls: 1, Message: m}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.WatchGet(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, m
 }

@@ -306,6 +306,11 @@ func (f *addFlags) deliverOptions() (json.RawMessage, error) {
 		return nil, err
 	}
 	if r != nil {
+		if _, ok := o["resume"]; ok {
+			// As watch_create refuses wake with deliver.resume: one of
+			// the two sessions would be dropped without a word.
+			return nil, usageErr(errors.New("give --wake (or --wake-argv) or a resume in --deliver, not both"))
+		}
 		o["resume"] = r
 	}
 	if len(o) == 0 {

@@ -70,6 +70,8 @@ func TestAddWake(t *testing.T) {
 		{[]string{"--wake-argv", `["my-agent", "{message}"]`}, "unknown placeholder"},
 		{[]string{"--wake-argv", `my-agent {sentence}`}, "JSON array"},
 		{[]string{"--wake", "claude:s1", "--wake-argv", `["x"]`}, "not both"},
+		{[]string{"--wake", "claude:s1", "--deliver", `{"resume": {"harness": "codex", "session": "s2"}}`}, "not both"},
+		{[]string{"--wake-argv", `["x"]`, "--deliver", `{"resume": {"harness": "codex", "session": "s2"}}`}, "not both"},
 	} {
 		r := d.vigil(t, append([]string{"add", "timer", "1h", "--for", "refused", "-q"}, tt.args...)...)
 		if r.code == 0 || !strings.Contains(r.stderr, tt.want) {

@@ -835,11 +835,10 @@ func (d *Dispatcher) finish(j *job) {
 	}
 }
 
+// clip bounds a receipt's detail, in UTF-8 (PostgreSQL refuses text that
+// is not): what a channel says may quote what a program wrote on stderr.
 func clip(s string) string {
-	if len(s) > maxDetail {
-		return s[:maxDetail] + "…"
-	}
-	return s
+	return clipText(strings.ToValidUTF8(s, "\uFFFD"), maxDetail+len("…"))
 }
 
 // jobHeap is a min-heap of jobs by due time.

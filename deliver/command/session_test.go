@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/deliver"
@@ -223,4 +224,47 @@ func settledWake(t *testing.T, st vigil.Store, id, opts string) (*vigil.Watch, *
 		t.Fatal(err)
 	}
 	return got, m
+}
+
+// A resume's receipt detail is valid UTF-8 whatever the harness wrote on
+// stderr (bytes that are not UTF-8, a long line of multi-byte characters
+// cut at the detail's bound): PostgreSQL refuses text that is not, so the
+// receipt that ends the attempt was never written there; the dispatcher
+// tried again every few seconds while the daemon ran, and the receipt
+// read sending, then unknown.
+func TestResumeDetailIsUTF8(t *testing.T) {
+	t.Parallel()
+	for name, stderr := range map[string]string{
+		"not UTF-8":  `printf 'session \377\376 not found\n' >&2`,
+		"multi-byte": `printf 'x' >&2; i=0; while [ $i -lt 200 ]; do printf '\342\200\246' >&2; i=$((i+1)); done; echo >&2`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			bin := t.TempDir()
+			if err := os.WriteFile(filepath.Join(bin, "claude"), []byte("#!/bin/sh\n"+stderr+"\nexit 1\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			opts, _ := json.Marshal(map[string]any{"resume": map[string]any{"harness": "claude", "session": "sess-1",
+				"env": map[string]string{"PATH": bin + ":/usr/bin:/bin"}, "on": "any", "timeout": "10m"}})
+			st := memstore.New()
+			w, m := settledWake(t, st, "w1", string(opts))
+			recorded := make(chan string, 1)
+			d := deliver.New(deliver.Config{Store: st, Channels: map[string]deliver.Channel{deliver.ChannelResume: command.NewResume(command.Config{})},
+				ReceiptFunc: func(_, status string) { recorded <- status }})
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- d.Run(ctx) }()
+			d.Deliver(w, m)
+			<-recorded
+			cancel()
+			<-done
+			got, err := st.WatchGet(t.Context(), "w1")
+			if err != nil || len(got.Receipts) != 1 {
+				t.Fatalf("%+v, %v; want one receipt", got, err)
+			}
+			if r := got.Receipts[0]; r.Status != vigil.ReceiptUndeliverable || !utf8.ValidString(r.Detail) || !strings.HasPrefix(r.Detail, "exit status 1: ") {
+				t.Errorf("receipt = %+v (valid UTF-8: %v), want undeliverable with the exit status, in UTF-8", r, utf8.ValidString(r.Detail))
+			}
+		})
+	}
 }

@@ -51,6 +51,18 @@ type Channel interface {
 	Send(ctx context.Context, d *Delivery) (retry bool, err error)
 }
 
+// A Waiter is a Channel whose attempts may wait for their turn before
+// they start (a resume waits while another turn of its session runs).
+// The dispatcher calls Wait before it writes the receipt that starts the
+// attempt, so a delivery that waits has no receipt "sending" (which a
+// crash would leave unknown, never made) until its turn has come, and
+// holds what Wait returned until Send has returned. Wait returns an error
+// only when ctx ends or d.Stopping closes first: nothing is written then,
+// and the next start makes the attempt.
+type Waiter interface {
+	Wait(ctx context.Context, d *Delivery) (release func(), err error)
+}
+
 // Delivery is one attempt to push one outcome on one channel.
 type Delivery struct {
 	// Watch is the settled watch, as stored (secrets included).
@@ -73,6 +85,9 @@ type Delivery struct {
 	// waiting for its session's turn) gives it up then, starting nothing,
 	// and returns ErrStopping with retry true.
 	Stopping <-chan struct{}
+	// Waited says the dispatcher called the channel's Wait (Waiter) for
+	// this attempt, and holds its turn until Send returns.
+	Waited bool
 }
 
 // ErrStopping is the error of an attempt a channel gave up before it

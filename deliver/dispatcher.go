@@ -656,6 +656,20 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job, stopping <-chan struct
 		}
 		return
 	}
+	waited := false
+	if wt, ok := ch.(Waiter); ok {
+		// Its turn first, with no receipt written: a crash while it
+		// waits leaves the delivery as it was (no receipt, or the
+		// retrying one it follows), and the next start makes it.
+		release, err := wt.Wait(ctx, &Delivery{Watch: w, MessageID: j.messageID, Options: o, Stopping: stopping})
+		if err != nil {
+			// The dispatcher is stopping: nothing was written or sent.
+			d.finish(j)
+			return
+		}
+		defer release()
+		waited = true
+	}
 	// The receipt exists before anything leaves: a crash from here on
 	// reads back as unknown. It is claimed: written only over the receipt
 	// this attempt follows, so that no other job of the same delivery (on
@@ -674,7 +688,7 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job, stopping <-chan struct
 		return
 	}
 	payload, _ := json.Marshal(NewPayload(w, j.messageID))
-	retry, err := ch.Send(ctx, &Delivery{Watch: w, MessageID: j.messageID, Options: o, Payload: payload, Attempt: rec.Attempts, Now: rec.UpdatedAt, Stopping: stopping})
+	retry, err := ch.Send(ctx, &Delivery{Watch: w, MessageID: j.messageID, Options: o, Payload: payload, Attempt: rec.Attempts, Now: rec.UpdatedAt, Stopping: stopping, Waited: waited})
 	// Cut short by the shutdown, or given up unstarted as it began.
 	stopped := err != nil && (ctx.Err() != nil || errors.Is(err, ErrStopping))
 	if stopped && (!retry || IsUnknown(err)) {

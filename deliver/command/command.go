@@ -114,7 +114,20 @@ func (c *Resume) hold(ctx context.Context, key string, stopping <-chan struct{})
 	}
 }
 
-var _ deliver.Channel = (*Resume)(nil)
+var (
+	_ deliver.Channel = (*Resume)(nil)
+	_ deliver.Waiter  = (*Resume)(nil)
+)
+
+// Wait implements deliver.Waiter: it waits until no other run resumes the
+// session d resumes, and returns what lets the next one go.
+func (c *Resume) Wait(ctx context.Context, d *deliver.Delivery) (func(), error) {
+	o := d.Options.Resume
+	if o == nil {
+		return func() {}, nil
+	}
+	return c.hold(ctx, sessionKey(o), d.Stopping)
+}
 
 // NewResume returns a resume channel.
 func NewResume(cfg Config) *Resume { return &Resume{cfg: cfg} }
@@ -132,15 +145,18 @@ func (c *Resume) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 		return false, err
 	}
 	// Two turns of one session at once would both start from the same
-	// history, each blind to the other's outcome: the second waits. One
-	// whose turn comes once the daemon is stopping starts nothing: the
-	// grace is for the runs in flight, and would cut a turn it started.
-	release, err := c.hold(ctx, sessionKey(o), d.Stopping)
-	if err != nil {
-		// Nothing ran: it may be tried again.
-		return true, fmt.Errorf("waiting for another resume of the same session: %w", err)
+	// history, each blind to the other's outcome: the second waits (here,
+	// unless the dispatcher waited already: Wait). One whose turn comes
+	// once the daemon is stopping starts nothing: the grace is for the
+	// runs in flight, and would cut a turn it started.
+	if !d.Waited {
+		release, err := c.hold(ctx, sessionKey(o), d.Stopping)
+		if err != nil {
+			// Nothing ran: it may be tried again.
+			return true, fmt.Errorf("waiting for another resume of the same session: %w", err)
+		}
+		defer release()
 	}
-	defer release()
 	return false, run(ctx, c.cfg.Runner, "resume command", prog, d, nil, o.ResumeTimeout())
 }
 

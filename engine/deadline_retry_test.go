@@ -91,3 +91,73 @@ func TestFailedSettlementAtTheDeadlineRetriesSoon(t *testing.T) {
 		t.Fatalf("a minute after the deadline whose commit failed: %s, want expired", got.State)
 	}
 }
+
+// TestFailedFinalSettlementRunsNoProgramAgain: a command watch's final
+// probe (at its deadline, or a probe that ran past it) runs the user's
+// program once. When the settlement's commit fails, the retry writes the
+// answer that probe obtained; it ran the program again, and settled on
+// what that second run, past the deadline, said.
+func TestFailedFinalSettlementRunsNoProgramAgain(t *testing.T) {
+	t.Parallel()
+	deadline := t0.Add(time.Minute)
+	for _, c := range []struct {
+		name string
+		slot time.Time     // the probe that settles
+		took time.Duration // how long it runs
+	}{
+		{"at the deadline", deadline, 0},
+		{"running past the deadline", t0.Add(30 * time.Second), 45 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var runs atomic.Int64
+			var v *env
+			cmd := watchertest.Func(vigil.KindCommand, func(_ context.Context, p watcher.Probe) (vigil.Observation, error) {
+				runs.Add(1)
+				if p.Now.Equal(c.slot) {
+					v.clock.Add(c.took)
+					return vigil.Observation{Verdict: vigil.VerdictFailed, Summary: "exit 1"}, nil
+				}
+				if p.Now.After(c.slot) {
+					return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "exit 0"}, nil
+				}
+				return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "not yet"}, nil
+			})
+			st := &stumblingStore{Store: memstore.New()}
+			v = newEnv(t, envOpts{store: st, watchers: []watcher.Watcher{cmd}})
+			w := v.register(vigil.RegisterRequest{Kind: vigil.KindCommand, Predicate: obj(`{"argv":["make","check"]}`),
+				Every: "30s", Deadline: "1m"})
+			v.tick(t0)
+			if c.slot != deadline {
+				st.failSettle.Store(true)
+			}
+			v.tick(t0.Add(30 * time.Second))
+			if c.slot == deadline {
+				st.failSettle.Store(true)
+				v.tick(deadline)
+			}
+			before := runs.Load()
+			if got := v.get(w.ID); got.State != vigil.StatePending {
+				t.Fatalf("after the final probe's failed commit: %s, want pending", got.State)
+			}
+			// The retry's commit fails too: tried again later, not at once.
+			st.failSettle.Store(true)
+			retry := v.clock.Now().Add(time.Minute)
+			v.tick(retry)
+			if got := v.get(w.ID); got.State != vigil.StatePending || !got.NextDue.After(retry) {
+				t.Fatalf("after the retry's failed commit: %s, next due %s; want pending, due after %s", got.State, got.NextDue, retry)
+			}
+			v.tick(retry.Add(time.Minute))
+			got := v.get(w.ID)
+			if n := runs.Load(); n != before {
+				t.Errorf("the program ran %d times after the final probe whose commit failed, want none", n-before)
+			}
+			if got.State != vigil.StateFailed {
+				t.Fatalf("after the retry: %s %+v, want failed, as the final probe answered", got.State, got.Outcome)
+			}
+			if msgs := v.messages("agent-1"); len(msgs) != 1 {
+				t.Fatalf("mailbox = %+v, want one outcome", msgs)
+			}
+		})
+	}
+}

@@ -40,6 +40,20 @@ type doubt struct {
 	// settlement answered at creation, written only if the watch was
 	// joined, which the watch found says (not answered at creation).
 	msg *vigil.Message
+	// final, when set, is the answer of the watch's final probe (at or
+	// past its deadline): a watch seen pending again has it written
+	// again, never probed again (Prober.Probe), since a final probe runs
+	// once (a command watch's program ran twice, and a condition that came
+	// true after the deadline decided).
+	final *finalAnswer
+}
+
+// finalAnswer is what a final probe's settlement wrote, or tried to.
+type finalAnswer struct {
+	out                 *vigil.Outcome
+	polls               int
+	errors, consecutive int
+	checkedAt           time.Time
 }
 
 // doubts are the settlements in doubt, by watch id, oldest first.
@@ -95,6 +109,14 @@ func (d *doubts) take(id string) (doubt, bool) {
 		}
 	}
 	return x, ok
+}
+
+// final returns the final probe's answer in doubt for watch id, if any.
+func (d *doubts) final(id string) (*finalAnswer, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	x, ok := d.m[id]
+	return x.final, ok && x.final != nil
 }
 
 // forget drops the doubt of watch id: a settlement of it was written here

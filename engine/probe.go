@@ -148,6 +148,19 @@ func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, t
 			return
 		}
 	}
+	if fa, ok := s.doubts.final(w.ID); ok {
+		// Its final probe answered, and the commit of that answer failed
+		// and was not written: the answer is written again. A final probe
+		// runs once; probing again ran a command watch's program again,
+		// past the deadline, and settled on what that run said.
+		w.Errors, w.ConsecutiveErrors, w.CheckedAt = fa.errors, fa.consecutive, fa.checkedAt
+		won, err := s.commit(ctx, []settlement{{e: e, w: w, out: fa.out, polls: fa.polls, final: true}}, now)
+		if err == nil && won[0] && fa.out.State != vigil.StateErrored && s.cfg.StopFunc != nil {
+			// What the final probe let go of, or would have (as below).
+			s.cfg.StopFunc(w.Kind, w.ID)
+		}
+		return
+	}
 	if w.Unreadable != "" {
 		s.commit(ctx, []settlement{{e: e, w: w, out: unreadable(w, now), polls: w.Polls}}, now)
 		return
@@ -223,7 +236,7 @@ func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, t
 	d := vigil.Decide(w, &obs, prog, now, final)
 	if d.Settle {
 		out := &vigil.Outcome{State: d.State, Reason: d.Reason, Held: d.Held, Attention: d.Attention, Observation: &obs}
-		won, err := s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: prog.Polls, probed: probed}}, settleAt)
+		won, err := s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: prog.Polls, final: final, probed: probed}}, settleAt)
 		if lateFinal && err == nil && won[0] && d.State != vigil.StateErrored && s.cfg.StopFunc != nil {
 			// What the final probe would have let go of (an http
 			// watch's parsed predicate); commit stops an errored one.

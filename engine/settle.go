@@ -21,6 +21,9 @@ type settlement struct {
 	// answered: the outcome came from outside a probe (Complete), and
 	// any replica may settle it (vigil.WatchSettleParams.Answered).
 	answered bool
+	// final: the outcome is the final probe's answer, which a retry of a
+	// failed commit writes again rather than probing again (doubt.final).
+	final bool
 	// probed, when set, is called once the settlement is written (or
 	// failed to be), before anyone hears of it (see prober.Probe).
 	probed func()
@@ -112,7 +115,11 @@ func (s *prober) commit(ctx context.Context, ss []settlement, now time.Time) ([]
 		for i, st := range ss {
 			// It may have been written all the same: the next look at
 			// the watch says (see doubt.go).
-			s.doubts.put(st.w.ID, doubt{state: st.out.State, settledAt: now, due: st.e.Due(), msg: msgs[i]})
+			d := doubt{state: st.out.State, settledAt: now, due: st.e.Due(), msg: msgs[i]}
+			if st.final {
+				d.final = &finalAnswer{out: st.out, polls: st.polls, errors: st.w.Errors, consecutive: st.w.ConsecutiveErrors, checkedAt: st.w.CheckedAt}
+			}
+			s.doubts.put(st.w.ID, d)
 			st.e.Observer().Finish(nil)
 			s.sched.Retry(st.e, retryAt(st.e, now))
 		}

@@ -83,6 +83,9 @@ func (e *Engine) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) 
 					got.AskedDeadline = asked.Deadline
 				}
 				got.AskedDeliver = askedDeliver(asked.Deliver, got.Deliver)
+			}
+			if got.Existing {
+				// A replay joins too, as Register's does.
 				joins = append(joins, joining{i, got})
 			}
 			if got.Replayed && secrets[j] != "" {
@@ -137,7 +140,12 @@ func (e *Engine) joinMany(ctx context.Context, out []vigil.BatchResult, js []joi
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			out[j.i].Watch = e.view(e.joinObserved(ctx, j.w))
+			w, err := e.joinObserved(ctx, j.w)
+			if err != nil {
+				out[j.i] = refused(err)
+				return
+			}
+			out[j.i].Watch = e.view(w)
 		})
 	}
 	wg.Wait()

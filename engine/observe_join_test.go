@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -333,5 +334,78 @@ func TestJoinWritesOnlyForWatchesProbedAtOnce(t *testing.T) {
 	}
 	if n := st.joins.Load(); n != 1 {
 		t.Errorf("registering an existing http watch again wrote %d joins, want 1", n)
+	}
+}
+
+// failingJoin fails the store's next WatchJoin when asked to, writing
+// nothing, and counts the joins written.
+type failingJoin struct {
+	vigil.Store
+	fail   atomic.Bool
+	joined atomic.Int64
+}
+
+func (s *failingJoin) WatchJoin(ctx context.Context, id string) (bool, error) {
+	if s.fail.CompareAndSwap(true, false) {
+		return false, errStumble
+	}
+	ok, err := s.Store.WatchJoin(ctx, id)
+	if ok {
+		s.joined.Add(1)
+	}
+	return ok, err
+}
+
+// TestFailedJoinIsAnErrorToRetry: a registration answered with an
+// existing pending watch whose join could not be written is answered
+// with an error the caller can retry (unavailable), alone or as an item
+// of a batch; the retry joins, with its idempotency key too (whose
+// ledger holds the existing answer). It was answered existing, as if
+// joined: a registration waiting for the watch's first observation then
+// took the outcome to itself, and this caller's mailbox never got it.
+func TestFailedJoinIsAnErrorToRetry(t *testing.T) {
+	t.Parallel()
+	st := &failingJoin{Store: memstore.New()}
+	probe := watchertest.Func(vigil.KindHTTP, func(context.Context, watcher.Probe) (vigil.Observation, error) {
+		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "not yet"}, nil
+	})
+	v := newEnv(t, envOpts{store: st, watchers: []watcher.Watcher{probe}})
+	for i, c := range []struct {
+		name  string
+		batch bool
+		key   string
+	}{{"single", false, ""}, {"batch", true, ""}, {"idempotency key", false, "turn-1"}, {"batch with idempotency key", true, "turn-2"}} {
+		req := vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(fmt.Sprintf(`{"u":%d}`, i)), Recipient: "agent-1"}
+		registerOne(t, v, req, false)
+		req.IdempotencyKey = c.key
+		st.fail.Store(true)
+		var err error
+		if c.batch {
+			var res []vigil.BatchResult
+			res, err = v.eng.RegisterBatch(v.ctx, []vigil.RegisterRequest{req})
+			if err != nil || len(res) != 1 {
+				t.Fatalf("%s: RegisterBatch = %+v, %v", c.name, res, err)
+			}
+			if res[0].Status != vigil.BatchRefused {
+				t.Fatalf("%s: the item whose join failed is %s (%+v), want refused", c.name, res[0].Status, res[0].Watch)
+			}
+			err = res[0].Err
+		} else {
+			var w *vigil.Watch
+			w, err = v.eng.Register(v.ctx, req)
+			if err == nil {
+				t.Fatalf("%s: a registration whose join failed is answered %+v (existing %v), want an error", c.name, w, w.Existing)
+			}
+		}
+		if code := vigil.ErrorCode(err); code != vigil.CodeUnavailable {
+			t.Fatalf("%s: the join failed: code %q (%v), want %q", c.name, code, err, vigil.CodeUnavailable)
+		}
+		before := st.joined.Load()
+		if w := registerOne(t, v, req, c.batch); w == nil || !w.Existing {
+			t.Fatalf("%s: the retry: %+v, want existing", c.name, w)
+		}
+		if st.joined.Load() != before+1 {
+			t.Errorf("%s: the retry wrote no join", c.name)
+		}
 	}
 }

@@ -42,14 +42,20 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 	if r.IdempotencyKey != "" && !got.Replayed {
 		e.sched.ArmPrune(now.Add(e.limits.IdempotencyTTL))
 	}
-	if got.Existing && !got.Replayed {
-		// The pending watch keeps its deadline and its delivery
-		// options: say what was asked for and not taken.
-		if r.Deadline != "" && !w.Deadline.Equal(got.Deadline) {
-			got.AskedDeadline = w.Deadline
+	if got.Existing {
+		if !got.Replayed {
+			// The pending watch keeps its deadline and its delivery
+			// options: say what was asked for and not taken.
+			if r.Deadline != "" && !w.Deadline.Equal(got.Deadline) {
+				got.AskedDeadline = w.Deadline
+			}
+			got.AskedDeliver = askedDeliver(w.Deliver, got.Deliver)
 		}
-		got.AskedDeliver = askedDeliver(w.Deliver, got.Deliver)
-		got = e.joinObserved(ctx, got)
+		// A replay joins too: the registration it repeats may have been
+		// refused because its join failed.
+		if got, err = e.joinObserved(ctx, got); err != nil {
+			return nil, err
+		}
 	}
 	if got.Replayed && secret != "" {
 		// A retry of the registration that made it: its caller may
@@ -109,30 +115,37 @@ func askedDeliver(asked, kept json.RawMessage) json.RawMessage {
 // write, which reads the mark under the same lock, mails the outcome all
 // the same. When the watch is no longer pending (settled since this
 // caller's read), and quietly, this caller gets the watch as it settled;
-// settled with a message, that message is in its mailbox.
-func (e *Engine) joinObserved(ctx context.Context, got *vigil.Watch) *vigil.Watch {
+// settled with a message, that message is in its mailbox. A join that
+// could not be written is an error the caller may retry (unavailable):
+// answered existing, it would wait for a message that may never come.
+func (e *Engine) joinObserved(ctx context.Context, got *vigil.Watch) (*vigil.Watch, error) {
 	if !e.probesAtOnce(got, got.CreatedAt) || got.CreatedAt.Before(e.now().Add(-e.limits.ObserveWait-time.Minute)) {
 		// No registration of it can still wait for its first
 		// observation (a timer's has none; an older one's wait has
 		// ended): nothing to join, and no write.
-		return got
+		return got, nil
 	}
 	if joined, err := e.store.WatchJoin(ctx, got.ID); err != nil {
-		if ctx.Err() == nil {
-			e.log.Warn("marking a watch joined by a registration; a settlement answered at creation may not be mailed", "watch_id", got.ID, "err", err)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		return got
+		var ve *vigil.Error
+		if errors.As(err, &ve) && ve.Code != vigil.CodeInternal {
+			return nil, err // the store's own word (unavailable, storage_full)
+		}
+		return nil, &vigil.Error{Code: vigil.CodeUnavailable, Err: err,
+			Message: "this registration matched pending watch " + got.ID + ", but joining it (so that its outcome reaches this mailbox) could not be written: try again"}
 	} else if joined {
-		return got
+		return got, nil
 	}
 	w, err := e.store.WatchGet(context.WithoutCancel(ctx), got.ID)
 	if err != nil || w.State == vigil.StatePending || !w.AnsweredAtCreation {
 		// Settled with a message to its mailbox (or gone).
-		return got
+		return got, nil
 	}
-	w.Existing = true
+	w.Existing, w.Replayed = true, got.Replayed
 	w.AskedDeadline, w.AskedDeliver = got.AskedDeadline, got.AskedDeliver
-	return w
+	return w, nil
 }
 
 // probesAtOnce reports whether watch w, registered at, is probed as soon

@@ -34,7 +34,7 @@ const (
 	ExitFailed      = 1 // wait: the watch failed; otherwise an internal error
 	ExitUsage       = 2 // usage, connection or authentication error
 	ExitStopped     = 4 // wait: the watch was cancelled or errored
-	ExitPending     = 8 // wait: still pending when --timeout ran out
+	ExitPending     = 8 // wait: still pending (or unwatchable) when --timeout ran out
 	ExitExpired     = 124
 	ExitInterrupted = 130
 )

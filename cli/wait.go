@@ -48,7 +48,8 @@ Exit codes:
     2  usage or authentication error, a refused request, or no answer from
        the daemon still when --timeout ran out (with 0s, at the one look)
     4  cancelled or errored
-    8  still pending when --timeout ran out
+    8  still pending (or unwatchable: a kind the daemon has no watcher for)
+       when --timeout ran out
   124  expired`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -131,7 +132,7 @@ func waitAndReport(cmd *cobra.Command, e *env, c *client.Client, w *vigil.Watch,
 // (unauthorized, not_found, invalid_request) ends it at once, as does one
 // once the deadline has passed.
 func waitFor(ctx context.Context, rt *retrier, c *client.Client, w *vigil.Watch) (*vigil.Watch, error) {
-	for w.State == vigil.StatePending {
+	for unsettled(w.State) {
 		poll := waitPoll
 		if !rt.deadline.IsZero() {
 			left := rt.deadline.Sub(rt.clk.Now())
@@ -179,10 +180,17 @@ func exitFor(s vigil.State) int {
 		return ExitFailed
 	case vigil.StateExpired:
 		return ExitExpired
-	case vigil.StatePending:
+	case vigil.StatePending, vigil.StateUnwatchable:
 		return ExitPending
 	}
-	return ExitStopped // cancelled, errored, unwatchable
+	return ExitStopped // cancelled, errored
+}
+
+// unsettled reports whether a watch in state s may still settle: pending,
+// or unwatchable (a kind the daemon has no watcher for, which expires at
+// its deadline; a cancel may end it sooner).
+func unsettled(s vigil.State) bool {
+	return s == vigil.StatePending || s == vigil.StateUnwatchable
 }
 
 // resultLine is the one line wait prints: the state and its sentence.

@@ -299,7 +299,7 @@ func TestWaitTimeoutZeroLooksOnce(t *testing.T) {
 	for _, tc := range []struct {
 		state vigil.State
 		code  int
-	}{{vigil.StatePending, ExitPending}, {vigil.StateFired, ExitOK}} {
+	}{{vigil.StatePending, ExitPending}, {vigil.StateUnwatchable, ExitPending}, {vigil.StateFired, ExitOK}} {
 		t.Run(string(tc.state), func(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithCancel(t.Context())
@@ -336,5 +336,22 @@ func TestAddWaitRegistrationErrorIsNotAnOutcome(t *testing.T) {
 	r, _ = sd.vigil(t, "add", "timer", "1h")
 	if r.code != ExitFailed {
 		t.Errorf("add, registration answered 500: exit %d, want 1", r.code)
+	}
+}
+
+// TestWaitOnUnwatchableWaitsForItsSettlement holds that wait on a watch
+// the daemon shows unwatchable (a kind it has no watcher for) waits for it
+// to settle, as on a pending one: it has not settled, and expires at its
+// deadline. It exited 4 at once, as if the watch had been cancelled.
+func TestWaitOnUnwatchableWaitsForItsSettlement(t *testing.T) {
+	t.Parallel()
+	sd := &scriptedDaemon{get: []answer{watchAnswer(vigil.StateUnwatchable)},
+		wait: []answer{watchAnswer(vigil.StateUnwatchable), watchAnswer(vigil.StateExpired)}}
+	r, _ := sd.vigil(t, "wait", scriptedID)
+	if r.code != ExitExpired || !strings.HasPrefix(r.stdout, "expired: ") {
+		t.Errorf("wait on an unwatchable watch that then expires: exit %d, stdout %q, stderr %q; want %d, expired", r.code, r.stdout, r.stderr, ExitExpired)
+	}
+	if want := []string{"GET", "WAIT", "WAIT"}; !slices.Equal(sd.seen(), want) {
+		t.Errorf("calls = %v, want %v", sd.seen(), want)
 	}
 }

@@ -439,13 +439,16 @@ func (e *Engine) Why(ctx context.Context, id string) (*vigil.Why, error) {
 	return &vigil.Why{Watch: w, Sentence: wording.Why(w)}, nil
 }
 
-// Wait implements vigil.Service.
+// Wait implements vigil.Service. A watch shown unwatchable (a kind this
+// build has no watcher for) has not settled: it is waited on as a pending
+// one is (its deadline expires it; a cancel, or a replica that has the
+// watcher, may settle it sooner).
 func (e *Engine) Wait(ctx context.Context, id string, timeout time.Duration) (*vigil.Watch, error) {
 	timeout = min(max(timeout, 0), e.limits.MaxWait)
 	s, cancel := e.hub.subscribe(vigil.EventFilter{WatchID: id}, 1, vigil.EventWatchSettled)
 	defer cancel()
 	w, err := e.get(ctx, id)
-	if err != nil || w.State != vigil.StatePending || timeout == 0 {
+	if err != nil || w.State.Terminal() || timeout == 0 {
 		return w, err
 	}
 	t := time.NewTimer(timeout)
@@ -460,7 +463,7 @@ func (e *Engine) Wait(ctx context.Context, id string, timeout time.Duration) (*v
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if w, err = e.get(ctx, id); err != nil || w.State != vigil.StatePending {
+		if w, err = e.get(ctx, id); err != nil || w.State.Terminal() {
 			return w, err
 		}
 	}

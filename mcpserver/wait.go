@@ -19,7 +19,8 @@ type waitIn struct {
 
 type waitOut struct {
 	Watch Watch `json:"watch" jsonschema:"the watch as it is now"`
-	// Settled is true when the watch is no longer pending.
+	// Settled is true when the watch has settled: not pending, nor
+	// unwatchable (a kind this build has no watcher for).
 	Settled bool `json:"settled" jsonschema:"the watch has settled; its outcome is in watch.outcome"`
 	// RetryAfter is set while the watch is pending: whole seconds until
 	// waiting again could see a change (its next check).
@@ -29,7 +30,7 @@ type waitOut struct {
 
 // wait waits, bounded by MaxWait, for a watch to settle. It answers at
 // once when the watch has settled, is standing, or cannot change before
-// the wait would end (its next check comes later).
+// the wait would end (mayChange).
 func (s *server) wait(ctx context.Context, req *mcp.CallToolRequest, in waitIn) (*mcp.CallToolResult, waitOut, error) {
 	ctx, _, err := s.callContext(ctx, req.Extra)
 	if err != nil {
@@ -48,7 +49,7 @@ func (s *server) wait(ctx context.Context, req *mcp.CallToolRequest, in waitIn) 
 	if err != nil {
 		return nil, waitOut{}, s.asToolError(ctx, req.Params.Name, err)
 	}
-	if w.State == vigil.StatePending && !w.Standing && window > 0 && !(s.dueOnly(w.Kind) && w.NextDue.After(start.Add(window))) {
+	if s.mayChange(w, start.Add(window)) && window > 0 {
 		wctx, done := s.calls.Track(ctx)
 		defer done()
 		stop := s.progress(wctx, req, w, start, window)
@@ -61,6 +62,22 @@ func (s *server) wait(ctx context.Context, req *mcp.CallToolRequest, in waitIn) 
 	return nil, s.waitResult(w), nil
 }
 
+// mayChange reports whether waiting until end could see watch w settle:
+// not when it has settled, is standing, or cannot change before end (its
+// next check, or for a watch of a kind this build has no watcher for,
+// unwatchable, its deadline, comes later).
+func (s *server) mayChange(w *vigil.Watch, end time.Time) bool {
+	switch {
+	case w.Standing:
+		return false
+	case w.State == vigil.StateUnwatchable:
+		return !w.Deadline.IsZero() && !w.Deadline.After(end)
+	case w.State == vigil.StatePending:
+		return !(s.dueOnly(w.Kind) && w.NextDue.After(end))
+	}
+	return false
+}
+
 // dueOnly reports whether a watch of kind k can settle only when it is
 // due (watcher.Descriptor.DueOnly), so a wait that ends before its next
 // check can answer at once.
@@ -70,10 +87,17 @@ func (s *server) dueOnly(k vigil.Kind) bool {
 }
 
 func (s *server) waitResult(w *vigil.Watch) waitOut {
-	out := waitOut{Watch: watchOut(w), Settled: w.State != vigil.StatePending}
+	out := waitOut{Watch: watchOut(w), Settled: w.State.Terminal()}
 	switch {
 	case out.Settled:
 		out.Hint = "Settled: " + wording.Why(w)
+	case w.State == vigil.StateUnwatchable:
+		// Not settled (nothing of this build probes it): it expires at
+		// its deadline, mailed as every deadline is.
+		if !w.Deadline.IsZero() && w.Deadline.After(s.now()) {
+			out.RetryAfter = seconds(w.Deadline.Sub(s.now()))
+		}
+		out.Hint = fmt.Sprintf("Not settled: %s Do not wait on it; END YOUR TURN: its outcome will land in %s's inbox.", wording.Why(w), w.Recipient)
 	case w.Standing:
 		out.Hint = fmt.Sprintf("%s is a standing watch: it never settles by itself, and each change lands in %s's inbox. Do not wait on it; END YOUR TURN.",
 			capitalize(wording.Subject(w)), w.Recipient)

@@ -510,11 +510,18 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*vigil.Watch, error) {
 // waits (bounded by Limits.MaxWait) for that probe to be made and what it
 // decided to be written, then returns the watch as it is. A settled watch
 // is a conflict; a timer, which the clock alone answers, is an
-// invalid_request.
+// invalid_request. A watch whose kind runs a program (command, run,
+// schedule) is checked only by a caller that may run programs: a check
+// runs it at a time the caller chooses, which the exec scope gates.
 func (e *Engine) Check(ctx context.Context, id string) (*vigil.Watch, error) {
 	w, err := e.get(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	if scope, scoped := vigil.ScopeFrom(ctx); scoped && !scope.Exec {
+		if spec, _ := e.watchers.Spec(w.Kind); spec.Exec {
+			return nil, vigil.Errorf(vigil.CodeForbidden, "%s watches run commands, and checking one now runs its command; this token lacks the exec scope (vigil token create --exec)", w.Kind)
+		}
 	}
 	switch {
 	case w.State == vigil.StateUnwatchable:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,5 +51,40 @@ func TestScopeExecPredicate(t *testing.T) {
 	}
 	if _, err := e.Register(ctx, vigil.RegisterRequest{Kind: vigil.KindFolder, Recipient: "b", Predicate: json.RawMessage(`{"review":1}`)}); err != nil {
 		t.Errorf("reviewer by the admin = %v, want it allowed", err)
+	}
+}
+
+// TestCheckOfAProgramNeedsExec: a check-now of a watch whose kind runs a
+// program (command, run, schedule) runs it at a time the caller chooses,
+// so a token without the exec scope is refused (forbidden, naming the
+// scope, no field), as its registration would be; a token with it, and
+// the admin, may check it. It was allowed.
+func TestCheckOfAProgramNeedsExec(t *testing.T) {
+	var runs atomic.Int64
+	cmd := watchertest.Func(vigil.KindCommand, func(context.Context, watcher.Probe) (vigil.Observation, error) {
+		runs.Add(1)
+		return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "not yet"}, nil
+	})
+	v := newEnv(t, envOpts{watchers: []watcher.Watcher{cmd, watchertest.NeverSettles(vigil.KindHTTP)}})
+	defer runEngine(v)()
+	w := v.register(vigil.RegisterRequest{Kind: vigil.KindCommand, Predicate: obj(`{"argv":["make","deploy"]}`), Recipient: "a", Every: "1h", Deadline: "24h"})
+	plain := vigil.WithScope(v.ctx, vigil.Scope{Recipients: []string{"a"}, TokenID: "t"})
+	before := runs.Load()
+	_, err := v.eng.Check(plain, w.ID)
+	if vigil.ErrorCode(err) != vigil.CodeForbidden || !strings.Contains(vigil.ErrorMessage(err), "exec scope") || vigil.ErrorField(err) != "" {
+		t.Fatalf("Check of a command watch by a token without exec = %v (field %q), want forbidden naming the exec scope, no field", err, vigil.ErrorField(err))
+	}
+	if runs.Load() != before {
+		t.Fatal("the refused check ran the program")
+	}
+	exec := vigil.WithScope(v.ctx, vigil.Scope{Recipients: []string{"a"}, Exec: true, TokenID: "t"})
+	for name, ctx := range map[string]context.Context{"exec token": exec, "admin": v.ctx} {
+		if got, err := v.eng.Check(ctx, w.ID); err != nil || got.State != vigil.StatePending {
+			t.Errorf("Check by the %s = %+v, %v; want the pending watch, checked", name, got, err)
+		}
+	}
+	h := v.register(vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{"url":"http://example.test/"}`), Recipient: "a", Every: "1h"})
+	if _, err := v.eng.Check(plain, h.ID); err != nil {
+		t.Errorf("Check of an http watch by a token without exec = %v, want it allowed", err)
 	}
 }

@@ -135,7 +135,9 @@ func newEnvAt(t *testing.T, o envOpts, start time.Time) *env {
 		cfg.Limits = *o.limits
 	}
 	e := engine.New(cfg)
-	ctx := context.Background()
+	// Ended with the test, so that what a test subscribed to stops with it.
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	if err := e.Prime(ctx); err != nil {
 		t.Fatalf("Prime: %v", err)
 	}

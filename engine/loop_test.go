@@ -78,7 +78,7 @@ func TestLoopIdleAndWake(t *testing.T) {
 }
 
 func TestRunShutdownLeaksNothing(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	st := memstore.New()
 	block := make(chan struct{})
 	fake := watchertest.Func(vigil.KindHTTP, func(ctx context.Context, p watcher.Probe) (vigil.Observation, error) {

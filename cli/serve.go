@@ -24,8 +24,8 @@ token to <data-dir>/admin.token (mode 0600); clients on this machine find it
 there.
 
 It refuses to start, with exit code 2 and a sentence saying what to do, when
-another vigil serves the same data dir, when the database is empty or damaged,
-and when it is missing from a data dir that was used before (one holding
+another vigil serves the same data dir, when the database is damaged, and
+when it is empty or missing in a data dir that was used before (one holding
 admin.token or webhook.secret): restore a backup, or remove what is named to
 start afresh. On PostgreSQL it also refuses when its webhook.secret shares no
 line with a live replica's, or its link.key, webhook_secrets, webhooks or

@@ -55,8 +55,8 @@ func (w *stopOnServing) String() string {
 	return w.b.String()
 }
 
-// TestServeRefusesLostDatabase: a database that is empty, or missing from
-// a data dir that was used before, is not taken for a new one: serve exits
+// TestServeRefusesLostDatabase: a database that is empty, or missing, in
+// a data dir that was used before is not taken for a new one: serve exits
 // 2, before listening, with one sentence naming the file and the two ways
 // out, and touches nothing.
 func TestServeRefusesLostDatabase(t *testing.T) {
@@ -66,8 +66,8 @@ func TestServeRefusesLostDatabase(t *testing.T) {
 		files map[string]string // in the data dir; "" is an empty file
 		say   []string
 	}{
-		{"empty database", map[string]string{daemon.DatabaseFile: ""}, []string{"empty"}},
 		{"empty database beside the token", map[string]string{daemon.DatabaseFile: "", daemon.TokenFile: strings.Repeat("ab", 32)}, []string{"empty"}},
+		{"empty database beside the webhook secret", map[string]string{daemon.DatabaseFile: "", daemon.WebhookSecretFile: "whsec_x"}, []string{"empty"}},
 		{"database missing beside the token", map[string]string{daemon.TokenFile: strings.Repeat("ab", 32)}, []string{"missing", daemon.TokenFile}},
 		{"database missing beside the webhook secret", map[string]string{daemon.WebhookSecretFile: "whsec_x"}, []string{"missing", daemon.WebhookSecretFile}},
 	}

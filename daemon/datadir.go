@@ -59,32 +59,36 @@ func privateDir(dir string, log *slog.Logger) error {
 }
 
 // checkDatabase refuses a database that is there but empty, and a missing
-// one where the data directory shows it was in use (it holds the admin
+// one, where the data directory shows it was in use (it holds the admin
 // token or the webhook secrets, which a start writes only after the
 // database): both are a lost database — a failed restore, a truncation —
-// that starting afresh would silently replace. A brand-new data directory
-// passes.
-func checkDatabase(cfg Config) error {
+// that starting afresh would silently replace. Where it was not in use, a
+// missing database, or an empty one (the file a first start killed before
+// it made the database left behind), is a new one: fresh reports it, and
+// the start makes it (createDatabase).
+func checkDatabase(cfg Config) (fresh bool, err error) {
 	db := cfg.DatabasePath()
 	fi, err := os.Stat(db)
 	switch {
 	case err == nil && fi.Size() > 0:
-		return nil
-	case err == nil:
-		return refuse(nil, "the database %s is empty (0 bytes), so the watches and messages it held are gone: restore it from a backup (made with vigil backup), or remove it to start afresh", db)
-	case !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("store: %w", err)
+		return false, nil
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return false, fmt.Errorf("store: %w", err)
 	}
+	empty := err == nil
 	var used []string
 	for _, name := range []string{TokenFile, WebhookSecretFile} {
 		if _, err := os.Stat(filepath.Join(cfg.DataDir, name)); err == nil {
 			used = append(used, name)
 		}
 	}
-	if len(used) == 0 {
-		return nil
+	switch {
+	case len(used) == 0:
+		return true, nil
+	case empty:
+		return false, refuse(nil, "the database %s is empty (0 bytes), so the watches and messages it held are gone: restore it from a backup (made with vigil backup), or remove it to start afresh", db)
 	}
-	return refuse(nil, "the database %s is missing, yet the data dir %s was used before (it holds %s): restore the database from a backup (made with vigil backup), or remove %s to start afresh",
+	return false, refuse(nil, "the database %s is missing, yet the data dir %s was used before (it holds %s): restore the database from a backup (made with vigil backup), or remove %s to start afresh",
 		db, cfg.DataDir, strings.Join(used, " and "), strings.Join(used, " and "))
 }
 

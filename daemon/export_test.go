@@ -46,3 +46,7 @@ func (d *Daemon) Deafen(on bool) { d.shards.deaf.Store(on) }
 // Resync hands a replica the event its listener hears after it connected
 // again.
 func (d *Daemon) Resync() { d.shards.heard(postgres.Event{Kind: postgres.EventResync}) }
+
+// SetCreateHook has f called at each step of a first start's making of
+// its database, named (createDatabase); nil stops it.
+func SetCreateHook(f func(step string)) { createHook = f }

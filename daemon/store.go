@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,12 +34,18 @@ func openStore(ctx context.Context, cfg Config, replica string, logger *slog.Log
 		}
 		return st, nil
 	}
-	if err := checkDatabase(cfg); err != nil {
+	fresh, err := checkDatabase(cfg)
+	if err != nil {
 		return nil, err
 	}
 	dbPath := cfg.DatabasePath()
 	if err := os.MkdirAll(filepath.Dir(dbPath), 0o700); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
+	}
+	if fresh {
+		if err := createDatabase(ctx, dbPath, logger); err != nil {
+			return nil, err
+		}
 	}
 	// The file's check runs on while Run reads the pending watches
 	// (checkedStore): at a million watches it is a second of the start.
@@ -46,6 +54,77 @@ func openStore(ctx context.Context, cfg Config, replica string, logger *slog.Log
 		return nil, storeErr(err)
 	}
 	return st, nil
+}
+
+// createdSuffix names, beside the database, the file createDatabase makes
+// it in before it renames it into place.
+const createdSuffix = ".new"
+
+// createHook, when set (by tests), is called at each step of
+// createDatabase, named; a test kills the process there.
+var createHook func(step string)
+
+// createDatabase makes the SQLite database at path, which a first start
+// found missing or empty (checkDatabase): it makes and migrates it as
+// path+createdSuffix, closes it (which copies its WAL into it and removes
+// the WAL), syncs it, renames it into place and syncs the directory. So a
+// start killed at any instant leaves either no database at path, and the
+// next start makes it again, or a complete one: never an empty or half-made
+// file that a later start would take for a lost database. What such a
+// start left (the empty file, a WAL, the half-made copy) is removed first.
+func createDatabase(ctx context.Context, path string, logger *slog.Logger) error {
+	step := func(name string) {
+		if createHook != nil {
+			createHook(name)
+		}
+	}
+	tmp := path + createdSuffix
+	for _, p := range []string{path, tmp} {
+		for _, f := range []string{p, p + "-wal", p + "-shm", p + "-journal"} {
+			if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("store: %w", err)
+			}
+		}
+	}
+	step("cleared")
+	// Its own log lines (the WAL's preallocation) are of a file that is
+	// renamed: the start says once that it made the database.
+	st, err := sqlite.Open(ctx, tmp, nil)
+	if err != nil {
+		return storeErr(err)
+	}
+	step("migrated")
+	if err := st.Close(); err != nil {
+		return fmt.Errorf("store: create %s: %w", path, err)
+	}
+	if _, err := os.Stat(tmp + "-wal"); !errors.Is(err, fs.ErrNotExist) {
+		// SQLite left its WAL: the file alone may not hold it all.
+		return fmt.Errorf("store: create %s: the WAL of %s was not folded into it (%v)", path, tmp, err)
+	}
+	step("closed")
+	if err := syncPath(tmp); err != nil {
+		return fmt.Errorf("store: create %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("store: create %s: %w", path, err)
+	}
+	step("renamed")
+	if runtime.GOOS != "windows" { // Windows cannot open, or sync, a directory
+		if err := syncPath(filepath.Dir(path)); err != nil {
+			return fmt.Errorf("store: create %s: %w", path, err)
+		}
+	}
+	logger.Info("made the database", "path", path, "schema", sqlite.SchemaVersion())
+	return nil
+}
+
+// syncPath syncs the file or directory at path to stable storage.
+func syncPath(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
 }
 
 // storeErr is the daemon's error for a failed Open or check of the SQLite

@@ -570,9 +570,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	return err
 }
 
-// Close releases what New acquired: the listener, the store and, last, the
-// lock on the data directory. Run calls it on its way out; call it
-// yourself only for a daemon never run.
+// Close releases what New acquired: the listener, the forges' reads and
+// the watchers' connections, the store and, last, the locks on the data
+// directory and the database, so that no second daemon starts on them
+// while any of the rest is still this one's. Run calls it on its way out;
+// call it yourself only for a daemon never run.
 func (d *Daemon) Close() error {
 	d.closeOnce.Do(func() {
 		if pg, ok := d.store.(*postgres.Store); ok && !d.ran.Load() {
@@ -584,13 +586,14 @@ func (d *Daemon) Close() error {
 		if errors.Is(lerr, net.ErrClosed) {
 			lerr = nil
 		}
-		d.closeErr = errors.Join(lerr, d.store.Close(), d.dbLock.release(), d.lock.release())
 		d.forges.Close()
 		for _, w := range d.watchers {
 			if c, ok := w.(io.Closer); ok {
 				c.Close()
 			}
 		}
+		serr := d.store.Close()
+		d.closeErr = errors.Join(lerr, serr, d.dbLock.release(), d.lock.release())
 	})
 	return d.closeErr
 }

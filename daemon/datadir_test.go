@@ -313,3 +313,44 @@ func TestSecondDaemonOnOneDatabaseRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseReleasesLockLast: a daemon holds its data dir's lock until it
+// has closed everything else, its watchers included: a second daemon
+// tried meanwhile is refused, rather than starting beside what the first
+// still runs.
+func TestCloseReleasesLockLast(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t.TempDir(), t.TempDir())
+	d, err := daemon.New(t.Context(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var second error
+	closed := false
+	d.OnCloseWatchers(func() {
+		closed = true
+		other, err := daemon.New(context.Background(), cfg, nil)
+		if err == nil {
+			other.Close()
+		}
+		second = err
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case <-d.Primed():
+	case err := <-done:
+		t.Fatalf("Run stopped before it was primed: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if !closed {
+		t.Fatal("Close closed no watcher")
+	}
+	if !errors.Is(second, daemon.ErrRefused) {
+		t.Errorf("a second daemon started while the first closed its watchers: error = %v, want ErrRefused", second)
+	}
+}

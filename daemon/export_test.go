@@ -5,6 +5,7 @@ import (
 
 	"github.com/vigil-run/vigil/store/postgres"
 	"github.com/vigil-run/vigil/store/sqlite"
+	"github.com/vigil-run/vigil/watcher"
 )
 
 // SQLiteStore returns the daemon's store, for tests that inject faults
@@ -50,3 +51,16 @@ func (d *Daemon) Resync() { d.shards.heard(postgres.Event{Kind: postgres.EventRe
 // SetCreateHook has f called at each step of a first start's making of
 // its database, named (createDatabase); nil stops it.
 func SetCreateHook(f func(step string)) { createHook = f }
+
+// OnCloseWatchers has f called as Close closes the watchers, as a
+// watcher's Close would be. Call it before Run.
+func (d *Daemon) OnCloseWatchers(f func()) {
+	d.watchers = append(d.watchers, closingWatcher{d.watchers[0], f})
+}
+
+type closingWatcher struct {
+	watcher.Watcher
+	f func()
+}
+
+func (c closingWatcher) Close() error { c.f(); return nil }

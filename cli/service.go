@@ -234,13 +234,27 @@ a launchd agent (~/Library/LaunchAgents/run.vigil.plist) on macOS, that runs
 			if err := os.MkdirAll(filepath.Dir(t.path), 0o755); err != nil {
 				return &ExitError{Code: ExitFailed, Err: err}
 			}
+			_, err = os.Stat(t.path)
+			existed := err == nil
 			if err := os.WriteFile(t.path, []byte(t.text), 0o644); err != nil {
 				return &ExitError{Code: ExitFailed, Err: err}
 			}
 			fmt.Fprintf(e.stdout, "Wrote %s.\n", t.path)
+			// A service already running from the unit this one replaced
+			// would carry on with its old command line (starting a
+			// running service does nothing): it is stopped first, as
+			// uninstall stops it.
 			if noStart {
+				if existed {
+					fmt.Fprintf(e.stdout, "It replaced a unit: if vigil runs from it, stop it first: %s\n", joinArgvs(t.stop))
+				}
 				fmt.Fprintf(e.stdout, "Start it with: %s\n", joinArgvs(t.start))
 				return nil
+			}
+			if existed {
+				if err := run(cmd, t.stop); err != nil {
+					fmt.Fprintf(e.stderr, "vigil: warning: %v\n", err)
+				}
 			}
 			if err := run(cmd, t.start); err != nil {
 				return &ExitError{Code: ExitFailed, Err: fmt.Errorf("the unit is written but did not start (%v); start it with: %s", err, joinArgvs(t.start))}

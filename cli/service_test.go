@@ -52,3 +52,51 @@ func TestServiceInstallChecksBinary(t *testing.T) {
 		t.Errorf("the user unit names network-online.target, which a user unit cannot see:\n%s", unit)
 	}
 }
+
+// TestServiceReinstallRestarts: install over a unit already installed
+// (another --listen) stops the service running from the old one before it
+// starts the new one: starting a running service does nothing, so it ran on
+// with its old command line while install said it was running.
+func TestServiceReinstallRestarts(t *testing.T) {
+	bin := t.TempDir()
+	calls := filepath.Join(t.TempDir(), "calls")
+	fake := "#!/bin/sh\necho \"$@\" >> " + calls + "\n"
+	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(bin, "vigil")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
+	home := t.TempDir()
+	for i, listen := range []string{"127.0.0.1:7474", "127.0.0.1:7575"} {
+		if err := os.WriteFile(calls, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := runCLI(t, map[string]string{"HOME": home}, "service", "install", "--os", "linux", "--binary", exe, "--listen", listen)
+		if r.code != 0 {
+			t.Fatalf("install %d: exit %d: %s", i, r.code, r.stderr)
+		}
+		b, err := os.ReadFile(calls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Split(strings.TrimSpace(string(b)), "\n")
+		stopped, started := -1, -1
+		for j, c := range got {
+			switch {
+			case strings.Contains(c, "--now") && strings.HasPrefix(c, "--user disable"):
+				stopped = j
+			case strings.Contains(c, "--now") && strings.HasPrefix(c, "--user enable"):
+				started = j
+			}
+		}
+		switch {
+		case started < 0:
+			t.Errorf("install %d ran %q; want the service started", i, got)
+		case i == 1 && (stopped < 0 || stopped > started):
+			t.Errorf("install over an installed unit ran %q; want the running service stopped before the new unit starts", got)
+		}
+	}
+}

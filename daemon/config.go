@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -650,6 +651,11 @@ func (c *Config) loadFile(path string) error {
 	d.UseNumber()
 	if err := d.Decode(&nested); err != nil {
 		return fmt.Errorf("config file %s: not a JSON object: %w", path, err)
+	}
+	// What follows the object (a second one, a stray brace) would be
+	// ignored, with the settings it holds.
+	if _, err := d.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("config file %s: there is more after the JSON object (byte %d on): the file must hold one object", path, d.InputOffset())
 	}
 	// Dotted keys may be spelled nested: {"forges": {"github": {"url": …}}}
 	// is "forges.github.url".

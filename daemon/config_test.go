@@ -182,6 +182,8 @@ func TestLoadErrors(t *testing.T) {
 	}{
 		{"unknown file key", map[string]string{"VIGIL_CONFIG": writeFile(t, `{"listne": "x"}`)}, nil, `unknown key "listne"`},
 		{"file not JSON", map[string]string{"VIGIL_CONFIG": writeFile(t, `listen = 1`)}, nil, "not a JSON object"},
+		{"file with a second object", map[string]string{"VIGIL_CONFIG": writeFile(t, "{\"listen\": \"127.0.0.1:1\"}\n{\"allow_exec\": \"perhaps\"}\n")}, nil, "after the JSON object"},
+		{"file with a stray brace", map[string]string{"VIGIL_CONFIG": writeFile(t, `{"listen": "127.0.0.1:1"}}`)}, nil, "after the JSON object"},
 		{"missing file", map[string]string{"VIGIL_CONFIG": "/nonexistent/vigil.json"}, nil, "config file"},
 		{"bad env int", map[string]string{"VIGIL_PROBE_WORKERS": "many"}, nil, "VIGIL_PROBE_WORKERS"},
 		{"bad env bool", map[string]string{"VIGIL_ALLOW_EXEC": "perhaps"}, nil, "VIGIL_ALLOW_EXEC"},

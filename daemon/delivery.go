@@ -226,15 +226,11 @@ func ensureWebhookSecrets(dataDir string, log *slog.Logger) ([]string, error) {
 			return nil, fmt.Errorf("webhook secret: %w", err)
 		}
 		s := deliver.SecretPrefix + base64.StdEncoding.EncodeToString(key)
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		err := writeNewFile(path, s+"\n")
 		if errors.Is(err, fs.ErrExist) {
 			return ensureWebhookSecrets(dataDir, log)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("webhook secret: %w", err)
-		}
-		_, werr := f.WriteString(s + "\n")
-		if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
 			return nil, fmt.Errorf("webhook secret: %w", err)
 		}
 		log.Info("wrote the webhook signing secret", "path", path)
@@ -283,15 +279,11 @@ func ensureLinkKey(dataDir string, log *slog.Logger) ([]byte, error) {
 		if _, err := rand.Read(key); err != nil {
 			return nil, fmt.Errorf("link key: %w", err)
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		err := writeNewFile(path, base64.StdEncoding.EncodeToString(key)+"\n")
 		if errors.Is(err, fs.ErrExist) {
 			return ensureLinkKey(dataDir, log)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("link key: %w", err)
-		}
-		_, werr := f.WriteString(base64.StdEncoding.EncodeToString(key) + "\n")
-		if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
 			return nil, fmt.Errorf("link key: %w", err)
 		}
 		log.Info("wrote the key of email unsubscribe links", "path", path)
@@ -311,6 +303,27 @@ func ensureLinkKey(dataDir string, log *slog.Logger) ([]byte, error) {
 		log.Warn("the link key file was readable by others; made it private (0600)", "path", path)
 	}
 	return key, nil
+}
+
+// writeNewFile writes text into a new file at path (0600), whole or not at
+// all: into a temporary file beside it, synced, then linked into place (as
+// ensureToken writes the token), so a start killed at any instant leaves no
+// file or the whole one, never an empty one the next start would refuse.
+// It answers fs.ErrExist when another start made path first.
+func writeNewFile(path, text string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.WriteString(text)
+	if err := errors.Join(werr, tmp.Chmod(0o600), tmp.Sync(), tmp.Close()); err != nil {
+		return err
+	}
+	if createHook != nil {
+		createHook(filepath.Base(path))
+	}
+	return os.Link(tmp.Name(), path)
 }
 
 // newDispatcher wires the push channels explicitly: webhook always (signed

@@ -49,7 +49,8 @@ func (d *Daemon) Deafen(on bool) { d.shards.deaf.Store(on) }
 func (d *Daemon) Resync() { d.shards.heard(postgres.Event{Kind: postgres.EventResync}) }
 
 // SetCreateHook has f called at each step of a first start's making of
-// its database, named (createDatabase); nil stops it.
+// its database, named (createDatabase), and as it writes a key file
+// (writeNewFile, with the file's name); nil stops it.
 func SetCreateHook(f func(step string)) { createHook = f }
 
 // OnCloseWatchers has f called as Close closes the watchers, as a

@@ -14,17 +14,18 @@ import (
 )
 
 // TestFirstStartKilled: a first start killed (SIGKILL, in a child process)
-// at any step of making its database leaves either no database or a
-// complete one, and the next start starts, with no refusal; so does the
-// empty file a first start killed before it wrote its database's first
-// page left behind (as an older vigil did).
+// at any step of making its database, or while it writes its webhook
+// secret or link key, leaves either no such file or a complete one, and
+// the next start starts, with no refusal; so does the empty database a
+// first start killed before it wrote its first page left behind (as an
+// older vigil did).
 func TestFirstStartKilled(t *testing.T) {
 	if step := os.Getenv("VIGIL_TEST_KILL_AT"); step != "" {
 		killedFirstStart(t, step, os.Getenv("VIGIL_TEST_DATA_DIR"))
 		return
 	}
 	t.Parallel()
-	for _, step := range []string{"cleared", "migrated", "closed", "renamed", "an older vigil's empty file"} {
+	for _, step := range []string{"cleared", "migrated", "closed", "renamed", daemon.WebhookSecretFile, daemon.LinkKeyFile, "an older vigil's empty file"} {
 		t.Run(step, func(t *testing.T) {
 			t.Parallel()
 			dataDir := filepath.Join(t.TempDir(), "vigil")
@@ -45,11 +46,17 @@ func TestFirstStartKilled(t *testing.T) {
 					t.Fatalf("the first start was not killed at %s: %v\n%s", step, err, out)
 				}
 				fi, err := os.Stat(db)
+				made := step != "cleared" && step != "migrated" && step != "closed"
 				switch {
-				case step == "renamed" && (err != nil || fi.Size() == 0):
-					t.Errorf("killed once the database was renamed into place: %v, %v; want a complete database", fi, err)
-				case step != "renamed" && !errors.Is(err, os.ErrNotExist):
+				case made && (err != nil || fi.Size() == 0):
+					t.Errorf("killed at %s, once the database was renamed into place: %v, %v; want a complete database", step, fi, err)
+				case !made && !errors.Is(err, os.ErrNotExist):
 					t.Errorf("killed while the database was made: %s is there (%v, %v); want none yet", db, fi, err)
+				}
+				for _, f := range []string{daemon.WebhookSecretFile, daemon.LinkKeyFile} {
+					if fi, err := os.Stat(filepath.Join(dataDir, f)); err == nil && fi.Size() == 0 {
+						t.Errorf("killed at %s: %s is left empty", step, f)
+					}
 				}
 			}
 			d := start(t, testConfig(dataDir, t.TempDir()))

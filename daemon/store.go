@@ -61,7 +61,8 @@ func openStore(ctx context.Context, cfg Config, replica string, logger *slog.Log
 const createdSuffix = ".new"
 
 // createHook, when set (by tests), is called at each step of
-// createDatabase, named; a test kills the process there.
+// createDatabase, named, and as writeNewFile writes a key file (with its
+// name); a test kills the process there.
 var createHook func(step string)
 
 // createDatabase makes the SQLite database at path, which a first start

@@ -66,8 +66,8 @@ func TestServeRefusesLostDatabase(t *testing.T) {
 		files map[string]string // in the data dir; "" is an empty file
 		say   []string
 	}{
-		{"empty database beside the token", map[string]string{daemon.DatabaseFile: "", daemon.TokenFile: strings.Repeat("ab", 32)}, []string{"empty"}},
-		{"empty database beside the webhook secret", map[string]string{daemon.DatabaseFile: "", daemon.WebhookSecretFile: "whsec_x"}, []string{"empty"}},
+		{"empty database beside the token", map[string]string{daemon.DatabaseFile: "", daemon.TokenFile: strings.Repeat("ab", 32)}, []string{"empty", daemon.TokenFile}},
+		{"empty database beside the webhook secret", map[string]string{daemon.DatabaseFile: "", daemon.WebhookSecretFile: "whsec_x"}, []string{"empty", daemon.WebhookSecretFile}},
 		{"database missing beside the token", map[string]string{daemon.TokenFile: strings.Repeat("ab", 32)}, []string{"missing", daemon.TokenFile}},
 		{"database missing beside the webhook secret", map[string]string{daemon.WebhookSecretFile: "whsec_x"}, []string{"missing", daemon.WebhookSecretFile}},
 	}

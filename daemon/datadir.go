@@ -86,7 +86,7 @@ func checkDatabase(cfg Config) (fresh bool, err error) {
 	case len(used) == 0:
 		return true, nil
 	case empty:
-		return false, refuse(nil, "the database %s is empty (0 bytes), so the watches and messages it held are gone: restore it from a backup (made with vigil backup), or remove it to start afresh", db)
+		return false, refuse(nil, "the database %s is empty (0 bytes), so the watches and messages it held are gone: restore it from a backup (made with vigil backup), or remove it and %s to start afresh", db, strings.Join(used, " and "))
 	}
 	return false, refuse(nil, "the database %s is missing, yet the data dir %s was used before (it holds %s): restore the database from a backup (made with vigil backup), or remove %s to start afresh",
 		db, cfg.DataDir, strings.Join(used, " and "), strings.Join(used, " and "))

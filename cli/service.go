@@ -134,6 +134,7 @@ func newServiceCmd(e *env) *cobra.Command {
 		binary          string
 		dataDir         string
 		listen          string
+		config          string
 		goos            string
 	)
 	target := func(cmd *cobra.Command) (serviceTarget, error) {
@@ -148,6 +149,21 @@ func newServiceCmd(e *env) *cobra.Command {
 		args := []string{"serve", "--data-dir", dir}
 		if listen != "" {
 			args = append(args, "--listen", listen)
+		}
+		// The config file as the data dir: the flag, else VIGIL_CONFIG,
+		// which the service's environment does not have.
+		if file := firstNonEmpty(config, e.getenv(daemon.EnvConfig)); file != "" {
+			if abs, err := filepath.Abs(file); err == nil {
+				file = abs
+			}
+			args = append(args, "--config", file)
+			if _, err := os.Stat(file); err != nil && cmd.Name() == "install" {
+				err := fmt.Errorf("the config file %s cannot be read (%v); the service would not start", file, err)
+				if !dryRun {
+					return serviceTarget{}, usageErr(err)
+				}
+				fmt.Fprintln(e.stderr, "vigil: warning:", err.Error())
+			}
 		}
 		bin := binary
 		if bin == "" {
@@ -299,6 +315,7 @@ a launchd agent (~/Library/LaunchAgents/run.vigil.plist) on macOS, that runs
 		fl.StringVar(&binary, "binary", "", "vigil executable the unit runs (default this one)")
 		fl.StringVar(&dataDir, "data-dir", "", "data dir for vigil serve (VIGIL_DATA_DIR; default "+daemon.DefaultDataDir(e.getenv)+")")
 		fl.StringVar(&listen, "listen", "", "listen address for vigil serve (default "+daemon.DefaultListen+")")
+		fl.StringVar(&config, "config", "", "JSON config file for vigil serve (VIGIL_CONFIG; default none)")
 		fl.StringVar(&goos, "os", runtime.GOOS, "unit flavour: linux (systemd) or darwin (launchd)")
 		_ = fl.MarkHidden("os")
 	}

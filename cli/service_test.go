@@ -100,3 +100,59 @@ func TestServiceReinstallRestarts(t *testing.T) {
 		}
 	}
 }
+
+// TestServiceInstallConfig: the config file, given with --config or
+// VIGIL_CONFIG in install's environment (which the service does not
+// have), is written into the unit as an absolute path, as the data dir
+// is; one that does not exist is refused and no unit is written.
+func TestServiceInstallConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "vigil")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "my config.json")
+	if err := os.WriteFile(cfg, []byte(`{}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	unitOf := func(home string) string { return filepath.Join(home, ".config", "systemd", "user", systemdUnitName) }
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+	}{
+		{"flag", nil, []string{"--config", cfg}},
+		{"VIGIL_CONFIG", map[string]string{"VIGIL_CONFIG": cfg}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := t.TempDir()
+			env := map[string]string{"HOME": home}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			r := runCLI(t, env, append([]string{"service", "install", "--no-start", "--os", "linux", "--binary", exe}, tc.args...)...)
+			if r.code != 0 {
+				t.Fatalf("install: exit %d: %s", r.code, r.stderr)
+			}
+			unit, err := os.ReadFile(unitOf(home))
+			if want := ` --config "` + cfg + `"`; err != nil || !strings.Contains(string(unit), want) {
+				t.Errorf("unit %s (%v); want its ExecStart to hold %s", unit, err, want)
+			}
+		})
+	}
+	home := t.TempDir()
+	missing := filepath.Join(dir, "nope.json")
+	r := runCLI(t, map[string]string{"HOME": home}, "service", "install", "--no-start", "--os", "linux", "--binary", exe, "--config", missing)
+	if r.code != ExitUsage || !strings.Contains(r.stderr, missing) {
+		t.Errorf("install --config %s: exit %d, stderr %q; want %d naming it", missing, r.code, r.stderr, ExitUsage)
+	}
+	if _, err := os.Stat(unitOf(home)); err == nil {
+		t.Errorf("a unit was written for a missing config file")
+	}
+	// Uninstall needs no config file.
+	r = runCLI(t, map[string]string{"HOME": home, "VIGIL_CONFIG": missing}, "service", "uninstall", "--no-start", "--os", "linux", "--binary", exe)
+	if r.code != 0 {
+		t.Errorf("uninstall with VIGIL_CONFIG naming a missing file: exit %d, stderr %q; want 0", r.code, r.stderr)
+	}
+}

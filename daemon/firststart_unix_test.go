@@ -84,7 +84,8 @@ func killedFirstStart(t *testing.T, step, dataDir string) {
 			select {} // the signal is on its way
 		}
 	})
-	d, err := daemon.New(t.Context(), testConfig(dataDir, t.TempDir()), nil)
+	// Its roots are the parent's: a directory of its own would outlive it.
+	d, err := daemon.New(t.Context(), testConfig(dataDir, filepath.Dir(dataDir)), nil)
 	if err == nil {
 		d.Close()
 	}

@@ -435,14 +435,24 @@ func clipText(s string) string {
 	return s
 }
 
+// inboxPage is how many messages an inbox page shows: one read of the
+// store, however long the mailbox.
+const inboxPage = 200
+
 // inboxData is the inbox page.
 type inboxData struct {
 	Recipient, Reader string
 	Recipients        []string
 	Messages          []inboxMessage
 	Cursor            int64
-	Last              int64
-	Unread            int
+	// Last is the newest seq shown, which Mark read acks.
+	Last   int64
+	Unread int
+	// More: the page is full, and Newer is the query of the next one
+	// (url.Values encoded); First, when the page does not start at the
+	// mailbox's first message, is the query of the page that does.
+	More         bool
+	Newer, First template.URL
 }
 
 type inboxMessage struct {
@@ -450,7 +460,10 @@ type inboxMessage struct {
 	Unread bool
 }
 
-// inbox serves a recipient's mailbox as one reader sees it.
+// inbox serves a recipient's mailbox as one reader sees it: one page of
+// at most inboxPage messages after ?after= (by default the reader's last
+// few read ones, then its unread ones), read in one bounded read as the
+// API's mailbox read does, with a link to the newer ones.
 func (p *Panel) inbox(w http.ResponseWriter, r *http.Request, s *session) error {
 	q := r.URL.Query()
 	d := inboxData{Recipient: q.Get("recipient"), Reader: q.Get("reader"), Recipients: s.scope.Recipients}
@@ -470,44 +483,47 @@ func (p *Panel) inbox(w http.ResponseWriter, r *http.Request, s *session) error 
 	if err := vigil.ValidName("reader", d.Reader, 128); err != nil {
 		return err
 	}
+	var after *int64
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return vigil.FieldErrorf(vigil.CodeInvalidRequest, "after", "after must be a message seq (a whole number, 0 or more), not %q", clipText(v))
+		}
+		after = &n
+	}
 	ctx := s.ctx(r.Context())
-	head, err := p.opts.Service.Messages(ctx, vigil.MessagesRequest{Recipient: d.Recipient, Reader: d.Reader, Limit: 1})
-	if err != nil {
-		return err
-	}
-	d.Cursor = head.Cursor
-	// The last 50 messages read, then what is unread.
-	start := int64(0)
-	if head.Cursor > 50 {
-		start = head.Cursor - 50
-	}
-	// Read to the end of the mailbox (bounded), so that the newest
-	// messages are shown and Mark all read reaches the last one; the
-	// page shows the newest 200.
-	var msgs []*vigil.Message
-	for range 100 {
-		page, err := p.opts.Service.Messages(ctx, vigil.MessagesRequest{Recipient: d.Recipient, After: &start, Limit: 1000})
+	if after == nil {
+		head, err := p.opts.Service.Messages(ctx, vigil.MessagesRequest{Recipient: d.Recipient, Reader: d.Reader, Limit: 1})
 		if err != nil {
 			return err
 		}
-		for _, m := range page.Messages {
-			if m.Seq > d.Cursor {
-				d.Unread++
-			}
-			d.Last = max(d.Last, m.Seq)
-		}
-		msgs = append(msgs, page.Messages...)
-		if len(msgs) > 200 {
-			msgs = slices.Clone(msgs[len(msgs)-200:])
-		}
-		if len(page.Messages) < 1000 {
-			break
-		}
-		start = page.Messages[len(page.Messages)-1].Seq
+		// The last few messages read (seqs are shared by every
+		// mailbox: at most 50), then what is unread.
+		start := max(head.Cursor-50, 0)
+		after = &start
 	}
-	for i := len(msgs) - 1; i >= 0; i-- {
-		m := msgs[i]
-		d.Messages = append(d.Messages, inboxMessage{Message: m, Unread: m.Seq > d.Cursor})
+	page, err := p.opts.Service.Messages(ctx, vigil.MessagesRequest{Recipient: d.Recipient, Reader: d.Reader, After: after, Limit: inboxPage})
+	if err != nil {
+		return err
+	}
+	d.Cursor = page.Cursor
+	for i := len(page.Messages) - 1; i >= 0; i-- {
+		m := page.Messages[i]
+		unread := m.Seq > d.Cursor
+		if unread {
+			d.Unread++
+		}
+		d.Last = max(d.Last, m.Seq)
+		d.Messages = append(d.Messages, inboxMessage{Message: m, Unread: unread})
+	}
+	query := func(after int64) template.URL {
+		return template.URL(url.Values{"recipient": {d.Recipient}, "reader": {d.Reader}, "after": {strconv.FormatInt(after, 10)}}.Encode()) // #nosec: url.Values.Encode escapes every value
+	}
+	if d.More = len(page.Messages) == inboxPage; d.More {
+		d.Newer = query(d.Last)
+	}
+	if *after > 0 {
+		d.First = query(0)
 	}
 	s.reader = d.Reader
 	if s.admin && !slices.Contains(s.follow, d.Recipient) && len(s.follow) < 16 {

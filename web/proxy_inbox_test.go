@@ -55,7 +55,8 @@ func TestCookieSecureBehindTLSProxy(t *testing.T) {
 
 // TestMarkAllReadMarksAll: "Mark all read" with more than 200
 // unread messages leaves some unread (the form's seq is the last of a
-// 200-message page starting at the cursor, the oldest unread ones).
+// 200-message page starting at the cursor, the oldest unread ones): the
+// page offers it only once it shows the newest message.
 func TestMarkAllReadMarksAll(t *testing.T) {
 	const admin = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	eng := engine.New(engine.Config{Store: memstore.New(), Watchers: watcher.NewRegistry()})
@@ -68,9 +69,21 @@ func TestMarkAllReadMarksAll(t *testing.T) {
 	srv := httptest.NewServer(p.Handler())
 	defer srv.Close()
 	hc, csrf := session(t, srv.URL, admin)
+	// An inbox page shows 200 messages; the newer link leads to the rest.
 	_, body := get(t, hc, srv.URL+"/ui/inbox?recipient=agent-a&reader=r1")
-	if !strings.Contains(body, "n249") {
-		t.Errorf("the inbox does not show the newest unread message")
+	if strings.Contains(body, "Mark all read") {
+		t.Errorf("the first of two pages offers Mark all read")
+	}
+	const newer = `<a href="/ui/inbox?`
+	if i := strings.Index(body, newer); i < 0 || !strings.Contains(body, `id="inbox-newer"`) {
+		t.Fatalf("no link to the newer messages")
+	} else {
+		q := body[i+len(newer):]
+		q = strings.ReplaceAll(q[:strings.IndexByte(q, '"')], "&amp;", "&")
+		_, body = get(t, hc, srv.URL+"/ui/inbox?"+q)
+	}
+	if !strings.Contains(body, "n249") || !strings.Contains(body, "Mark all read") {
+		t.Errorf("the newer page does not show the newest unread message, or offer Mark all read")
 	}
 	const marker = `name="seq" value="`
 	i := strings.Index(body, marker)

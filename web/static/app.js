@@ -62,8 +62,13 @@
 
   function onEvent(type, ev) {
     var id = ev.watch_id || "";
+    // An outcome's message says the watch settled as well: on a
+    // reconnection only message events are sent again (after
+    // Last-Event-ID), so a settlement missed meanwhile comes as one.
+    var settled = type === "watch.settled" ||
+      (type === "message.created" && id !== "" && !!ev.state && ev.state !== "pending");
     places(id).forEach(function (el) {
-      if (type === "watch.settled") {
+      if (settled) {
         setState(el, ev.state);
         setText(el.querySelector('[data-field="summary"]'), ev.text || "");
         if (el.id === "watch") {

@@ -365,6 +365,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		Events:           d.api.EventStream(),
 		Probes:           d.eng.Probes,
 		Counts:           d.eng.Counts,
+		LastSeqFunc:      st.MessagesLastSeq,
 		StatusFunc:       d.panelStatus,
 		Logger:           logger,
 	})

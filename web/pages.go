@@ -45,6 +45,17 @@ func (p *Panel) page(h handler) http.HandlerFunc {
 			}
 			return
 		}
+		if p.opts.LastSeqFunc != nil && r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/ui/events") && !strings.HasPrefix(r.URL.Path, "/ui/unread") {
+			// Before the page reads what it shows: its event stream
+			// starts after this seq, so that nothing committed while
+			// the page is built and its script connects is missed.
+			seq, err := p.opts.LastSeqFunc(r.Context())
+			if err != nil {
+				p.fail(w, r, s, err)
+				return
+			}
+			s.after = strconv.FormatInt(seq, 10)
+		}
 		if err := h(w, r, s); err != nil {
 			p.fail(w, r, s, err)
 		}
@@ -564,7 +575,14 @@ func (p *Panel) markRead(w http.ResponseWriter, r *http.Request, s *session) err
 // recipients the session follows (a scoped token's; for the admin, none
 // until an inbox is opened, then that one). Bounded at 1000 a recipient.
 func (p *Panel) unreadCount(r *http.Request, s *session) (int, error) {
-	n := 0
+	n, _, err := p.unreadCounts(r, s)
+	return n, err
+}
+
+// unreadCounts is unreadCount, and for each recipient followed the seq of
+// the last unread message it counted (0 for none).
+func (p *Panel) unreadCounts(r *http.Request, s *session) (int, map[string]int64, error) {
+	n, last := 0, map[string]int64{}
 	for _, rc := range p.followed(s) {
 		page, err := p.opts.Service.Messages(s.ctx(r.Context()), vigil.MessagesRequest{Recipient: rc, Reader: s.reader, Limit: 1000})
 		if err != nil {
@@ -572,11 +590,14 @@ func (p *Panel) unreadCount(r *http.Request, s *session) (int, error) {
 			if errors.As(err, &e) && e.Code == vigil.CodeNotFound {
 				continue
 			}
-			return 0, err
+			return 0, nil, err
 		}
 		n += len(page.Messages)
+		if k := len(page.Messages); k > 0 {
+			last[rc] = page.Messages[k-1].Seq
+		}
 	}
-	return n, nil
+	return n, last, nil
 }
 
 // followed are the recipients whose unread messages the badge counts.
@@ -615,7 +636,14 @@ func (p *Panel) events(w http.ResponseWriter, r *http.Request, s *session) error
 		return p.valid(ctx, s)
 	})
 	defer stop()
-	p.opts.Events.ServeHTTP(w, r.WithContext(ctx))
+	r = r.WithContext(ctx)
+	if v := r.URL.Query().Get("after"); v != "" && r.Header.Get(httpapi.HeaderLastEventID) == "" {
+		// The page's first connection, or a reconnection before any
+		// message event came: resume after the seq the page was built
+		// from, as a reconnection resumes after Last-Event-ID.
+		r.Header.Set(httpapi.HeaderLastEventID, v)
+	}
+	p.opts.Events.ServeHTTP(w, r)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"html/template"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -21,8 +22,12 @@ type sessionView struct {
 	Admin      bool
 	Recipients string
 	Unread     int
-	// Follow lists, space-separated, the recipients the badge counts.
-	Follow string
+	// Follow lists, space-separated, the recipients the badge counts, and
+	// Seen, in the same order, the seq through which it counted each (a
+	// message event at or before it is in the count already).
+	Follow, Seen string
+	// After is the seq the page's event stream starts after ("" live).
+	After string
 }
 
 var titles = map[string]string{"signin": "Sign in", "error": "Error", "list": "Watches", "detail": "Watch",
@@ -47,10 +52,17 @@ func parseTemplates() map[string]*template.Template {
 func (p *Panel) render(w http.ResponseWriter, r *http.Request, status int, name string, s *session, d any) {
 	pd := pageData{Title: titles[name], Page: name, Data: d}
 	if s != nil {
-		v := &sessionView{CSRF: s.csrf, Admin: s.admin, Recipients: strings.Join(s.scope.Recipients, ", ")}
-		v.Follow = strings.Join(p.followed(s), " ")
-		if n, err := p.unreadCount(r, s); err == nil {
+		v := &sessionView{CSRF: s.csrf, Admin: s.admin, Recipients: strings.Join(s.scope.Recipients, ", "), After: s.after}
+		follow := p.followed(s)
+		v.Follow = strings.Join(follow, " ")
+		if n, last, err := p.unreadCounts(r, s); err == nil {
 			v.Unread = n
+			after, _ := strconv.ParseInt(s.after, 10, 64)
+			seen := make([]string, len(follow))
+			for i, rc := range follow {
+				seen[i] = strconv.FormatInt(max(after, last[rc]), 10)
+			}
+			v.Seen = strings.Join(seen, " ")
 		}
 		pd.Session = v
 	}

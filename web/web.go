@@ -101,6 +101,11 @@ type Options struct {
 	Events http.Handler
 	// Probes returns a watch's recent probes within the caller's scope.
 	Probes func(ctx context.Context, id string) ([]engine.Probe, error)
+	// LastSeqFunc returns the seq of the newest message of every mailbox
+	// (vigil.Store.MessagesLastSeq): a page's event stream resumes after
+	// the one read before the page was built. nil: the stream starts
+	// live when the page's script connects.
+	LastSeqFunc func(ctx context.Context) (int64, error)
 	// Counts returns how many watches the caller may see are in each state.
 	Counts func(ctx context.Context) (map[vigil.State]int, error)
 	// StatusFunc returns the daemon's status for the admin page.
@@ -144,6 +149,10 @@ type session struct {
 	// follow are the recipients whose unread messages the admin's badge
 	// counts: those whose inbox the admin opened.
 	follow []string
+	// after is, on the copy a page request works on, the newest message
+	// seq read before the page was built ("" unknown): where its event
+	// stream starts.
+	after string
 	// ended is done once the session ends (signed out, expired,
 	// evicted, its token revoked): its event streams end with it.
 	ended context.Context

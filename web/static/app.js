@@ -9,6 +9,18 @@
   var live = document.getElementById("live");
   var badge = document.getElementById("unread");
   var follow = badge ? (badge.getAttribute("data-follow") || "").split(" ").filter(Boolean) : [];
+  // The seq through which the badge has counted each recipient followed:
+  // a message event at or before it (sent again on a resumption) is in
+  // the count already.
+  var seen = {};
+  if (badge) {
+    (badge.getAttribute("data-seen") || "").split(" ").forEach(function (n, i) {
+      if (follow[i]) seen[follow[i]] = parseInt(n, 10) || 0;
+    });
+  }
+  // The stream starts after the newest message when the page was built,
+  // so that nothing committed meanwhile is missed.
+  var after = document.querySelector('meta[name="vigil-after"]');
 
   function setText(el, text) { if (el) el.textContent = text; }
 
@@ -85,14 +97,14 @@
       var news = document.getElementById("news");
       if (news) news.hidden = false;
     }
-    if (type === "message.created" && badge && follow.indexOf(ev.recipient) >= 0) {
+    if (type === "message.created" && badge && follow.indexOf(ev.recipient) >= 0 && !(ev.seq <= (seen[ev.recipient] || 0))) {
       setBadge((parseInt(badge.textContent, 10) || 0) + 1);
     }
     if (type === "watch.settled") setText(live, "Watch " + id + " " + ev.state + ".");
   }
 
   if (window.EventSource) {
-    var es = new EventSource("/ui/events");
+    var es = new EventSource("/ui/events" + (after ? "?after=" + encodeURIComponent(after.getAttribute("content")) : ""));
     ["watch.created", "watch.settled", "watch.progress", "watch.observed", "message.created"].forEach(function (t) {
       es.addEventListener(t, function (m) {
         try { onEvent(t, JSON.parse(m.data)); } catch (e) { /* a malformed event is skipped */ }

@@ -14,7 +14,8 @@
 //
 // One attempt is bounded by a timeout (10 s by default). A 2xx answer is
 // delivered; 5xx, 408, 429 and a failure before the request was written
-// (connection refused, DNS) are retried; any other answer is rejected; a
+// (connection refused, DNS, a connection reset as it was written) are
+// retried; any other answer is rejected; a
 // failure after the request was written (a timeout waiting for the answer)
 // is unknown, since the receiver may have acted on it. Errors name the
 // failure, never the URL or the secret.
@@ -152,7 +153,7 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 	}
 	if err != nil {
 		reason := describe(err, c.cfg.Timeout)
-		if wrote.Load() {
+		if wrote.Load() && !writeFailed(err) {
 			return false, deliver.Unknown(fmt.Errorf("%s after the request was sent; it may have been received", reason))
 		}
 		return true, fmt.Errorf("%s before the request was sent", reason)
@@ -160,6 +161,15 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponse))
 	resp.Body.Close()
 	return deliver.Classify(resp.StatusCode)
+}
+
+// writeFailed reports whether err is the connection's refusal of the
+// request's bytes (reset, broken pipe): the request never reached the
+// receiver whole, though WroteRequest was heard (net/http calls it once the
+// request is in its buffer, before the buffer goes out).
+func writeFailed(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "write"
 }
 
 // describe names a transport failure without the URL (which may hold

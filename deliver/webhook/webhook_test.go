@@ -6,9 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -233,4 +237,47 @@ func ExampleSign() {
 	// 01MSG 1790000000
 	// <nil>
 	// webhook: no signature matches
+}
+
+// failingConn is a connection whose every write fails (reset by the peer)
+// and whose reads wait until it is closed.
+type failingConn struct {
+	net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (c *failingConn) Write([]byte) (int, error) {
+	// As a *net.TCPConn says it.
+	return 0, &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.ECONNRESET)}
+}
+func (c *failingConn) Read([]byte) (int, error) {
+	<-c.closed
+	return 0, net.ErrClosed
+}
+func (c *failingConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return nil
+}
+func (c *failingConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (c *failingConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (c *failingConn) SetDeadline(time.Time) error      { return nil }
+func (c *failingConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *failingConn) SetWriteDeadline(time.Time) error { return nil }
+
+// TestWriteFailedIsRetried: a request whose write failed (the connection
+// reset before it was written) never reached the receiver whole: it is
+// retried, not unknown.
+func TestWriteFailedIsRetried(t *testing.T) {
+	t.Parallel()
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(context.Context, string, string) (net.Conn, error) {
+			return &failingConn{closed: make(chan struct{})}, nil
+		},
+	}}
+	ch, _ := webhook.New(webhook.Config{Secrets: []string{secretA}, Client: client})
+	retry, err := ch.Send(t.Context(), delivery("http://receiver.example/hook"))
+	if !retry || err == nil || deliver.IsUnknown(err) {
+		t.Errorf("write failed: Send = %v, %v; want a retry, not unknown", retry, err)
+	}
 }

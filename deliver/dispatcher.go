@@ -689,8 +689,11 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job, stopping <-chan struct
 	}
 	payload, _ := json.Marshal(NewPayload(w, j.messageID))
 	retry, err := ch.Send(ctx, &Delivery{Watch: w, MessageID: j.messageID, Options: o, Payload: payload, Attempt: rec.Attempts, Now: rec.UpdatedAt, Stopping: stopping, Waited: waited})
-	// Cut short by the shutdown, or given up unstarted as it began.
-	stopped := err != nil && (ctx.Err() != nil || errors.Is(err, ErrStopping))
+	// Cut short by the shutdown, or given up unstarted as it began. An
+	// answer that came (an HTTP status: the cut ended the reading of its
+	// body) is what the attempt ended with, and is recorded as it is.
+	var answered *StatusError
+	stopped := err != nil && !errors.As(err, &answered) && (ctx.Err() != nil || errors.Is(err, ErrStopping))
 	if stopped && (!retry || IsUnknown(err)) {
 		// Cut short by the shutdown mid-send: it may have landed. The
 		// receipt stays sending (unknown at the next start).

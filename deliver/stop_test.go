@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -149,4 +150,65 @@ func TestStopGrace(t *testing.T) {
 			t.Errorf("requests %v, want one each of /gate, /busy and /hang", rv.requests())
 		}
 	})
+}
+
+// slowBody is a receiver that answers its status at once and then holds
+// its body until the request's context ends.
+type slowBody struct{ status int }
+
+func (rv slowBody) RoundTrip(req *http.Request) (*http.Response, error) {
+	_, _ = io.ReadAll(req.Body)
+	if tr := httptrace.ContextClientTrace(req.Context()); tr != nil && tr.WroteRequest != nil {
+		tr.WroteRequest(httptrace.WroteRequestInfo{})
+	}
+	body := io.NopCloser(readerFunc(func([]byte) (int, error) {
+		<-req.Context().Done()
+		return 0, req.Context().Err()
+	}))
+	return &http.Response{StatusCode: rv.status, Header: http.Header{}, Body: body, Request: req}, nil
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// TestAnswerCutByGraceIsRecorded: a webhook whose receiver answered (its
+// status came) while the grace cut the reading of its body ended as it
+// answered: a 410 is undeliverable and a 503 retrying, not left sending
+// (unknown at the next start).
+func TestAnswerCutByGraceIsRecorded(t *testing.T) {
+	for _, tt := range []struct {
+		status int
+		want   string
+	}{
+		{http.StatusGone, vigil.ReceiptUndeliverable},
+		{http.StatusServiceUnavailable, vigil.ReceiptRetrying},
+	} {
+		t.Run(http.StatusText(tt.status), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := memstore.New()
+				ch, err := webhook.New(webhook.Config{Client: &http.Client{Transport: slowBody{tt.status}}, Secrets: []string{testSecret}, Timeout: time.Minute})
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := deliver.New(deliver.Config{Store: st, Channels: map[string]deliver.Channel{deliver.ChannelWebhook: ch}, StopGrace: 5 * time.Second})
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() { _ = d.Run(ctx); close(done) }()
+				w, m := settled(t, st, "w", `{"webhook":{"url":"https://hooks.example/h"}}`, vigil.StateFired)
+				d.Deliver(w, m)
+				synctest.Wait()
+				cancel()
+				<-done
+				w, err = st.WatchGet(context.Background(), "w")
+				if err != nil || len(w.Receipts) != 1 {
+					t.Fatalf("receipts %+v, %v; want one", w, err)
+				}
+				rc := w.Receipts[0]
+				if rc.Status != tt.want || rc.Attempts != 1 || !strings.Contains(rc.Detail, strconv.Itoa(tt.status)) {
+					t.Errorf("answered %d, its body cut by the grace: %+v, want %s after 1 attempt", tt.status, rc, tt.want)
+				}
+			})
+		})
+	}
 }

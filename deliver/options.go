@@ -433,7 +433,9 @@ func Redact(raw json.RawMessage) json.RawMessage {
 	return c
 }
 
-// RedactURL removes a URL's credentials (user and password).
+// RedactURL removes a URL's credentials (user and password) and the
+// values of its secret-named query parameters (a token, as a predicate's
+// URL shows it: vigil.RedactURL).
 func RedactURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -442,5 +444,5 @@ func RedactURL(s string) string {
 	if u.User != nil {
 		u.User = url.User("…redacted")
 	}
-	return u.String()
+	return vigil.RedactURL(u.String())
 }

@@ -99,3 +99,22 @@ func TestProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactWebhookURLQuery: a webhook URL's secret-named query parameters
+// (a token, a signature) are hidden wherever the options are shown, as a
+// predicate's are; the others, and the password, as before.
+func TestRedactWebhookURLQuery(t *testing.T) {
+	t.Parallel()
+	got := string(deliver.Redact(json.RawMessage(`{"webhook":{"url":"https://user:hunter2@hooks.example/in?access_token=tok-s3cret&team=ops"}}`)))
+	for _, leak := range []string{"tok-s3cret", "hunter2"} {
+		if strings.Contains(got, leak) {
+			t.Errorf("Redact = %s, holds %q", got, leak)
+		}
+	}
+	if !strings.Contains(got, "team=ops") || !strings.Contains(got, "access_token=") {
+		t.Errorf("Redact = %s, want the parameters' names and the other values kept", got)
+	}
+	if got := deliver.RedactURL("https://hooks.example/in?sig=1&token=abc"); strings.Contains(got, "abc") {
+		t.Errorf("RedactURL = %s, holds the token", got)
+	}
+}

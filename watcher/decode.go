@@ -62,14 +62,17 @@ func Unobservable(format string, args ...any) error {
 // Decode decodes the JSON object raw into v, strictly: raw must be one JSON
 // object, at most MaxPredicateBytes long and MaxDepth deep, with no
 // duplicate keys, no unknown fields (when v is a struct) and nothing after
-// the object. Refusals are invalid_predicate errors naming the field at
+// the object. When v is a struct, whose fields encoding/json matches
+// ignoring case, two keys of the object that differ only in case ("url",
+// "URL") are one field given twice, refused as such rather than the last
+// one winning. Refusals are invalid_predicate errors naming the field at
 // fault; field is the prefix of every name ("" for the predicate itself,
 // "done[0]" for a nested object).
 func Decode(raw json.RawMessage, field string, v any) error {
 	if len(raw) > MaxPredicateBytes {
 		return InvalidPredicate(field, "is larger than %d bytes", MaxPredicateBytes)
 	}
-	if err := checkObject(raw, field); err != nil {
+	if err := checkObject(raw, field, isStruct(v)); err != nil {
 		return err
 	}
 	d := json.NewDecoder(bytes.NewReader(raw))
@@ -90,9 +93,19 @@ func DecodeObject(raw json.RawMessage, field string) (map[string]json.RawMessage
 	return m, nil
 }
 
+// isStruct reports whether v is a pointer to a struct.
+func isStruct(v any) bool {
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t != nil && t.Kind() == reflect.Struct
+}
+
 // checkObject walks raw's tokens once: it must hold exactly one JSON object,
-// no deeper than MaxDepth, without duplicate keys.
-func checkObject(raw json.RawMessage, field string) error {
+// no deeper than MaxDepth, without duplicate keys. With fold, the keys of
+// the outermost object (a struct's fields) are compared ignoring case.
+func checkObject(raw json.RawMessage, field string, fold bool) error {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	tok, err := d.Token()
@@ -105,7 +118,7 @@ func checkObject(raw json.RawMessage, field string) error {
 	if delim, ok := tok.(json.Delim); !ok || delim != '{' {
 		return InvalidPredicate(field, "must be a JSON object")
 	}
-	if err := walkObject(d, field, 1); err != nil {
+	if err := walkObject(d, field, 1, fold); err != nil {
 		return err
 	}
 	if _, err := d.Token(); !errors.Is(err, io.EOF) {
@@ -114,7 +127,7 @@ func checkObject(raw json.RawMessage, field string) error {
 	return nil
 }
 
-func walkObject(d *json.Decoder, field string, depth int) error {
+func walkObject(d *json.Decoder, field string, depth int, fold bool) error {
 	if depth > MaxDepth {
 		return InvalidPredicate(field, "nests deeper than %d levels", MaxDepth)
 	}
@@ -126,10 +139,15 @@ func walkObject(d *json.Decoder, field string, depth int) error {
 		}
 		key, _ := tok.(string)
 		name := JoinField(field, key)
-		if seen[key] {
+		k := key
+		if fold {
+			// As encoding/json folds a key to match it to a field.
+			k = strings.ToLower(strings.ToUpper(key))
+		}
+		if seen[k] {
 			return InvalidPredicate(name, "appears twice")
 		}
-		seen[key] = true
+		seen[k] = true
 		if err := walkValue(d, name, depth); err != nil {
 			return err
 		}
@@ -151,7 +169,7 @@ func walkValue(d *json.Decoder, field string, depth int) error {
 	}
 	switch delim {
 	case '{':
-		return walkObject(d, field, depth+1)
+		return walkObject(d, field, depth+1, false)
 	case '[':
 		if depth+1 > MaxDepth {
 			return InvalidPredicate(field, "nests deeper than %d levels", MaxDepth)

@@ -32,6 +32,8 @@ func TestDecodeRefusals(t *testing.T) {
 		{"trailing garbage", `{"url":"x"}x`, "predicate", ""},
 		{"duplicate key", `{"url":"a","url":"b"}`, "predicate.url", "appears twice"},
 		{"duplicate nested key", `{"headers":{"A":"1","A":"2"}}`, "predicate.headers.A", "appears twice"},
+		{"duplicate key in another case", `{"url":"a","URL":"b"}`, "predicate.URL", "appears twice"},
+		{"duplicate key in a folded spelling", `{"max_bytes":1,"MAX_BYTES":2}`, "predicate.MAX_BYTES", "appears twice"},
 		{"not an object", `["url"]`, "predicate", "JSON object"},
 		{"null", `null`, "predicate", "JSON object"},
 		{"empty", ``, "predicate", "empty"},

@@ -255,14 +255,28 @@ func knownFields(v any) []string {
 	if t == nil || t.Kind() != reflect.Struct {
 		return nil
 	}
+	return structFields(t)
+}
+
+// structFields lists the JSON names of struct type t's fields, those of
+// an embedded struct without a name of its own in its place, as
+// encoding/json promotes them.
+func structFields(t reflect.Type) []string {
 	var names []string
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				names = append(names, structFields(ft)...)
+				continue
+			}
+		}
+		if !f.IsExported() || name == "-" {
 			continue
 		}
 		if name == "" {

@@ -75,6 +75,28 @@ func TestDecodeAcceptsAndPrefixes(t *testing.T) {
 	}
 }
 
+// program is embedded as the run and schedule kinds embed proc.Program.
+type program struct {
+	Argv  []string `json:"argv,omitempty"`
+	Shell string   `json:"shell,omitempty"`
+}
+
+// TestDecodeUnknownFieldNamesEmbedded: an unknown field's refusal lists
+// the fields of an embedded struct, which encoding/json promotes, not the
+// embedded type's name, which is no field.
+func TestDecodeUnknownFieldNamesEmbedded(t *testing.T) {
+	t.Parallel()
+	var v struct {
+		program
+		Tail *int `json:"tail,omitempty"`
+	}
+	err := watcher.Decode(json.RawMessage(`{"argv":["true"],"argz":1}`), "", &v)
+	var ve *vigil.Error
+	if !errors.As(err, &ve) || ve.Field != "predicate.argz" || !strings.Contains(ve.Message, "(known: argv, shell, tail)") {
+		t.Errorf("Decode(unknown field beside an embedded struct) = %v, want predicate.argz refused, known: argv, shell, tail", err)
+	}
+}
+
 func TestEncodeIsCanonical(t *testing.T) {
 	t.Parallel()
 	b, err := watcher.Encode(struct {

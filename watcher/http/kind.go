@@ -3,6 +3,7 @@ package httpwatch
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -111,12 +112,20 @@ func buildCLI(p map[string]any, in watcher.CLIInput) error {
 	}
 	if headers := in.Flags.Strings("header"); len(headers) > 0 {
 		h := map[string]any{}
+		given := map[string]bool{}
 		for _, kv := range headers {
 			k, v, ok := strings.Cut(kv, ":")
 			if !ok || strings.TrimSpace(k) == "" {
 				return fmt.Errorf("--header %q: want \"Name: value\"", kv)
 			}
-			h[strings.TrimSpace(k)] = strings.TrimSpace(v)
+			k = strings.TrimSpace(k)
+			// One value per header: a second would replace the first.
+			key := http.CanonicalHeaderKey(k)
+			if given[key] {
+				return fmt.Errorf("--header %s is given twice (header names are case-insensitive); give it once", k)
+			}
+			given[key] = true
+			h[k] = strings.TrimSpace(v)
 		}
 		p["headers"] = h
 	}

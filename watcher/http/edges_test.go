@@ -235,3 +235,68 @@ func TestRedirectToAnotherHostDropsHeaders(t *testing.T) {
 		t.Errorf("a redirect on the same host name got headers %v, want the predicate's", h)
 	}
 }
+
+// TestRedirectToAnotherHostKeepsTheBody: a 307 or 308 to another host name
+// would send the predicate's body there again (it may hold a key, as a
+// header may): it is not followed, and the probe says why. One on the same
+// host name is followed with the body; a 302 to another host (the body
+// dropped, the method GET) is followed too.
+func TestRedirectToAnotherHostKeepsTheBody(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	bodies := map[string]string{}
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies[r.URL.Path] = string(b)
+		mu.Unlock()
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	t.Cleanup(target.Close)
+	tu, _ := url.Parse(target.URL)
+	other := "http://localhost:" + tu.Port() // the same server under another host name
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/307":
+			http.Redirect(w, r, other+"/307", http.StatusTemporaryRedirect)
+		case "/308":
+			http.Redirect(w, r, other+"/308", http.StatusPermanentRedirect)
+		case "/302":
+			http.Redirect(w, r, other+"/302", http.StatusFound)
+		case "/same":
+			http.Redirect(w, r, target.URL+"/same", http.StatusTemporaryRedirect)
+		}
+	}))
+	t.Cleanup(origin.Close)
+	w := httpwatch.New(httpwatch.Config{})
+	pred := func(u string) json.RawMessage {
+		return canon(t, w, `{"url":"`+u+`","method":"POST","body":"secret=s3cret","done":{"path":"ok"}}`)
+	}
+	for _, path := range []string{"/307", "/308"} {
+		got := probe(t, w, pred(origin.URL+path))
+		if got.Verdict != vigil.VerdictUnavailable || !strings.Contains(got.Reason, "not followed") {
+			t.Errorf("Probe(%s to another host, with a body) = %+v, want unavailable saying it was not followed", path, got)
+		}
+	}
+	// The other host name (same server), and the 302 it may follow:
+	// the body is sent to the first only.
+	if got := probe(t, w, pred(origin.URL+"/302")); got.Verdict != vigil.VerdictSatisfied {
+		t.Errorf("Probe(302 to another host) = %+v, want satisfied", got)
+	}
+	if got := probe(t, w, pred(origin.URL+"/same")); got.Verdict != vigil.VerdictSatisfied {
+		t.Errorf("Probe(307 on the same host name) = %+v, want satisfied", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, path := range []string{"/307", "/308"} {
+		if b, ok := bodies[path]; ok {
+			t.Errorf("the other host got %s with body %q", path, b)
+		}
+	}
+	if b := bodies["/302"]; b != "" {
+		t.Errorf("the 302's target got body %q, want none", b)
+	}
+	if b := bodies["/same"]; b != "secret=s3cret" {
+		t.Errorf("a 307 on the same host name carried body %q, want the predicate's", b)
+	}
+}

@@ -53,8 +53,10 @@
 // itself), and one UTF-8 byte order mark before the JSON is dropped.
 //
 // A redirect to another host name gets none of the headers the predicate
-// set, nor a Referer (the URL's query may hold a secret): a key meant for
-// one host is never sent to another. The scheme and port may change.
+// set, nor a Referer (the URL's query may hold a secret), and a 307 or 308
+// to another host name, which would send the predicate's body again, is
+// not followed (the probe is unavailable): a key meant for one host is
+// never sent to another. The scheme and port may change.
 //
 // Connections never reach link-local or cloud metadata addresses; with
 // Config.DenyPrivate, nor loopback or private ones. The check runs on the
@@ -179,6 +181,10 @@ func (w *Watcher) Stop(_ context.Context, id string) error {
 
 var errTooManyRedirects = fmt.Errorf("more than %d redirects", MaxRedirects)
 
+// errBodyAway refuses a redirect (307, 308) that would send the
+// predicate's body to another host name.
+var errBodyAway = errors.New("a redirect to another host would send the request's body there")
+
 // redirectPolicy is what one probe's predicate says about redirects; it
 // travels in the request's context to checkRedirect.
 type redirectPolicy struct {
@@ -205,6 +211,11 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 	away := !strings.EqualFold(req.URL.Hostname(), first)
 	for _, r := range via[1:] {
 		away = away || !strings.EqualFold(r.URL.Hostname(), first)
+	}
+	if away && req.Body != nil && req.Body != http.NoBody {
+		// A 307 or 308 sends the predicate's body again, as it must be
+		// sent: it stays with its host as the headers do.
+		return errBodyAway
 	}
 	if away {
 		req.Header.Del("Referer")
@@ -808,6 +819,9 @@ func (w *Watcher) transportError(err error, s *spec) error {
 	}
 	if errors.Is(err, errTooManyRedirects) {
 		return fmt.Errorf("%s %s: stopped after %d redirects", s.method, host, MaxRedirects)
+	}
+	if errors.Is(err, errBodyAway) {
+		return fmt.Errorf("%s %s: a 307 or 308 redirect to another host name was not followed: it would send that host the predicate's body, which stays with its own (point url at where it is answered)", s.method, host)
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {

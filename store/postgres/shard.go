@@ -106,6 +106,14 @@ func (s *Store) heldShards() ([]int16, bool) {
 // fence's and whose lease has not lapsed by the database's clock. Without a
 // fence every id passes.
 func (s *Store) fenceIDs(ctx context.Context, tx pgx.Tx, ids []string) ([]string, error) {
+	return s.fenceIDsBut(ctx, tx, ids, nil)
+}
+
+// fenceIDsBut is fenceIDs, but the ids of unkept that it does not keep
+// are not recorded refused (Refused): writes not fenced on them (a
+// completion, WatchSettle), which only ask whether this replica holds
+// their shards.
+func (s *Store) fenceIDsBut(ctx context.Context, tx pgx.Tx, ids []string, unkept map[string]bool) ([]string, error) {
 	f := s.fence.Load()
 	if f == nil {
 		return ids, nil
@@ -136,7 +144,7 @@ func (s *Store) fenceIDs(ctx context.Context, tx pgx.Tx, ids []string) ([]string
 		switch sh := ShardOf(id); {
 		case ok[sh]:
 			out = append(out, id)
-		case f.epochs[sh] > 0:
+		case f.epochs[sh] > 0 && !unkept[id]:
 			refused = append(refused, id)
 		}
 	}

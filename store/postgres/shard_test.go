@@ -783,3 +783,67 @@ func TestFenceRefusalsAreKept(t *testing.T) {
 		t.Fatalf("Refused a second time = %v, want none", got)
 	}
 }
+
+// TestAnsweredOnStaleFenceTellsHolder: a completion (Answered) settled on
+// a replica whose fence still names the watch's shard, though its lease
+// lapsed and another replica took the shard over (a replica frozen past
+// its lease, not yet told by its next heartbeat), tells the holder, which
+// delivers it: the settling replica's receipts are fenced, and the holder
+// primed the shard before the settlement, so nobody else would.
+func TestAnsweredOnStaleFenceTellsHolder(t *testing.T) {
+	u := newSchema(t)
+	a := openWith(t, u, &postgres.Options{MaxConns: 4, Replica: "a", Notify: true})
+	b := openWith(t, u, &postgres.Options{MaxConns: 4, Replica: "b", Notify: true})
+	t.Cleanup(func() { a.Close(); b.Close() })
+	ctx := t.Context()
+	beat(t, a, "a", nil)
+	beat(t, b, "b", nil)
+	la, err := a.Acquire(ctx, "a", 64, time.Minute, 0)
+	if err != nil || len(la) != 64 {
+		t.Fatalf("a acquires %d, %v", len(la), err)
+	}
+	a.SetFence("a", la)
+	w := inShard(t, 1, "done")
+	w.Kind = vigil.KindToken
+	if _, err := a.WatchCreate(ctx, vigil.WatchCreateParams{Watch: w}); err != nil {
+		t.Fatal(err)
+	}
+	// a's lease lapses; b takes shard 1 over. a's fence still names it.
+	admin(t, u, `UPDATE replicas SET lease_until = now() - interval '1 second' WHERE id = 'a'`)
+	lb, err := b.Acquire(ctx, "b", 1, time.Minute, 0)
+	if err != nil || len(lb) != 1 || lb[0].Shard != 0 && lb[0].Shard != 1 {
+		t.Fatalf("b acquires %v, %v", lb, err)
+	}
+	if lb[0].Shard != 1 {
+		if lb, err = b.Acquire(ctx, "b", 1, time.Minute, 0); err != nil || len(lb) != 1 || lb[0].Shard != 1 {
+			t.Fatalf("b acquires %v, %v; want shard 1", lb, err)
+		}
+	}
+	b.SetFence("b", lb)
+
+	heard := make(chan postgres.Event, 64)
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = b.Listen(lctx, func(ev postgres.Event) { heard <- ev }) }()
+	if ev := nextEvent(t, heard); ev.Kind != postgres.EventResync {
+		t.Fatalf("first event %+v, want a resync", ev)
+	}
+	now := time.Now()
+	won, err := a.WatchSettle(ctx, []vigil.WatchSettleParams{{ID: w.ID, State: vigil.StateFired, SettledAt: now, Answered: true,
+		Outcome: &vigil.Outcome{State: vigil.StateFired}, Message: &vigil.Message{ID: "m-" + w.ID, Text: "fired", CreatedAt: now}}})
+	if err != nil || !won[0] {
+		t.Fatalf("a's completion: %v, %v; want won (a completion is not fenced)", won, err)
+	}
+	if err := a.NotifyCheck(ctx, "w-marker"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev := nextEvent(t, heard)
+		if ev.Kind == postgres.EventWatch && ev.WatchID == w.ID && ev.Gone && ev.Message == "m-"+w.ID {
+			return
+		}
+		if ev.Kind == postgres.EventCheck && ev.WatchID == "w-marker" {
+			t.Fatal("the holder was not told of the completion settled for its shard on a replica whose lease lapsed: nobody delivers it")
+		}
+	}
+}

@@ -396,13 +396,29 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 				fenced = append(fenced, ids[i])
 			}
 		}
-		mine := open
-		if len(fenced) > 0 {
-			kept, err := s.fenceIDs(ctx, tx, fenced)
+		// An answer's shard is asked about too, in the same statement (the
+		// lease rows locked in one order), though it is settled whoever
+		// holds it: one this replica's fence names but the database says it
+		// lost (its lease lapsed, the shard taken over) is the holder's to
+		// deliver, which must be told (quiet), as for a shard not named.
+		mine := slices.Clip(open)
+		heldOpen := map[string]bool{}
+		if len(ps) > 0 {
+			unkept := make(map[string]bool, len(open))
+			for _, id := range open {
+				unkept[id] = true
+			}
+			kept, err := s.fenceIDsBut(ctx, tx, slices.Concat(fenced, open), unkept)
 			if err != nil {
 				return err
 			}
-			mine = append(slices.Clip(mine), kept...)
+			for _, id := range kept {
+				if unkept[id] {
+					heldOpen[id] = true
+				} else {
+					mine = append(mine, id)
+				}
+			}
 		}
 		if len(mine) == 0 {
 			return nil
@@ -490,7 +506,7 @@ func (s *Store) WatchSettle(ctx context.Context, ps []vigil.WatchSettleParams) (
 			if m != nil {
 				m.Recipient = cmpOr(m.Recipient, recipient)
 				msgs, at = append(msgs, m), append(at, i)
-				if sh := ShardOf(p.ID); p.Answered && f != nil && f.epochs[sh] == 0 {
+				if sh := ShardOf(p.ID); p.Answered && f != nil && !heldOpen[p.ID] {
 					// Settled here for another replica's shard: its
 					// holder delivers it (the fence refuses this
 					// replica's receipts).

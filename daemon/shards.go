@@ -313,6 +313,10 @@ type heardWatch struct {
 	// message, on a watch gone, is the id of its outcome message when
 	// another replica settled it (a completion): this holder delivers it.
 	message string
+	// at is when it was heard (a completion's: where the look for
+	// outcomes settled elsewhere starts if its delivery is not handed
+	// over, see take).
+	at time.Time
 }
 
 // heard takes the database's events: a watch registered or cancelled in a
@@ -333,7 +337,7 @@ func (s *shards) heard(ev postgres.Event) {
 		if ev.WatchID == "" || !s.pg.Holds(ev.WatchID) {
 			return
 		}
-		h := heardWatch{id: ev.WatchID, gone: ev.Gone}
+		h := heardWatch{id: ev.WatchID, gone: ev.Gone, at: now}
 		if ev.Gone {
 			h.message = ev.Message
 		}
@@ -458,7 +462,7 @@ func (s *shards) wake(ctx context.Context) {
 			}
 		}
 		if err := s.take(ctx, batch); err != nil && ctx.Err() == nil {
-			s.log.Warn("reading watches heard of; the repair scan will find them", "err", err)
+			s.log.Warn("reading watches heard of; the repair scan (or, for outcomes settled elsewhere, the look for them) will find them", "err", err)
 		}
 	}
 }
@@ -473,12 +477,16 @@ func (s *shards) take(ctx context.Context, batch []heardWatch) error {
 	}
 	gone := map[string]bool{}
 	owed := map[string]string{}
+	var owedAt time.Time
 	for _, h := range batch {
 		if h.gone {
 			gone[h.id] = true
 			s.cancelled.Add(h.id, struct{}{})
 			if h.message != "" {
 				owed[h.id] = h.message
+				if owedAt.IsZero() || h.at.Before(owedAt) {
+					owedAt = h.at
+				}
 			}
 		}
 	}
@@ -512,6 +520,15 @@ func (s *shards) take(ctx context.Context, batch []heardWatch) error {
 	}
 	s.eng.Forget(forget...)
 	derr := s.deliverOwed(ctx, owed)
+	if derr != nil {
+		// Not handed over (their rows could not be read), and the repair
+		// scan finds registrations only: the look for outcomes settled
+		// elsewhere finds them.
+		if owedAt.IsZero() {
+			owedAt = time.Now()
+		}
+		s.owe(owedAt)
+	}
 	if len(read) == 0 {
 		return derr
 	}

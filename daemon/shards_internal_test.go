@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/deliver"
 	"github.com/vigil-run/vigil/engine"
 	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/store/memstore"
@@ -108,5 +109,34 @@ func TestLateRegistrationAfterCancel(t *testing.T) {
 	}
 	if _, armed := sched.Live("w-new"); !armed {
 		t.Error("a watch heard registered was not armed")
+	}
+}
+
+// TestOwedLookedForAgain: an outcome another replica settled in a shard
+// held here (a completion), heard of but whose row could not be read (the
+// database failing), is looked for again by owing (deliverElsewhere),
+// from when it was heard: the repair scan finds registrations only, so
+// nothing else would deliver it.
+func TestOwedLookedForAgain(t *testing.T) {
+	st, err := postgres.Open(t.Context(), pgtest.Schema(t, "vigil_owed"), &postgres.Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close() // every read fails
+	sched := scheduler.New(scheduler.Config{})
+	eng := engine.New(engine.Config{Store: memstore.New(), Watchers: watcher.NewRegistry(timer.New(timer.Config{})), Scheduler: sched})
+	disp := deliver.New(deliver.Config{Store: memstore.New(), Channels: map[string]deliver.Channel{}})
+	s := &shards{pg: st, sched: sched, eng: eng, disp: disp, log: slog.New(slog.DiscardHandler), owedKick: make(chan struct{}, 1)}
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	if err := s.take(t.Context(), []heardWatch{{id: "w-done", gone: true, message: "m-done", at: at}}); err == nil {
+		t.Fatal("take read the owed watch from a closed store")
+	}
+	if got, want := s.owedSince.Load(), at.Add(-repairMargin).UnixNano(); got != want {
+		t.Fatalf("after the owed outcome could not be read, owing looks from %v, want %v (from when it was heard)", time.Unix(0, got).UTC(), time.Unix(0, want).UTC())
+	}
+	select {
+	case <-s.owedKick:
+	default:
+		t.Fatal("owing was not woken to look for the outcome not handed over")
 	}
 }

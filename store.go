@@ -75,6 +75,12 @@ type Store interface {
 	// MessagesRead returns messages of a recipient in seq order after a
 	// cursor: p.After if set, else the reader's stored cursor.
 	MessagesRead(ctx context.Context, p MessagesReadParams) (MessagesPage, error)
+	// MessagesOfWatch returns the newest messages of one watch (its
+	// changes, notes and outcome), at most limit of them, oldest first
+	// (seq order). A limit of 0 or above MaxWatchMessages means
+	// MaxWatchMessages. It reads that watch's messages alone, through an
+	// index, however large its recipient's mailbox.
+	MessagesOfWatch(ctx context.Context, watchID string, limit int) ([]*Message, error)
 	// MessagesLastSeq returns the seq of the newest message of every
 	// mailbox (0 when there is none): where a reader of what comes next
 	// starts (a live event stream). A message committed after it returns
@@ -273,6 +279,10 @@ type MessagesReadParams struct {
 	// Limit bounds the page (default 100, max 1000).
 	Limit int
 }
+
+// MaxWatchMessages bounds Store.MessagesOfWatch: the newest this many
+// messages of a watch.
+const MaxWatchMessages = 100
 
 // MessagesPage is what MessagesRead returns. Cursor is the reader's stored
 // cursor before this read.

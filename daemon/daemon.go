@@ -364,6 +364,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		Watchers:         reg,
 		Events:           d.api.EventStream(),
 		Probes:           d.eng.Probes,
+		WatchMessages:    d.eng.WatchMessages,
 		Counts:           d.eng.Counts,
 		LastSeqFunc:      st.MessagesLastSeq,
 		StatusFunc:       d.panelStatus,

@@ -583,6 +583,17 @@ func (e *Engine) Probes(ctx context.Context, id string) ([]Probe, error) {
 	return e.recent.recent(id), nil
 }
 
+// WatchMessages returns the newest mailbox messages of a watch the caller
+// may see (its changes, notes and outcome; at most vigil.MaxWatchMessages),
+// oldest first. A watch the caller's scope does not allow is not_found, as
+// reading it is.
+func (e *Engine) WatchMessages(ctx context.Context, id string) ([]*vigil.Message, error) {
+	if _, err := e.get(ctx, id); err != nil {
+		return nil, err
+	}
+	return e.store.MessagesOfWatch(ctx, id, vigil.MaxWatchMessages)
+}
+
 // Delete implements vigil.Service: a pending watch is cancelled first.
 func (e *Engine) Delete(ctx context.Context, id string) error {
 	w, err := e.Cancel(ctx, id)

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,7 +65,8 @@ func panelOn(t testing.TB, st vigil.Store) (*httptest.Server, *http.Client) {
 	t.Helper()
 	reg := watcher.NewRegistry(watchertest.NeverSettles(vigil.KindHTTP), watchertest.NeverSettles(vigil.KindFile))
 	eng := engine.New(engine.Config{Store: st, Watchers: reg})
-	p := web.New(web.Options{Service: eng, AdminToken: "admin-secret", Counts: eng.Counts, Probes: eng.Probes, Watchers: reg})
+	p := web.New(web.Options{Service: eng, AdminToken: "admin-secret", Counts: eng.Counts, Probes: eng.Probes,
+		WatchMessages: eng.WatchMessages, Watchers: reg})
 	srv := httptest.NewServer(p.Handler())
 	t.Cleanup(srv.Close)
 	jar := newJar()
@@ -157,4 +159,45 @@ func pageThrough(t *testing.T, hc *http.Client, base, q string, n int, want func
 func newJar() http.CookieJar {
 	jar, _ := cookiejar.New(nil)
 	return jar
+}
+
+// TestDetailListsMessagesOfALargeMailbox: a watch's page lists its
+// messages, its change and its outcome, when its recipient's mailbox held
+// more than 10 000 messages before them: the page read the mailbox from
+// its start, 10 pages of 1 000 at most, and said "None yet".
+func TestDetailListsMessagesOfALargeMailbox(t *testing.T) {
+	st := memstore.New()
+	ctx := context.Background()
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	w := &vigil.Watch{ID: "w-large", Kind: vigil.KindHTTP, Predicate: []byte(`{"url":"https://example.com/"}`), Recipient: "busy",
+		State: vigil.StatePending, Mode: vigil.ModeUntil, Every: time.Hour, Deadline: at.Add(24 * time.Hour), CreatedAt: at}
+	w.Identity = vigil.Identity(w.Recipient, w.Kind, w.Mode, w.Predicate)
+	if _, err := st.WatchCreate(ctx, vigil.WatchCreateParams{Watch: w}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10_001 {
+		m := &vigil.Message{ID: fmt.Sprintf("n%05d", i), Recipient: "busy", Type: vigil.MessageNote, Text: "a note", CreatedAt: at}
+		if _, err := st.MessageCreate(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.MessageCreate(ctx, &vigil.Message{ID: "m-changed", Recipient: "busy", WatchID: w.ID, Type: vigil.MessageChanged,
+		Text: "the page changed", CreatedAt: at.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	out := &vigil.Outcome{State: vigil.StateFired, Reason: "satisfied", Sentence: "The page is up."}
+	msg := &vigil.Message{ID: "m-fired", Recipient: "busy", WatchID: w.ID, Type: vigil.MessageFired, Text: "mailed: the page is up", CreatedAt: at.Add(time.Hour)}
+	if _, err := st.WatchSettle(ctx, []vigil.WatchSettleParams{{ID: w.ID, State: vigil.StateFired, Outcome: out, SettledAt: at.Add(time.Hour), Message: msg}}); err != nil {
+		t.Fatal(err)
+	}
+	srv, hc := panelOn(t, st)
+	resp, body := get(t, hc, srv.URL+"/ui/watches/"+w.ID)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("detail: %d", resp.StatusCode)
+	}
+	changed := strings.Index(body, "the page changed")
+	fired := strings.Index(body, "mailed: the page is up")
+	if changed < 0 || fired < changed || strings.Contains(body, "None yet") {
+		t.Errorf("the watch's page does not list its change, then its outcome (at %d, %d; None yet: %v)", changed, fired, strings.Contains(body, "None yet"))
+	}
 }

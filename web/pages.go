@@ -349,28 +349,13 @@ func (p *Panel) detail(w http.ResponseWriter, r *http.Request, s *session) error
 	return nil
 }
 
-// watchMessages returns the mailbox messages of one watch: from the last
-// 1000 of its recipient's mailbox.
+// watchMessages returns the newest mailbox messages of one watch, oldest
+// first: read by the watch's id, not by walking its recipient's mailbox.
 func (p *Panel) watchMessages(r *http.Request, s *session, wt *vigil.Watch) ([]*vigil.Message, error) {
-	ctx := s.ctx(r.Context())
-	var out []*vigil.Message
-	var after int64
-	for range 10 {
-		page, err := p.opts.Service.Messages(ctx, vigil.MessagesRequest{Recipient: wt.Recipient, After: &after, Limit: 1000})
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range page.Messages {
-			if m.WatchID == wt.ID {
-				out = append(out, m)
-			}
-		}
-		if len(page.Messages) < 1000 {
-			break
-		}
-		after = page.Messages[len(page.Messages)-1].Seq
+	if p.opts.WatchMessages == nil {
+		return nil, nil
 	}
-	return out, nil
+	return p.opts.WatchMessages(s.ctx(r.Context()), wt.ID)
 }
 
 func indent(raw json.RawMessage) string {

@@ -101,6 +101,10 @@ type Options struct {
 	Events http.Handler
 	// Probes returns a watch's recent probes within the caller's scope.
 	Probes func(ctx context.Context, id string) ([]engine.Probe, error)
+	// WatchMessages returns a watch's newest mailbox messages, oldest
+	// first, within the caller's scope (engine.Engine.WatchMessages), for
+	// its page; nil lists none.
+	WatchMessages func(ctx context.Context, id string) ([]*vigil.Message, error)
 	// LastSeqFunc returns the seq of the newest message of every mailbox
 	// (vigil.Store.MessagesLastSeq): a page's event stream resumes after
 	// the one read before the page was built. nil: the stream starts

@@ -619,6 +619,27 @@ func (s *Store) MessagesRead(_ context.Context, p vigil.MessagesReadParams) (vig
 	return page, nil
 }
 
+// MessagesOfWatch implements vigil.Store.
+func (s *Store) MessagesOfWatch(_ context.Context, watchID string, limit int) ([]*vigil.Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 || limit > vigil.MaxWatchMessages {
+		limit = vigil.MaxWatchMessages
+	}
+	out := []*vigil.Message{}
+	for i := len(s.messages) - 1; i >= 0 && len(out) < limit; i-- {
+		if m := s.messages[i]; m.WatchID == watchID && watchID != "" {
+			c := *m
+			out = append(out, &c)
+		}
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
 // MessagesLastSeq implements vigil.Store.
 func (s *Store) MessagesLastSeq(_ context.Context) (int64, error) {
 	s.mu.Lock()

@@ -150,6 +150,37 @@ func (s *Store) MessagesRead(ctx context.Context, p vigil.MessagesReadParams) (v
 	return page, nil
 }
 
+// MessagesOfWatch returns the newest limit messages of one watch (at most
+// vigil.MaxWatchMessages), oldest first, through messages_watch: never a
+// walk of its recipient's mailbox. (OFFSET 0 keeps the watch's rows a
+// subquery of their own: for a watch with thousands of changes the planner
+// otherwise walks messages_pkey backwards from the newest message of any
+// mailbox, filtering, every newer message when the watch's are old.)
+func (s *Store) MessagesOfWatch(ctx context.Context, watchID string, limit int) ([]*vigil.Message, error) {
+	if limit <= 0 || limit > vigil.MaxWatchMessages {
+		limit = vigil.MaxWatchMessages
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+messageColumns+` FROM (SELECT `+messageColumns+` FROM messages WHERE watch_id = $1 OFFSET 0) m
+		ORDER BY seq DESC LIMIT $2`, watchID, limit)
+	if err != nil {
+		return nil, wrap("read messages of "+watchID, err)
+	}
+	defer rows.Close()
+	out := []*vigil.Message{}
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, wrap("read messages of "+watchID, err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("read messages of "+watchID, err)
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
 // MessagesAck moves a reader's cursor forward to p.Seq, never back,
 // creating the reader on first use.
 func (s *Store) MessagesAck(ctx context.Context, p vigil.MessagesAckParams) error {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/vigil-run/vigil"
@@ -127,6 +128,34 @@ func (s *Store) MessagesRead(ctx context.Context, p vigil.MessagesReadParams) (v
 		return page, wrap("read messages", err)
 	}
 	return page, nil
+}
+
+// MessagesOfWatch returns the newest limit messages of one watch (at most
+// vigil.MaxWatchMessages), oldest first: its outcome through
+// messages_outcome and its other messages through messages_watch_other
+// (schema 18), never a walk of its recipient's mailbox.
+func (s *Store) MessagesOfWatch(ctx context.Context, watchID string, limit int) ([]*vigil.Message, error) {
+	if limit <= 0 || limit > vigil.MaxWatchMessages {
+		limit = vigil.MaxWatchMessages
+	}
+	rows, err := s.r.messagesOfWatch.QueryContext(ctx, watchID, watchID, limit, limit)
+	if err != nil {
+		return nil, wrap("read messages of "+watchID, err)
+	}
+	defer rows.Close()
+	out := []*vigil.Message{}
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, wrap("read messages of "+watchID, err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("read messages of "+watchID, err)
+	}
+	slices.Reverse(out)
+	return out, nil
 }
 
 // MessagesLastSeq returns the seq of the newest message of every mailbox

@@ -934,6 +934,29 @@ func TestStatementsReadWhatTheyName(t *testing.T) {
 	}
 }
 
+// TestMessagesOfWatchPlan: a watch's messages are read through the two
+// partial indexes, its outcome through messages_outcome and the others
+// through messages_watch_other (schema 18), never by walking messages.
+func TestMessagesOfWatchPlan(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "vigil.db"), nil)
+	defer s.Close()
+	var r readStmts
+	for _, d := range r.defs() {
+		if d.dst != &r.messagesOfWatch {
+			continue
+		}
+		plan := strings.Join(queryPlan(t, s, d.query, "w", "w", 100, 100), "; ")
+		for _, want := range []string{"USING INDEX messages_outcome (watch_id=?)", "USING INDEX messages_watch_other (watch_id=?)"} {
+			if !strings.Contains(plan, want) {
+				t.Errorf("plan %q has no %q", plan, want)
+			}
+		}
+		if strings.Contains(plan, "SCAN messages") {
+			t.Errorf("plan %q walks messages", plan)
+		}
+	}
+}
+
 // TestSchema9FillsPanelTables: a database at schema 7 with watches in it
 // (pending, settled, a long note) gets its counts and text rows when this
 // build opens it, and its counts and text filter then answer as before.

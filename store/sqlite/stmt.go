@@ -167,7 +167,7 @@ func (s *writeStmts) close() { closeAll(s.defs()) }
 // readStmts are prepared on the read pool (per connection, on first use).
 type readStmts struct {
 	watchByID, watchesByIDs, messagesAfter, readerCursor *sql.Stmt
-	messagesAfterAll, messagesLastSeq                    *sql.Stmt
+	messagesAfterAll, messagesLastSeq, messagesOfWatch   *sql.Stmt
 	pendingScan, pendingByIndex, pendingCount            *sql.Stmt
 }
 
@@ -185,6 +185,18 @@ func (s *readStmts) defs() []stmtDef {
 		{&s.messagesAfterAll, `SELECT ` + messageColumns + ` FROM messages
 			WHERE seq > ? ORDER BY seq LIMIT ?`},
 		{&s.messagesLastSeq, `SELECT coalesce(max(seq), 0) FROM messages`},
+		// A watch's outcome through messages_outcome, its newest other
+		// messages through messages_watch_other: each WHERE names its
+		// index's terms, so neither walks the mailbox. Arguments: the
+		// watch, the watch, the limit, the limit.
+		{&s.messagesOfWatch, `SELECT ` + messageColumns + ` FROM (
+			SELECT ` + messageColumns + ` FROM messages WHERE watch_id = ?
+				AND (type = 'fired' OR type = 'failed' OR type = 'expired' OR type = 'errored' OR type = 'cancelled')
+			UNION ALL
+			SELECT * FROM (SELECT ` + messageColumns + ` FROM messages WHERE watch_id = ? AND watch_id IS NOT NULL
+				AND type <> 'fired' AND type <> 'failed' AND type <> 'expired' AND type <> 'errored' AND type <> 'cancelled'
+				ORDER BY seq DESC LIMIT ?)
+		) ORDER BY seq DESC LIMIT ?`},
 		{&s.readerCursor, `SELECT cursor FROM readers WHERE recipient = ? AND reader = ?`},
 	}
 }

@@ -69,6 +69,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"GetMany", testGetMany},
 		{"Mailbox", testMailbox},
 		{"MailboxReadersSeeEachMessageOnce", testMailboxReaders},
+		{"MessagesOfWatch", testMessagesOfWatch},
 		{"RecipientCloseSilent", testRecipientClose},
 		{"ListFiltersAndPages", testList},
 		{"ListDefaultLimit", testListDefaultLimit},
@@ -1423,6 +1424,73 @@ func testMailbox(t *testing.T, newStore NewStoreFunc) {
 	if diff := gocmp.Diff(messageIDs(every[4:7]), readAll(every[3].Seq, 3)); diff != "" {
 		t.Errorf("read of every recipient after %d, limit 3 (-want +got):\n%s", every[3].Seq, diff)
 	}
+}
+
+// testMessagesOfWatch: MessagesOfWatch returns the newest messages of one
+// watch, oldest first, at most vigil.MaxWatchMessages: its changes, its
+// outcome and a note after it, none of another watch's or of a note
+// without a watch in the same mailbox.
+func testMessagesOfWatch(t *testing.T, newStore NewStoreFunc) {
+	s, reopen := newStore(t)
+	ctx := t.Context()
+	w := create(t, s, httpWatch("mw-1", "r", 1, base))
+	w2 := create(t, s, httpWatch("mw-2", "r", 2, base))
+	var want, want2 []string // the ids of each watch's messages, in seq order
+	add := func(m *vigil.Message) {
+		t.Helper()
+		if _, err := s.MessageCreate(ctx, m); err != nil {
+			t.Fatalf("MessageCreate(%s) error = %v", m.ID, err)
+		}
+	}
+	n := vigil.MaxWatchMessages + 5
+	for i := range n {
+		at := base.Add(time.Duration(i) * time.Second)
+		add(message(fmt.Sprintf("c%03d", i), "r", w.ID, vigil.MessageChanged, at))
+		want = append(want, fmt.Sprintf("c%03d", i))
+		add(message(fmt.Sprintf("d%03d", i), "r", w2.ID, vigil.MessageChanged, at))
+		want2 = append(want2, fmt.Sprintf("d%03d", i))
+		if i%10 == 0 {
+			add(message(fmt.Sprintf("n%03d", i), "r", "", vigil.MessageNote, at))
+		}
+	}
+	settleAll(t, s, settle(w, vigil.StateFired, "out", base.Add(time.Hour)))
+	add(message("late", "r", w.ID, vigil.MessageNote, base.Add(2*time.Hour)))
+	want = append(want, "out", "late")
+	of := func(s vigil.Store, id string, limit int, wantIDs []string) {
+		t.Helper()
+		ms, err := s.MessagesOfWatch(ctx, id, limit)
+		if err != nil {
+			t.Fatalf("MessagesOfWatch(%q, %d) error = %v", id, limit, err)
+		}
+		if got := messageIDs(ms); !slices.Equal(got, wantIDs) {
+			t.Errorf("MessagesOfWatch(%q, %d) = %v, want %v", id, limit, got, wantIDs)
+		}
+		for i, m := range ms {
+			if m.WatchID != id || m.Recipient != "r" || (i > 0 && m.Seq <= ms[i-1].Seq) {
+				t.Errorf("MessagesOfWatch(%q, %d)[%d] = %+v: not this watch's, or not in seq order", id, limit, i, m)
+			}
+		}
+	}
+	newest := func(ids []string, k int) []string { return ids[len(ids)-k:] }
+	of(s, w.ID, 0, newest(want, vigil.MaxWatchMessages))
+	of(s, w.ID, vigil.MaxWatchMessages+100, newest(want, vigil.MaxWatchMessages))
+	of(s, w.ID, 1, []string{"late"})
+	of(s, w.ID, 2, []string{"out", "late"})
+	of(s, w.ID, 3, []string{fmt.Sprintf("c%03d", n-1), "out", "late"})
+	of(s, w2.ID, 5, newest(want2, 5))
+	of(s, w2.ID, 0, newest(want2, vigil.MaxWatchMessages))
+	of(s, "no-such-watch", 0, nil)
+	of(s, "", 0, nil)
+	// The outcome message comes back as the mailbox has it.
+	ms, err := s.MessagesOfWatch(ctx, w.ID, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if box := mailbox(t, s, "r"); len(ms) != 2 || len(box) < 2 || gocmp.Diff(box[len(box)-2:], ms, opts) != "" {
+		t.Errorf("MessagesOfWatch(%q, 2) differs from the mailbox's last two (-mailbox +got):\n%s", w.ID, gocmp.Diff(box[max(len(box)-2, 0):], ms, opts))
+	}
+	s = reopen()
+	of(s, w.ID, 0, newest(want, vigil.MaxWatchMessages))
 }
 
 func testMailboxReaders(t *testing.T, newStore NewStoreFunc) {

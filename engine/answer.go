@@ -7,8 +7,18 @@ import (
 	"github.com/vigil-run/vigil"
 )
 
-// errNotSettled is Answer's error when the store could not settle.
-var errNotSettled = errors.New("scheduler: the store could not settle the watch")
+// notSettled is answer's error when the store could not write the
+// settlement: the store's own word when it has one (storage_full), else
+// unavailable, which a caller tries again (a retry that finds it written
+// after all is told the token was used).
+func notSettled(err error) error {
+	var ve *vigil.Error
+	if errors.As(err, &ve) && ve.Code != vigil.CodeInternal {
+		return err
+	}
+	return &vigil.Error{Code: vigil.CodeUnavailable, Err: err,
+		Message: "the completion could not be recorded just now: try again (if it was recorded after all, the retry is told the token was used)"}
+}
 
 // errPastDeadline is answer's error for an observation that came after
 // the watch's deadline: the deadline is final, and the watch expires.
@@ -48,7 +58,7 @@ func (s *prober) answer(ctx context.Context, w *vigil.Watch, obs vigil.Observati
 	// completion may reach any replica); its holder delivers it.
 	won, err := s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: prog.Polls, answered: true}}, now)
 	if err != nil {
-		return false, errNotSettled
+		return false, notSettled(err)
 	}
 	if won[0] && !mine {
 		s.sched.Remove(w.ID)

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/store/memstore"
 	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/watcher/token"
 	"github.com/vigil-run/vigil/watcher/watchertest"
 )
 
@@ -159,5 +161,25 @@ func TestFailedFinalSettlementRunsNoProgramAgain(t *testing.T) {
 				t.Fatalf("mailbox = %+v, want one outcome", msgs)
 			}
 		})
+	}
+}
+
+// TestCompletionNotWrittenIsUnavailable: a completion whose settlement the
+// store could not write is answered unavailable, which callers try again
+// (the CLI does), and the retry completes the watch. It was an internal
+// error, which they do not.
+func TestCompletionNotWrittenIsUnavailable(t *testing.T) {
+	t.Parallel()
+	st := &stumblingStore{Store: memstore.New()}
+	v := newEnv(t, envOpts{store: st, watchers: []watcher.Watcher{token.New(token.Config{})}})
+	w := v.register(vigil.RegisterRequest{Kind: vigil.KindToken})
+	st.failSettle.Store(true)
+	_, err := v.eng.Complete(v.ctx, vigil.CompleteRequest{Token: w.CompletionToken, Status: "success"})
+	if vigil.ErrorCode(err) != vigil.CodeUnavailable || !strings.Contains(vigil.ErrorMessage(err), "try again") {
+		t.Fatalf("Complete with the settlement not written = %v (code %s), want unavailable saying to try again", err, vigil.ErrorCode(err))
+	}
+	got, err := v.eng.Complete(v.ctx, vigil.CompleteRequest{Token: w.CompletionToken, Status: "success"})
+	if err != nil || got.State != vigil.StateFired {
+		t.Fatalf("the retry = %+v, %v; want the watch fired", got, err)
 	}
 }

@@ -362,8 +362,8 @@ func (m *Manager) set(held []postgres.Lease) {
 // error wrapped by Stop, which it returns as it was before the wrapping;
 // then it lets go of every shard (Lose, then Leave) so the other replicas
 // take them at once. A step that fails otherwise is logged and tried
-// again at the next one: the leases it could not renew lapse, and the
-// fence stops what they covered.
+// again a fifth of Renew later: the leases it could not renew before they
+// lapse are lost, and the fence stops what they covered.
 func (m *Manager) Run(ctx context.Context) error {
 	defer func() {
 		m.mu.Lock()
@@ -388,6 +388,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-t.C:
 		case <-m.kick:
 		}
+		failed := false
 		if err := m.Step(ctx); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -395,7 +396,8 @@ func (m *Manager) Run(ctx context.Context) error {
 			if se := (*stopError)(nil); errors.As(err, &se) {
 				return se.err
 			}
-			m.log.Error("lease step failed; trying again at the next", "err", err)
+			m.log.Error("lease step failed; trying again soon", "err", err, "in", m.cfg.Renew/5)
+			failed = true
 		} else if m.cfg.Renewed != nil {
 			m.mu.Lock()
 			found := m.found
@@ -407,6 +409,13 @@ func (m *Manager) Run(ctx context.Context) error {
 		m.mu.Unlock()
 		if next <= 0 {
 			next = m.cfg.Renew
+		}
+		if failed {
+			// A step that failed (the database restarting, a dropped
+			// connection) is tried again a fifth of a renewal on, not a
+			// whole one: two failures in a row at the renewal's pace
+			// would let a default lease (three renewals) lapse.
+			next = min(next, m.cfg.Renew/5)
 		}
 		if !t.Stop() {
 			select {

@@ -25,6 +25,9 @@ type fakeStore struct {
 	until   map[string]time.Time // each replica's lease
 	fences  map[string][]postgres.Lease
 	onLease func() // called at each Release, before it applies
+	// failBeats fails that many heartbeats to come, writing nothing (the
+	// database restarting).
+	failBeats int
 }
 
 type fakeLease struct {
@@ -44,6 +47,13 @@ func (f *fakeStore) advance(d time.Duration) {
 }
 
 func (f *fakeStore) Heartbeat(ctx context.Context, hp postgres.HeartbeatParams) (postgres.Peers, error) {
+	f.mu.Lock()
+	if f.failBeats > 0 {
+		f.failBeats--
+		f.mu.Unlock()
+		return postgres.Peers{}, errors.New("the database is restarting")
+	}
+	f.mu.Unlock()
 	replica, live := hp.Replica, hp.Live
 	renewed, _ := f.Renew(ctx, replica, hp.Held, hp.Lease)
 	f.mu.Lock()
@@ -573,6 +583,53 @@ func TestRejoinRefused(t *testing.T) {
 		r.step("b")
 		if got := r.check(); got["a"] != 0 || got["b"] != 64 {
 			t.Fatalf("after a's refusal: %v, want b holding all 64", got)
+		}
+	})
+}
+
+// TestFailedStepTriedAgainSoon: a step that fails is tried again a fifth
+// of a renewal on (1 s by default), not a whole renewal on: two failures
+// in a row at the renewal's pace (a database restarting) let a default
+// lease, three renewals long, lapse, and every shard moved.
+func TestFailedStepTriedAgainSoon(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		r.add("a")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.m["a"].Run(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}()
+		synctest.Wait() // the first step: a holds every shard
+		if got := r.check(); got["a"] != 64 {
+			t.Fatalf("a holds %d shards, want 64", got["a"])
+		}
+		r.store.mu.Lock()
+		r.store.failBeats = 2
+		r.store.mu.Unlock()
+		// The renewal at 5 s fails; so does the one a second on.
+		for _, d := range []time.Duration{5 * time.Second, time.Second} {
+			r.store.advance(d)
+			time.Sleep(d)
+			synctest.Wait()
+		}
+		r.store.mu.Lock()
+		left := r.store.failBeats
+		r.store.mu.Unlock()
+		if left != 0 {
+			t.Fatalf("%d failing heartbeats left 6 s in: a failed step was not tried again within a second", left)
+		}
+		// The next, a second later, renews: the lease (15 s from the
+		// first step) never lapsed.
+		r.store.advance(time.Second)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := r.check(); got["a"] != 64 {
+			t.Fatalf("after the failures a holds %d shards, want 64 (renewed)", got["a"])
 		}
 	})
 }

@@ -48,9 +48,10 @@ Type=simple
 ExecStart=` + strings.Join(words, " ") + `
 Restart=on-failure
 RestartSec=5s
-# vigil shuts down within a few seconds: it ends long-polls at once and
-# waits for probes in flight.
-TimeoutStopSec=30s
+# vigil shuts down within about 25 s (30 s on PostgreSQL): it ends
+# long-polls at once, waits up to 10 s for requests and up to 10 s for
+# deliveries in flight to record their results.
+TimeoutStopSec=40s
 
 [Install]
 WantedBy=default.target
@@ -110,6 +111,8 @@ func launchdPlist(p unitParams) string {
 	</dict>
 	<key>ProcessType</key>
 	<string>Background</string>
+	<key>ExitTimeOut</key>
+	<integer>40</integer>
 	<key>StandardOutPath</key>
 	<string>` + html.EscapeString(p.LogPath) + `</string>
 	<key>StandardErrorPath</key>

@@ -27,6 +27,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vigil-run/vigil"
@@ -153,13 +155,50 @@ func IsUnknown(err error) bool {
 // StatusError is an HTTP answer that was not a success.
 type StatusError struct {
 	Code int
+	// RetryAfter is how long a retryable answer's Retry-After asked to be
+	// left alone (0: it asked nothing); the next attempt waits at least
+	// that, up to MaxRetryAfter, though never less than its rung.
+	RetryAfter time.Duration
 }
 
+// MaxRetryAfter bounds the wait a receiver's Retry-After may add: the
+// ladder's last rung.
+const MaxRetryAfter = 10 * time.Minute
+
 func (e *StatusError) Error() string {
+	s := fmt.Sprintf("HTTP %d", e.Code)
 	if t := http.StatusText(e.Code); t != "" {
-		return fmt.Sprintf("HTTP %d %s", e.Code, t)
+		s += " " + t
 	}
-	return fmt.Sprintf("HTTP %d", e.Code)
+	if e.RetryAfter > 0 {
+		s += fmt.Sprintf(" (Retry-After %s)", vigil.FormatDuration(e.RetryAfter))
+	}
+	return s
+}
+
+// RetryAfter reads a Retry-After header's value at now: a number of
+// seconds or an HTTP date. It returns 0 for none, one that cannot be
+// read, or one already past; never more than MaxRetryAfter.
+func RetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		d = time.Duration(min(n, int64(MaxRetryAfter/time.Second))) * time.Second
+	} else if errors.Is(err, strconv.ErrRange) {
+		if v[0] == '-' {
+			return 0
+		}
+		d = MaxRetryAfter
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = t.Sub(now)
+	}
+	return min(max(d, 0), MaxRetryAfter)
 }
 
 // Classify sorts an HTTP status into delivered (nil), retry (5xx, 408 and
@@ -185,7 +224,8 @@ func Ladder() []time.Duration {
 }
 
 // NextRetry returns the wait after attempt n (from 1) failed retryably,
-// and false when the ladder has run out.
+// and false when the ladder has run out. (An attempt answered with a
+// Retry-After waits the longer of the two: StatusError.RetryAfter.)
 func NextRetry(attempt int) (time.Duration, bool) {
 	l := Ladder()
 	if attempt < 1 || attempt > len(l) {

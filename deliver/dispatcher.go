@@ -719,6 +719,10 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job, stopping <-chan struct
 		}
 	case retry:
 		if wait, ok := NextRetry(rec.Attempts); ok {
+			if se := (*StatusError)(nil); errors.As(err, &se) {
+				// The receiver asked for longer (Retry-After).
+				wait = max(wait, se.RetryAfter)
+			}
 			rec.Status, rec.Detail, again = vigil.ReceiptRetrying, clip(err.Error()), wait
 		} else {
 			rec.Status, rec.Detail = vigil.ReceiptUndeliverable, clip(fmt.Sprintf("gave up after %d attempts: %v", rec.Attempts, err))

@@ -540,3 +540,75 @@ func TestTwoDispatchersOneRetry(t *testing.T) {
 		}
 	})
 }
+
+// TestRetryAfterHonoured: a receiver answering 429 with Retry-After is
+// left alone that long (Standard Webhooks: a Retry-After is to be taken
+// into account), never less than the ladder's rung and never more than
+// its last (10 min); the receipt's detail says what it asked. It was
+// tried again at the rung, 1 s on, whatever the receiver asked.
+func TestRetryAfterHonoured(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := build(t, memstore.New(), func(n int) (int, bool, bool) {
+			if n <= 3 {
+				return http.StatusTooManyRequests, false, false
+			}
+			return http.StatusOK, false, false
+		}, nil)
+		start := time.Now()
+		r.rv.header = func(n int) http.Header {
+			switch n {
+			case 1:
+				return http.Header{"Retry-After": {"120"}}
+			case 2:
+				// An HTTP date, far beyond the bound.
+				return http.Header{"Retry-After": {start.Add(5 * time.Hour).UTC().Format(http.TimeFormat)}}
+			default:
+				return http.Header{"Retry-After": {"1"}} // less than the rung (30 s)
+			}
+		}
+		startRun(t, r)
+		w, m := settled(t, r.st, "w1", hookOpts, vigil.StateFired)
+		r.d.Deliver(w, m)
+		synctest.Wait()
+		if rc := r.receipt(t, "w1", "webhook"); rc.Status != vigil.ReceiptRetrying || !strings.Contains(rc.Detail, "Retry-After 2m") {
+			t.Errorf("after the first 429: receipt = %+v, want retrying with a detail naming the Retry-After", rc)
+		}
+		time.Sleep(2 * time.Hour)
+		synctest.Wait()
+		got := r.rv.requests()
+		if len(got) != 4 {
+			t.Fatalf("receiver got %d requests, want 4", len(got))
+		}
+		want := []time.Duration{2 * time.Minute, 10 * time.Minute, 30 * time.Second}
+		for i, w := range want {
+			if d := got[i+1].at.Sub(got[i].at); d != w {
+				t.Errorf("wait before attempt %d = %s, want %s", i+2, d, w)
+			}
+		}
+		if rc := r.receipt(t, "w1", "webhook"); rc.Status != vigil.ReceiptDelivered || rc.Attempts != 4 {
+			t.Errorf("receipt = %+v, want delivered after 4 attempts", rc)
+		}
+	})
+}
+
+// TestRetryAfterValues: what a Retry-After header's value asks, bounded.
+func TestRetryAfterValues(t *testing.T) {
+	now := time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"":                    0,
+		"0":                   0,
+		"-5":                  0,
+		"soon":                0,
+		"90":                  90 * time.Second,
+		" 90 ":                90 * time.Second,
+		"3600":                deliver.MaxRetryAfter,
+		"9999999999999999999": deliver.MaxRetryAfter,
+		now.Add(3 * time.Minute).Format(http.TimeFormat):  3 * time.Minute,
+		now.Add(-3 * time.Minute).Format(http.TimeFormat): 0,
+		now.Add(48 * time.Hour).Format(http.TimeFormat):   deliver.MaxRetryAfter,
+	} {
+		if got := deliver.RetryAfter(v, now); got != want {
+			t.Errorf("RetryAfter(%q) = %s, want %s", v, got, want)
+		}
+	}
+}

@@ -38,6 +38,8 @@ type receiver struct {
 	calls  int
 	got    []received
 	answer func(n int) (status int, hang, refuse bool)
+	// header, when set, gives the n-th answer's headers.
+	header func(n int) http.Header
 }
 
 func (rv *receiver) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -61,7 +63,11 @@ func (rv *receiver) RoundTrip(req *http.Request) (*http.Response, error) {
 		<-req.Context().Done()
 		return nil, req.Context().Err()
 	}
-	return &http.Response{StatusCode: status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("")), Request: req}, nil
+	h := http.Header{}
+	if rv.header != nil {
+		h = rv.header(n)
+	}
+	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader("")), Request: req}, nil
 }
 
 type refusedError struct{}

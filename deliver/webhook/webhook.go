@@ -160,7 +160,13 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponse))
 	resp.Body.Close()
-	return deliver.Classify(resp.StatusCode)
+	retry, err := deliver.Classify(resp.StatusCode)
+	if se := (*deliver.StatusError)(nil); retry && errors.As(err, &se) {
+		// A 429 or 503 may say when to come back (Standard Webhooks:
+		// to be taken into account): the next attempt waits for it.
+		se.RetryAfter = deliver.RetryAfter(resp.Header.Get("Retry-After"), d.Now)
+	}
+	return retry, err
 }
 
 // writeFailed reports whether err is the connection's refusal of the

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/mail"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -186,6 +188,9 @@ func (p Policy) Canonicalize(raw json.RawMessage, scopeExec bool) (json.RawMessa
 	if len(t) == 0 || string(t) == "null" || string(t) == "{}" {
 		return nil, nil
 	}
+	if err := foldedTwice(t, "deliver", 0); err != nil {
+		return nil, err
+	}
 	o, err := ParseOptions(t)
 	if err != nil {
 		return nil, invalid("deliver", "must be an object with webhook, command, email, resume and progress: %s", decodeMessage(err))
@@ -229,6 +234,48 @@ func (p Policy) Canonicalize(raw json.RawMessage, scopeExec bool) (json.RawMessa
 		return nil, err
 	}
 	return vigil.CanonicalJSON(b)
+}
+
+// foldedTwice refuses an object of the options (the options, a channel's,
+// each of a command list's) naming one field twice in two spellings that
+// differ only in case ("webhook" and "Webhook"): encoding/json matches a
+// key to a field ignoring case, and the last one would win without a word
+// (one webhook, or one session to wake, dropped). Maps (env) are not
+// fields, and their keys are left as they are.
+func foldedTwice(raw json.RawMessage, field string, depth int) error {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return nil // not an object: decoding says so
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	seen := make(map[string]string, len(keys))
+	for _, k := range keys {
+		f := strings.ToLower(strings.ToUpper(k)) // as encoding/json folds
+		if other, ok := seen[f]; ok {
+			return invalid(field+"."+k, "is given twice, also as %q (fields are matched ignoring case)", other)
+		}
+		seen[f] = k
+		if depth > 0 {
+			continue
+		}
+		v := bytes.TrimSpace(m[k])
+		switch {
+		case len(v) > 0 && v[0] == '{':
+			if err := foldedTwice(v, field+"."+f, 1); err != nil {
+				return err
+			}
+		case len(v) > 0 && v[0] == '[':
+			var items []json.RawMessage
+			if json.Unmarshal(v, &items) == nil {
+				for i, it := range items {
+					if err := foldedTwice(it, fmt.Sprintf("%s.%s[%d]", field, f, i), 1); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // decodeMessage is a JSON decoding error without anything from the input

@@ -69,6 +69,11 @@ func TestCanonicalizeRefusals(t *testing.T) {
 		{"bad address", `{"email":{"to":"not an address"}}`, deliver.Policy{SMTP: true}, true, vigil.CodeInvalidRequest, "deliver.email.to"},
 		{"named address", `{"email":{"to":"Ops <ops@example.com>"}}`, deliver.Policy{SMTP: true}, true, vigil.CodeInvalidRequest, "deliver.email.to"},
 		{"no smtp", `{"email":{"to":"ops@example.com"}}`, deliver.Policy{}, true, vigil.CodeWatchUnobservable, "deliver.email"},
+		// A field in two spellings that differ in case: the last won.
+		{"channel twice in another case", `{"webhook":{"url":"https://a.example/"},"Webhook":{"url":"https://b.example/"}}`, deliver.Policy{}, true, vigil.CodeInvalidRequest, "deliver.webhook"},
+		{"resume twice in another case", `{"resume":{"harness":"claude","session":"s1"},"RESUME":{"harness":"claude","session":"s2"}}`, deliver.Policy{AllowExec: true}, true, vigil.CodeInvalidRequest, "deliver.resume"},
+		{"channel field twice in another case", `{"webhook":{"url":"https://a.example/","URL":"https://b.example/"}}`, deliver.Policy{}, true, vigil.CodeInvalidRequest, "deliver.webhook.url"},
+		{"a listed command's field twice", `{"command":[{"argv":["x"],"on":"fired"},{"argv":["y"],"Argv":["z"]}]}`, deliver.Policy{AllowExec: true}, true, vigil.CodeInvalidRequest, "deliver.command[1].argv"},
 	} {
 		got, err := tt.policy.Canonicalize(json.RawMessage(tt.in), tt.exec)
 		if vigil.ErrorCode(err) != tt.code || vigil.ErrorField(err) != tt.field {
@@ -87,6 +92,16 @@ func TestCanonicalizeRefusals(t *testing.T) {
 	_, err = deliver.Policy{}.Canonicalize(json.RawMessage(`{"command":{"argv":["x"]}}`), true)
 	if !strings.Contains(vigil.ErrorMessage(err), "--allow-exec") {
 		t.Errorf("command without exec: %q, want it to name --allow-exec", vigil.ErrorMessage(err))
+	}
+}
+
+// TestCanonicalizeKeepsEnvKeys: an env map's keys are names, not fields:
+// two that differ in case are two variables.
+func TestCanonicalizeKeepsEnvKeys(t *testing.T) {
+	t.Parallel()
+	got, err := deliver.Policy{AllowExec: true}.Canonicalize(json.RawMessage(`{"command":{"argv":["x"],"env":{"Path":"a","PATH":"b"}}}`), true)
+	if err != nil || !strings.Contains(string(got), `"Path":"a"`) || !strings.Contains(string(got), `"PATH":"b"`) {
+		t.Errorf("env with two names in two cases = %s, %v; want both kept", got, err)
 	}
 }
 

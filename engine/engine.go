@@ -713,6 +713,17 @@ func (e *Engine) Ack(ctx context.Context, r vigil.AckRequest) error {
 	if s, ok := vigil.ScopeFrom(ctx); ok && !s.Allows(r.Recipient) {
 		return vigil.Errorf(vigil.CodeNotFound, "no recipient %q", r.Recipient)
 	}
+	// An ack names a message read: a seq past the newest would move the
+	// cursor past messages yet to come, which the reader would never see.
+	// Seqs are given in order, so no message to come has one at or below
+	// the newest.
+	newest, err := e.store.MessagesLastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	if r.Seq > newest {
+		return vigil.FieldErrorf(vigil.CodeInvalidRequest, "seq", "seq %d is past the newest message (%d): ack the seq of the last message read", r.Seq, newest)
+	}
 	return e.store.MessagesAck(ctx, vigil.MessagesAckParams(r))
 }
 

@@ -95,3 +95,32 @@ func TestRecipientCloseIsSilent(t *testing.T) {
 		t.Fatal("closed watches are still scheduled")
 	}
 }
+
+// TestAckBeyondNewestIsRefused: an ack names a message read, so a seq past
+// the newest message is refused, naming the field: taken, it moved the
+// reader's cursor past every message yet to come, which that reader then
+// never saw. An ack within what exists still moves the cursor, never back.
+func TestAckBeyondNewestIsRefused(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t, envOpts{})
+	v.register(vigil.RegisterRequest{Kind: vigil.KindTimer, Predicate: obj(`{"in":"1m"}`)})
+	v.tick(t0.Add(time.Minute))
+	p, err := v.eng.Messages(v.ctx, vigil.MessagesRequest{Recipient: "agent-1"})
+	if err != nil || len(p.Messages) != 1 {
+		t.Fatalf("read %v, %v; want the one outcome", p.Messages, err)
+	}
+	newest := p.Messages[0].Seq
+	err = v.eng.Ack(v.ctx, vigil.AckRequest{Recipient: "agent-1", Reader: "r", Seq: newest + 1000})
+	if vigil.ErrorCode(err) != vigil.CodeInvalidRequest || vigil.ErrorField(err) != "seq" {
+		t.Fatalf("ack past the newest message: %v, want invalid_request on seq", err)
+	}
+	v.register(vigil.RegisterRequest{Kind: vigil.KindTimer, Predicate: obj(`{"in":"1m"}`)})
+	v.tick(t0.Add(3 * time.Minute))
+	p, err = v.eng.Messages(v.ctx, vigil.MessagesRequest{Recipient: "agent-1", Reader: "r"})
+	if err != nil || len(p.Messages) != 2 {
+		t.Fatalf("reader r after the refused ack reads %v, %v; want both messages", p.Messages, err)
+	}
+	if err := v.eng.Ack(v.ctx, vigil.AckRequest{Recipient: "agent-1", Reader: "r", Seq: newest}); err != nil {
+		t.Fatalf("ack of the newest message read: %v", err)
+	}
+}

@@ -337,6 +337,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		ReadyFunc:       d.readyz,
 		ObserveFunc:     d.metrics.Request,
 		UnsubscribeFunc: d.unsubscribe,
+		LastSeqFunc:     st.MessagesLastSeq,
 		// Against DNS rebinding: the Host must be this address, a
 		// loopback name or one the operator allows.
 		ListenAddr:   ln.Addr().String(),

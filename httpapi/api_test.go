@@ -941,3 +941,52 @@ func golden(t *testing.T, path string, got []byte) {
 		t.Errorf("%s differs (-want +got; go test -update refreshes it):\n%s", path, diff)
 	}
 }
+
+// TestEventsOpenWithTheirStart: a stream opened without Last-Event-ID
+// starts after the newest message (LastSeqFunc) and sends that seq as the
+// id of its opening, so that an EventSource that loses the stream before
+// any message reconnects with it and misses none of the messages written
+// in between; one resumed sends the seq it resumed after.
+func TestEventsOpenWithTheirStart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *httpapi.Options) {
+		o.LastSeqFunc = func(context.Context) (int64, error) { return 12, nil }
+	})
+	open := func(lastID string) string {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", e.ts.URL+"/v1/events?recipient=agent-7", nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		resp, err := e.ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got strings.Builder
+		buf := make([]byte, 4096)
+		for !strings.Contains(got.String(), "\n\n") {
+			n, err := resp.Body.Read(buf)
+			got.Write(buf[:n])
+			if err != nil {
+				t.Fatalf("stream ended early: %v; read %q", err, got.String())
+			}
+		}
+		return got.String()
+	}
+	if got, want := open(""), "retry: 2000\nid: 12\n: vigil event stream\n\n"; got != want {
+		t.Errorf("a live stream opens with %q, want %q", got, want)
+	}
+	if f := e.fake.snapshot().filter; f.After == nil || *f.After != 12 {
+		t.Errorf("the service's filter = %+v, want after 12, the newest message", f)
+	}
+	if got, want := open("5"), "retry: 2000\nid: 5\n: vigil event stream\n\n"; got != want {
+		t.Errorf("a resumed stream opens with %q, want %q", got, want)
+	}
+	if f := e.fake.snapshot().filter; f.After == nil || *f.After != 5 {
+		t.Errorf("the service's filter = %+v, want after 5", f)
+	}
+}

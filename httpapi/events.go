@@ -22,7 +22,8 @@ const retryMillis = 2000
 
 // events serves GET /v1/events: Server-Sent Events, one per vigil.Event,
 // with a comment line every Heartbeat while the client stays. The stream
-// begins with "retry: 2000"; each event carries "event: <type>" and
+// begins with "retry: 2000" and, with Last-Event-ID or LastSeqFunc, "id:
+// <the seq it starts after>"; each event carries "event: <type>" and
 // "data: <the event as JSON>", and a message event (durable: it is in the
 // mailbox) also "id: <its mailbox seq>". Message events come once each and
 // in seq order on every stream (the service reads the mailbox when their
@@ -62,6 +63,18 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, done := s.calls.Track(r.Context())
 	defer done()
+	if f.After == nil && s.lastSeq != nil {
+		// A stream that starts live starts after the newest message,
+		// and says so as the id of its opening: a client that loses it
+		// before any message event (a daemon restart) reconnects with
+		// that Last-Event-ID, not with none, which started live again
+		// and lost the messages written meanwhile.
+		seq, err := s.lastSeq(ctx)
+		if err != nil {
+			return interrupted(ctx, err)
+		}
+		f.After = &seq
+	}
 	ch, err := s.svc.Subscribe(ctx, f)
 	if err != nil {
 		return interrupted(ctx, err)
@@ -70,9 +83,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
 	streamHeader(w)
-	// The reconnection delay and a first comment get the header to the
-	// client at once.
-	if _, err := fmt.Fprintf(w, "retry: %d\n: vigil event stream\n\n", retryMillis); err != nil {
+	// The reconnection delay, the seq the stream starts after and a
+	// first comment get the header to the client at once.
+	id := ""
+	if f.After != nil {
+		id = "id: " + strconv.FormatInt(*f.After, 10) + "\n"
+	}
+	if _, err := fmt.Fprintf(w, "retry: %d\n%s: vigil event stream\n\n", retryMillis, id); err != nil {
 		return nil
 	}
 	if err := rc.Flush(); err != nil {

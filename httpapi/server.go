@@ -77,6 +77,13 @@ type Options struct {
 	// takes nothing of what the stream sends for two heartbeats (its
 	// connection's buffers full) is dropped.
 	Heartbeat time.Duration
+	// LastSeqFunc returns the seq of the newest message of every mailbox
+	// (vigil.Store.MessagesLastSeq). When set, an event stream opened
+	// without Last-Event-ID starts after the seq it returns and sends it
+	// as the id of its opening, so that a client that loses the stream
+	// before any message reconnects from there and misses none. Nil
+	// starts such a stream at the service's newest message, with no id.
+	LastSeqFunc func(ctx context.Context) (int64, error)
 	// Tokens serves /v1/tokens to the admin; nil answers not_found.
 	Tokens vigil.TokenService
 	// RegisterRate and RegisterBurst bound each scoped token's
@@ -130,6 +137,7 @@ type Server struct {
 	observe   func(pattern string, status int, took time.Duration)
 	ready     func(ctx context.Context) error
 	heartbeat time.Duration
+	lastSeq   func(ctx context.Context) (int64, error)
 	tokens    vigil.TokenService
 	unsub     func(ctx context.Context, id, sig string, apply bool) error
 	limits    *limiter
@@ -169,6 +177,7 @@ func New(opts Options) *Server {
 		observe:   opts.ObserveFunc,
 		ready:     opts.ReadyFunc,
 		heartbeat: opts.Heartbeat,
+		lastSeq:   opts.LastSeqFunc,
 		tokens:    opts.Tokens,
 		unsub:     opts.UnsubscribeFunc,
 		hosts:     newHosts(opts.ListenAddr, opts.AllowedHosts),

@@ -169,10 +169,13 @@ func parseExpires(v string, now time.Time) (time.Time, error) {
 		}
 		t = now.Add(d)
 	}
+	// Truncated as it is kept before it is compared: an instant within
+	// the current millisecond would be kept as now, a token dead at birth.
+	t = t.Truncate(time.Millisecond)
 	if !t.After(now) {
 		return time.Time{}, vigil.FieldErrorf(vigil.CodeInvalidRequest, "expires", "expires must be in the future")
 	}
-	return t.Truncate(time.Millisecond), nil
+	return t, nil
 }
 
 func newSecret() (string, error) {

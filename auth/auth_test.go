@@ -203,3 +203,25 @@ func TestRevokeDuringLookup(t *testing.T) {
 		})
 	}
 }
+
+// TestExpiresWithinTheMillisecond: an expiry less than a millisecond on,
+// which would be kept (truncated to the millisecond) as the creation's
+// own instant, is refused as not in the future, not made into a token
+// that never authenticates.
+func TestExpiresWithinTheMillisecond(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := &clock{t: t0}
+	s := auth.New(auth.Config{Store: memstore.New(), NowFunc: c.Now})
+	tok, err := s.CreateToken(ctx, vigil.TokenCreateRequest{Recipients: []string{"a"}, Expires: "2026-05-01T12:00:00.0005Z"})
+	if vigil.ErrorCode(err) != vigil.CodeInvalidRequest || vigil.ErrorField(err) != "expires" {
+		t.Fatalf("CreateToken(expires half a millisecond on) = %v, %v; want invalid_request on expires", tok, err)
+	}
+	tok, err = s.CreateToken(ctx, vigil.TokenCreateRequest{Recipients: []string{"a"}, Expires: "2026-05-01T12:00:00.0015Z"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.Authenticate(ctx, tok.Secret); !ok || err != nil {
+		t.Errorf("a token expiring 1.5 ms on does not authenticate at its creation: %v, %v", ok, err)
+	}
+}

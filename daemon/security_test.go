@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +106,10 @@ func TestTenantMatrix(t *testing.T) {
 			{"GET", "/v1/watches/" + other.pending + "/why", ""},
 			{"GET", "/v1/watches/" + other.pending + "/wait?timeout=0s", ""},
 			{"POST", "/v1/watches/" + other.pending + "/cancel", ""},
+			{"POST", "/v1/watches/" + other.pending + "/check", ""},
+			{"POST", "/v1/watches/" + other.settled + "/check", ""},
+			{"GET", "/v1/watches/" + other.settled + "/wait?timeout=0s", ""},
+			{"POST", "/v1/recipients/" + other.recipient + "/notes", `{"title":"hi"}`},
 			{"DELETE", "/v1/watches/" + other.pending, ""},
 			{"DELETE", "/v1/watches/" + other.settled, ""},
 			{"GET", "/v1/recipients/" + other.recipient + "/messages", ""},
@@ -118,11 +123,22 @@ func TestTenantMatrix(t *testing.T) {
 			{"POST", "/v1/tokens/" + other.tokenID + "/revoke", ""},
 			{"POST", "/v1/tokens/" + me.tokenID + "/revoke", ""},
 		}
+		covered := map[string]bool{"POST /v1/watches/batch": true} // below
+		for _, rt := range routes {
+			covered[rt.method+" "+rt.path] = true
+		}
+		checkEveryRouteTried(t, covered)
 		for _, rt := range routes {
 			status, body := call(t, d, me.secret, rt.method, rt.path, rt.body)
 			if status != http.StatusNotFound || !strings.Contains(body, `"not_found"`) {
 				t.Errorf("%s as %s: %s %s = %d %s, want 404 not_found", me.recipient, me.recipient, rt.method, rt.path, status, body)
 			}
+		}
+		// A batch for the other's recipient is answered in its item: not_found.
+		status, body := call(t, d, me.secret, "POST", "/v1/watches/batch",
+			fmt.Sprintf(`{"watches":[{"kind":"timer","recipient":%q,"predicate":{"in":"1h"}}]}`, other.recipient))
+		if status != http.StatusOK || !strings.Contains(body, `"not_found"`) || strings.Contains(body, `"watch"`) {
+			t.Errorf("%s: batch for %s = %d %s, want its item refused not_found", me.recipient, other.recipient, status, body)
 		}
 		// Its own listing never holds the other's watches.
 		page, err := me.c.Watches(t.Context(), vigil.ListRequest{})
@@ -157,6 +173,50 @@ func TestTenantMatrix(t *testing.T) {
 	for _, tk := range toks {
 		if !tk.RevokedAt.IsZero() {
 			t.Errorf("token %s was revoked by a scoped caller", tk.ID)
+		}
+	}
+}
+
+// checkEveryRouteTried fails t unless every route of openapi.json that
+// needs a bearer token is among tried ("METHOD /path?query"), so that a
+// route added later is added to the matrix too.
+func checkEveryRouteTried(t *testing.T, tried map[string]bool) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "httpapi", "openapi.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Security *[]any `json:"security"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for path, ops := range doc.Paths {
+		segs := strings.Split(path, "/")
+		for i, seg := range segs {
+			if strings.HasPrefix(seg, "{") {
+				segs[i] = "[^/?]+"
+			} else {
+				segs[i] = regexp.QuoteMeta(seg)
+			}
+		}
+		re := regexp.MustCompile("^" + strings.Join(segs, "/") + `(\?.*)?$`)
+		for method, op := range ops {
+			if op.Security != nil && len(*op.Security) == 0 {
+				continue // public
+			}
+			method = strings.ToUpper(method)
+			found := false
+			for k := range tried {
+				m, p, _ := strings.Cut(k, " ")
+				found = found || m == method && re.MatchString(p)
+			}
+			if !found {
+				t.Errorf("the tenant matrix tries no %s %s", method, path)
+			}
 		}
 	}
 }

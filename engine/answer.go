@@ -44,6 +44,19 @@ func (s *prober) answer(ctx context.Context, w *vigil.Watch, obs vigil.Observati
 		obs.At = now
 	}
 	e, mine := s.sched.Take(w.ID, w.Every)
+	if s.cfg.CheckFunc != nil {
+		// As before a probe: a watch whose token was revoked (or has
+		// expired, or is gone) is cancelled silently, not settled and
+		// delivered on an answer its maker may no longer give.
+		if err := s.cfg.CheckFunc(ctx, w); err != nil {
+			if _, stop := errors.AsType[*vigil.StopError](err); stop {
+				s.stop(ctx, e, w, err, now)
+				return false, nil
+			}
+			s.sched.Retry(e, e.Due())
+			return false, notSettled(err)
+		}
+	}
 	prog := e.Progress().Advance(obs.Verdict, now)
 	d := vigil.Decide(w, &obs, prog, now, false)
 	if d.Settle {

@@ -58,7 +58,8 @@ type Config struct {
 	// one answered at creation). It hands the work to the push channels and
 	// must not block.
 	DeliverFunc func(w *vigil.Watch, m *vigil.Message)
-	// CheckFunc, when set, runs before each probe, timers' included; a
+	// CheckFunc, when set, runs before each probe, timers' included, and
+	// before a token watch's completion is taken; a
 	// *vigil.StopError cancels the watch silently with the reason it
 	// names (a revoked token), and no probe runs.
 	CheckFunc func(ctx context.Context, w *vigil.Watch) error

@@ -13,6 +13,7 @@ import (
 	"github.com/vigil-run/vigil/store/memstore"
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/timer"
+	"github.com/vigil-run/vigil/watcher/token"
 	"github.com/vigil-run/vigil/watcher/watchertest"
 )
 
@@ -121,5 +122,56 @@ func TestScopeKindsAndExec(t *testing.T) {
 	}
 	if err := reg(timersOnly, vigil.KindTimer, "b"); !errors.Is(err, vigil.ErrNotFound) {
 		t.Errorf("another recipient = %v, want not_found", err)
+	}
+}
+
+// TestRevokedTokenWatchIsNotCompleted: a token watch whose scoped token was
+// revoked is not settled by its completion URL, which would deliver its
+// outcome (mailbox, webhook, command) as if the token still held: it is
+// cancelled then, silently, reason revoked, as a probe would cancel it, and
+// the completion is told the watch has ended.
+func TestRevokedTokenWatchIsNotCompleted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := &clock{t: t0}
+	st := memstore.New()
+	tokens := auth.New(auth.Config{Store: st, NowFunc: c.Now})
+	e := engine.New(engine.Config{
+		Store: st, Watchers: watcher.NewRegistry(token.New(token.Config{})), NowFunc: c.Now,
+		CheckFunc: tokens.CheckWatch,
+	})
+	if err := e.Prime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokens.CreateToken(ctx, vigil.TokenCreateRequest{Recipients: []string{"r"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope, _, _ := tokens.Authenticate(ctx, tok.Secret)
+	w, err := e.Register(vigil.WithScope(ctx, scope), vigil.RegisterRequest{Kind: vigil.KindToken, Recipient: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tokens.RevokeToken(ctx, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	c.t = t0.Add(time.Minute)
+	got, err := e.Complete(ctx, vigil.CompleteRequest{Token: w.CompletionToken, Status: vigil.CompleteSuccess})
+	if vigil.ErrorCode(err) != vigil.CodeConflict {
+		t.Errorf("Complete of a revoked token's watch = %+v, %v; want conflict, the watch ended", got, err)
+	}
+	after, err := e.Watch(ctx, w.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.State != vigil.StateCancelled || after.Outcome == nil || after.Outcome.Reason != auth.ReasonRevoked {
+		t.Errorf("watch after the completion: %s %+v, want cancelled, reason revoked", after.State, after.Outcome)
+	}
+	p, err := e.Messages(ctx, vigil.MessagesRequest{Recipient: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Messages) != 0 {
+		t.Errorf("mailbox %+v: a revoked token's watch delivers nothing", p.Messages)
 	}
 }

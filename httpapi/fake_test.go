@@ -17,8 +17,8 @@ type fake struct {
 	err error
 	// existing and replayed mark what Register answers.
 	existing, replayed bool
-	// block makes Wait and a waiting Messages block until their context
-	// ends or their timeout passes.
+	// block makes Wait, a waiting Messages and an observing Register
+	// block until their context ends or their timeout passes.
 	block bool
 
 	calls
@@ -98,6 +98,12 @@ func (f *fake) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) ([
 
 func (f *fake) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.Watch, error) {
 	f.mu.Lock()
+	if f.block && r.Observe {
+		// Waiting for the first observation, until the call is cut.
+		f.mu.Unlock()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	defer f.mu.Unlock()
 	f.record(ctx)
 	f.registered = append(f.registered, r)

@@ -3,7 +3,9 @@ package httpapi_test
 import (
 	"bufio"
 	"context"
+	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,5 +73,38 @@ func TestRevokedTokenEndsRunningRequests(t *testing.T) {
 		resp.Body.Close()
 	case <-time.After(5 * time.Second):
 		t.Fatal("the long-poll of a revoked token is still running")
+	}
+}
+
+// TestRevokedTokenEndsObservingRegistration: a registration waiting for
+// its first observation (observe=true) when its token stops authenticating
+// is answered 401, as a long-poll is, not left with no answer at all.
+func TestRevokedTokenEndsObservingRegistration(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	e := newEnv(t, func(o *httpapi.Options) {
+		o.Recheck = 20 * time.Millisecond
+		o.AuthenticateFunc = func(_ context.Context, token string) (vigil.Scope, bool, error) {
+			// Valid for the request itself, revoked at its first re-check.
+			return vigil.Scope{Recipients: []string{"r"}, TokenID: "tok_s"}, token == "vgl_s" && calls.Add(1) == 1, nil
+		}
+	})
+	e.fake.mu.Lock()
+	e.fake.block = true
+	e.fake.mu.Unlock()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", e.ts.URL+"/v1/watches?observe=true",
+		strings.NewReader(`{"kind":"timer","recipient":"r","predicate":{"in":"1h"}}`))
+	req.Header.Set("Authorization", "Bearer vgl_s")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), `"unauthorized"`) {
+		t.Fatalf("an observing registration whose token was revoked = %d %q, want 401 unauthorized", resp.StatusCode, b)
 	}
 }

@@ -44,7 +44,9 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 	}
 	wt, err := s.svc.Register(r.Context(), req)
 	if err != nil {
-		return err
+		// A wait for the first observation that the token's
+		// revocation cut short is 401, not an abandoned request.
+		return interrupted(r.Context(), err)
 	}
 	if wt == nil {
 		return errNoResult

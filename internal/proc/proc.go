@@ -29,6 +29,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/watcher"
@@ -372,13 +373,21 @@ func (t *tail) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Bytes returns the last max bytes written.
+// Bytes returns the last max bytes written, less the end of a character
+// the cut split: where the kept bytes start after the first, the bytes
+// before the first character that starts (at most utf8.UTFMax-1) are not
+// kept, so text is cut on a character boundary.
 func (t *tail) Bytes() []byte {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	b := t.buf
 	if len(b) > t.max {
 		b = b[len(b)-t.max:]
+	}
+	if int64(len(b)) < t.total {
+		for i := 0; i < utf8.UTFMax-1 && len(b) > 0 && !utf8.RuneStart(b[0]); i++ {
+			b = b[1:]
+		}
 	}
 	return slices.Clone(b)
 }

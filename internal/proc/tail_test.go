@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestTailKeepsTheLastBytes(t *testing.T) {
@@ -62,5 +63,29 @@ func TestRunKeepsLastOutput(t *testing.T) {
 	}
 	if !strings.HasSuffix(res.stderr.String(), "999\n1000\n") {
 		t.Errorf("stderr tail = %q, want it to end with the last lines", res.stderr.String())
+	}
+}
+
+// TestTailCutsOnARuneBoundary: output longer than the tail, cut inside a
+// character, keeps whole characters only, so the text a run or a probe
+// leaves is valid UTF-8 from its first byte (not a stray U+FFFD where
+// the cut split a character).
+func TestTailCutsOnARuneBoundary(t *testing.T) {
+	t.Parallel()
+	for _, r := range []string{"é", "€", "😀"} {
+		for shift := range len(r) {
+			tl := newTail(1024 + shift)
+			_, _ = tl.Write([]byte(strings.Repeat(r, 2000)))
+			got := tl.Bytes()
+			if !utf8.Valid(got) || len(got) > 1024+shift || len(got) < 1024+shift-len(r)+1 {
+				t.Errorf("tail of %q × 2000 kept in %d bytes = %d bytes starting %q, want whole characters only", r, 1024+shift, len(got), got[:4])
+			}
+		}
+	}
+	// Output that fits is kept as written, whatever it starts with.
+	tl := newTail(16)
+	_, _ = tl.Write([]byte("\x80abc"))
+	if got := tl.String(); got != "\x80abc" {
+		t.Errorf("tail of a short write = %q, want it whole", got)
 	}
 }

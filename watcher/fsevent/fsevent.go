@@ -25,10 +25,11 @@
 //
 // When events cannot be had the watch falls back to polling, and Watch
 // says why: inotify is unavailable (Config.Disabled, or no inotify
-// instance could be made), the inotify watch limit is reached
-// (fs.inotify.max_user_watches), or the directory is on a network file
-// system, where changes made on other machines raise no event. A target
-// with Poll set is then woken every Poll.
+// instance could be made: the instance limit, fs.inotify.max_user_instances,
+// is reached, and one is tried again a minute later), the inotify watch
+// limit is reached (fs.inotify.max_user_watches), or the directory is on
+// a network file system, where changes made on other machines raise no
+// event. A target with Poll set is then woken every Poll.
 package fsevent
 
 import (
@@ -140,11 +141,17 @@ type Notifier struct {
 	mu sync.Mutex
 	// fsw is made by the first registration and closed by Run on its way
 	// out (stopped), so a notifier that never runs holds nothing.
-	fsw     *fsnotify.Watcher
-	off     string // why events cannot be had at all, if they cannot
-	stopped bool
-	ids     map[string]*watch
-	dirs    map[string]map[*watch]struct{}
+	fsw *fsnotify.Watcher
+	off string // why events cannot be had at all, if they cannot
+	// offAt is when making the fsnotify watcher failed; it is made again
+	// limitRetry after. Zero: events are off for good (turned off, lost).
+	offAt time.Time
+	// newWatcher makes the fsnotify watcher (fsnotify.NewWatcher; tests
+	// replace it).
+	newWatcher func() (*fsnotify.Watcher, error)
+	stopped    bool
+	ids        map[string]*watch
+	dirs       map[string]map[*watch]struct{}
 	// onDrop are the functions OnDrop added: each hears, as
 	// Config.DropFunc does, of each watch forgotten as stale.
 	onDrop []func(id string)
@@ -185,6 +192,8 @@ func New(cfg Config) *Notifier {
 		kick: make(chan struct{}, 1),
 		ids:  make(map[string]*watch),
 		dirs: make(map[string]map[*watch]struct{}),
+
+		newWatcher: fsnotify.NewWatcher,
 	}
 	if cfg.Disabled {
 		n.off = "file system events are turned off"
@@ -193,23 +202,29 @@ func New(cfg Config) *Notifier {
 }
 
 // startLocked makes the fsnotify watcher if there is none yet, and
-// reports whether there is one.
-func (n *Notifier) startLocked() bool {
+// reports whether there is one. One that could not be made (the inotify
+// instance limit, no file descriptor left) is tried again limitRetry
+// later.
+func (n *Notifier) startLocked(now time.Time) bool {
 	switch {
 	case n.fsw != nil:
 		return true
-	case n.off != "":
+	case n.off != "" && (n.offAt.IsZero() || now.Sub(n.offAt) < limitRetry):
 		return false
 	case n.stopped:
-		n.off = "the notifier has stopped"
+		n.off, n.offAt = "the notifier has stopped", time.Time{}
 		return false
 	}
-	fsw, err := fsnotify.NewWatcher()
+	fsw, err := n.newWatcher()
 	if err != nil {
-		n.off = "inotify is unavailable (" + describe(err) + ")"
+		n.off, n.offAt = "inotify is unavailable ("+describe(err)+")", now
+		if errors.Is(err, syscall.EMFILE) {
+			n.off = "inotify is unavailable: the inotify instance limit is reached (raise fs.inotify.max_user_instances) or the daemon has no file descriptor left"
+		}
 		n.log.Warn("file system events are unavailable: folder and file watches poll", "err", err)
 		return false
 	}
+	n.off, n.offAt = "", time.Time{}
 	n.fsw = fsw
 	n.signal() // a running loop starts reading it
 	return true
@@ -361,7 +376,7 @@ func (n *Notifier) Watch(id string, now time.Time, t Target) Status {
 // registerLocked makes the watched directories of w match dirs.
 func (n *Notifier) registerLocked(w *watch, dirs []string, now time.Time) Status {
 	switch {
-	case !n.startLocked():
+	case !n.startLocked(now):
 		n.detachAllLocked(w)
 		return Status{Reason: n.off}
 	case len(dirs) == 0:

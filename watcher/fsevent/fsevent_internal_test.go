@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -241,5 +243,29 @@ func TestRunStopsAndClosesWatcher(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after cancel")
+	}
+}
+
+// TestInstanceLimitIsNamedAndTriedAgain: an inotify instance that cannot
+// be made for the instance limit (EMFILE) is reported naming the setting
+// to raise, not as "too many open files", and is made again a minute
+// later: events are not off for the daemon's life.
+func TestInstanceLimitIsNamedAndTriedAgain(t *testing.T) {
+	t.Parallel()
+	n, _ := newTestNotifier(t, Config{})
+	n.newWatcher = func() (*fsnotify.Watcher, error) { return nil, syscall.EMFILE }
+	dir := t.TempDir()
+	st := n.Watch("w", t0, Target{Dirs: []string{dir}, Poll: 10 * time.Second})
+	if st.Events || !strings.Contains(st.Reason, "fs.inotify.max_user_instances") {
+		t.Fatalf("Watch at the instance limit = %+v, want polling naming fs.inotify.max_user_instances", st)
+	}
+	n.mu.Lock()
+	n.newWatcher = fsnotify.NewWatcher
+	n.mu.Unlock()
+	if st := n.Watch("w", t0.Add(10*time.Second), Target{Dirs: []string{dir}, Poll: 10 * time.Second}); st.Events {
+		t.Fatalf("Watch 10 s on = %+v, want still polling until the retry", st)
+	}
+	if st := n.Watch("w", t0.Add(limitRetry), Target{Dirs: []string{dir}, Poll: 10 * time.Second}); !st.Events {
+		t.Fatalf("Watch a minute on, with an instance to be had = %+v, want events", st)
 	}
 }

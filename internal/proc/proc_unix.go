@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // ownGroup makes cmd's process the leader of a new process group, so a
@@ -41,22 +43,11 @@ func signaled(ps *os.ProcessState) (string, bool) {
 	return signalName(ws.Signal()), true
 }
 
+// signalName names s as a shell does ("SIGKILL", "SIGFPE"), or by its
+// description where the system has no name for it.
 func signalName(s syscall.Signal) string {
-	switch s {
-	case syscall.SIGKILL:
-		return "SIGKILL"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	case syscall.SIGINT:
-		return "SIGINT"
-	case syscall.SIGSEGV:
-		return "SIGSEGV"
-	case syscall.SIGABRT:
-		return "SIGABRT"
-	case syscall.SIGHUP:
-		return "SIGHUP"
-	case syscall.SIGPIPE:
-		return "SIGPIPE"
+	if name := unix.SignalName(s); name != "" {
+		return name
 	}
 	return s.String()
 }

@@ -47,3 +47,18 @@ func TestProgramCheckNamesPrefixedFields(t *testing.T) {
 		t.Fatalf("Check = %v, cwd %q; want ok and /tmp", err, p.Cwd)
 	}
 }
+
+// TestSignalsAreNamed: a program killed by a signal is said to be, by
+// the signal's name, whichever signal it is: a floating point exception
+// or a CPU limit was worded by its description ("killed by signal
+// floating point exception"), unlike SIGKILL or SIGTERM.
+func TestSignalsAreNamed(t *testing.T) {
+	t.Parallel()
+	r := proc.Runner{KillGrace: 200 * time.Millisecond}
+	for _, sig := range []string{"KILL", "TERM", "FPE", "QUIT", "USR1", "XCPU", "BUS"} {
+		out, err := r.Run(context.Background(), proc.Program{Shell: "kill -" + sig + " $$"}, nil, 5*time.Second)
+		if want := "killed by signal SIG" + sig; err != nil || out.Ended != want {
+			t.Errorf("Run(kill -%s $$) = %+v, %v; want %q", sig, out, err, want)
+		}
+	}
+}

@@ -171,6 +171,10 @@ type Config struct {
 	MaxKeptBytes int64
 	// KillGrace is the reviewer's time between SIGTERM and SIGKILL.
 	KillGrace time.Duration
+	// DataDir is the daemon's data directory, never walked: its database
+	// and BlobDir change with every report, which a watch on a folder
+	// above it would report, and report again, without end.
+	DataDir string
 }
 
 // Watcher answers folder watches.
@@ -181,6 +185,7 @@ type Watcher struct {
 	blobs     blobs
 	maxKept   int64
 	runner    proc.Runner
+	dataDir   string // resolved; "" when none
 	// readFileFunc reads one file (readFile; a test may fail it).
 	readFileFunc func(path string, limit int64) ([]byte, entry, error)
 
@@ -221,6 +226,14 @@ func New(cfg Config) *Watcher {
 	}
 	if w.maxKept <= 0 {
 		w.maxKept = DefaultMaxKeptBytes
+	}
+	if cfg.DataDir != "" {
+		if d, err := filepath.Abs(cfg.DataDir); err == nil {
+			if r, err := filepath.EvalSymlinks(d); err == nil {
+				d = r
+			}
+			w.dataDir = d
+		}
 	}
 	return w
 }

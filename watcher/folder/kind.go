@@ -124,7 +124,7 @@ func buildCLI(p map[string]any, in watcher.CLIInput) error {
 // roots, allow_exec and file system notifier; it keeps the previous
 // contents of files in <data_dir>/folder.
 func fromDeps(d watcher.Deps) watcher.Watcher {
-	cfg := Config{Roots: d.Roots, AllowExec: d.AllowExec, BlobDir: filepath.Join(d.DataDir, BlobDirName)}
+	cfg := Config{Roots: d.Roots, AllowExec: d.AllowExec, BlobDir: filepath.Join(d.DataDir, BlobDirName), DataDir: d.DataDir}
 	if d.Notifier == nil {
 		return New(cfg)
 	}

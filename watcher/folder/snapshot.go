@@ -190,7 +190,7 @@ func (w *Watcher) look(ctx context.Context, s *spec, resolved string, prev map[s
 		}
 		switch t := d.Type(); {
 		case t.IsDir():
-			if skipDir(d.Name()) {
+			if skipDir(d.Name()) || p == w.dataDir {
 				return filepath.SkipDir
 			}
 			snap.dirs = append(snap.dirs, p)

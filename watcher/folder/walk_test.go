@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -132,3 +133,47 @@ func TestTransientReadErrorIsNotAnEdit(t *testing.T) {
 }
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// TestDataDirIsNotWalked: a folder watch on a folder above the daemon's
+// data directory does not see the daemon's own writes there (its
+// database, the contents it keeps for diffs), which every report makes:
+// they were reported, and the report's writes reported again, without
+// end. A change beside it is reported as ever.
+func TestDataDirIsNotWalked(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	data := filepath.Join(root, ".local", "share", "vigil")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "vigil.db"), []byte("one"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := New(Config{DataDir: data, BlobDir: filepath.Join(data, BlobDirName)})
+	c, err := w.Canonicalize(context.Background(), json.RawMessage(`{"path":`+strconv.Quote(root)+`,"standing":true,"settle":"0"}`), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	probe := func(now time.Time, last *vigil.Observation) vigil.Observation {
+		t.Helper()
+		obs, err := w.Probe(context.Background(), watcher.Probe{WatchID: "w1", Kind: vigil.KindFolder, Predicate: c.Predicate, Now: now, Last: last})
+		if err != nil {
+			t.Fatalf("Probe = %v", err)
+		}
+		return obs
+	}
+	base := probe(t0, nil)
+	if err := os.WriteFile(filepath.Join(data, "vigil.db"), []byte("two, after a report"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if obs := probe(t0.Add(time.Second), &base); obs.Verdict != vigil.VerdictPending {
+		t.Fatalf("after a write in the data dir: %s %q, want pending (nothing changed)", obs.Verdict, obs.Summary)
+	}
+	if err := os.WriteFile(filepath.Join(root, "notes.md"), []byte("hello\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if obs := probe(t0.Add(2*time.Second), &base); obs.Verdict != vigil.VerdictSatisfied || !strings.Contains(obs.Summary, "notes.md") {
+		t.Fatalf("after a file added beside it: %s %q, want notes.md reported", obs.Verdict, obs.Summary)
+	}
+}

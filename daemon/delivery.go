@@ -306,10 +306,11 @@ func ensureLinkKey(dataDir string, log *slog.Logger) ([]byte, error) {
 }
 
 // writeNewFile writes text into a new file at path (0600), whole or not at
-// all: into a temporary file beside it, synced, then linked into place (as
-// ensureToken writes the token), so a start killed at any instant leaves no
-// file or the whole one, never an empty one the next start would refuse.
-// It answers fs.ErrExist when another start made path first.
+// all: into a temporary file beside it, synced, then linked into place, so
+// a start killed at any instant leaves no file or the whole one, never an
+// empty one the next start would refuse (the admin token, the webhook
+// secrets, the link key). It answers fs.ErrExist when another start made
+// path first.
 func writeNewFile(path, text string) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 )
 
@@ -33,9 +32,8 @@ func ReadToken(path string) (string, error) {
 
 // ensureToken returns the admin token in path, writing a new one (mode
 // 0600) if there is none. A token file readable by others is tightened to
-// 0600. The file is written whole under a temporary name and linked into
-// place, so a reader never sees half a token and two starts never both
-// write one.
+// 0600. The file is written whole (writeNewFile), so a reader never sees
+// half a token and two starts never both write one.
 func ensureToken(path string, log *slog.Logger) (string, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -63,27 +61,7 @@ func ensureToken(path string, log *slog.Logger) (string, error) {
 		return "", fmt.Errorf("admin token: %w", err)
 	}
 	t = hex.EncodeToString(b)
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".admin.token-*")
-	if err != nil {
-		return "", fmt.Errorf("admin token: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("admin token: %w", err)
-	}
-	if _, err := tmp.WriteString(t + "\n"); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("admin token: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("admin token: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("admin token: %w", err)
-	}
-	if err := os.Link(tmp.Name(), path); err != nil {
+	if err := writeNewFile(path, t+"\n"); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			// Another start won the race: use its token.
 			return ReadToken(path)

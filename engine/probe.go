@@ -148,11 +148,12 @@ func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, t
 			return
 		}
 	}
-	if fa, ok := s.doubts.final(w.ID); ok {
-		// Its final probe answered, and the commit of that answer failed
-		// and was not written: the answer is written again. A final probe
-		// runs once; probing again ran a command watch's program again,
-		// past the deadline, and settled on what that run said.
+	// Its final probe answered, and the commit of that answer failed and
+	// was not written: the answer is written again. A final probe runs
+	// once; probing again ran a command watch's program again, past the
+	// deadline, and settled on what that run said. (Only a turn at or past
+	// the deadline can follow a final probe: the others look nothing up.)
+	if fa, ok := s.finalInDoubt(final, w.ID); ok {
 		w.Errors, w.ConsecutiveErrors, w.CheckedAt = fa.errors, fa.consecutive, fa.checkedAt
 		won, err := s.commit(ctx, []settlement{{e: e, w: w, out: fa.out, polls: fa.polls, final: true}}, now)
 		if err == nil && won[0] && fa.out.State != vigil.StateErrored && s.cfg.StopFunc != nil {
@@ -506,4 +507,13 @@ func (s *prober) Instant(ctx context.Context, es []*scheduler.Entry, now time.Ti
 type probedObs struct {
 	w   *vigil.Watch
 	obs vigil.Observation
+}
+
+// finalInDoubt returns the final probe's answer in doubt for watch id, for
+// a turn at or past its deadline (final).
+func (s *prober) finalInDoubt(final bool, id string) (*finalAnswer, bool) {
+	if !final {
+		return nil, false
+	}
+	return s.doubts.final(id)
 }

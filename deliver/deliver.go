@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"strconv"
 	"strings"
@@ -232,6 +233,23 @@ func NextRetry(attempt int) (time.Duration, bool) {
 		return 0, false
 	}
 	return l[attempt-1], true
+}
+
+// Spread lengthens wait, a rung of the ladder, by up to a quarter: by an
+// amount fixed by key (a delivery's watch id and channel) and attempt, so
+// that deliveries which failed together (a receiver down while a storm
+// settled thousands of watches) are tried again spread over a quarter of
+// their rung, not all at one instant, and the same delivery's attempt is
+// always due at the same time, on any replica. Never shorter than wait.
+func Spread(wait time.Duration, key string, attempt int) time.Duration {
+	if wait <= 0 {
+		return wait
+	}
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	h.Write([]byte{byte(attempt), byte(attempt >> 8)})
+	const steps = 1 << 16
+	return wait + wait/4/steps*time.Duration(h.Sum64()%steps)
 }
 
 // Progress reports whether canonical delivery options ask for progress

@@ -678,6 +678,7 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job, stopping <-chan struct
 	rec.Status, rec.UpdatedAt = vigil.ReceiptSending, d.now()
 	retryUnknown := j.channel == ChannelWebhook && o.Webhook != nil && o.Webhook.RetryUnknown
 	if wait, ok := NextRetry(rec.Attempts); ok && retryUnknown {
+		wait = Spread(wait, j.key(), rec.Attempts)
 		// Should the daemon stop before this attempt ends, the receipt
 		// says when the next one is due: the resume that finds it sending
 		// makes it retrying, durably, at the next start or on the replica
@@ -714,11 +715,12 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job, stopping <-chan struct
 		rec.Status, rec.Detail = vigil.ReceiptUnknown, clip(err.Error())
 		if retryUnknown {
 			if wait, ok := NextRetry(rec.Attempts); ok {
-				rec.Status, again = vigil.ReceiptRetrying, wait
+				rec.Status, again = vigil.ReceiptRetrying, Spread(wait, j.key(), rec.Attempts)
 			}
 		}
 	case retry:
 		if wait, ok := NextRetry(rec.Attempts); ok {
+			wait = Spread(wait, j.key(), rec.Attempts)
 			if se := (*StatusError)(nil); errors.As(err, &se) {
 				// The receiver asked for longer (Retry-After).
 				wait = max(wait, se.RetryAfter)

@@ -3,6 +3,7 @@ package deliver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -20,7 +21,8 @@ import (
 const hookOpts = `{"webhook":{"url":"https://hooks.example/in"}}`
 
 // TestRetryLadder: a receiver answering 503 twice and then 200 gets three
-// attempts, 1 s and 5 s apart, all under one webhook-id; the receipt ends
+// attempts, 1 s and 5 s apart (each spread by up to a quarter), all under
+// one webhook-id; the receipt ends
 // delivered.
 func TestRetryLadder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -51,8 +53,9 @@ func TestRetryLadder(t *testing.T) {
 				t.Errorf("request %d body differs from the first", i+1)
 			}
 		}
-		if d1, d2 := got[1].at.Sub(got[0].at), got[2].at.Sub(got[1].at); d1 != time.Second || d2 != 5*time.Second {
-			t.Errorf("waits between attempts = %s, %s; want 1s, 5s", d1, d2)
+		w1, w2 := deliver.Spread(time.Second, "w1/webhook", 1), deliver.Spread(5*time.Second, "w1/webhook", 2)
+		if d1, d2 := got[1].at.Sub(got[0].at), got[2].at.Sub(got[1].at); d1 != w1 || d2 != w2 {
+			t.Errorf("waits between attempts = %s, %s; want %s, %s (1s and 5s spread)", d1, d2, w1, w2)
 		}
 		if got[0].at != start {
 			t.Errorf("first attempt at +%s, want at once", got[0].at.Sub(start))
@@ -141,8 +144,8 @@ func TestHangIsUnknown(t *testing.T) {
 		if len(got) != 2 || got[0].id != m.ID || got[1].id != m.ID {
 			t.Fatalf("receiver got %d requests (%+v), want 2 under id %s", len(got), got, m.ID)
 		}
-		if d := got[1].at.Sub(got[0].at); d != 11*time.Second {
-			t.Errorf("resent %s after the first, want 11s (10s timeout + 1s)", d)
+		if d, want := got[1].at.Sub(got[0].at), 10*time.Second+deliver.Spread(time.Second, "w1/webhook", 1); d != want {
+			t.Errorf("resent %s after the first, want %s (10s timeout + 1s spread)", d, want)
 		}
 		if rc := r.receipt(t, "w1", "webhook"); rc.Status != vigil.ReceiptDelivered || rc.Attempts != 2 {
 			t.Errorf("receipt = %+v, want delivered after 2 attempts", rc)
@@ -579,7 +582,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 		if len(got) != 4 {
 			t.Fatalf("receiver got %d requests, want 4", len(got))
 		}
-		want := []time.Duration{2 * time.Minute, 10 * time.Minute, 30 * time.Second}
+		want := []time.Duration{2 * time.Minute, 10 * time.Minute, deliver.Spread(30*time.Second, "w1/webhook", 3)}
 		for i, w := range want {
 			if d := got[i+1].at.Sub(got[i].at); d != w {
 				t.Errorf("wait before attempt %d = %s, want %s", i+2, d, w)
@@ -610,5 +613,85 @@ func TestRetryAfterValues(t *testing.T) {
 		if got := deliver.RetryAfter(v, now); got != want {
 			t.Errorf("RetryAfter(%q) = %s, want %s", v, got, want)
 		}
+	}
+}
+
+// TestRetriesSpread: fifty webhooks to one receiver, settled together and
+// refused together (503), are tried again spread over a quarter of their
+// rung, not all at one instant; each delivery's second attempt comes at
+// the time Spread gives it, never before its rung. They all came at the
+// same nanosecond, a second on.
+func TestRetriesSpread(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 50
+		r := newRig(t, func(i int) (int, bool, bool) {
+			if i <= n {
+				return http.StatusServiceUnavailable, false, false
+			}
+			return http.StatusOK, false, false
+		}, nil)
+		ids := map[string]string{} // message id → watch id
+		for i := range n {
+			w, m := settled(t, r.st, fmt.Sprintf("w%02d", i), hookOpts, vigil.StateFired)
+			ids[m.ID] = w.ID
+			r.d.Deliver(w, m)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		first, second := map[string]time.Time{}, map[string]time.Time{}
+		for _, g := range r.rv.requests() {
+			if _, ok := first[g.id]; !ok {
+				first[g.id] = g.at
+			} else {
+				second[g.id] = g.at
+			}
+		}
+		if len(first) != n || len(second) != n {
+			t.Fatalf("receiver got first attempts of %d and second of %d deliveries, want %d each", len(first), len(second), n)
+		}
+		at := map[time.Time]bool{}
+		for mid, id := range ids {
+			wait := second[mid].Sub(first[mid])
+			if want := deliver.Spread(time.Second, id+"/webhook", 1); wait != want {
+				t.Errorf("%s: tried again after %s, want %s", id, wait, want)
+			}
+			if wait < time.Second || wait >= time.Second*5/4 {
+				t.Errorf("%s: tried again after %s, want within [1s, 1.25s)", id, wait)
+			}
+			at[second[mid]] = true
+		}
+		if len(at) < n*9/10 {
+			t.Errorf("%d deliveries tried again at %d distinct instants, want them spread", n, len(at))
+		}
+		r.stop()
+	})
+}
+
+// TestSpread: a rung is lengthened by less than a quarter, never
+// shortened, the same for the same delivery and attempt, and differently
+// for different ones.
+func TestSpread(t *testing.T) {
+	for _, rung := range deliver.Ladder() {
+		seen := map[time.Duration]bool{}
+		for i := range 100 {
+			key := fmt.Sprintf("01J%05d/webhook", i)
+			d := deliver.Spread(rung, key, 2)
+			if d < rung || d >= rung*5/4 {
+				t.Errorf("Spread(%s, %s) = %s, want within [%s, %s)", rung, key, d, rung, rung*5/4)
+			}
+			if again := deliver.Spread(rung, key, 2); again != d {
+				t.Errorf("Spread(%s, %s) = %s then %s", rung, key, d, again)
+			}
+			seen[d] = true
+		}
+		if len(seen) < 90 {
+			t.Errorf("rung %s: 100 deliveries spread over %d waits", rung, len(seen))
+		}
+		if a, b := deliver.Spread(rung, "x/webhook", 1), deliver.Spread(rung, "x/webhook", 2); a == b {
+			t.Errorf("rung %s: attempts 1 and 2 of one delivery both wait %s", rung, a)
+		}
+	}
+	if d := deliver.Spread(0, "x", 1); d != 0 {
+		t.Errorf("Spread(0) = %s", d)
 	}
 }

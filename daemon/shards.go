@@ -622,6 +622,11 @@ func (s *shards) repair(ctx context.Context, _ []int, found postgres.Peers) {
 	} else {
 		s.since = found.Horizon.Add(-repairSlack)
 	}
+	if m := found.PendingMore; !m.IsZero() && m.Before(s.since) {
+		// A shard had more rows than one scan reads: the next goes on
+		// from where this one cut.
+		s.since = m
+	}
 	again := s.again
 	s.again = nil
 	var missing []string

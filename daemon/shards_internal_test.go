@@ -44,6 +44,29 @@ func TestRepairStartsAtTheHorizon(t *testing.T) {
 	}
 }
 
+// TestRepairGoesOnWhereTheScanCut: a step whose scan read only part of a
+// shard's new rows (postgres.Peers.PendingMore) makes the next scan start
+// there, even when the horizon is later; one that cut nothing, or cut
+// after the horizon, leaves the horizon's start.
+func TestRepairGoesOnWhereTheScanCut(t *testing.T) {
+	st, err := postgres.Open(t.Context(), pgtest.Schema(t, "vigil_repair_cut"), &postgres.Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := &shards{pg: st, refused: st.Refused}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	horizon, cut := now.Add(-time.Second), now.Add(-time.Minute)
+	s.repair(t.Context(), nil, postgres.Peers{Now: now, Horizon: horizon, PendingMore: cut})
+	if got := s.repairSince(); !got.Equal(cut) {
+		t.Errorf("after a step whose scan was cut a minute back, the next reads from %v, want %v", got, cut)
+	}
+	s.repair(t.Context(), nil, postgres.Peers{Now: now, Horizon: horizon, PendingMore: now})
+	if got, want := s.repairSince(), horizon.Add(-repairSlack); !got.Equal(want) {
+		t.Errorf("after a step cut after its horizon, the next reads from %v, want %v", got, want)
+	}
+}
+
 // TestRepairLooksAgain: a watch a fenced write refused while it was still
 // scheduled (the write had not returned, and the engine drops it when it
 // does) is looked at again at the next step, not forgotten; and the

@@ -247,7 +247,18 @@ type HeartbeatParams struct {
 	// of the pending watches of the shards renewed inserted after it (by
 	// the database's clock): the repair scan (Peers.Pending).
 	PendingSince time.Time
+	// PendingLimit bounds the ids the repair scan reads of each shard,
+	// the oldest first (Peers.PendingMore); zero means
+	// DefaultPendingLimit.
+	PendingLimit int
 }
+
+// DefaultPendingLimit is how many ids a heartbeat's repair scan reads of
+// one shard at most: a burst of registrations (batches of a thousand on
+// every replica) is read over several heartbeats, never in one that
+// would grow with it and could keep the lease it renews from committing
+// in time.
+const DefaultPendingLimit = 2000
 
 // Heartbeat records that the replica is alive and renews its lease (now
 // plus Lease, by the database's clock), if it had not lapsed, in one
@@ -277,6 +288,10 @@ func (s *Store) Heartbeat(ctx context.Context, hp HeartbeatParams) (Peers, error
 	if !hp.PendingSince.IsZero() {
 		since = &hp.PendingSince
 	}
+	limit := hp.PendingLimit
+	if limit <= 0 {
+		limit = DefaultPendingLimit
+	}
 	var (
 		owners    []string
 		counts    []int32
@@ -286,9 +301,10 @@ func (s *Store) Heartbeat(ctx context.Context, hp HeartbeatParams) (Peers, error
 		recovered int64
 		told      int64
 		horizon   *time.Time
+		more      *time.Time
 	)
 	err := s.leasePool.QueryRow(ctx, heartbeatSQL, hp.Replica, shards, epochs, hp.Lease, hp.Live,
-		s.Channel(), rebalancePayload, since).Scan(&p.Joined, &p.Live, &owners, &counts, &p.Free, &next, &rs, &re, &p.Now, &p.Pending, &recovered, &told, &p.Unchecked, &horizon)
+		s.Channel(), rebalancePayload, since, limit).Scan(&p.Joined, &p.Live, &owners, &counts, &p.Free, &next, &rs, &re, &p.Now, &p.Pending, &more, &recovered, &told, &p.Unchecked, &horizon)
 	if err != nil {
 		return Peers{}, wrap("heartbeat", err)
 	}
@@ -303,6 +319,11 @@ func (s *Store) Heartbeat(ctx context.Context, hp HeartbeatParams) (Peers, error
 		p.Renewed[i] = Lease{Shard: int(rs[i]), Epoch: re[i]}
 	}
 	p.Freed = int(recovered)
+	if more != nil {
+		// Rows stamped at the same instant as the last one read may be
+		// among those cut: the next scan reads from just before it.
+		p.PendingMore = more.Add(-time.Microsecond)
+	}
 	var h time.Time
 	switch {
 	case horizon == nil:
@@ -391,14 +412,20 @@ type Peers struct {
 	// seen (another role's, without pg_read_all_stats).
 	Horizon time.Time
 	// Pending are the ids of the pending watches of the shards renewed
-	// inserted after HeartbeatParams.PendingSince (none when it is zero).
+	// inserted after HeartbeatParams.PendingSince (none when it is zero),
+	// at most HeartbeatParams.PendingLimit of each shard, the oldest.
 	Pending []string
+	// PendingMore, when not zero, says a shard had more such rows than
+	// the scan read: the next scan must start no later than it to read
+	// the rest (it is just before the newest row read of the shard cut
+	// first).
+	PendingMore time.Time
 }
 
 // heartbeatSQL is the heartbeat: $1 the replica, $2 and $3 the shards and
 // epochs it holds, $4 the lease, $5 the live window, $6 and $7 the
 // channel and payload of the rebalance event, $8 the repair scan's instant
-// (NULL: no scan).
+// (NULL: no scan), $9 how many rows it reads of each shard at most.
 //
 // A replica's first beat tells the others (a rebalance event), and so
 // does a beat that frees shards (its lease had lapsed, or the replica
@@ -420,7 +447,7 @@ type Peers struct {
 // nobody holds it. The repair scan reads each renewed shard's pending
 // rows inserted after $8 through watches_shard_pending (shard,
 // inserted_at), one index range per shard, whatever the plan's
-// parameters. The last column is this heartbeat's horizon reading
+// parameters, the oldest $9 of each (and says where it cut). The last column is this heartbeat's horizon reading
 // (horizonSQL, and Peers.Horizon).
 //
 // It commits without waiting for the WAL flush (synchronous_commit off,
@@ -465,9 +492,9 @@ const heartbeatSQL = `WITH prev AS (
 	owners AS (
 		SELECT owner, count(*) AS held FROM holding WHERE held AND owner IS NOT NULL GROUP BY owner),
 	pending AS (
-		SELECT w.id FROM renewed CROSS JOIN LATERAL (
-			SELECT id FROM watches WHERE watches.shard = renewed.shard AND state = 'pending' AND inserted_at > $8::timestamptz
-			ORDER BY inserted_at) AS w)
+		SELECT renewed.shard, w.id, w.inserted_at FROM renewed CROSS JOIN LATERAL (
+			SELECT id, inserted_at FROM watches WHERE watches.shard = renewed.shard AND state = 'pending' AND inserted_at > $8::timestamptz
+			ORDER BY inserted_at LIMIT $9) AS w)
 	SELECT (SELECT coalesce(bool_or(joined), false) FROM me),
 		(SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM live),
 		(SELECT coalesce(array_agg(owner ORDER BY owner), '{}') FROM owners),
@@ -479,6 +506,7 @@ const heartbeatSQL = `WITH prev AS (
 		(SELECT coalesce(array_agg(epoch ORDER BY shard), '{}') FROM renewed),
 		now(),
 		(SELECT coalesce(array_agg(id), '{}') FROM pending),
+		(SELECT min(last) FROM (SELECT max(inserted_at) AS last FROM pending GROUP BY shard HAVING count(*) >= $9) AS cut),
 		(SELECT count(*) FROM freed),
 		(SELECT count(*) FROM told),
 		(SELECT NOT live FROM checked),

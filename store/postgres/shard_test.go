@@ -393,6 +393,63 @@ func TestHeartbeatRepairScan(t *testing.T) {
 	}
 }
 
+// TestHeartbeatRepairScanBounded: the repair scan reads at most
+// PendingLimit rows of a shard, the oldest, and says where it cut
+// (PendingMore); scans from there read the rest, each row at least once,
+// and the last says nothing more. A shard under the limit is read whole
+// and cuts nothing.
+func TestHeartbeatRepairScanBounded(t *testing.T) {
+	_, s, held := holding(t, 64)
+	ctx := t.Context()
+	p := beat(t, s, "a", held)
+	var want []string
+	for i := range 5 {
+		// One transaction each: each its own insertion instant.
+		w := inShard(t, 9, fmt.Sprintf("burst%d", i))
+		if _, err := s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: w}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, w.ID)
+	}
+	other := inShard(t, 11, "other")
+	if _, err := s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: other}); err != nil {
+		t.Fatal(err)
+	}
+	scan := func(since time.Time, limit int) postgres.Peers {
+		t.Helper()
+		q, err := s.Heartbeat(ctx, postgres.HeartbeatParams{Replica: "a", Live: time.Minute, Held: held, Lease: time.Minute, PendingSince: since, PendingLimit: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	if q := scan(p.Now, 0); !q.PendingMore.IsZero() || len(q.Pending) != 6 {
+		t.Fatalf("a scan under the default limit found %v and cut at %v; want all 6 and no cut", q.Pending, q.PendingMore)
+	}
+	q := scan(p.Now, 2)
+	if !slices.Contains(q.Pending, other.ID) || !slices.Contains(q.Pending, want[0]) || !slices.Contains(q.Pending, want[1]) || len(q.Pending) != 3 {
+		t.Fatalf("a scan reading 2 a shard found %v; want %s, %s and %s", q.Pending, want[0], want[1], other.ID)
+	}
+	seen := map[string]bool{}
+	for _, id := range q.Pending {
+		seen[id] = true
+	}
+	for i := 0; !q.PendingMore.IsZero(); i++ {
+		if i > 10 {
+			t.Fatalf("the scans never reached the end; last cut at %v", q.PendingMore)
+		}
+		q = scan(q.PendingMore, 2)
+		for _, id := range q.Pending {
+			seen[id] = true
+		}
+	}
+	for _, id := range want {
+		if !seen[id] {
+			t.Errorf("the scans from each cut never read %s (read %v)", id, seen)
+		}
+	}
+}
+
 // TestHeartbeatHorizon: a row inserted by a transaction still open when
 // a heartbeat ran is invisible to its scan; the next scan, from the
 // heartbeat's Horizon, finds it once it commits, where one from the

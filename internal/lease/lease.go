@@ -207,7 +207,9 @@ func (m *Manager) Step(ctx context.Context) error {
 	if m.cfg.Since != nil {
 		hp.PendingSince = m.cfg.Since()
 	}
-	peers, err := st.Heartbeat(ctx, hp)
+	cctx, cancel := m.bound(ctx)
+	peers, err := st.Heartbeat(cctx, hp)
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -258,7 +260,10 @@ func (m *Manager) Step(ctx context.Context) error {
 		held = held[:floor:floor]
 		m.set(held)
 		m.cfg.Lose(shardsOf(surplus))
-		if err := st.Release(ctx, m.cfg.Replica, surplus); err != nil {
+		cctx, cancel := m.bound(ctx)
+		err := st.Release(cctx, m.cfg.Replica, surplus)
+		cancel()
+		if err != nil {
 			// Not released: they lapse, and are taken then.
 			return err
 		}
@@ -270,7 +275,10 @@ func (m *Manager) Step(ctx context.Context) error {
 	// heartbeat is taken at the next step, which NextLapse brings forward.
 	var got []postgres.Lease
 	if len(held) < target && !released && peers.Free > 0 {
-		if got, err = st.Acquire(ctx, m.cfg.Replica, target-len(held), m.cfg.Lease, 0); err != nil {
+		cctx, cancel := m.bound(ctx)
+		got, err = st.Acquire(cctx, m.cfg.Replica, target-len(held), m.cfg.Lease, 0)
+		cancel()
+		if err != nil {
 			return err
 		}
 	}
@@ -279,7 +287,9 @@ func (m *Manager) Step(ctx context.Context) error {
 		// that should have taken them are gone): take them whatever the
 		// share; the surplus goes back at a later step to a replica
 		// that needs it.
-		orphans, err := st.Acquire(ctx, m.cfg.Replica, m.cfg.Shards, m.cfg.Lease, m.cfg.Lease)
+		cctx, cancel := m.bound(ctx)
+		orphans, err := st.Acquire(cctx, m.cfg.Replica, m.cfg.Shards, m.cfg.Lease, m.cfg.Lease)
+		cancel()
 		if err != nil {
 			return err
 		}
@@ -306,7 +316,9 @@ func (m *Manager) Step(ctx context.Context) error {
 	if err := m.cfg.Gain(ctx, shardsOf(got)); err != nil {
 		m.set(held)
 		m.cfg.Lose(shardsOf(got))
-		rerr := st.Release(context.WithoutCancel(ctx), m.cfg.Replica, got)
+		cctx, cancel := m.bound(context.WithoutCancel(ctx))
+		rerr := st.Release(cctx, m.cfg.Replica, got)
+		cancel()
 		if errors.Is(err, ErrDecline) {
 			m.log.Info("shards declined, released for another replica", "shards", shardsOf(got), "why", err)
 			return rerr
@@ -315,6 +327,17 @@ func (m *Manager) Step(ctx context.Context) error {
 	}
 	m.log.Info("shards taken", "shards", shardsOf(got), "held", len(all), "share", target, "replicas", live)
 	return nil
+}
+
+// bound bounds one of a step's statements by the lease: past it the
+// leases it was to renew, take or give up have lapsed anyway, and a
+// statement still waiting then (a connection to a database cut off
+// without a reset, which the kernel's keepalives would notice only after
+// many minutes) is given up, so that the step is tried again, on a new
+// connection, rather than the replica hanging on to shards it no longer
+// holds and taking none once the database is back.
+func (m *Manager) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, m.cfg.Lease)
 }
 
 // drainFor is how long a release waits for the deliveries in flight on

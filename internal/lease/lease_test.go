@@ -28,6 +28,9 @@ type fakeStore struct {
 	// failBeats fails that many heartbeats to come, writing nothing (the
 	// database restarting).
 	failBeats int
+	// hangBeats makes that many heartbeats to come wait until their
+	// context ends (a connection to a database cut off without a reset).
+	hangBeats int
 }
 
 type fakeLease struct {
@@ -52,6 +55,12 @@ func (f *fakeStore) Heartbeat(ctx context.Context, hp postgres.HeartbeatParams) 
 		f.failBeats--
 		f.mu.Unlock()
 		return postgres.Peers{}, errors.New("the database is restarting")
+	}
+	if f.hangBeats > 0 {
+		f.hangBeats--
+		f.mu.Unlock()
+		<-ctx.Done()
+		return postgres.Peers{}, ctx.Err()
 	}
 	f.mu.Unlock()
 	replica, live := hp.Replica, hp.Live
@@ -630,6 +639,49 @@ func TestFailedStepTriedAgainSoon(t *testing.T) {
 		synctest.Wait()
 		if got := r.check(); got["a"] != 64 {
 			t.Fatalf("after the failures a holds %d shards, want 64 (renewed)", got["a"])
+		}
+	})
+}
+
+// TestHungStepGivenUp: a heartbeat that never answers (the database cut
+// off without a reset) is given up once a lease has passed, and the step
+// tried again: the replica takes its shards back once the database
+// answers, where it hung on to them, fenced out, for as long as the
+// connection took to die.
+func TestHungStepGivenUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		r.add("a")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.m["a"].Run(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}()
+		synctest.Wait() // the first step: a holds every shard
+		r.store.mu.Lock()
+		r.store.hangBeats = 1
+		r.store.mu.Unlock()
+		// The renewal at 5 s hangs; its lease (to 15 s) lapses.
+		r.store.advance(5 * time.Second)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		// A lease on (20 s) it is given up; the step a second later
+		// finds the shards lapsed and takes them again.
+		r.store.advance(16 * time.Second)
+		time.Sleep(16 * time.Second)
+		synctest.Wait()
+		r.store.mu.Lock()
+		left := r.store.hangBeats
+		r.store.mu.Unlock()
+		if left != 0 {
+			t.Fatal("the hanging heartbeat never started")
+		}
+		if got := r.check(); got["a"] != 64 {
+			t.Fatalf("21 s in, a holds %d shards, want 64: the hung step was not given up and tried again", got["a"])
 		}
 	})
 }

@@ -48,6 +48,10 @@ Type=simple
 ExecStart=` + strings.Join(words, " ") + `
 Restart=on-failure
 RestartSec=5s
+# Exit code 2 is a start vigil refuses until the operator acts (a bad
+# flag or config, a damaged or missing database, another replica's
+# different keys): starting again every 5 s would only repeat it.
+RestartPreventExitStatus=2
 # vigil shuts down within about 25 s (30 s on PostgreSQL): it ends
 # long-polls at once, waits up to 10 s for requests and up to 10 s for
 # deliveries in flight to record their results.

@@ -1,6 +1,9 @@
 package vigil
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Progress is what the scheduler remembers about a pending watch between
 // probes. It lives in memory only.
@@ -106,11 +109,23 @@ func Decide(w *Watch, obs *Observation, p Progress, now time.Time, final bool) D
 func NextDue(due, now time.Time, every time.Duration, consecutiveErrors, capN int, deadline time.Time) time.Time {
 	var next time.Time
 	if consecutiveErrors > 0 {
+		// capN × every, and the doubling, stop at the longest duration:
+		// past it they wrapped around to a negative backoff (an every of
+		// 30 years, which a max_deadline of a century allows), due at
+		// once, and an unavailable watch was probed without pause.
+		limit := time.Duration(math.MaxInt64)
+		if capN <= 0 || every <= limit/time.Duration(capN) {
+			limit = time.Duration(capN) * every
+		}
 		d := every
-		for i := 0; i < consecutiveErrors && d < time.Duration(capN)*every; i++ {
+		for i := 0; i < consecutiveErrors && d < limit; i++ {
+			if d > limit/2 {
+				d = limit
+				break
+			}
 			d *= 2
 		}
-		d = min(d, time.Duration(capN)*every)
+		d = min(d, limit)
 		next = now.Add(d)
 	} else {
 		next = due.Add(every)

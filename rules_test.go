@@ -94,6 +94,25 @@ func TestNextDue(t *testing.T) {
 	}
 }
 
+// TestNextDueLongBackoff: a backoff of capN intervals longer than the
+// longest duration (an every of 30 years, which a max_deadline of a
+// century allows) stops there rather than wrapping around into the past,
+// and neither does the doubling; with a deadline it is the deadline.
+func TestNextDueLongBackoff(t *testing.T) {
+	t.Parallel()
+	year := 365 * 24 * time.Hour
+	for _, errs := range []int{1, 2, 5, 60} {
+		for _, every := range []time.Duration{30 * year, 100 * year} {
+			if got := vigil.NextDue(t0, t0, every, errs, 10, time.Time{}); !got.After(t0.Add(every)) {
+				t.Errorf("every %v, %d errors: next due %v, want past %v", every, errs, got, t0.Add(every))
+			}
+			if got := vigil.NextDue(t0, t0, every, errs, 10, t0.Add(every)); !got.Equal(t0.Add(every)) {
+				t.Errorf("every %v, %d errors, deadline an interval on: next due %v, want the deadline", every, errs, got)
+			}
+		}
+	}
+}
+
 func TestProgressAdvance(t *testing.T) {
 	t.Parallel()
 	var p vigil.Progress

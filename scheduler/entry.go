@@ -15,7 +15,7 @@ import (
 func NewEntry(id string, kind vigil.Kind, every time.Duration, deadline time.Time, instant bool) *Entry {
 	e := &Entry{id: id, kind: kind, every: every, slot: -1}
 	if !deadline.IsZero() {
-		e.deadline = deadline.UnixNano()
+		e.deadline = nanos(deadline)
 	}
 	if instant {
 		e.class |= classInstant
@@ -31,7 +31,7 @@ func Detached(id string, every time.Duration) *Entry {
 }
 
 // SetDue sets when a new entry is first due.
-func (e *Entry) SetDue(t time.Time) { e.due = t.UnixNano() }
+func (e *Entry) SetDue(t time.Time) { e.due = nanos(t) }
 
 // SetProgress sets the probe counts a new entry starts from (a restart's:
 // its stored row's).
@@ -271,6 +271,6 @@ func (s *Scheduler) runPrune(ctx context.Context, p Prober, k int32, now time.Ti
 	if !next.After(now) {
 		next = now.Add(time.Second)
 	}
-	s.slots[k].due = next.UnixNano()
+	s.slots[k].due = nanos(next)
 	s.heapPush(k)
 }

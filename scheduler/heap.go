@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"math"
 	"time"
 
 	"github.com/vigil-run/vigil"
@@ -74,6 +75,27 @@ func unixTime(n int64) time.Time {
 func unixNano(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
+	}
+	return nanos(t)
+}
+
+// The instants an int64 of unix nanoseconds holds: from 1677-09-21 to
+// 2262-04-11.
+var (
+	minNanos = time.Unix(0, math.MinInt64)
+	maxNanos = time.Unix(0, math.MaxInt64)
+)
+
+// nanos returns t in unix nanoseconds, an instant past 2262 (a backoff or
+// an interval of a century or more) as the last one an int64 holds:
+// t.UnixNano wraps around there, and a watch due in 2300 came due at
+// once, in 1714.
+func nanos(t time.Time) int64 {
+	switch {
+	case t.After(maxNanos):
+		return math.MaxInt64
+	case t.Before(minNanos):
+		return math.MinInt64
 	}
 	return t.UnixNano()
 }

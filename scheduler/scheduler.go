@@ -452,7 +452,7 @@ func (s *Scheduler) ArmPrune(t time.Time) {
 }
 
 func (s *Scheduler) armPruneLocked(t time.Time) bool {
-	at := t.UnixNano()
+	at := nanos(t)
 	switch {
 	case s.pruneSlot < 0:
 		s.pruneSlot = s.alloc(&Entry{id: "\x00prune", class: classPrune, due: at})
@@ -741,7 +741,7 @@ func (s *Scheduler) reschedule(e *Entry, next time.Time, p progress) {
 	}
 	x := &s.slots[k]
 	x.prog = p
-	x.due = next.UnixNano()
+	x.due = nanos(next)
 	if x.flags&flagPoked != 0 {
 		x.flags &^= flagPoked
 		x.due = min(x.due, s.now().UnixNano())

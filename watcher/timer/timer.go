@@ -6,7 +6,8 @@
 //	{"at": "2026-03-01T09:00:00+01:00"}   an RFC 3339 instant
 //	{"in": "90m"}                          a duration from registration (> 0)
 //
-// and its canonical form is always the instant, in UTC with milliseconds:
+// and its canonical form is always the instant, in UTC with milliseconds
+// (a finer instant rounded up, so that it never fires early):
 //
 //	{"at": "2026-03-01T08:00:00.000Z"}
 //
@@ -82,12 +83,22 @@ func (*Watcher) Canonicalize(_ context.Context, raw json.RawMessage, now time.Ti
 	default:
 		return watcher.Canonical{}, watcher.InvalidPredicate("", "needs at (an RFC 3339 time) or in (a duration)")
 	}
-	at = at.UTC().Truncate(time.Millisecond)
+	// Kept to the millisecond, rounded up: a timer never fires before the
+	// instant it was given (cut down, 09:00:00.0005 fired at 09:00:00.000).
+	at = ceilMilli(at.UTC())
 	// What watcher.Encode(canonical{…}) writes, without its two passes:
 	// FormatTime spells digits, letters and punctuation that need no
 	// escape (TestCanonicalIsEncoded).
 	b := json.RawMessage(`{"at":"` + vigil.FormatTime(at) + `"}`)
 	return watcher.Canonical{Predicate: b, StartAt: at}, nil
+}
+
+// ceilMilli returns the first whole millisecond at or after t.
+func ceilMilli(t time.Time) time.Time {
+	if c := t.Truncate(time.Millisecond); c.Before(t) {
+		return c.Add(time.Millisecond)
+	}
+	return t
 }
 
 // Admit admits every timer: it needs no configuration.

@@ -23,7 +23,10 @@ func TestCanonicalize(t *testing.T) {
 		want string
 	}{
 		{`{"at":"2026-03-01T10:00:00+01:00"}`, `{"at":"2026-03-01T09:00:00.000Z"}`},
-		{`{"at":"2026-03-01T09:00:00.000123Z"}`, `{"at":"2026-03-01T09:00:00.000Z"}`},
+		// A finer instant is rounded up to the millisecond: never early.
+		{`{"at":"2026-03-01T09:00:00.000123Z"}`, `{"at":"2026-03-01T09:00:00.001Z"}`},
+		{`{"at":"2026-03-01T09:00:00.999999999Z"}`, `{"at":"2026-03-01T09:00:01.000Z"}`},
+		{`{"in":"1500us"}`, `{"at":"2026-03-01T09:00:00.002Z"}`},
 		{`{"in":"90m"}`, `{"at":"2026-03-01T10:30:00.000Z"}`},
 		{`{"in":"1d"}`, `{"at":"2026-03-02T09:00:00.000Z"}`},
 		{`{"at":"2026-02-28T09:00:00Z"}`, `{"at":"2026-02-28T09:00:00.000Z"}`},
@@ -120,7 +123,8 @@ func TestCanonicalIsEncoded(t *testing.T) {
 		if string(c.Predicate) != string(want) {
 			t.Errorf("Canonicalize(%s) = %s, want %s", at, c.Predicate, want)
 		}
-		if t0, _ := vigil.ParseTime(at); !c.StartAt.Equal(t0.Truncate(time.Millisecond)) {
+		// The first whole millisecond at or after the instant given.
+		if t0, _ := vigil.ParseTime(at); c.StartAt.Before(t0) || !c.StartAt.Before(t0.Add(time.Millisecond)) || c.StartAt.Nanosecond()%1e6 != 0 {
 			t.Errorf("Canonicalize(%s) instant = %v", at, c.StartAt)
 		}
 	}
@@ -168,5 +172,31 @@ func TestProbeSimpleAllocs(t *testing.T) {
 	})
 	if allocs > 6 {
 		t.Errorf("Probe allocates %.0f times, want at most 6 (no JSON decoder)", allocs)
+	}
+}
+
+// TestNeverEarly: a timer given an instant finer than the millisecond is
+// pending at the millisecond it falls in, satisfied at the next one.
+func TestNeverEarly(t *testing.T) {
+	w := timer.New(timer.Config{})
+	at := time.Date(2026, 3, 1, 10, 0, 0, 500_000, time.UTC)
+	c, err := w.Canonicalize(context.Background(), json.RawMessage(`{"at":"2026-03-01T10:00:00.0005Z"}`), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.StartAt.Before(at) {
+		t.Errorf("StartAt %v is before the instant given, %v", c.StartAt, at)
+	}
+	for _, tc := range []struct {
+		now  time.Time
+		want vigil.Verdict
+	}{
+		{at.Truncate(time.Millisecond), vigil.VerdictPending},
+		{at.Truncate(time.Millisecond).Add(time.Millisecond), vigil.VerdictSatisfied},
+	} {
+		obs, err := w.Probe(context.Background(), watcher.Probe{Kind: vigil.KindTimer, Predicate: c.Predicate, Now: tc.now})
+		if err != nil || obs.Verdict != tc.want {
+			t.Errorf("Probe at %v = %v %v, want %v", tc.now, obs.Verdict, err, tc.want)
+		}
 	}
 }

@@ -65,6 +65,12 @@ import (
 
 // Bounds of a schedule predicate.
 const (
+	// storedFloor is the shortest interval of a stored predicate: any,
+	// since min_every is a rule of registration. A daemon started again
+	// with a higher min_every read its schedules below it as unreadable:
+	// the first fire errored the watch, and one loaded at a start was
+	// never armed again, pending for ever.
+	storedFloor = time.Nanosecond
 	// MaxEvery is the longest interval.
 	MaxEvery = 31 * 24 * time.Hour
 	// noteOutput is how much of the end of the output a note's sentence holds.
@@ -137,7 +143,7 @@ func (*Watcher) Notes() bool { return true }
 
 // Canonicalize validates the predicate and returns its canonical form.
 func (w *Watcher) Canonicalize(_ context.Context, raw json.RawMessage, _ time.Time) (watcher.Canonical, error) {
-	s, err := w.parse(raw)
+	s, err := w.parse(raw, w.minEvery)
 	if err != nil {
 		return watcher.Canonical{}, err
 	}
@@ -148,7 +154,9 @@ func (w *Watcher) Canonicalize(_ context.Context, raw json.RawMessage, _ time.Ti
 	return watcher.Canonical{Predicate: b}, nil
 }
 
-func (w *Watcher) parse(raw json.RawMessage) (*spec, error) {
+// parse reads a predicate whose every is at least floor: the daemon's
+// min_every for one being registered, storedFloor for a stored one.
+func (w *Watcher) parse(raw json.RawMessage, floor time.Duration) (*spec, error) {
 	var in input
 	if err := watcher.Decode(raw, "", &in); err != nil {
 		return nil, err
@@ -170,9 +178,9 @@ func (w *Watcher) parse(raw json.RawMessage) (*spec, error) {
 		if err != nil {
 			return nil, watcher.InvalidPredicate("every", "must be a duration like 15m or 1h")
 		}
-		if d < w.minEvery {
+		if d < floor {
 			return nil, &vigil.Error{Code: vigil.CodeIntervalTooSmall, Field: watcher.PredicateField("every"),
-				Message: fmt.Sprintf("predicate.every %s is below the floor of %s (min_every)", vigil.FormatDuration(d), vigil.FormatDuration(w.minEvery))}
+				Message: fmt.Sprintf("predicate.every %s is below the floor of %s (min_every)", vigil.FormatDuration(d), vigil.FormatDuration(floor))}
 		}
 		if d > MaxEvery {
 			return nil, watcher.InvalidPredicate("every", "must be at most %s", vigil.FormatDuration(MaxEvery))
@@ -273,7 +281,7 @@ func neverFires(s *cron.SpecSchedule) bool {
 
 // NextDue implements engine.NextDuer: the first fire strictly after now.
 func (w *Watcher) NextDue(predicate json.RawMessage, anchor, now time.Time) (time.Time, bool) {
-	s, err := w.parse(predicate)
+	s, err := w.parse(predicate, storedFloor)
 	if err != nil {
 		return time.Time{}, false
 	}
@@ -367,7 +375,7 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 	if !w.allowExec {
 		return vigil.Observation{}, watcher.Permanent(errors.New("schedule watches run programs and exec is not allowed on this daemon"))
 	}
-	s, err := w.parse(p.Predicate)
+	s, err := w.parse(p.Predicate, storedFloor)
 	if err != nil {
 		return vigil.Observation{}, watcher.Permanent(fmt.Errorf("stored schedule predicate is invalid: %w", err))
 	}

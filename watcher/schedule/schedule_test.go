@@ -121,3 +121,27 @@ func TestProbeLeavesANoteWhateverHappens(t *testing.T) {
 		t.Errorf("Admit without exec = %v, want watch_unobservable", err)
 	}
 }
+
+// TestStoredBelowNewFloor: min_every is a rule of registration. A schedule
+// registered at every 2s, read by a daemon started again with a min_every
+// of a minute, keeps its calendar and fires: it was read as unreadable,
+// never due again (so never armed at a start) and its fire errored.
+func TestStoredBelowNewFloor(t *testing.T) {
+	t.Parallel()
+	c, err := newWatcher().Canonicalize(context.Background(), json.RawMessage(`{"every":"2s","argv":["true"]}`), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := schedule.New(schedule.Config{AllowExec: true, MinEvery: time.Minute, KillGrace: 200 * time.Millisecond})
+	if _, err := w.Canonicalize(context.Background(), c.Predicate, time.Time{}); vigil.ErrorCode(err) != vigil.CodeIntervalTooSmall {
+		t.Errorf("registering it again under the new floor: %v, want interval_too_small", err)
+	}
+	anchor := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	if next, ok := w.NextDue(c.Predicate, anchor, anchor.Add(3*time.Second)); !ok || !next.Equal(anchor.Add(4*time.Second)) {
+		t.Errorf("NextDue = %v %v, want 2 s on its grid", next, ok)
+	}
+	obs, err := w.Probe(context.Background(), watcher.Probe{Kind: vigil.KindSchedule, Predicate: c.Predicate, Now: anchor})
+	if err != nil || obs.Permanent || !strings.HasPrefix(obs.Summary, "exited 0") {
+		t.Errorf("Probe = %+v, %v; want a fire that exited 0", obs, err)
+	}
+}

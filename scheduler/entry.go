@@ -176,8 +176,8 @@ func (s *Scheduler) kindOf(k int32) vigil.Kind {
 }
 
 // release frees slot k, which is in no heap and held by no id. When no
-// slot is left in use the table starts afresh, giving back what a storm
-// grew.
+// slot is left in use, or none but the retention entry's, the table
+// starts afresh, giving back what a storm grew.
 func (s *Scheduler) release(k int32) {
 	s.dead += int(s.slots[k].idLen)
 	delete(s.observers, k)
@@ -190,9 +190,39 @@ func (s *Scheduler) release(k int32) {
 	case len(s.free) == len(s.slots):
 		s.slots, s.free, s.arena, s.dead, s.h = nil, nil, nil, 0, nil
 		s.ids.buckets, s.ids.n = nil, 0
+	case s.giveBack():
 	case s.dead > s.compactAt && s.dead*2 > len(s.arena):
 		s.compactArena()
 	}
+}
+
+// giveBack starts the table afresh with the retention entry alone when
+// it is the only slot left in use and not in flight (its slot number is
+// then no one's but the scheduler's), and reports whether it did. A
+// daemon holds that entry from its first settlement on (it is armed at
+// the next instant anything becomes prunable), so without this a storm's
+// million slots, their index and their heap stayed for good once it had
+// settled.
+func (s *Scheduler) giveBack() bool {
+	p := s.pruneSlot
+	if p < 0 || len(s.slots) < 2 || len(s.free) != len(s.slots)-1 || s.slots[p].flags&flagInflight != 0 {
+		return false
+	}
+	x := s.slots[p]
+	kind := s.kindOf(p)
+	id := append([]byte(nil), s.idBytes(&x)...)
+	clear(s.oddKinds)
+	clear(s.observers)
+	onHeap := x.pos >= 0 // it is whenever it is not in flight
+	x.idOff, x.pos = 0, -1
+	s.slots, s.free, s.arena, s.dead, s.h = []slot{x}, nil, id, 0, nil
+	s.ids.buckets, s.ids.n = nil, 0
+	s.pruneSlot = 0
+	s.slots[0].kind = s.internKind(0, kind)
+	if onHeap {
+		s.heapPush(0)
+	}
+	return true
 }
 
 // compactArena copies the ids still held into a new arena.
@@ -273,4 +303,6 @@ func (s *Scheduler) runPrune(ctx context.Context, p Prober, k int32, now time.Ti
 	}
 	s.slots[k].due = nanos(next)
 	s.heapPush(k)
+	// The storm it found over (settled while it ran) gives its slots back.
+	s.giveBack()
 }

@@ -385,6 +385,71 @@ func TestStormGivesBack(t *testing.T) {
 	}
 }
 
+// TestStormGivesBackBesidePrune: the retention entry, which a daemon
+// holds from its first settlement on, does not keep a storm's slots: once
+// it is the only slot left (and not running) the tables start afresh with
+// it alone, still due when it was.
+func TestStormGivesBackBesidePrune(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, whilePruning := range []bool{false, true} {
+		s := New(Config{NowFunc: func() time.Time { return now }, BatchSize: 100})
+		s.ArmPrune(now.Add(time.Hour))
+		var es []*Entry
+		for i := range 1000 {
+			e := NewEntry(fmt.Sprintf("t%04d", i), vigil.KindTimer, 0, time.Time{}, true)
+			e.SetDue(now)
+			es = append(es, e)
+		}
+		s.AddMany(es)
+		jobs := s.popDueLocked(now, 1<<30)
+		if whilePruning {
+			s.slots[s.pruneSlot].flags |= flagInflight
+			s.heapRemove(int(s.slots[s.pruneSlot].pos))
+		}
+		for _, j := range jobs {
+			for _, e := range j.entries {
+				s.Drop(e)
+			}
+		}
+		if whilePruning {
+			// The running prune's slot is its own until it ends.
+			if len(s.slots) != 1001 {
+				t.Fatalf("a running prune's slot moved: %d slots", len(s.slots))
+			}
+			s.runPrune(context.Background(), nextPrune{now.Add(time.Hour)}, s.pruneSlot, now)
+		}
+		if s.Len() != 0 || len(s.slots) != 1 || len(s.free) != 0 || len(s.h) != 1 || len(s.ids.buckets) != 0 || len(s.arena) != len("\x00prune") {
+			t.Fatalf("after the storm (prune running %v): %d held, %d slots, %d free, %d on the heap, %d arena bytes, %d buckets",
+				whilePruning, s.Len(), len(s.slots), len(s.free), len(s.h), len(s.arena), len(s.ids.buckets))
+		}
+		if next, ok := s.NextDue(); !ok || !next.Equal(now.Add(time.Hour)) {
+			t.Fatalf("the retention entry is next due %v %v, want in an hour", next, ok)
+		}
+		// And works on: armed sooner, run, and a new watch beside it.
+		s.ArmPrune(now.Add(time.Minute))
+		e := NewEntry("w", vigil.KindHTTP, time.Minute, time.Time{}, false)
+		e.SetDue(now.Add(2 * time.Minute))
+		s.Add(e)
+		if next, _ := s.NextDue(); !next.Equal(now.Add(time.Minute)) {
+			t.Fatalf("armed sooner, the retention entry is next due %v", next)
+		}
+		jobs = s.popDueLocked(now.Add(time.Minute), 10)
+		if len(jobs) != 1 || jobs[0].entries[0].class&classPrune == 0 {
+			t.Fatalf("due at a minute: %d jobs, want the retention entry", len(jobs))
+		}
+		s.runPrune(context.Background(), nextPrune{}, jobs[0].entries[0].slot, now.Add(time.Minute))
+		if _, _, ok := s.Info("w"); !ok || s.Len() != 1 {
+			t.Fatal("the watch added beside the retention entry is lost")
+		}
+	}
+}
+
+type nextPrune struct{ next time.Time }
+
+func (nextPrune) Probe(context.Context, *Entry, time.Time, func(string) bool) {}
+func (nextPrune) Instant(context.Context, []*Entry, time.Time)                {}
+func (p nextPrune) Prune(context.Context, time.Time) time.Time                { return p.next }
+
 // TestRemoveIf: a replica that loses shards forgets exactly their watches,
 // and the prune entry stays.
 func TestRemoveIf(t *testing.T) {

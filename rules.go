@@ -241,8 +241,10 @@ func ResolveDeadline(kind Kind, spec KindSpec, asked string, start, now time.Tim
 
 // parseDeadline reads a duration from now or an RFC 3339 instant.
 func parseDeadline(s string, now time.Time) (time.Time, error) {
+	// Kept to the millisecond, rounded up: cut down, a deadline came
+	// before the one asked, and an answer in between was refused as late.
 	if t, err := ParseTime(s); err == nil {
-		return t.Truncate(time.Millisecond), nil
+		return ceilMilli(t), nil
 	}
 	d, err := ParseDuration(s)
 	if err != nil {
@@ -251,7 +253,15 @@ func parseDeadline(s string, now time.Time) (time.Time, error) {
 	if d <= 0 {
 		return time.Time{}, FieldErrorf(CodeDeadlineOutOfRange, "deadline", "deadline must be in the future")
 	}
-	return now.Add(d), nil
+	return ceilMilli(now.Add(d)), nil
+}
+
+// ceilMilli returns the first whole millisecond at or after t.
+func ceilMilli(t time.Time) time.Time {
+	if c := t.Truncate(time.Millisecond); c.Before(t) {
+		return c.Add(time.Millisecond)
+	}
+	return t
 }
 
 // ResolveStableFor returns how long a watch's satisfied answers must hold

@@ -105,7 +105,10 @@ func TestResolveDeadline(t *testing.T) {
 		{"none for standing", standing, "", time.Time{}, time.Time{}, refusal{}},
 		{"standing refuses one", standing, "1h", time.Time{}, time.Time{}, refusal{vigil.CodeInvalidRequest, "deadline"}},
 		{"a duration", probed, "2h", time.Time{}, t0.Add(2 * time.Hour), refusal{}},
-		{"an instant, to the millisecond", probed, "2026-11-30T13:00:00.123456Z", time.Time{}, t0.Add(time.Hour + 123*time.Millisecond), refusal{}},
+		// Rounded up to the millisecond: a deadline never comes before the one asked.
+		{"an instant, to the millisecond", probed, "2026-11-30T13:00:00.123456Z", time.Time{}, t0.Add(time.Hour + 124*time.Millisecond), refusal{}},
+		{"a whole millisecond stays", probed, "2026-11-30T13:00:00.123Z", time.Time{}, t0.Add(time.Hour + 123*time.Millisecond), refusal{}},
+		{"a duration, to the millisecond", probed, "1500us", time.Time{}, t0.Add(2 * time.Millisecond), refusal{}},
 		{"unreadable", probed, "later", time.Time{}, time.Time{}, refusal{vigil.CodeInvalidRequest, "deadline"}},
 		{"a negative duration", probed, "-1h", time.Time{}, time.Time{}, refusal{vigil.CodeInvalidRequest, "deadline"}},
 		{"zero", probed, "0s", time.Time{}, time.Time{}, refusal{vigil.CodeDeadlineOutOfRange, "deadline"}},

@@ -540,20 +540,21 @@ func (s *Scheduler) Run(ctx context.Context, p Prober) error {
 			}
 		})
 	}
-	defer func() {
-		close(jobs)
-		wg.Wait()
-		s.unpark()
-	}()
-
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
 	// ready holds popped jobs not yet taken by a worker. It is topped up to
 	// a few jobs per worker, not filled with everything due: a storm of a
 	// million due watches starts settling at once instead of after they
 	// have all been popped, and the heap keeps what cannot run yet.
 	var ready []job
+	defer func() {
+		close(jobs)
+		wg.Wait()
+		s.unpark()
+		s.unready(ready)
+	}()
+
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	maxReady := 2 * s.cfg.Workers
 	for {
 		now := s.now()
@@ -720,6 +721,34 @@ func (s *Scheduler) unpark() {
 		delete(s.parked, r)
 	}
 	clear(s.busy)
+}
+
+// unready puts the jobs Run popped and handed no worker before it
+// stopped back on the heap, due as they were (the retention entry as
+// asked meanwhile, if sooner), as unpark does the parked ones: left in
+// flight, they were never due again.
+func (s *Scheduler) unready(jobs []job) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, j := range jobs {
+		for _, e := range j.entries {
+			k := e.slot
+			if e.class&classPrune != 0 {
+				x := &s.slots[k]
+				x.flags &^= flagInflight
+				if later := s.pruneLater; later != 0 {
+					s.pruneLater = 0
+					x.due = min(x.due, later)
+				}
+				s.heapPush(k)
+				continue
+			}
+			if s.handBack(e) {
+				s.slots[k].flags &^= flagPoked
+				s.heapPush(k)
+			}
+		}
+	}
 }
 
 // Reschedule hands an entry in flight back, due at next with its new

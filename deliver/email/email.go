@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"mime/quotedprintable"
 	"net"
 	"net/smtp"
@@ -118,7 +119,9 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 	}
 	if c.cfg.Username != "" {
 		if err := cl.Auth(smtp.PlainAuth("", c.cfg.Username, c.cfg.Password, c.cfg.Host)); err != nil {
-			return false, smtpError("AUTH", err)
+			// A 4xx or a connection lost is tried again; a 5xx, or net/smtp
+			// refusing to send the password over plaintext, is final.
+			return retryable(err) && (isAnswer(err) || isNetwork(err)), smtpError("AUTH", err)
 		}
 	}
 	if err := cl.Mail(c.cfg.From); err != nil {
@@ -152,6 +155,19 @@ func retryable(err error) bool {
 		return te.Code < 500
 	}
 	return true
+}
+
+// isAnswer reports whether err is an SMTP server's answer.
+func isAnswer(err error) bool {
+	var te *textproto.Error
+	return errors.As(err, &te)
+}
+
+// isNetwork reports whether err is the connection failing (a network
+// error, a deadline, the server hanging up), not a refusal of the client's.
+func isNetwork(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 func smtpError(step string, err error) error {

@@ -85,13 +85,19 @@ func startSMTP(t *testing.T, tc *tls.Config) (*mailbox, int) {
 	srv.Domain = "localhost"
 	srv.TLSConfig = tc
 	srv.ReadTimeout, srv.WriteTimeout = 10*time.Second, 10*time.Second
+	return mb, serve(t, srv)
+}
+
+// serve runs srv on 127.0.0.1:0 until the test ends, and returns its port.
+func serve(t *testing.T, srv *smtp.Server) int {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
-	return mb, ln.Addr().(*net.TCPAddr).Port
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func settled(t *testing.T, st vigil.Store, id string, state vigil.State, sentence string) (*vigil.Watch, *vigil.Message) {

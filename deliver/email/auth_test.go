@@ -1,0 +1,74 @@
+package email_test
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/deliver/email"
+	"github.com/vigil-run/vigil/store/memstore"
+)
+
+// sendTo makes one attempt of a fired watch's mail through the server on
+// port, with cfg's other settings.
+func sendTo(t *testing.T, port int, cfg email.Config) (bool, error) {
+	t.Helper()
+	st := memstore.New()
+	w, m := settled(t, st, "w1", vigil.StateFired, "db:5432 accepts connections.")
+	p, _ := json.Marshal(deliver.NewPayload(w, m.ID))
+	o, _ := deliver.ParseOptions(w.Deliver)
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	cfg.Port = port
+	return email.New(cfg).Send(t.Context(), &deliver.Delivery{Watch: w, MessageID: m.ID, Options: o, Payload: p, Attempt: 1, Now: time.Now()})
+}
+
+// TestAuthAnswerClassified: what the SMTP server answers to AUTH is judged
+// as its other answers are: a 4xx (454 Temporary authentication failure)
+// or a connection lost is tried again on the ladder, a 5xx (535) is
+// undeliverable. Both of the first were undeliverable at once: a mail lost
+// to a server's passing trouble.
+func TestAuthAnswerClassified(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		answer string
+		retry  bool
+		detail string
+	}{
+		{"454 4.7.0 Temporary authentication failure", true, "SMTP AUTH: 454 "},
+		{"", true, "SMTP AUTH failed"}, // the connection dropped
+		{"535 5.7.8 Authentication credentials invalid", false, "SMTP AUTH: 535 "},
+	} {
+		s := &script{answers: map[string]string{"AUTH": tc.answer}}
+		port := s.start(t)
+		// 127.0.0.1 is a local host: net/smtp sends PLAIN to it without TLS.
+		retry, err := sendTo(t, port, email.Config{Username: "vigil", Password: "pw-s3cret"})
+		if err == nil || retry != tc.retry || !strings.HasPrefix(err.Error(), tc.detail) || strings.Contains(err.Error(), "pw-s3cret") {
+			t.Errorf("AUTH answered %q: Send = %v, %v; want retry %v and an error starting %q, with no password", tc.answer, retry, err, tc.retry, tc.detail)
+		}
+		if n := len(s.sent()); n != 0 {
+			t.Errorf("AUTH answered %q: the server got %d mails, want none", tc.answer, n)
+		}
+	}
+}
+
+// TestAuthNeverInPlaintext: without STARTTLS, the password is not sent to
+// a server that is not this host's, and the attempt is undeliverable
+// (trying again would not change it).
+func TestAuthNeverInPlaintext(t *testing.T) {
+	t.Parallel()
+	s := &script{addr: "127.0.0.2"}
+	port := s.start(t)
+	retry, err := sendTo(t, port, email.Config{Host: "127.0.0.2", Username: "vigil", Password: "pw-s3cret"})
+	if err == nil || retry || strings.Contains(err.Error(), "pw-s3cret") {
+		t.Errorf("Send = %v, %v; want an undeliverable refusal, with no password", retry, err)
+	}
+	if slices.Contains(s.saw(), "AUTH") {
+		t.Errorf("the server was sent %v: AUTH over plaintext", s.saw())
+	}
+}

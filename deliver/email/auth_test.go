@@ -72,3 +72,36 @@ func TestAuthNeverInPlaintext(t *testing.T) {
 		t.Errorf("the server was sent %v: AUTH over plaintext", s.saw())
 	}
 }
+
+// TestEndOfDataAnswer: the answer to the end of the message text decides
+// whether the mail landed. A 4xx is tried again and a 5xx is
+// undeliverable; any other 2xx than the 250 net/smtp expects is a mail
+// taken, and a 1xx or 3xx, or no answer at all, is unknown: neither may be
+// sent again, since the server may hold the first copy. Only a 4xx or 5xx
+// says that it does not, and an unexpected 2xx was sent again.
+func TestEndOfDataAnswer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		answer  string
+		retry   bool
+		ok      bool
+		unknown bool
+	}{
+		{"451 4.3.0 Try again later", true, false, false},
+		{"554 5.6.0 Message rejected", false, false, false},
+		{"251 2.0.0 Queued", false, true, false},
+		{"354 More?", false, false, true},
+		{"", false, false, true}, // the connection dropped
+	} {
+		s := &script{answers: map[string]string{".": tc.answer}}
+		port := s.start(t)
+		retry, err := sendTo(t, port, email.Config{})
+		if retry != tc.retry || (err == nil) != tc.ok || deliver.IsUnknown(err) != tc.unknown {
+			t.Errorf("the end of data answered %q: Send = %v, %v (unknown %v); want retry %v, delivered %v, unknown %v",
+				tc.answer, retry, err, deliver.IsUnknown(err), tc.retry, tc.ok, tc.unknown)
+		}
+		if n := len(s.sent()); n != 1 {
+			t.Errorf("the end of data answered %q: the server got %d mails, want 1", tc.answer, n)
+		}
+	}
+}

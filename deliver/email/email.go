@@ -138,11 +138,17 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 		return false, deliver.Unknown(smtpError("message text", err))
 	}
 	if err := wc.Close(); err != nil {
+		// The message text was handed over: only a 4xx or a 5xx says the
+		// server does not hold it. Another 2xx than the 250 net/smtp
+		// expects took it; anything else may have, and is not sent again.
 		var te *textproto.Error
-		if errors.As(err, &te) {
+		switch {
+		case errors.As(err, &te) && te.Code >= 200 && te.Code < 300:
+		case errors.As(err, &te) && te.Code >= 400 && te.Code < 600:
 			return retryable(err), smtpError("end of message", err)
+		default:
+			return false, deliver.Unknown(smtpError("end of message", err))
 		}
-		return false, deliver.Unknown(smtpError("end of message", err))
 	}
 	_ = cl.Quit()
 	return false, nil

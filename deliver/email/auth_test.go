@@ -2,6 +2,9 @@ package email_test
 
 import (
 	"encoding/json"
+	"io"
+	"mime/quotedprintable"
+	"net/mail"
 	"slices"
 	"strings"
 	"testing"
@@ -103,5 +106,54 @@ func TestEndOfDataAnswer(t *testing.T) {
 		if n := len(s.sent()); n != 1 {
 			t.Errorf("the end of data answered %q: the server got %d mails, want 1", tc.answer, n)
 		}
+	}
+}
+
+// TestSevenBitServer: a server that does not announce 8BITMIME (RFC 6152)
+// is sent 7-bit text only: a body that is not ASCII (a sentence quoting a
+// title with a dash) goes quoted-printable, and reads back the same. It
+// went as raw 8-bit text, which such a server may refuse or mangle.
+func TestSevenBitServer(t *testing.T) {
+	t.Parallel()
+	s := &script{answers: map[string]string{"EHLO": "250-localhost\r\n250 SIZE 10240000"}}
+	port := s.start(t)
+	st := memstore.New()
+	const sentence = "db:5432 accepts connections — “ready” at last."
+	w, m := settled(t, st, "w1", vigil.StateFired, sentence)
+	o, _ := deliver.ParseOptions(w.Deliver)
+	ch := email.New(email.Config{Host: "127.0.0.1", Port: port})
+	if retry, err := ch.Send(t.Context(), &deliver.Delivery{Watch: w, MessageID: m.ID, Options: o, Attempt: 1, Now: time.Now()}); err != nil {
+		t.Fatalf("Send = %v, %v", retry, err)
+	}
+	sent := s.sent()
+	if len(sent) != 1 {
+		t.Fatalf("the server got %d mails, want 1", len(sent))
+	}
+	for i := 0; i < len(sent[0]); i++ {
+		if sent[0][i] >= 0x80 {
+			t.Fatalf("byte %d of the mail is %#x: 8-bit text to a server without 8BITMIME:\n%s", i, sent[0][i], sent[0])
+		}
+	}
+	parsed, err := mail.ReadMessage(strings.NewReader(sent[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cte := parsed.Header.Get("Content-Transfer-Encoding"); cte != "quoted-printable" {
+		t.Errorf("Content-Transfer-Encoding = %q, want quoted-printable", cte)
+	}
+	body, _ := io.ReadAll(quotedprintable.NewReader(parsed.Body))
+	if !strings.Contains(string(body), sentence) {
+		t.Errorf("body = %q, want the sentence", body)
+	}
+
+	// A server that announces it is sent the text as it is.
+	s = &script{}
+	port = s.start(t)
+	ch = email.New(email.Config{Host: "127.0.0.1", Port: port})
+	if retry, err := ch.Send(t.Context(), &deliver.Delivery{Watch: w, MessageID: m.ID, Options: o, Attempt: 1, Now: time.Now()}); err != nil {
+		t.Fatalf("Send = %v, %v", retry, err)
+	}
+	if sent := s.sent(); len(sent) != 1 || !strings.Contains(sent[0], "Content-Transfer-Encoding: 8bit") || !strings.Contains(sent[0], sentence) {
+		t.Errorf("the server announcing 8BITMIME got %q, want the 8-bit text", sent)
 	}
 }

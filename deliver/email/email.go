@@ -117,6 +117,9 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 			return true, smtpError("STARTTLS", err)
 		}
 	}
+	// A server that does not take 8-bit text (RFC 6152) is sent the body
+	// quoted-printable.
+	eight, _ := cl.Extension("8BITMIME")
 	if c.cfg.Username != "" {
 		if err := cl.Auth(smtp.PlainAuth("", c.cfg.Username, c.cfg.Password, c.cfg.Host)); err != nil {
 			// A 4xx or a connection lost is tried again; a 5xx, or net/smtp
@@ -134,7 +137,7 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 	if err != nil {
 		return retryable(err), smtpError("DATA", err)
 	}
-	if _, err := wc.Write(Message(c.cfg.From, o.To, c.cfg.Links.URL(d.Watch.ID), d)); err != nil {
+	if _, err := wc.Write(message(c.cfg.From, o.To, c.cfg.Links.URL(d.Watch.ID), d, !eight)); err != nil {
 		return false, deliver.Unknown(smtpError("message text", err))
 	}
 	if err := wc.Close(); err != nil {
@@ -196,8 +199,15 @@ func smtpError(step string, err error) error {
 // every other control character but tab is dropped. The subject is folded
 // into lines of at most 78 characters, as RFC 2047 encoded-words when it
 // is not plain ASCII or holds a word too long to fold; a body with a line
-// longer than SMTP's 998 octets is sent quoted-printable.
+// longer than SMTP's 998 octets is sent quoted-printable (and so is a
+// body that is not ASCII, to a server that does not take 8-bit text).
 func Message(from, to, unsubscribe string, d *deliver.Delivery) []byte {
+	return message(from, to, unsubscribe, d, false)
+}
+
+// message is Message, its body quoted-printable when it is not ASCII and
+// sevenBit says the server takes 7-bit text only (no 8BITMIME).
+func message(from, to, unsubscribe string, d *deliver.Delivery, sevenBit bool) []byte {
 	w := d.Watch
 	subject := ""
 	var obs *vigil.Observation
@@ -228,7 +238,7 @@ func Message(from, to, unsubscribe string, d *deliver.Delivery) []byte {
 	}
 	text := clean(body.String())
 	encoding := "8bit"
-	if longestLine(text) > maxLine {
+	if longestLine(text) > maxLine || sevenBit && !ascii(text) {
 		encoding = "quoted-printable"
 	}
 
@@ -297,6 +307,15 @@ func clean(s string) string {
 		}
 	}
 	return b.String()
+}
+
+func ascii(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 func longestLine(s string) int {

@@ -157,3 +157,33 @@ func TestSevenBitServer(t *testing.T) {
 		t.Errorf("the server announcing 8BITMIME got %q, want the 8-bit text", sent)
 	}
 }
+
+// TestOpeningAnswersClassified: a 5xx is undeliverable wherever it comes,
+// as docs/delivery.md says: the greeting (554 No SMTP service here), the
+// answer to EHLO and HELO, to STARTTLS; a 4xx there is tried again. The
+// 5xx were tried again on the whole ladder.
+func TestOpeningAnswersClassified(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		answers map[string]string
+		tls     bool
+		retry   bool
+	}{
+		{map[string]string{"greeting": "554 5.3.2 No SMTP service here"}, false, false},
+		{map[string]string{"greeting": "421 4.3.2 Try again later"}, false, true},
+		{map[string]string{"EHLO": "550 5.7.1 Go away", "HELO": "550 5.7.1 Go away"}, false, false},
+		{map[string]string{"EHLO": "421 4.3.2 Busy", "HELO": "421 4.3.2 Busy"}, false, true},
+		{map[string]string{"EHLO": "250-localhost\r\n250 STARTTLS", "STARTTLS": "502 5.5.1 Not implemented"}, true, false},
+		{map[string]string{"EHLO": "250-localhost\r\n250 STARTTLS", "STARTTLS": "454 4.7.0 TLS not available"}, true, true},
+	} {
+		s := &script{answers: tc.answers}
+		port := s.start(t)
+		retry, err := sendTo(t, port, email.Config{StartTLS: tc.tls})
+		if err == nil || retry != tc.retry {
+			t.Errorf("the server answered %q: Send = %v, %v; want retry %v", tc.answers, retry, err, tc.retry)
+		}
+		if n := len(s.sent()); n != 0 {
+			t.Errorf("the server answered %q: it got %d mails, want none", tc.answers, n)
+		}
+	}
+}

@@ -99,11 +99,11 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 	defer stop()
 	cl, err := smtp.NewClient(conn, c.cfg.Host)
 	if err != nil {
-		return true, smtpError("greeting", err)
+		return retryable(err), smtpError("greeting", err)
 	}
 	defer cl.Close()
 	if err := cl.Hello("localhost"); err != nil {
-		return true, smtpError("HELO", err)
+		return retryable(err), smtpError("HELO", err)
 	}
 	if c.cfg.StartTLS {
 		if ok, _ := cl.Extension("STARTTLS"); !ok {
@@ -114,7 +114,7 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 			tc = &tls.Config{ServerName: c.cfg.Host, MinVersion: tls.VersionTLS12}
 		}
 		if err := cl.StartTLS(tc); err != nil {
-			return true, smtpError("STARTTLS", err)
+			return retryable(err), smtpError("STARTTLS", err)
 		}
 	}
 	// A server that does not take 8-bit text (RFC 6152) is sent the body

@@ -10,7 +10,8 @@ import (
 
 // script is a small SMTP server on 127.0.0.1 that answers each command
 // as its answers say (by the command's verb: "EHLO", "AUTH", "MAIL",
-// "RCPT", "DATA", and "." for the end of the message text), else as a
+// "RCPT", "DATA", and "." for the end of the message text; "greeting"
+// is its first line, after which it hangs up unless it is a 220), else as a
 // server that takes the mail does. An answer "" drops the connection
 // instead. It records the message text it was sent and the verbs.
 type script struct {
@@ -23,16 +24,17 @@ type script struct {
 }
 
 var scriptDefaults = map[string]string{
-	"EHLO": "250-localhost\r\n250-8BITMIME\r\n250 AUTH PLAIN",
-	"HELO": "250 localhost",
-	"AUTH": "235 2.7.0 Authentication successful",
-	"MAIL": "250 2.0.0 OK",
-	"RCPT": "250 2.0.0 OK",
-	"DATA": "354 Go ahead",
-	".":    "250 2.0.0 OK: queued",
-	"QUIT": "221 2.0.0 Bye",
-	"RSET": "250 2.0.0 OK",
-	"NOOP": "250 2.0.0 OK",
+	"greeting": "220 localhost ESMTP script",
+	"EHLO":     "250-localhost\r\n250-8BITMIME\r\n250 AUTH PLAIN",
+	"HELO":     "250 localhost",
+	"AUTH":     "235 2.7.0 Authentication successful",
+	"MAIL":     "250 2.0.0 OK",
+	"RCPT":     "250 2.0.0 OK",
+	"DATA":     "354 Go ahead",
+	".":        "250 2.0.0 OK: queued",
+	"QUIT":     "221 2.0.0 Bye",
+	"RSET":     "250 2.0.0 OK",
+	"NOOP":     "250 2.0.0 OK",
 }
 
 // start serves s until the test ends, one connection at a time, and
@@ -81,7 +83,7 @@ func (s *script) serve(c net.Conn) {
 		_, err := c.Write([]byte(a + "\r\n"))
 		return err == nil
 	}
-	if !say("220 localhost ESMTP script") {
+	if g, ok := s.answer("greeting"); !ok || !say(g) || !strings.HasPrefix(g, "220") {
 		return
 	}
 	for {

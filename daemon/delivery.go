@@ -80,7 +80,10 @@ func (c DeliveryConfig) Validate() error {
 		return fmt.Errorf("smtp.port %d: must be from 1 to 65535", s.Port)
 	}
 	if s.From != "" {
-		if a, err := mail.ParseAddress(s.From); err != nil || a.Name != "" {
+		// Exactly the address: it goes as written into MAIL FROM:<…> and
+		// the From header ("<v@x>" or "\"v\"@x" parse, but are refused
+		// there).
+		if a, err := mail.ParseAddress(s.From); err != nil || a.Name != "" || a.Address != s.From {
 			return fmt.Errorf("smtp.from %q: must be one plain email address", s.From)
 		}
 	}

@@ -38,6 +38,11 @@ func TestDeliverySettings(t *testing.T) {
 		{"VIGIL_WEBHOOKS", "agent-7=ftp://x", "webhooks"},
 		{"VIGIL_SMTP_PORT", "70000", "smtp.port"},
 		{"VIGIL_SMTP_FROM", "Vigil <v@example.com>", "smtp.from"},
+		// Each parses as v@example.com, and went as it was written into
+		// MAIL FROM:<…> and the From header, every mail refused.
+		{"VIGIL_SMTP_FROM", "<v@example.com>", "smtp.from"},
+		{"VIGIL_SMTP_FROM", `"v"@example.com`, "smtp.from"},
+		{"VIGIL_SMTP_FROM", "v@example.com (vigil)", "smtp.from"},
 		{"VIGIL_PUBLIC_URL", "vigil.example.com", "public_url"},
 		{"VIGIL_PUBLIC_URL", "https://u:p@vigil.example.com", "public_url"},
 	} {

@@ -187,3 +187,36 @@ func TestOpeningAnswersClassified(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultSenderOfAnAddress: with no smtp.from, the sender is vigil at
+// the SMTP host; when the host is an IP address it is the address literal
+// RFC 5321 spells (vigil@[127.0.0.1], vigil@[IPv6:::1]). It was
+// "vigil@::1", no address at all, and "vigil@127.0.0.1", a domain named
+// 127.0.0.1 that does not exist.
+func TestDefaultSenderOfAnAddress(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ host, want string }{
+		{"127.0.0.1", "vigil@[127.0.0.1]"},
+		{"::1", "vigil@[IPv6:::1]"},
+		{"localhost", "vigil@localhost"},
+	} {
+		s := &script{addr: tc.host}
+		if tc.host == "localhost" {
+			s.addr = "127.0.0.1"
+		}
+		port := s.start(t)
+		if retry, err := sendTo(t, port, email.Config{Host: tc.host}); err != nil {
+			t.Fatalf("host %s: Send = %v, %v", tc.host, retry, err)
+		}
+		if got := s.said("MAIL FROM:"); len(got) != 1 || !strings.HasPrefix(got[0], "MAIL FROM:<"+tc.want+">") {
+			t.Errorf("host %s: MAIL = %q, want MAIL FROM:<%s>", tc.host, got, tc.want)
+		}
+		parsed, err := mail.ReadMessage(strings.NewReader(s.sent()[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if from := parsed.Header.Get("From"); from != tc.want {
+			t.Errorf("host %s: From = %q, want %s", tc.host, from, tc.want)
+		}
+	}
+}

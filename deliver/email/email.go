@@ -20,6 +20,7 @@ import (
 	"io"
 	"mime/quotedprintable"
 	"net"
+	"net/netip"
 	"net/smtp"
 	"net/textproto"
 	"strconv"
@@ -41,7 +42,8 @@ type Config struct {
 	Port     int
 	Username string
 	Password string
-	// From is the sender address (default vigil@<host>).
+	// From is the sender address (default vigil@<host>, vigil@[<host>]
+	// when it is an IP address).
 	From string
 	// StartTLS requires upgrading the connection with STARTTLS.
 	StartTLS bool
@@ -67,12 +69,26 @@ func New(cfg Config) *Channel {
 		cfg.Port = 587
 	}
 	if cfg.From == "" {
-		cfg.From = "vigil@" + cfg.Host
+		cfg.From = "vigil@" + domainOf(cfg.Host)
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
 	return &Channel{cfg: cfg}
+}
+
+// domainOf returns the domain of an address at host: host, or when it is
+// an IP address the address literal RFC 5321 (4.1.3) spells,
+// [192.0.2.1] or [IPv6:2001:db8::1].
+func domainOf(host string) string {
+	ip, err := netip.ParseAddr(host)
+	switch {
+	case err != nil:
+		return host
+	case ip.Is4() || ip.Is4In6():
+		return "[" + ip.Unmap().String() + "]"
+	}
+	return "[IPv6:" + ip.WithZone("").String() + "]"
 }
 
 // Send implements deliver.Channel: one message through the SMTP server.

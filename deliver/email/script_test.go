@@ -20,6 +20,7 @@ type script struct {
 	answers map[string]string
 	mu      sync.Mutex
 	verbs   []string
+	lines   []string // the commands, as sent
 	data    []string
 }
 
@@ -91,7 +92,11 @@ func (s *script) serve(c net.Conn) {
 		if err != nil {
 			return
 		}
-		verb, _, _ := strings.Cut(strings.TrimRight(line, "\r\n"), " ")
+		line = strings.TrimRight(line, "\r\n")
+		s.mu.Lock()
+		s.lines = append(s.lines, line)
+		s.mu.Unlock()
+		verb, _, _ := strings.Cut(line, " ")
 		verb = strings.ToUpper(verb)
 		a, ok := s.answer(verb)
 		if !ok || !say(a) {
@@ -128,6 +133,20 @@ func (s *script) saw() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.verbs...)
+}
+
+// said returns the command lines the server was sent, those that start
+// with prefix.
+func (s *script) said(prefix string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, l := range s.lines {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // sent returns the message texts the server was sent.

@@ -8,7 +8,8 @@
 // minimal environment, bounded output and a timeout that terminates the
 // whole group. Its exit status is the receipt: 0 is delivered; any other
 // exit, a timeout or a signal is undeliverable. A command is never
-// retried: it may have done part of its work.
+// retried once started: it may have done part of its work. One the daemon
+// did not start because it was stopping runs at the next start.
 package command
 
 import (
@@ -47,7 +48,7 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 	if o == nil {
 		return false, errors.New("no command in the delivery options runs for a " + string(d.Watch.State) + " outcome")
 	}
-	return false, run(ctx, c.cfg.Runner, "command", o.Program, d, d.Payload, o.CommandTimeout())
+	return run(ctx, c.cfg.Runner, "command", o.Program, d, d.Payload, o.CommandTimeout())
 }
 
 // Resume is the resume deliver.Channel: one run of the agent harness's
@@ -157,12 +158,25 @@ func (c *Resume) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 		}
 		defer release()
 	}
-	return false, run(ctx, c.cfg.Runner, "resume command", prog, d, nil, o.ResumeTimeout())
+	return run(ctx, c.cfg.Runner, "resume command", prog, d, nil, o.ResumeTimeout())
 }
 
 // run runs p once for d with the VIGIL_ variables added to its
-// environment, and says what its exit means: nil for status 0.
-func run(ctx context.Context, r runner.Runner, what string, p runner.Program, d *deliver.Delivery, stdin []byte, timeout time.Duration) error {
+// environment, and says what its exit means: nil for status 0, never a
+// retry once it started. One whose turn comes once the daemon is stopping
+// (d.Stopping), or whose context has ended, starts nothing and may be
+// tried again (the next start runs it): the grace is for the runs in
+// flight, and would cut one it started, which may have done its work and
+// is never run again.
+func run(ctx context.Context, r runner.Runner, what string, p runner.Program, d *deliver.Delivery, stdin []byte, timeout time.Duration) (bool, error) {
+	select {
+	case <-d.Stopping:
+		return true, deliver.ErrStopping
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return true, fmt.Errorf("the %s was not started: %w", what, err)
+	}
 	p.Env = maps.Clone(p.Env)
 	if p.Env == nil {
 		p.Env = map[string]string{}
@@ -173,19 +187,23 @@ func run(ctx context.Context, r runner.Runner, what string, p runner.Program, d 
 	p.Env["VIGIL_CHAIN_DEPTH"] = strconv.Itoa(d.Watch.ChainDepth + 1)
 	out, err := r.Run(ctx, p, stdin, timeout)
 	if err != nil {
-		return fmt.Errorf("the %s could not be run: %v", what, err)
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+			// Its context ended as it was started: it never ran.
+			return true, fmt.Errorf("the %s was not started: %w", what, cerr)
+		}
+		return false, fmt.Errorf("the %s could not be run: %v", what, err)
 	}
 	if out.Ended != "" {
-		return errors.New("the " + what + " " + out.Ended)
+		return false, errors.New("the " + what + " " + out.Ended)
 	}
 	if out.ExitCode != 0 {
 		msg := fmt.Sprintf("exit status %d", out.ExitCode)
 		if s := lastLine(out.Stderr); s != "" {
 			msg += ": " + s
 		}
-		return errors.New(msg)
+		return false, errors.New(msg)
 	}
-	return nil
+	return false, nil
 }
 
 func lastLine(s string) string {

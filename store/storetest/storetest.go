@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"CapsFreedBySettleCancelClose", testCapsFreed},
 		{"CapsFreedByOneBatch", testCapsFreedByOneBatch},
 		{"CapsConcurrentBatches", testCapsConcurrentBatches},
+		{"CreateRaceSingleBatch", testCreateRaceSingleBatch},
 		{"SettleCAS", testSettleCAS},
 		{"SettleRollsBack", testSettleRollsBack},
 		{"CancelRollsBack", testCancelRollsBack},

@@ -24,7 +24,10 @@ func (e *Engine) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) 
 	ps := make([]vigil.WatchCreateParams, 0, len(rs))
 	at := make([]int, 0, len(rs))         // ps[j] answers item at[j]
 	secrets := make([]string, 0, len(rs)) // a token watch's secret, by j
-	keys := map[[2]string]int{}           // (recipient, key) -> first item
+	// The (recipient, key) pairs of the items before. A refusal names
+	// no position: the caller's items are not rs (the HTTP route and the
+	// MCP tool pass on only those that decoded), so rs's would be wrong.
+	keys := map[[2]string]bool{}
 	for i, r := range rs {
 		if r.Observe {
 			out[i] = refused(vigil.FieldErrorf(vigil.CodeInvalidRequest, "observe", "a batch does not wait for first observations; register this watch alone to observe it"))
@@ -42,12 +45,12 @@ func (e *Engine) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) 
 		}
 		if r.IdempotencyKey != "" {
 			k := [2]string{r.Recipient, r.IdempotencyKey}
-			if first, dup := keys[k]; dup {
+			if keys[k] {
 				out[i] = refused(vigil.FieldErrorf(vigil.CodeIdempotencyConflict, "idempotency_key",
-					"item %d of this batch already uses idempotency key %q for recipient %s; give each item its own key", first, clipName(r.IdempotencyKey), r.Recipient))
+					"an earlier item of this batch already uses idempotency key %q for recipient %s; give each item its own key", clipName(r.IdempotencyKey), r.Recipient))
 				continue
 			}
-			keys[k] = i
+			keys[k] = true
 			p.IdempotencyKey = r.IdempotencyKey
 			p.RequestHash = requestHash(r)
 			p.IdempotencySince = now.Add(-e.limits.IdempotencyTTL)

@@ -81,8 +81,9 @@ func (e *Engine) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) 
 			armPrune = true
 		}
 		if got.Existing || got.Replayed {
-			if got.Existing && !got.Replayed {
-				if rs[i].Deadline != "" && !asked.Deadline.Equal(got.Deadline) {
+			if got.Existing {
+				// As Register says them: the options on a replay too.
+				if rs[i].Deadline != "" && !got.Replayed && !asked.Deadline.Equal(got.Deadline) {
 					got.AskedDeadline = asked.Deadline
 				}
 				got.AskedDeliver = askedDeliver(asked.Deliver, got.Deliver)

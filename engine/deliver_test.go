@@ -158,3 +158,52 @@ func TestDedupHitSaysDeliverNotRegistered(t *testing.T) {
 		t.Errorf("batch item asking for the watch's own resume = %+v, want existing without asked_deliver", res[1])
 	}
 }
+
+// TestDedupHitReplaySaysDeliverNotRegistered: a retry of a registration
+// that matched a pending watch (the same idempotency key and request),
+// single or in a batch, says again that the delivery options it asked for
+// were not registered: the retry is that of a caller that lost the first
+// answer, and without asked_deliver it would end its session believing
+// its own wake registered.
+func TestDedupHitReplaySaysDeliverNotRegistered(t *testing.T) {
+	t.Parallel()
+	e, _, _ := deliverEngine(t, deliver.Policy{AllowExec: true}, nil)
+	ctx := context.Background()
+	req := func(d, key string) vigil.RegisterRequest {
+		r := vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "a", Predicate: obj(`{"in":"1h"}`), IdempotencyKey: key}
+		if d != "" {
+			r.Deliver = json.RawMessage(d)
+		}
+		return r
+	}
+	first, err := e.Register(ctx, req(`{"resume":{"harness":"claude","session":"session-1"}}`, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := req(`{"resume":{"harness":"claude","session":"session-2"}}`, "k2")
+	for i := range 2 {
+		w, err := e.Register(ctx, other)
+		if err != nil || !w.Existing || w.ID != first.ID || w.Replayed != (i == 1) || !strings.Contains(string(w.AskedDeliver), `"session":"session-2"`) {
+			t.Errorf("registration %d of session-2's wake = %+v, %v; want existing %s (replayed the second time) with asked_deliver", i+1, w, err, first.ID)
+		}
+	}
+	batched := req(`{"resume":{"harness":"codex","session":"thread-9"}}`, "k9")
+	for i := range 2 {
+		res, err := e.RegisterBatch(ctx, []vigil.RegisterRequest{batched})
+		if err != nil || len(res) != 1 {
+			t.Fatalf("RegisterBatch = %v, %v", res, err)
+		}
+		if w := res[0].Watch; w == nil || !w.Existing || w.Replayed != (i == 1) || !strings.Contains(string(w.AskedDeliver), `"session":"thread-9"`) {
+			t.Errorf("batch %d asking for thread-9's wake = %+v; want existing (replayed the second time) with asked_deliver", i+1, res[0])
+		}
+	}
+	// A replay of the registration that made its watch asks for nothing
+	// it lacks.
+	made := req(`{"resume":{"harness":"claude","session":"session-3"}}`, "k3")
+	made.Predicate = obj(`{"in":"2h"}`)
+	for range 2 {
+		if w, err := e.Register(ctx, made); err != nil || w.AskedDeliver != nil {
+			t.Errorf("registration that made its watch = %+v, %v; want no asked_deliver", w, err)
+		}
+	}
+}

@@ -43,14 +43,15 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 		e.sched.ArmPrune(now.Add(e.limits.IdempotencyTTL))
 	}
 	if got.Existing {
-		if !got.Replayed {
-			// The pending watch keeps its deadline and its delivery
-			// options: say what was asked for and not taken.
-			if r.Deadline != "" && !w.Deadline.Equal(got.Deadline) {
-				got.AskedDeadline = w.Deadline
-			}
-			got.AskedDeliver = askedDeliver(w.Deliver, got.Deliver)
+		// The pending watch keeps its deadline and its delivery options:
+		// say what was asked for and not taken. A replay says the
+		// options again, as the answer its caller lost did (the same
+		// request, so the same options); not the deadline, which a
+		// duration counts from this call, not the first.
+		if r.Deadline != "" && !got.Replayed && !w.Deadline.Equal(got.Deadline) {
+			got.AskedDeadline = w.Deadline
 		}
+		got.AskedDeliver = askedDeliver(w.Deliver, got.Deliver)
 		// A replay joins too: the registration it repeats may have been
 		// refused because its join failed.
 		if got, err = e.joinObserved(ctx, got); err != nil {

@@ -380,32 +380,55 @@ func (e *Engine) Watches(ctx context.Context, q vigil.ListRequest) (vigil.WatchP
 	if q.State == vigil.StateUnwatchable {
 		p.State = vigil.StatePending
 	}
-	page, err := e.store.WatchList(ctx, p)
-	if err != nil {
-		return vigil.WatchPage{}, err
+	// The store matched the text against the stored predicate, secrets
+	// and all, and a pending row of a kind this build cannot watch is
+	// shown unwatchable: the answer keeps only what its view matches (so
+	// that a text is no way to learn a [redacted] value). A page the view
+	// cut short is filled from the store's next ones, each asked for no
+	// more than the page still lacks, so that the last watch read is the
+	// last one kept and the store's cursor is the page's. At most
+	// listRounds reads: a page still short then carries the cursor of the
+	// last read, so the caller goes on from there, and the end is said
+	// only where the store said it.
+	want := q.Limit
+	if want == 0 {
+		want = listDefaultLimit
 	}
-	out := page.Watches[:0]
-	for _, w := range page.Watches {
-		w = e.view(w)
-		if q.State != "" && w.State != q.State {
-			continue
+	out := []*vigil.Watch{}
+	var next string
+	p.Limit = want
+	for round := 1; ; round++ {
+		page, err := e.store.WatchList(ctx, p)
+		if err != nil {
+			return vigil.WatchPage{}, err
 		}
-		// The store matched the text against the stored predicate,
-		// secrets and all: keep only what the answer shows holds it, so
-		// that a text is no way to learn a [redacted] value. The page
-		// may come out shorter; its next cursor is the store's, so no
-		// watch is skipped.
-		if q.Text != "" && !vigil.TextMatchesWatch(q.Text, w.Note, w.Predicate) {
-			continue
+		for _, w := range page.Watches {
+			w = e.view(w)
+			if q.State != "" && w.State != q.State {
+				continue
+			}
+			if q.Text != "" && !vigil.TextMatchesWatch(q.Text, w.Note, w.Predicate) {
+				continue
+			}
+			out = append(out, w)
 		}
-		out = append(out, w)
+		next = page.Next
+		if next == "" || len(out) >= want || round == listRounds {
+			break
+		}
+		p.After, p.Limit = next, want-len(out)
 	}
-	if out == nil {
-		out = []*vigil.Watch{}
-	}
-	page.Watches = out
-	return page, nil
+	return vigil.WatchPage{Watches: out, Next: next}, nil
 }
+
+// listDefaultLimit is the size of a page of Watches asked for without a
+// limit, as the stores have it; listRounds bounds the reads of the store
+// that one page of Watches makes when its view drops watches the store
+// matched.
+const (
+	listDefaultLimit = 100
+	listRounds       = 8
+)
 
 // Counts returns how many watches the caller may see are in each state; a
 // pending watch of a kind this build cannot watch counts as unwatchable.

@@ -383,10 +383,26 @@ func decodeCursor(c string) (int64, string, error) {
 		return 0, "", bad
 	}
 	n, err := strconv.ParseInt(at, 10, 64)
-	if err != nil {
+	if err != nil || !cursorID(id) {
 		return 0, "", bad
 	}
 	return n, id, nil
+}
+
+// cursorID reports whether a cursor's id could be a watch's: 1 to 128
+// bytes of printable ASCII. A tampered cursor's id of other bytes (not
+// UTF-8, a NUL, which PostgreSQL refuses as a text) is refused as the
+// cursor it is, not answered as an internal error.
+func cursorID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 func durOf(v *int64) time.Duration { return time.Duration(deref(v)) * time.Millisecond }

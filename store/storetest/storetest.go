@@ -6,6 +6,7 @@ package storetest
 
 import (
 	"cmp"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -1706,6 +1707,13 @@ func testList(t *testing.T, newStore NewStoreFunc) {
 	// A cursor the store did not make is refused.
 	_, err = s.WatchList(ctx, vigil.WatchListParams{After: "not a cursor!"})
 	wantCode(t, "WatchList with a bad cursor", err, vigil.CodeInvalidRequest)
+	// So is a tampered one, whatever its bytes: a cursor whose id is not
+	// UTF-8 or holds a NUL was answered internal by PostgreSQL, which
+	// refuses such a text.
+	for _, c := range []string{"12:\xff", "12:a\x00b", "12:", "x:y", "\xff\xfe"} {
+		_, err = s.WatchList(ctx, vigil.WatchListParams{After: base64.RawURLEncoding.EncodeToString([]byte(c))})
+		wantCode(t, fmt.Sprintf("WatchList with the cursor of %q", c), err, vigil.CodeInvalidRequest)
+	}
 }
 
 func testListDefaultLimit(t *testing.T, newStore NewStoreFunc) {

@@ -21,6 +21,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
 
@@ -835,6 +836,12 @@ func validLabels(ls map[string]string, l vigil.Limits) error {
 		}
 		if len(v) > l.MaxLabelBytes {
 			return vigil.FieldErrorf(vigil.CodeInvalidRequest, "labels."+k, "label %q is longer than %d bytes", k, l.MaxLabelBytes)
+		}
+		// PostgreSQL refuses a text that is not UTF-8 or holds a NUL
+		// (a registration's, a list filter's): refused here, in every
+		// store, not answered internal there.
+		if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+			return vigil.FieldErrorf(vigil.CodeInvalidRequest, "labels."+k, "label %q must be UTF-8 without a NUL byte", k)
 		}
 	}
 	return nil

@@ -217,6 +217,12 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 	if len(r.Note) > l.MaxNoteBytes || !utf8.ValidString(r.Note) {
 		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "note", "note must be UTF-8 of at most %d bytes", l.MaxNoteBytes)
 	}
+	if strings.IndexByte(r.Note, 0) >= 0 {
+		// Nor can PostgreSQL store it (a 500 there), nor a wake
+		// (deliver.resume) pass it within one program argument: refused
+		// in every store, as a note message's body is.
+		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "note", "the note must not hold a NUL byte")
+	}
 	if err := validLabels(r.Labels, l); err != nil {
 		return nil, err
 	}
@@ -228,13 +234,6 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 	deliverOpts, err := e.deliver.Canonicalize(r.Deliver, !scoped || scope.Exec)
 	if err != nil {
 		return nil, err
-	}
-	if strings.IndexByte(r.Note, 0) >= 0 && len(deliverOpts) > 0 {
-		if o, err := deliver.ParseOptions(deliverOpts); err == nil && o.Resume != nil {
-			// Refused now, not when the watch settles and the wake
-			// cannot run: it passes the note within one argument.
-			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "note", "the note of a watch that wakes a session (deliver.resume) must not hold a NUL byte: the wake passes it as a program argument, which cannot hold one")
-		}
 	}
 	for _, f := range []struct {
 		name string

@@ -121,11 +121,24 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		}
 	}
 	for path, ops := range doc.Paths {
-		for method := range ops {
+		for method, op := range ops {
 			if !served[method+" "+path] {
 				t.Errorf("openapi.json documents %s %s, which is not served", strings.ToUpper(method), path)
 			}
+			// A parameter the comparisons above cannot see (a $ref to
+			// no component, a misspelt "in") would pass them unseen.
+			for _, p := range op.Parameters {
+				if name, ok := strings.CutPrefix(p.Ref, "#/components/parameters/"); ok {
+					p = doc.Comps.Parameters[name]
+				}
+				if p.Name == "" || !slices.Contains([]string{"path", "query", "header", "cookie"}, p.In) {
+					t.Errorf("%s %s: parameter %+v has no name or no known place (in)", strings.ToUpper(method), path, p)
+				}
+			}
 		}
+	}
+	if len(s.routes) == 0 || len(doc.Paths) == 0 {
+		t.Fatalf("%d routes served, %d paths documented: nothing compared", len(s.routes), len(doc.Paths))
 	}
 }
 

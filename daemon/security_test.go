@@ -123,7 +123,7 @@ func TestTenantMatrix(t *testing.T) {
 			{"POST", "/v1/tokens/" + other.tokenID + "/revoke", ""},
 			{"POST", "/v1/tokens/" + me.tokenID + "/revoke", ""},
 		}
-		covered := map[string]bool{"POST /v1/watches/batch": true} // below
+		covered := map[string]bool{"POST /v1/watches/batch": true, "GET /v1/daemon": true} // below
 		for _, rt := range routes {
 			covered[rt.method+" "+rt.path] = true
 		}
@@ -139,6 +139,12 @@ func TestTenantMatrix(t *testing.T) {
 			fmt.Sprintf(`{"watches":[{"kind":"timer","recipient":%q,"predicate":{"in":"1h"}}]}`, other.recipient))
 		if status != http.StatusOK || !strings.Contains(body, `"not_found"`) || strings.Contains(body, `"watch"`) {
 			t.Errorf("%s: batch for %s = %d %s, want its item refused not_found", me.recipient, other.recipient, status, body)
+		}
+		// Which daemon answered, but not its keys' fingerprints (the
+		// admin's).
+		status, body = call(t, d, me.secret, "GET", "/v1/daemon", "")
+		if status != http.StatusOK || !strings.Contains(body, `"replica"`) || strings.Contains(body, `"keys"`) {
+			t.Errorf("%s: GET /v1/daemon = %d %s, want 200 with the replica and no keys", me.recipient, status, body)
 		}
 		// Its own listing never holds the other's watches.
 		page, err := me.c.Watches(t.Context(), vigil.ListRequest{})

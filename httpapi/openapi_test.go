@@ -120,6 +120,16 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 			t.Errorf("%s: request body documented = %v", rt.pattern, op.RequestBody != nil)
 		}
 	}
+	// Routes the daemon mounts on the server (Mount): documented here,
+	// tried against a running daemon by its tenant matrix
+	// (daemon.checkEveryRouteTried).
+	for _, key := range []string{"get /v1/daemon"} {
+		served[key] = true
+		method, path, _ := strings.Cut(key, " ")
+		if _, ok := doc.Paths[path][method]; !ok {
+			t.Errorf("route %q, which the daemon mounts, is not in openapi.json", key)
+		}
+	}
 	for path, ops := range doc.Paths {
 		for method, op := range ops {
 			if !served[method+" "+path] {

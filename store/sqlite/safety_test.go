@@ -599,6 +599,70 @@ func TestFailedBackupLeavesNoFile(t *testing.T) {
 	}
 }
 
+// TestBackupNamedOnlyWhenComplete: a backup's destination names nothing
+// until the copy is complete and synced, so a vigil backup killed midway
+// (SIGKILL, a crash of the system) leaves no partial file under the name
+// asked for, to be restored later as if it were a backup; and no
+// temporary file is left once the backup is done.
+func TestBackupNamedOnlyWhenComplete(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vigil.db")
+	s := open(t, path, nil)
+	defer s.Close()
+	if _, err := s.WatchCreate(t.Context(), vigil.WatchCreateParams{Watch: timerWatch("w-1", "r")}); err != nil {
+		t.Fatal(err)
+	}
+	orig := syncFile
+	t.Cleanup(func() { syncFile = orig })
+	backups := t.TempDir()
+	for _, c := range []struct {
+		name string
+		run  func(dest string) error
+	}{
+		{"Backup", func(dest string) error { return s.Backup(t.Context(), dest) }},
+		{"BackupFile", func(dest string) error { return BackupFile(t.Context(), path, dest) }},
+	} {
+		dest := filepath.Join(backups, c.name+".db")
+		files := 0
+		syncFile = func(f *os.File) error {
+			if fi, err := f.Stat(); err != nil || fi.IsDir() {
+				return err
+			}
+			files++
+			// The copy is complete here, and about to be synced: were the
+			// process killed now, what would dest hold?
+			if _, err := os.Lstat(dest); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%s: %s exists before its copy is synced (%v): a backup killed now would leave it partial", c.name, dest, err)
+			}
+			return f.Sync()
+		}
+		if err := c.run(dest); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if files != 1 {
+			t.Errorf("%s synced %d files, want 1 (the copy)", c.name, files)
+		}
+		entries, err := os.ReadDir(backups)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".partial") {
+				t.Errorf("%s left its temporary file %s", c.name, e.Name())
+			}
+		}
+		b := open(t, dest, nil)
+		if w, err := b.WatchGet(t.Context(), "w-1"); err != nil || w.State != vigil.StatePending {
+			t.Errorf("%s: the copy's watch: %v, %v", c.name, w, err)
+		}
+		b.Close()
+		// Asked again, the name is taken: refused, the copy untouched.
+		if err := c.run(dest); !errors.Is(err, fs.ErrExist) {
+			t.Errorf("%s over an existing file: %v, want fs.ErrExist", c.name, err)
+		}
+	}
+}
+
 // TestCheckLaterCallerGivesUp: a batch waiting for the check of
 // Options.CheckLater ends, writing nothing, once every caller in it has
 // given up, while the check runs on; one whose callers still wait is run
@@ -687,12 +751,12 @@ func TestBackupIsSynced(t *testing.T) {
 		if err := c.run(dest); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		want := []string{dest, backups}
+		want := []string{backups}
 		if runtime.GOOS == "windows" {
-			want = want[:1] // no directory to sync there
+			want = nil // no directory to sync there
 		}
-		if strings.Join(synced, "|") != strings.Join(want, "|") {
-			t.Errorf("%s synced %q, want the copy then its directory %q", c.name, synced, want)
+		if len(synced) == 0 || filepath.Dir(synced[0]) != backups || strings.Join(synced[1:], "|") != strings.Join(want, "|") {
+			t.Errorf("%s synced %q, want the copy (under its temporary name) then its directory %q", c.name, synced, want)
 		}
 		failed := filepath.Join(backups, c.name+"-failed.db")
 		fault = syscall.EIO

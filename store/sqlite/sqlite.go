@@ -707,31 +707,22 @@ func (s *Store) SetWriteFaultFunc(f func() error) {
 
 // Backup writes a consistent copy of the live database to destPath with
 // VACUUM INTO, without stopping readers or writers. destPath must not exist
-// yet; it is created private (0600), like the database, and removed again
-// if the copy fails, so a failed backup leaves no partial file. The copy is
-// compact and can be opened with Open.
+// yet; the copy is made private (0600), like the database, under a
+// temporary name and given destPath only once complete and synced, so
+// neither a failed backup nor a killed one leaves a partial file under that
+// name (see backupInto). The copy is compact and can be opened with Open.
 func (s *Store) Backup(ctx context.Context, destPath string) (err error) {
-	remove, err := createBackupFile(destPath)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			remove()
-		}
-	}()
 	conn, err := s.readDB.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("sqlite: backup: %w", err)
 	}
 	defer conn.Close()
-	// VACUUM INTO writes only the new file (which may exist if it is
-	// empty); the pool's connections are query_only, so lift that for this
-	// one statement.
+	// VACUUM INTO writes only the new file; the pool's connections are
+	// query_only, so lift that for this one statement.
 	if _, err := conn.ExecContext(ctx, "PRAGMA query_only = 0"); err != nil {
 		return fmt.Errorf("sqlite: backup: %w", err)
 	}
-	err = vacuumInto(ctx, conn, destPath)
+	err = backupInto(ctx, conn, destPath)
 	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA query_only = 1"); rerr != nil {
 		// Do not return this connection to the pool writable.
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
@@ -753,8 +744,7 @@ func (s *Store) Backup(ctx context.Context, destPath string) (err error) {
 //
 // It refuses a path with no database (it creates none) and a damaged
 // database (ErrCorrupt, after SQLite's quick_check, as Open does).
-// destPath must not exist yet; it is created private (0600) and removed
-// again if the copy fails.
+// destPath must not exist yet; it is made as Store.Backup makes it.
 func BackupFile(ctx context.Context, path, destPath string) (err error) {
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
 		return fmt.Errorf("sqlite: path %q: need the path of a database file", path)
@@ -779,16 +769,7 @@ func BackupFile(ctx context.Context, path, destPath string) (err error) {
 	if err := quickCheck(ctx, conn, path); err != nil {
 		return err
 	}
-	remove, err := createBackupFile(destPath)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			remove()
-		}
-	}()
-	return vacuumInto(ctx, conn, destPath)
+	return backupInto(ctx, conn, destPath)
 }
 
 // readOnlyDSN is the data source name of a read-only connection to the
@@ -806,60 +787,82 @@ func readOnlyDSN(path string) string {
 	return u.String() + "?" + q.Encode()
 }
 
-// createBackupFile creates destPath, empty and private (0600); it must
-// not exist yet. remove takes it away again after a failed copy.
-func createBackupFile(destPath string) (remove func(), err error) {
-	f, err := os.OpenFile(destPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// backupInto copies the database conn reads to destPath, which must not
+// exist, so that destPath never names a partial copy, even if the process
+// is killed or the system fails midway: the copy is written with VACUUM
+// INTO (one read transaction, so one consistent snapshot, taken while
+// writers carry on) to a private (0600) temporary file beside destPath,
+// synced (SQLite never syncs what VACUUM INTO writes), and only then given
+// its name, by a link that fails if destPath has appeared meanwhile, and
+// the directory synced. A copy that fails leaves neither name behind; a
+// process killed midway leaves at most the hidden temporary file
+// (.NAME-*.partial), never a file under the name asked for.
+func backupInto(ctx context.Context, conn *sql.Conn, destPath string) (err error) {
+	if _, err := os.Lstat(destPath); err == nil {
+		return fmt.Errorf("sqlite: backup: %s: %w", destPath, fs.ErrExist)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("sqlite: backup: %w", err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(destPath), "."+filepath.Base(destPath)+"-*.partial")
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: backup: %w", err)
+		return fmt.Errorf("sqlite: backup: %w", err)
 	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
 	if err := f.Close(); err != nil {
-		os.Remove(destPath)
-		return nil, fmt.Errorf("sqlite: backup: %w", err)
+		return fmt.Errorf("sqlite: backup: %w", err)
 	}
-	return func() { os.Remove(destPath) }, nil
-}
-
-// vacuumInto copies the database conn reads into destPath (an empty file)
-// with VACUUM INTO: one read transaction, so the copy is one consistent
-// snapshot, taken while writers carry on. It then syncs the copy and the
-// directory that names it: SQLite never syncs what VACUUM INTO writes, so
-// without it a backup reported done could be lost, or left torn, by a
-// power cut or a crash of the system soon after.
-func vacuumInto(ctx context.Context, conn *sql.Conn, destPath string) error {
-	if _, err := conn.ExecContext(ctx, "VACUUM INTO ?", destPath); err != nil {
+	if _, err := conn.ExecContext(ctx, "VACUUM INTO ?", tmp); err != nil {
 		return fmt.Errorf("sqlite: backup to %s: %w", destPath, err)
 	}
-	if err := syncBackup(destPath); err != nil {
+	if err := syncPath(tmp, false); err != nil {
+		return fmt.Errorf("sqlite: backup to %s: sync: %w", destPath, err)
+	}
+	if err := publishBackup(tmp, destPath); err != nil {
+		return fmt.Errorf("sqlite: backup: %w", err)
+	}
+	os.Remove(tmp) // before the directory's sync, which then holds one name
+	if runtime.GOOS == "windows" {
+		return nil // Windows cannot open, or sync, a directory
+	}
+	if err := syncPath(filepath.Dir(destPath), true); err != nil {
+		os.Remove(destPath)
 		return fmt.Errorf("sqlite: backup to %s: sync: %w", destPath, err)
 	}
 	return nil
+}
+
+// publishBackup gives the complete copy at tmp the name destPath, which
+// must not exist: a hard link, which refuses an existing name atomically;
+// on a file system without hard links, a rename after a check.
+func publishBackup(tmp, destPath string) error {
+	err := os.Link(tmp, destPath)
+	if err == nil || errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if _, serr := os.Lstat(destPath); serr == nil {
+		return fmt.Errorf("%s: %w", destPath, fs.ErrExist)
+	}
+	return os.Rename(tmp, destPath)
 }
 
 // syncFile syncs f to stable storage; tests replace it to see, or fail,
 // the syncs of a backup.
 var syncFile = (*os.File).Sync
 
-// syncBackup syncs the backup at path, then its directory (where the
-// system can sync one), so both the copy and its name survive a crash.
-func syncBackup(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+// syncPath syncs the file at path, or the directory (dir), to stable
+// storage.
+func syncPath(path string, dir bool) error {
+	flag := os.O_RDWR // a file: some systems sync only a file open for writing
+	if dir {
+		flag = os.O_RDONLY
+	}
+	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
 		return err
 	}
 	err = syncFile(f)
 	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil || runtime.GOOS == "windows" {
-		return err // Windows cannot open, or sync, a directory
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	err = syncFile(d)
-	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
 	return err

@@ -302,23 +302,48 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("postgres: migrations: %w", err)
 	}
-	current, known, err := p.GetVersions(ctx)
-	if err != nil {
-		return fmt.Errorf("postgres: read schema version of %s: %w", s.schema, interpretError(err))
+	// versions reads the schema's version and refuses one newer than this
+	// build knows.
+	versions := func() (current, known int64, err error) {
+		current, known, err = p.GetVersions(ctx)
+		if err != nil {
+			return 0, 0, fmt.Errorf("postgres: read schema version of %s: %w", s.schema, interpretError(err))
+		}
+		if current > known {
+			return 0, 0, fmt.Errorf("%w: schema %s has version %d and this build knows up to %d; run the newer vigil that wrote it, or restore a backup made for this version",
+				ErrSchemaNewer, s.schema, current, known)
+		}
+		return current, known, nil
 	}
-	if current > known {
-		return fmt.Errorf("%w: schema %s has version %d and this build knows up to %d; run the newer vigil that wrote it, or restore a backup made for this version",
-			ErrSchemaNewer, s.schema, current, known)
+	current, known, err := versions()
+	if err != nil {
+		return err
+	}
+	if afterVersionCheck != nil {
+		afterVersionCheck()
 	}
 	results, err := p.Up(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: migrate schema %s: %w", s.schema, interpretError(err))
+	}
+	// The version was read without the lock Up takes: a newer replica
+	// starting at the same time may have migrated the schema past this
+	// build's meanwhile, and Up then found nothing it knows to apply and
+	// said nothing. Read it again, so that this build refuses to start on
+	// a newer schema however the starts interleave.
+	if _, _, err := versions(); err != nil {
+		return err
 	}
 	if len(results) > 0 {
 		s.log.Info("schema migrated", "from", current, "to", known)
 	}
 	return nil
 }
+
+// afterVersionCheck, when set, runs between migrate's first reading of
+// the schema version and its migrations (a test plays a newer replica
+// migrating there).
+var afterVersionCheck func()
 
 // SchemaVersion is the newest schema version this build knows.
 func SchemaVersion() int64 {

@@ -805,7 +805,12 @@ func backupInto(ctx context.Context, conn *sql.Conn, destPath string) (err error
 	}
 	f, err := os.CreateTemp(filepath.Dir(destPath), "."+filepath.Base(destPath)+"-*.partial")
 	if err != nil {
-		return fmt.Errorf("sqlite: backup: %w", err)
+		// Name the directory, not the temporary file the user never asked for.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("sqlite: backup: create %s: %w", destPath, err)
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp)

@@ -206,9 +206,14 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	// deliveries and reads keep the rest of the pool during a burst.
 	s.creates.init(1)
 
-	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&s.schema); err != nil {
+	// current_schema() is NULL when no schema of the search_path exists.
+	var schema *string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		s.Close()
 		return nil, wrap("connect to "+cfg.ConnConfig.Host, err)
+	}
+	if schema != nil {
+		s.schema = *schema
 	}
 	if s.schema == "" {
 		s.Close()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -126,5 +127,27 @@ func TestOpenWarnsWithoutTrigramIndexes(t *testing.T) {
 	admin(t, u, "DROP INDEX watch_text_predicate_trgm")
 	if got := logs(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "pg_trgm") {
 		t.Errorf("Open without the trigram indexes logged %q, want a warning naming pg_trgm", got)
+	}
+}
+
+// TestOpenRefusesMissingSchema: a store URL whose search_path names no
+// schema that exists is refused saying so. current_schema() is NULL then,
+// which failed to scan, and Open said only that it could not scan NULL
+// into a string.
+func TestOpenRefusesMissingSchema(t *testing.T) {
+	u, err := url.Parse(newSchema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", q.Get("search_path")+"_missing")
+	u.RawQuery = q.Encode()
+	s, err := postgres.Open(t.Context(), u.String(), nil)
+	if err == nil {
+		s.Close()
+		t.Fatal("Open with a search_path naming no schema: no error")
+	}
+	if !strings.Contains(err.Error(), "search_path names no schema that exists") {
+		t.Errorf("Open with a search_path naming no schema: %v, want it to say the schema does not exist", err)
 	}
 }

@@ -244,7 +244,7 @@ func parseDeadline(s string, now time.Time) (time.Time, error) {
 	// Kept to the millisecond, rounded up: cut down, a deadline came
 	// before the one asked, and an answer in between was refused as late.
 	if t, err := ParseTime(s); err == nil {
-		return ceilMilli(t), nil
+		return CeilMillisecond(t), nil
 	}
 	d, err := ParseDuration(s)
 	if err != nil {
@@ -253,11 +253,13 @@ func parseDeadline(s string, now time.Time) (time.Time, error) {
 	if d <= 0 {
 		return time.Time{}, FieldErrorf(CodeDeadlineOutOfRange, "deadline", "deadline must be in the future")
 	}
-	return ceilMilli(now.Add(d)), nil
+	return CeilMillisecond(now.Add(d)), nil
 }
 
-// ceilMilli returns the first whole millisecond at or after t.
-func ceilMilli(t time.Time) time.Time {
+// CeilMillisecond returns the first whole millisecond at or after t: how
+// an instant asked for finer than vigil keeps it (a timer's, a deadline's)
+// is rounded, so that nothing comes before the instant asked.
+func CeilMillisecond(t time.Time) time.Time {
 	if c := t.Truncate(time.Millisecond); c.Before(t) {
 		return c.Add(time.Millisecond)
 	}

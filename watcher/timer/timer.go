@@ -85,20 +85,12 @@ func (*Watcher) Canonicalize(_ context.Context, raw json.RawMessage, now time.Ti
 	}
 	// Kept to the millisecond, rounded up: a timer never fires before the
 	// instant it was given (cut down, 09:00:00.0005 fired at 09:00:00.000).
-	at = ceilMilli(at.UTC())
+	at = vigil.CeilMillisecond(at.UTC())
 	// What watcher.Encode(canonical{…}) writes, without its two passes:
 	// FormatTime spells digits, letters and punctuation that need no
 	// escape (TestCanonicalIsEncoded).
 	b := json.RawMessage(`{"at":"` + vigil.FormatTime(at) + `"}`)
 	return watcher.Canonical{Predicate: b, StartAt: at}, nil
-}
-
-// ceilMilli returns the first whole millisecond at or after t.
-func ceilMilli(t time.Time) time.Time {
-	if c := t.Truncate(time.Millisecond); c.Before(t) {
-		return c.Add(time.Millisecond)
-	}
-	return t
 }
 
 // Admit admits every timer: it needs no configuration.

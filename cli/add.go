@@ -407,7 +407,7 @@ func deadlineText(t time.Time) string {
 	return wording.Time(t)
 }
 
-// parseLabels reads key=value labels.
+// parseLabels reads key=value labels, each key once.
 func parseLabels(ls []string) (map[string]string, error) {
 	if len(ls) == 0 {
 		return nil, nil
@@ -417,6 +417,11 @@ func parseLabels(ls []string) (map[string]string, error) {
 		k, v, ok := strings.Cut(l, "=")
 		if !ok || k == "" {
 			return nil, usageErr(fmt.Errorf("--label %q: want key=value", l))
+		}
+		if _, twice := m[k]; twice {
+			// The last would replace the first without a word, where
+			// the API refuses a label given twice.
+			return nil, usageErr(fmt.Errorf("--label %q: label %q is given twice; give each label once", l, k))
 		}
 		m[k] = v
 	}

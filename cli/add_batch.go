@@ -137,7 +137,9 @@ func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 	var lines []fromFileLine
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLineBytes)
-	for n := 1; sc.Scan(); n++ {
+	n := 0 // the line read last
+	for sc.Scan() {
+		n++
 		b := bytes.TrimSpace(sc.Bytes())
 		if len(b) == 0 {
 			continue
@@ -170,7 +172,8 @@ func (f *addFlags) addFromFile(cmd *cobra.Command, e *env, path string) error {
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return usageErr(fmt.Errorf("%s: a line is longer than %d bytes", path, maxLineBytes))
+			// The scanner stopped inside the line after the last read.
+			return usageErr(fmt.Errorf("%s line %d: the line is longer than %d bytes", path, n+1, maxLineBytes))
 		}
 		return usageErr(fmt.Errorf("--from-file: %w", err))
 	}

@@ -32,3 +32,21 @@ func TestFromFileRefusesWhatTheAPIRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestFromFileNamesTheLineTooLong: a line longer than a line's bound
+// sends nothing, and the refusal names it, as every other bad line's does
+// (blank lines counted), so that it can be found in a file of thousands.
+func TestFromFileNamesTheLineTooLong(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	ok := `{"kind":"timer","predicate":{"in":"1h"},"recipient":"amy"}`
+	long := `{"kind":"timer","predicate":{"in":"1h"},"note":"` + strings.Repeat("x", maxLineBytes) + `"}`
+	p := filepath.Join(t.TempDir(), "w.jsonl")
+	if err := os.WriteFile(p, []byte(strings.Join([]string{ok, "", ok, long, ok}, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := d.vigil(t, "add", "--from-file", p, "--json")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "line 4: the line is longer than") || r.stdout != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want a usage error naming line 4 and nothing registered", r.code, r.stdout, r.stderr)
+	}
+}

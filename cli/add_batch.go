@@ -311,18 +311,25 @@ func fromFileSent(lines []fromFileLine, start, end int, nothing bool) string {
 // daemon answers a registration of a pending watch with that watch, but a
 // watch settled meanwhile is registered anew, and only a line that carries
 // an idempotency key is answered from the ledger.
+//
+// Any other answer the daemon gave refused the call whole before it
+// registered any of it: the token (unauthorized, forbidden), the body
+// (invalid_request, payload_too_large: a daemon whose bound is lower than
+// the default), or a commit that wrote nothing (storage_full). Only
+// internal (and a call the caller gave up on, which is no answer) may have
+// come after the commit.
 func unsent(err error) bool {
 	switch vigil.ErrorCode(err) {
-	case vigil.CodeRateLimited:
-		return true
 	case vigil.CodeUnavailable:
 		if _, said := client.RetryAfter(err); said {
 			return true
 		}
 		var op *net.OpError
 		return errors.As(err, &op) && op.Op == "dial"
+	case vigil.CodeInternal:
+		return false
 	}
-	return false
+	return true
 }
 
 // printBatchResult prints what became of one line: a sentence, the id

@@ -528,6 +528,13 @@ func TestAddFromFileSaysWhatWasSent(t *testing.T) {
 		{"database unavailable", errorAnswer(503, vigil.CodeUnavailable, "vigil's PostgreSQL database cannot be reached: try again", ""),
 			inDoubt + "vigil: vigil's PostgreSQL database cannot be reached: try again\n"},
 		{"connection dropped", answerDropped, inDoubt + "vigil: vigil daemon not reachable at "},
+		// Refused whole before anything is registered: certain.
+		{"token revoked", errorAnswer(401, vigil.CodeUnauthorized, "the token was revoked", ""),
+			certain + "vigil: the token was revoked\n"},
+		{"disk full", errorAnswer(507, vigil.CodeStorageFull, "the disk is full, so nothing was written", ""),
+			certain + "vigil: the disk is full, so nothing was written\n"},
+		{"body over a lower bound", errorAnswer(413, vigil.CodePayloadTooLarge, "the request body is over 65536 bytes", ""),
+			certain + "vigil: the request body is over 65536 bytes\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -96,7 +96,17 @@ func parseAddr(addr string) (base, display string, err error) {
 	if strings.Contains(addr, "://") {
 		u, err := url.Parse(addr)
 		if err != nil {
-			return "", "", fmt.Errorf("vigil client: daemon address is not a URL: %w", err)
+			// url.Error quotes the whole address, credentials and all,
+			// and its cause may quote a part of them.
+			shown := withoutUserinfo(addr)
+			if shown != addr {
+				return "", "", fmt.Errorf("vigil client: daemon address %q is not a URL, and must not hold credentials; pass the token on its own", shown)
+			}
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			return "", "", fmt.Errorf("vigil client: daemon address %q is not a URL: %v", addr, err)
 		}
 		if u.Scheme != "http" && u.Scheme != "https" {
 			return "", "", fmt.Errorf("vigil client: daemon address %q must use http:// or https://", u.Scheme+"://"+u.Host)
@@ -115,7 +125,7 @@ func parseAddr(addr string) (base, display string, err error) {
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "", "", fmt.Errorf("vigil client: daemon address %q is neither host:port nor an http:// URL", addr)
+		return "", "", fmt.Errorf("vigil client: daemon address %q is neither host:port nor an http:// URL", withoutUserinfo(addr))
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 		return "", "", fmt.Errorf("vigil client: daemon address %q has no valid port", addr)
@@ -125,6 +135,24 @@ func parseAddr(addr string) (base, display string, err error) {
 	}
 	hp := net.JoinHostPort(host, port)
 	return "http://" + hp, hp, nil
+}
+
+// withoutUserinfo is addr for an error message: the userinfo of its
+// authority (user:password, a token, before an "@") is left out.
+func withoutUserinfo(addr string) string {
+	scheme, rest := "", addr
+	if i := strings.Index(addr, "://"); i >= 0 {
+		scheme, rest = addr[:i+3], addr[i+3:]
+	}
+	authority := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority = rest[:i]
+	}
+	i := strings.LastIndexByte(authority, '@')
+	if i < 0 {
+		return addr
+	}
+	return scheme + vigil.Redacted + rest[i:]
 }
 
 // defaultHTTPClient is the private client used when Options gives none.

@@ -38,6 +38,12 @@ func TestParseAddr(t *testing.T) {
 		{addr: "localhost:http", wantErr: "has no valid port"},
 		{addr: "ftp://example.com", wantErr: "must use http:// or https://"},
 		{addr: "http://user:hunter2@example.com", wantErr: "must not hold credentials"},
+		// Not a URL: the refusal quotes the address, but not its
+		// credentials.
+		{addr: "http://user:hunter2@example.com:abc/x", wantErr: `"http://[redacted]@example.com:abc/x" is not a URL, and must not hold credentials`},
+		{addr: "https://hunter2%zz@example.com/", wantErr: `"https://[redacted]@example.com/" is not a URL, and must not hold credentials`},
+		{addr: "http://example.com:abc/", wantErr: `"http://example.com:abc/" is not a URL: invalid port`},
+		{addr: "user:hunter2@example.com:7474", wantErr: `"[redacted]@example.com:7474" is neither host:port`},
 		{addr: "http://", wantErr: "has no host"},
 		{addr: "http://example.com/?x=1", wantErr: "must not have a query"},
 	}

@@ -158,6 +158,10 @@ func (c *Client) follow(ctx context.Context, f vigil.EventFilter, resp *http.Res
 				return
 			}
 			pause = min(max(2*pause, reconnectStep), reconnectMax)
+			if d, ok := RetryAfter(err); ok {
+				// As long as the daemon asks, within the bound.
+				pause = max(pause, min(d, reconnectMax))
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/internal/wire"
 	"github.com/vigil-run/vigil/watcher/kinds"
 	"github.com/vigil-run/vigil/wording"
 )
@@ -161,8 +163,15 @@ func (f *addFlags) basePredicate() (map[string]any, error) {
 	if err := d.Decode(&p); err != nil || p == nil {
 		return nil, usageErr(errors.New("--predicate must be a JSON object, like '{\"path\": \"/tmp/x\"}'"))
 	}
-	if d.More() {
+	// Anything after the object, a stray "}" included (which More
+	// does not see), is refused, as the API refuses it.
+	if _, err := d.Token(); !errors.Is(err, io.EOF) {
 		return nil, usageErr(errors.New("--predicate must be one JSON object"))
+	}
+	if key, twice := wire.DuplicateKey([]byte(f.predicate)); twice {
+		// The map keeps the last, and the daemon, which refuses a key
+		// given twice, never sees the first.
+		return nil, usageErr(fmt.Errorf("--predicate: key %q is given twice; give each key once", key))
 	}
 	return p, nil
 }
@@ -271,6 +280,9 @@ func (f *addFlags) deliverOptions() (json.RawMessage, error) {
 	if strings.TrimSpace(f.deliverJSON) != "" {
 		if err := json.Unmarshal([]byte(f.deliverJSON), &o); err != nil || o == nil {
 			return nil, usageErr(errors.New(`--deliver must be a JSON object, like '{"webhook": {"url": "https://…"}}'`))
+		}
+		if key, twice := wire.DuplicateKey([]byte(f.deliverJSON)); twice {
+			return nil, usageErr(fmt.Errorf("--deliver: key %q is given twice; give each key once", key))
 		}
 	}
 	if f.webhook != "" {

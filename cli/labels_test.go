@@ -22,3 +22,34 @@ func TestLabelGivenTwice(t *testing.T) {
 		t.Errorf("add with two labels: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestJSONFlagKeyGivenTwice: --predicate and --deliver refuse a key given
+// twice (at any depth; the outermost in any case, as the daemon matches
+// those fields), naming it, and anything after the object, as the API
+// refuses them: the CLI decodes them into a map, which kept the last value
+// without a word, and the daemon never saw the first.
+func TestJSONFlagKeyGivenTwice(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--predicate", `{"in":"1h","in":"2h"}`}, `--predicate: key "in" is given twice`},
+		{[]string{"--predicate", `{"in":"1h","IN":"2h"}`}, `--predicate: key "IN" is given twice`},
+		{[]string{"--predicate", `{"in":"1h"}}`}, `--predicate must be one JSON object`},
+		{[]string{"--predicate", `{"in":"1h"}`, "--deliver", `{"command":{"shell":"true","shell":"echo hi"}}`}, `--deliver: key "command.shell" is given twice`},
+	} {
+		args := append([]string{"add", "timer", "-q"}, tc.args...)
+		r := d.vigil(t, args...)
+		if r.code != ExitUsage || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("vigil %q: exit %d, stdout %q, stderr %q; want %d saying %q", args, r.code, r.stdout, r.stderr, ExitUsage, tc.want)
+		}
+	}
+	if r := d.vigil(t, "ls", "--json"); r.code != ExitOK || strings.Contains(r.stdout, `"id"`) {
+		t.Errorf("a refused add registered a watch: ls exit %d, %s", r.code, r.stdout)
+	}
+	if r := d.vigil(t, "add", "timer", "-q", "--predicate", `{"in":"1h"}`); r.code != ExitOK {
+		t.Errorf("add timer --predicate: exit %d, stderr %q", r.code, r.stderr)
+	}
+}

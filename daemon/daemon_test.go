@@ -353,7 +353,11 @@ func TestShutdownEndsLongPolls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, err := c.Subscribe(t.Context(), vigil.EventFilter{WatchID: w.ID})
+	// The client resumes a stream that ends, so the daemon's ending it
+	// shows as a prompt shutdown; the channel closes once sctx ends.
+	sctx, unsubscribe := context.WithCancel(t.Context())
+	defer unsubscribe()
+	events, err := c.Subscribe(sctx, vigil.EventFilter{WatchID: w.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,8 +387,9 @@ func TestShutdownEndsLongPolls(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Wait did not return after shutdown")
 	}
+	unsubscribe()
 	for range events {
-		// Drain: the channel must close now the stream has ended.
+		// Drain: the channel must close now the subscription has ended.
 	}
 }
 

@@ -333,9 +333,9 @@ func wrongKind(err error, now time.Time) vigil.Observation {
 // watch writes only when its observation differs from the last one. A
 // standing watch's change (a satisfied answer) is written with its
 // "changed" message in one transaction, the new observation becoming the
-// baseline, and only over the baseline the probe compared against; its
-// unavailable answers are never written, so the baseline is always the
-// last real observation.
+// baseline, and only over the baseline the probe compared against, as is
+// any other answer of it that is written; its unavailable answers are
+// never written, so the baseline is always the last real observation.
 func (s *prober) record(ctx context.Context, wt watcher.Watcher, e *scheduler.Entry, w *vigil.Watch, obs *vigil.Observation, polls int, now time.Time) (gone bool) {
 	p := vigil.WatchObserveParams{ID: w.ID, Observation: obs, Polls: polls, Errors: w.Errors, ConsecutiveErrors: w.ConsecutiveErrors, CheckedAt: w.CheckedAt}
 	switch {
@@ -350,14 +350,22 @@ func (s *prober) record(ctx context.Context, wt watcher.Watcher, e *scheduler.En
 		p.Baseline = w.LastObservation
 	case obs.Same(w.LastObservation):
 		return false
+	case w.Standing:
+		// Unchanged, but written (its summary or facts differ from the
+		// baseline's): it is the baseline too, so it is written only over
+		// the one it was compared with. Unchecked, a look made before
+		// another probe reported a change put the old facts back over the
+		// new, and the next probe reported that change again.
+		p.Baseline, p.CheckBaseline = w.LastObservation, true
 	}
 	ok, err := s.cfg.Store.WatchObserve(ctx, p)
 	switch {
 	case errors.Is(err, vigil.ErrBaselineMoved):
-		// Another probe reported this change first (a replica that held
-		// the shard while this probe ran): nothing is written, and the
-		// next probe compares against the baseline it wrote.
-		s.log.Info("a change found against an old baseline was not reported again", "watch_id", w.ID)
+		// Another probe wrote the baseline first (a replica that held
+		// the shard while this probe ran; it may have reported this
+		// change): nothing is written, and the next probe compares
+		// against the baseline it wrote.
+		s.log.Info("an answer found against an old baseline was not written", "watch_id", w.ID)
 		return false
 	case err != nil:
 		if ctx.Err() == nil {

@@ -42,6 +42,10 @@ func TestDecide(t *testing.T) {
 		{"stable not yet", &vigil.Watch{Stable: 2}, obs(vigil.VerdictSatisfied), one, false, vigil.Decision{}},
 		{"stable reached", &vigil.Watch{Stable: 2}, obs(vigil.VerdictSatisfied), vigil.Progress{Polls: 2, Streak: 2, Since: t0.Add(-time.Minute)}, false, vigil.Decision{Settle: true, State: vigil.StateFired, Reason: "satisfied"}},
 		{"stable_for not yet", &vigil.Watch{StableFor: time.Minute}, obs(vigil.VerdictSatisfied), vigil.Progress{Polls: 2, Streak: 2, Since: t0.Add(-30 * time.Second)}, false, vigil.Decision{}},
+		// Given both, both must hold (docs/api.md).
+		{"stable and stable_for: answers enough, not long enough", &vigil.Watch{Stable: 3, StableFor: time.Minute}, obs(vigil.VerdictSatisfied), vigil.Progress{Polls: 5, Streak: 5, Since: t0.Add(-30 * time.Second)}, false, vigil.Decision{}},
+		{"stable and stable_for: long enough, answers too few", &vigil.Watch{Stable: 3, StableFor: time.Minute}, obs(vigil.VerdictSatisfied), vigil.Progress{Polls: 2, Streak: 2, Since: t0.Add(-2 * time.Minute)}, false, vigil.Decision{}},
+		{"stable and stable_for: both", &vigil.Watch{Stable: 3, StableFor: time.Minute}, obs(vigil.VerdictSatisfied), vigil.Progress{Polls: 3, Streak: 3, Since: t0.Add(-time.Minute)}, false, vigil.Decision{Settle: true, State: vigil.StateFired, Reason: "satisfied"}},
 		{"standing never settles", &vigil.Watch{Standing: true}, obs(vigil.VerdictSatisfied), one, true, vigil.Decision{}},
 		{"standing errors when it can never be observed", &vigil.Watch{Standing: true}, &vigil.Observation{Verdict: vigil.VerdictUnavailable, Permanent: true}, vigil.Progress{Polls: 1, Errors: 1}, false, vigil.Decision{Settle: true, State: vigil.StateErrored, Reason: "permanent", Attention: true}},
 	}

@@ -33,7 +33,9 @@ const sessionIdle = 24 * time.Hour
 // token that opened it.
 //
 // The SDK runs tool handlers on the session's context, not the HTTP
-// request's, so the scope crosses over as the SDK's auth.TokenInfo.
+// request's, so the scope crosses over as the SDK's auth.TokenInfo, and
+// with it the request's context: a call ends when the request that
+// carried it does (its token revoked, its client gone).
 type Handler struct {
 	s *server
 	h http.Handler
@@ -54,7 +56,7 @@ func NewHandler(svc vigil.Service, opts *Options) *Handler {
 		DisableLocalhostProtection: true,
 	})
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
-		c := caller{recipient: r.URL.Query().Get("recipient"), baseURL: "http://" + r.Host}
+		c := caller{recipient: r.URL.Query().Get("recipient"), baseURL: "http://" + r.Host, request: ctx}
 		if r.TLS != nil {
 			c.baseURL = "https://" + r.Host
 		}

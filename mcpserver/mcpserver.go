@@ -271,6 +271,10 @@ type caller struct {
 	// baseURL is the daemon's address as the HTTP caller reached it, for
 	// a token watch's completion URL.
 	baseURL string
+	// request is the context of the HTTP request that carried the call
+	// (nil but over HTTP): httpapi cancels it when its token is revoked,
+	// and the server when the client goes away.
+	request context.Context
 }
 
 // errNoCaller answers an HTTP call that reached the server without the
@@ -295,7 +299,24 @@ func (s *server) callContext(ctx context.Context, extra *mcp.RequestExtra) (cont
 	if c.scoped {
 		ctx = vigil.WithScope(ctx, c.scope)
 	}
+	if c.request != nil {
+		ctx = withRequest(ctx, c.request)
+	}
 	return ctx, c, nil
+}
+
+// withRequest returns ctx, which the SDK derives from the session, also
+// ended, with its cause, when the HTTP request that carried the call ends.
+// The answer goes out on that request's stream only (the handler keeps no
+// events to resume a stream from), so once it is gone — the client went
+// away, or httpapi cut it because its token was revoked — nobody can read
+// the answer, and a wait would go on for nobody, on a revoked token, for
+// up to MaxWait. The request ends when the answer is written, which ends
+// the returned context too.
+func withRequest(ctx, request context.Context) context.Context {
+	ctx, cancel := context.WithCancelCause(ctx)
+	context.AfterFunc(request, func() { cancel(context.Cause(request)) })
+	return ctx
 }
 
 // recipientFor resolves the recipient a call acts for: the argument, the

@@ -1,0 +1,103 @@
+package mcpserver
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/httpapi"
+)
+
+// blockingWait is a service whose watch is pending and may change at any
+// time, and whose Wait blocks until its context ends, saying when it
+// started and when it ended.
+type blockingWait struct {
+	vigil.Service
+	started chan struct{}
+	ended   chan error
+}
+
+func (b *blockingWait) Watch(context.Context, string) (*vigil.Watch, error) {
+	return &vigil.Watch{ID: "w1", Kind: vigil.KindFile, Recipient: "A", State: vigil.StatePending}, nil
+}
+
+func (b *blockingWait) Wait(ctx context.Context, _ string, _ time.Duration) (*vigil.Watch, error) {
+	b.started <- struct{}{}
+	<-ctx.Done()
+	b.ended <- context.Cause(ctx)
+	return nil, ctx.Err()
+}
+
+type bearerRT struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// TestHTTPRevokedTokenEndsItsWait: a watch_wait over HTTP whose token is
+// revoked while it waits ends server-side, as the HTTP API's long-polls
+// do, rather than waiting its whole window for a caller whose stream was
+// cut; and a call made after the revocation is refused.
+func TestHTTPRevokedTokenEndsItsWait(t *testing.T) {
+	t.Parallel()
+	svc := &blockingWait{started: make(chan struct{}, 1), ended: make(chan error, 1)}
+	var revoked atomic.Bool
+	api := httpapi.New(httpapi.Options{
+		Service: svc,
+		Recheck: 20 * time.Millisecond,
+		AuthenticateFunc: func(_ context.Context, token string) (vigil.Scope, bool, error) {
+			if token != "tok-a" || revoked.Load() {
+				return vigil.Scope{}, false, nil
+			}
+			return vigil.Scope{Recipients: []string{"A"}, TokenID: "a"}, true, nil
+		},
+	})
+	h := NewHandler(svc, &Options{MaxWait: time.Hour})
+	api.Mount("/mcp", h)
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(func() {
+		h.Close()
+		api.Close()
+		srv.Close()
+	})
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	transport := &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: bearerRT{"tok-a", tr}}, MaxRetries: -1}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).Connect(t.Context(), transport, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+
+	go func() {
+		_, _ = cs.CallTool(context.WithoutCancel(t.Context()), &mcp.CallToolParams{Name: "watch_wait", Arguments: map[string]any{"id": "w1"}})
+	}()
+	select {
+	case <-svc.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch_wait never reached the service")
+	}
+	revoked.Store(true)
+	select {
+	case cause := <-svc.ended:
+		if vigil.ErrorCode(cause) != vigil.CodeUnauthorized {
+			t.Errorf("the wait ended with %v, want the HTTP API's unauthorized", cause)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch_wait of a revoked token still runs server-side, want it ended with its request")
+	}
+	if res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "watch_get", Arguments: map[string]any{"id": "w1"}}); err == nil {
+		t.Errorf("watch_get after the token was revoked = %+v, want refused", res)
+	}
+}

@@ -25,7 +25,16 @@ var (
 	typeRE = regexp.MustCompile(`^type: .* has type ("\w+"), want (.+)$`)
 	// stepRE is one "validating <schema>: " step of a schema error.
 	stepRE = regexp.MustCompile(`validating [^:]*: `)
+	// decodeRE is the decoder refusing a value the schema let through (a
+	// whole number too large for the argument's Go type):
+	// `json: cannot unmarshal "1e+30" into Go struct field T.a.0.b of type int`.
+	decodeRE = regexp.MustCompile(`^json: cannot unmarshal (?:number )?"?([^" ]+)"? into Go struct field (\S+) of type \S+$`)
 )
+
+// decodePrefix starts the text of a tool error the SDK (or watch_create)
+// makes when the arguments match the schema but not the Go type they are
+// decoded into.
+const decodePrefix = "json: "
 
 // argumentErrors is a receiving middleware that rewrites the SDK's tool
 // errors for arguments that do not match the input schema (a wrong type,
@@ -42,12 +51,40 @@ func argumentErrors(next mcp.MethodHandler) mcp.MethodHandler {
 			return res, err
 		}
 		tc, ok := r.Content[0].(*mcp.TextContent)
-		if !ok || !strings.HasPrefix(tc.Text, argsPrefix) {
-			return res, err
+		switch {
+		case !ok:
+		case strings.HasPrefix(tc.Text, argsPrefix):
+			tc.Text = schemaError(strings.TrimPrefix(tc.Text, argsPrefix)).Error()
+		case strings.HasPrefix(tc.Text, decodePrefix):
+			tc.Text = decodeError(tc.Text).Error()
 		}
-		tc.Text = schemaError(strings.TrimPrefix(tc.Text, argsPrefix)).Error()
 		return res, err
 	}
+}
+
+// decodeError turns the decoder's refusal of an argument the schema took
+// into a tool error naming the argument. The decoder names it after the Go
+// type it fills (mcpserver.createManyIn[]mcpserver.createManyItem…
+// .watches.0.max_polls): the argument is the trailing run of names in
+// lower case (the types are in camel case), without the array indexes, as
+// a schema error names it.
+func decodeError(msg string) error {
+	m := decodeRE.FindStringSubmatch(msg)
+	if m == nil {
+		return &toolError{code: vigil.CodeInvalidRequest, msg: strings.TrimPrefix(msg, decodePrefix)}
+	}
+	segs := strings.Split(m[2], ".")
+	var path []string
+	for i := len(segs) - 1; i >= 0; i-- {
+		seg := segs[i]
+		if seg == "" || strings.ToLower(seg) != seg || strings.ContainsAny(seg, "[]") {
+			break
+		}
+		if strings.Trim(seg, "0123456789") != "" {
+			path = append([]string{seg}, path...)
+		}
+	}
+	return &toolError{code: vigil.CodeInvalidRequest, msg: "must be a whole number in range, not " + m[1], field: strings.Join(path, ".")}
 }
 
 // schemaError turns the SDK's schema validation message into a tool error

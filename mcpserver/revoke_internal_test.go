@@ -2,8 +2,10 @@ package mcpserver
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,14 +47,10 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(r)
 }
 
-// TestHTTPRevokedTokenEndsItsWait: a watch_wait over HTTP whose token is
-// revoked while it waits ends server-side, as the HTTP API's long-polls
-// do, rather than waiting its whole window for a caller whose stream was
-// cut; and a call made after the revocation is refused.
-func TestHTTPRevokedTokenEndsItsWait(t *testing.T) {
-	t.Parallel()
-	svc := &blockingWait{started: make(chan struct{}, 1), ended: make(chan error, 1)}
-	var revoked atomic.Bool
+// startBlocking serves NewHandler over svc behind httpapi, with tok-a
+// valid until revoked is set.
+func startBlocking(t *testing.T, svc *blockingWait, revoked *atomic.Bool) string {
+	t.Helper()
 	api := httpapi.New(httpapi.Options{
 		Service: svc,
 		Recheck: 20 * time.Millisecond,
@@ -71,9 +69,91 @@ func TestHTTPRevokedTokenEndsItsWait(t *testing.T) {
 		api.Close()
 		srv.Close()
 	})
+	return srv.URL + "/mcp"
+}
+
+// TestHTTPClientGoneEndsItsWait: a watch_wait whose client goes away
+// (its connection closed, no notifications/cancelled sent) ends
+// server-side, rather than waiting its whole window for nobody.
+func TestHTTPClientGoneEndsItsWait(t *testing.T) {
+	t.Parallel()
+	svc := &blockingWait{started: make(chan struct{}, 1), ended: make(chan error, 1)}
+	url := startBlocking(t, svc, new(atomic.Bool))
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	transport := &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: bearerRT{"tok-a", tr}}, MaxRetries: -1}
+	hc := &http.Client{Transport: tr}
+	session := ""
+	post := func(ctx context.Context, body string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer tok-a")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode/100 != 2 {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("POST %s = %s %s", body, resp.Status, b)
+		}
+		return resp
+	}
+	resp := post(t.Context(), `{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "v0"}}}`)
+	session = resp.Header.Get("Mcp-Session-Id")
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	post(t.Context(), `{"jsonrpc": "2.0", "method": "notifications/initialized"}`).Body.Close()
+
+	ctx, hangUp := context.WithCancel(t.Context())
+	defer hangUp()
+	// The answer's headers come with its first event: the call is made
+	// aside, and its connection closed by hangUp.
+	go func() {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(
+			`{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "watch_wait", "arguments": {"id": "w1"}}}`))
+		if err != nil {
+			return
+		}
+		req.Header = http.Header{"Authorization": {"Bearer tok-a"}, "Content-Type": {"application/json"},
+			"Accept": {"application/json, text/event-stream"}, "Mcp-Session-Id": {session}, "Mcp-Protocol-Version": {"2025-06-18"}}
+		if resp, err := hc.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-svc.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch_wait never reached the service")
+	}
+	hangUp()
+	select {
+	case <-svc.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch_wait of a client gone away still runs server-side, want it ended with its request")
+	}
+}
+
+// TestHTTPRevokedTokenEndsItsWait: a watch_wait over HTTP whose token is
+// revoked while it waits ends server-side, as the HTTP API's long-polls
+// do, rather than waiting its whole window for a caller whose stream was
+// cut; and a call made after the revocation is refused.
+func TestHTTPRevokedTokenEndsItsWait(t *testing.T) {
+	t.Parallel()
+	svc := &blockingWait{started: make(chan struct{}, 1), ended: make(chan error, 1)}
+	var revoked atomic.Bool
+	url := startBlocking(t, svc, &revoked)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	transport := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerRT{"tok-a", tr}}, MaxRetries: -1}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).Connect(t.Context(), transport, nil)
 	if err != nil {
 		t.Fatal(err)

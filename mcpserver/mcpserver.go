@@ -3,8 +3,8 @@
 // a vigil.Service, the inbox as a resource an agent harness can subscribe
 // to, and an HTTP handler for the daemon's /mcp endpoint.
 //
-// The tools are watch_create, watch_list, watch_get, watch_why,
-// watch_cancel, watch_wait, inbox_read and note_write. Their descriptions
+// The tools are watch_create, watch_create_many, watch_list, watch_get,
+// watch_why, watch_cancel, watch_wait, inbox_read and note_write. Their descriptions
 // are written for a model: create a watch and END THE TURN instead of
 // polling; the outcome arrives in the inbox. watch_wait is bounded (MaxWait, 50 s by
 // default, under the 60 s at which MCP clients commonly give up on a call)

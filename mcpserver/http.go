@@ -73,7 +73,23 @@ func NewHandler(svc vigil.Service, opts *Options) *Handler {
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.h.ServeHTTP(&retryWriter{ResponseWriter: w}, r)
+	// A request cut because its token was revoked (httpapi's recheck; a
+	// request that ends otherwise is not cancelled yet) ends its session:
+	// every later request of the token is refused before it reaches the
+	// session, which would otherwise keep its inbox listeners, following
+	// a recipient for a token that may no longer read it, until it has
+	// idled sessionIdle.
+	if id := r.Header.Get(sessionHeader); id != "" && vigil.ErrorCode(context.Cause(r.Context())) == vigil.CodeUnauthorized {
+		for ss := range h.s.srv.Sessions() {
+			if ss.ID() == id {
+				_ = ss.Close()
+			}
+		}
+	}
 }
+
+// sessionHeader carries the session of a streamable HTTP request.
+const sessionHeader = "Mcp-Session-Id"
 
 // streamRetry is how long a client that loses an event stream should wait
 // before coming back, sent as the stream's "retry:" field.

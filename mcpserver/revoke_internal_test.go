@@ -181,3 +181,70 @@ func TestHTTPRevokedTokenEndsItsWait(t *testing.T) {
 		t.Errorf("watch_get after the token was revoked = %+v, want refused", res)
 	}
 }
+
+// inboxFollower is blockingWait with an inbox to subscribe to: empty, and
+// whose event stream lasts until its context ends.
+type inboxFollower struct {
+	blockingWait
+	unsubscribed chan struct{}
+}
+
+func (f *inboxFollower) Messages(context.Context, vigil.MessagesRequest) (vigil.MessagesPage, error) {
+	return vigil.MessagesPage{Messages: []*vigil.Message{}}, nil
+}
+
+func (f *inboxFollower) Subscribe(ctx context.Context, _ vigil.EventFilter) (<-chan vigil.Event, error) {
+	ch := make(chan vigil.Event)
+	context.AfterFunc(ctx, func() {
+		close(ch)
+		f.unsubscribed <- struct{}{}
+	})
+	return ch, nil
+}
+
+// TestHTTPRevokedTokenEndsItsSession: a session whose token is revoked
+// while its event stream is open is closed, and with it its inbox
+// listener, rather than kept for the day a session may idle with nothing
+// but refusals to come.
+func TestHTTPRevokedTokenEndsItsSession(t *testing.T) {
+	t.Parallel()
+	svc := &inboxFollower{unsubscribed: make(chan struct{}, 1)}
+	var revoked atomic.Bool
+	api := httpapi.New(httpapi.Options{
+		Service: svc,
+		Recheck: 20 * time.Millisecond,
+		AuthenticateFunc: func(_ context.Context, token string) (vigil.Scope, bool, error) {
+			if token != "tok-a" || revoked.Load() {
+				return vigil.Scope{}, false, nil
+			}
+			return vigil.Scope{Recipients: []string{"A"}, TokenID: "a"}, true, nil
+		},
+	})
+	h := NewHandler(svc, nil)
+	api.Mount("/mcp", h)
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(func() {
+		h.Close()
+		api.Close()
+		srv.Close()
+	})
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	transport := &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: bearerRT{"tok-a", tr}}, MaxRetries: -1}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(context.Context, *mcp.ResourceUpdatedNotificationRequest) {},
+	}).Connect(t.Context(), transport, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: InboxURI("A")}); err != nil {
+		t.Fatal(err)
+	}
+	revoked.Store(true)
+	select {
+	case <-svc.unsubscribed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the inbox listener of a revoked token's session still runs, want its session closed")
+	}
+}

@@ -657,6 +657,11 @@ func (c *Config) loadFile(path string) error {
 	if _, err := d.Token(); !errors.Is(err, io.EOF) {
 		return fmt.Errorf("config file %s: there is more after the JSON object (byte %d on): the file must hold one object", path, d.InputOffset())
 	}
+	// encoding/json keeps the last of two members with one name and drops
+	// the first without a word: a key given twice is refused instead.
+	if err := duplicateKey(b); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
 	// Dotted keys may be spelled nested: {"forges": {"github": {"url": …}}}
 	// is "forges.github.url".
 	m := make(map[string]json.RawMessage, len(nested))
@@ -700,6 +705,49 @@ func (c *Config) loadFile(path string) error {
 		}
 	}
 	return nil
+}
+
+// duplicateKey reports a member name given twice in one object of the
+// JSON document b (already decoded once, so valid), naming it dotted from
+// the top: "smtp.host".
+func duplicateKey(b []byte) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var walk func(prefix string) error
+	walk = func(prefix string) error {
+		t, err := d.Token()
+		if err != nil {
+			return err
+		}
+		switch t {
+		case json.Delim('{'):
+			seen := make(map[string]bool)
+			for d.More() {
+				t, err := d.Token()
+				if err != nil {
+					return err
+				}
+				name, _ := t.(string)
+				if seen[name] {
+					return fmt.Errorf("key %q is given twice", prefix+name)
+				}
+				seen[name] = true
+				if err := walk(prefix + name + "."); err != nil {
+					return err
+				}
+			}
+			_, err = d.Token()
+		case json.Delim('['):
+			for d.More() {
+				if err := walk(prefix); err != nil {
+					return err
+				}
+			}
+			_, err = d.Token()
+		}
+		return err
+	}
+	return walk("")
 }
 
 // flattenKeys copies the members of an object into out, spelling those of

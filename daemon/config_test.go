@@ -269,3 +269,30 @@ func TestKeysDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadFileDuplicateKeys refuses a config file naming one key twice, in
+// one object or nested, naming the key: JSON decoding keeps the last and
+// drops the first silently, so an edit appended below an old value would
+// win or lose depending on where it was written.
+func TestLoadFileDuplicateKeys(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, body, want string }{
+		{"top level", `{"listen": "127.0.0.1:1", "probe_workers": 2, "listen": "127.0.0.1:2"}`, `"listen"`},
+		{"nested", `{"smtp": {"host": "a.example", "host": "b.example"}}`, `"smtp.host"`},
+		{"nested twice", `{"forges": {"github": {"url": "https://a.example"}}, "forges": {"gitea": {"url": "https://b.example"}}}`, `"forges"`},
+		{"flat and nested", `{"forges.github.url": "https://a.example", "forges": {"github": {"url": "https://b.example"}}}`, `"forges.github.url"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := daemon.Load(nil, fakeEnv(map[string]string{"HOME": "/h", "VIGIL_CONFIG": writeFile(t, tc.body)}))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "twice") {
+				t.Errorf("Load(%s) error = %v, want one naming %s given twice", tc.body, err, tc.want)
+			}
+		})
+	}
+	// Keys differing only in case are two keys, and the one not lower
+	// case is unknown.
+	_, err := daemon.Load(nil, fakeEnv(map[string]string{"HOME": "/h", "VIGIL_CONFIG": writeFile(t, `{"lease_renew": "1s", "Lease_Renew": "2s"}`)}))
+	if err == nil || !strings.Contains(err.Error(), `unknown key "Lease_Renew"`) {
+		t.Errorf("Load with Lease_Renew: error = %v, want unknown key \"Lease_Renew\"", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -299,14 +300,37 @@ func validHostName(s string) bool {
 	return true
 }
 
-// redactURL drops credentials from a URL-like string before it is shown.
+// redactURL drops credentials from a URL-like string before it is shown:
+// the user information, and the value of a query parameter whose name
+// holds "password" (a PostgreSQL URL's password= and sslpassword=, which
+// pgx reads as libpq does).
 func redactURL(s string) string {
-	if i := strings.Index(s, "://"); i >= 0 {
-		if j := strings.LastIndex(s, "@"); j > i {
-			return s[:i+3] + "…@" + s[j+1:]
+	i := strings.Index(s, "://")
+	if i < 0 {
+		return s
+	}
+	if j := strings.LastIndex(s, "@"); j > i {
+		s = s[:i+3] + "…@" + s[j+1:]
+	}
+	head, query, ok := strings.Cut(s, "?")
+	if !ok {
+		return s
+	}
+	params := strings.Split(query, "&")
+	for n, p := range params {
+		k, _, ok := strings.Cut(p, "=")
+		if !ok {
+			continue
+		}
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			name = k
+		}
+		if strings.Contains(strings.ToLower(name), "password") {
+			params[n] = k + "=…"
 		}
 	}
-	return s
+	return head + "?" + strings.Join(params, "&")
 }
 
 // key is one configuration key: its name in a config file, its flag and

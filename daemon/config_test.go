@@ -296,3 +296,37 @@ func TestLoadFileDuplicateKeys(t *testing.T) {
 		t.Errorf("Load with Lease_Renew: error = %v, want unknown key \"Lease_Renew\"", err)
 	}
 }
+
+// TestStoreNameHidesPasswords: a PostgreSQL URL may carry its password in
+// the query (pgx reads password= and sslpassword= there as libpq does);
+// the start-up line, the panel and a refusal show the URL without it.
+func TestStoreNameHidesPasswords(t *testing.T) {
+	t.Parallel()
+	for _, store := range []string{
+		"postgres://vigil:hunter2@db/vigil",
+		"postgres://vigil@db/vigil?sslmode=disable&password=hunter2",
+		"postgresql://db/vigil?password=hunter2",
+		"postgres://db/vigil?PassWord=hunter2&sslmode=disable",
+		"postgres://db/vigil?sslmode=verify-full&sslpassword=hunter2&sslkey=/k.pem",
+		"postgres://db/vigil?password=hunter%32",
+	} {
+		c := daemon.DefaultConfig()
+		c.Store = store
+		if got := c.StoreName(); strings.Contains(got, "hunter") || !strings.HasPrefix(got, "postgres") {
+			t.Errorf("StoreName() of %s = %q: shows the password", store, got)
+		}
+		c.DataDir, c.Roots = "/var/lib/vigil", []string{"/srv"}
+		c.Store = store + "?sslmode=bogus"
+		if strings.Contains(store, "?") {
+			c.Store = store + "&sslmode=bogus"
+		}
+		if err := c.Validate(); err == nil || strings.Contains(err.Error(), "hunter") {
+			t.Errorf("Validate() with store %s = %v, want a refusal without the password", c.Store, err)
+		}
+	}
+	c := daemon.DefaultConfig()
+	c.Store = "postgres://db/vigil?sslmode=disable&password=hunter2&application_name=vigil"
+	if got, want := c.StoreName(), "postgres://db/vigil?sslmode=disable&password=…&application_name=vigil"; got != want {
+		t.Errorf("StoreName() = %q, want %q", got, want)
+	}
+}

@@ -330,3 +330,91 @@ func TestStoreNameHidesPasswords(t *testing.T) {
 		t.Errorf("StoreName() = %q, want %q", got, want)
 	}
 }
+
+// TestKeysTableMatchesDocs reads the settings tables of
+// docs/operations.md (those headed "| key | flag | environment | default
+// |") and compares them with Keys() both ways: every row names a key the
+// code reads, with its flag and environment variable, and a default that
+// is the code's; every key of the code has a row. vigil serve --help shows
+// the same defaults, as BindFlags defines them.
+func TestKeysTableMatchesDocs(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct{ flag, env, def string }
+	rows := map[string]row{}
+	inTable := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "| key | flag | environment | default |") {
+			inTable = true
+			continue
+		}
+		if !strings.HasPrefix(line, "|") {
+			inTable = false
+			continue
+		}
+		if !inTable || strings.HasPrefix(line, "|---") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if len(cells) < 5 {
+			t.Errorf("docs/operations.md: settings row %q has %d cells, want 5", line, len(cells))
+			continue
+		}
+		unquote := func(s string) string { return strings.Trim(strings.TrimSpace(s), "`") }
+		name := unquote(cells[0])
+		if _, dup := rows[name]; dup {
+			t.Errorf("docs/operations.md: key %s has two rows", name)
+		}
+		rows[name] = row{flag: unquote(cells[1]), env: unquote(cells[2]), def: strings.TrimSpace(cells[3])}
+	}
+	// Defaults worked out at start, that the table describes in words.
+	computed := map[string]bool{"data_dir": true, "roots": true, "replica": true, "smtp.from": true, "public_url": true}
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	daemon.BindFlags(fs)
+	seen := map[string]bool{}
+	for _, k := range daemon.Keys() {
+		seen[k.Name] = true
+		r, ok := rows[k.Name]
+		if !ok {
+			t.Errorf("docs/operations.md: no row for the key %s (--%s, %s)", k.Name, k.Flag, k.Env)
+			continue
+		}
+		if r.flag != "--"+k.Flag || r.env != k.Env {
+			t.Errorf("docs/operations.md: %s has flag %s and environment %s, the code --%s and %s", k.Name, r.flag, r.env, k.Flag, k.Env)
+		}
+		if f := fs.Lookup(k.Flag); f == nil || f.DefValue != k.Default {
+			t.Errorf("--%s: not defined with the default %q", k.Flag, k.Default)
+		}
+		switch {
+		case computed[k.Name]:
+			if r.def == "" {
+				t.Errorf("docs/operations.md: %s has no default", k.Name)
+			}
+		case k.Default == "":
+			if !strings.HasPrefix(r.def, "none") && !strings.HasPrefix(r.def, "empty") {
+				t.Errorf("docs/operations.md: %s defaults to %s, the code to nothing", k.Name, r.def)
+			}
+		default:
+			lit, _, _ := strings.Cut(strings.TrimPrefix(r.def, "`"), "`")
+			if !strings.HasPrefix(r.def, "`") {
+				lit = r.def
+			}
+			if lit == k.Default {
+				continue
+			}
+			d1, err1 := vigil.ParseDuration(lit)
+			d2, err2 := vigil.ParseDuration(k.Default)
+			if err1 != nil || err2 != nil || d1 != d2 {
+				t.Errorf("docs/operations.md: %s defaults to %s, the code to %q", k.Name, r.def, k.Default)
+			}
+		}
+	}
+	for name := range rows {
+		if !seen[name] {
+			t.Errorf("docs/operations.md: the table lists %s, which is no configuration key", name)
+		}
+	}
+}

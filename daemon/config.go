@@ -227,8 +227,13 @@ func (c Config) Validate() error {
 			return fmt.Errorf("roots: %q must be an absolute path", r)
 		}
 	}
-	if c.Lease < 0 || c.LeaseRenew < 0 || (c.Lease > 0 && c.Lease < 100*time.Millisecond) || c.Lease > time.Hour {
-		return fmt.Errorf("lease %s: must be from 100ms to 1h", vigil.FormatDuration(c.Lease))
+	if c.Lease < 0 || (c.Lease > 0 && c.Lease < 100*time.Millisecond) || c.Lease > time.Hour {
+		return fmt.Errorf("lease %s: must be 0 (15s) or from 100ms to 1h", vigil.FormatDuration(c.Lease))
+	}
+	// Each renewal runs the lease statements against the database: a
+	// shorter interval would run them back to back.
+	if c.LeaseRenew < 0 || (c.LeaseRenew > 0 && c.LeaseRenew < minLeaseRenew) {
+		return fmt.Errorf("lease_renew %s: must be 0 (a third of the lease, at most 5s) or from %s", vigil.FormatDuration(c.LeaseRenew), vigil.FormatDuration(minLeaseRenew))
 	}
 	if len(c.Replica) > 200 || strings.IndexFunc(c.Replica, func(r rune) bool { return r < 0x21 || r == 0x7f }) >= 0 {
 		return fmt.Errorf("replica %q: at most 200 characters, with no spaces or control characters", c.Replica)
@@ -274,6 +279,10 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// minLeaseRenew is the shortest lease_renew: a third of the shortest
+// lease, rounded down.
+const minLeaseRenew = 10 * time.Millisecond
 
 // maxMaxDeadline bounds max_deadline: 100 years.
 const maxMaxDeadline = 36500 * 24 * time.Hour

@@ -418,3 +418,38 @@ func TestKeysTableMatchesDocs(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateLeases names the setting at fault, lease or lease_renew, and
+// refuses a renewal interval so short that the lease statements would run
+// back to back against the database.
+func TestValidateLeases(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		lease, renew time.Duration
+		want         string // "" means valid
+	}{
+		{0, 0, ""},
+		{100 * time.Millisecond, 0, ""},
+		{time.Second, 10 * time.Millisecond, ""},
+		{time.Hour, 0, ""},
+		{-time.Second, 0, "lease -1s"},
+		{50 * time.Millisecond, 0, "lease 50ms"},
+		{2 * time.Hour, 0, "lease 2h"},
+		{0, -time.Second, "lease_renew -1s"},
+		{0, time.Nanosecond, "lease_renew 1ns"},
+		{time.Second, 9 * time.Millisecond, "lease_renew 9ms"},
+		{time.Second, time.Second, "lease_renew 1s"},
+		{0, 20 * time.Second, "lease_renew 20s"},
+	} {
+		c := daemon.DefaultConfig()
+		c.DataDir, c.Roots = "/var/lib/vigil", []string{"/srv"}
+		c.Lease, c.LeaseRenew = tc.lease, tc.renew
+		err := c.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("Validate(lease %v, lease_renew %v) = %v, want nil", tc.lease, tc.renew, err)
+		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want+":")):
+			t.Errorf("Validate(lease %v, lease_renew %v) = %v, want an error starting %q", tc.lease, tc.renew, err, tc.want+":")
+		}
+	}
+}

@@ -79,6 +79,10 @@ func (c DeliveryConfig) Validate() error {
 	if s.Port < 0 || s.Port > 65535 {
 		return fmt.Errorf("smtp.port %d: must be from 1 to 65535", s.Port)
 	}
+	// The host alone: the port is smtp.port, and both are joined to dial.
+	if s.Host != "" && !validHostName(s.Host) {
+		return fmt.Errorf("smtp.host %q: must be a host name or an IP address alone (no scheme or port: the port is smtp.port), like smtp.example.com", s.Host)
+	}
 	if s.From != "" {
 		// Exactly the address: it goes as written into MAIL FROM:<…> and
 		// the From header ("<v@x>" or "\"v\"@x" parse, but are refused

@@ -45,6 +45,11 @@ func TestDeliverySettings(t *testing.T) {
 		{"VIGIL_SMTP_FROM", "v@example.com (vigil)", "smtp.from"},
 		{"VIGIL_PUBLIC_URL", "vigil.example.com", "public_url"},
 		{"VIGIL_PUBLIC_URL", "https://u:p@vigil.example.com", "public_url"},
+		// A host with its port, or as a URL, was taken and every mail
+		// failed to dial "[mail.example.com:587]:587".
+		{"VIGIL_SMTP_HOST", "mail.example.com:587", "smtp.host"},
+		{"VIGIL_SMTP_HOST", "smtp://mail.example.com", "smtp.host"},
+		{"VIGIL_SMTP_HOST", "mail example.com", "smtp.host"},
 	} {
 		bad := map[string]string{"HOME": "/home/ada", "VIGIL_SMTP_HOST": "mail.example.com", "VIGIL_SMTP_PASSWORD": "pw-s3cret", tc.key: tc.value}
 		c, err := daemon.Load(nil, fakeEnv(bad))

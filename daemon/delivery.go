@@ -216,7 +216,12 @@ func setPairs(m *map[string]string, items []string, form string) error {
 		if *m == nil {
 			*m = map[string]string{}
 		}
-		(*m)[strings.TrimSpace(r)] = strings.TrimSpace(v)
+		r = strings.TrimSpace(r)
+		if _, dup := (*m)[r]; dup {
+			// Keeping the last would drop the first without a word.
+			return fmt.Errorf("recipient %q is given twice: give each recipient one entry", r)
+		}
+		(*m)[r] = strings.TrimSpace(v)
 	}
 	return nil
 }

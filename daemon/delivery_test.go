@@ -50,6 +50,9 @@ func TestDeliverySettings(t *testing.T) {
 		{"VIGIL_SMTP_HOST", "mail.example.com:587", "smtp.host"},
 		{"VIGIL_SMTP_HOST", "smtp://mail.example.com", "smtp.host"},
 		{"VIGIL_SMTP_HOST", "mail example.com", "smtp.host"},
+		// One recipient twice kept the last without a word.
+		{"VIGIL_WEBHOOKS", "ops=https://hooks.example/a,ops=https://hooks.example/b", `"ops" is given twice`},
+		{"VIGIL_WEBHOOK_SECRETS", "agent-7=" + secret + ",ops=" + secret + ",agent-7=" + secret, `"agent-7" is given twice`},
 	} {
 		bad := map[string]string{"HOME": "/home/ada", "VIGIL_SMTP_HOST": "mail.example.com", "VIGIL_SMTP_PASSWORD": "pw-s3cret", tc.key: tc.value}
 		c, err := daemon.Load(nil, fakeEnv(bad))

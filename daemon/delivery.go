@@ -83,6 +83,15 @@ func (c DeliveryConfig) Validate() error {
 	if s.Host != "" && !validHostName(s.Host) {
 		return fmt.Errorf("smtp.host %q: must be a host name or an IP address alone (no scheme or port: the port is smtp.port), like smtp.example.com", s.Host)
 	}
+	// net/smtp sends the password (AUTH PLAIN) over TLS, or over plain
+	// text to these names alone; it refuses any other, and every mail with
+	// it.
+	if s.User != "" && s.NoStartTLS && s.Host != "" && s.Host != "localhost" && s.Host != "127.0.0.1" && s.Host != "::1" {
+		return fmt.Errorf("smtp.user %q: a password is sent only over STARTTLS or to localhost, and smtp.starttls is off for %s: turn smtp.starttls on, or leave smtp.user empty for a relay that needs none", s.User, s.Host)
+	}
+	if s.Password != "" && s.User == "" {
+		return errors.New("smtp.password is set but smtp.user is empty, so it would never be sent: set smtp.user (VIGIL_SMTP_USER) too, or leave both empty")
+	}
 	if s.From != "" {
 		// Exactly the address: it goes as written into MAIL FROM:<…> and
 		// the From header ("<v@x>" or "\"v\"@x" parse, but are refused

@@ -14,7 +14,7 @@ func TestDeliverySettings(t *testing.T) {
 	t.Parallel()
 	const secret = "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXh5eg=="
 	env := map[string]string{"HOME": "/home/ada",
-		"VIGIL_SMTP_HOST": "mail.example.com", "VIGIL_SMTP_PORT": "2525", "VIGIL_SMTP_USER": "vigil",
+		"VIGIL_SMTP_HOST": "localhost", "VIGIL_SMTP_PORT": "2525", "VIGIL_SMTP_USER": "vigil",
 		"VIGIL_SMTP_PASSWORD": "pw-s3cret", "VIGIL_SMTP_FROM": "vigil@example.com", "VIGIL_SMTP_STARTTLS": "false",
 		"VIGIL_WEBHOOKS": "agent-7=https://hooks.example/a, ops=https://hooks.example/o", "VIGIL_WEBHOOK_SECRETS": "agent-7=" + secret,
 		"VIGIL_PUBLIC_URL": "https://vigil.example.com"}
@@ -26,7 +26,7 @@ func TestDeliverySettings(t *testing.T) {
 		t.Fatalf("Validate() = %v", err)
 	}
 	s := c.Delivery.SMTP
-	if s.Host != "mail.example.com" || s.Port != 2525 || s.User != "vigil" || s.Password != "pw-s3cret" || s.From != "vigil@example.com" || !s.NoStartTLS {
+	if s.Host != "localhost" || s.Port != 2525 || s.User != "vigil" || s.Password != "pw-s3cret" || s.From != "vigil@example.com" || !s.NoStartTLS {
 		t.Errorf("SMTP = %+v", s)
 	}
 	if c.Delivery.Webhooks["ops"] != "https://hooks.example/o" || c.Delivery.WebhookSecrets["agent-7"] != secret || c.Delivery.PublicURL != "https://vigil.example.com" {
@@ -54,7 +54,7 @@ func TestDeliverySettings(t *testing.T) {
 		{"VIGIL_WEBHOOKS", "ops=https://hooks.example/a,ops=https://hooks.example/b", `"ops" is given twice`},
 		{"VIGIL_WEBHOOK_SECRETS", "agent-7=" + secret + ",ops=" + secret + ",agent-7=" + secret, `"agent-7" is given twice`},
 	} {
-		bad := map[string]string{"HOME": "/home/ada", "VIGIL_SMTP_HOST": "mail.example.com", "VIGIL_SMTP_PASSWORD": "pw-s3cret", tc.key: tc.value}
+		bad := map[string]string{"HOME": "/home/ada", "VIGIL_SMTP_HOST": "mail.example.com", "VIGIL_SMTP_USER": "vigil", "VIGIL_SMTP_PASSWORD": "pw-s3cret", tc.key: tc.value}
 		c, err := daemon.Load(nil, fakeEnv(bad))
 		if err == nil {
 			err = c.Validate()
@@ -76,6 +76,45 @@ func TestDeliverySettings(t *testing.T) {
 	for _, k := range daemon.Keys() {
 		if strings.Contains(k.Default, "pw-") {
 			t.Errorf("key %s shows %q", k.Name, k.Default)
+		}
+	}
+}
+
+// TestSMTPAuthSettings refuses at start the SMTP authentication settings
+// that could never authenticate: net/smtp sends a password over plain text
+// only to localhost, so smtp.user with smtp.starttls off to another host
+// had every mail refused at AUTH, undeliverable; and a password with no
+// user was never sent, every mail going out unauthenticated.
+func TestSMTPAuthSettings(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  map[string]string
+		want string // "" means valid
+	}{
+		{map[string]string{"VIGIL_SMTP_HOST": "mail.example.com", "VIGIL_SMTP_USER": "vigil", "VIGIL_SMTP_PASSWORD": "pw-s3cret"}, ""},
+		{map[string]string{"VIGIL_SMTP_HOST": "localhost", "VIGIL_SMTP_USER": "vigil", "VIGIL_SMTP_PASSWORD": "pw-s3cret", "VIGIL_SMTP_STARTTLS": "false"}, ""},
+		{map[string]string{"VIGIL_SMTP_HOST": "127.0.0.1", "VIGIL_SMTP_USER": "vigil", "VIGIL_SMTP_STARTTLS": "false"}, ""},
+		{map[string]string{"VIGIL_SMTP_HOST": "::1", "VIGIL_SMTP_USER": "vigil", "VIGIL_SMTP_STARTTLS": "false"}, ""},
+		{map[string]string{"VIGIL_SMTP_HOST": "relay.internal", "VIGIL_SMTP_STARTTLS": "false"}, ""},
+		{map[string]string{"VIGIL_SMTP_HOST": "mail.example.com", "VIGIL_SMTP_USER": "vigil", "VIGIL_SMTP_PASSWORD": "pw-s3cret", "VIGIL_SMTP_STARTTLS": "false"}, "smtp.user"},
+		{map[string]string{"VIGIL_SMTP_HOST": "mail.example.com", "VIGIL_SMTP_PASSWORD": "pw-s3cret"}, "smtp.password"},
+	} {
+		env := map[string]string{"HOME": "/home/ada"}
+		for k, v := range tc.env {
+			env[k] = v
+		}
+		c, err := daemon.Load(nil, fakeEnv(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: Validate() = %v, want nil", tc.env, err)
+		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+			t.Errorf("%v: Validate() = %v, want an error naming %s", tc.env, err, tc.want)
+		case err != nil && strings.Contains(err.Error(), "pw-s3cret"):
+			t.Errorf("%v: Validate() = %v: shows the password", tc.env, err)
 		}
 	}
 }

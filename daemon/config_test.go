@@ -453,3 +453,30 @@ func TestValidateLeases(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadRelativePaths: a relative data_dir or root, from the config
+// file, the environment or a flag, is taken from the directory vigil serve
+// runs in (as docs/operations.md says), not from the config file's; a
+// relative SQLite file in store is refused.
+func TestLoadRelativePaths(t *testing.T) {
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	file := writeFile(t, `{"data_dir": "state", "roots": ["src", "/abs"]}`)
+	c, err := daemon.Load(parseFlags(t, "--config", file), fakeEnv(map[string]string{"HOME": "/h"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(cwd, "state"); c.DataDir != want {
+		t.Errorf("data_dir \"state\" = %q, want %q", c.DataDir, want)
+	}
+	if diff := cmp.Diff([]string{filepath.Join(cwd, "src"), "/abs"}, c.Roots); diff != "" {
+		t.Errorf("roots (-want +got):\n%s", diff)
+	}
+	c, err = daemon.Load(parseFlags(t, "--store", "sqlite:v.db"), fakeEnv(map[string]string{"HOME": "/h"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "absolute") {
+		t.Errorf("store sqlite:v.db: Validate() = %v, want a refusal asking for an absolute path", err)
+	}
+}

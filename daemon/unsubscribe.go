@@ -56,8 +56,9 @@ func (d *Daemon) unsubscribe(ctx context.Context, id, sig string, apply bool) er
 }
 
 // emailAccess is the dispatcher's AccessFunc: the token check made before
-// each probe (auth.Service.CheckWatch), made again before each mail, so a
-// revoked token's watch mails nothing.
+// each probe (auth.Service.CheckWatch), made again before each mail and
+// each command or resume run, so a revoked token's watch mails and runs
+// nothing.
 func emailAccess(tokens *auth.Service) func(ctx context.Context, w *vigil.Watch) error {
 	return func(ctx context.Context, w *vigil.Watch) error {
 		err := tokens.CheckWatch(ctx, w)

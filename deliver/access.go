@@ -14,7 +14,8 @@ func (e *deniedError) Error() string { return e.reason }
 
 // Denied is what an AccessFunc returns for a watch whose maker may no
 // longer reach its recipient (a scoped token revoked, expired or gone):
-// its email is recorded undeliverable with reason, and nothing is sent.
+// its email, command or resume is recorded undeliverable with reason, and
+// nothing is sent or run.
 func Denied(reason string) error { return &deniedError{reason} }
 
 // IsDenied reports whether err was made by Denied.
@@ -34,16 +35,31 @@ func (d *Dispatcher) recheckEmail(ctx context.Context, j *job) (*vigil.Watch, st
 	if err != nil {
 		return nil, "", err
 	}
-	if d.cfg.AccessFunc != nil {
-		if err := d.cfg.AccessFunc(ctx, w); err != nil {
-			if IsDenied(err) {
-				return w, clip(err.Error() + "; nothing was mailed"), nil
-			}
-			return nil, "", err
-		}
+	denied, err := d.access(ctx, w)
+	if err != nil {
+		return nil, "", err
+	}
+	if denied != "" {
+		return w, clip(denied + "; nothing was mailed"), nil
 	}
 	if o, err := ParseOptions(w.Deliver); err == nil && o.Email == nil {
 		return w, "email was turned off for this watch (its unsubscribe link); nothing was mailed", nil
 	}
 	return w, "", nil
+}
+
+// access asks AccessFunc whether w's maker may still reach its recipient:
+// why not ("" if it may), or the error that kept it from answering.
+func (d *Dispatcher) access(ctx context.Context, w *vigil.Watch) (string, error) {
+	if d.cfg.AccessFunc == nil {
+		return "", nil
+	}
+	err := d.cfg.AccessFunc(ctx, w)
+	switch {
+	case err == nil:
+		return "", nil
+	case IsDenied(err):
+		return err.Error(), nil
+	}
+	return "", err
 }

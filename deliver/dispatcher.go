@@ -73,10 +73,11 @@ type Config struct {
 	// ReceiptFunc, when set, hears of each receipt recorded after an
 	// attempt: its channel and status. For metrics; it must be cheap.
 	ReceiptFunc func(channel, status string)
-	// AccessFunc, when set, is asked before each email attempt whether
-	// the watch's maker may still reach its recipient (a scoped token not
-	// revoked): a Denied error records the email undeliverable and sends
-	// nothing; any other error is retried.
+	// AccessFunc, when set, is asked before each email attempt, and
+	// before each command or resume run, whether the watch's maker may
+	// still reach its recipient (a scoped token not revoked): a Denied
+	// error records the delivery undeliverable and sends or runs nothing;
+	// any other error is retried.
 	AccessFunc func(ctx context.Context, w *vigil.Watch) error
 	// HoldsFunc, when set, says whether this dispatcher delivers for the
 	// watch id: on a replica, whether it holds the watch's shard. An
@@ -669,6 +670,30 @@ func (d *Dispatcher) attempt(ctx context.Context, j *job, stopping <-chan struct
 		}
 		defer release()
 		waited = true
+	}
+	if j.channel == ChannelCommand || j.channel == ChannelResume {
+		// It runs a program, which the exec scope of the watch's
+		// token allowed: asked last, after any wait for its turn, so
+		// that a token revoked (or expired, or deleted) since the
+		// settlement runs nothing, at a retry or a restart either.
+		denied, err := d.access(ctx, w)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Error("checking the watch's token before running", "err", err)
+			}
+			d.retryLater(j, storeRetry)
+			return
+		}
+		if denied != "" {
+			rec.Status, rec.Detail, rec.Attempts, rec.UpdatedAt = vigil.ReceiptUndeliverable, clip(denied+"; nothing was run"), j.attempts, d.now()
+			if d.claim(ctx, log, j, rec) {
+				if d.cfg.ReceiptFunc != nil {
+					d.cfg.ReceiptFunc(rec.Channel, rec.Status)
+				}
+				d.finish(j)
+			}
+			return
+		}
 	}
 	// The receipt exists before anything leaves: a crash from here on
 	// reads back as unknown. It is claimed: written only over the receipt

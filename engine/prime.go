@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -263,6 +264,17 @@ func (s *prober) expireOverdue(ctx context.Context, ids []string, now time.Time)
 			s.seenSettled(w)
 			continue
 		}
+		if s.cfg.CheckFunc != nil {
+			// As before its final probe: a watch whose token was
+			// revoked (or expired, or deleted) is cancelled silently,
+			// not expired and delivered as if the token still held.
+			if err := s.cfg.CheckFunc(ctx, w); err != nil {
+				if err := s.cancelPastDeadline(ctx, w, err, now); err != nil {
+					return err
+				}
+				continue
+			}
+		}
 		out := &vigil.Outcome{State: vigil.StateExpired, Reason: "down_past_deadline", Observation: w.LastObservation}
 		polls := w.Polls
 		if a, p, ok := s.recordedAnswer(w, now); ok {
@@ -287,6 +299,29 @@ func (s *prober) expireOverdue(ctx context.Context, ids []string, now time.Time)
 				s.cfg.StopFunc(st.w.Kind, st.w.ID)
 			}
 		}
+	}
+	return nil
+}
+
+// cancelPastDeadline handles a CheckFunc refusal of w, whose deadline
+// passed while the daemon was down, as stop does before a probe: a
+// StopError cancels it silently (nothing in the mailbox, nothing pushed,
+// and what its probes started is stopped); any other error (the token
+// could not be read) fails, as a failed expiry does.
+func (s *prober) cancelPastDeadline(ctx context.Context, w *vigil.Watch, err error, now time.Time) error {
+	var se *vigil.StopError
+	if !errors.As(err, &se) {
+		return fmt.Errorf("scheduler: checking the token of watch %s, past its deadline: %w", w.ID, err)
+	}
+	out := &vigil.Outcome{State: vigil.StateCancelled, Reason: se.Reason, Sentence: se.Sentence, Observation: w.LastObservation}
+	_, won, err := s.cfg.Store.WatchCancel(ctx, vigil.WatchCancelParams{ID: w.ID, Outcome: out, SettledAt: now})
+	if err != nil {
+		return fmt.Errorf("scheduler: cancelling watch %s, whose token no longer holds: %w", w.ID, err)
+	}
+	if won {
+		s.sched.ArmPrune(now.Add(s.cfg.Limits.RetentionWatches))
+		s.cfg.EventFunc(vigil.Event{Type: vigil.EventWatchSettled, WatchID: w.ID, Recipient: w.Recipient, State: vigil.StateCancelled,
+			Text: se.Sentence, Done: true, At: now})
 	}
 	return nil
 }

@@ -175,3 +175,74 @@ func TestRevokedTokenWatchIsNotCompleted(t *testing.T) {
 		t.Errorf("mailbox %+v: a revoked token's watch delivers nothing", p.Messages)
 	}
 }
+
+// TestRevokedWatchPastDeadlineAtStart: a watch whose token was revoked,
+// and whose deadline passed while the daemon was down, is cancelled
+// silently (reason revoked) when the next start finds it, as its final
+// probe would have been: not expired, mailed and pushed (a webhook, an
+// on-fail command) as if the token still held.
+func TestRevokedWatchPastDeadlineAtStart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := &clock{t: t0}
+	st := memstore.New()
+	tokens := auth.New(auth.Config{Store: st, NowFunc: c.Now})
+	fake := watchertest.NeverSettles(vigil.KindHTTP)
+	reg := watcher.NewRegistry(timer.New(timer.Config{}), fake)
+	e := engine.New(engine.Config{Store: st, Watchers: reg, NowFunc: c.Now, CheckFunc: tokens.CheckWatch})
+	if err := e.Prime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokens.CreateToken(ctx, vigil.TokenCreateRequest{Recipients: []string{"r"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope, ok, err := tokens.Authenticate(ctx, tok.Secret)
+	if err != nil || !ok {
+		t.Fatalf("Authenticate = %v, %v", ok, err)
+	}
+	sctx := vigil.WithScope(ctx, scope)
+	revoked, err := e.Register(sctx, vigil.RegisterRequest{Kind: vigil.KindHTTP, Recipient: "r", Predicate: obj(`{}`), Every: "10s", Deadline: "1m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admins, err := e.Register(ctx, vigil.RegisterRequest{Kind: vigil.KindHTTP, Recipient: "r", Predicate: obj(`{"admin":true}`), Every: "10s", Deadline: "1m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Tick(ctx, t0) // the first probes; then the token is revoked and the daemon stops
+	if _, err := tokens.RevokeToken(ctx, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	// The next start, past the deadline.
+	c.t = t0.Add(time.Hour)
+	var delivered []string
+	e2 := engine.New(engine.Config{Store: st, Watchers: reg, NowFunc: c.Now, CheckFunc: tokens.CheckWatch,
+		DeliverFunc: func(w *vigil.Watch, _ *vigil.Message) { delivered = append(delivered, w.ID) }})
+	if err := e2.Prime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e2.Watch(ctx, revoked.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != vigil.StateCancelled || got.Outcome == nil || got.Outcome.Reason != auth.ReasonRevoked {
+		t.Errorf("the revoked token's watch: %s %+v, want cancelled, reason revoked", got.State, got.Outcome)
+	}
+	if got, _ := e2.Watch(ctx, admins.ID); got.State != vigil.StateExpired {
+		t.Errorf("the admin's watch: %s, want expired (down past its deadline)", got.State)
+	}
+	if len(delivered) != 1 || delivered[0] != admins.ID {
+		t.Errorf("delivered %v; want only the admin's watch, nothing for the revoked token's", delivered)
+	}
+	p, err := e2.Messages(ctx, vigil.MessagesRequest{Recipient: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range p.Messages {
+		if m.WatchID == revoked.ID {
+			t.Errorf("mailbox holds %+v for the revoked token's watch; revocation delivers nothing", m)
+		}
+	}
+}

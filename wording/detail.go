@@ -16,8 +16,9 @@ const DetailLineBytes = 200
 // first lines of its review, or, for a watch that failed, errored or
 // expired, a short excerpt of why (the last lines of a command's stderr or
 // stdout, else what the last check saw). Nothing else: the sentence says
-// the rest. The lines are plain text as the watcher or the note's author
-// wrote it; a surface that prints them escapes them for its medium.
+// the rest. The lines are the text the watcher or the note's author wrote,
+// with control and bidi characters spelled visibly (Plain); a surface that
+// prints them escapes them for its medium.
 func Detail(m *vigil.Message, maxLines int) []string {
 	if m == nil || maxLines <= 0 || len(m.Data) == 0 {
 		return nil

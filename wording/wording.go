@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/internal/jsonscan"
@@ -26,10 +27,11 @@ func Time(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC")
 // "the timer set for 2026-11-30 15:04:05 UTC".
 func Subject(w *vigil.Watch) string {
 	if d, ok := kinds.Lookup(w.Kind); ok && d.Subject != nil {
-		// Credentials in the predicate never reach a sentence.
-		return d.Subject(predicate(vigil.RedactJSON(w.Predicate)))
+		// Credentials in the predicate never reach a sentence; nor do
+		// its control characters (a path, a check name).
+		return Plain(d.Subject(predicate(vigil.RedactJSON(w.Predicate))))
 	}
-	return string(w.Kind) + " watch " + w.ID
+	return Plain(string(w.Kind) + " watch " + w.ID)
 }
 
 // predicate reads raw as json.Unmarshal reads it into a map[string]any
@@ -95,8 +97,11 @@ func Outcome(w *vigil.Watch, o *vigil.Outcome) string {
 	case vigil.StateErrored:
 		switch o.Reason {
 		case "max_polls":
-			return fmt.Sprintf("%s stopped after %d probes without an answer (max_polls)%s.", capital(subj), w.MaxPolls, lastSeen(obs))
+			return fmt.Sprintf("%s stopped after %s without an answer (max_polls)%s.", capital(subj), count(w.MaxPolls, "probe", "probes"), lastSeen(obs))
 		case "max_errors":
+			if w.MaxErrors == 1 {
+				return fmt.Sprintf("%s stopped after 1 check that could not tell (max_errors)%s.", capital(subj), lastReason(obs))
+			}
 			return fmt.Sprintf("%s stopped after %d checks in a row that could not tell (max_errors)%s.", capital(subj), w.MaxErrors, lastReason(obs))
 		}
 		return fmt.Sprintf("%s cannot be watched%s.", capital(subj), lastReason(obs))
@@ -159,7 +164,7 @@ func Why(w *vigil.Watch) string {
 // Errors says how many checks of w could not tell, in all and in a row:
 // "4 of 5 checks could not tell, the last 2 in a row (max_errors 3)".
 func Errors(w *vigil.Watch) string {
-	s := fmt.Sprintf("%d of %d checks could not tell", w.Errors, max(w.Polls, w.Errors))
+	s := fmt.Sprintf("%d of %s could not tell", w.Errors, count(max(w.Polls, w.Errors), "check", "checks"))
 	switch {
 	case w.ConsecutiveErrors == 0:
 		s += ", none since the last that could"
@@ -210,9 +215,33 @@ func capital(s string) string {
 	return s
 }
 
+// count says n things: "1 probe", "5 probes".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// clip makes s one line of plain text (Plain, its runs of white space one
+// space) at most n bytes long, marking a cut with "…".
 func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	cut := false
+	if m := 4*n + 16; len(s) > m {
+		// Only the first n bytes are kept: a 1 MB title is not escaped
+		// whole to keep 300 bytes of it. An escape spells a byte in at
+		// most 6, so 4n raw bytes hold more than n once spelled, unless
+		// white space collapses: then what is left is short anyway.
+		for m > 0 && !isRuneStart(s[m]) {
+			m--
+		}
+		s, cut = s[:m], true
+	}
+	s = Plain(strings.Join(strings.Fields(s), " "))
 	if len(s) <= n {
+		if cut {
+			s += "…"
+		}
 		return s
 	}
 	for n > 0 && !isRuneStart(s[n]) {
@@ -222,3 +251,73 @@ func clip(s string, n int) string {
 }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// Plain spells every character of s that could act on a reader's screen
+// rather than be read as a visible escape, as cli's terminal output does:
+// C0 control characters (tab and newline included) and DEL as \x1b, C1
+// control characters as \u009b, a byte that is not UTF-8 as \xff, and the
+// Unicode bidi controls (U+061C, U+200E, U+200F, U+202A–U+202E,
+// U+2066–U+2069), which make text read in another order than it is
+// written, as \u202e. Every sentence quotes text from outside (a forge's
+// title, a check's name, an HTTP body, a note) through it, so none carries
+// a terminal escape sequence or a bidi override into an agent's prompt, a
+// terminal or a mail. Everything else is left as it is.
+func Plain(s string) string {
+	i := 0
+	for i < len(s) {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 || c == 0x7f {
+				break
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || unsafeRune(r) {
+			break
+		}
+		i += size
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	b.WriteString(s[:i])
+	for i < len(s) {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 || c == 0x7f {
+				fmt.Fprintf(&b, `\x%02x`, c)
+			} else {
+				b.WriteByte(c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		case unsafeRune(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// unsafeRune reports whether r, past ASCII, is a C1 control character or
+// a bidi control.
+func unsafeRune(r rune) bool {
+	switch {
+	case r >= 0x80 && r <= 0x9f,
+		r == 0x061c, r == 0x200e, r == 0x200f,
+		r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
+}

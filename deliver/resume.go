@@ -222,11 +222,23 @@ func factValue(p *Payload, path string) string {
 //	vigil: your watch 01JD… (http) fired: https://… answered 200.
 //	Note: merge PR 41 when green
 //	Details: vigil show 01JD… (or the watch_get tool).
+//
+// The sentence and each line of the note are plain text
+// (vigil.PlainText): a control character, a terminal escape sequence or a
+// bidi control in them (a forge's title quoted in a sentence stored
+// before sentences were made plain, a note) is spelled visibly, never
+// handed to the agent as it is. The note keeps its line breaks.
 func Prompt(p *Payload) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "vigil: your watch %s (%s) %s: %s", p.WatchID, p.Kind, p.State, p.Sentence)
+	fmt.Fprintf(&b, "vigil: your watch %s (%s) %s: %s", p.WatchID, p.Kind, p.State, vigil.PlainText(p.Sentence))
 	if p.Note != "" {
-		b.WriteString("\nNote: " + p.Note)
+		b.WriteString("\nNote: ")
+		for i, l := range strings.Split(p.Note, "\n") {
+			if i > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(vigil.PlainText(strings.TrimSuffix(l, "\r")))
+		}
 	}
 	fmt.Fprintf(&b, "\nDetails: vigil show %s (or the watch_get tool).", p.WatchID)
 	return b.String()

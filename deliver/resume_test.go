@@ -143,7 +143,8 @@ func TestResumeProgramRefusesOptions(t *testing.T) {
 		{[]string{"my-agent", "{facts.dash}"}, nil, `{facts.dash} (argv[1]) starts with "-"`},
 		{[]string{"my-agent", "{facts.n}"}, nil, `{facts.n} (argv[1]) starts with "-"`},
 		{[]string{"my-agent", "--", "{facts.nul}"}, nil, `the value of {facts.nul} (argv[2]) holds a NUL byte`},
-		{[]string{"my-agent", "--", "{prompt}"}, nil, `the value of {prompt} (argv[2]) holds a NUL byte`},
+		// The prompt spells a control character of its note (a NUL too).
+		{[]string{"my-agent", "--", "{prompt}"}, []string{"my-agent", "--", "vigil: your watch 01W (http) fired: -rf answered 200.\nNote: a\\x00b\nDetails: vigil show 01W (or the watch_get tool)."}, ""},
 		{[]string{"my-agent", "{facts.ok}", "--force", "--", "{facts.title}", "{sentence}", "{facts.dash}", "{facts.n}", "-x"},
 			[]string{"my-agent", "fine", "--force", "--", "--dangerously-skip-permissions", "-rf answered 200.", "-", "-3", "-x"}, ""},
 		{[]string{"my-agent", "{facts.title}", "--", "x"}, nil, `{facts.title} (argv[1]) starts with "-"`},

@@ -17,8 +17,8 @@ const DetailLineBytes = 200
 // expired, a short excerpt of why (the last lines of a command's stderr or
 // stdout, else what the last check saw). Nothing else: the sentence says
 // the rest. The lines are the text the watcher or the note's author wrote,
-// with control and bidi characters spelled visibly (Plain); a surface that
-// prints them escapes them for its medium.
+// with control and bidi characters spelled visibly (vigil.PlainText); a
+// surface that prints them escapes them for its medium.
 func Detail(m *vigil.Message, maxLines int) []string {
 	if m == nil || maxLines <= 0 || len(m.Data) == 0 {
 		return nil

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/internal/jsonscan"
@@ -29,9 +28,9 @@ func Subject(w *vigil.Watch) string {
 	if d, ok := kinds.Lookup(w.Kind); ok && d.Subject != nil {
 		// Credentials in the predicate never reach a sentence; nor do
 		// its control characters (a path, a check name).
-		return Plain(d.Subject(predicate(vigil.RedactJSON(w.Predicate))))
+		return vigil.PlainText(d.Subject(predicate(vigil.RedactJSON(w.Predicate))))
 	}
-	return Plain(string(w.Kind) + " watch " + w.ID)
+	return vigil.PlainText(string(w.Kind) + " watch " + w.ID)
 }
 
 // predicate reads raw as json.Unmarshal reads it into a map[string]any
@@ -223,7 +222,7 @@ func count(n int, one, many string) string {
 	return fmt.Sprintf("%d %s", n, many)
 }
 
-// clip makes s one line of plain text (Plain, its runs of white space one
+// clip makes s one line of plain text (vigil.PlainText, its runs of white space one
 // space) at most n bytes long, marking a cut with "…".
 func clip(s string, n int) string {
 	cut := false
@@ -237,7 +236,7 @@ func clip(s string, n int) string {
 		}
 		s, cut = s[:m], true
 	}
-	s = Plain(strings.Join(strings.Fields(s), " "))
+	s = vigil.PlainText(strings.Join(strings.Fields(s), " "))
 	if len(s) <= n {
 		if cut {
 			s += "…"
@@ -251,73 +250,3 @@ func clip(s string, n int) string {
 }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
-
-// Plain spells every character of s that could act on a reader's screen
-// rather than be read as a visible escape, as cli's terminal output does:
-// C0 control characters (tab and newline included) and DEL as \x1b, C1
-// control characters as \u009b, a byte that is not UTF-8 as \xff, and the
-// Unicode bidi controls (U+061C, U+200E, U+200F, U+202A–U+202E,
-// U+2066–U+2069), which make text read in another order than it is
-// written, as \u202e. Every sentence quotes text from outside (a forge's
-// title, a check's name, an HTTP body, a note) through it, so none carries
-// a terminal escape sequence or a bidi override into an agent's prompt, a
-// terminal or a mail. Everything else is left as it is.
-func Plain(s string) string {
-	i := 0
-	for i < len(s) {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c < 0x20 || c == 0x7f {
-				break
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 || unsafeRune(r) {
-			break
-		}
-		i += size
-	}
-	if i == len(s) {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 8)
-	b.WriteString(s[:i])
-	for i < len(s) {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c < 0x20 || c == 0x7f {
-				fmt.Fprintf(&b, `\x%02x`, c)
-			} else {
-				b.WriteByte(c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, c)
-		case unsafeRune(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
-}
-
-// unsafeRune reports whether r, past ASCII, is a C1 control character or
-// a bidi control.
-func unsafeRune(r rune) bool {
-	switch {
-	case r >= 0x80 && r <= 0x9f,
-		r == 0x061c, r == 0x200e, r == 0x200f,
-		r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
-		return true
-	}
-	return false
-}

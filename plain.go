@@ -1,0 +1,78 @@
+package vigil
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// PlainText spells every character of s that could act on a reader's screen
+// rather than be read as a visible escape, as cli's terminal output does:
+// C0 control characters (tab and newline included) and DEL as \x1b, C1
+// control characters as \u009b, a byte that is not UTF-8 as \xff, and the
+// Unicode bidi controls (U+061C, U+200E, U+200F, U+202A–U+202E,
+// U+2066–U+2069), which make text read in another order than it is
+// written, as \u202e. Every sentence quotes text from outside (a forge's
+// title, a check's name, an HTTP body, a note) through it (package
+// wording), and a resume's prompt passes its sentence and note through it,
+// so none carries a terminal escape sequence or a bidi override into an
+// agent's prompt, a terminal or a mail. Everything else is left as it is.
+func PlainText(s string) string {
+	i := 0
+	for i < len(s) {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 || c == 0x7f {
+				break
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || unsafeRune(r) {
+			break
+		}
+		i += size
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	b.WriteString(s[:i])
+	for i < len(s) {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 || c == 0x7f {
+				fmt.Fprintf(&b, `\x%02x`, c)
+			} else {
+				b.WriteByte(c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		case unsafeRune(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// unsafeRune reports whether r, past ASCII, is a C1 control character or
+// a bidi control.
+func unsafeRune(r rune) bool {
+	switch {
+	case r >= 0x80 && r <= 0x9f,
+		r == 0x061c, r == 0x200e, r == 0x200f,
+		r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
+}

@@ -104,3 +104,15 @@ func TestPlurals(t *testing.T) {
 		t.Errorf("Errors = %q, want %q", got, want)
 	}
 }
+
+// TestWhyPlainStored: a settled watch's why is its stored sentence; one
+// stored before sentences were made plain is spelled plain when read.
+func TestWhyPlainStored(t *testing.T) {
+	t.Parallel()
+	w := httpWatch(vigil.ModeUntil)
+	w.State = vigil.StateFailed
+	w.Outcome = &vigil.Outcome{State: vigil.StateFailed, Sentence: "GET https://api.example/health failed: \x1b[2J\u202eok."}
+	if got, want := wording.Why(w), `GET https://api.example/health failed: \x1b[2J\u202eok.`; got != want {
+		t.Errorf("Why = %q, want %q", got, want)
+	}
+}

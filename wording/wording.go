@@ -129,7 +129,9 @@ func Why(w *vigil.Watch) string {
 	}
 	if w.State.Terminal() {
 		if w.Outcome != nil && w.Outcome.Sentence != "" {
-			return w.Outcome.Sentence
+			// A sentence stored before sentences were made plain
+			// is made so as it is read.
+			return vigil.PlainText(w.Outcome.Sentence)
 		}
 		return fmt.Sprintf("%s is %s.", capital(Subject(w)), w.State)
 	}

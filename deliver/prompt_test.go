@@ -17,7 +17,7 @@ import (
 func TestPromptPlain(t *testing.T) {
 	t.Parallel()
 	w := &vigil.Watch{ID: "01W", Kind: vigil.KindCI, Recipient: "agent-7", State: vigil.StateFailed,
-		Note: "open the PR\x1b[2J\nthen \u202eecalper\u202c",
+		Note:    "open the PR\x1b[2J\nthen \u202eecalper\u202c",
 		Outcome: &vigil.Outcome{State: vigil.StateFailed, Sentence: "CI on acme/api@3f2a1b0 failed: 1 of 2 checks failed: lint\x1b]0;pwned\x07 \u2066x\u2069\u009b."}}
 	p := deliver.NewPayload(w, "01M")
 	got := deliver.Prompt(&p)

@@ -3,6 +3,7 @@ package deliver_test
 import (
 	"encoding/json"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -55,5 +56,15 @@ func TestPayloadAsDocumented(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the body NewPayload makes differs from docs/delivery.md's (-doc +code):\n%s", diff)
+	}
+	// A field the example leaves out (one sent only when true) is named
+	// in the section all the same.
+	section, _, _ := strings.Cut(rest, "\n## ")
+	ty := reflect.TypeFor[deliver.Payload]()
+	for i := range ty.NumField() {
+		name, _, _ := strings.Cut(ty.Field(i).Tag.Get("json"), ",")
+		if !strings.Contains(block, `"`+name+`"`) && !strings.Contains(section, "`"+name+"`") {
+			t.Errorf("the webhook body's field %q is neither in docs/delivery.md's example nor named in its section", name)
+		}
 	}
 }

@@ -88,7 +88,8 @@ type NoteData struct {
 }
 
 // ValidNote checks a note's title and body: a title of one line of
-// printable text within MaxNoteTitleBytes, a body of valid UTF-8 within
+// printable text (no control character, no bidi control) within
+// MaxNoteTitleBytes, a body of valid UTF-8 within
 // MaxNoteBodyBytes. The refusal names the field at fault.
 func ValidNote(title, body string) error {
 	switch {
@@ -96,8 +97,10 @@ func ValidNote(title, body string) error {
 		return FieldErrorf(CodeInvalidRequest, "title", "a note needs a title")
 	case len(title) > MaxNoteTitleBytes:
 		return FieldErrorf(CodeInvalidRequest, "title", "the title is %d bytes; at most %d", len(title), MaxNoteTitleBytes)
-	case !utf8.ValidString(title) || strings.IndexFunc(title, unicode.IsControl) >= 0:
-		return FieldErrorf(CodeInvalidRequest, "title", "the title must be one line of text (UTF-8, no control characters)")
+	case !utf8.ValidString(title) || strings.IndexFunc(title, func(r rune) bool { return unicode.IsControl(r) || bidiControl(r) }) >= 0:
+		// A bidi control would make the line, which reaches other
+		// agents' prompts as it is, read in another order than written.
+		return FieldErrorf(CodeInvalidRequest, "title", "the title must be one line of text (UTF-8, no control characters, no bidi controls)")
 	case len(body) > MaxNoteBodyBytes:
 		return FieldErrorf(CodeInvalidRequest, "body", "the body is %d bytes; at most %d", len(body), MaxNoteBodyBytes)
 	case !utf8.ValidString(body) || strings.ContainsRune(body, 0):

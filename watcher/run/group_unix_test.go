@@ -164,3 +164,57 @@ func wantEnded(t *testing.T, dir, id string, pid int, what string) {
 		t.Fatalf("the program %d outlived %s", pid, what)
 	}
 }
+
+// TestRunTerminatedExitZeroIsNotSuccess: a program that answers the
+// SIGTERM its supervisor passes on by exiting 0 was ended, not done: its
+// watch does not fire, neither at a probe nor, at a start past the
+// deadline, by the recorded answer. Here the supervisor is sent SIGTERM
+// from outside (an operator, a shutdown) while no daemon runs.
+func TestRunTerminatedExitZeroIsNotSuccess(t *testing.T) {
+	t.Parallel()
+	for _, past := range []bool{false, true} {
+		t.Run(fmt.Sprintf("past deadline %v", past), func(t *testing.T) {
+			t.Parallel()
+			st, dir := memstore.New(), t.TempDir()
+			bg := filepath.Join(t.TempDir(), "bg.pid")
+			d := startDaemon(t, st, dir)
+			w := register(t, d, `{"shell":"trap 'exit 0' TERM; echo $$ > `+bg+`; sleep 60 & wait"}`, "1h", 0)
+			pid := waitPid(t, bg)
+			t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+			d.stop()
+			raw, err := os.ReadFile(filepath.Join(dir, w.ID+".pid"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rec struct {
+				Supervisor int `json:"supervisor"`
+			}
+			if err := json.Unmarshal(raw, &rec); err != nil || rec.Supervisor <= 0 {
+				t.Fatalf("pid record %s: %v", raw, err)
+			}
+			if err := syscall.Kill(rec.Supervisor, syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if s := waitStatus(t, dir, w.ID); s.ExitCode == nil || *s.ExitCode != 0 {
+				t.Fatalf("status = %+v, want exit 0 after the supervisor passed SIGTERM on", s)
+			}
+			now := func() time.Time { return time.Now() }
+			if past {
+				now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+			}
+			d2 := startDaemonAt(t, st, dir, now)
+			// Past the deadline the start settles it; else a probe does.
+			check, want := d2.eng.Check, vigil.StateFailed
+			if past {
+				check, want = d2.eng.Watch, vigil.StateExpired
+			}
+			got, err := check(context.Background(), w.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State != want {
+				t.Fatalf("watch = %s %+v, want %s: the program was ended, it did not finish", got.State, got.LastObservation, want)
+			}
+		})
+	}
+}

@@ -306,7 +306,8 @@ type Status struct {
 	ExitCode *int `json:"exit_code,omitempty"`
 	// Signal names the signal that ended it, if one did.
 	Signal string `json:"signal,omitempty"`
-	// Terminated is set when the supervisor ended it (the deadline).
+	// Terminated is set when the supervisor ended it (the deadline, a
+	// cancel, a SIGTERM sent to the supervisor), whatever the exit.
 	Terminated bool `json:"terminated,omitempty"`
 	// Error says why the program could not be started.
 	Error string `json:"error,omitempty"`
@@ -615,6 +616,13 @@ func answer(st Status, tail int) (vigil.Observation, error) {
 	}
 	dur := vigil.FormatDuration(d.Round(100 * time.Millisecond))
 	switch {
+	case st.ExitCode != nil && st.Terminated:
+		// Ended by its supervisor (the deadline, a cancel, a SIGTERM sent
+		// to the supervisor): an exit 0 in answer to it is not the program
+		// finishing.
+		facts["exit_code"] = *st.ExitCode
+		facts["terminated"] = true
+		return vigil.Observation{Verdict: vigil.VerdictFailed, Summary: fmt.Sprintf("terminated (it exited %d on SIGTERM) after %s", *st.ExitCode, dur), Facts: facts}, nil
 	case st.ExitCode != nil && *st.ExitCode == 0:
 		facts["exit_code"] = 0
 		return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "exited 0 after " + dur, Facts: facts}, nil

@@ -252,9 +252,12 @@ loop:
 	case cmd.ProcessState == nil:
 		st.Error = fmt.Sprintf("waiting for %s: %v", j.Argv[0], werr)
 	default:
+		// Ended on a SIGTERM the supervisor passed on, the program did not
+		// finish, however it exited: one that answers it by exiting 0 is
+		// not a success (answer).
+		st.Terminated = terminated
 		if sig, ok := proc.Signaled(cmd.ProcessState); ok {
 			st.Signal = sig
-			st.Terminated = terminated
 		} else if werr == nil || errors.As(werr, &exitErr) || errors.Is(werr, exec.ErrWaitDelay) {
 			code := cmd.ProcessState.ExitCode()
 			st.ExitCode = &code

@@ -3,6 +3,7 @@
 package run
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -129,5 +130,34 @@ func TestMakePidFileWithoutHardLinks(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Fatalf("left %v behind", left)
+	}
+}
+
+// TestFailedStartKeepsAStartedRecord: a start whose supervisor reports
+// failure after a second stage wrote its record into the pid file (killed
+// after it started the program, before it said so) may have started the
+// program: the pid file stays, and the next probe settles the watch
+// errored rather than start the program a second time.
+func TestFailedStartKeepsAStartedRecord(t *testing.T) {
+	t.Parallel()
+	dir, tmp := t.TempDir(), t.TempDir()
+	starts := filepath.Join(tmp, "starts")
+	// Fd 3 is the locked pid file the daemon hands on.
+	fake := `echo x >> ` + starts + `; printf '{"supervisor":2147483000,"pid":2147483001}' >&3; echo "the supervisor exited without a report" >&2; exit 1`
+	w := New(Config{AllowExec: true, Dir: dir, SupervisorArgv: []string{"/bin/sh", "-c", fake}})
+	const id = "01FAILEDSTART"
+	p := watcher.Probe{WatchID: id, Kind: "run", Predicate: []byte(`{"argv":["/bin/true"]}`)}
+	if _, err := w.Probe(context.Background(), p); err == nil || watcher.IsPermanent(err) {
+		t.Fatalf("first probe = %v, want the start's passing failure", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, id+".pid")); err != nil {
+		t.Fatalf("the pid file naming a supervisor was removed: %v", err)
+	}
+	_, err := w.Probe(context.Background(), p)
+	if !watcher.IsPermanent(err) {
+		t.Errorf("second probe = %v, want the supervisor's silent end (permanent)", err)
+	}
+	if b, _ := os.ReadFile(starts); strings.Count(string(b), "x") != 1 {
+		t.Fatalf("the supervisor was started %d times, want once", strings.Count(string(b), "x"))
 	}
 }

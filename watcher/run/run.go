@@ -770,12 +770,11 @@ func (w *Watcher) start(ctx context.Context, p watcher.Probe, c *canonical) (obs
 	// second stage, if one was started.
 	f.Close()
 	if err != nil {
-		// Nobody supervises: let a later probe try again.
-		if alive, lerr := locked(w.pidPath(id)); lerr == nil && !alive {
-			if _, ok, _ := w.readStatus(id); !ok {
-				os.Remove(w.pidPath(id))
-			}
-		}
+		// Nobody supervises: let a later probe try again, unless a
+		// supervisor wrote into the pid file (reclaim): a second stage
+		// that wrote its record may have started the program before it
+		// died, and a later probe settles that, not start it again.
+		_, _ = w.reclaim(id)
 		msg := strings.TrimSpace(errOut.String())
 		if msg == "" {
 			msg = err.Error()

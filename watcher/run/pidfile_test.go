@@ -161,3 +161,28 @@ func TestFailedStartKeepsAStartedRecord(t *testing.T) {
 		t.Fatalf("the supervisor was started %d times, want once", strings.Count(string(b), "x"))
 	}
 }
+
+// TestMakePidFileSyncsItsName: the pid file's name is synced to disk
+// (its directory fsynced) once it is there, before makePidFile returns and
+// a start is made: a crash after the program started must not lose the
+// name, which would let the run be taken for one never started.
+func TestMakePidFileSyncsItsName(t *testing.T) {
+	dir := t.TempDir()
+	const id = "01SYNCED"
+	var synced []string
+	syncDir = func(d string) error {
+		if _, err := os.Stat(filepath.Join(d, id+".pid")); err == nil {
+			synced = append(synced, d)
+		}
+		return nil
+	}
+	defer func() { syncDir = syncDirOS }()
+	f, err := makePidFile(dir, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if len(synced) != 1 || synced[0] != dir {
+		t.Fatalf("directories synced with the pid file in them: %q, want %q once", synced, dir)
+	}
+}

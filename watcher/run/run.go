@@ -817,7 +817,29 @@ func makePidFile(dir, id string) (*os.File, error) {
 		// rather than start a run that a probe could start again.
 		return nil, watcher.Permanent(fmt.Errorf("making the run's pid file in %s (runs need a filesystem with hard links: ext4, xfs, btrfs, APFS…): %w", dir, err))
 	}
+	// The name is on disk before anything starts: a supervisor syncs its
+	// record into the file before it starts the program, which keeps a
+	// start from being taken for none after a crash only if the file can
+	// be found by its name then.
+	if err := syncDir(dir); err != nil {
+		os.Remove(filepath.Join(dir, id+".pid")) // empty, and ours: no start made
+		f.Close()
+		return nil, fmt.Errorf("syncing the run directory %s: %w", dir, err)
+	}
 	return f, nil
+}
+
+// syncDir fsyncs the directory dir, so the names made in it last a crash;
+// tests replace it to see it called.
+var syncDir = syncDirOS
+
+func syncDirOS(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // validID reports whether id can name files in the run directory.

@@ -1,7 +1,8 @@
 // Package run is the watcher for kind run: a watch that starts a long
 // command once and settles when it exits — satisfied on exit 0, failed on
-// any other exit or a signal — with the exit code, the duration and the
-// end of the output.
+// any other exit, a signal, or an end its supervisor made (even one the
+// program answered by exiting 0) — with the exit code, the duration and
+// the end of the output.
 //
 // The predicate spells the program as a command predicate does (exactly
 // one of argv or shell, optional cwd and env; see package command), plus

@@ -19,7 +19,7 @@ func TestReadTailNeverBlocksOnAPipe(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Skipf("mkfifo: %v", err)
 	}
-	_, _, err := readTail(fifo, 1<<20)
+	_, _, err := readTail(fifo, 1<<20, false)
 	if !errors.Is(err, errNotRegular) {
 		t.Fatalf("readTail(fifo) = %v, want errNotRegular", err)
 	}

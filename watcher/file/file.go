@@ -262,6 +262,9 @@ func (w *Watcher) probe(_ context.Context, p watcher.Probe) (vigil.Observation, 
 		return vigil.Observation{}, fmt.Errorf("checking %s: %w", s.Path, unwrapPath(err))
 	}
 	facts["exists"] = exists
+	if afterLook != nil {
+		afterLook(target)
+	}
 	if !exists {
 		if s.Exists {
 			return obs(vigil.VerdictPending, s.Path+" does not exist yet", facts), nil
@@ -292,9 +295,15 @@ func (w *Watcher) probe(_ context.Context, p watcher.Probe) (vigil.Observation, 
 	if !info.Mode().IsRegular() {
 		return notRegular(), nil
 	}
-	data, tail, err := readTail(target, s.MaxBytes)
+	// With roots, target was resolved inside them, every link followed
+	// (a link left pointed nowhere then): a link there now points where
+	// the roots were not checked, and is not followed.
+	data, tail, err := readTail(target, s.MaxBytes, w.roots.Set())
 	if errors.Is(err, errNotRegular) {
 		return notRegular(), nil // swapped since the stat
+	}
+	if errors.Is(err, syscall.ELOOP) && w.roots.Set() {
+		return vigil.Observation{}, fmt.Errorf("reading %s: it is now a symbolic link, to a file not checked against the roots; the path is resolved again at the next probe", s.Path)
 	}
 	if err != nil {
 		return vigil.Observation{}, fmt.Errorf("reading %s: %w", s.Path, unwrapPath(err))
@@ -334,12 +343,21 @@ func obs(v vigil.Verdict, summary string, facts map[string]any) vigil.Observatio
 // errNotRegular says the file opened is not a regular file.
 var errNotRegular = errors.New("not a regular file")
 
+// afterLook, when set (by tests), is called once a probe has looked at
+// target, before it reads it: a file swapped meanwhile.
+var afterLook func(target string)
+
 // readTail reads the whole file if it holds at most limit bytes, else its
 // last limit bytes; tail reports the second case. The open never waits
 // (on a named pipe swapped in since the caller's stat, say), and the file
-// opened must be a regular one, else errNotRegular.
-func readTail(path string, limit int64) (data []byte, tail bool, err error) {
-	f, err := os.OpenFile(path, openFlags, 0)
+// opened must be a regular one, else errNotRegular. With noFollow, a
+// symbolic link at path is not followed (syscall.ELOOP on Linux).
+func readTail(path string, limit int64, noFollow bool) (data []byte, tail bool, err error) {
+	flags := openFlags
+	if noFollow {
+		flags |= noFollowFlag
+	}
+	f, err := os.OpenFile(path, flags, 0)
 	if err != nil {
 		return nil, false, err
 	}

@@ -262,6 +262,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		Roots:       cfg.Roots,
 		AllowExec:   cfg.AllowExec,
 		MinEvery:    cfg.Limits.MinEvery,
+		MaxDeadline: cfg.Limits.MaxDeadline,
 		DataDir:     cfg.DataDir,
 		Logger:      logger,
 		Notifier:    fs.n,

@@ -25,6 +25,10 @@ type Deps struct {
 	AllowExec bool
 	// MinEvery is the shortest interval a watch may ask for (min_every).
 	MinEvery time.Duration
+	// MaxDeadline is the longest deadline a watch may ask for
+	// (max_deadline); zero means the default's. A kind that keeps files
+	// for its pending watches keeps them at least that long.
+	MaxDeadline time.Duration
 	// DataDir is the daemon's data directory; a kind that keeps files
 	// there uses a directory of its own inside it.
 	DataDir string

@@ -63,8 +63,13 @@ func (*Watcher) Descriptor() watcher.Descriptor { return Descriptor() }
 
 // fromDeps builds the watcher the daemon registers, with the daemon's
 // allow_exec, <data_dir>/run, its logger and replica id, and the
-// scheduler's Poke and the store's check before a start.
+// scheduler's Poke and the store's check before a start. Files are kept
+// DefaultRetention, or a day past max_deadline when that is longer: a
+// status file older than the longest deadline is of a watch whose
+// deadline has passed, which the daemon settles (by that status) before
+// Run sweeps; a younger one may be the answer of a watch still pending.
 func fromDeps(d watcher.Deps) watcher.Watcher {
 	return New(Config{AllowExec: d.AllowExec, Dir: filepath.Join(d.DataDir, DirName), Logger: d.Logger,
-		PokeFunc: d.PokeFunc, StartFunc: d.StartFunc, Replica: d.Replica})
+		PokeFunc: d.PokeFunc, StartFunc: d.StartFunc, Replica: d.Replica,
+		Retention: max(DefaultRetention, d.MaxDeadline+24*time.Hour)})
 }

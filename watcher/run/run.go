@@ -75,8 +75,9 @@
 //
 // Status and pid files stay after their watch settles (the answer must
 // survive a crash between reading it and committing the settlement); Run
-// removes those older than Config.Retention (8 days by default) when it
-// starts.
+// removes those older than Config.Retention (8 days by default; the
+// daemon keeps them a day past its max_deadline when that is longer)
+// when it starts.
 package run
 
 import (

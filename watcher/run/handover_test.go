@@ -238,3 +238,51 @@ func TestStartThatNeverHappened(t *testing.T) {
 		t.Errorf("the program's runs wrote %q, want one run", b)
 	}
 }
+
+// TestEndedBeforeItStarted: a supervisor told to end (SIGTERM: the
+// deadline's final probe, a cancel) after it wrote its record but before
+// it started the program does not start it: the status says terminated,
+// no program. (Before, it started the program and then ended it.)
+func TestEndedBeforeItStarted(t *testing.T) {
+	t.Parallel()
+	dir, tmp := t.TempDir(), t.TempDir()
+	up, hold := filepath.Join(tmp, "up"), filepath.Join(tmp, "go")
+	c := testConfig(t, dir, nil, nil)
+	c.SupervisorEnv = append(c.SupervisorEnv, "VIGIL_TEST_SUPERVISE_HOLD3="+hold, "VIGIL_TEST_SUPERVISE_UP="+up)
+	w := run.New(c)
+	t.Cleanup(func() { _ = os.WriteFile(hold, nil, 0o600) }) // never leave the second stage held
+	canon, err := w.Canonicalize(t.Context(), json.RawMessage(`{"shell":"sleep 30"}`), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "01ENDEDEARLY"
+	probe := func(final bool) (vigil.Observation, error) {
+		return w.Probe(t.Context(), watcher.Probe{WatchID: id, Kind: vigil.KindRun, Predicate: canon.Predicate, Now: time.Now(), Final: final})
+	}
+	first := make(chan error, 1)
+	go func() {
+		_, err := probe(false)
+		first <- err
+	}()
+	waitFile(up)
+	if _, err := os.Stat(up); err != nil {
+		t.Fatal("the second stage never came up")
+	}
+	// The deadline: the final probe finds the run starting and ends it.
+	if obs, err := probe(true); err != nil || obs.Verdict != vigil.VerdictPending {
+		t.Fatalf("final probe = %+v, %v; want pending, its supervisor terminated", obs, err)
+	}
+	if err := os.WriteFile(hold, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("the start = %v", err)
+	}
+	s := waitStatus(t, dir, id)
+	if s.Pid != 0 || !s.Terminated {
+		t.Fatalf("status = %+v, want terminated with no program started", s)
+	}
+	if obs, err := probe(false); err != nil || obs.Verdict != vigil.VerdictFailed || obs.Summary != "terminated before it started" {
+		t.Errorf("the probe after = %+v, %v; want failed, terminated before it started", obs, err)
+	}
+}

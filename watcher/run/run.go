@@ -632,6 +632,10 @@ func answer(st Status, tail int) (vigil.Observation, error) {
 		facts["exit_code"] = *st.ExitCode
 		return vigil.Observation{Verdict: vigil.VerdictFailed, Summary: fmt.Sprintf("exited %d after %s", *st.ExitCode, dur), Facts: facts}, nil
 	}
+	if st.Signal == "" && st.Terminated {
+		facts["terminated"] = true
+		return vigil.Observation{Verdict: vigil.VerdictFailed, Summary: "terminated before it started", Facts: facts}, nil
+	}
 	if st.Signal == "" {
 		return vigil.Observation{Verdict: vigil.VerdictFailed, Summary: "ended without an exit code after " + dur, Facts: facts}, nil
 	}

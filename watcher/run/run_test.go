@@ -35,6 +35,15 @@ func TestMain(m *testing.M) {
 			_ = os.WriteFile(os.Getenv("VIGIL_TEST_SUPERVISE_UP"), nil, 0o600)
 			waitFile(hold)
 		}
+		// VIGIL_TEST_SUPERVISE_HOLD3 holds the second stage once its
+		// record is on disk, just before it starts the program, once it
+		// has made the file VIGIL_TEST_SUPERVISE_UP.
+		if hold := os.Getenv("VIGIL_TEST_SUPERVISE_HOLD3"); hold != "" {
+			run.SetBeforeStart(func() {
+				_ = os.WriteFile(os.Getenv("VIGIL_TEST_SUPERVISE_UP"), nil, 0o600)
+				waitFile(hold)
+			})
+		}
 		os.Exit(run.Supervise(os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())

@@ -168,7 +168,8 @@ func supervise(j job) int {
 		return 1
 	}
 	// Signals are handled from here: a SIGTERM before the program starts
-	// ends it as soon as it is up. The record names this supervisor at
+	// keeps it from starting (one that comes while it starts ends it as
+	// soon as it is up). The record names this supervisor at
 	// once, so a daemon can reach it before the program starts, and is on
 	// disk before the program starts: a pid file nobody holds that names
 	// no supervisor is taken for a start that never happened, and started
@@ -204,7 +205,23 @@ func supervise(j job) int {
 		grace = proc.DefaultKillGrace
 	}
 	cmd.WaitDelay = grace
+	if beforeStart != nil {
+		beforeStart()
+	}
 	st := Status{WatchID: j.WatchID, StartedAt: time.Now().UTC()}
+	select {
+	case <-sigs:
+		// Told to end before the program started (the deadline, a
+		// cancel, a start given up on): it is not started at all.
+		st.EndedAt, st.Terminated = st.StartedAt, true
+		if err := writeStatus(j.Dir, st); err != nil {
+			say("error: " + err.Error())
+			return 1
+		}
+		say("ready 0")
+		return 0
+	default:
+	}
 	if err := proc.OwnGroup(cmd); err != nil {
 		st.Error = err.Error()
 	} else if err := cmd.Start(); err != nil {
@@ -268,6 +285,10 @@ loop:
 	}
 	return 0
 }
+
+// beforeStart, when set (by tests), is called by the second stage once
+// its record is on disk, before it starts the program.
+var beforeStart func()
 
 // writeStatus writes st atomically: a temporary file in the same
 // directory, fsync, rename, fsync of the directory.

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,10 +40,23 @@ func TestMain(m *testing.M) {
 		// VIGIL_TEST_SUPERVISE_HOLD3 holds the second stage once its
 		// record is on disk, just before it starts the program, once it
 		// has made the file VIGIL_TEST_SUPERVISE_UP.
-		if hold := os.Getenv("VIGIL_TEST_SUPERVISE_HOLD3"); hold != "" {
+		// It is let go by the SIGTERM the test sends meanwhile: once its
+		// own channel has it, signal.Stop returns only when the signal
+		// has been handed to every channel, the supervisor's included,
+		// so that the supervisor surely sees it before it would start
+		// the program (or by the hold file, if none comes).
+		if hold := os.Getenv("VIGIL_TEST_SUPERVISE_HOLD3"); hold != "" && os.Getenv(run.EnvStage) == "2" {
+			term := make(chan os.Signal, 1)
+			signal.Notify(term, syscall.SIGTERM)
 			run.SetBeforeStart(func() {
 				_ = os.WriteFile(os.Getenv("VIGIL_TEST_SUPERVISE_UP"), nil, 0o600)
-				waitFile(hold)
+				held := make(chan struct{})
+				go func() { waitFile(hold); close(held) }()
+				select {
+				case <-term:
+				case <-held:
+				}
+				signal.Stop(term)
 			})
 		}
 		os.Exit(run.Supervise(os.Stdin, os.Stdout, os.Stderr))

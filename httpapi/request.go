@@ -177,9 +177,13 @@ func clip(s string) string {
 func checkName(field, s string) error { return vigil.ValidName(field, s, 1<<10) }
 
 // checkID answers not_found for a watch id that cannot exist.
-func checkID(id string) error {
+func checkID(id string) error { return checkIDOf("watch", id) }
+
+// checkIDOf answers not_found for an id of what ("watch", "token") that
+// cannot exist, naming what the id was taken for.
+func checkIDOf(what, id string) error {
 	if id == "" || len(id) > 64 || !plain(id) {
-		return vigil.FieldErrorf(vigil.CodeNotFound, "id", "no watch %q", clip(id))
+		return vigil.FieldErrorf(vigil.CodeNotFound, "id", "no %s %q", what, clip(id))
 	}
 	return nil
 }

@@ -72,7 +72,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := r.PathValue("id")
-	if err := checkID(id); err != nil {
+	if err := checkIDOf("token", id); err != nil {
 		return err
 	}
 	t, err := ts.RevokeToken(r.Context(), id)

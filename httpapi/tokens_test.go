@@ -63,3 +63,18 @@ func TestTokenRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestRevokeMalformedTokenID: a revocation whose id cannot be a token's
+// (bytes not printable, too long) is answered 404 not_found saying no such
+// token, as the store says of an id it does not hold; it said "no watch".
+func TestRevokeMalformedTokenID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *httpapi.Options) { o.Tokens = openTokens{} })
+	for _, id := range []string{"a%00b", "a%FFb", "a%E2%80%AEb", strings.Repeat("a", 65)} {
+		resp, b := e.do(t, request{method: "POST", path: "/v1/tokens/" + id + "/revoke"})
+		got := decodeError(t, b)
+		if resp.StatusCode != http.StatusNotFound || got.Code != vigil.CodeNotFound || !strings.Contains(got.Message, "no token") || got.Field != "id" {
+			t.Errorf("revoke %s = %s %s, want 404 not_found on id saying no token", id, resp.Status, b)
+		}
+	}
+}

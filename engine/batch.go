@@ -67,6 +67,17 @@ func (e *Engine) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) 
 	if err != nil {
 		return nil, err
 	}
+	for j, r := range res {
+		// An item that joined a watch of a token no longer held makes
+		// its own (Register's joinLive).
+		if r.Err == nil && r.Watch.Existing && !r.Watch.Replayed {
+			if got, err := e.joinLive(ctx, ps[j], r.Watch, now); err != nil {
+				res[j] = vigil.WatchCreateResult{Err: err}
+			} else {
+				res[j].Watch = got
+			}
+		}
+	}
 	armPrune := false
 	added := make([]*vigil.Watch, 0, len(res))
 	var joins []joining // the items answered with a pending watch

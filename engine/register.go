@@ -39,6 +39,11 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 	if err != nil {
 		return nil, err
 	}
+	if got.Existing && !got.Replayed {
+		if got, err = e.joinLive(ctx, p, got, now); err != nil {
+			return nil, err
+		}
+	}
 	if r.IdempotencyKey != "" && !got.Replayed {
 		e.sched.ArmPrune(now.Add(e.limits.IdempotencyTTL))
 	}
@@ -368,4 +373,49 @@ func asPredicateError(err error) error {
 		return err
 	}
 	return &vigil.Error{Code: vigil.CodeInvalidPredicate, Field: "predicate", Message: err.Error(), Err: err}
+}
+
+// joinLive returns got, the pending watch the registration p joined,
+// unless its token no longer holds (revoked, expired or deleted: it is
+// cancelled silently at its next turn, and a caller who joined it would
+// never hear of an outcome): then that watch is cancelled now, as its
+// turn would, and p is registered again, making a watch of the caller's
+// own. A keyed registration's ledger entry (which the join wrote, naming
+// the dead watch) goes with the dead watch, which is deleted, so that a
+// retry of p replays the new one. A token that cannot be read leaves the
+// join as it was.
+func (e *Engine) joinLive(ctx context.Context, p vigil.WatchCreateParams, got *vigil.Watch, now time.Time) (*vigil.Watch, error) {
+	check := e.probes.cfg.CheckFunc
+	if check == nil || got.TokenID == "" || got.TokenID == p.Watch.TokenID || got.State != vigil.StatePending {
+		return got, nil
+	}
+	var se *vigil.StopError
+	if err := check(ctx, got); !errors.As(err, &se) {
+		return got, nil
+	}
+	out := &vigil.Outcome{State: vigil.StateCancelled, Reason: se.Reason, Sentence: se.Sentence, Observation: got.LastObservation}
+	_, won, err := e.store.WatchCancel(ctx, vigil.WatchCancelParams{ID: got.ID, Outcome: out, SettledAt: now})
+	if err != nil && !errors.Is(err, vigil.ErrNotFound) {
+		return nil, err
+	}
+	if !won {
+		// Settled otherwise meanwhile (its turn came): the join stands.
+		return got, nil
+	}
+	e.sched.Remove(got.ID)
+	e.stop(got.Kind, got.ID)
+	e.sched.ArmPrune(now.Add(e.limits.RetentionWatches))
+	e.hub.publish(vigil.Event{Type: vigil.EventWatchSettled, WatchID: got.ID, Recipient: got.Recipient, State: vigil.StateCancelled,
+		Text: se.Sentence, Done: true, At: now})
+	if p.IdempotencyKey != "" {
+		if err := e.store.WatchDelete(ctx, got.ID); err != nil && !errors.Is(err, vigil.ErrNotFound) {
+			return nil, err
+		}
+	}
+	again, err := e.store.WatchCreate(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	// (Another registration that made one meanwhile is joined, as ever.)
+	return again, nil
 }

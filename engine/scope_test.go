@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -244,5 +245,96 @@ func TestRevokedWatchPastDeadlineAtStart(t *testing.T) {
 		if m.WatchID == revoked.ID {
 			t.Errorf("mailbox holds %+v for the revoked token's watch; revocation delivers nothing", m)
 		}
+	}
+}
+
+// TestJoinOfARevokedTokensWatch: a registration of a live token that
+// matches a pending watch of a revoked token (the same timer, asked again
+// after a rotation of tokens) gets a watch of its own, which fires and
+// mails its outcome: the revoked token's watch is cancelled silently, as
+// its turn would have, and neither a single registration, a keyed one
+// (whose retry replays the new watch) nor a batch's item is left joined
+// to it. They were answered "existing" with the dead watch, and at its
+// turn it was cancelled silently: the caller never heard.
+func TestJoinOfARevokedTokensWatch(t *testing.T) {
+	for name, mk := range batchStores(t) {
+		t.Run(name, func(t *testing.T) { testJoinOfARevokedTokensWatch(t, mk(t)) })
+	}
+}
+
+func testJoinOfARevokedTokensWatch(t *testing.T, st vigil.Store) {
+	ctx := context.Background()
+	c := &clock{t: t0}
+	tokens := auth.New(auth.Config{Store: st, NowFunc: c.Now})
+	e := engine.New(engine.Config{Store: st, Watchers: watcher.NewRegistry(timer.New(timer.Config{})), NowFunc: c.Now, CheckFunc: tokens.CheckWatch})
+	if err := e.Prime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	scoped := func() (context.Context, *vigil.Token) {
+		t.Helper()
+		tok, err := tokens.CreateToken(ctx, vigil.TokenCreateRequest{Recipients: []string{"r"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		scope, ok, err := tokens.Authenticate(ctx, tok.Secret)
+		if err != nil || !ok {
+			t.Fatalf("Authenticate = %v, %v", ok, err)
+		}
+		return vigil.WithScope(ctx, scope), tok
+	}
+	at := func(n int) json.RawMessage {
+		return obj(`{"at":"` + t0.Add(time.Duration(n)*time.Minute).UTC().Format(time.RFC3339) + `"}`)
+	}
+	old, oldTok := scoped()
+	var dead []string
+	for n := 1; n <= 3; n++ {
+		w, err := e.Register(old, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: at(n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead = append(dead, w.ID)
+	}
+	if _, err := tokens.RevokeToken(ctx, oldTok.ID); err != nil {
+		t.Fatal(err)
+	}
+	live, _ := scoped()
+	single, err := e.Register(live, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: at(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed, err := e.Register(live, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: at(2), IdempotencyKey: "k2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := e.RegisterBatch(live, []vigil.RegisterRequest{{Kind: vigil.KindTimer, Recipient: "r", Predicate: at(3)}})
+	if err != nil || batch[0].Err != nil {
+		t.Fatalf("batch = %+v, %v", batch, err)
+	}
+	mine := []*vigil.Watch{single, keyed, batch[0].Watch}
+	for i, w := range mine {
+		if w.ID == dead[i] || w.Existing {
+			t.Errorf("registration %d joined %s, the revoked token's watch (existing %v); want a watch of its own", i+1, dead[i], w.Existing)
+		}
+	}
+	again, err := e.Register(live, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: at(2), IdempotencyKey: "k2"})
+	if err != nil || again.ID != keyed.ID || !again.Replayed {
+		t.Errorf("the keyed registration's retry = %+v, %v; want a replay of %s", again, err, keyed.ID)
+	}
+	for _, id := range dead {
+		if w, err := st.WatchGet(ctx, id); err == nil && w.State != vigil.StateCancelled {
+			t.Errorf("the revoked token's watch %s is %s, want cancelled (or gone)", id, w.State)
+		}
+	}
+	c.t = t0.Add(5 * time.Minute)
+	e.Tick(ctx, c.t)
+	for _, w := range mine {
+		got, err := e.Watch(live, w.ID)
+		if err != nil || got.State != vigil.StateFired {
+			t.Errorf("watch %s = %+v, %v; want fired", w.ID, got, err)
+		}
+	}
+	p, err := e.Messages(live, vigil.MessagesRequest{Recipient: "r"})
+	if err != nil || len(p.Messages) != 3 {
+		t.Errorf("mailbox = %d messages, %v; want the three outcomes", len(p.Messages), err)
 	}
 }

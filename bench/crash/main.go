@@ -16,6 +16,18 @@
 //   - with -channels 2 (a webhook and a delivery command per watch, on a
 //     busy delivery pool), every channel of every settled watch has a
 //     receipt: none is lost across a kill, and no command runs twice.
+
+//   - the kills proved something: the kills fall at random instants while
+//     the watches fall due, and before each the webhook receiver holds the
+//     requests that arrive, so the kill cuts a send short (on PostgreSQL
+//     every other kill is of the replica that settled a held request's
+//     watch); at least one kill must land while watches were settling (on
+//     PostgreSQL: by the replica killed), and a send cut short must show
+//     as an unknown receipt or a resend under retry_unknown, never as
+//     delivered;
+//   - no daemon exits unless the harness killed it (one that dies on its
+//     own leaves its work to the other replicas, and the counts alone
+//     would not show it), and each restarted one is ready within 30 s.
 //
 // It prints the counts and exits 1 on any violation. See bench/README.md.
 package main
@@ -30,6 +42,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -116,11 +129,35 @@ type harness struct {
 	keep             bool
 	addrs, dataDirs  []string
 	procs            []*exec.Cmd
-	killed           []int // kills per replica
+	exited           []chan struct{} // closed when procs[i] has exited
+	exitErr          []error         // how procs[i] exited, once exited[i] is closed
+	killed           []int           // kills per replica
+	died             []string        // daemons that exited without a SIGKILL of the harness
+	killLog          []killRecord    // what each kill cut short
 
 	flips    []atomic.Int64 // per http watch index: unix nanos after which it answers done
 	hookMu   sync.Mutex
 	received map[string]int // webhook-id -> times received
+	// Webhook requests the receiver is answering now, and those it holds
+	// unanswered while park is set: before each kill the harness parks
+	// the requests that arrive, so the kill lands on a send in flight.
+	inFlight atomic.Int64
+	park     atomic.Bool
+	parked   atomic.Int64
+	parkedID string        // the first parked request's webhook-id
+	release  chan struct{} // closed to let the parked requests answer
+}
+
+// killRecord is one SIGKILL and what was in flight when it landed.
+type killRecord struct {
+	replica  int
+	at       time.Time
+	inFlight int64 // webhook requests the receiver was answering
+	parked   int64 // of those, held by the harness so the kill cut them short
+	// sender: the replica killed is the one that settled the watch of a
+	// held request, so its send is cut (on PostgreSQL, where replicas
+	// share the work; with one daemon it always is).
+	sender bool
 }
 
 // plan is what the harness registered for one watch.
@@ -140,6 +177,7 @@ func (h *harness) run() (int, error) {
 	}
 	h.bin = filepath.Join(h.dir, "vigil")
 	h.addrs, h.dataDirs, h.procs, h.killed = make([]string, h.replicas), make([]string, h.replicas), make([]*exec.Cmd, h.replicas), make([]int, h.replicas)
+	h.exited, h.exitErr = make([]chan struct{}, h.replicas), make([]error, h.replicas)
 	for i := range h.replicas {
 		h.dataDirs[i] = filepath.Join(h.dir, fmt.Sprintf("data%d", i))
 	}
@@ -189,12 +227,31 @@ func (h *harness) run() (int, error) {
 	// The webhook receiver records every webhook-id, then answers 200 after
 	// a short random pause, so some kills land mid-send.
 	h.received = map[string]int{}
+	h.release = make(chan struct{})
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.inFlight.Add(1)
+		defer h.inFlight.Add(-1)
 		_, _ = io.Copy(io.Discard, r.Body)
 		id := r.Header.Get("webhook-id")
 		h.hookMu.Lock()
 		h.received[id]++
+		release := h.release
 		h.hookMu.Unlock()
+		if h.park.Load() {
+			// Held until the kill has landed (well under the daemon's
+			// 10 s webhook timeout): the send is cut short mid-flight.
+			if h.parked.Add(1) == 1 {
+				h.hookMu.Lock()
+				h.parkedID = id
+				h.hookMu.Unlock()
+			}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
 		pause := 30
 		if h.command {
 			pause = 200 // a busy pool: the channels queue behind the slow ones
@@ -246,18 +303,48 @@ func (h *harness) run() (int, error) {
 		count(plans, func(p plan) bool { return p.kind == vigil.KindHTTP }), count(plans, func(p plan) bool { return p.webhook }),
 		count(plans, func(p plan) bool { return p.command }))
 
-	// Kill at random moments while they fire: each kill waits a random
-	// pause after the daemon is ready again, the pauses spread over the
-	// window from t0 to a little past the last due instant.
-	window := h.spread + 3*time.Second
-	sleepUntil(t0.Add(-500 * time.Millisecond))
+	// Kill at random instants while they fire, drawn across the window
+	// from t0 to a little past the last due instant (a kill whose instant
+	// passed while the daemon restarted lands as soon as it is ready).
+	// Before each, the receiver holds the webhook requests that arrive,
+	// up to a second, so that the kill cuts a send short.
+	window := h.spread + time.Second
+	at := make([]time.Time, h.kills)
+	for k := range at {
+		at[k] = t0.Add(time.Duration(h.rnd.Int64N(int64(window))))
+	}
+	slices.SortFunc(at, time.Time.Compare)
 	for k := range h.kills {
-		pause := time.Duration(h.rnd.Int64N(int64(2*window/time.Duration(h.kills)) + 1))
-		time.Sleep(pause)
+		sleepUntil(at[k])
+		h.hookMu.Lock()
+		h.release, h.parkedID = make(chan struct{}), ""
+		h.hookMu.Unlock()
+		h.parked.Store(0)
+		h.park.Store(true)
+		for t := time.Now(); h.parked.Load() == 0 && time.Since(t) < time.Second; {
+			time.Sleep(5 * time.Millisecond)
+		}
 		i := h.rnd.IntN(h.replicas)
-		if err := h.kill(i); err != nil {
+		sender := h.replicas == 1
+		h.hookMu.Lock()
+		parkedID := h.parkedID
+		h.hookMu.Unlock()
+		if h.store != "" && parkedID != "" && k%2 == 0 {
+			// Every other kill: the replica sending the held request.
+			if j, err := h.settler(parkedID); err == nil && j >= 0 {
+				i, sender = j, true
+			}
+		}
+		rec := killRecord{replica: i, at: time.Now(), inFlight: h.inFlight.Load(), parked: h.parked.Load(), sender: sender}
+		err := h.kill(i)
+		h.park.Store(false)
+		h.hookMu.Lock()
+		close(h.release)
+		h.hookMu.Unlock()
+		if err != nil {
 			return 0, err
 		}
+		h.killLog = append(h.killLog, rec)
 		if err := h.start(i); err != nil {
 			return 0, err
 		}
@@ -289,6 +376,7 @@ func (h *harness) run() (int, error) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	h.alive()
 	return h.check(ctx, c, plans, watches)
 }
 
@@ -381,8 +469,11 @@ func (h *harness) check(ctx context.Context, c *client.Client, plans []plan, wat
 	)
 	now := time.Now()
 	h.hookMu.Lock()
-	received := h.received
+	received := maps.Clone(h.received) // the receiver goes on answering
 	h.hookMu.Unlock()
+	for _, d := range h.died {
+		bad("%s", d)
+	}
 	for _, p := range plans {
 		w := watches[p.id]
 		if w == nil {
@@ -501,6 +592,25 @@ func (h *harness) check(ctx context.Context, c *client.Client, plans []plan, wat
 	for id, wid := range msgIDs {
 		if _, ok := watches[wid]; !ok {
 			bad("message %s for a watch %q the harness did not register", id, wid)
+		}
+	}
+
+	if err := h.killsLanded(watches, bad); err != nil {
+		return 0, err
+	}
+	if len(h.killLog) > 0 && h.hookShare > 0 {
+		// Each kill held the requests the receiver had taken: one at
+		// least was cut short, so its receipt ended unknown or it was
+		// resent under retry_unknown. Neither: the kills proved nothing
+		// about sends in flight.
+		parked := 0
+		for _, k := range h.killLog {
+			if k.sender {
+				parked += int(k.parked)
+			}
+		}
+		if parked > 0 && unknown+cmdUnknown+resent == 0 {
+			bad("%d webhook request(s) were held across kills of their sender, yet no receipt ended unknown and none was resent", parked)
 		}
 	}
 
@@ -681,15 +791,48 @@ func (h *harness) start(i int) error {
 		return err
 	}
 	h.procs[i] = cmd
+	exited := make(chan struct{})
+	h.exited[i] = exited
+	go func() {
+		err := cmd.Wait()
+		h.hookMu.Lock()
+		h.exitErr[i] = err
+		h.hookMu.Unlock()
+		close(exited)
+	}()
 	return nil
+}
+
+// alive records every daemon that has exited though the harness did not
+// kill it (a panic, a fatal error): its replicas would take its work over
+// and the counts alone would not show it.
+func (h *harness) alive() {
+	for i, p := range h.procs {
+		if p == nil {
+			continue
+		}
+		select {
+		case <-h.exited[i]:
+			h.hookMu.Lock()
+			err := h.exitErr[i]
+			h.hookMu.Unlock()
+			h.died = append(h.died, fmt.Sprintf("daemon %d exited on its own: %v", i, err))
+			h.procs[i] = nil
+		default:
+		}
+	}
 }
 
 func (h *harness) kill(i int) error {
 	fmt.Fprintf(h.logf, "--- SIGKILL of daemon %d at %s\n", i, vigil.FormatTime(time.Now()))
+	h.alive()
+	if h.procs[i] == nil {
+		return nil // it died on its own: alive recorded it, start runs it again
+	}
 	if err := h.procs[i].Process.Signal(syscall.SIGKILL); err != nil {
 		return err
 	}
-	_ = h.procs[i].Wait()
+	<-h.exited[i]
 	h.procs[i] = nil
 	h.killed[i]++
 	return nil
@@ -701,13 +844,11 @@ func (h *harness) stop() {
 			continue
 		}
 		_ = p.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = p.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-h.exited[i]:
 		case <-time.After(10 * time.Second):
 			_ = p.Process.Kill()
-			<-done
+			<-h.exited[i]
 		}
 		h.procs[i] = nil
 	}
@@ -724,6 +865,11 @@ func (h *harness) ready(ctx context.Context, i int) (*client.Client, error) {
 			if resp.StatusCode == http.StatusOK {
 				break
 			}
+		}
+		select {
+		case <-h.exited[i]:
+			return nil, fmt.Errorf("daemon %d (start %d) exited before it was ready: %v", i, h.starts, h.exitErr[i])
+		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return nil, fmt.Errorf("daemon %d (start %d) was not ready within 30 s", i, h.starts)
@@ -795,4 +941,89 @@ func count[T any](s []T, f func(T) bool) int {
 		}
 	}
 	return n
+}
+
+// killsLanded prints what each kill cut short, and counts a violation if
+// none landed while watches were settling (some settled in the second
+// before it and some after it: on PostgreSQL, by the replica killed), for
+// a run whose kills all missed the work proves nothing.
+func (h *harness) killsLanded(watches map[string]*vigil.Watch, bad func(string, ...any)) error {
+	if len(h.killLog) == 0 {
+		return nil
+	}
+	mid := 0
+	for k, rec := range h.killLog {
+		var before, after int
+		for _, w := range watches {
+			switch {
+			case w.SettledAt.IsZero():
+			case w.SettledAt.After(rec.at):
+				after++
+			case w.SettledAt.After(rec.at.Add(-time.Second)):
+				before++
+			}
+		}
+		by := ""
+		if h.store != "" {
+			n, err := h.settledBy(rec)
+			if err != nil {
+				return err
+			}
+			by = fmt.Sprintf(" (%d by daemon %d)", n, rec.replica)
+			if n == 0 {
+				before = 0
+			}
+		}
+		if before > 0 && after > 0 {
+			mid++
+		}
+		sender := ""
+		if rec.sender && rec.parked > 0 {
+			sender = ", sent by the daemon killed"
+		}
+		fmt.Printf("kill %d: daemon %d; %d watches settled in the second before it%s, %d after it; %d webhook requests in flight, %d held across it%s\n",
+			k+1, rec.replica, before, by, after, rec.inFlight, rec.parked, sender)
+	}
+	if mid == 0 {
+		bad("none of the %d kills landed while watches were settling", len(h.killLog))
+	}
+	return nil
+}
+
+// settledBy counts the watches the killed replica settled in the second
+// before the kill, from the database.
+func (h *harness) settledBy(rec killRecord) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, h.store)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close(ctx)
+	var n int
+	err = c.QueryRow(ctx, `SELECT count(*) FROM watches WHERE settled_by = $1 AND settled_at > $2 AND settled_at <= $3`,
+		fmt.Sprintf("crash-%d", rec.replica), rec.at.Add(-time.Second).UnixMilli(), rec.at.UnixMilli()).Scan(&n)
+	return n, err
+}
+
+// settler returns the replica that settled the watch of message id (and
+// sends its first attempt), or -1.
+func (h *harness) settler(messageID string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, h.store)
+	if err != nil {
+		return -1, err
+	}
+	defer c.Close(ctx)
+	var by *string
+	err = c.QueryRow(ctx, `SELECT w.settled_by FROM messages m JOIN watches w ON w.id = m.watch_id WHERE m.id = $1`, messageID).Scan(&by)
+	if err != nil || by == nil {
+		return -1, err
+	}
+	i, err := strconv.Atoi(strings.TrimPrefix(*by, "crash-"))
+	if err != nil || i < 0 || i >= h.replicas {
+		return -1, fmt.Errorf("settled_by %q", *by)
+	}
+	return i, nil
 }

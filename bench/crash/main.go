@@ -376,9 +376,22 @@ func (h *harness) run() (int, error) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	if quiet(watches, plans) {
+		// A moment more, and the list again: a send that comes after
+		// every receipt has ended (a resend of a delivered webhook, a
+		// replica's late repair) is still counted.
+		time.Sleep(linger)
+		if watches, err = listAll(ctx, c); err != nil {
+			return 0, err
+		}
+	}
 	h.alive()
 	return h.check(ctx, c, plans, watches)
 }
+
+// linger is how long the harness goes on receiving once everything has
+// settled, before it counts.
+const linger = 2 * time.Second
 
 // quiet reports whether every watch has settled, every channel it pushes
 // to has a receipt, and no receipt is still sending or retrying.

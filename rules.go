@@ -20,6 +20,9 @@ type Progress struct {
 	Since time.Time
 	// At is when the latest probe was made.
 	At time.Time
+	// Read is the Observation.Read of the latest satisfied answer of the
+	// streak (zero for a watcher that reads afresh each probe).
+	Read time.Time
 }
 
 // Decision is what one observation does to a watch.
@@ -31,23 +34,40 @@ type Decision struct {
 	Attention bool
 }
 
-// Advance returns p updated with one more observation made at now.
+// Advance returns p updated with one more observation made at now, read
+// afresh by its probe.
 func (p Progress) Advance(v Verdict, now time.Time) Progress {
+	return p.AdvanceRead(v, time.Time{}, now)
+}
+
+// AdvanceRead returns p updated with one more observation made at now,
+// whose answer was read from its source at read (Observation.Read; zero:
+// afresh by this probe). A satisfied answer read at the same instant as
+// the streak's latest one is that same read, answered again from a
+// cache: it counts as a probe but not again toward the streak, so stable
+// answers are that many reads of the source, not that many probes of a
+// cached read (a flappy CI seen green once). stable_for, which is time,
+// is unchanged.
+func (p Progress) AdvanceRead(v Verdict, read, now time.Time) Progress {
 	p.Polls++
 	p.At = now
 	switch v {
 	case VerdictSatisfied:
-		if p.Streak == 0 {
+		switch {
+		case p.Streak == 0:
 			p.Since = now
+			p.Streak = 1
+		case read.IsZero() || !read.Equal(p.Read):
+			p.Streak++
 		}
-		p.Streak++
+		p.Read = read
 	case VerdictUnavailable:
 		p.Errors++
 		p.Consecutive++
-		p.Streak, p.Since = 0, time.Time{}
+		p.Streak, p.Since, p.Read = 0, time.Time{}, time.Time{}
 		return p
 	default:
-		p.Streak, p.Since = 0, time.Time{}
+		p.Streak, p.Since, p.Read = 0, time.Time{}, time.Time{}
 	}
 	p.Consecutive = 0
 	return p

@@ -150,3 +150,35 @@ func TestTransition(t *testing.T) {
 		t.Error("unwatchable is a view, never written")
 	}
 }
+
+// TestAdvanceReadCountsReadsOnce: satisfied answers repeating one cached
+// read count once toward the streak (and still as polls); a new read, or
+// a kind that reads afresh (zero Read), counts again; a break forgets
+// the read.
+func TestAdvanceReadCountsReadsOnce(t *testing.T) {
+	t.Parallel()
+	r1, r2 := t0, t0.Add(30*time.Second)
+	var p vigil.Progress
+	p = p.AdvanceRead(vigil.VerdictSatisfied, r1, t0)
+	p = p.AdvanceRead(vigil.VerdictSatisfied, r1, t0.Add(10*time.Second))
+	p = p.AdvanceRead(vigil.VerdictSatisfied, r1, t0.Add(20*time.Second))
+	if p.Streak != 1 || p.Polls != 3 || !p.Since.Equal(t0) {
+		t.Fatalf("one read answered thrice: streak %d, polls %d, since %v; want 1, 3, %v", p.Streak, p.Polls, p.Since, t0)
+	}
+	p = p.AdvanceRead(vigil.VerdictSatisfied, r2, t0.Add(30*time.Second))
+	if p.Streak != 2 {
+		t.Fatalf("a new read: streak %d, want 2", p.Streak)
+	}
+	p = p.AdvanceRead(vigil.VerdictPending, r2, t0.Add(40*time.Second))
+	p = p.AdvanceRead(vigil.VerdictSatisfied, r2, t0.Add(50*time.Second))
+	if p.Streak != 1 {
+		t.Fatalf("after a break: streak %d, want 1", p.Streak)
+	}
+	var q vigil.Progress
+	for i := range 3 {
+		q = q.AdvanceRead(vigil.VerdictSatisfied, time.Time{}, t0.Add(time.Duration(i)*time.Second))
+	}
+	if q.Streak != 3 {
+		t.Fatalf("fresh reads: streak %d, want 3", q.Streak)
+	}
+}

@@ -101,6 +101,13 @@ type Observation struct {
 	Reason string `json:"reason,omitempty"`
 	// Permanent marks an unavailable answer that will never change.
 	Permanent bool `json:"permanent,omitempty"`
+	// Read is when the answer judged was read from its source, for a
+	// watcher that reads through a cache shared between probes (ci and
+	// ticket: the forge's): probes answered from one cached read carry
+	// one Read, and count once toward stable (see Progress.AdvanceRead).
+	// Zero for a watcher that reads afresh on every probe. It lives in
+	// memory only: it is neither stored nor shown.
+	Read time.Time `json:"-"`
 }
 
 // Same reports whether o and p say the same thing, ignoring when they were

@@ -306,3 +306,37 @@ func TestCIWhySaysWhatItWaitsFor(t *testing.T) {
 		})
 	}
 }
+
+// TestCIStableCountsUpstreamReads: a ci watch probed every 10 s reads
+// through the forge's cache, fresh for 30 s, so three probes in a row
+// can be one upstream read; stable: 3 asks for three reads, not three
+// probes of one cached answer (a flappy CI seen green once).
+func TestCIStableCountsUpstreamReads(t *testing.T) {
+	t.Parallel()
+	gh := forgetest.New(t, forge.GitHub)
+	gh.SetRuns("acme/api", forgeSHA, forgetest.Run{ID: 1, Name: "build", Status: "completed", Conclusion: "success", Started: t0.Add(-time.Minute), Completed: t0})
+	set, err := forge.New(gh.Settings(""), forge.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.CloseIdleConnections)
+	v := newEnv(t, envOpts{watchers: []watcher.Watcher{ci.New(ci.Config{Forges: set, Freshness: 30 * time.Second})}})
+	w := v.register(vigil.RegisterRequest{Kind: vigil.KindCI, Every: "10s", Stable: 3,
+		Predicate: obj(`{"repo":"acme/api","sha":"` + forgeSHA + `"}`)})
+	runs := "/repos/acme/api/commits/" + forgeSHA + "/check-runs"
+	for step := t0; !step.After(t0.Add(2 * time.Minute)); step = step.Add(10 * time.Second) {
+		v.tick(step)
+		got := v.get(w.ID)
+		reads := gh.Hits(runs)
+		if got.State == vigil.StateFired {
+			if reads != 3 {
+				t.Fatalf("fired at +%s after %d reads of the checks, want 3", step.Sub(t0), reads)
+			}
+			return
+		}
+		if got.State != vigil.StatePending {
+			t.Fatalf("at +%s: %s %+v, want pending", step.Sub(t0), got.State, got.Outcome)
+		}
+	}
+	t.Fatalf("never fired: %d reads", gh.Hits(runs))
+}

@@ -232,7 +232,9 @@ func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, t
 			finish()
 		}
 	}()
-	prog := e.Progress().Advance(obs.Verdict, now)
+	// Answers of one cached read (a ci or ticket watch probed more often
+	// than the forge is read) count once toward stable.
+	prog := e.Progress().AdvanceRead(obs.Verdict, obs.Read, now)
 	w.Errors, w.ConsecutiveErrors, w.CheckedAt = prog.Errors, prog.Consecutive, now
 	d := vigil.Decide(w, &obs, prog, now, final)
 	if d.Settle {

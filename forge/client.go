@@ -114,6 +114,11 @@ type Report struct {
 	// no check run to this commit, as an app does that opens a suite on
 	// every push and never runs in it.
 	Ignored []string
+	// Read is when the newest of the forge's answers the report was made
+	// from was read from the forge (fetched, or confirmed by a 304), in
+	// the callers' time: a report answered from the cache has the Read
+	// of the one it repeats, and one made of a new read a later Read.
+	Read time.Time
 }
 
 // Ticket is what a person can change about an issue, pull request or
@@ -140,6 +145,9 @@ type Ticket struct {
 	ReviewComments int
 	LatestReview   string
 	URL            string
+	// Read is when the newest of the forge's answers the ticket was made
+	// from was read from the forge, as Report.Read.
+	Read time.Time
 }
 
 // TicketQuery names a ticket to read and what counts about it.
@@ -279,11 +287,13 @@ func (c *Client) ResolveRef(ctx context.Context, repo, ref string, now time.Time
 // reported yet. A commit GitHub does not know (yet) is an error for
 // which IsNoCommit holds.
 func (c *Client) Checks(ctx context.Context, repo, sha string, now time.Time, maxAge time.Duration) (Report, error) {
-	r, err := c.api.checks(request{ctx: ctx, now: now, maxAge: maxAge}, repo, sha)
+	var read time.Time
+	r, err := c.api.checks(request{ctx: ctx, now: now, maxAge: maxAge, read: &read}, repo, sha)
 	if err != nil {
 		return Report{}, c.describe(err, fmt.Sprintf("the checks of %s@%s", repo, short(sha)), repo)
 	}
 	r.Provider = c.provider
+	r.Read = read
 	r.Checks = Merge(r.Checks)
 	slices.Sort(r.Ignored)
 	r.Ignored = slices.Compact(r.Ignored)
@@ -302,10 +312,14 @@ func (c *Client) Ticket(ctx context.Context, q TicketQuery, now time.Time, maxAg
 	if err != nil {
 		return nil, c.describe(err, "the token's own user", q.Repo)
 	}
-	t, err := c.api.ticket(rq, q, counter{self: self, bots: q.Bots})
+	var read time.Time
+	trq := rq
+	trq.read = &read
+	t, err := c.api.ticket(trq, q, counter{self: self, bots: q.Bots})
 	if err != nil {
 		return nil, c.describe(err, what, q.Repo)
 	}
+	t.Read = read
 	return t, nil
 }
 

@@ -167,14 +167,29 @@ type Response struct {
 	// carries no Link header: Next is the one the body came with, and a
 	// next page that appeared since is not in it.
 	revalidated bool
+	// at is when Body was read from the forge (fetched or revalidated),
+	// in the time of the caller that read it: a cached answer's is the
+	// read's it repeats.
+	at time.Time
 }
 
 // request is what every read carries: the caller's context, the time the
-// caller believes it is, and how old a cached answer may be.
+// caller believes it is, and how old a cached answer may be. read, when
+// set, gathers the latest time an answer the caller got was read from
+// the forge (see Report.Read).
 type request struct {
 	ctx    context.Context
 	now    time.Time
 	maxAge time.Duration
+	read   *time.Time
+}
+
+// saw records in rq.read that an answer read from the forge at at was
+// used.
+func (rq request) saw(at time.Time) {
+	if rq.read != nil && at.After(*rq.read) {
+		*rq.read = at
+	}
 }
 
 func newReader(life context.Context, p Provider, hc *http.Client, authorize func(*http.Request), redact func(string) string) *Reader {
@@ -183,8 +198,17 @@ func newReader(life context.Context, p Provider, hc *http.Client, authorize func
 
 func (e *entry) fresh(rq request) bool { return rq.now.Before(e.at.Add(rq.maxAge)) }
 
-// get reads rawURL with the Accept header accept.
+// get reads rawURL with the Accept header accept, and records in rq when
+// the answer was read from the forge.
 func (r *Reader) get(rq request, rawURL, accept string) (*Response, error) {
+	resp, err := r.getCached(rq, rawURL, accept)
+	if err == nil {
+		rq.saw(resp.at)
+	}
+	return resp, err
+}
+
+func (r *Reader) getCached(rq request, rawURL, accept string) (*Response, error) {
 	key := accept + " " + rawURL
 	r.mu.Lock()
 	if rq.now.Before(r.until) {
@@ -231,7 +255,7 @@ func (e *entry) result() (*Response, error) {
 	if e.err != nil {
 		return nil, e.err
 	}
-	return &Response{Body: e.body, Next: e.next, Total: e.total, revalidated: e.revalidated}, nil
+	return &Response{Body: e.body, Next: e.next, Total: e.total, revalidated: e.revalidated, at: e.at}, nil
 }
 
 func (r *Reader) sweepLocked(now time.Time) {
@@ -308,13 +332,13 @@ func (r *Reader) fetch(rq request, key, rawURL, accept string) (*Response, error
 			cached.total = n
 		}
 		r.cache[key] = cached
-		return &Response{Body: cached.body, Next: cached.next, Total: cached.total, revalidated: true}, nil
+		return &Response{Body: cached.body, Next: cached.next, Total: cached.total, revalidated: true, at: cached.at}, nil
 	case code >= 200 && code < 300:
 		e := &entry{at: rq.now, used: rq.now, body: body, next: nextLink(resp.Header), total: totalCount(resp.Header), etag: resp.Header.Get("ETag")}
 		r.mu.Lock()
 		r.cache[key] = e
 		r.mu.Unlock()
-		return &Response{Body: e.body, Next: e.next, Total: e.total}, nil
+		return &Response{Body: e.body, Next: e.next, Total: e.total, at: e.at}, nil
 	}
 	if until, limited := rateLimit(resp, body, rq.now); limited {
 		fe := &Error{Provider: r.provider, Kind: KindRateLimited, Status: resp.StatusCode, Until: until, Detail: r.redact(apiMessage(body))}

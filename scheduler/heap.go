@@ -51,16 +51,16 @@ type slot struct {
 // progress is vigil.Progress packed small.
 type progress struct {
 	polls, errors, consecutive, streak int32
-	since, at                          int64
+	since, at, read                    int64
 }
 
 func (p progress) unpack() vigil.Progress {
 	return vigil.Progress{Polls: int(p.polls), Errors: int(p.errors), Consecutive: int(p.consecutive), Streak: int(p.streak),
-		Since: unixTime(p.since), At: unixTime(p.at)}
+		Since: unixTime(p.since), At: unixTime(p.at), Read: unixTime(p.read)}
 }
 
 func pack(p vigil.Progress) progress {
-	return progress{clamp32(p.Polls), clamp32(p.Errors), clamp32(p.Consecutive), clamp32(p.Streak), unixNano(p.Since), unixNano(p.At)}
+	return progress{clamp32(p.Polls), clamp32(p.Errors), clamp32(p.Consecutive), clamp32(p.Streak), unixNano(p.Since), unixNano(p.At), unixNano(p.Read)}
 }
 
 // unixTime and unixNano convert between a time and unix nanoseconds, the

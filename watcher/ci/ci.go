@@ -62,7 +62,9 @@
 //
 // Reads go through the forge's shared cache: one read per commit per
 // Config.Freshness (default the kind's interval, 30 s), however many
-// watches ask. A network error, a 5xx or a rate limit is unavailable,
+// watches ask. Probes answered from one read carry its time
+// (vigil.Observation.Read), so a watch probed more often than that
+// counts the read once toward stable. A network error, a 5xx or a rate limit is unavailable,
 // never failure; a repository that is not there or a token the forge
 // rejects settles the watch errored, with a sentence saying what to fix.
 package ci
@@ -300,7 +302,10 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 		}
 		return vigil.Observation{}, err
 	}
-	return Judge(report, s.checks, s.stall, p.Now), nil
+	obs := Judge(report, s.checks, s.stall, p.Now)
+	// Probes answered from one cached read count once toward stable.
+	obs.Read = report.Read
+	return obs, nil
 }
 
 // unknownCommit answers a probe of a commit GitHub does not know (422

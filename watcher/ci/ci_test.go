@@ -144,7 +144,9 @@ func TestGitHubVerdicts(t *testing.T) {
 			if tc.want.Facts == nil {
 				got.Facts = nil // only verdict and summary are under test
 			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			want := tc.want
+			want.Read = t0 // the forge's answer, read now
+			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("Probe (-want +got):\n%s", diff)
 			}
 		})
@@ -194,7 +196,9 @@ func TestGiteaAndGitLab(t *testing.T) {
 			w := setup(t, srv, "")
 			got := probe(t, w, canon(t, w, `{"provider":"`+string(tc.p)+`","repo":"acme/api","sha":"`+sha+`"}`), t0)
 			got.Facts = nil
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			want := tc.want
+			want.Read = t0 // the forge's answer, read now
+			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("Probe (-want +got):\n%s", diff)
 			}
 		})

@@ -198,7 +198,8 @@ func (w *Watcher) Probe(ctx context.Context, p watcher.Probe) (vigil.Observation
 		return vigil.Observation{}, err
 	}
 	now := factsOf(t)
-	obs := vigil.Observation{Verdict: vigil.VerdictPending, Summary: describe(t, now), Facts: now.facts(t)}
+	// Probes answered from one cached read count once toward stable.
+	obs := vigil.Observation{Verdict: vigil.VerdictPending, Summary: describe(t, now), Facts: now.facts(t), Read: t.Read}
 	if p.Last == nil {
 		return obs, nil
 	}

@@ -29,6 +29,16 @@ type Store interface {
 	WatchCreateMany(ctx context.Context, ps []WatchCreateParams) ([]WatchCreateResult, error)
 	// WatchGet returns one watch, or ErrNotFound.
 	WatchGet(ctx context.Context, id string) (*Watch, error)
+	// IdempotencyReplay returns what WatchCreate would replay for p's
+	// key, without writing: the watch the live ledger entry of
+	// (p.Recipient, p.Key) names (not older than p.Since), marked Replayed
+	// (and Existing when that registration joined a pending watch), when
+	// the entry was written for p.RequestHash. Nil, and no error, when
+	// there is none: no live entry, one of another request, or its watch
+	// is gone. A registration refused before it reaches WatchCreate (its
+	// deadline, an instant, has passed since) asks it, so that a retry of
+	// one that was answered replays its answer.
+	IdempotencyReplay(ctx context.Context, p IdempotencyReplayParams) (*Watch, error)
 	// WatchGetMany returns the watches found among ids, in any order.
 	WatchGetMany(ctx context.Context, ids []string) ([]*Watch, error)
 	// WatchList returns one page of watches, newest first.
@@ -113,6 +123,16 @@ type WatchCreateParams struct {
 	// Caps on pending watches; zero means no cap.
 	MaxActive             int
 	MaxActivePerRecipient int
+}
+
+// IdempotencyReplayParams are the arguments of Store.IdempotencyReplay.
+type IdempotencyReplayParams struct {
+	Recipient, Key string
+	// RequestHash is the hash of the request without the key, as
+	// WatchCreateParams.RequestHash.
+	RequestHash string
+	// Since: ledger entries older than this are ignored.
+	Since time.Time
 }
 
 // WatchCreateResult is what Store.WatchCreateMany says of one item: the

@@ -28,6 +28,7 @@ func (e *Engine) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) 
 	// no position: the caller's items are not rs (the HTTP route and the
 	// MCP tool pass on only those that decoded), so rs's would be wrong.
 	keys := map[[2]string]bool{}
+	var replayJoins []joining // replays of items refused (replayRefused)
 	for i, r := range rs {
 		if r.Observe {
 			out[i] = refused(vigil.FieldErrorf(vigil.CodeInvalidRequest, "observe", "a batch does not wait for first observations; register this watch alone to observe it"))
@@ -35,7 +36,25 @@ func (e *Engine) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) 
 		}
 		w, err := e.prepare(ctx, r, now)
 		if err != nil {
-			out[i] = refused(err)
+			// A retry after its deadline passed replays, as Register's.
+			got, err := e.replayRefused(ctx, r, now, err)
+			if err != nil {
+				out[i] = refused(err)
+				continue
+			}
+			k := [2]string{r.Recipient, r.IdempotencyKey}
+			if keys[k] {
+				out[i] = refused(vigil.FieldErrorf(vigil.CodeIdempotencyConflict, "idempotency_key",
+					"an earlier item of this batch already uses idempotency key %q for recipient %s; give each item its own key", clipName(r.IdempotencyKey), r.Recipient))
+				continue
+			}
+			keys[k] = true
+			if got.Existing {
+				got.AskedDeliver = e.askedDeliverOf(ctx, r, got)
+				replayJoins = append(replayJoins, joining{i, got})
+			}
+			got.CompletionToken = e.replayedToken(got)
+			out[i] = vigil.BatchResult{Status: vigil.BatchExisting, Watch: e.view(got)}
 			continue
 		}
 		p := vigil.WatchCreateParams{
@@ -61,6 +80,7 @@ func (e *Engine) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) 
 		at = append(at, i)
 	}
 	if len(ps) == 0 {
+		e.joinMany(ctx, out, replayJoins)
 		return out, nil
 	}
 	res, err := e.store.WatchCreateMany(ctx, ps)
@@ -80,7 +100,7 @@ func (e *Engine) RegisterBatch(ctx context.Context, rs []vigil.RegisterRequest) 
 	}
 	armPrune := false
 	added := make([]*vigil.Watch, 0, len(res))
-	var joins []joining // the items answered with a pending watch
+	joins := replayJoins // the items answered with a pending watch
 	for j, r := range res {
 		i, asked := at[j], ps[j].Watch
 		if r.Err != nil {

@@ -20,7 +20,18 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 	now := e.now()
 	w, err := e.prepare(ctx, r, now)
 	if err != nil {
-		return nil, err
+		got, err := e.replayRefused(ctx, r, now, err)
+		if err != nil {
+			return nil, err
+		}
+		if got.Existing {
+			got.AskedDeliver = e.askedDeliverOf(ctx, r, got)
+			if got, err = e.joinObserved(ctx, got); err != nil {
+				return nil, err
+			}
+		}
+		got.CompletionToken = e.replayedToken(got)
+		return e.view(got), nil
 	}
 	// A token watch's secret is returned once, here, and never stored.
 	secret := w.CompletionToken
@@ -84,6 +95,40 @@ func (e *Engine) Register(ctx context.Context, r vigil.RegisterRequest) (*vigil.
 		return e.view(got), nil
 	}
 	return e.observe(ctx, got, o)
+}
+
+// replayRefused answers a keyed registration that prepare refused with
+// the watch its key replays, when the refusal is deadline_out_of_range
+// and the key's live ledger entry is of this very request: a retry,
+// after its deadline (an instant) passed, of a registration whose answer
+// was lost, which its caller needs to learn the outcome. Every other
+// check came before the deadline's and passed, as for the first; a new
+// request (another hash, or no entry) gets the refusal. Else it returns
+// the refusal.
+func (e *Engine) replayRefused(ctx context.Context, r vigil.RegisterRequest, now time.Time, refusal error) (*vigil.Watch, error) {
+	if r.IdempotencyKey == "" || vigil.ErrorCode(refusal) != vigil.CodeDeadlineOutOfRange {
+		return nil, refusal
+	}
+	got, err := e.store.IdempotencyReplay(ctx, vigil.IdempotencyReplayParams{Recipient: r.Recipient, Key: r.IdempotencyKey,
+		RequestHash: requestHash(r), Since: now.Add(-e.limits.IdempotencyTTL)})
+	if err != nil {
+		return nil, err
+	}
+	if got == nil {
+		return nil, refusal
+	}
+	return got, nil
+}
+
+// askedDeliverOf is askedDeliver of r's delivery options (which prepare
+// took) and got's, for a replay answered without prepare's watch.
+func (e *Engine) askedDeliverOf(ctx context.Context, r vigil.RegisterRequest, got *vigil.Watch) json.RawMessage {
+	scope, scoped := vigil.ScopeFrom(ctx)
+	opts, err := e.deliver.Canonicalize(r.Deliver, !scoped || scope.Exec)
+	if err != nil {
+		return nil
+	}
+	return askedDeliver(opts, got.Deliver)
 }
 
 // askedDeliver returns the delivery options a registration asked for

@@ -191,6 +191,26 @@ func (s *Store) create(p vigil.WatchCreateParams) (*vigil.Watch, error) {
 	return clone(c), nil
 }
 
+// IdempotencyReplay implements vigil.Store.
+func (s *Store) IdempotencyReplay(_ context.Context, p vigil.IdempotencyReplayParams) (*vigil.Watch, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	le, ok := s.ledger[[2]string{p.Recipient, p.Key}]
+	if !ok || le.at.Before(ms(p.Since)) || le.hash != p.RequestHash {
+		return nil, nil
+	}
+	w, ok := s.watches[le.watchID]
+	if !ok {
+		return nil, nil
+	}
+	c := clone(w)
+	c.Replayed, c.Existing = true, le.existing
+	return c, nil
+}
+
 // WatchGet implements vigil.Store.
 func (s *Store) WatchGet(_ context.Context, id string) (*vigil.Watch, error) {
 	s.mu.Lock()

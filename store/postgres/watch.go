@@ -99,6 +99,31 @@ func (s *Store) WatchGet(ctx context.Context, id string) (*vigil.Watch, error) {
 	return w, nil
 }
 
+// IdempotencyReplay implements vigil.Store: the ledger entry, then its
+// watch.
+func (s *Store) IdempotencyReplay(ctx context.Context, p vigil.IdempotencyReplayParams) (*vigil.Watch, error) {
+	var hash, id string
+	var existing bool
+	err := s.pool.QueryRow(ctx, sqlLedgerGet, p.Recipient, p.Key, sinceMS(p.Since)).Scan(&hash, &id, &existing)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, wrap("read idempotency ledger", err)
+	case hash != p.RequestHash:
+		return nil, nil
+	}
+	w, err := s.WatchGet(ctx, id)
+	if vigil.ErrorCode(err) == vigil.CodeNotFound {
+		return nil, nil // gone since (its entry with it)
+	}
+	if err != nil {
+		return nil, err
+	}
+	w.Replayed, w.Existing = true, existing
+	return w, nil
+}
+
 // WatchGetMany returns the watches found among ids, in any order.
 func (s *Store) WatchGetMany(ctx context.Context, ids []string) ([]*vigil.Watch, error) {
 	out := make([]*vigil.Watch, 0, len(ids))

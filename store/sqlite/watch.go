@@ -353,6 +353,32 @@ func (s *Store) WatchGet(ctx context.Context, id string) (*vigil.Watch, error) {
 	return w, nil
 }
 
+// IdempotencyReplay implements vigil.Store: the ledger entry, then its
+// watch, on the read pool.
+func (s *Store) IdempotencyReplay(ctx context.Context, p vigil.IdempotencyReplayParams) (*vigil.Watch, error) {
+	var hash, id string
+	var existing bool
+	err := s.readDB.QueryRowContext(ctx, `SELECT request_hash, watch_id, existing FROM idempotency
+		WHERE recipient = ? AND key = ? AND created_at >= ?`, p.Recipient, p.Key, sinceMS(p.Since)).Scan(&hash, &id, &existing)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, wrap("read idempotency ledger", err)
+	case hash != p.RequestHash:
+		return nil, nil
+	}
+	w, err := s.WatchGet(ctx, id)
+	if vigil.ErrorCode(err) == vigil.CodeNotFound {
+		return nil, nil // gone since (its entry with it)
+	}
+	if err != nil {
+		return nil, err
+	}
+	w.Replayed, w.Existing = true, existing
+	return w, nil
+}
+
 // WatchGetMany returns the watches found among ids, in any order.
 func (s *Store) WatchGetMany(ctx context.Context, ids []string) ([]*vigil.Watch, error) {
 	// A prepared statement taking the ids as one JSON array: compiling a

@@ -42,6 +42,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (s vigil.Store, reopen func()
 		{"DedupOnlyAmongPending", testDedupOnlyAmongPending},
 		{"Idempotency", testIdempotency},
 		{"IdempotencyConcurrent", testIdempotencyConcurrent},
+		{"IdempotencyReplay", testIdempotencyReplay},
 		{"CreateMany", testCreateMany},
 		{"CreateManyLarge", testCreateManyLarge},
 		{"CapPerRecipientConcurrent", testCapPerRecipient},
@@ -493,6 +494,70 @@ func testIdempotency(t *testing.T, newStore NewStoreFunc) {
 	got, err = call(httpWatch("w6-retry", "r", 5, base), "k5", "h5", since)
 	if err != nil || got.ID != "w5" || !got.Existing || !got.Replayed {
 		t.Errorf("retry of it = %+v, %v; want w5 existing and replayed", got, err)
+	}
+}
+
+// testIdempotencyReplay: IdempotencyReplay answers what WatchCreate would
+// replay, writing nothing: the watch a live entry of that request names,
+// Replayed (and Existing for a join), as it is now; nil for no entry, an
+// expired one, another request's, another recipient's, or a watch gone.
+func testIdempotencyReplay(t *testing.T, newStore NewStoreFunc) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	since := base.Add(-24 * time.Hour)
+	replay := func(recipient, key, hash string, since time.Time) *vigil.Watch {
+		t.Helper()
+		w, err := s.IdempotencyReplay(ctx, vigil.IdempotencyReplayParams{Recipient: recipient, Key: key, RequestHash: hash, Since: since})
+		if err != nil {
+			t.Fatalf("IdempotencyReplay(%s, %s, %s) error = %v", recipient, key, hash, err)
+		}
+		return w
+	}
+	if w := replay("r", "k1", "h1", since); w != nil {
+		t.Fatalf("no entry: %+v, want nil", w)
+	}
+	first, err := s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: httpWatch("w1", "r", 1, base), IdempotencyKey: "k1", RequestHash: "h1", IdempotencySince: since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := *first
+	want.Replayed = true
+	if diff := gocmp.Diff(&want, replay("r", "k1", "h1", since), opts); diff != "" {
+		t.Errorf("replay (-want +got):\n%s", diff)
+	}
+	settleAll(t, s, settle(first, vigil.StateFired, "m1", base.Add(time.Minute)))
+	if got := replay("r", "k1", "h1", since); got == nil || got.ID != "w1" || !got.Replayed || got.Existing || got.State != vigil.StateFired {
+		t.Errorf("replay after settle = %+v; want w1 replayed, fired", got)
+	}
+	for _, c := range []struct{ what, recipient, key, hash string }{
+		{"another request", "r", "k1", "h2"}, {"another recipient", "other", "k1", "h1"}, {"another key", "r", "k2", "h1"},
+	} {
+		if got := replay(c.recipient, c.key, c.hash, since); got != nil {
+			t.Errorf("%s: %+v, want nil", c.what, got)
+		}
+	}
+	if got := replay("r", "k1", "h1", base.Add(time.Second)); got != nil {
+		t.Errorf("an entry older than Since: %+v, want nil", got)
+	}
+	// A key whose request matched a pending watch replays it, Existing.
+	create(t, s, httpWatch("w5", "r", 5, base))
+	if _, err := s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: httpWatch("w6", "r", 5, base), IdempotencyKey: "k5", RequestHash: "h5", IdempotencySince: since}); err != nil {
+		t.Fatal(err)
+	}
+	if got := replay("r", "k5", "h5", since); got == nil || got.ID != "w5" || !got.Existing || !got.Replayed {
+		t.Errorf("replay of a join = %+v; want w5 existing and replayed", got)
+	}
+	// Nothing was written: the key still replays w1 through WatchCreate.
+	got, err := s.WatchCreate(ctx, vigil.WatchCreateParams{Watch: httpWatch("w1-retry", "r", 1, base), IdempotencyKey: "k1", RequestHash: "h1", IdempotencySince: since})
+	if err != nil || got.ID != "w1" || !got.Replayed {
+		t.Errorf("WatchCreate after the reads = %+v, %v; want w1 replayed", got, err)
+	}
+	// Its watch deleted, an entry goes with it.
+	if err := s.WatchDelete(ctx, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := replay("r", "k1", "h1", since); got != nil {
+		t.Errorf("after its watch was deleted: %+v, want nil", got)
 	}
 }
 

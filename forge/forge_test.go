@@ -806,3 +806,24 @@ func TestOwnLogin(t *testing.T) {
 		t.Errorf("a login with a space: %v, want an error naming forges.github.login", err)
 	}
 }
+
+// TestReportReadIsTheUpstreamRead: a report answered from the cache
+// carries the time of the read it repeats; one read again (a 304
+// confirming the body included) carries the new read's.
+func TestReportReadIsTheUpstreamRead(t *testing.T) {
+	t.Parallel()
+	srv := forgetest.New(t, forge.GitHub)
+	srv.SetRuns("acme/api", sha, forgetest.Run{ID: 1, Name: "build", Status: "completed", Conclusion: "success", Started: t0, Completed: t0})
+	c := client(t, srv, "")
+	for _, step := range []struct{ at, read time.Duration }{
+		{0, 0}, {10 * time.Second, 0}, {20 * time.Second, 0}, {fresh, fresh}, {fresh + 10*time.Second, fresh},
+	} {
+		r, err := c.Checks(context.Background(), "acme/api", sha, t0.Add(step.at), fresh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := t0.Add(step.read); !r.Read.Equal(want) {
+			t.Errorf("Checks at +%s: Read = %v, want %v", step.at, r.Read, want)
+		}
+	}
+}

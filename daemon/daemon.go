@@ -126,7 +126,12 @@ type Daemon struct {
 	// a damaged file.
 	checked func(context.Context) error
 
-	ready     atomic.Bool
+	ready atomic.Bool
+	// stopped is closed once Run's context has ended: /readyz answers
+	// 503 from then on, while the requests in flight finish.
+	stopped chan struct{}
+	// storeOK answers whether the store answers, for /readyz.
+	storeOK   *storeCheck
 	primed    chan struct{}
 	ran       atomic.Bool
 	closeOnce sync.Once
@@ -272,9 +277,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		Replica:     runReplica,
 	})
 
-	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, dbLock: dbLock, kinds: reg.Kinds(), primed: make(chan struct{}),
+	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, dbLock: dbLock, kinds: reg.Kinds(), primed: make(chan struct{}), stopped: make(chan struct{}),
 		sched: sched, watchers: reg.Watchers(), fs: fs, forges: forges, replica: replica, started: time.Now(), keys: prints,
-		checked: checkedStore(st)}
+		checked: checkedStore(st), storeOK: newStoreCheck(st)}
 	// Scoped tokens: authenticated per request (cached briefly; a
 	// revocation here takes effect at once) and re-checked before every
 	// probe of the watches they made.
@@ -404,22 +409,19 @@ func (d *Daemon) Ready() bool { return d.ready.Load() }
 // answers requests.
 func (d *Daemon) Primed() <-chan struct{} { return d.primed }
 
-func (d *Daemon) readyz(context.Context) error {
-	if !d.ready.Load() {
-		return errStarting
-	}
-	return nil
-}
-
-var errStarting = &vigil.Error{Code: vigil.CodeUnavailable, Message: "vigil is starting; try again shortly"}
-
 // gate answers API and MCP requests with 503 until the engine is primed;
-// /healthz, /readyz and /openapi.json are served all along.
+// /healthz, /readyz and /openapi.json are served all along. Once primed,
+// the API serves until the server shuts down: a request that reaches it
+// during a shutdown is served, not refused as if the daemon were starting.
 func (d *Daemon) gate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !d.ready.Load() && (strings.HasPrefix(r.URL.Path, "/v1/") && r.URL.Path != "/v1/daemon" || r.URL.Path == "/mcp") {
+		if !d.isPrimed() && (strings.HasPrefix(r.URL.Path, "/v1/") && r.URL.Path != "/v1/daemon" || r.URL.Path == "/mcp") {
 			w.Header().Set("Retry-After", "1")
-			d.api.Fail(w, r, errStarting)
+			err := errStarting
+			if d.isStopping() {
+				err = errShutdown
+			}
+			d.api.Fail(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -556,6 +558,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	})
 	g.Go(func() error {
 		<-gctx.Done()
+		close(d.stopped)
 		d.ready.Store(false)
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()

@@ -65,3 +65,7 @@ type closingWatcher struct {
 }
 
 func (c closingWatcher) Close() error { c.f(); return nil }
+
+// SetReadyClock makes /readyz's look at the store read the time from now,
+// so that a test moves past the cached answer; call it before Run.
+func (d *Daemon) SetReadyClock(now func() time.Time) { d.storeOK.now = now }

@@ -488,3 +488,14 @@ func wrap(what string, err error) error {
 func notFound(id string) error {
 	return vigil.Errorf(vigil.CodeNotFound, "watch %s not found", id)
 }
+
+// Ping answers nil when a pooled connection reads the schema's replicas
+// table (no row: the plan alone needs the table), for a readiness check:
+// an error when the server does not answer within ctx, the pool is closed
+// or the schema is gone.
+func (s *Store) Ping(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, `SELECT 1 FROM replicas LIMIT 0`); err != nil {
+		return wrap("ping", err)
+	}
+	return nil
+}

@@ -872,3 +872,15 @@ func syncPath(path string, dir bool) error {
 	}
 	return err
 }
+
+// Ping answers nil while the store is open and its database answers a
+// query, for a readiness check; ErrClosed after Close.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.readDB.PingContext(ctx); err != nil {
+		if errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "database is closed") {
+			return ErrClosed
+		}
+		return fmt.Errorf("sqlite: ping %s: %w", s.path, err)
+	}
+	return nil
+}

@@ -96,7 +96,17 @@ type Config struct {
 	// database; empty means host:pid (ReplicaID). Two live replicas must
 	// not share one.
 	Replica string
+	// ShutdownDrain is how long, once a shutdown begins, the daemon goes
+	// on accepting and serving requests while /readyz answers 503, so
+	// that a load balancer probing it stops routing to it before its
+	// listener closes; 0 closes the listener at once. At most
+	// maxShutdownDrain.
+	ShutdownDrain time.Duration
 }
+
+// maxShutdownDrain bounds shutdown_drain: it adds to the time a shutdown
+// takes, which a supervisor's stop timeout must cover.
+const maxShutdownDrain = time.Minute
 
 // DefaultConfig returns the defaults of SPEC §10 for the current user.
 func DefaultConfig() Config { return defaultConfig(os.Getenv) }
@@ -234,6 +244,9 @@ func (c Config) Validate() error {
 	// shorter interval would run them back to back.
 	if c.LeaseRenew < 0 || (c.LeaseRenew > 0 && c.LeaseRenew < minLeaseRenew) {
 		return fmt.Errorf("lease_renew %s: must be 0 (a third of the lease, at most 5s) or from %s", vigil.FormatDuration(c.LeaseRenew), vigil.FormatDuration(minLeaseRenew))
+	}
+	if c.ShutdownDrain < 0 || c.ShutdownDrain > maxShutdownDrain {
+		return fmt.Errorf("shutdown_drain %s: must be from 0 (none) to %s", vigil.FormatDuration(c.ShutdownDrain), vigil.FormatDuration(maxShutdownDrain))
 	}
 	if len(c.Replica) > 200 || strings.IndexFunc(c.Replica, func(r rune) bool { return r < 0x21 || r == 0x7f }) >= 0 {
 		return fmt.Errorf("replica %q: at most 200 characters, with no spaces or control characters", c.Replica)
@@ -481,6 +494,7 @@ func configKeys() []key {
 		stringKey("replica", "on PostgreSQL, this daemon's id among the replicas of one database (default host:pid)", false, func(c *Config) *string { return &c.Replica }),
 		durationKey("lease", "on PostgreSQL, how long a replica holds a shard without renewing (0: 15s)", func(c *Config) *time.Duration { return &c.Lease }),
 		durationKey("lease_renew", "on PostgreSQL, how often a replica renews its shards and rebalances (0: a third of the lease, at most 5s)", func(c *Config) *time.Duration { return &c.LeaseRenew }),
+		durationKey("shutdown_drain", "how long, once a shutdown begins, the daemon still accepts and serves requests while /readyz answers 503, for a load balancer to stop routing to it (0: none)", func(c *Config) *time.Duration { return &c.ShutdownDrain }),
 		durationKey("min_every", "shortest re-check interval a watch may ask for", func(c *Config) *time.Duration { return &c.Limits.MinEvery }),
 		durationKey("max_deadline", "longest deadline a watch may ask for", func(c *Config) *time.Duration { return &c.Limits.MaxDeadline }),
 		intKey("max_active", "most pending watches in all", func(c *Config) *int { return &c.Limits.MaxActive }),

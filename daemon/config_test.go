@@ -480,3 +480,21 @@ func TestLoadRelativePaths(t *testing.T) {
 		t.Errorf("store sqlite:v.db: Validate() = %v, want a refusal asking for an absolute path", err)
 	}
 }
+
+// TestValidateShutdownDrain takes shutdown_drain from 0 to 1m and refuses
+// the rest, naming it.
+func TestValidateShutdownDrain(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		drain time.Duration
+		ok    bool
+	}{{0, true}, {5 * time.Second, true}, {time.Minute, true}, {-time.Second, false}, {time.Minute + time.Second, false}} {
+		c := daemon.DefaultConfig()
+		c.DataDir, c.Roots = "/var/lib/vigil", []string{"/srv"}
+		c.ShutdownDrain = tc.drain
+		err := c.Validate()
+		if tc.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "shutdown_drain") {
+			t.Errorf("Validate(shutdown_drain %v) = %v, want ok %v", tc.drain, err, tc.ok)
+		}
+	}
+}

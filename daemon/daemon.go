@@ -130,6 +130,9 @@ type Daemon struct {
 	// stopped is closed once Run's context has ended: /readyz answers
 	// 503 from then on, while the requests in flight finish.
 	stopped chan struct{}
+	// drainWait waits out shutdown_drain (time.After; tests end it
+	// themselves).
+	drainWait func(time.Duration) <-chan time.Time
 	// storeOK answers whether the store answers, for /readyz.
 	storeOK   *storeCheck
 	primed    chan struct{}
@@ -279,7 +282,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 
 	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, dbLock: dbLock, kinds: reg.Kinds(), primed: make(chan struct{}), stopped: make(chan struct{}),
 		sched: sched, watchers: reg.Watchers(), fs: fs, forges: forges, replica: replica, started: time.Now(), keys: prints,
-		checked: checkedStore(st), storeOK: newStoreCheck(st)}
+		checked: checkedStore(st), storeOK: newStoreCheck(st), drainWait: time.After}
 	// Scoped tokens: authenticated per request (cached briefly; a
 	// revocation here takes effect at once) and re-checked before every
 	// probe of the watches they made.
@@ -560,6 +563,13 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		<-gctx.Done()
 		close(d.stopped)
 		d.ready.Store(false)
+		if drain := d.cfg.ShutdownDrain; drain > 0 && ctx.Err() != nil {
+			// /readyz answers 503 from now on: a load balancer that
+			// probes it stops routing here while the listener still
+			// accepts and the API serves what it is sent meanwhile.
+			d.log.Info("vigil is stopping: draining before it closes its listener", "shutdown_drain", vigil.FormatDuration(drain))
+			<-d.drainWait(drain)
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
 		err := d.srv.Shutdown(sctx)

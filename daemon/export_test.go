@@ -69,3 +69,10 @@ func (c closingWatcher) Close() error { c.f(); return nil }
 // SetReadyClock makes /readyz's look at the store read the time from now,
 // so that a test moves past the cached answer; call it before Run.
 func (d *Daemon) SetReadyClock(now func() time.Time) { d.storeOK.now = now }
+
+// SetDrainWait makes the shutdown wait out shutdown_drain on what wait
+// returns, so that a test ends the drain itself; call it before Run.
+func (d *Daemon) SetDrainWait(wait func(time.Duration) <-chan time.Time) { d.drainWait = wait }
+
+// Stopping is closed once Run's context has ended.
+func (d *Daemon) Stopping() <-chan struct{} { return d.stopped }

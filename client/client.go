@@ -397,7 +397,8 @@ type DaemonInfo struct {
 	Store string `json:"store"`
 	// Replica is the daemon's id among those on one database: host:pid.
 	Replica string `json:"replica"`
-	// Role is "active" (it serves) or "starting".
+	// Role is "active" (it serves), "starting", or "stopping" once a
+	// shutdown has begun.
 	Role string `json:"role"`
 	// Shards are the shards this replica holds, on PostgreSQL (it
 	// schedules and delivers their watches), of ShardCount.

@@ -14,7 +14,8 @@ import (
 
 // TestShutdownDrain: with shutdown_drain, a daemon whose shutdown began
 // still accepts connections until the drain ends: /readyz answers 503
-// saying it stops, /healthz 200, and the API serves what it is sent; once
+// saying it stops, /healthz 200, the API serves what it is sent and
+// /v1/daemon says the role is stopping; once
 // the drain ends (the test ends it, no clock), Run returns nil and the
 // listener is closed.
 func TestShutdownDrain(t *testing.T) {
@@ -55,6 +56,9 @@ func TestShutdownDrain(t *testing.T) {
 	}
 	if code, body := get("/v1/watches"); code != http.StatusOK || !strings.Contains(body, `"watches"`) {
 		t.Errorf("GET /v1/watches during the drain = %d %s, want 200", code, body)
+	}
+	if code, body := get("/v1/daemon"); code != http.StatusOK || !strings.Contains(body, `"role":"stopping"`) {
+		t.Errorf("GET /v1/daemon during the drain = %d %s, want role stopping", code, body)
 	}
 	close(drained)
 	if err := <-stopped; err != nil {

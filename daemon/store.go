@@ -175,8 +175,8 @@ type Info struct {
 	// Replica is the daemon's id: host and pid.
 	Replica string `json:"replica"`
 	// Role is "active" once it serves (every replica serves the API, and
-	// schedules and delivers the watches of the shards it holds) or
-	// "starting".
+	// schedules and delivers the watches of the shards it holds),
+	// "starting", or "stopping" once a shutdown has begun.
 	Role string `json:"role"`
 	// Shards are the shards it holds, on PostgreSQL, and ShardCount the
 	// database's number of shards.
@@ -213,7 +213,10 @@ func (d *Daemon) info(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	role := "starting"
-	if d.ready.Load() {
+	switch {
+	case d.isStopping():
+		role = "stopping"
+	case d.ready.Load():
 		role = "active"
 	}
 	in := Info{Store: d.cfg.StoreKind(), Replica: d.replica, Role: role}

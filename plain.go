@@ -68,12 +68,12 @@ func PlainText(s string) string {
 // unsafeRune reports whether r, past ASCII, is a C1 control character or
 // a bidi control.
 func unsafeRune(r rune) bool {
-	return r >= 0x80 && r <= 0x9f || bidiControl(r)
+	return r >= 0x80 && r <= 0x9f || BidiControl(r)
 }
 
-// bidiControl reports whether r is one of the Unicode bidi controls: the
+// BidiControl reports whether r is one of the Unicode bidi controls: the
 // marks (U+061C, U+200E, U+200F), embeddings and overrides (U+202A–U+202E)
 // and isolates (U+2066–U+2069).
-func bidiControl(r rune) bool {
+func BidiControl(r rune) bool {
 	return r == 0x061c || r == 0x200e || r == 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
 }

@@ -97,7 +97,7 @@ func ValidNote(title, body string) error {
 		return FieldErrorf(CodeInvalidRequest, "title", "a note needs a title")
 	case len(title) > MaxNoteTitleBytes:
 		return FieldErrorf(CodeInvalidRequest, "title", "the title is %d bytes; at most %d", len(title), MaxNoteTitleBytes)
-	case !utf8.ValidString(title) || strings.IndexFunc(title, func(r rune) bool { return unicode.IsControl(r) || bidiControl(r) }) >= 0:
+	case !utf8.ValidString(title) || strings.IndexFunc(title, func(r rune) bool { return unicode.IsControl(r) || BidiControl(r) }) >= 0:
 		// A bidi control would make the line, which reaches other
 		// agents' prompts as it is, read in another order than written.
 		return FieldErrorf(CodeInvalidRequest, "title", "the title must be one line of text (UTF-8, no control characters, no bidi controls)")

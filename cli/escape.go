@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/vigil-run/vigil"
 )
 
 // term makes caller-supplied text safe to print on a terminal: every C0
@@ -12,7 +14,9 @@ import (
 // character (U+0080–U+009F) and every byte that is not UTF-8 is written
 // as a visible escape (\x1b, \u009b, \xff), so a note or a label can
 // neither move the cursor, set the window title, clear the screen nor
-// start an 8-bit control sequence. Everything else is left as it is. It
+// start an 8-bit control sequence, and every Unicode bidi control
+// (vigil.BidiControl: U+202E and the like) as \u202e, so that none makes a
+// line read in another order than it is written. Everything else is left as it is. It
 // is the one escaping helper of the CLI: every string that comes from the
 // daemon or from a caller passes through it (or through oneLine, which
 // uses it) before it is printed. The API keeps the text as given.
@@ -28,7 +32,7 @@ func term(s string) string {
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 || r >= 0x80 && r <= 0x9f {
+		if r == utf8.RuneError && size == 1 || r >= 0x80 && r <= 0x9f || vigil.BidiControl(r) {
 			break
 		}
 		i += size
@@ -61,7 +65,7 @@ func term(s string) string {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			fmt.Fprintf(&b, `\x%02x`, c)
-		case r >= 0x80 && r <= 0x9f:
+		case r >= 0x80 && r <= 0x9f || vigil.BidiControl(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteString(s[i : i+size])
@@ -75,13 +79,13 @@ func term(s string) string {
 // leaves raw as \u escapes: the same JSON value, safe on a terminal (C0
 // characters are escaped by the encoder already).
 func termJSON(b []byte) []byte {
-	if !bytes.ContainsFunc(b, func(r rune) bool { return r == 0x7f || r >= 0x80 && r <= 0x9f }) {
+	if !bytes.ContainsFunc(b, func(r rune) bool { return r == 0x7f || r >= 0x80 && r <= 0x9f || vigil.BidiControl(r) }) {
 		return b
 	}
 	var out bytes.Buffer
 	for len(b) > 0 {
 		r, size := utf8.DecodeRune(b)
-		if r == 0x7f || r >= 0x80 && r <= 0x9f {
+		if r == 0x7f || r >= 0x80 && r <= 0x9f || vigil.BidiControl(r) {
 			fmt.Fprintf(&out, `\u%04x`, r)
 		} else {
 			out.Write(b[:size])

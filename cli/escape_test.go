@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/vigil-run/vigil"
 )
 
 func TestTerm(t *testing.T) {
@@ -14,6 +16,7 @@ func TestTerm(t *testing.T) {
 		{"del\x7f", `del\x7f`},
 		{"csi \u009b2J nel \u0085", `csi \u009b2J nel \u0085`},
 		{"raw byte \x9b and \xff", `raw byte \x9b and \xff`},
+		{"invoice\u202egnp.exe \u2066x\u2069 \u200f", `invoice\u202egnp.exe \u2066x\u2069 \u200f`},
 		{"", ""},
 	} {
 		if got := term(tc.in); got != tc.want {
@@ -24,11 +27,11 @@ func TestTerm(t *testing.T) {
 
 func TestTermJSON(t *testing.T) {
 	t.Parallel()
-	in := "note \x1b[2J \u009b \x7f é"
+	in := "note \x1b[2J \u009b \x7f é \u202e"
 	b, _ := json.Marshal(in)
 	got := termJSON(b)
 	for _, c := range string(got) {
-		if c < 0x20 || c == 0x7f || c >= 0x80 && c <= 0x9f {
+		if c < 0x20 || c == 0x7f || c >= 0x80 && c <= 0x9f || vigil.BidiControl(c) {
 			t.Fatalf("termJSON(%q) = %q holds control character %U", b, got, c)
 		}
 	}

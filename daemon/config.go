@@ -75,6 +75,10 @@ type Config struct {
 	// refilled at RegisterRate a second. RegisterRate 0 means no limit.
 	RegisterRate  int
 	RegisterBurst int
+	// MaxStreamsPerToken bounds the long-lived requests (event streams,
+	// long-polls, MCP requests) each scoped token may have open at once;
+	// 0 means no bound. The admin token is not bounded.
+	MaxStreamsPerToken int
 	// Limits are the engine's bounds; min_every, max_deadline, max_active
 	// and max_active_per_recipient are configurable keys.
 	Limits vigil.Limits
@@ -123,10 +127,11 @@ func defaultConfig(getenv func(string) string) Config {
 		ProbeWorkers: engine.DefaultWorkers,
 		Roots:        roots,
 		// The limit's numbers live in httpapi; these are their defaults.
-		RegisterRate:  int(httpapi.DefaultRegisterRate),
-		RegisterBurst: httpapi.DefaultRegisterBurst,
-		Limits:        vigil.DefaultLimits(),
-		Forges:        forge.DefaultSettings(),
+		RegisterRate:       int(httpapi.DefaultRegisterRate),
+		RegisterBurst:      httpapi.DefaultRegisterBurst,
+		MaxStreamsPerToken: httpapi.DefaultMaxLongCalls,
+		Limits:             vigil.DefaultLimits(),
+		Forges:             forge.DefaultSettings(),
 	}
 }
 
@@ -259,6 +264,9 @@ func (c Config) Validate() error {
 	}
 	if c.RegisterRate < 0 || c.RegisterBurst < 1 {
 		return fmt.Errorf("register_rate %d, register_burst %d: the rate must be 0 (no limit) or more, the burst 1 or more", c.RegisterRate, c.RegisterBurst)
+	}
+	if c.MaxStreamsPerToken < 0 {
+		return fmt.Errorf("max_streams_per_token %d: must be 0 (no bound) or more", c.MaxStreamsPerToken)
 	}
 	l := c.Limits
 	if l.MinEvery <= 0 {
@@ -501,6 +509,7 @@ func configKeys() []key {
 		intKey("max_active_per_recipient", "most pending watches per recipient", func(c *Config) *int { return &c.Limits.MaxActivePerRecipient }),
 		intKey("register_rate", "registrations a second each scoped token may make on average (0: no limit)", func(c *Config) *int { return &c.RegisterRate }),
 		intKey("register_burst", "registrations a scoped token may make at once", func(c *Config) *int { return &c.RegisterBurst }),
+		intKey("max_streams_per_token", "event streams, long-polls and MCP requests each scoped token may have open at once (0: no bound)", func(c *Config) *int { return &c.MaxStreamsPerToken }),
 		boolKey("deny_private", "refuse http and tcp probes to loopback and private addresses", func(c *Config) *bool { return &c.DenyPrivate }),
 		{
 			// VIGIL_RECIPIENT, as the CLI's --for default.

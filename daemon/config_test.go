@@ -56,6 +56,8 @@ func TestDefaultConfig(t *testing.T) {
 		// The per-token registration limit: 10 a second, bursts of 100.
 		RegisterRate:  10,
 		RegisterBurst: 100,
+		// Long-lived requests per scoped token at once.
+		MaxStreamsPerToken: 64,
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("Load with no settings (-want +got):\n%s", diff)

@@ -338,6 +338,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		Tokens:           tokens,
 		RegisterRate:     registerRate(cfg.RegisterRate),
 		RegisterBurst:    cfg.RegisterBurst,
+		MaxLongCalls:     maxLongCalls(cfg.MaxStreamsPerToken),
 		// On PostgreSQL the buckets are the database's, shared by
 		// the replicas.
 		RateTakeFunc:    rateTake(st),
@@ -363,7 +364,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		MaxWait:          min(mcpserver.DefaultMaxWait, cfg.Limits.MaxWait),
 		Kinds:            reg.Descriptors(),
 	})
-	d.api.Mount("/mcp", mcpHandler)
+	// Each MCP request counts among its token's long-lived requests
+	// (max_streams_per_token), as the API's streams and long-polls do.
+	d.api.Mount("/mcp", d.api.Bounded(mcpHandler))
 	// The web panel at /: its own sign-in (a session cookie), the same
 	// service and scopes as the API.
 	d.panel = web.New(web.Options{
@@ -630,6 +633,15 @@ func registerRate(n int) float64 {
 		return -1
 	}
 	return float64(n)
+}
+
+// maxLongCalls maps the max_streams_per_token key (0: no bound) to
+// httpapi.Options.MaxLongCalls (negative: no bound).
+func maxLongCalls(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }
 
 // allowedHosts are the host names a request's Host may name besides the

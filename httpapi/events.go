@@ -61,7 +61,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 		streamHeader(w)
 		return nil
 	}
-	ctx, done := s.calls.Track(r.Context())
+	ctx, done, err := s.track(w, r, &s.calls)
+	if err != nil {
+		return err
+	}
 	defer done()
 	if f.After == nil && s.lastSeq != nil {
 		// A stream that starts live starts after the newest message,

@@ -50,7 +50,9 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	if mr.Wait > 0 {
 		var done func()
-		ctx, done = s.calls.Track(ctx)
+		if ctx, done, err = s.track(w, r, &s.calls); err != nil {
+			return err
+		}
 		defer done()
 		noWriteDeadline(w)
 	}

@@ -103,6 +103,13 @@ type Options struct {
 	// AuthenticateFunc, and ends once it no longer authenticates (default
 	// DefaultRecheck).
 	Recheck time.Duration
+	// MaxLongCalls bounds the long-lived requests each scoped token may
+	// have open at once: event streams (the panel's too), long-polls
+	// (GET /v1/watches/{id}/wait, messages with wait) and what is mounted
+	// Bounded (MCP requests). Past it, 429 rate_limited with Retry-After.
+	// The admin is not bounded. Default DefaultMaxLongCalls; negative
+	// means no bound.
+	MaxLongCalls int
 	// ListenAddr is the address the server listens on (host:port). A
 	// request's Host header may name its host, besides localhost,
 	// 127.0.0.1 and [::1]; when it is every interface ("0.0.0.0:7474",
@@ -149,6 +156,7 @@ type Server struct {
 	routes       []route
 
 	calls longcall.Set // the long calls in flight
+	long  longLimit    // each scoped token's long-lived requests in flight
 }
 
 // route is one built-in endpoint: its ServeMux pattern, whether it needs a
@@ -208,6 +216,10 @@ func New(opts Options) *Server {
 	s.limits = newLimiter(opts.RegisterRate, opts.RegisterBurst)
 	s.limits.take = opts.RateTakeFunc
 	s.recheckEvery = opts.Recheck
+	s.long.max = opts.MaxLongCalls
+	if s.long.max == 0 {
+		s.long.max = DefaultMaxLongCalls
+	}
 	if s.recheckEvery <= 0 {
 		s.recheckEvery = DefaultRecheck
 	}

@@ -174,7 +174,10 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request) error {
 		// at once, as GET /v1/watches/{id} answers them.
 		return watchResult(w)(s.svc.Watch(r.Context(), id))
 	}
-	ctx, done := s.calls.Track(r.Context())
+	ctx, done, err := s.track(w, r, &s.calls)
+	if err != nil {
+		return err
+	}
 	defer done()
 	noWriteDeadline(w)
 	wt, err := s.svc.Wait(ctx, id, timeout)

@@ -64,3 +64,63 @@ func TestPanelSessionEndsWhenTokenRevoked(t *testing.T) {
 		t.Errorf("%d sessions kept, want the revoked one gone", p.Sessions())
 	}
 }
+
+// TestPanelSessionsBoundedPerToken: signing in again and again with one
+// token keeps only that token's newest sessions, its oldest going first;
+// the admin's session, and another token's, are never pushed out by it,
+// not even by as many sign-ins as the panel keeps sessions.
+func TestPanelSessionsBoundedPerToken(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		now = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	)
+	// Every reading of the clock is a second later, so that sessions
+	// are used in a known order.
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); now = now.Add(time.Second); return now }
+	auth := func(_ context.Context, token string) (vigil.Scope, bool, error) {
+		return vigil.Scope{Recipients: []string{"agent-a"}, TokenID: "tok_" + token}, token == "vgl_a" || token == "vgl_b", nil
+	}
+	eng := engine.New(engine.Config{Store: memstore.New(), Watchers: watcher.NewRegistry()})
+	p := web.New(web.Options{Service: eng, AdminToken: "adm-panel-bound", AuthenticateFunc: auth, NowFunc: clock, SessionTTL: 1000 * time.Hour})
+	srv := httptest.NewServer(p.Handler())
+	defer srv.Close()
+	signIn := func(token string) *http.Client {
+		t.Helper()
+		hc := &http.Client{Jar: newJar()}
+		resp, err := hc.PostForm(srv.URL+"/ui/signin", url.Values{"token": {token}})
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("sign in with %s: %v %v", token, resp, err)
+		}
+		resp.Body.Close()
+		return hc
+	}
+	signedIn := func(hc *http.Client) bool {
+		_, body := get(t, hc, srv.URL+"/")
+		return !strings.Contains(body, `id="token"`)
+	}
+	admin, b := signIn("adm-panel-bound"), signIn("vgl_b")
+	var a []*http.Client
+	for range web.MaxSessionsPerToken + 1 {
+		a = append(a, signIn("vgl_a"))
+	}
+	if n := p.Sessions(); n != 2+web.MaxSessionsPerToken {
+		t.Errorf("%d sessions kept, want %d: the admin's, B's and A's newest %d", n, 2+web.MaxSessionsPerToken, web.MaxSessionsPerToken)
+	}
+	if signedIn(a[0]) {
+		t.Error("A's oldest session still opens the panel past A's bound")
+	}
+	if !signedIn(a[len(a)-1]) {
+		t.Error("A's newest session does not open the panel")
+	}
+	// As many sign-ins of A as the panel keeps sessions in all.
+	p.OpenSessionsOf("vgl_a", vigil.Scope{Recipients: []string{"agent-a"}, TokenID: "tok_vgl_a"}, web.MaxSessions)
+	if !signedIn(admin) {
+		t.Error("the admin's session was pushed out by A's sign-ins")
+	}
+	if !signedIn(b) {
+		t.Error("B's session was pushed out by A's sign-ins")
+	}
+	if n := p.Sessions(); n != 2+web.MaxSessionsPerToken {
+		t.Errorf("%d sessions kept, want %d", n, 2+web.MaxSessionsPerToken)
+	}
+}

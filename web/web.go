@@ -48,6 +48,10 @@ const (
 	DefaultSessionTTL = 12 * time.Hour
 	// maxSessions bounds the sessions kept; the least recently used goes.
 	maxSessions = 10000
+	// maxSessionsPerToken bounds the sessions of one token (the admin's
+	// too): past it, that token's least recently used goes, so that one
+	// token signing in again and again cannot push out others' sessions.
+	maxSessionsPerToken = 16
 	// CookieName is the session cookie's name.
 	CookieName = "vigil_session"
 	// csrfField is the form field, and csrfHeader the header, carrying a
@@ -136,6 +140,7 @@ type Panel struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
+	byToken  map[string]map[*session]struct{} // each token's sessions
 }
 
 // session is one signed-in browser. The token is kept to re-check it; it
@@ -165,7 +170,7 @@ type session struct {
 
 // New returns a panel for opts.
 func New(opts Options) *Panel {
-	p := &Panel{opts: opts, now: opts.NowFunc, log: opts.Logger, mux: http.NewServeMux(), sessions: map[string]*session{}}
+	p := &Panel{opts: opts, now: opts.NowFunc, log: opts.Logger, mux: http.NewServeMux(), sessions: map[string]*session{}, byToken: map[string]map[*session]struct{}{}}
 	if p.now == nil {
 		p.now = time.Now
 	}
@@ -252,6 +257,15 @@ func (p *Panel) newSession(token string, admin bool, scope vigil.Scope) *session
 	s.ended, s.end = context.WithCancel(context.Background())
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if mine := p.byToken[token]; len(mine) >= maxSessionsPerToken {
+		var oldest *session
+		for o := range mine {
+			if oldest == nil || o.used.Before(oldest.used) {
+				oldest = o
+			}
+		}
+		p.dropLocked(oldest)
+	}
 	if len(p.sessions) >= maxSessions {
 		var oldest *session
 		for _, o := range p.sessions {
@@ -262,6 +276,10 @@ func (p *Panel) newSession(token string, admin bool, scope vigil.Scope) *session
 		p.dropLocked(oldest)
 	}
 	p.sessions[s.id] = s
+	if p.byToken[token] == nil {
+		p.byToken[token] = map[*session]struct{}{}
+	}
+	p.byToken[token][s] = struct{}{}
 	return s
 }
 
@@ -284,6 +302,11 @@ func (p *Panel) endSession(id string) {
 // dropLocked forgets s and ends its event streams; p.mu is held.
 func (p *Panel) dropLocked(s *session) {
 	delete(p.sessions, s.id)
+	if mine := p.byToken[s.token]; mine != nil {
+		if delete(mine, s); len(mine) == 0 {
+			delete(p.byToken, s.token)
+		}
+	}
 	s.end()
 }
 

@@ -66,3 +66,39 @@ func Recheck(ctx context.Context, every time.Duration, valid func(context.Contex
 		cancel(context.Canceled)
 	}
 }
+
+type tokenCheckKey struct{}
+
+// tokenCheck is what authenticate keeps of a scoped request's token for
+// TokenCheck.
+type tokenCheck struct {
+	valid func(context.Context) (bool, error)
+	every time.Duration
+}
+
+// TokenCheck returns, for a request authenticated with a scoped token,
+// the function that asks whether that token still authenticates (through
+// the same AuthenticateFunc as every request; false once it is revoked or
+// has expired, an error when the store cannot tell) and how often the
+// server re-checks its own long requests. A mounted handler whose work
+// outlives the request (the MCP server's inbox subscriptions) re-checks
+// with it. ok is false for the admin token and for a request that did not
+// pass authenticate.
+func TokenCheck(ctx context.Context) (valid func(context.Context) (bool, error), every time.Duration, ok bool) {
+	c, ok := ctx.Value(tokenCheckKey{}).(tokenCheck)
+	if !ok {
+		return nil, 0, false
+	}
+	return c.valid, c.every, true
+}
+
+// withTokenCheck returns ctx carrying token's check for TokenCheck.
+func (s *Server) withTokenCheck(ctx context.Context, token string) context.Context {
+	return context.WithValue(ctx, tokenCheckKey{}, tokenCheck{every: s.recheckEvery, valid: func(ctx context.Context) (bool, error) {
+		_, ok, err := s.auth(ctx, token)
+		if vigil.ErrorCode(err) == vigil.CodeUnauthorized {
+			return false, nil
+		}
+		return ok, err
+	}})
+}

@@ -408,7 +408,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			if err == nil && ok {
 				// A token revoked while the request runs (a stream, a
 				// long-poll) ends it within recheckEvery.
-				ctx, stop := s.recheck(vigil.WithScope(r.Context(), scope), token)
+				ctx, stop := s.recheck(s.withTokenCheck(vigil.WithScope(r.Context(), scope), token), token)
 				defer stop()
 				next.ServeHTTP(w, r.WithContext(ctx))
 				return

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/httpapi"
 )
 
 // callerKey is where the caller is kept in the SDK's TokenInfo.Extra.
@@ -61,6 +62,7 @@ func NewHandler(svc vigil.Service, opts *Options) *Handler {
 			c.baseURL = "https://" + r.Host
 		}
 		c.scope, c.scoped = vigil.ScopeFrom(ctx)
+		c.valid, c.every, _ = httpapi.TokenCheck(ctx)
 		// The SDK refuses a session's requests from another user: the
 		// user is the token (hashed; it is never kept).
 		sum := sha256.Sum256([]byte(token))

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/httpapi"
 )
 
 // Bounds of the inbox listeners that wake subscribed clients.
@@ -126,27 +127,50 @@ func (s *server) readInbox(ctx context.Context, req *mcp.ReadResourceRequest) (*
 
 // subscriptions keeps one listener per subscribed inbox: it follows the
 // recipient's events on the service and tells the subscribed sessions
-// (through Server.ResourceUpdated) when a message lands. A listener stops
-// when its last session unsubscribes or ends.
+// (through Server.ResourceUpdated) when a message lands. A listener's
+// authority is its subscribers': every recheck interval it asks whether
+// each subscriber's token still authenticates (httpapi.TokenCheck, the
+// HTTP API's own path), drops and closes the sessions of those that do
+// not, and stops when its last session unsubscribes, ends or loses its
+// token. A session hears of an inbox only while it holds a subscription
+// here (see onlySubscribed), whatever other sessions follow it.
 type subscriptions struct {
 	s *server
 
 	mu        sync.Mutex
-	listeners map[string]*listener                   // by URI
-	sessions  map[*mcp.ServerSession]map[string]bool // the URIs each session subscribes to
-	waiting   map[*mcp.ServerSession]struct{}        // sessions with a goroutine waiting for their end
+	listeners map[string]*listener                          // by URI
+	sessions  map[*mcp.ServerSession]map[string]*subscriber // the URIs each session subscribes to
+	waiting   map[*mcp.ServerSession]struct{}               // sessions with a goroutine waiting for their end
 	closed    bool
 	wg        sync.WaitGroup
+
+	// ticker returns the ticks of a listener's rechecks and the function
+	// that stops them (time.NewTicker; tests inject their own).
+	ticker func(every time.Duration) (<-chan time.Time, func())
+}
+
+// subscriber is one session's subscription to one inbox, with the
+// authority of the token that made it.
+type subscriber struct {
+	scope  vigil.Scope
+	scoped bool
+	// valid asks whether the token still authenticates; nil never
+	// expires (the admin token, stdio).
+	valid func(context.Context) (bool, error)
 }
 
 type listener struct {
 	cancel   context.CancelFunc
-	sessions map[*mcp.ServerSession]bool
+	done     chan struct{} // closed when listen returns
+	sessions map[*mcp.ServerSession]*subscriber
 }
 
 func newSubscriptions(s *server) *subscriptions {
-	return &subscriptions{s: s, listeners: make(map[string]*listener), sessions: make(map[*mcp.ServerSession]map[string]bool),
-		waiting: make(map[*mcp.ServerSession]struct{})}
+	return &subscriptions{s: s, listeners: make(map[string]*listener), sessions: make(map[*mcp.ServerSession]map[string]*subscriber),
+		waiting: make(map[*mcp.ServerSession]struct{}), ticker: func(every time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(every)
+			return t.C, t.Stop
+		}}
 }
 
 // subscribe is the server's SubscribeHandler: it checks the caller may
@@ -172,6 +196,7 @@ func (m *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 	if req.Session == nil {
 		return nil
 	}
+	sub := &subscriber{scope: c.scope, scoped: c.scoped, valid: c.valid}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -180,28 +205,34 @@ func (m *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 	l := m.listeners[uri]
 	if l == nil {
 		// The listener outlives this request; it acts within the
-		// caller's scope, which was just checked.
-		lctx := context.Background()
-		if c.scoped {
-			lctx = vigil.WithScope(lctx, c.scope)
-		}
-		lctx, cancel := context.WithCancel(lctx)
+		// caller's scope, which was just checked, and later within that
+		// of a subscriber whose token still authenticates.
+		lctx, cancel := context.WithCancel(context.Background())
 		// Subscribe before answering, so a message that lands right
 		// after the client hears back is not missed.
-		events, err := m.s.svc.Subscribe(lctx, vigil.EventFilter{Recipient: r})
+		events, err := m.s.svc.Subscribe(sub.context(lctx), vigil.EventFilter{Recipient: r})
 		if err != nil {
 			cancel()
 			return m.s.asToolError(ctx, "resources/subscribe", err)
 		}
-		l = &listener{cancel: cancel, sessions: make(map[*mcp.ServerSession]bool)}
+		every := c.every
+		if every <= 0 {
+			every = httpapi.DefaultRecheck
+		}
+		l = &listener{cancel: cancel, done: make(chan struct{}), sessions: make(map[*mcp.ServerSession]*subscriber)}
 		m.listeners[uri] = l
-		m.wg.Go(func() { m.listen(lctx, uri, r, events) })
+		ticks, stop := m.ticker(every)
+		m.wg.Go(func() {
+			defer close(l.done)
+			defer stop()
+			m.listen(lctx, l, uri, r, events, ticks)
+		})
 	}
-	l.sessions[req.Session] = true
+	l.sessions[req.Session] = sub
 	if m.sessions[req.Session] == nil {
-		m.sessions[req.Session] = make(map[string]bool)
+		m.sessions[req.Session] = make(map[string]*subscriber)
 	}
-	m.sessions[req.Session][uri] = true
+	m.sessions[req.Session][uri] = sub
 	if _, ok := m.waiting[req.Session]; !ok {
 		m.waiting[req.Session] = struct{}{}
 		ss := req.Session
@@ -213,12 +244,44 @@ func (m *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 	return nil
 }
 
+// context returns ctx within the subscriber's scope.
+func (sub *subscriber) context(ctx context.Context) context.Context {
+	if sub.scoped {
+		return vigil.WithScope(ctx, sub.scope)
+	}
+	return ctx
+}
+
 // unsubscribe is the server's UnsubscribeHandler.
 func (m *subscriptions) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.dropLocked(req.Session, req.Params.URI)
 	return nil
+}
+
+// onlySubscribed is a sending middleware: it lets a resource update reach
+// a session only while the session holds a subscription to the resource
+// here. The SDK sends one to every session that ever subscribed; one whose
+// token was revoked (or whose subscription was dropped for that) has none.
+func (m *subscriptions) onlySubscribed(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "notifications/resources/updated" {
+			ss, _ := req.GetSession().(*mcp.ServerSession)
+			p, _ := req.GetParams().(*mcp.ResourceUpdatedNotificationParams)
+			if ss != nil && p != nil && !m.subscribed(ss, p.URI) {
+				return nil, nil
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// subscribed reports whether ss holds a subscription to uri.
+func (m *subscriptions) subscribed(ss *mcp.ServerSession, uri string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sessions[ss][uri] != nil
 }
 
 // forget drops every subscription of a session that ended.
@@ -247,6 +310,56 @@ func (m *subscriptions) dropLocked(ss *mcp.ServerSession, uri string) {
 	}
 }
 
+// recheck asks whether the token of each subscriber of l still
+// authenticates, outside the lock, and drops the subscriptions of those
+// that do not, closing their sessions: every later request of theirs
+// would be refused before it reached the session. A token the store
+// cannot answer for keeps its subscription until the next check. It
+// reports whether any subscriber is left.
+func (m *subscriptions) recheck(ctx context.Context, l *listener, uri string) bool {
+	m.mu.Lock()
+	subs := make(map[*mcp.ServerSession]*subscriber, len(l.sessions))
+	for ss, sub := range l.sessions {
+		subs[ss] = sub
+	}
+	m.mu.Unlock()
+	var gone []*mcp.ServerSession
+	for ss, sub := range subs {
+		if sub.valid == nil {
+			continue
+		}
+		if ok, err := sub.valid(ctx); err == nil && !ok {
+			gone = append(gone, ss)
+		} else if err != nil {
+			m.s.log.WarnContext(ctx, "token of an inbox subscription not re-checked", "uri", uri, "err", err)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, ss := range gone {
+		// Only the subscription that was checked: the session may have
+		// subscribed again since, with the same token or another.
+		if l.sessions[ss] == subs[ss] {
+			m.dropLocked(ss, uri)
+			if !m.closed {
+				m.wg.Go(func() { _ = ss.Close() })
+			}
+		}
+	}
+	return len(l.sessions) > 0 && m.listeners[uri] == l
+}
+
+// subscriberContext returns ctx within the scope of one of l's
+// subscribers, for subscribing to the service again.
+func (m *subscriptions) subscriberContext(ctx context.Context, l *listener) (context.Context, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, sub := range l.sessions {
+		return sub.context(ctx), true
+	}
+	return ctx, false
+}
+
 // closeAll stops every listener. Its goroutines, and those waiting for
 // sessions to end, are waited for by wait.
 func (m *subscriptions) closeAll() {
@@ -264,36 +377,69 @@ func (m *subscriptions) closeAll() {
 func (m *subscriptions) wait() { m.wg.Wait() }
 
 // listen follows a recipient's events until ctx ends, telling subscribers
-// of uri when a message lands. An event stream that ends (the daemon
-// restarted) is subscribed again with backoff; subscribers are then told
-// once, since a message may have landed in between.
-func (m *subscriptions) listen(ctx context.Context, uri, recipient string, events <-chan vigil.Event) {
+// of uri when a message lands, and re-checks its subscribers' tokens at
+// each tick, ending once none is left. An event stream that ends (the
+// daemon restarted) is subscribed again with backoff, within the scope of
+// a subscriber still there; subscribers are then told once, since a
+// message may have landed in between.
+func (m *subscriptions) listen(ctx context.Context, l *listener, uri, recipient string, events <-chan vigil.Event, ticks <-chan time.Time) {
+	defer l.cancel()
 	wait := resubscribeMin
 	for {
-		for ev := range events {
-			if ev.Type == vigil.EventMessage {
-				m.updated(ctx, uri)
+	follow:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticks:
+				if !m.recheck(ctx, l, uri) {
+					return
+				}
+			case ev, ok := <-events:
+				if !ok {
+					break follow
+				}
+				if ev.Type == vigil.EventMessage {
+					m.updated(ctx, uri)
+				}
 			}
 		}
 		for {
-			if ctx.Err() != nil {
+			if !m.backoff(ctx, l, uri, wait, ticks) {
 				return
 			}
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			sctx, ok := m.subscriberContext(ctx, l)
+			if !ok {
 				return
-			case <-t.C:
 			}
 			var err error
-			if events, err = m.s.svc.Subscribe(ctx, vigil.EventFilter{Recipient: recipient}); err == nil {
+			if events, err = m.s.svc.Subscribe(sctx, vigil.EventFilter{Recipient: recipient}); err == nil {
 				wait = resubscribeMin
 				m.updated(ctx, uri)
 				break
 			}
 			m.s.log.WarnContext(ctx, "inbox events unavailable; subscribing again", "recipient", recipient, "retry_in", wait, "err", err)
 			wait = min(2*wait, resubscribeMax)
+		}
+	}
+}
+
+// backoff waits wait before subscribing again, re-checking the
+// subscribers at each tick meanwhile; it reports false once ctx ends or no
+// subscriber is left.
+func (m *subscriptions) backoff(ctx context.Context, l *listener, uri string, wait time.Duration, ticks <-chan time.Time) bool {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-ticks:
+			if !m.recheck(ctx, l, uri) {
+				return false
+			}
+		case <-t.C:
+			return true
 		}
 	}
 }

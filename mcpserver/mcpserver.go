@@ -246,6 +246,7 @@ func newServer(svc vigil.Service, opts *Options, overHTTP bool) *server {
 	}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "vigil", Title: "vigil watch service", Version: s.opts.Version}, so)
 	s.srv.AddReceivingMiddleware(argumentErrors, protocolErrors, s.ownInbox)
+	s.srv.AddSendingMiddleware(s.subs.onlySubscribed)
 	if channel {
 		s.srv.AddReceivingMiddleware(s.channelReady)
 	}
@@ -275,6 +276,13 @@ type caller struct {
 	// (nil but over HTTP): httpapi cancels it when its token is revoked,
 	// and the server when the client goes away.
 	request context.Context
+	// valid, over HTTP with a scoped token, asks httpapi whether the
+	// token still authenticates (httpapi.TokenCheck), and every is how
+	// often to ask: an inbox subscription, which outlives its request,
+	// ends once its token is revoked or expires. Nil for the admin token
+	// and over stdio.
+	valid func(context.Context) (bool, error)
+	every time.Duration
 }
 
 // errNoCaller answers an HTTP call that reached the server without the

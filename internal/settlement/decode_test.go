@@ -26,6 +26,9 @@ func TestDecodeOutcome(t *testing.T) {
 	for _, v := range []any{*obs, *out} {
 		rv := reflect.ValueOf(v)
 		for i := range rv.NumField() {
+			if rv.Type().Field(i).Tag.Get("json") == "-" {
+				continue // never stored (Observation.Read): see below
+			}
 			if rv.Field(i).IsZero() {
 				t.Errorf("%T.%s is not set in this test: set it, and decode it in settlement.Decode*", v, rv.Type().Field(i).Name)
 			}
@@ -45,6 +48,15 @@ func TestDecodeOutcome(t *testing.T) {
 	gotObs, err := settlement.DecodeObservation(b)
 	if err != nil || !cmp.Equal(gotObs, obs) {
 		t.Errorf("DecodeObservation(%s) = %+v, %v; want %+v", b, gotObs, err, obs)
+	}
+	// What is never stored is never written: a decoded observation has
+	// none of it.
+	withRead := *obs
+	withRead.Read = obs.At
+	if b, err := json.Marshal(withRead); err != nil {
+		t.Fatal(err)
+	} else if got, err := settlement.DecodeObservation(b); err != nil || !got.Read.IsZero() || !cmp.Equal(got, obs) {
+		t.Errorf("an observation's Read was written: %s decodes to %+v, %v", b, got, err)
 	}
 	if o, err := settlement.DecodeOutcome([]byte("null")); o != nil || err != nil {
 		t.Errorf("DecodeOutcome(null) = %+v, %v; want nil, nil", o, err)

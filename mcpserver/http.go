@@ -31,15 +31,18 @@ const sessionIdle = 24 * time.Hour
 // bearer authentication that puts the caller's vigil.Scope in the request
 // context, as httpapi.Server.Mount does: each call then acts within the
 // scope of its own request's token, and a session stays bound to the
-// token that opened it.
+// token that opened it. A token keeps at most MaxSessionsPerToken
+// sessions, and those of a token revoked, expired or deleted are closed
+// within the recheck interval, idle or not (see sessions).
 //
 // The SDK runs tool handlers on the session's context, not the HTTP
 // request's, so the scope crosses over as the SDK's auth.TokenInfo, and
 // with it the request's context: a call ends when the request that
 // carried it does (its token revoked, its client gone).
 type Handler struct {
-	s *server
-	h http.Handler
+	s    *server
+	h    http.Handler
+	sess *sessions
 }
 
 // NewHandler returns a streamable HTTP handler serving the tools and the
@@ -47,6 +50,8 @@ type Handler struct {
 // recipient with ?recipient=NAME on the URL.
 func NewHandler(svc vigil.Service, opts *Options) *Handler {
 	s := newServer(svc, opts, true)
+	sess := newSessions()
+	s.srv.AddReceivingMiddleware(sess.track)
 	sh := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
 		Logger:         slog.New(quietHandler{s.log.Handler()}),
 		SessionTimeout: sessionIdle,
@@ -69,11 +74,15 @@ func NewHandler(svc vigil.Service, opts *Options) *Handler {
 		return &auth.TokenInfo{UserID: hex.EncodeToString(sum[:16]), Extra: map[string]any{callerKey: c}}, nil
 	}
 	h := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sh)
-	return &Handler{s: s, h: h}
+	return &Handler{s: s, h: h, sess: sess}
 }
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if id := r.Header.Get(sessionHeader); id != "" {
+		h.sess.begin(id)
+		defer h.sess.end(id)
+	}
 	h.h.ServeHTTP(&retryWriter{ResponseWriter: w}, r)
 	// A request cut because its token was revoked (httpapi's recheck; a
 	// request that ends otherwise is not cancelled yet) ends its session:
@@ -146,10 +155,12 @@ func (h *Handler) Server() *mcp.Server { return h.s.srv }
 func (h *Handler) Close() {
 	h.s.closeWaits()
 	h.s.subs.closeAll()
+	h.sess.closeAll()
 	var wg sync.WaitGroup
 	for ss := range h.s.srv.Sessions() {
 		wg.Go(func() { _ = ss.Close() })
 	}
 	wg.Wait()
 	h.s.subs.wait()
+	h.sess.wait()
 }

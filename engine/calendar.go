@@ -19,9 +19,12 @@ import (
 type NextDuer interface {
 	// NextDue returns the first instant strictly after now at which the
 	// watch with this predicate is due; anchor is the instant its calendar
-	// counts from (its creation), which an interval keeps its grid on. ok
-	// is false when it is never due again (or the predicate is unreadable).
-	NextDue(predicate json.RawMessage, anchor, now time.Time) (next time.Time, ok bool)
+	// counts from (its creation), which an interval keeps its grid on. An
+	// error says why no next instant can be found (a predicate that no
+	// longer reads, a calendar with no fire ahead): the watch could never
+	// fire again, and settles errored, saying so, at its next turn
+	// instead of staying pending without one.
+	NextDue(predicate json.RawMessage, anchor, now time.Time) (next time.Time, err error)
 }
 
 // Noter is implemented by standing watchers whose satisfied answers are
@@ -46,14 +49,24 @@ type Recorder interface {
 }
 
 // calendarDue asks wt, if it keeps its own calendar (calendar is true),
-// when the watch is due next after now; due is false when never.
-func calendarDue(wt watcher.Watcher, predicate json.RawMessage, anchor, now time.Time) (next time.Time, due, calendar bool) {
+// when the watch is due next after now; err says why it never is.
+func calendarDue(wt watcher.Watcher, predicate json.RawMessage, anchor, now time.Time) (next time.Time, calendar bool, err error) {
 	nd, ok := wt.(NextDuer)
 	if !ok {
-		return time.Time{}, false, false
+		return time.Time{}, false, nil
 	}
-	next, due = nd.NextDue(predicate, anchor, now)
-	return next, due, true
+	next, err = nd.NextDue(predicate, anchor, now)
+	return next, true, err
+}
+
+// noNextFire is the outcome of a watch whose calendar has no next instant
+// (NextDuer's error): it could never fire again, so it settles errored,
+// saying why, as a permanent error does, instead of staying pending
+// without ever being due.
+func noNextFire(err error, now time.Time) *vigil.Outcome {
+	obs := &vigil.Observation{Verdict: vigil.VerdictUnavailable, At: now, Permanent: true,
+		Reason: watcher.Clip("its next fire cannot be computed: "+err.Error(), 512)}
+	return &vigil.Outcome{State: vigil.StateErrored, Reason: "permanent", Attention: true, Observation: obs}
 }
 
 // standingMessage returns the type and text of the message a standing
@@ -95,12 +108,13 @@ func (s *prober) primeCalendar(ctx context.Context, rows []vigil.ScheduleEntry, 
 			if !ok || w.State != vigil.StatePending {
 				continue
 			}
-			next, due, _ := calendarDue(wt, w.Predicate, w.CreatedAt, now)
-			if !due && w.Deadline.IsZero() {
-				s.log.Warn("a pending watch is never due again", "watch_id", w.ID, "kind", w.Kind)
-				continue
-			}
-			if !w.Deadline.IsZero() && (!due || next.After(w.Deadline)) {
+			next, _, err := calendarDue(wt, w.Predicate, w.CreatedAt, now)
+			if err != nil {
+				// Its turn comes at once, and settles it errored (see
+				// prober.Probe).
+				s.log.Warn("a pending watch has no next fire; it settles errored", "watch_id", w.ID, "kind", w.Kind, "err", err)
+				next = now
+			} else if !w.Deadline.IsZero() && next.After(w.Deadline) {
 				next = w.Deadline
 			}
 			spec, _ := s.cfg.Watchers.Spec(w.Kind)

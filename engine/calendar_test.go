@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,9 +39,9 @@ type calendarFake struct {
 	fires  []time.Time
 }
 
-func (f *calendarFake) NextDue(_ json.RawMessage, anchor, now time.Time) (time.Time, bool) {
+func (f *calendarFake) NextDue(_ json.RawMessage, anchor, now time.Time) (time.Time, error) {
 	n := now.Sub(anchor)/f.period + 1
-	return anchor.Add(n * f.period), true
+	return anchor.Add(n * f.period), nil
 }
 
 func (f *calendarFake) Notes() bool { return true }
@@ -162,92 +164,118 @@ func TestPokeInFlight(t *testing.T) {
 }
 
 // endingCalendar is a calendar watcher whose watches are due at fixed
-// instants, then never again; its probes answer pending.
+// instants, then have no next fire (a schedule whose tz left the machine,
+// a cron expression with none ahead); its probes answer notes.
 type endingCalendar struct {
 	*watchertest.Fake
-	mu    sync.Mutex
-	fires []time.Time // the instants still ahead
+	mu     sync.Mutex
+	fires  []time.Time // the instants still ahead
+	probed int
 }
 
-func (f *endingCalendar) NextDue(_ json.RawMessage, _, now time.Time) (time.Time, bool) {
+func (f *endingCalendar) NextDue(_ json.RawMessage, _, now time.Time) (time.Time, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, at := range f.fires {
 		if at.After(now) {
-			return at, true
+			return at, nil
 		}
 	}
-	return time.Time{}, false
+	return time.Time{}, errors.New(`tz "Mars/Olympus" is not in this machine's time zone database`)
 }
 
-// TestCalendarWithoutANextInstantKeepsItsDeadline: a calendar that is
-// never due again (a schedule with no next fire) never leaves a watch
-// that carries a deadline without a next instant: it is due at its
-// deadline, at registration, after a restart and after its last fire,
-// and the deadline settles it.
-func TestCalendarWithoutANextInstantKeepsItsDeadline(t *testing.T) {
+func (f *endingCalendar) Notes() bool { return true }
+
+// TestCalendarWithoutANextFireSettlesErrored: a calendar watch with no
+// next fire settles errored at once, saying why, and its program is not
+// run: at registration, after a restart, and after its last fire, with a
+// deadline or without. It stayed pending for ever (never armed, only
+// logged), or until its deadline, and whoever waited on it never heard.
+func TestCalendarWithoutANextFireSettlesErrored(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	deadline := t0.Add(time.Hour)
-	c := &fakeClock{t: t0}
 	ctx := context.Background()
 	newWatcher := func(fires ...time.Time) *endingCalendar {
 		f := &endingCalendar{fires: fires}
 		f.Fake = watchertest.Func(vigil.KindSchedule, func(context.Context, watcher.Probe) (vigil.Observation, error) {
-			return vigil.Observation{Verdict: vigil.VerdictPending, Summary: "ran"}, nil
+			f.mu.Lock()
+			f.probed++
+			f.mu.Unlock()
+			return vigil.Observation{Verdict: vigil.VerdictSatisfied, Summary: "exited 0"}, nil
 		})
 		return f
 	}
-	watch := func(id string) *vigil.Watch {
+	watch := func(id string, deadline time.Time) *vigil.Watch {
 		return &vigil.Watch{ID: id, Kind: vigil.KindSchedule, Predicate: json.RawMessage(`{}`), Recipient: "r", State: vigil.StatePending,
-			Mode: vigil.ModeUntil, Deadline: deadline, CreatedAt: t0, Identity: id}
+			Mode: vigil.ModeUntil, Standing: true, Deadline: deadline, CreatedAt: t0, Identity: id}
 	}
+	errored := func(t *testing.T, st vigil.Store, id string, probes, want int) {
+		t.Helper()
+		got, err := st.WatchGet(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != vigil.StateErrored || got.Outcome == nil || got.Outcome.Reason != "permanent" || got.Outcome.Observation == nil ||
+			!strings.Contains(got.Outcome.Observation.Reason, "its next fire cannot be computed: tz \"Mars/Olympus\"") {
+			t.Fatalf("watch %s is %s (%+v), want errored, saying its next fire cannot be computed", id, got.State, got.Outcome)
+		}
+		if probes != want {
+			t.Fatalf("watch %s was probed %d times, want %d", id, probes, want)
+		}
+	}
+	for _, deadline := range []time.Time{{}, t0.Add(time.Hour)} {
+		c := &fakeClock{t: t0}
 
-	// Never due at all: at registration, and after a restart.
-	st := memstore.New()
-	never := newWatcher()
-	s := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(never), NowFunc: c.Now})
-	if err := s.Prime(ctx); err != nil {
-		t.Fatal(err)
-	}
-	w := watch("never")
-	create(t, st, w)
-	s.Add(w, nil)
-	if next, _, ok := s.Info("never"); !ok || !next.Equal(deadline) {
-		t.Fatalf("a watch never due on its calendar is due %v (%v), want at its deadline", next, ok)
-	}
-	s2 := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(never), NowFunc: c.Now})
-	if err := s2.Prime(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if next, _, ok := s2.Info("never"); !ok || !next.Equal(deadline) {
-		t.Fatalf("after a restart it is due %v (%v), want at its deadline", next, ok)
-	}
+		// No next fire at registration: settled at its first turn, now.
+		st := memstore.New()
+		never := newWatcher()
+		s := newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(never), NowFunc: c.Now})
+		if err := s.Prime(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w := watch("never", deadline)
+		create(t, st, w)
+		s.Add(w, nil)
+		if next, _, ok := s.Info("never"); !ok || !next.Equal(t0) {
+			t.Fatalf("deadline %v: a watch with no next fire is due %v (%v), want at once", deadline, next, ok)
+		}
+		s.Tick(ctx, c.Now())
+		errored(t, st, "never", never.probed, 0)
 
-	// Due once, then never again: after that fire it waits for its deadline.
-	st = memstore.New()
-	once := newWatcher(t0.Add(time.Minute))
-	s = newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(once), NowFunc: c.Now})
-	if err := s.Prime(ctx); err != nil {
-		t.Fatal(err)
-	}
-	w = watch("once")
-	create(t, st, w)
-	s.Add(w, nil)
-	c.Set(t0.Add(time.Minute))
-	if n := s.Tick(ctx, c.Now()); n != 1 {
-		t.Fatalf("the one fire probed %d watches, want 1", n)
-	}
-	if next, _, ok := s.Info("once"); !ok || !next.Equal(deadline) {
-		t.Fatalf("after its last fire the watch is due %v (%v), want at its deadline", next, ok)
-	}
-	c.Set(deadline)
-	s.Tick(ctx, c.Now())
-	got, err := st.WatchGet(ctx, "once")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.State != vigil.StateExpired {
-		t.Fatalf("at its deadline the watch is %s, want expired", got.State)
+		// No next fire after a restart (its tz gone from the new machine).
+		st = memstore.New()
+		w = watch("moved", deadline)
+		create(t, st, w)
+		c.Set(t0.Add(time.Minute))
+		moved := newWatcher()
+		s = newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(moved), NowFunc: c.Now})
+		if err := s.Prime(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if next, _, ok := s.Info("moved"); !ok || !next.Equal(c.Now()) {
+			t.Fatalf("deadline %v: after a restart a watch with no next fire is due %v (%v), want at once", deadline, next, ok)
+		}
+		s.Tick(ctx, c.Now())
+		errored(t, st, "moved", moved.probed, 0)
+
+		// Due once, then no next fire: settled right after that fire.
+		c.Set(t0)
+		st = memstore.New()
+		once := newWatcher(t0.Add(time.Minute))
+		s = newSched(schedConfig{Store: st, Watchers: watcher.NewRegistry(once), NowFunc: c.Now})
+		if err := s.Prime(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w = watch("once", deadline)
+		create(t, st, w)
+		s.Add(w, nil)
+		c.Set(t0.Add(time.Minute))
+		if n := s.Tick(ctx, c.Now()); n != 1 {
+			t.Fatalf("the one fire probed %d watches, want 1", n)
+		}
+		errored(t, st, "once", once.probed, 1)
+		if _, _, ok := s.Info("once"); ok {
+			t.Fatalf("deadline %v: a settled watch is still scheduled", deadline)
+		}
 	}
 }

@@ -423,11 +423,16 @@ func (s *prober) entryFor(w *vigil.Watch) *scheduler.Entry {
 	}
 	due, ok := firstDue(spec, w.Every, w.StartAt, w.Deadline, now)
 	if wt, found := s.cfg.Watchers.Lookup(w.Kind); found {
-		if next, due2, cal := calendarDue(wt, w.Predicate, w.CreatedAt, now); cal {
-			due, ok = next, due2
-			if !w.Deadline.IsZero() && (!ok || due.After(w.Deadline)) {
+		if next, cal, err := calendarDue(wt, w.Predicate, w.CreatedAt, now); cal {
+			due, ok = next, true
+			switch {
+			case err != nil:
+				// No next fire: its turn comes at once, and settles it
+				// errored (see prober.Probe).
+				due = now
+			case !w.Deadline.IsZero() && due.After(w.Deadline):
 				// A deadline is always delivered, whatever the calendar says.
-				due, ok = w.Deadline, true
+				due = w.Deadline
 			}
 		}
 	}

@@ -173,6 +173,14 @@ func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, t
 		s.commit(ctx, []settlement{{e: e, w: w, out: out, polls: w.Polls}}, now)
 		return
 	}
+	if _, cal, err := calendarDue(wt, w.Predicate, w.CreatedAt, e.Due().Add(-time.Nanosecond)); cal && err != nil {
+		// Its calendar has no fire from the instant this turn was due
+		// (its tz gone from this machine, a cron expression with none
+		// ahead; a fire due then is one): it could never fire again, so
+		// it settles errored, saying why, and is not run.
+		s.commit(ctx, []settlement{{e: e, w: w, out: noNextFire(err, now), polls: w.Polls}}, now)
+		return
+	}
 	var ticket uint64
 	if f := s.cfg.StartFunc; f != nil {
 		ticket = f(w.ID)
@@ -264,14 +272,16 @@ func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, t
 		e.Observed()
 		finish = func() { o.Finish(w) }
 	}
-	if next, due, cal := calendarDue(wt, w.Predicate, w.CreatedAt, laterOf(now, s.now())); cal {
+	if next, cal, err := calendarDue(wt, w.Predicate, w.CreatedAt, laterOf(now, s.now())); cal {
 		// A calendar counts from when the probe ended: fires that came due
 		// while it ran are skipped, never queued.
-		if !due && !hasDeadline {
-			s.sched.Drop(e)
+		if err != nil {
+			// It could never fire again: settled, never left pending
+			// without a next turn.
+			s.commit(ctx, []settlement{{e: e, w: w, out: noNextFire(err, now), polls: prog.Polls}}, now)
 			return
 		}
-		if hasDeadline && (!due || next.After(deadline)) {
+		if hasDeadline && next.After(deadline) {
 			next = deadline
 		}
 		s.sched.Reschedule(e, next, prog)

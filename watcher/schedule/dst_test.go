@@ -23,9 +23,9 @@ func fires(t *testing.T, w *schedule.Watcher, cron, tz string, from, to time.Tim
 	var out []string
 	now := from
 	for i := 0; i < 100; i++ {
-		next, ok := w.NextDue(pred, from, now)
-		if !ok {
-			t.Fatalf("NextDue(%s in %s, %v) = never", cron, tz, now)
+		next, err := w.NextDue(pred, from, now)
+		if err != nil {
+			t.Fatalf("NextDue(%s in %s, %v) = %v", cron, tz, now, err)
 		}
 		if !next.After(now) {
 			t.Fatalf("NextDue(%s in %s, %v) = %v, not after now", cron, tz, now, next)
@@ -129,9 +129,38 @@ func TestNeverFiresIsRefused(t *testing.T) {
 	}
 	for _, cron := range []string{"0 0 29 2 *", "0 0 31 * *", "0 0 30 2 1", "0 0 31 1-4 *", "0 0 * 2 6"} {
 		pred := canonical(t, w, `{"cron":"`+cron+`","tz":"UTC","argv":["date"]}`)
-		if _, ok := w.NextDue(pred, time.Time{}, utc("2026-03-01T00:00:00Z")); !ok {
-			t.Errorf("NextDue(%q) = never, want a fire", cron)
+		if _, err := w.NextDue(pred, time.Time{}, utc("2026-03-01T00:00:00Z")); err != nil {
+			t.Errorf("NextDue(%q) = %v, want a fire", cron, err)
 		}
+	}
+}
+
+// TestNoFireWithinSearchIsRefused: a cron expression whose next fire
+// robfig/cron cannot find (it looks five years ahead: the 29th of
+// February from 2097, 2100 being no leap year) is refused at
+// registration, at the registration's instant, instead of being stored
+// and never armed; a stored one says why it has no next fire, as one whose
+// tz is gone from the machine does.
+func TestNoFireWithinSearchIsRefused(t *testing.T) {
+	t.Parallel()
+	w := newWatcher()
+	pred := json.RawMessage(`{"cron":"0 0 29 2 *","tz":"UTC","argv":["date"]}`)
+	_, err := w.Canonicalize(context.Background(), pred, utc("2097-03-01T00:00:00Z"))
+	if vigil.ErrorCode(err) != vigil.CodeInvalidPredicate || vigil.ErrorField(err) != "predicate.cron" ||
+		vigil.ErrorMessage(err) != "predicate.cron this schedule has no fire within five years after 2097-03-01T00:00:00Z: it would never fire" {
+		t.Errorf("Canonicalize in 2097 = %v (field %q), want invalid_predicate on predicate.cron: no fire within five years", err, vigil.ErrorField(err))
+	}
+	c, err := w.Canonicalize(context.Background(), pred, utc("2026-03-01T00:00:00Z"))
+	if err != nil {
+		t.Fatalf("Canonicalize in 2026 = %v, want it accepted (2028-02-29)", err)
+	}
+	if _, err := w.NextDue(c.Predicate, time.Time{}, utc("2097-03-01T00:00:00Z")); err == nil ||
+		err.Error() != `cron "0 0 29 2 *" has no fire within five years after 2097-03-01T00:00:00Z` {
+		t.Errorf("NextDue in 2097 = %v, want no fire within five years", err)
+	}
+	gone := json.RawMessage(`{"cron":"0 9 * * *","tz":"Mars/Olympus","argv":["date"],"timeout":"1m"}`)
+	if _, err := w.NextDue(gone, time.Time{}, utc("2026-03-01T00:00:00Z")); err == nil || !strings.Contains(err.Error(), "predicate.tz must be an IANA time zone") {
+		t.Errorf("NextDue with a tz this machine lacks = %v, want why", err)
 	}
 }
 

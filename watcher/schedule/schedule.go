@@ -16,8 +16,11 @@
 // or shell, optional cwd and env; see package command), with timeout, how
 // long one run may take (60s by default, at most 10m). A cron expression
 // that does not parse is refused naming the cron field at fault, and one
-// that no calendar day satisfies ("0 0 30 2 *") is refused: it would never
-// fire.
+// that no calendar day satisfies ("0 0 30 2 *"), or with no fire within
+// the five years robfig/cron searches from the registration, is refused:
+// it would never fire. A stored one whose next fire cannot be computed
+// (its tz gone from the machine's time zone database) makes NextDue say
+// why, and the engine settles the watch errored.
 //
 // Daylight saving time is handled as crontab(5) users expect. A job at a
 // fixed time (neither its minute nor its hour field starts with "*") runs
@@ -142,10 +145,18 @@ func (*Watcher) Kind() vigil.Kind { return vigil.KindSchedule }
 func (*Watcher) Notes() bool { return true }
 
 // Canonicalize validates the predicate and returns its canonical form.
-func (w *Watcher) Canonicalize(_ context.Context, raw json.RawMessage, _ time.Time) (watcher.Canonical, error) {
+func (w *Watcher) Canonicalize(_ context.Context, raw json.RawMessage, now time.Time) (watcher.Canonical, error) {
 	s, err := w.parse(raw, w.minEvery)
 	if err != nil {
 		return watcher.Canonical{}, err
+	}
+	if s.every == 0 && !now.IsZero() {
+		// One whose next fire cannot be found would never fire: no
+		// calendar day names it, or none within the five years
+		// robfig/cron searches (the 29th of February around 2100).
+		if _, ok := s.next(now); !ok {
+			return watcher.Canonical{}, watcher.InvalidPredicate("cron", "this schedule has no fire within five years after %s: it would never fire", now.UTC().Format(time.RFC3339))
+		}
 	}
 	b, err := watcher.Encode(s.canonical)
 	if err != nil {
@@ -279,20 +290,32 @@ func neverFires(s *cron.SpecSchedule) bool {
 	return true
 }
 
-// NextDue implements engine.NextDuer: the first fire strictly after now.
-func (w *Watcher) NextDue(predicate json.RawMessage, anchor, now time.Time) (time.Time, bool) {
+// NextDue implements engine.NextDuer: the first fire strictly after now,
+// or an error saying why there is none to be found: a stored predicate
+// that no longer reads (its tz gone from this machine's time zone
+// database, a daemon started again elsewhere), or a cron expression with
+// no fire within the search (robfig/cron looks five years ahead).
+func (w *Watcher) NextDue(predicate json.RawMessage, anchor, now time.Time) (time.Time, error) {
 	s, err := w.parse(predicate, storedFloor)
 	if err != nil {
-		return time.Time{}, false
+		return time.Time{}, fmt.Errorf("its predicate does not read on this daemon: %w", err)
 	}
+	return s.nextDue(anchor, now)
+}
+
+// nextDue returns the first fire of s strictly after now.
+func (s *spec) nextDue(anchor, now time.Time) (time.Time, error) {
 	if s.every > 0 {
 		if now.Before(anchor) {
-			return anchor.Add(s.every), true
+			return anchor.Add(s.every), nil
 		}
 		n := now.Sub(anchor)/s.every + 1
-		return anchor.Add(n * s.every).UTC(), true
+		return anchor.Add(n * s.every).UTC(), nil
 	}
-	return s.next(now)
+	if next, ok := s.next(now); ok {
+		return next, nil
+	}
+	return time.Time{}, fmt.Errorf("cron %q has no fire within five years after %s", s.Cron, now.UTC().Format(time.RFC3339))
 }
 
 // maxSegments bounds the zone periods (between two offset changes) one

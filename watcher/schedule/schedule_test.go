@@ -90,12 +90,12 @@ func TestNextDue(t *testing.T) {
 		{cron, anchor, time.Date(2026, 12, 1, 8, 30, 0, 0, time.UTC)}, // 09:30 in Paris is 08:30 UTC in winter
 	}
 	for _, tt := range tests {
-		got, ok := w.NextDue(tt.pred, anchor, tt.now)
-		if !ok || !got.Equal(tt.want) {
-			t.Errorf("NextDue(%s, now %v) = %v %v, want %v", tt.pred, tt.now, got, ok, tt.want)
+		got, err := w.NextDue(tt.pred, anchor, tt.now)
+		if err != nil || !got.Equal(tt.want) {
+			t.Errorf("NextDue(%s, now %v) = %v %v, want %v", tt.pred, tt.now, got, err, tt.want)
 		}
 	}
-	if _, ok := w.NextDue(json.RawMessage(`{}`), anchor, anchor); ok {
+	if _, err := w.NextDue(json.RawMessage(`{}`), anchor, anchor); err == nil {
 		t.Error("an unreadable predicate is due")
 	}
 }
@@ -137,8 +137,8 @@ func TestStoredBelowNewFloor(t *testing.T) {
 		t.Errorf("registering it again under the new floor: %v, want interval_too_small", err)
 	}
 	anchor := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	if next, ok := w.NextDue(c.Predicate, anchor, anchor.Add(3*time.Second)); !ok || !next.Equal(anchor.Add(4*time.Second)) {
-		t.Errorf("NextDue = %v %v, want 2 s on its grid", next, ok)
+	if next, err := w.NextDue(c.Predicate, anchor, anchor.Add(3*time.Second)); err != nil || !next.Equal(anchor.Add(4*time.Second)) {
+		t.Errorf("NextDue = %v %v, want 2 s on its grid", next, err)
 	}
 	obs, err := w.Probe(context.Background(), watcher.Probe{Kind: vigil.KindSchedule, Predicate: c.Predicate, Now: anchor})
 	if err != nil || obs.Permanent || !strings.HasPrefix(obs.Summary, "exited 0") {

@@ -46,6 +46,8 @@ const (
 	// maxRetryAfter bounds the wait RetryAfter reports, whatever the
 	// header says.
 	maxRetryAfter = 24 * time.Hour
+	// maxCheckWait bounds the daemon's max_wait a Check believes.
+	maxCheckWait = 24 * time.Hour
 )
 
 // Options configure a Client. A nil *Options means the defaults.
@@ -404,6 +406,10 @@ type DaemonInfo struct {
 	// schedules and delivers their watches), of ShardCount.
 	Shards     []int `json:"shards,omitempty"`
 	ShardCount int   `json:"shard_count,omitempty"`
+	// MaxWait is how long the daemon holds a long-poll or a check for
+	// its probe, as a duration ("60s"); empty from a daemon that does
+	// not say. Check bounds its wait by it.
+	MaxWait string `json:"max_wait,omitempty"`
 	// Keys are the fingerprints of the daemon's signing keys, given to
 	// the admin token only: every replica on one database shows the same.
 	Keys *KeyFingerprints `json:"keys,omitempty"`

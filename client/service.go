@@ -90,10 +90,31 @@ func (c *Client) Cancel(ctx context.Context, id string) (*vigil.Watch, error) {
 	return c.watchCall(ctx, http.MethodPost, id, "/cancel", nil, 0)
 }
 
-// Check implements vigil.Service: POST /v1/watches/{id}/check. It waits
-// for the probe (bounded by the daemon's maximum wait).
+// Check implements vigil.Service: POST /v1/watches/{id}/check. The
+// daemon waits for the probe up to its own maximum wait, which it says in
+// GET /v1/daemon (max_wait), asked first: the call's deadline is that
+// plus a margin (the default maximum, 60 s, for a daemon that does not
+// say).
 func (c *Client) Check(ctx context.Context, id string) (*vigil.Watch, error) {
-	return c.watchCall(ctx, http.MethodPost, id, "/check", nil, longPoll(vigil.DefaultLimits().MaxWait))
+	if id == "" {
+		return nil, errNoID
+	}
+	return c.watchCall(ctx, http.MethodPost, id, "/check", nil, longPoll(c.maxWait(ctx)))
+}
+
+// maxWait returns how long the daemon holds a check for its probe, as
+// GET /v1/daemon says, or the default maximum when it does not say (or
+// cannot be asked: the check itself then says what is wrong).
+func (c *Client) maxWait(ctx context.Context) time.Duration {
+	info, err := c.Daemon(ctx)
+	if err != nil || info.MaxWait == "" {
+		return vigil.DefaultLimits().MaxWait
+	}
+	d, err := vigil.ParseDuration(info.MaxWait)
+	if err != nil || d <= 0 {
+		return vigil.DefaultLimits().MaxWait
+	}
+	return min(d, maxCheckWait)
 }
 
 // Delete implements vigil.Service: DELETE /v1/watches/{id}.

@@ -182,6 +182,10 @@ type Info struct {
 	// database's number of shards.
 	Shards     []int `json:"shards,omitempty"`
 	ShardCount int   `json:"shard_count,omitempty"`
+	// MaxWait is how long it holds a long-poll or a check for the probe
+	// it asks for (Limits.MaxWait), as a duration ("60s"): a client
+	// bounds its own wait for a check by it.
+	MaxWait string `json:"max_wait"`
 	// Keys are the fingerprints of the daemon's webhook secrets and link
 	// key, shown to the admin token only: every replica on one database
 	// must show the same (checkKeys).
@@ -219,7 +223,7 @@ func (d *Daemon) info(w http.ResponseWriter, r *http.Request) {
 	case d.ready.Load():
 		role = "active"
 	}
-	in := Info{Store: d.cfg.StoreKind(), Replica: d.replica, Role: role}
+	in := Info{Store: d.cfg.StoreKind(), Replica: d.replica, Role: role, MaxWait: vigil.FormatDuration(d.cfg.Limits.MaxWait)}
 	if _, scoped := vigil.ScopeFrom(r.Context()); !scoped {
 		keys := d.keys
 		in.Keys = &keys

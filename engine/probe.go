@@ -12,6 +12,7 @@ import (
 	"github.com/vigil-run/vigil/deliver"
 	"github.com/vigil-run/vigil/scheduler"
 	"github.com/vigil-run/vigil/watcher"
+	"github.com/vigil-run/vigil/wording"
 )
 
 // DefaultWorkers is the default size of the probe pool (probe_workers).
@@ -369,6 +370,14 @@ func (s *prober) record(ctx context.Context, wt watcher.Watcher, e *scheduler.En
 		// another probe reported a change put the old facts back over the
 		// new, and the next probe reported that change again.
 		p.Baseline, p.CheckBaseline = w.LastObservation, true
+		if w.LastObservation == nil && s.lateBaseline(wt, w, now) {
+			// The first real read, later than the registration: a change
+			// made in between is folded into this baseline and never
+			// reported, so the watch says so, once, with the baseline.
+			d := messageData{Kind: w.Kind, State: w.State, Note: w.Note, Labels: w.Labels, Predicate: vigil.RedactJSON(w.Predicate), Observation: obs}
+			p.Message = &vigil.Message{ID: s.cfg.NewIDFunc(), Recipient: w.Recipient, WatchID: w.ID, Type: vigil.MessageNote,
+				Text: wording.LateBaseline(w, now), Data: d.marshal(), CreatedAt: now}
+		}
 	}
 	ok, err := s.cfg.Store.WatchObserve(ctx, p)
 	switch {
@@ -402,6 +411,21 @@ func (s *prober) record(ctx context.Context, wt watcher.Watcher, e *scheduler.En
 		s.cfg.EventFunc(vigil.Event{Type: vigil.EventMessage, WatchID: w.ID, Recipient: w.Recipient, State: w.State, Text: m.Text, Seq: m.Seq, At: now})
 	}
 	return false
+}
+
+// lateBaseline reports whether the first real observation of standing
+// watch w, made by a probe that began at now, is a late baseline: checks
+// before it could not tell (the forge was down at registration), or it
+// began more than observe_wait after the watch was registered (or its
+// start), so the registration's answer could not carry it. What changed
+// in between is in this baseline, never reported. A watcher whose
+// answers are notes (a schedule's runs) compares nothing: never late.
+func (s *prober) lateBaseline(wt watcher.Watcher, w *vigil.Watch, now time.Time) bool {
+	if n, ok := wt.(Noter); ok && n.Notes() {
+		return false
+	}
+	from := laterOf(w.CreatedAt, w.StartAt)
+	return w.Errors > 0 || now.Sub(from) > s.cfg.Limits.ObserveWait
 }
 
 // stop handles a CheckFunc refusal: a StopError cancels the watch silently;

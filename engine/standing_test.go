@@ -137,3 +137,68 @@ func TestStandingWatchRefusesWhatItWouldIgnore(t *testing.T) {
 		t.Fatalf("a one-shot watch lost what it asked for: %+v", o)
 	}
 }
+
+// TestStandingLateBaselineSaysSo: a standing watch whose first checks
+// could not tell (the forge was down at registration) took its baseline
+// from the first check that could, silently; a change made between the
+// registration and that check was folded into it and never reported. The
+// late baseline is written with a "note" saying when it was read and that
+// a change made before then is not reported; a baseline read at
+// registration leaves none.
+func TestStandingLateBaselineSaysSo(t *testing.T) {
+	t.Parallel()
+	var title atomic.Value
+	title.Store("v1")
+	var down atomic.Bool
+	fake := watchertest.Func(vigil.KindTicket, func(ctx context.Context, p watcher.Probe) (vigil.Observation, error) {
+		if down.Load() {
+			return vigil.Observation{}, errors.New("forge unreachable")
+		}
+		now := title.Load().(string)
+		obs := vigil.Observation{Verdict: vigil.VerdictPending, Summary: "title " + now, Facts: map[string]any{"title": now}}
+		if p.Last != nil && p.Last.Facts["title"] != now {
+			obs.Verdict = vigil.VerdictSatisfied
+			obs.Summary = "title " + p.Last.Facts["title"].(string) + " → " + now
+		}
+		return obs, nil
+	})
+	v := newEnv(t, envOpts{watchers: []watcher.Watcher{fake}})
+
+	// Read at registration: no note.
+	onTime := v.register(vigil.RegisterRequest{Kind: vigil.KindTicket, Predicate: obj(`{"repo":"acme/api","number":1}`)})
+	v.tick(t0)
+	if msgs := v.messages("agent-1"); len(msgs) != 0 {
+		t.Fatalf("a baseline read at registration mailed %+v", msgs)
+	}
+	if _, err := v.eng.Cancel(v.ctx, onTime.ID); err != nil {
+		t.Fatal(err)
+	}
+	before := len(v.messages("agent-1"))
+
+	down.Store(true)
+	w := v.register(vigil.RegisterRequest{Kind: vigil.KindTicket, Predicate: obj(`{"repo":"acme/api","number":7}`)})
+	v.tick(t0) // could not tell
+	title.Store("v2")
+	down.Store(false)
+	v.tick(t0.Add(2 * time.Minute)) // the first read: v2, late
+	msgs := v.messages("agent-1")[before:]
+	if len(msgs) != 1 || msgs[0].Type != vigil.MessageNote || msgs[0].WatchID != w.ID {
+		t.Fatalf("after a late baseline the mailbox holds %+v, want one note of watch %s", msgs, w.ID)
+	}
+	for _, want := range []string{"first read at 2026", "2m0s after the watch was registered", "1 check before could not tell", "not reported"} {
+		if !strings.Contains(msgs[0].Text, want) {
+			t.Fatalf("the note reads %q, want it to say %q", msgs[0].Text, want)
+		}
+	}
+	if got := v.get(w.ID).LastObservation; got == nil || got.Facts["title"] != "v2" {
+		t.Fatalf("baseline %+v, want v2", got)
+	}
+	// Said once: later reads and changes are as ever.
+	v.tick(t0.Add(4 * time.Minute))
+	title.Store("v3")
+	v.tick(t0.Add(6 * time.Minute))
+	msgs = v.messages("agent-1")[before:]
+	if len(msgs) != 2 || msgs[1].Type != vigil.MessageChanged || !strings.Contains(msgs[1].Text, "title v2 → v3") {
+		t.Fatalf("mailbox %+v, want the note then one change v2 → v3", msgs)
+	}
+}

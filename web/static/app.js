@@ -22,12 +22,27 @@
   // so that nothing committed meanwhile is missed.
   var after = document.querySelector('meta[name="vigil-after"]');
 
-  function setText(el, text) { if (el) el.textContent = text; }
+  // visible spells what would act on how a text reads rather than be
+  // read, as the server does in its pages (web/visible.go) and the CLI
+  // in its output: a control character other than tab, line feed and
+  // carriage return as \x1b, a C1 control as \u009b and a Unicode bidi
+  // control (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069),
+  // which makes text read in another order than it is written, as
+  // \u202e. Every text from the server passes through it.
+  var unsafe = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+  function visible(text) {
+    return String(text).replace(unsafe, function (c) {
+      var n = c.charCodeAt(0), h = n.toString(16);
+      return n < 0x80 ? "\\x" + ("0" + h).slice(-2) : "\\u" + ("000" + h).slice(-4);
+    });
+  }
+
+  function setText(el, text) { if (el) el.textContent = visible(text); }
 
   function setState(root, state) {
     var el = root.querySelector('[data-field="state"]');
     if (!el) return;
-    el.textContent = state;
+    el.textContent = visible(state);
     el.className = "state state-" + state;
     if (state !== "pending") {
       root.querySelectorAll("[data-countdown]").forEach(function (t) { t.removeAttribute("data-countdown"); });
@@ -125,7 +140,7 @@
       var tr = document.createElement("tr");
       [p.at.replace("T", " ").replace(/\.\d+/, ""), p.verdict, p.summary || ""].forEach(function (s) {
         var td = document.createElement("td");
-        td.textContent = s;
+        td.textContent = visible(s);
         tr.appendChild(td);
       });
       body.appendChild(tr);

@@ -416,7 +416,7 @@ func (s *prober) record(ctx context.Context, wt watcher.Watcher, e *scheduler.En
 // lateBaseline reports whether the first real observation of standing
 // watch w, made by a probe that began at now, is a late baseline: checks
 // before it could not tell (the forge was down at registration), or it
-// began more than observe_wait after the watch was registered (or its
+// began more than Limits.ObserveWait (5 s) after the watch was registered (or its
 // start), so the registration's answer could not carry it. What changed
 // in between is in this baseline, never reported. A watcher whose
 // answers are notes (a schedule's runs) compares nothing: never late.

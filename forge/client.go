@@ -392,8 +392,9 @@ func (c *Client) describe(err error, what, repo string) error {
 }
 
 // pages reads a listing page by page, handing each body to each; it
-// follows rel="next" links to the configured host only (and after a full
-// page a 304 confirmed, the next page: see pageAfter), and reports
+// follows rel="next" links to the configured host only, with the
+// credentials of the configured URL (see withCredentials), and after a
+// full page a 304 confirmed, the next page (see pageAfter); it reports
 // truncated when MaxPages did not reach the end.
 func (c *Client) pages(rq request, first string, each func(body []byte) error) (truncated bool, err error) {
 	u := first
@@ -419,7 +420,7 @@ func (c *Client) pages(rq request, first string, each func(body []byte) error) (
 				Detail: fmt.Sprintf("the next page of a listing is on another host than %s, and the token is not sent there: set %s to the URL the forge's own links name",
 					c.base.Host, URLSetting(c.provider))}
 		}
-		u = next
+		u = c.withCredentials(next)
 	}
 	return true, nil
 }

@@ -414,12 +414,20 @@ func (e *redirectError) Error() string {
 // the Authorization header on a redirect to the same host name whatever
 // its scheme or port, and to its subdomains, which would send the token
 // in plain text, or to another service. A redirect within the origin (a
-// renamed repository) is followed.
+// renamed repository) is followed, with the user:pass@ of the configured
+// URL.
 func sameOrigin(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
 	return func(req *http.Request, via []*http.Request) error {
 		first := via[0].URL
 		if req.URL.Scheme != first.Scheme || !strings.EqualFold(req.URL.Host, first.Host) {
 			return &redirectError{from: first.Scheme + "://" + first.Host, to: req.URL.Scheme + "://" + req.URL.Host}
+		}
+		if req.URL.User == nil {
+			// An absolute Location on the same origin names no
+			// credentials: carry the configured URL's, as a relative
+			// one (which net/http resolves against the request's URL)
+			// does.
+			req.URL.User = first.User
 		}
 		if next != nil {
 			return next(req, via)
@@ -436,4 +444,23 @@ func sameOrigin(next func(*http.Request, []*http.Request) error) func(*http.Requ
 func (c *Client) sameHost(next string) bool {
 	u, err := url.Parse(next)
 	return err == nil && u.Scheme == c.base.Scheme && strings.EqualFold(u.Host, c.base.Host)
+}
+
+// withCredentials returns next, a URL on the configured origin (sameHost
+// holds), with the user:pass@ of the configured URL when it names none:
+// a forge (or the proxy in front of it) builds its Link headers from the
+// host it was asked for, without the credentials, and the next page read
+// without them is answered 401, or as to an anonymous reader. A URL
+// that names its own credentials, and every URL of another origin, is
+// left as it is.
+func (c *Client) withCredentials(next string) string {
+	if c.base.User == nil {
+		return next
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.User != nil || !c.sameHost(next) {
+		return next
+	}
+	u.User = c.base.User
+	return u.String()
 }

@@ -276,6 +276,11 @@ type Scope struct {
 	TokenID string
 	// Kinds the caller may register; empty means every kind.
 	Kinds []Kind
+	// Repos limits the repositories the caller's forge watches (ci,
+	// ticket) may name: doublestar globs over PROVIDER/REPO
+	// ("github/acme/*", "gitlab/group/**"), lowercase. Empty means any
+	// repository the daemon's forge credentials can read.
+	Repos []string
 }
 
 // AllowsKind reports whether the scope may register watches of kind k: k

@@ -15,16 +15,20 @@ const TokenPrefix = "vgl_"
 
 // Token is a scoped API token as it is kept: its SHA-256, never its
 // plaintext. A scoped token acts only for its recipients, only for its kinds
-// (all when empty), runs commands only with Exec, and stops working when
-// revoked or past ExpiresAt.
+// (all when empty), watches only the forge repositories its Repos match
+// (any the daemon's forge credentials can read when empty), runs commands
+// only with Exec, and stops working when revoked or past ExpiresAt.
 type Token struct {
 	ID string
 	// Hash is the lowercase hex SHA-256 of the plaintext (HashToken).
 	Hash       string
 	Recipients []string
 	Kinds      []Kind
-	Exec       bool
-	CreatedAt  time.Time
+	// Repos are the globs over PROVIDER/REPO ("github/acme/*") that the
+	// repositories of its forge watches must match; empty means any.
+	Repos     []string
+	Exec      bool
+	CreatedAt time.Time
 	// ExpiresAt is zero for a token that does not expire.
 	ExpiresAt time.Time
 	// RevokedAt is zero while the token is not revoked.
@@ -46,13 +50,14 @@ func (t *Token) Valid(now time.Time) bool {
 
 // Scope returns what a request bearing t may do.
 func (t *Token) Scope() Scope {
-	return Scope{Recipients: slices.Clone(t.Recipients), Kinds: slices.Clone(t.Kinds), Exec: t.Exec, TokenID: t.ID}
+	return Scope{Recipients: slices.Clone(t.Recipients), Kinds: slices.Clone(t.Kinds), Repos: slices.Clone(t.Repos), Exec: t.Exec, TokenID: t.ID}
 }
 
 type tokenJSON struct {
 	ID         string   `json:"id"`
 	Recipients []string `json:"recipients"`
 	Kinds      []Kind   `json:"kinds,omitempty"`
+	Repos      []string `json:"repos,omitempty"`
 	Exec       bool     `json:"exec"`
 	CreatedAt  string   `json:"created_at"`
 	ExpiresAt  string   `json:"expires_at,omitempty"`
@@ -63,7 +68,7 @@ type tokenJSON struct {
 // MarshalJSON implements json.Marshaler. The hash never crosses the wire;
 // the plaintext only in the answer to a creation.
 func (t Token) MarshalJSON() ([]byte, error) {
-	return json.Marshal(tokenJSON{ID: t.ID, Recipients: t.Recipients, Kinds: t.Kinds, Exec: t.Exec,
+	return json.Marshal(tokenJSON{ID: t.ID, Recipients: t.Recipients, Kinds: t.Kinds, Repos: t.Repos, Exec: t.Exec,
 		CreatedAt: FormatTime(t.CreatedAt), ExpiresAt: FormatTime(t.ExpiresAt), RevokedAt: FormatTime(t.RevokedAt), Token: t.Secret})
 }
 
@@ -73,7 +78,7 @@ func (t *Token) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	out := Token{ID: j.ID, Recipients: j.Recipients, Kinds: j.Kinds, Exec: j.Exec, Secret: j.Token}
+	out := Token{ID: j.ID, Recipients: j.Recipients, Kinds: j.Kinds, Repos: j.Repos, Exec: j.Exec, Secret: j.Token}
 	var err error
 	for _, f := range []struct {
 		dst *time.Time
@@ -97,6 +102,11 @@ type TokenCreateRequest struct {
 	Recipients []string `json:"recipients"`
 	// Kinds the token may register; empty means every kind.
 	Kinds []Kind `json:"kinds,omitempty"`
+	// Repos limits the repositories its ci and ticket watches may name:
+	// doublestar globs over PROVIDER/REPO, as "github/acme/*" or
+	// "gitlab/group/**" (case does not matter); empty means any
+	// repository the daemon's forge credentials can read.
+	Repos []string `json:"repos,omitempty"`
 	// Exec lets the token register kinds that run commands (the daemon's
 	// exec setting must allow them too).
 	Exec bool `json:"exec,omitempty"`

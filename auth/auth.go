@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/forge"
 	"github.com/vigil-run/vigil/watcher/kinds"
 )
 
@@ -134,6 +136,10 @@ func (s *Service) CreateToken(ctx context.Context, r vigil.TokenCreateRequest) (
 			return nil, vigil.FieldErrorf(vigil.CodeUnknownKind, "kinds", "unknown kind %.40q", string(k))
 		}
 	}
+	repos, err := repoPatterns(r.Repos)
+	if err != nil {
+		return nil, err
+	}
 	var expires time.Time
 	if r.Expires != "" {
 		var err error
@@ -147,7 +153,7 @@ func (s *Service) CreateToken(ctx context.Context, r vigil.TokenCreateRequest) (
 	}
 	t := &vigil.Token{
 		ID: s.newID(), Hash: vigil.HashToken(secret), Recipients: slices.Compact(slices.Sorted(slices.Values(r.Recipients))),
-		Kinds: slices.Compact(slices.Sorted(slices.Values(r.Kinds))), Exec: r.Exec, CreatedAt: now, ExpiresAt: expires,
+		Kinds: slices.Compact(slices.Sorted(slices.Values(r.Kinds))), Repos: repos, Exec: r.Exec, CreatedAt: now, ExpiresAt: expires,
 	}
 	if len(t.Kinds) == 0 {
 		t.Kinds = nil
@@ -157,6 +163,27 @@ func (s *Service) CreateToken(ctx context.Context, r vigil.TokenCreateRequest) (
 	}
 	t.Secret = secret
 	return t, nil
+}
+
+// repoPatterns checks a token's repos scope (forge.ParseRepoPattern, at
+// most forge.MaxRepoPatterns) and returns it lowercased, sorted and
+// without repeats; nil for none (any repository).
+func repoPatterns(in []string) ([]string, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	if len(in) > forge.MaxRepoPatterns {
+		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "repos", "a token names at most %d repository patterns; this one names %d", forge.MaxRepoPatterns, len(in))
+	}
+	out := make([]string, 0, len(in))
+	for i, p := range in {
+		c, err := forge.ParseRepoPattern(p)
+		if err != nil {
+			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, fmt.Sprintf("repos[%d]", i), "repos[%d] %.80q %v", i, p, err)
+		}
+		out = append(out, c)
+	}
+	return slices.Compact(slices.Sorted(slices.Values(out))), nil
 }
 
 // parseExpires reads a duration from now or an RFC 3339 instant.

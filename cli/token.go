@@ -31,12 +31,13 @@ func newTokenCreateCmd(e *env) *cobra.Command {
 		cf      clientFlags
 		forList []string
 		kinds   []string
+		repos   []string
 		exec    bool
 		expires string
 		asJSON  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "create --for R1[,R2] [--kinds K1,K2] [--exec] [--expires 30d]",
+		Use:   "create --for R1[,R2] [--kinds K1,K2] [--repo github/OWNER/*]... [--exec] [--expires 30d]",
 		Short: "Create a scoped token and print it (the only time it is shown)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -47,7 +48,7 @@ func newTokenCreateCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			req := vigil.TokenCreateRequest{Recipients: forList, Exec: exec, Expires: expires}
+			req := vigil.TokenCreateRequest{Recipients: forList, Repos: repos, Exec: exec, Expires: expires}
 			for _, k := range kinds {
 				req.Kinds = append(req.Kinds, vigil.Kind(k))
 			}
@@ -68,6 +69,7 @@ func newTokenCreateCmd(e *env) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringSliceVar(&forList, "for", nil, "recipients the token acts for (comma-separated)")
 	fl.StringSliceVar(&kinds, "kinds", nil, "kinds it may register (comma-separated; default all)")
+	fl.StringArrayVar(&repos, "repo", nil, "a repository its ci and ticket watches may name: a glob over PROVIDER/OWNER/NAME, like github/acme/* or gitlab/group/** (repeat for more; default any the daemon's forge credentials can read)")
 	fl.BoolVar(&exec, "exec", false, "may register kinds that run commands (the daemon must allow exec too)")
 	fl.StringVar(&expires, "expires", "", "expire after this long (30d) or at this RFC 3339 time")
 	fl.BoolVar(&asJSON, "json", false, "print the token as JSON")
@@ -105,7 +107,7 @@ func newTokenListCmd(e *env) *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tRECIPIENTS\tKINDS\tEXEC\tCREATED\tEXPIRES\tREVOKED")
+			fmt.Fprintln(tw, "ID\tRECIPIENTS\tKINDS\tREPOS\tEXEC\tCREATED\tEXPIRES\tREVOKED")
 			for _, t := range ts {
 				ks := "all"
 				if len(t.Kinds) > 0 {
@@ -115,7 +117,11 @@ func newTokenListCmd(e *env) *cobra.Command {
 					}
 					ks = strings.Join(s, ",")
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\t%s\n", term(t.ID), term(strings.Join(t.Recipients, ",")), term(ks), t.Exec,
+				repos := "any"
+				if len(t.Repos) > 0 {
+					repos = strings.Join(t.Repos, ",")
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%s\n", term(t.ID), term(strings.Join(t.Recipients, ",")), term(ks), term(repos), t.Exec,
 					vigil.FormatTime(t.CreatedAt), dash(vigil.FormatTime(t.ExpiresAt)), dash(vigil.FormatTime(t.RevokedAt)))
 			}
 			return tw.Flush()

@@ -11,7 +11,9 @@ import (
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/forge"
 	"github.com/vigil-run/vigil/scheduler"
+	"github.com/vigil-run/vigil/watcher"
 )
 
 // Register implements vigil.Service. Every default is resolved here, in one
@@ -300,9 +302,22 @@ func (e *Engine) prepare(ctx context.Context, r vigil.RegisterRequest, now time.
 	if len(raw) == 0 {
 		raw = json.RawMessage("{}")
 	}
+	if scoped && len(scope.Repos) > 0 {
+		// Before Canonicalize, which may read the forge (a ci watch's
+		// ref resolved) with the daemon's credentials.
+		if err := scopeRepoCheck(scope, wt, r.Kind, raw); err != nil {
+			return nil, err
+		}
+	}
 	canon, err := wt.Canonicalize(ctx, raw, now)
 	if err != nil {
 		return nil, asPredicateError(err)
+	}
+	if scoped && len(scope.Repos) > 0 {
+		// And the canonical predicate, the one the probes read.
+		if err := scopeRepoCheck(scope, wt, r.Kind, canon.Predicate); err != nil {
+			return nil, err
+		}
 	}
 	if scoped && canon.Exec && !scope.Exec {
 		return nil, vigil.FieldErrorf(vigil.CodeForbidden, "predicate", "this %s predicate runs a program, and this token lacks the exec scope (vigil token create --exec)", r.Kind)
@@ -409,6 +424,27 @@ func scopeKindError(s vigil.Scope, k vigil.Kind, runsCommands bool) error {
 		return vigil.FieldErrorf(vigil.CodeForbidden, "kind", "%s watches run commands, and this token lacks the exec scope (vigil token create --exec)", k)
 	}
 	return vigil.FieldErrorf(vigil.CodeForbidden, "kind", "this token cannot register %s watches (its kinds: %v)", k, s.Kinds)
+}
+
+// scopeRepoCheck refuses, as forbidden, a watch of a kind that reads a
+// forge repository (watcher.RepoNamer) naming one that the token's repos
+// scope does not match, with a sentence naming the repository; a
+// predicate that names none is refused as Canonicalize would. A kind that
+// reads no forge passes.
+func scopeRepoCheck(s vigil.Scope, wt watcher.Watcher, k vigil.Kind, predicate json.RawMessage) error {
+	rn, ok := wt.(watcher.RepoNamer)
+	if !ok {
+		return nil
+	}
+	repo, err := rn.Repository(predicate)
+	if err != nil {
+		return asPredicateError(err)
+	}
+	if !forge.MatchRepo(s.Repos, repo) {
+		return vigil.FieldErrorf(vigil.CodeForbidden, "predicate.repo", "this token cannot watch %s: its %s watches may name only the repositories its repos scope matches (%s)",
+			repo, k, strings.Join(s.Repos, ", "))
+	}
+	return nil
 }
 
 // asPredicateError makes sure a canonicalisation refusal carries a code.

@@ -259,3 +259,15 @@ func (r *Registry) Kinds() []vigil.Kind {
 	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
 	return ks
 }
+
+// RepoNamer is implemented by the watchers whose watches read a forge
+// repository with the daemon's own forge credentials (ci, ticket): the
+// engine refuses a scoped token's watch on a repository its repos scope
+// does not match, before Canonicalize reads anything.
+type RepoNamer interface {
+	// Repository returns the repository a predicate (as given, or
+	// canonical) names, as forge.RepoPath spells it: "github/acme/api".
+	// It reads no network; a predicate that does not parse is an error,
+	// as Canonicalize's.
+	Repository(predicate json.RawMessage) (string, error)
+}

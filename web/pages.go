@@ -688,6 +688,7 @@ func (p *Panel) createToken(w http.ResponseWriter, r *http.Request, s *session) 
 	for _, f := range strings.FieldsFunc(r.PostFormValue("kinds"), splitList) {
 		req.Kinds = append(req.Kinds, vigil.Kind(f))
 	}
+	req.Repos = splitGlobs(r.PostFormValue("repos"))
 	t, err := p.opts.Tokens.CreateToken(r.Context(), req)
 	if err != nil {
 		return err
@@ -696,6 +697,35 @@ func (p *Panel) createToken(w http.ResponseWriter, r *http.Request, s *session) 
 }
 
 func splitList(c rune) bool { return c == ',' || c == ' ' || c == '\n' || c == '\r' || c == '\t' }
+
+// splitGlobs splits a list of globs as splitList does, but not at a
+// comma within braces ("github/acme/{api,web}").
+func splitGlobs(s string) []string {
+	var out []string
+	depth, start := 0, -1
+	for i, c := range s {
+		switch {
+		case c == '{':
+			depth++
+		case c == '}':
+			depth = max(depth-1, 0)
+		}
+		if splitList(c) && (c != ',' || depth == 0) {
+			if start >= 0 {
+				out = append(out, s[start:i])
+				start = -1
+			}
+			continue
+		}
+		if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 {
+		out = append(out, s[start:])
+	}
+	return out
+}
 
 // revokeToken revokes a scoped token.
 func (p *Panel) revokeToken(w http.ResponseWriter, r *http.Request, s *session) error {

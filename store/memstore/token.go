@@ -20,6 +20,7 @@ func cloneToken(t *vigil.Token) *vigil.Token {
 	c := *t
 	c.Recipients = slices.Clone(t.Recipients)
 	c.Kinds = slices.Clone(t.Kinds)
+	c.Repos = slices.Clone(t.Repos)
 	c.Secret = ""
 	c.CreatedAt, c.ExpiresAt, c.RevokedAt = ms(t.CreatedAt), ms(t.ExpiresAt), ms(t.RevokedAt)
 	return &c

@@ -11,7 +11,7 @@ import (
 )
 
 const (
-	tokenColumns = `id, hash, recipients, kinds, exec, created_at, expires_at, revoked_at`
+	tokenColumns = `id, hash, recipients, kinds, exec, created_at, expires_at, revoked_at, repos`
 	tokenByID    = `SELECT ` + tokenColumns + ` FROM tokens WHERE id = $1`
 )
 
@@ -21,11 +21,11 @@ func scanToken(r pgx.Row) (*vigil.Token, error) {
 	var (
 		t                vigil.Token
 		recipients       string
-		kinds            *string
+		kinds, repos     *string
 		created          int64
 		expires, revoked *int64
 	)
-	if err := r.Scan(&t.ID, &t.Hash, &recipients, &kinds, &t.Exec, &created, &expires, &revoked); err != nil {
+	if err := r.Scan(&t.ID, &t.Hash, &recipients, &kinds, &t.Exec, &created, &expires, &revoked, &repos); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(recipients), &t.Recipients); err != nil {
@@ -34,6 +34,11 @@ func scanToken(r pgx.Row) (*vigil.Token, error) {
 	var err error
 	if t.Kinds, err = decodeKinds(kinds); err != nil {
 		return nil, err
+	}
+	if repos != nil {
+		if err := json.Unmarshal([]byte(*repos), &t.Repos); err != nil {
+			return nil, err
+		}
 	}
 	t.CreatedAt, t.ExpiresAt, t.RevokedAt = time.UnixMilli(created).UTC(), msTime(expires), msTime(revoked)
 	return &t, nil
@@ -60,8 +65,14 @@ func (s *Store) TokenCreate(ctx context.Context, p vigil.TokenCreateParams) erro
 			return wrap("create token", err)
 		}
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO tokens (`+tokenColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		t.ID, t.Hash, string(recipients), kinds, t.Exec, t.CreatedAt.UnixMilli(), ms(t.ExpiresAt), ms(t.RevokedAt))
+	var repos *string
+	if len(t.Repos) > 0 {
+		if repos, err = jsonText(t.Repos); err != nil {
+			return wrap("create token", err)
+		}
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO tokens (`+tokenColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		t.ID, t.Hash, string(recipients), kinds, t.Exec, t.CreatedAt.UnixMilli(), ms(t.ExpiresAt), ms(t.RevokedAt), repos)
 	return wrap("create token", err)
 }
 

@@ -12,8 +12,8 @@ import (
 
 // Tokens are few and written rarely: their statements are not prepared.
 const (
-	tokenColumns = `id, hash, recipients, kinds, exec, created_at, expires_at, revoked_at`
-	tokenInsert  = `INSERT INTO tokens (` + tokenColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	tokenColumns = `id, hash, recipients, kinds, exec, created_at, expires_at, revoked_at, repos`
+	tokenInsert  = `INSERT INTO tokens (` + tokenColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	tokenByID    = `SELECT ` + tokenColumns + ` FROM tokens WHERE id = ?`
 	tokenByHash  = `SELECT ` + tokenColumns + ` FROM tokens WHERE hash = ?`
 	tokenAll     = `SELECT ` + tokenColumns + ` FROM tokens WHERE ? OR revoked_at IS NULL ORDER BY created_at, id`
@@ -40,12 +40,12 @@ func scanToken(r scanner) (*vigil.Token, error) {
 	var (
 		t                vigil.Token
 		recipients       string
-		kinds            sql.NullString
+		kinds, repos     sql.NullString
 		exec             bool
 		created          int64
 		expires, revoked sql.NullInt64
 	)
-	if err := r.Scan(&t.ID, &t.Hash, &recipients, &kinds, &exec, &created, &expires, &revoked); err != nil {
+	if err := r.Scan(&t.ID, &t.Hash, &recipients, &kinds, &exec, &created, &expires, &revoked, &repos); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(recipients), &t.Recipients); err != nil {
@@ -53,6 +53,11 @@ func scanToken(r scanner) (*vigil.Token, error) {
 	}
 	if kinds.Valid {
 		if err := json.Unmarshal([]byte(kinds.String), &t.Kinds); err != nil {
+			return nil, err
+		}
+	}
+	if repos.Valid {
+		if err := json.Unmarshal([]byte(repos.String), &t.Repos); err != nil {
 			return nil, err
 		}
 	}
@@ -76,9 +81,17 @@ func (s *Store) TokenCreate(ctx context.Context, p vigil.TokenCreateParams) erro
 		}
 		kinds = string(b)
 	}
+	var repos any
+	if len(t.Repos) > 0 {
+		b, err := json.Marshal(t.Repos)
+		if err != nil {
+			return wrap("create token", err)
+		}
+		repos = string(b)
+	}
 	return s.w.do(ctx, func(w *wtx) error {
 		_, err := w.conn.ExecContext(context.Background(), tokenInsert, t.ID, t.Hash, string(recipients), kinds, t.Exec,
-			t.CreatedAt.UnixMilli(), msOrNull(t.ExpiresAt), msOrNull(t.RevokedAt))
+			t.CreatedAt.UnixMilli(), msOrNull(t.ExpiresAt), msOrNull(t.RevokedAt), repos)
 		if err != nil {
 			return wrap("create token", err)
 		}

@@ -19,7 +19,7 @@ func testTokens(t *testing.T, newStore NewStoreFunc) {
 	ctx := context.Background()
 	s, reopen := newStore(t)
 	full := &vigil.Token{ID: "tok-1", Hash: vigil.HashToken("vgl_one"), Recipients: []string{"a", "b"},
-		Kinds: []vigil.Kind{vigil.KindHTTP, vigil.KindCommand}, Exec: true, CreatedAt: base,
+		Kinds: []vigil.Kind{vigil.KindHTTP, vigil.KindCommand}, Repos: []string{"github/acme/*", "gitlab/group/**"}, Exec: true, CreatedAt: base,
 		ExpiresAt: base.Add(720 * 3600e9), Secret: "vgl_one"}
 	if err := s.TokenCreate(ctx, vigil.TokenCreateParams{Token: full}); err != nil {
 		t.Fatalf("TokenCreate: %v", err)

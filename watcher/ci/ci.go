@@ -262,6 +262,16 @@ func resolveError(err error, s *spec) error {
 		Message: fmt.Sprintf("could not resolve %q to a commit now (%v); try again, or give the full 40-hex SHA", watcher.Clip(s.sha, 80), err)}
 }
 
+// Repository implements watcher.RepoNamer: the predicate's provider and
+// repo, "github/acme/api".
+func (w *Watcher) Repository(predicate json.RawMessage) (string, error) {
+	s, err := parse(predicate)
+	if err != nil {
+		return "", err
+	}
+	return forge.RepoPath(s.provider, s.repo), nil
+}
+
 // Admit refuses a watch on a provider the daemon has no URL for. It
 // reads no network.
 func (w *Watcher) Admit(_ context.Context, predicate json.RawMessage) error {

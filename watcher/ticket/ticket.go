@@ -163,6 +163,16 @@ func (*Watcher) Canonicalize(_ context.Context, raw json.RawMessage, _ time.Time
 	return watcher.Canonical{Predicate: b}, nil
 }
 
+// Repository implements watcher.RepoNamer: the predicate's provider and
+// repo, "github/acme/api".
+func (*Watcher) Repository(predicate json.RawMessage) (string, error) {
+	c, p, err := parse(predicate)
+	if err != nil {
+		return "", err
+	}
+	return forge.RepoPath(p, c.Repo), nil
+}
+
 // Admit refuses a watch on a provider the daemon has no URL for. It
 // reads no network.
 func (w *Watcher) Admit(_ context.Context, predicate json.RawMessage) error {

@@ -363,7 +363,13 @@ func newDispatcher(cfg Config, store vigil.Store, secrets []string, log *slog.Lo
 	policy := deliver.Policy{AllowExec: cfg.AllowExec, SMTP: cfg.Delivery.SMTP.Host != "", Guard: netguard.Guard{DenyPrivate: cfg.DenyPrivate}}
 	if policy.AllowExec {
 		chans[deliver.ChannelCommand] = command.New(command.Config{})
-		chans[deliver.ChannelResume] = command.NewResume(command.Config{})
+		var rc command.Config
+		if pg, ok := store.(*postgres.Store); ok {
+			// The resumes of one agent session wait for each other
+			// across the replicas, not only here.
+			rc.Turns = pg
+		}
+		chans[deliver.ChannelResume] = command.NewResume(rc)
 	}
 	if s := cfg.Delivery.SMTP; policy.SMTP {
 		chans[deliver.ChannelEmail] = email.New(email.Config{Host: s.Host, Port: s.port(), Username: s.User, Password: s.Password,

@@ -30,6 +30,21 @@ import (
 type Config struct {
 	// Runner runs the programs; its zero value uses the default kill grace.
 	Runner runner.Runner
+	// Turns, when set, makes the resumes of one session wait for each
+	// other across the daemons that share a database (the replicas on
+	// PostgreSQL), beside the turn Resume keeps in this process. Nil: in
+	// this process only (SQLite: one daemon).
+	Turns Turns
+}
+
+// Turns hands out the turns of agent sessions across daemons (on
+// PostgreSQL, postgres.Store.Turn).
+type Turns interface {
+	// Turn waits until this daemon holds the turn key names (one at a
+	// time among the daemons), or until ctx ends (its error), and returns
+	// what gives it up. A daemon that dies gives its turns up. waiting,
+	// when set, is called once when Turn starts to wait.
+	Turn(ctx context.Context, key string, waiting func()) (release func(), err error)
 }
 
 // Channel is the command deliver.Channel.
@@ -77,8 +92,45 @@ func sessionKey(o *deliver.ResumeOptions) string {
 
 // hold waits until no other run resumes the session key names and returns
 // what lets the next one go; ctx's error when it ends first, and
-// deliver.ErrStopping when stopping closes first (or has closed).
+// deliver.ErrStopping when stopping closes first (or has closed). With
+// Config.Turns it waits first for the runs of this process, then for
+// those of the other daemons: only one waiter by session asks the
+// database.
 func (c *Resume) hold(ctx context.Context, key string, stopping <-chan struct{}) (func(), error) {
+	local, err := c.holdHere(ctx, key, stopping)
+	if err != nil || c.cfg.Turns == nil {
+		return local, err
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-stopping:
+			cancel()
+		case <-tctx.Done():
+		}
+	}()
+	release, err := c.cfg.Turns.Turn(tctx, key, c.waiting)
+	if err != nil {
+		local()
+		select {
+		case <-stopping:
+			return nil, deliver.ErrStopping
+		default:
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		return nil, err
+	}
+	return func() {
+		release()
+		local()
+	}, nil
+}
+
+// holdHere is hold among the runs of this process.
+func (c *Resume) holdHere(ctx context.Context, key string, stopping <-chan struct{}) (func(), error) {
 	for {
 		select {
 		case <-stopping:

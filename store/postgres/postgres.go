@@ -146,6 +146,8 @@ type Store struct {
 	horizons horizons
 	// warm has the watches table analyzed early in its growth.
 	warm statsWarmer
+	// turns holds the resume turns taken here (Turn).
+	turns turns
 
 	closeOnce sync.Once
 }
@@ -221,6 +223,7 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	}
 	s.log = o.Logger.With("component", "store", "store", "postgres", "schema", s.schema)
 	s.channel = channelOf(s.schema)
+	s.turns.init(cfg.ConnConfig, s.log, s.schema)
 	h := fnv.New64a()
 	h.Write([]byte("vigil messages " + s.schema))
 	s.lockKey = int64(h.Sum64())
@@ -366,12 +369,14 @@ func SchemaVersion() int64 {
 	return v
 }
 
-// Close closes the pool, after the calls in flight return. Calls made after
+// Close closes the pool, after the calls in flight return, and the
+// connection of the resume turns (Turn), giving up those it holds. Calls made after
 // Close fail. Close is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.creates.close()
 		s.warm.stop()
+		s.turns.close()
 		s.pool.Close()
 		s.leasePool.Close()
 	})

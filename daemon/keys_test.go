@@ -248,7 +248,7 @@ func TestPostgresReplicaKeysLapsedPeer(t *testing.T) {
 	if err := refused(t, cfg); !strings.Contains(err.Error(), `signing keys differ from live replica "other"`) {
 		t.Fatalf("beside a live peer with other keys: %v", err)
 	}
-	pgtest.Exec(t, store, `UPDATE replicas SET lease_until = now() - interval '1 millisecond' WHERE id = 'other'`)
+	pgtest.Lapse(t, store, "other", time.Millisecond)
 	b := start(t, cfg)
 	if info, err := newClient(t, b).Daemon(t.Context()); err != nil || info.Role != "active" {
 		t.Fatalf("after the peer's lease lapsed: %+v, %v; want it serving", info, err)
@@ -330,6 +330,8 @@ func TestPostgresReplicaKeysAfterLapse(t *testing.T) {
 		if err := c.QueryRow(t.Context(), `UPDATE replicas SET lease_until = now() - interval '1 millisecond' WHERE id = 'replica-a' RETURNING now()`).Scan(&at); err != nil {
 			t.Fatal(err)
 		}
+		// A lease held as a session lapses when the session ends.
+		pgtest.Lapse(t, store, "replica-a", time.Millisecond)
 		return at
 	}
 	// join lapses replica-a's lease and records prints for replica,

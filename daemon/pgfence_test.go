@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/daemon"
 	"github.com/vigil-run/vigil/internal/pgtest"
 )
 
@@ -14,12 +15,15 @@ import (
 // watch; when the next heartbeat keeps the shard after all (here the lease
 // is made fresh again before it, as a renewal that committed just as the
 // lease lapsed would), the daemon arms the watch again instead of leaving
-// it pending with nobody to settle it.
+// it pending with nobody to settle it. A lease held as a session cannot
+// come back so (its session ended, the next heartbeat renews nothing): the
+// replica renews its lease as a row here, as on PostgreSQL 13.
 func TestPostgresRefusedSettlementArmedAgain(t *testing.T) {
 	t.Parallel()
 	url := pgStore(t)
 	cfg := testConfig(t.TempDir(), t.TempDir())
 	cfg.Store, cfg.Lease, cfg.LeaseRenew = url, 3*time.Second, time.Second
+	daemon.RenewLeasesAsRows(&cfg)
 	d := start(t, cfg)
 	if got := shardsOf(t, 64, newClient(t, d)); len(got[0]) != 64 {
 		t.Fatalf("one replica holds %d shards, want 64", len(got[0]))

@@ -28,7 +28,8 @@ func openStore(ctx context.Context, cfg Config, replica string, logger *slog.Log
 		lease, _ := cfg.leases()
 		// Every write is heard by the other daemons on the database (see
 		// pgEvents and shards, each with its Listen).
-		st, err := postgres.Open(ctx, cfg.Store, &postgres.Options{Logger: logger, Notify: true, Replica: replica, IdleTxTimeout: lease})
+		st, err := postgres.Open(ctx, cfg.Store, &postgres.Options{Logger: logger, Notify: true, Replica: replica, IdleTxTimeout: lease,
+			RenewedLeases: cfg.renewedLeases})
 		if err != nil {
 			return nil, fmt.Errorf("store: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -68,4 +69,18 @@ func Exec(t testing.TB, u, stmt string, args ...any) {
 	if _, err := c.Exec(ctx, stmt, args...); err != nil {
 		t.Fatalf("%s: %v", stmt, err)
 	}
+}
+
+// Lapse makes replica's lease lapse, as if it had been frozen past it:
+// its lease_until, which a lease renewed as a row lapses at, is set ago
+// into the past, and its lease session, if it has one (store/postgres,
+// schema 12), is ended the way the server ends a session idle past its
+// idle_session_timeout, its lock with it (pg_terminate_backend waits up to
+// 5 s for the backend to exit).
+func Lapse(t testing.TB, u, replica string, ago time.Duration) {
+	t.Helper()
+	Exec(t, u, `UPDATE replicas SET lease_until = now() - $2::interval WHERE id = $1`, replica, ago)
+	Exec(t, u, `SELECT pg_terminate_backend(l.pid, 5000) FROM pg_locks AS l
+		JOIN replicas AS r ON (l.classid::bigint << 32 | l.objid::bigint) = r.lock_key
+		WHERE r.id = $1 AND l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted`, replica)
 }

@@ -68,7 +68,7 @@ func (s *Store) RecordKeys(ctx context.Context, replica string, prints KeyPrints
 			WHERE k.start_until < now() - $1::interval AND NOT EXISTS (SELECT FROM replicas AS r WHERE r.id = k.replica)`, keysForget); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, peerKeysSQL, replica)
+		rows, err := tx.Query(ctx, peerKeysSQL, replica, window)
 		if err != nil {
 			return err
 		}
@@ -106,22 +106,27 @@ func (c *checkErr) Error() string { return c.err.Error() }
 
 // peerKeysSQL reads the fingerprints of the live replicas but $1 (see
 // RecordKeys), with when each was last heard of (PeerKeys.Seen, Silent,
-// Left).
-const peerKeysSQL = `SELECT k.replica, k.webhook, k.link, coalesce(k.settings, ''), v.seen,
+// Left); $2 is the lease.
+var peerKeysSQL = `WITH ` + locksSQL + `
+	SELECT k.replica, k.webhook, k.link, coalesce(k.settings, ''), v.seen,
 		extract(epoch FROM now() - v.seen)::float8, extract(epoch FROM v.until - now())::float8
-	FROM replica_keys AS k LEFT JOIN replicas AS r ON r.id = k.replica CROSS JOIN LATERAL (` + keysWindowSQL + `) AS v
+	FROM replica_keys AS k LEFT JOIN replicas AS r ON r.id = k.replica
+		CROSS JOIN LATERAL (` + keysWindow(`r.lock_key IN (SELECT key FROM locks)`, `$2::interval`) + `) AS v
 	WHERE k.replica <> $1 AND v.until > now()
 	ORDER BY k.replica`
 
-// keysWindowSQL says, of the replica of the row k of replica_keys joined
-// to its row r of replicas, when it was last heard of (seen) and until
-// when it counts as live for RecordKeys (until): its lease decides once
-// it has beaten since it recorded its fingerprints (its replicas row may
-// also be a previous run's under the same id, older than the recording),
-// its start window before. The heartbeat asks it of the replica itself
-// (Peers.Unchecked).
-const keysWindowSQL = `SELECT CASE WHEN r.seen_at >= k.recorded_at THEN r.seen_at ELSE k.recorded_at END AS seen,
-		CASE WHEN r.seen_at >= k.recorded_at THEN r.lease_until ELSE k.start_until END AS until`
+// keysWindow says, of the replica of the row k of replica_keys joined to
+// its row r of replicas, when it was last heard of (seen) and until when
+// it counts as live for RecordKeys (until): while its lease session lives
+// (the condition held: it holds its lease, schema 12), now and a lease
+// from now; otherwise its lease decides once it has beaten since it
+// recorded its fingerprints (its replicas row may also be a previous run's
+// under the same id, older than the recording), its start window before.
+// The heartbeat asks it of the replica itself (Peers.Unchecked).
+func keysWindow(held, lease string) string {
+	return `SELECT CASE WHEN ` + held + ` THEN now() WHEN r.seen_at >= k.recorded_at THEN r.seen_at ELSE k.recorded_at END AS seen,
+		CASE WHEN ` + held + ` THEN now() + ` + lease + ` WHEN r.seen_at >= k.recorded_at THEN r.lease_until ELSE k.start_until END AS until`
+}
 
 // seconds converts the database's seconds into a Duration.
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigil-run/vigil/internal/pgtest"
 	"github.com/vigil-run/vigil/store/postgres"
 )
 
@@ -74,7 +75,7 @@ func TestRecordKeys(t *testing.T) {
 	if seen, _ := record(t, s, "e", pb, nil); !slices.Contains(peerIDs(seen), "a") {
 		t.Fatalf("e's check saw %v, want a among them (its lease holds)", peerIDs(seen))
 	}
-	admin(t, u, `UPDATE replicas SET lease_until = now() - interval '1 millisecond' WHERE id = 'a'`)
+	pgtest.Lapse(t, u, "a", time.Millisecond)
 	if seen, _ := record(t, s, "f", pb, nil); slices.Contains(peerIDs(seen), "a") {
 		t.Fatalf("f's check saw %v, want a left out: its lease lapsed", peerIDs(seen))
 	}
@@ -186,7 +187,7 @@ func TestHeartbeatUnchecked(t *testing.T) {
 	if unchecked("a") {
 		t.Fatal("a replica beating within its lease: Unchecked, want not")
 	}
-	admin(t, u, `UPDATE replicas SET lease_until = now() - interval '1 millisecond' WHERE id = 'a'`)
+	pgtest.Lapse(t, u, "a", time.Millisecond)
 	if !unchecked("a") {
 		t.Fatal("the first heartbeat after a lapse: not Unchecked")
 	}
@@ -207,10 +208,31 @@ func TestHeartbeatUnchecked(t *testing.T) {
 // TestRecordKeysSeen: a check sees when each live peer was last heard of,
 // by the database's clock: its recording until it beats, its last
 // heartbeat after; how long ago that was, and how long it goes on counting
-// as live without another (its start window, then its lease).
+// as live without another (its start window, then its lease). With its
+// lease a session (SessionLeases), a peer whose session lives was heard of
+// now and counts for a lease from now; the rest is the lease renewed as a
+// row (Options.RenewedLeases, a server before PostgreSQL 14, or a
+// replica of an older build).
 func TestRecordKeysSeen(t *testing.T) {
 	u := newSchema(t)
-	s := open(t, u)
+	ls := open(t, u)
+	defer ls.Close()
+	if ls.SessionLeases() {
+		prints := postgres.KeyPrints{Webhook: []string{"aaaa000000000001"}, Link: "1111000000000000"}
+		record(t, ls, "a", prints, nil)
+		beat(t, ls, "a", nil)
+		admin(t, u, `UPDATE replicas SET lease_until = lease_until - interval '2 minutes' WHERE id = 'a'`)
+		seen, err := record(t, ls, "b", prints, nil)
+		if err != nil || len(seen) != 1 || seen[0].Silent > time.Second || seen[0].Left < 59*time.Second {
+			t.Fatalf("b's check saw %+v (%v), want a, heard of now, live for its lease", seen, err)
+		}
+		pgtest.Lapse(t, u, "a", time.Millisecond)
+		if seen, err := record(t, ls, "b", prints, nil); err != nil || len(seen) != 0 {
+			t.Fatalf("b's check after a's session ended saw %+v (%v), want nobody", seen, err)
+		}
+	}
+	u = newSchema(t)
+	s := openWith(t, u, &postgres.Options{MaxConns: 4, RenewedLeases: true})
 	defer s.Close()
 	prints := postgres.KeyPrints{Webhook: []string{"aaaa000000000001"}, Link: "1111000000000000"}
 	peer := func() postgres.PeerKeys {

@@ -94,6 +94,11 @@ type Options struct {
 	// which would keep the takeover of its shards waiting. Set it to the
 	// lease duration.
 	IdleTxTimeout time.Duration
+	// RenewedLeases makes the replicas' leases renewed rows, as before
+	// schema 12, even on a server that could hold them as sessions
+	// (SessionLeases): a replica then writes its row at every renewal and
+	// acts as one of an older build. For tests of a mixed fleet.
+	RenewedLeases bool
 }
 
 // leasePingIdle is how long a connection of the lease pool may sit idle
@@ -144,6 +149,9 @@ type Store struct {
 	raced atomic.Int64
 	// horizons holds each replica's last horizon reading (Heartbeat).
 	horizons horizons
+	// sessionLeases is SessionLeases; sessions holds the lease sessions.
+	sessionLeases bool
+	sessions      sessions
 	// warm has the watches table analyzed early in its growth.
 	warm statsWarmer
 	// turns holds the resume turns taken here (Turn).
@@ -240,6 +248,12 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: max_connections %q is not a number", maxConns)
 	}
 	s.margin *= maxGroup
+	var version int64
+	if err := pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::bigint`).Scan(&version); err != nil {
+		s.Close()
+		return nil, wrap("read the server's version", err)
+	}
+	s.sessionLeases = version >= sessionMinVersion && !o.RenewedLeases
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -377,6 +391,7 @@ func (s *Store) Close() error {
 		s.creates.close()
 		s.warm.stop()
 		s.turns.close()
+		s.sessions.endAll()
 		s.pool.Close()
 		s.leasePool.Close()
 	})

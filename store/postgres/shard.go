@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -215,9 +216,16 @@ func (s *Store) fenceShards(ctx context.Context, tx pgx.Tx, f *fence, shards []i
 }
 
 // fenceSQL is the fence: $1 the shards, $2 their epochs, $3 the owner.
+//
+// The owner's lease holds while its lease_until has not passed or, for
+// a replica whose lease is its session (schema 12), while that session
+// holds its lock: the write asks for the lock shared, which it gets only
+// when no session holds it (and then keeps until it ends, so a new
+// session of the owner waits for it).
 const fenceSQL = `SELECT l.shard FROM leases AS l
 	JOIN unnest($1::smallint[], $2::bigint[]) AS f(shard, epoch) ON l.shard = f.shard AND l.epoch = f.epoch
-	WHERE l.owner = $3 AND EXISTS (SELECT FROM replicas AS r WHERE r.id = $3 AND r.lease_until > clock_timestamp())
+	WHERE l.owner = $3 AND EXISTS (SELECT FROM replicas AS r WHERE r.id = $3
+		AND (r.lease_until > clock_timestamp() OR (r.lock_key IS NOT NULL AND NOT pg_try_advisory_xact_lock_shared(r.lock_key))))
 	ORDER BY l.shard FOR SHARE OF l`
 
 // readShards reads the shard count recorded at the database's creation
@@ -303,8 +311,24 @@ func (s *Store) Heartbeat(ctx context.Context, hp HeartbeatParams) (Peers, error
 		horizon   *time.Time
 		more      *time.Time
 	)
-	err := s.leasePool.QueryRow(ctx, heartbeatSQL, hp.Replica, shards, epochs, hp.Lease, hp.Live,
-		s.Channel(), rebalancePayload, since, limit).Scan(&p.Joined, &p.Live, &owners, &counts, &p.Free, &next, &rs, &re, &p.Now, &p.Pending, &more, &recovered, &told, &p.Unchecked, &horizon)
+	beat := func(db interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}, key *int64, fresh bool) error {
+		return db.QueryRow(ctx, heartbeatSQL, hp.Replica, shards, epochs, hp.Lease, hp.Live,
+			s.Channel(), rebalancePayload, since, limit, key, fresh).Scan(&p.Joined, &p.Live, &owners, &counts, &p.Free, &next, &rs, &re, &p.Now, &p.Pending, &more, &recovered, &told, &p.Unchecked, &horizon)
+	}
+	var err error
+	if s.sessionLeases {
+		err = s.onSession(ctx, hp.Replica, hp.Lease, func(conn *pgx.Conn, fresh bool) error {
+			key := s.sessionKey(hp.Replica)
+			return beat(conn, &key, fresh)
+		})
+	} else {
+		err = beat(s.leasePool, nil, false)
+	}
+	if errors.Is(err, ErrReplicaTaken) {
+		return Peers{}, err
+	}
 	if err != nil {
 		return Peers{}, wrap("heartbeat", err)
 	}
@@ -456,15 +480,23 @@ type Peers struct {
 // forgotten finds its writes fenced, and its shards lost, as after any
 // lapse), and whatever commits durably afterwards (a settlement that read
 // a renewal through the fence) flushes the WAL that holds it first.
-const heartbeatSQL = `WITH prev AS (
-		SELECT coalesce(bool_or(lease_until > now()), false) AS valid FROM replicas WHERE id = $1),
+var heartbeatSQL = `WITH ` + locksSQL + `,
+	prev AS (
+		SELECT coalesce(bool_or(lease_until > now() OR ($10::bigint IS NOT NULL AND NOT $11 AND lock_key = $10)), false) AS valid
+		FROM replicas WHERE id = $1),
 	checked AS (
 		SELECT EXISTS (SELECT FROM replica_keys AS k LEFT JOIN replicas AS r ON r.id = k.replica
-			CROSS JOIN LATERAL (` + keysWindowSQL + `) AS v WHERE k.replica = $1 AND v.until > now()) AS live),
+			CROSS JOIN LATERAL (` + keysWindow(`$10::bigint IS NOT NULL AND NOT $11`, `$4::interval`) + `) AS v
+			WHERE k.replica = $1 AND v.until > now()) AS live),
+	older AS (SELECT EXISTS (SELECT FROM replicas WHERE lock_key IS NULL AND id <> $1) AS found),
 	me AS (
-		INSERT INTO replicas (id, seen_at, started_at, lease_until)
-		SELECT $1, now(), now(), now() + $4::interval FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
-		ON CONFLICT (id) DO UPDATE SET seen_at = now(), lease_until = now() + $4::interval
+		INSERT INTO replicas (id, seen_at, started_at, lease_until, lock_key)
+		SELECT $1, now(), now(), CASE WHEN $10::bigint IS NULL OR (SELECT found FROM older) THEN now() + $4::interval ELSE now() END, $10
+		FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
+		WHERE $10::bigint IS NULL OR $11 OR (SELECT found FROM older)
+			OR NOT EXISTS (SELECT FROM replicas AS r WHERE r.id = $1 AND r.lock_key = $10
+				AND NOT EXISTS (SELECT FROM replica_keys AS k WHERE k.replica = $1 AND k.recorded_at > r.seen_at))
+		ON CONFLICT (id) DO UPDATE SET seen_at = now(), lease_until = EXCLUDED.lease_until, lock_key = EXCLUDED.lock_key, lost_at = NULL
 		RETURNING xmax = 0 AS joined),
 	renewed AS (
 		SELECT l.shard, l.epoch FROM leases AS l
@@ -476,19 +508,25 @@ const heartbeatSQL = `WITH prev AS (
 		RETURNING l.shard),
 	lapsed AS (
 		UPDATE lease_expiry AS x SET expires_at = now() FROM freed WHERE x.shard = freed.shard),
-	told AS (SELECT pg_notify($6, $7) FROM me WHERE me.joined OR EXISTS (SELECT FROM freed)),
+	told AS (SELECT pg_notify($6, $7) WHERE (SELECT coalesce(bool_or(joined), false) FROM me) OR EXISTS (SELECT FROM freed)),
 	compat AS (
 		UPDATE lease_expiry AS x SET expires_at = now() + $4::interval FROM renewed
 		WHERE x.shard = renewed.shard
 			AND EXISTS (SELECT FROM replicas WHERE lease_until IS NULL AND seen_at > now() - $5::interval)),
+	lost AS (
+		UPDATE replicas SET lost_at = now()
+		WHERE lock_key IS NOT NULL AND lost_at IS NULL AND id <> $1 AND NOT lock_key IN (SELECT key FROM locks)
+			AND seen_at >= now() - $5::interval * 100),
 	gone AS (
-		DELETE FROM replicas WHERE seen_at < now() - $5::interval * 100 AND id <> $1),
-	live AS (SELECT id FROM replicas WHERE seen_at > now() - $5::interval UNION SELECT $1),
+		DELETE FROM replicas WHERE seen_at < now() - $5::interval * 100 AND id <> $1
+			AND NOT coalesce(lock_key IN (SELECT key FROM locks), false)),
+	live AS (SELECT id FROM replicas WHERE (lock_key IS NULL AND seen_at > now() - $5::interval) OR lock_key IN (SELECT key FROM locks) UNION SELECT $1),
 	holding AS (
-		SELECT l.owner, coalesce(r.lease_until, x.expires_at) AS until,
+		SELECT l.owner, u.until,
 			CASE WHEN l.owner = $1 THEN EXISTS (SELECT FROM renewed WHERE renewed.shard = l.shard)
-				ELSE coalesce(r.lease_until, x.expires_at) > now() END AS held
-		FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard LEFT JOIN replicas AS r ON r.id = l.owner),
+				ELSE u.until > now() END AS held
+		FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard LEFT JOIN replicas AS r ON r.id = l.owner
+			CROSS JOIN LATERAL (SELECT ` + untilSQL(`$4::interval`) + ` AS until) AS u),
 	owners AS (
 		SELECT owner, count(*) AS held FROM holding WHERE held AND owner IS NOT NULL GROUP BY owner),
 	pending AS (
@@ -537,10 +575,11 @@ func (s *Store) Acquire(ctx context.Context, replica string, n int, lease, lapse
 	if n <= 0 {
 		return nil, nil
 	}
-	rows, err := s.leasePool.Query(ctx, `WITH pick AS (
+	rows, err := s.leasePool.Query(ctx, `WITH `+locksSQL+`,
+		pick AS (
 			SELECT l.shard FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard LEFT JOIN replicas AS r ON r.id = l.owner
-			WHERE coalesce(r.lease_until, x.expires_at) <= now() - $3::interval
-				AND EXISTS (SELECT FROM replicas WHERE id = $1 AND lease_until > now())
+			WHERE `+untilSQL(`$2::interval`)+` <= now() - $3::interval
+				AND EXISTS (SELECT FROM replicas WHERE id = $1 AND (lease_until > now() OR lock_key IN (SELECT key FROM locks)))
 			ORDER BY l.shard LIMIT $4 FOR UPDATE OF l SKIP LOCKED),
 		took AS (UPDATE leases SET owner = $1, epoch = leases.epoch + 1 FROM pick WHERE leases.shard = pick.shard
 			RETURNING leases.shard, leases.epoch),
@@ -577,7 +616,7 @@ func (s *Store) Release(ctx context.Context, replica string, held []Lease) error
 // that stops says so, and the others take its shards at once rather than
 // after its leases lapse.
 func (s *Store) Leave(ctx context.Context, replica string) error {
-	return wrap("leave", s.leaseWrite(ctx, func(tx pgx.Tx) error {
+	err := s.leaseWrite(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `WITH rel AS (UPDATE leases SET owner = NULL WHERE shard IN (
 				SELECT shard FROM leases WHERE owner = $1 ORDER BY shard FOR UPDATE) RETURNING shard)
 			UPDATE lease_expiry SET expires_at = now() FROM rel WHERE lease_expiry.shard = rel.shard`, replica); err != nil {
@@ -590,13 +629,18 @@ func (s *Store) Leave(ctx context.Context, replica string) error {
 			return err
 		}
 		return s.notifyNow(ctx, tx, Event{Kind: EventRebalance})
-	}))
+	})
+	// Its lease session ends too, its lock with it, whatever the
+	// transaction did: a replica that leaves holds nothing.
+	s.sessions.end(replica)
+	return wrap("leave", err)
 }
 
 // ShardLeases returns every shard's lease as the database has it, for
 // status pages and tests.
 func (s *Store) ShardLeases(ctx context.Context) ([]LeaseRow, error) {
-	rows, err := s.leasePool.Query(ctx, `SELECT l.shard, coalesce(l.owner, ''), l.epoch, coalesce(r.lease_until, x.expires_at) > now()
+	rows, err := s.leasePool.Query(ctx, `WITH `+locksSQL+`
+		SELECT l.shard, coalesce(l.owner, ''), l.epoch, `+untilSQL(`interval '1 second'`)+` > now()
 		FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard LEFT JOIN replicas AS r ON r.id = l.owner ORDER BY l.shard`)
 	if err != nil {
 		return nil, wrap("read leases", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/pgtest"
 	"github.com/vigil-run/vigil/store/postgres"
 )
 
@@ -153,7 +154,7 @@ func TestFencing(t *testing.T) {
 	}
 	// a's lease lapses (by the database's clock): a can no longer settle
 	// a watch of any shard it held, nor renew them.
-	admin(t, u, `UPDATE replicas SET lease_until = now() - interval '1 second' WHERE id = 'a'`)
+	pgtest.Lapse(t, u, "a", time.Second)
 	if settle(a, w1) {
 		t.Fatal("a settled a watch of a shard whose lease lapsed")
 	}
@@ -259,7 +260,7 @@ func TestFenceLapsedLease(t *testing.T) {
 	if !settle(w1) {
 		t.Fatal("the holder could not settle on its lease")
 	}
-	admin(t, u, `UPDATE replicas SET lease_until = now() - interval '1 millisecond' WHERE id = 'a'`)
+	pgtest.Lapse(t, u, "a", time.Millisecond)
 	if settle(w2) {
 		t.Fatal("a settled a watch on a lease that lapsed")
 	}
@@ -286,13 +287,14 @@ func TestFenceLapsedLease(t *testing.T) {
 	}
 }
 
-// TestHeartbeatWritesOneRow: in the steady state a renewal writes one
-// row, the replica's own (counted by the rows whose xmin is the
-// heartbeat's transaction), whatever the number of shards it holds; while
-// a replica of an older build (no lease_until) is live it also renews its
-// shards' lease_expiry rows, which that replica reads.
+// TestHeartbeatWritesOneRow: with its lease renewed as a row (a server
+// before PostgreSQL 14, or Options.RenewedLeases), in the steady state a
+// renewal writes one row, the replica's own (counted by the rows whose
+// xmin is the heartbeat's transaction), whatever the number of shards it
+// holds; while a replica of an older build (no lease_until) is live it
+// also renews its shards' lease_expiry rows, which that replica reads.
 func TestHeartbeatWritesOneRow(t *testing.T) {
-	u, a, la := holding(t, 21)
+	u, a, la := holdingWith(t, 21, &postgres.Options{MaxConns: 4, Replica: "a", RenewedLeases: true})
 	ctx := t.Context()
 	written := func() int {
 		t.Helper()
@@ -514,7 +516,9 @@ func TestHeartbeatHorizon(t *testing.T) {
 // that snapshot, the writer is not among the snapshot's transactions in
 // progress either: xip lists only ids below the latest that ended.)
 func TestHeartbeatHorizonRace(t *testing.T) {
-	u, s, held := holding(t, 64)
+	// Its heartbeat must write a's row to wait for the lock below: a
+	// lease renewed as a row.
+	u, s, held := holdingWith(t, 64, &postgres.Options{MaxConns: 4, Replica: "a", RenewedLeases: true})
 	ctx := t.Context()
 	connect := func() *pgx.Conn {
 		t.Helper()
@@ -605,7 +609,10 @@ func TestHeartbeatHorizonRace(t *testing.T) {
 // (zero: the repair scan falls back to its fixed margin), even with that
 // session idle; a superuser's heartbeat, seeing every session, gives one.
 func TestHeartbeatHorizonHidden(t *testing.T) {
-	u, _, held := holding(t, 4)
+	u, hs, held := holding(t, 4)
+	// Another store beats as a below: this one's lease session, which
+	// holds a's lock, ends.
+	hs.Close()
 	ctx := t.Context()
 	pu, err := url.Parse(u)
 	if err != nil {
@@ -660,8 +667,14 @@ func TestHeartbeatHorizonHidden(t *testing.T) {
 // the test.
 func holding(t *testing.T, n int) (string, *postgres.Store, []postgres.Lease) {
 	t.Helper()
+	return holdingWith(t, n, &postgres.Options{MaxConns: 4, Replica: "a"})
+}
+
+// holdingWith is holding, the store opened with o.
+func holdingWith(t *testing.T, n int, o *postgres.Options) (string, *postgres.Store, []postgres.Lease) {
+	t.Helper()
 	u := newSchema(t)
-	s := openWith(t, u, &postgres.Options{MaxConns: 4, Replica: "a"})
+	s := openWith(t, u, o)
 	t.Cleanup(func() { s.Close() })
 	beat(t, s, "a", nil)
 	held, err := s.Acquire(t.Context(), "a", n, time.Minute, 0)
@@ -826,7 +839,7 @@ func TestFenceRefusalsAreKept(t *testing.T) {
 	if got := a.Refused(); len(got) != 0 {
 		t.Fatalf("Refused after a settlement that won = %v, want none", got)
 	}
-	admin(t, u, `UPDATE replicas SET lease_until = now() - interval '1 millisecond' WHERE id = 'a'`)
+	pgtest.Lapse(t, u, "a", time.Millisecond)
 	if won := settle(w2, w3); won[0] || won[1] {
 		t.Fatalf("settled on a lease that lapsed: %v", won)
 	}
@@ -866,7 +879,7 @@ func TestAnsweredOnStaleFenceTellsHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	// a's lease lapses; b takes shard 1 over. a's fence still names it.
-	admin(t, u, `UPDATE replicas SET lease_until = now() - interval '1 second' WHERE id = 'a'`)
+	pgtest.Lapse(t, u, "a", time.Second)
 	lb, err := b.Acquire(ctx, "b", 1, time.Minute, 0)
 	if err != nil || len(lb) != 1 || lb[0].Shard != 0 && lb[0].Shard != 1 {
 		t.Fatalf("b acquires %v, %v", lb, err)
@@ -902,5 +915,172 @@ func TestAnsweredOnStaleFenceTellsHolder(t *testing.T) {
 		if ev.Kind == postgres.EventCheck && ev.WatchID == "w-marker" {
 			t.Fatal("the holder was not told of the completion settled for its shard on a replica whose lease lapsed: nobody delivers it")
 		}
+	}
+}
+
+// sessionStore skips t on a server whose replicas' leases cannot be
+// sessions (before PostgreSQL 14).
+func sessionStore(t *testing.T, s *postgres.Store) {
+	t.Helper()
+	if !s.SessionLeases() {
+		t.Skip("the server has no idle_session_timeout: leases are renewed rows")
+	}
+}
+
+// TestIdleHeartbeatWritesNothing: with its lease a database session, a
+// replica's first heartbeat writes its row and the next ones write
+// nothing (no row of replicas, leases or lease_expiry changes): the lease holds
+// because the session lives. While a row of a replica of an older build
+// (no lock_key) is there, each heartbeat renews lease_until again, which
+// that replica reads.
+func TestIdleHeartbeatWritesNothing(t *testing.T) {
+	u, a, la := holding(t, 21)
+	sessionStore(t, a)
+	ctx := t.Context()
+	xmins := func() string {
+		t.Helper()
+		var x string
+		if err := a.Pool().QueryRow(ctx, `SELECT (SELECT string_agg(xmin::text, ',' ORDER BY id) FROM replicas)
+			|| '/' || (SELECT string_agg(xmin::text, ',' ORDER BY shard) FROM leases)
+			|| '/' || (SELECT string_agg(xmin::text, ',' ORDER BY shard) FROM lease_expiry)`).Scan(&x); err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	before := xmins()
+	for range 5 {
+		if p := beat(t, a, "a", la); len(p.Renewed) != 21 || p.Joined {
+			t.Fatalf("a renews %d (joined %v), want 21", len(p.Renewed), p.Joined)
+		}
+	}
+	if after := xmins(); after != before {
+		t.Fatalf("idle heartbeats rewrote rows: xmins %s, then %s", before, after)
+	}
+	var until time.Time
+	if err := a.Pool().QueryRow(ctx, `SELECT lease_until FROM replicas WHERE id = 'a'`).Scan(&until); err != nil {
+		t.Fatal(err)
+	}
+	admin(t, u, `INSERT INTO replicas (id, seen_at, started_at, lease_until) VALUES ('old', now(), now(), now() + interval '1 minute')`)
+	beat(t, a, "a", la)
+	var renewed time.Time
+	if err := a.Pool().QueryRow(ctx, `SELECT lease_until FROM replicas WHERE id = 'a'`).Scan(&renewed); err != nil {
+		t.Fatal(err)
+	}
+	if !renewed.After(until) {
+		t.Fatalf("beside a replica of an older build a's lease_until stayed %v: want it renewed, for that replica to see a live", until)
+	}
+}
+
+// TestSessionLease: a replica's lease is its session. Another store
+// cannot beat as the same replica while it lives (ErrReplicaTaken). Once
+// the session ends (the server ends it, as it ends one idle past the
+// lease, or the process died) the lease has lapsed at once, whatever its
+// lease_until said before: the holder's fenced writes are refused, another
+// replica's heartbeat counts its shards free and takes them without
+// waiting for a lease, and the holder's next heartbeat, on a new session,
+// renews none of them and says it must compare its keys again.
+func TestSessionLease(t *testing.T) {
+	u, a, la := holding(t, 64)
+	sessionStore(t, a)
+	ctx := t.Context()
+	a.SetFence("a", la)
+	// a recorded its keys, and its start window is over: it counts as
+	// live for the keys' check by its session alone.
+	record(t, a, "a", postgres.KeyPrints{Webhook: []string{"aaaa000000000001"}, Link: "1111000000000000"}, nil)
+	admin(t, u, `UPDATE replica_keys SET start_until = now() - interval '1 millisecond' WHERE replica = 'a'`)
+	if p := beat(t, a, "a", la); p.Unchecked || len(p.Renewed) != 64 {
+		t.Fatalf("a's heartbeat on its session = %+v; want its 64 renewed, not Unchecked", p)
+	}
+	twin := openWith(t, u, &postgres.Options{MaxConns: 2, Replica: "a"})
+	defer twin.Close()
+	if _, err := twin.Heartbeat(ctx, postgres.HeartbeatParams{Replica: "a", Live: time.Minute, Lease: time.Minute}); !errors.Is(err, postgres.ErrReplicaTaken) {
+		t.Fatalf("a second process beating as a: %v, want ErrReplicaTaken", err)
+	}
+	b := openWith(t, u, &postgres.Options{MaxConns: 2, Replica: "b"})
+	defer b.Close()
+	if p := beat(t, b, "b", nil); p.Free != 0 || p.Held["a"] != 64 || !slices.Contains(p.Live, "a") {
+		t.Fatalf("b's heartbeat with a's session alive = %+v; want a live, holding 64, none free", p)
+	}
+	if got, err := b.Acquire(ctx, "b", 64, time.Minute, 0); err != nil || len(got) != 0 {
+		t.Fatalf("b acquired %v (%v) of a live replica's shards", got, err)
+	}
+	w, w2 := inShard(t, 5, "five"), inShard(t, 6, "six")
+	for _, w := range []*vigil.Watch{w, w2} {
+		if _, err := a.WatchCreate(ctx, vigil.WatchCreateParams{Watch: w}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle := func(w *vigil.Watch) bool {
+		t.Helper()
+		now := time.Now()
+		won, err := a.WatchSettle(ctx, []vigil.WatchSettleParams{{ID: w.ID, State: vigil.StateFired, SettledAt: now,
+			Outcome: &vigil.Outcome{State: vigil.StateFired}, Message: &vigil.Message{ID: "m-" + w.ID, Text: "fired", CreatedAt: now}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return won[0]
+	}
+	// Its lease_until (written at its first beat) long past, a holds its
+	// lease by its session: it settles.
+	admin(t, u, `UPDATE replicas SET lease_until = now() - interval '1 hour' WHERE id = 'a'`)
+	if !settle(w) {
+		t.Fatal("a could not settle on its live session with its lease_until past")
+	}
+	// a's session ends.
+	admin(t, u, `SELECT pg_terminate_backend(l.pid, 5000) FROM pg_locks AS l JOIN replicas AS r ON (l.classid::bigint << 32 | l.objid::bigint) = r.lock_key
+		WHERE r.id = 'a' AND l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted`)
+	if settle(w2) {
+		t.Fatal("a settled on a lease whose session ended")
+	}
+	p := beat(t, b, "b", nil)
+	if p.Free != 64 || slices.Contains(p.Live, "a") {
+		t.Fatalf("b's heartbeat after a's session ended = %+v; want a not live, its 64 free", p)
+	}
+	got, err := b.Acquire(ctx, "b", 64, time.Minute, 0)
+	if err != nil || len(got) != 64 {
+		t.Fatalf("b acquired %d (%v), want a's 64 at once", len(got), err)
+	}
+	q := beat(t, a, "a", la)
+	if len(q.Renewed) != 0 || !q.Unchecked {
+		t.Fatalf("a's heartbeat on a new session = %+v; want nothing renewed, Unchecked", q)
+	}
+	if q := beat(t, a, "a", nil); q.Unchecked || q.Held["b"] != 64 || q.Free != 0 {
+		t.Fatalf("a's next heartbeat = %+v; want b holding 64", q)
+	}
+}
+
+// TestSessionLeaseIdleTimeout: a replica that stops beating (frozen, or
+// cut off) loses its lease when the server ends its session, idle past the
+// lease (idle_session_timeout), without anyone writing anything.
+func TestSessionLeaseIdleTimeout(t *testing.T) {
+	u := newSchema(t)
+	a := openWith(t, u, &postgres.Options{MaxConns: 2, Replica: "a"})
+	defer a.Close()
+	sessionStore(t, a)
+	ctx := t.Context()
+	if _, err := a.Heartbeat(ctx, postgres.HeartbeatParams{Replica: "a", Live: time.Second, Lease: 300 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	// The server ends the session 300 ms after its last statement: wait
+	// for it (the server's timer, not this test's), up to 10 s.
+	held := true
+	for deadline := time.Now().Add(10 * time.Second); held && time.Now().Before(deadline); {
+		if err := a.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_locks AS l JOIN replicas AS r ON (l.classid::bigint << 32 | l.objid::bigint) = r.lock_key
+			WHERE r.id = 'a' AND l.locktype = 'advisory' AND l.granted)`).Scan(&held); err != nil {
+			t.Fatal(err)
+		}
+		if held {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if held {
+		t.Fatal("a's lease session, idle past its lease, still holds its lock after 10 s")
+	}
+	p, err := a.Heartbeat(ctx, postgres.HeartbeatParams{Replica: "a", Live: time.Second, Lease: time.Minute})
+	if err != nil {
+		t.Fatalf("the heartbeat after the server ended the session: %v, want one on a new session", err)
+	}
+	if !p.Unchecked {
+		t.Fatalf("the heartbeat after the lapse = %+v; want Unchecked", p)
 	}
 }

@@ -118,7 +118,7 @@ var peerKeysSQL = `WITH ` + locksSQL + `
 // keysWindow says, of the replica of the row k of replica_keys joined to
 // its row r of replicas, when it was last heard of (seen) and until when
 // it counts as live for RecordKeys (until): while its lease session lives
-// (the condition held: it holds its lease, schema 12), now and a lease
+// (the condition held: it holds its lease, schema 13), now and a lease
 // from now; otherwise its lease decides once it has beaten since it
 // recorded its fingerprints (its replicas row may also be a previous run's
 // under the same id, older than the recording), its start window before.

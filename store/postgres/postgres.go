@@ -95,7 +95,7 @@ type Options struct {
 	// lease duration.
 	IdleTxTimeout time.Duration
 	// RenewedLeases makes the replicas' leases renewed rows, as before
-	// schema 12, even on a server that could hold them as sessions
+	// schema 13, even on a server that could hold them as sessions
 	// (SessionLeases): a replica then writes its row at every renewal and
 	// acts as one of an older build. For tests of a mixed fleet.
 	RenewedLeases bool

@@ -13,7 +13,7 @@ import (
 	"github.com/vigil-run/vigil"
 )
 
-// A replica's lease is its database session (schema 12): on a server with
+// A replica's lease is its database session (schema 13): on a server with
 // idle_session_timeout (PostgreSQL 14 and later) each replica holds a
 // session-level advisory lock, keyed by its id and the schema, on a
 // connection of its own whose idle_session_timeout is the lease. The lease
@@ -122,7 +122,7 @@ func (s *Store) sessionKey(replica string) int64 {
 }
 
 // SessionLeases reports whether this store holds replicas' leases as
-// database sessions (schema 12, a server with idle_session_timeout, and
+// database sessions (schema 13, a server with idle_session_timeout, and
 // Options.RenewedLeases not set); otherwise each renewal rewrites the
 // replica's row, as before.
 func (s *Store) SessionLeases() bool { return s.sessionLeases }

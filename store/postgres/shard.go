@@ -218,7 +218,7 @@ func (s *Store) fenceShards(ctx context.Context, tx pgx.Tx, f *fence, shards []i
 // fenceSQL is the fence: $1 the shards, $2 their epochs, $3 the owner.
 //
 // The owner's lease holds while its lease_until has not passed or, for
-// a replica whose lease is its session (schema 12), while that session
+// a replica whose lease is its session (schema 13), while that session
 // holds its lock: the write asks for the lock shared, which it gets only
 // when no session holds it (and then keeps until it ends, so a new
 // session of the owner waits for it).

@@ -1,7 +1,7 @@
--- Schema 12 of the vigil PostgreSQL store: a replica's lease is its
+-- Schema 13 of the vigil PostgreSQL store: a replica's lease is its
 -- database session (issue #16, the idle cost of replicas).
 --
--- Until schema 11 a replica renewed its lease by rewriting its replicas
+-- Until schema 12 a replica renewed its lease by rewriting its replicas
 -- row (lease_until) every few seconds: a row and a commit per renewal,
 -- 36 a minute for three idle replicas. From this schema a replica of a
 -- server that has idle_session_timeout (PostgreSQL 14 and later) holds a

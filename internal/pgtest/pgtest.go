@@ -74,7 +74,7 @@ func Exec(t testing.TB, u, stmt string, args ...any) {
 // Lapse makes replica's lease lapse, as if it had been frozen past it:
 // its lease_until, which a lease renewed as a row lapses at, is set ago
 // into the past, and its lease session, if it has one (store/postgres,
-// schema 12), is ended the way the server ends a session idle past its
+// schema 13), is ended the way the server ends a session idle past its
 // idle_session_timeout, its lock with it (pg_terminate_backend waits up to
 // 5 s for the backend to exit).
 func Lapse(t testing.TB, u, replica string, ago time.Duration) {

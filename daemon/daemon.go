@@ -222,10 +222,12 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	if err != nil {
 		return nil, err
 	}
-	prints, err := keyFingerprints(secrets, linkKey, cfg.Delivery)
+	keyPrints, err := keyFingerprints(secrets, linkKey, cfg.Delivery)
 	if err != nil {
 		return nil, err
 	}
+	// With those of the rest of the settings every replica must share.
+	prints := replicaPrints{KeyFingerprints: keyPrints, Shared: sharedFingerprints(cfg)}
 	// keys compares them and records them: at the start, and again
 	// after a lapse of the replica's lease (shards.rejoin).
 	keys := func(ctx context.Context) error { return checkKeys(ctx, pg, cfg, replica, prints, logger, false) }
@@ -281,7 +283,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 	})
 
 	d := &Daemon{cfg: cfg, log: logger, token: token, store: st, ln: ln, lock: lock, dbLock: dbLock, kinds: reg.Kinds(), primed: make(chan struct{}), stopped: make(chan struct{}),
-		sched: sched, watchers: reg.Watchers(), fs: fs, forges: forges, replica: replica, started: time.Now(), keys: prints,
+		sched: sched, watchers: reg.Watchers(), fs: fs, forges: forges, replica: replica, started: time.Now(), keys: keyPrints,
 		checked: checkedStore(st), storeOK: newStoreCheck(st), drainWait: time.After}
 	// Scoped tokens: authenticated per request (cached briefly; a
 	// revocation here takes effect at once) and re-checked before every

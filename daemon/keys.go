@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/forge"
 	"github.com/vigil-run/vigil/internal/wire"
 	"github.com/vigil-run/vigil/store/postgres"
 	httpwatch "github.com/vigil-run/vigil/watcher/http"
@@ -41,32 +42,111 @@ type SettingsFingerprints = wire.SettingsFingerprints
 // their record.
 var settingNames = [...]string{"webhook_secrets", "webhooks", "public_url"}
 
-func settingsParts(s SettingsFingerprints) [len(settingNames)]string {
-	return [...]string{s.WebhookSecrets, s.Webhooks, s.PublicURL}
+// sharedNames are the rest of the settings every replica must share
+// (docs/operations.md, Running replicas): each replica applies its own to
+// the registrations it answers and to the watches of the shards it
+// holds, so one that differs behaves otherwise for them. Their digests
+// (sharedFingerprints) follow the signing settings' in a replica's
+// record, in this order. Only ever append: a replica compares the digests
+// both records hold, by position, so a build that records more is
+// compared with an older one on what the older one records.
+var sharedNames = [...]string{
+	"min_every", "max_deadline", "max_active", "max_active_per_recipient",
+	"register_rate", "register_burst", "deny_private", "roots", "allow_exec",
+	"forges.github", "forges.gitea", "forges.gitlab", "smtp",
+}
+
+// SharedFingerprints are the digests of the settings of sharedNames, in
+// that order.
+type SharedFingerprints [len(sharedNames)]string
+
+// replicaPrints are what a replica records and compares with the live
+// replicas' (checkKeys): the fingerprints of its signing keys and
+// settings, which GET /v1/daemon shows, and those of the rest of the
+// settings every replica must share.
+type replicaPrints struct {
+	KeyFingerprints
+	Shared SharedFingerprints
+}
+
+// recordNames are the names of the digests of a settings record, in its
+// order: the signing settings', then the shared ones'.
+var recordNames = slices.Concat(settingNames[:], sharedNames[:])
+
+func settingsParts(p replicaPrints) []string {
+	s := p.Settings
+	return slices.Concat([]string{s.WebhookSecrets, s.Webhooks, s.PublicURL}, p.Shared[:])
 }
 
 // settingsRecord is the one fingerprint of the settings a replica records
-// (postgres.KeyPrints.Settings): the three digests, in settingNames'
-// order, joined by dots.
-func settingsRecord(s SettingsFingerprints) string {
-	p := settingsParts(s)
-	return strings.Join(p[:], ".")
+// (postgres.KeyPrints.Settings): the digests, in recordNames' order,
+// joined by dots. A build before the shared settings' check records the
+// first three alone.
+func settingsRecord(p replicaPrints) string {
+	return strings.Join(settingsParts(p), ".")
 }
 
-// settingsDiffer names the settings whose digests in s differ from those
-// of a peer's record; none when it recorded none (a build before schema
-// 10). A record with more digests (a later build's) is compared on the
-// first three.
-func settingsDiffer(s SettingsFingerprints, record string) []string {
+// settingsDiffer names the settings whose digests in p differ from those
+// of a peer's record, comparing only the digests both hold: none when it
+// recorded none (a build before schema 10), the signing settings alone
+// when it recorded only theirs (a build before the shared settings'
+// check), and the first len(recordNames) of a later build's that records
+// more. So a rolling upgrade never refuses a replica for what the other
+// does not record.
+func settingsDiffer(p replicaPrints, record string) []string {
 	if record == "" {
 		return nil
 	}
 	theirs := strings.Split(record, ".")
 	var out []string
-	for i, mine := range settingsParts(s) {
-		if i >= len(theirs) || theirs[i] != mine {
-			out = append(out, settingNames[i])
+	for i, mine := range settingsParts(p) {
+		if i >= len(theirs) {
+			break
 		}
+		if theirs[i] != mine {
+			out = append(out, recordNames[i])
+		}
+	}
+	return out
+}
+
+// sharedFingerprints returns the digests of the shared settings of cfg
+// (validated), each spelt as the daemon applies it: roots as a set
+// (cleaned, sorted, each once: a path is admitted inside any of them),
+// URLs as normalURL, a forge that is off (no URL) or email that is off
+// (no smtp.host) whatever its other keys, smtp.port with its default. A
+// forge's token and smtp.password count only as given or not, never by
+// their value: a digest would let no replica start beside the others
+// while a token is rotated one replica at a time, and a token that is
+// set but wrong differs from none the comparison could see either.
+func sharedFingerprints(cfg Config) SharedFingerprints {
+	l := cfg.Limits
+	roots := make([]string, 0, len(cfg.Roots))
+	for _, r := range cfg.Roots {
+		roots = append(roots, filepath.Clean(r))
+	}
+	slices.Sort(roots)
+	roots = slices.Compact(roots)
+	endpoint := func(e forge.Endpoint) any {
+		if strings.TrimSpace(e.URL) == "" {
+			return nil
+		}
+		return []any{normalURL(e.URL), e.Token != "", e.Login}
+	}
+	var smtp any
+	if s := cfg.Delivery.SMTP; s.Host != "" {
+		smtp = []any{strings.ToLower(s.Host), s.port(), s.User, s.Password != "", s.From, !s.NoStartTLS}
+	}
+	values := [len(sharedNames)]any{
+		int64(l.MinEvery), int64(l.MaxDeadline), l.MaxActive, l.MaxActivePerRecipient,
+		cfg.RegisterRate, cfg.RegisterBurst, cfg.DenyPrivate, roots, cfg.AllowExec,
+		endpoint(cfg.Forges.GitHub), endpoint(cfg.Forges.Gitea), endpoint(cfg.Forges.GitLab), smtp,
+	}
+	var out SharedFingerprints
+	for i, v := range values {
+		// JSON: one encoding for one value.
+		b, _ := json.Marshal(v)
+		out[i] = fingerprint(sharedNames[i], b)
 	}
 	return out
 }
@@ -147,6 +227,10 @@ func keyFingerprints(secrets []string, linkKey []byte, d DeliveryConfig) (KeyFin
 // one replica's secret would refuse, for good, the webhooks another signs
 // (each watch's deliveries go out from whichever replica holds its shard
 // then), and an unsubscribe link made by one would answer 404 on another.
+// It also refuses unless the digests of its signing settings and of the
+// other settings every replica must share (sharedNames) are theirs, on
+// those both recorded (settingsDiffer): each replica applies its own to
+// the shards it holds and the requests it answers.
 // One line in common is enough: a rotation adds the new secret to every
 // replica, one restart at a time, and later drops the old one the same
 // way, and every step shares a line with the replicas still running.
@@ -160,7 +244,7 @@ func keyFingerprints(secrets []string, linkKey []byte, d DeliveryConfig) (KeyFin
 // meanwhile is alive, and the start is refused. A replica that compares
 // again after its lease lapsed (shards.rejoin) does not wait: its
 // manager's steps go on, and it is refused at once.
-func checkKeys(ctx context.Context, pg *postgres.Store, cfg Config, replica string, mine KeyFingerprints, log *slog.Logger, wait bool) error {
+func checkKeys(ctx context.Context, pg *postgres.Store, cfg Config, replica string, mine replicaPrints, log *slog.Logger, wait bool) error {
 	lease, renew := cfg.leases()
 	return keyCheck{pg: pg, replica: replica, dataDir: cfg.DataDir, mine: mine, lease: lease, renew: renew, log: log}.run(ctx, wait)
 }
@@ -170,7 +254,7 @@ type keyCheck struct {
 	pg           *postgres.Store
 	replica      string
 	dataDir      string
-	mine         KeyFingerprints
+	mine         replicaPrints
 	lease, renew time.Duration
 	log          *slog.Logger
 	// sleepFunc waits d unless ctx ends first; nil: a timer (tests
@@ -191,7 +275,7 @@ func (c keyCheck) run(ctx context.Context, wait bool) error {
 	)
 	for {
 		var peers []postgres.PeerKeys
-		err := c.pg.RecordKeys(ctx, c.replica, postgres.KeyPrints{Webhook: c.mine.WebhookSecret, Link: c.mine.LinkKey, Settings: settingsRecord(c.mine.Settings)}, c.lease,
+		err := c.pg.RecordKeys(ctx, c.replica, postgres.KeyPrints{Webhook: c.mine.WebhookSecret, Link: c.mine.LinkKey, Settings: settingsRecord(c.mine)}, c.lease,
 			func(ps []postgres.PeerKeys) error {
 				peers, compared = ps, len(ps)
 				return keysAgree(c.replica, c.dataDir, c.mine, ps)
@@ -225,8 +309,8 @@ func (c keyCheck) run(ctx context.Context, wait bool) error {
 		}
 		waited += d
 	}
-	c.log.Info("signing keys agree with the live replicas' (webhook.secret, link.key, webhook_secrets, webhooks, public_url)", "compared", compared,
-		"webhook_secret", strings.Join(c.mine.WebhookSecret, ","), "link_key", c.mine.LinkKey, "settings", settingsRecord(c.mine.Settings))
+	c.log.Info("signing keys and settings agree with the live replicas' (webhook.secret, link.key, "+strings.Join(recordNames, ", ")+")", "compared", compared,
+		"webhook_secret", strings.Join(c.mine.WebhookSecret, ","), "link_key", c.mine.LinkKey, "settings", settingsRecord(c.mine))
 	return nil
 }
 
@@ -256,7 +340,7 @@ func (c keyCheck) sleep(ctx context.Context, d time.Duration) error {
 // within. It returns 0 for a refusal that stands (a peer that beat
 // meanwhile is alive, or one whose lease lasts too long), and the peers
 // it waits for.
-func keysWait(replica, dataDir string, mine KeyFingerprints, peers []postgres.PeerKeys, first map[string]time.Time,
+func keysWait(replica, dataDir string, mine replicaPrints, peers []postgres.PeerKeys, first map[string]time.Time,
 	quiet, within time.Duration) (time.Duration, []postgres.PeerKeys) {
 	var differ, rest []postgres.PeerKeys
 	for _, p := range peers {
@@ -300,7 +384,7 @@ func replicaIDs(peers []postgres.PeerKeys) []string {
 // by replica id): the refusal names this replica and the first peer it
 // disagrees with, which of the two files and which settings differ (never
 // their values), and what to do.
-func keysAgree(replica, dataDir string, mine KeyFingerprints, peers []postgres.PeerKeys) error {
+func keysAgree(replica, dataDir string, mine replicaPrints, peers []postgres.PeerKeys) error {
 	common := slices.Clone(mine.WebhookSecret)
 	var all []string
 	for _, p := range peers {
@@ -314,13 +398,17 @@ func keysAgree(replica, dataDir string, mine KeyFingerprints, peers []postgres.P
 			differ = append(differ, "has another link.key")
 			so = append(so, "an unsubscribe link one mailed would answer 404 on the other")
 		}
+		names := settingsDiffer(mine, p.Settings)
 		what := "signing keys differ"
-		if len(differ) > 0 {
+		switch {
+		case len(differ) > 0:
 			fix = append(fix, keysFix(dataDir, p.Replica))
-		} else {
+		case slices.ContainsFunc(names, func(n string) bool { return slices.Contains(settingNames[:], n) }):
 			what = "signing settings differ"
+		default:
+			what = "settings differ"
 		}
-		if names := settingsDiffer(mine.Settings, p.Settings); len(names) > 0 {
+		if len(names) > 0 {
 			differ = append(differ, "has other "+andList(names))
 			for _, n := range names {
 				so = append(so, settingsSo[n])
@@ -348,6 +436,21 @@ var settingsSo = map[string]string{
 	"webhook_secrets": "a receiver set up with a recipient's secret would refuse the webhooks one of them signs for it",
 	"webhooks":        "a recipient's default webhook would go elsewhere depending on which replica holds the watch",
 	"public_url":      "an unsubscribe link would point elsewhere depending on which replica mailed it",
+	"min_every": "a watch's shortest interval would be allowed or refused depending on which replica answers its registration, " +
+		"and a schedule's checked otherwise depending on which one holds it",
+	"max_deadline":             "a watch's deadline would be allowed or refused depending on which replica answers its registration",
+	"max_active":               "the cap on pending watches would depend on which replica answers a registration",
+	"max_active_per_recipient": "a recipient's cap on pending watches would depend on which replica answers a registration",
+	"register_rate":            "a token's registrations would be limited otherwise depending on which replica answers them",
+	"register_burst":           "a token's registrations would be limited otherwise depending on which replica answers them",
+	"deny_private":             "an http or tcp probe to a private address would be made or refused depending on which replica holds its watch",
+	"roots":                    "a file or folder watch would be allowed or refused depending on which replica answers or holds it",
+	"allow_exec": "a command, run or schedule watch, or a command delivery, would be run or refused (undeliverable) " +
+		"depending on which replica answers or holds it",
+	"forges.github": "a ci or ticket watch on GitHub would be read otherwise depending on which replica holds it",
+	"forges.gitea":  "a ci or ticket watch on Gitea would be read otherwise depending on which replica holds it",
+	"forges.gitlab": "a ci or ticket watch on GitLab would be read otherwise depending on which replica holds it",
+	"smtp":          "a watch's email would be sent otherwise, or recorded undeliverable, depending on which replica holds it",
 }
 
 // andList joins names: "a", "a and b", "a, b and c".

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vigil-run/vigil/deliver"
+	"github.com/vigil-run/vigil/forge"
 	"github.com/vigil-run/vigil/internal/pgtest"
 	"github.com/vigil-run/vigil/store/postgres"
 )
@@ -67,16 +68,27 @@ func TestKeysAgree(t *testing.T) {
 	settings := SettingsFingerprints{WebhookSecrets: "1111111111111111", Webhooks: "2222222222222222", PublicURL: "3333333333333333"}
 	other := SettingsFingerprints{WebhookSecrets: "1111111111111111", Webhooks: "2222222222222222", PublicURL: "4444444444444444"}
 	set := func(p postgres.PeerKeys, s SettingsFingerprints) postgres.PeerKeys {
-		p.Settings = settingsRecord(s)
+		p.Settings = signingRecord(s)
 		return p
 	}
 	withSettings := func(k KeyFingerprints) KeyFingerprints { k.Settings = settings; return k }
+	var sharedA, sharedB SharedFingerprints
+	for i := range sharedA {
+		sharedA[i], sharedB[i] = "aaaaaaaaaaaaaaaa", "aaaaaaaaaaaaaaaa"
+	}
+	sharedB[0], sharedB[len(sharedB)-1] = "bbbbbbbbbbbbbbbb", "bbbbbbbbbbbbbbbb" // min_every, smtp
+	full := func(p postgres.PeerKeys, s SettingsFingerprints, shared SharedFingerprints) postgres.PeerKeys {
+		p.Settings = settingsRecord(replicaPrints{KeyFingerprints: KeyFingerprints{Settings: s}, Shared: shared})
+		return p
+	}
 	for _, c := range []struct {
-		name  string
-		mine  KeyFingerprints
-		peers []postgres.PeerKeys
-		want  []string // in the refusal; none: it starts
-		not   []string
+		name string
+		mine KeyFingerprints
+		// shared are its shared settings' digests.
+		shared SharedFingerprints
+		peers  []postgres.PeerKeys
+		want   []string // in the refusal; none: it starts
+		not    []string
 	}{
 		{name: "alone", mine: mine("L", "old")},
 		{name: "same files", mine: mine("L", "old"), peers: []postgres.PeerKeys{peer("a", "L", "old"), peer("b", "L", "old")}},
@@ -106,8 +118,20 @@ func TestKeysAgree(t *testing.T) {
 		{name: "keys and settings", mine: withSettings(mine("M", "old")), peers: []postgres.PeerKeys{set(peer("a", "L", "old"), other)},
 			want: []string{`signing keys differ from live replica "a"`, "has another link.key and has other public_url",
 				"copy webhook.secret and link.key", "; and give this replica the same public_url"}},
+		{name: "the same shared settings", mine: withSettings(mine("L", "old")), shared: sharedA,
+			peers: []postgres.PeerKeys{full(peer("a", "L", "old"), settings, sharedA)}},
+		{name: "a replica of a build that records the signing settings alone", mine: withSettings(mine("L", "old")), shared: sharedA,
+			peers: []postgres.PeerKeys{set(peer("a", "L", "old"), settings)}},
+		{name: "other shared settings", mine: withSettings(mine("L", "old")), shared: sharedA,
+			peers: []postgres.PeerKeys{full(peer("a", "L", "old"), settings, sharedB)},
+			want: []string{`settings differ from live replica "a": this replica ("me") has other min_every and smtp, so a watch's shortest interval`,
+				"recorded undeliverable", `give this replica the same min_every and smtp as "a"`},
+			not: []string{"signing", "link.key"}},
+		{name: "signing and shared settings", mine: withSettings(mine("L", "old")), shared: sharedA,
+			peers: []postgres.PeerKeys{full(peer("a", "L", "old"), other, sharedB)},
+			want:  []string{`signing settings differ from live replica "a"`, "has other public_url, min_every and smtp"}},
 	} {
-		err := keysAgree("me", "/data/b/", c.mine, c.peers)
+		err := keysAgree("me", "/data/b/", replicaPrints{KeyFingerprints: c.mine, Shared: c.shared}, c.peers)
 		if len(c.want) == 0 {
 			if err != nil {
 				t.Errorf("%s: %v, want it to start", c.name, err)
@@ -197,7 +221,7 @@ func TestKeyCheckWaits(t *testing.T) {
 			}
 			var sleeps []time.Duration
 			var logs bytes.Buffer
-			kc := keyCheck{pg: pg, replica: "new", dataDir: "/data/new", mine: mine, lease: lease, renew: renew,
+			kc := keyCheck{pg: pg, replica: "new", dataDir: "/data/new", mine: replicaPrints{KeyFingerprints: mine}, lease: lease, renew: renew,
 				log: slog.New(slog.NewTextHandler(&logs, nil)),
 				sleepFunc: func(_ context.Context, d time.Duration) error {
 					sleeps = append(sleeps, d)
@@ -267,15 +291,22 @@ func TestSettingsFingerprints(t *testing.T) {
 		}
 		return s
 	}
+	// rp: the prints of a replica with these signing settings and the
+	// default shared ones.
+	shared := sharedFingerprints(defaultConfig(func(string) string { return "/home/ada" }))
+	rp := func(s SettingsFingerprints) replicaPrints {
+		return replicaPrints{KeyFingerprints: KeyFingerprints{Settings: s}, Shared: shared}
+	}
 	want := fp(base)
 	hex16 := regexp.MustCompile(`^[0-9a-f]{16}$`)
-	for _, p := range settingsParts(want) {
+	for _, p := range settingsParts(rp(want)) {
 		if !hex16.MatchString(p) {
 			t.Errorf("fingerprint %q: want 16 hex digits", p)
 		}
 	}
-	if r := settingsRecord(want); !regexp.MustCompile(`^[0-9a-f]{16}\.[0-9a-f]{16}\.[0-9a-f]{16}$`).MatchString(r) {
-		t.Errorf("record %q: want three fingerprints joined by dots", r)
+	if r := settingsRecord(rp(want)); !regexp.MustCompile(`^[0-9a-f]{16}(\.[0-9a-f]{16}){15}$`).MatchString(r) ||
+		!strings.HasPrefix(r, signingRecord(want)+".") {
+		t.Errorf("record %q: want the three signing settings' fingerprints, then the thirteen shared ones', joined by dots", r)
 	}
 	same := base
 	same.PublicURL = "HTTPS://Vigil.Example.COM:443/"
@@ -300,14 +331,113 @@ func TestSettingsFingerprints(t *testing.T) {
 	} {
 		d := base
 		c.change(&d)
-		if got := settingsDiffer(fp(d), settingsRecord(want)); !slices.Equal(got, []string{c.setting}) {
+		if got := settingsDiffer(rp(fp(d)), settingsRecord(rp(want))); !slices.Equal(got, []string{c.setting}) {
 			t.Errorf("%s changed: differ = %v, want [%s]", c.setting, got, c.setting)
 		}
 	}
-	if got := settingsDiffer(want, ""); got != nil {
+	if got := settingsDiffer(rp(want), ""); got != nil {
 		t.Errorf("differ from a replica that recorded no settings = %v, want none", got)
 	}
 	if _, err := settingsFingerprints(DeliveryConfig{WebhookSecrets: map[string]string{"alice": "whsec_short"}}); err == nil || strings.Contains(err.Error(), "whsec_short") {
 		t.Errorf("an invalid recipient secret: %v, want an error that does not show it", err)
+	}
+}
+
+// signingRecord is the settings record of a replica of the build before
+// the shared settings' check: the signing settings' three digests alone.
+func signingRecord(s SettingsFingerprints) string {
+	return strings.Join([]string{s.WebhookSecrets, s.Webhooks, s.PublicURL}, ".")
+}
+
+// TestSharedFingerprints: the shared settings' digests are the same for
+// the same settings however they are spelt (roots as a set, a host's
+// case, smtp's default port, a token's or password's value), and another
+// for each setting changed, that setting's alone; a peer's record is
+// compared on the digests both records hold: the signing settings' alone
+// from the build before, the first ones of a later build's longer record.
+func TestSharedFingerprints(t *testing.T) {
+	t.Parallel()
+	base := defaultConfig(func(string) string { return "/home/ada" })
+	base.Roots = []string{"/srv/b", "/srv/a"}
+	base.Delivery.SMTP = SMTPConfig{Host: "smtp.example.com", Port: 587, User: "vigil", Password: "pw-one", From: "vigil@example.com"}
+	base.Forges.Gitea = forge.Endpoint{URL: "https://gitea.example.com", Token: "token-one"}
+	signing := SettingsFingerprints{WebhookSecrets: "1111111111111111", Webhooks: "2222222222222222", PublicURL: "3333333333333333"}
+	rp := func(c Config) replicaPrints {
+		return replicaPrints{KeyFingerprints: KeyFingerprints{Settings: signing}, Shared: sharedFingerprints(c)}
+	}
+	want := rp(base)
+	record := settingsRecord(want)
+	if len(recordNames) != 16 || len(settingsParts(want)) != len(recordNames) {
+		t.Fatalf("%d record names, %d parts: want 16 of each", len(recordNames), len(settingsParts(want)))
+	}
+	for _, s := range []string{"pw-one", "token-one", "/srv", "smtp.example.com"} {
+		if strings.Contains(record, s) {
+			t.Errorf("record %q shows %q", record, s)
+		}
+	}
+
+	same := base
+	same.Roots = []string{"/srv/a/", "/srv/b", "/srv/./a"}
+	same.Delivery.SMTP.Host, same.Delivery.SMTP.Port, same.Delivery.SMTP.Password = "SMTP.example.COM", 0, "pw-two"
+	same.Forges.Gitea.Token, same.Forges.Gitea.URL = "token-two", "HTTPS://Gitea.example.com/"
+	if got := settingsDiffer(rp(same), record); got != nil {
+		t.Errorf("the same settings spelt otherwise differ in %v", got)
+	}
+	// Email off, or a forge off, whatever their other keys.
+	off, offToo := base, base
+	off.Delivery.SMTP, offToo.Delivery.SMTP = SMTPConfig{}, SMTPConfig{User: "x", From: "a@b.c"}
+	off.Forges.Gitea, offToo.Forges.Gitea = forge.Endpoint{}, forge.Endpoint{Token: "t"}
+	if got := settingsDiffer(rp(offToo), settingsRecord(rp(off))); got != nil {
+		t.Errorf("email and a forge off, spelt otherwise, differ in %v", got)
+	}
+
+	for _, c := range []struct {
+		setting string
+		change  func(c *Config)
+	}{
+		{"min_every", func(c *Config) { c.Limits.MinEvery = 2 * time.Second }},
+		{"max_deadline", func(c *Config) { c.Limits.MaxDeadline = time.Hour }},
+		{"max_active", func(c *Config) { c.Limits.MaxActive = 10 }},
+		{"max_active_per_recipient", func(c *Config) { c.Limits.MaxActivePerRecipient = 10 }},
+		{"register_rate", func(c *Config) { c.RegisterRate = 1 }},
+		{"register_burst", func(c *Config) { c.RegisterBurst = 1 }},
+		{"deny_private", func(c *Config) { c.DenyPrivate = true }},
+		{"roots", func(c *Config) { c.Roots = []string{"/srv/a"} }},
+		{"roots", func(c *Config) { c.Roots = []string{"/srv/a", "/srv/b", "/srv/c"} }},
+		{"allow_exec", func(c *Config) { c.AllowExec = !c.AllowExec }},
+		{"forges.github", func(c *Config) { c.Forges.GitHub.Token = "t" }},
+		{"forges.github", func(c *Config) { c.Forges.GitHub.URL = "https://ghe.example.com/api/v3" }},
+		{"forges.gitea", func(c *Config) { c.Forges.Gitea.Login = "bot" }},
+		{"forges.gitea", func(c *Config) { c.Forges.Gitea.Token = "" }},
+		{"forges.gitlab", func(c *Config) { c.Forges.GitLab.URL = "" }},
+		{"smtp", func(c *Config) { c.Delivery.SMTP.Host = "" }},
+		{"smtp", func(c *Config) { c.Delivery.SMTP.Port = 25 }},
+		{"smtp", func(c *Config) { c.Delivery.SMTP.User, c.Delivery.SMTP.Password = "", "" }},
+		{"smtp", func(c *Config) { c.Delivery.SMTP.Password = "" }},
+		{"smtp", func(c *Config) { c.Delivery.SMTP.From = "other@example.com" }},
+		{"smtp", func(c *Config) { c.Delivery.SMTP.NoStartTLS = true }},
+	} {
+		cfg := base
+		cfg.Roots = slices.Clone(base.Roots)
+		c.change(&cfg)
+		if got := settingsDiffer(rp(cfg), record); !slices.Equal(got, []string{c.setting}) {
+			t.Errorf("%s changed: differ = %v, want [%s]", c.setting, got, c.setting)
+		}
+		// A replica of the build before records the signing settings'
+		// digests alone: not compared on the rest.
+		if got := settingsDiffer(rp(cfg), signingRecord(signing)); got != nil {
+			t.Errorf("%s changed, beside a record of the signing settings alone: differ = %v, want none", c.setting, got)
+		}
+		// A later build records more: compared on what this one records.
+		if got := settingsDiffer(rp(cfg), record+".ffffffffffffffff"); !slices.Equal(got, []string{c.setting}) {
+			t.Errorf("%s changed, beside a later build's record: differ = %v, want [%s]", c.setting, got, c.setting)
+		}
+	}
+	// A record of part of the shared settings: compared on those.
+	cfg := base
+	cfg.Limits.MinEvery, cfg.AllowExec = time.Minute, !cfg.AllowExec
+	short := strings.Join(strings.Split(record, ".")[:4], ".")
+	if got := settingsDiffer(rp(cfg), short); !slices.Equal(got, []string{"min_every"}) {
+		t.Errorf("beside a record of the first shared setting: differ = %v, want [min_every]", got)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/client"
 	"github.com/vigil-run/vigil/daemon"
+	"github.com/vigil-run/vigil/forge"
 	"github.com/vigil-run/vigil/internal/pgtest"
 	"github.com/vigil-run/vigil/store/postgres"
 )
@@ -85,7 +86,9 @@ func sameKeys(t testing.TB, from, to string) {
 // heartbeat first (it might be a run that was killed), a renewal interval
 // and a half at most.
 func replicaConfig(t *testing.T, store, id string) daemon.Config {
-	cfg := testConfig(t.TempDir(), t.TempDir())
+	// The same roots for every replica of a test (the parent of its
+	// temporary directories): replicas must share their settings.
+	cfg := testConfig(t.TempDir(), filepath.Dir(t.TempDir()))
 	cfg.Store, cfg.Replica = store, id
 	cfg.Lease, cfg.LeaseRenew = 3*time.Second, time.Second
 	return cfg
@@ -459,4 +462,93 @@ func TestPostgresReplicaSettingsDiffer(t *testing.T) {
 	if ka.Settings == (client.SettingsFingerprints{}) || ka.Settings != kb.Settings {
 		t.Errorf("settings' fingerprints of A %+v and B %+v: want them shown, the same on both", ka.Settings, kb.Settings)
 	}
+}
+
+// TestPostgresReplicaSharedSettingsDiffer: replicas must also share the
+// rest of the settings each applies to the registrations it answers and
+// the watches of its shards (docs/operations.md, Running replicas). One
+// whose min_every, max_deadline, max_active limits, register_rate or
+// register_burst, deny_private, roots, allow_exec, forges or smtp differ
+// from a live replica's is refused, naming each, never a value; with the
+// same settings spelt otherwise (roots in another order, a host's case,
+// the default port, another smtp password or forge token) it starts; and
+// beside a replica of the build before this check, which records its
+// signing settings alone, it is compared on those alone and starts.
+func TestPostgresReplicaSharedSettingsDiffer(t *testing.T) {
+	t.Parallel()
+	store := pgStore(t)
+	r1, r2 := t.TempDir(), t.TempDir()
+	const password, token = "hunter2-smtp-password", "gitea-token-secret"
+	cfgA := replicaConfig(t, store, "replica-a")
+	cfgA.Roots = []string{r1, r2}
+	cfgA.Delivery.SMTP = daemon.SMTPConfig{Host: "smtp.example.com", Port: 587, User: "vigil", Password: password, From: "vigil@example.com"}
+	cfgA.Forges.Gitea = forge.Endpoint{URL: "https://gitea.example.com", Token: token}
+	// A lease far longer than B's: B is refused at once, without waiting
+	// to see whether A beats, and A stays live however loaded the machine.
+	cfgA.Lease = 30 * time.Second
+	start(t, cfgA)
+
+	cfgB := cfgA
+	cfgB.DataDir, cfgB.Replica, cfgB.Lease = t.TempDir(), "replica-b", 3*time.Second
+	sameKeys(t, cfgA.DataDir, cfgB.DataDir)
+	for _, c := range []struct {
+		setting string
+		change  func(c *daemon.Config)
+	}{
+		{"min_every", func(c *daemon.Config) { c.Limits.MinEvery = 5 * time.Second }},
+		{"max_deadline", func(c *daemon.Config) { c.Limits.MaxDeadline = 24 * time.Hour }},
+		{"max_active", func(c *daemon.Config) { c.Limits.MaxActive = 5000 }},
+		{"max_active_per_recipient", func(c *daemon.Config) { c.Limits.MaxActivePerRecipient = 10 }},
+		{"register_rate", func(c *daemon.Config) { c.RegisterRate = 0 }},
+		{"register_burst", func(c *daemon.Config) { c.RegisterBurst = 5 }},
+		{"deny_private", func(c *daemon.Config) { c.DenyPrivate = true }},
+		{"roots", func(c *daemon.Config) { c.Roots = []string{r1} }},
+		{"allow_exec", func(c *daemon.Config) { c.AllowExec = false }},
+		{"forges.gitea", func(c *daemon.Config) { c.Forges.Gitea = forge.Endpoint{} }},
+		{"forges.github", func(c *daemon.Config) { c.Forges.GitHub.Token = token }},
+		{"smtp", func(c *daemon.Config) { c.Delivery.SMTP.Host = "smtp2.example.com" }},
+		{"smtp", func(c *daemon.Config) { c.Delivery.SMTP.Password, c.Delivery.SMTP.User = "", "" }},
+	} {
+		cfg := cfgB
+		cfg.Roots = slices.Clone(cfgB.Roots)
+		c.change(&cfg)
+		err := refused(t, cfg)
+		for _, want := range []string{`settings differ from live replica "replica-a": this replica ("replica-b") has other ` + c.setting + `, so `,
+			`give this replica the same ` + c.setting + ` as "replica-a"`, "Running replicas"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s differs: refusal %q lacks %q", c.setting, err, want)
+			}
+		}
+		for _, not := range []string{"signing", password, token, "smtp2.example.com", r1} {
+			if strings.Contains(err.Error(), not) {
+				t.Errorf("%s differs: refusal %q says %q", c.setting, err, not)
+			}
+		}
+	}
+
+	// Several at once: each named.
+	cfg := cfgB
+	cfg.Limits.MinEvery, cfg.AllowExec, cfg.Roots = 2*time.Second, false, []string{r2}
+	if err := refused(t, cfg); !strings.Contains(err.Error(), "has other min_every, roots and allow_exec, so ") {
+		t.Errorf("three settings differ: refusal %q, want each named", err)
+	}
+
+	// The same settings, spelt otherwise: it starts.
+	cfg = cfgB
+	cfg.Roots = []string{r2 + "/", r1, r2}
+	cfg.Delivery.SMTP.Host, cfg.Delivery.SMTP.Port, cfg.Delivery.SMTP.Password = "SMTP.Example.com", 0, "rotated-password"
+	cfg.Forges.Gitea.Token = "rotated-token"
+	cfg.Forges.Gitea.URL = "HTTPS://gitea.example.com/"
+	b := start(t, cfg)
+	if err := b.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Beside a replica of the build before this check, which records the
+	// digests of its signing settings alone: compared on those, it starts
+	// with other shared settings.
+	pgtest.Exec(t, store, `UPDATE replica_keys SET settings = array_to_string((string_to_array(settings, '.'))[1:3], '.') WHERE replica = 'replica-a'`)
+	cfg = cfgB
+	cfg.Limits.MinEvery, cfg.AllowExec = 5*time.Second, false
+	start(t, cfg)
 }

@@ -126,7 +126,10 @@ func startReplica(t *testing.T, bin, store, id string, lease, renew time.Duratio
 		t.Fatal(err)
 	}
 	r.cmd = exec.Command(bin, "serve", "--listen", addr, "--data-dir", r.dataDir, "--store", store, "--replica", id,
-		"--lease", lease.String(), "--lease-renew", renew.String())
+		"--lease", lease.String(), "--lease-renew", renew.String(),
+		// The same roots on every replica, as their settings must be
+		// (its default, HOME, is each one's own here).
+		"--roots", os.TempDir())
 	r.cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
 	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
 	if err := r.cmd.Start(); err != nil {

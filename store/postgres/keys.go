@@ -12,14 +12,15 @@ import (
 
 // KeyPrints are the fingerprints of a replica's signing material: a short
 // digest of each of its webhook signing secrets, in its file's order, one
-// of its link key, and one of the rest of its signing configuration (the
-// daemon makes them; the store only keeps strings). Never the secrets
-// themselves.
+// of its link key, and one of the rest of its signing configuration and
+// of the other settings replicas must share (the daemon makes them; the
+// store only keeps strings). Never the secrets themselves.
 type KeyPrints struct {
 	Webhook []string
 	Link    string
 	// Settings is empty for a replica of a build before schema 10,
-	// which records none.
+	// which records none. A later build records more digests, after
+	// those of the builds before (the daemon compares those both hold).
 	Settings string
 }
 

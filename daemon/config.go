@@ -106,10 +106,6 @@ type Config struct {
 	// listener closes; 0 closes the listener at once. At most
 	// maxShutdownDrain.
 	ShutdownDrain time.Duration
-
-	// renewedLeases, set by tests only, has a replica renew its lease as
-	// a row, as on a server before PostgreSQL 14 (postgres.Options).
-	renewedLeases bool
 }
 
 // maxShutdownDrain bounds shutdown_drain: it adds to the time a shutdown

@@ -77,6 +77,7 @@ func (d *Daemon) SetDrainWait(wait func(time.Duration) <-chan time.Time) { d.dra
 // Stopping is closed once Run's context has ended.
 func (d *Daemon) Stopping() <-chan struct{} { return d.stopped }
 
-// RenewLeasesAsRows has a daemon started with cfg renew its lease as a
-// row, as on a server before PostgreSQL 14, not hold it as its session.
-func RenewLeasesAsRows(cfg *Config) { cfg.renewedLeases = true }
+// RenewLeasesAsRows has the daemons started on the store cfg names renew
+// their leases as rows, as on a server before PostgreSQL 14, not hold
+// them as their sessions.
+func RenewLeasesAsRows(cfg *Config) { rowLeases.Store(cfg.Store, true) }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -20,6 +21,16 @@ import (
 	"github.com/vigil-run/vigil/store/postgres"
 	"github.com/vigil-run/vigil/store/sqlite"
 )
+
+// rowLeases holds the store URLs whose replicas renew their leases as
+// rows rather than hold them as sessions (postgres.Options.RenewedLeases):
+// set by tests only (export_test.go), as on a server before PostgreSQL 14.
+var rowLeases sync.Map
+
+func renewedLeases(store string) bool {
+	_, ok := rowLeases.Load(store)
+	return ok
+}
 
 // openStore opens the store cfg names: the SQLite file (checked first: see
 // checkDatabase) or the PostgreSQL database.
@@ -29,7 +40,7 @@ func openStore(ctx context.Context, cfg Config, replica string, logger *slog.Log
 		// Every write is heard by the other daemons on the database (see
 		// pgEvents and shards, each with its Listen).
 		st, err := postgres.Open(ctx, cfg.Store, &postgres.Options{Logger: logger, Notify: true, Replica: replica, IdleTxTimeout: lease,
-			RenewedLeases: cfg.renewedLeases})
+			RenewedLeases: renewedLeases(cfg.Store)})
 		if err != nil {
 			return nil, fmt.Errorf("store: %w", err)
 		}

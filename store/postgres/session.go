@@ -171,6 +171,13 @@ func (s *Store) onSession(ctx context.Context, replica string, lease time.Durati
 func (s *Store) openSession(ctx context.Context, se *session, lease time.Duration) error {
 	cfg := s.leasePool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["idle_session_timeout"] = strconv.FormatInt(max(1, lease.Milliseconds()), 10)
+	// Named in pg_stat_activity: "vigil lease", after the URL's own
+	// application_name if it sets one.
+	name := "vigil lease"
+	if own := cfg.RuntimeParams["application_name"]; own != "" {
+		name = own + " lease"
+	}
+	cfg.RuntimeParams["application_name"] = name
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return wrap("open the lease session", err)

@@ -42,6 +42,21 @@ type SMTPConfig struct {
 	// NoStartTLS sends without STARTTLS (smtp.starttls=false); the
 	// default requires it.
 	NoStartTLS bool
+	// TLS speaks TLS from the connection's first byte (smtp.tls: implicit
+	// TLS, RFC 8314, "SMTPS"); nil means on for port 465 alone.
+	TLS *bool
+}
+
+// SMTPSPort is the port of SMTP submission over implicit TLS (RFC 8314).
+const SMTPSPort = 465
+
+// implicitTLS reports whether the connection speaks TLS from its first
+// byte: smtp.tls as given, else whether the port is 465.
+func (s SMTPConfig) implicitTLS() bool {
+	if s.TLS != nil {
+		return *s.TLS
+	}
+	return s.port() == SMTPSPort
 }
 
 // DefaultSMTPPort is the SMTP submission port.
@@ -86,8 +101,11 @@ func (c DeliveryConfig) Validate() error {
 	// net/smtp sends the password (AUTH PLAIN) over TLS, or over plain
 	// text to these names alone; it refuses any other, and every mail with
 	// it.
-	if s.User != "" && s.NoStartTLS && s.Host != "" && s.Host != "localhost" && s.Host != "127.0.0.1" && s.Host != "::1" {
-		return fmt.Errorf("smtp.user %q: a password is sent only over STARTTLS or to localhost, and smtp.starttls is off for %s: turn smtp.starttls on, or leave smtp.user empty for a relay that needs none", s.User, s.Host)
+	if s.TLS != nil && !*s.TLS && s.port() == SMTPSPort {
+		return fmt.Errorf("smtp.tls false: smtp.port %d is SMTP over implicit TLS (RFC 8314), which speaks TLS from the first byte: leave smtp.tls unset or true, or use port %d with smtp.starttls", SMTPSPort, DefaultSMTPPort)
+	}
+	if s.User != "" && s.NoStartTLS && !s.implicitTLS() && s.Host != "" && s.Host != "localhost" && s.Host != "127.0.0.1" && s.Host != "::1" {
+		return fmt.Errorf("smtp.user %q: a password is sent only over STARTTLS or to localhost, and smtp.starttls is off for %s: turn smtp.starttls or smtp.tls on, or leave smtp.user empty for a relay that needs none", s.User, s.Host)
 	}
 	if s.Password != "" && s.User == "" {
 		return errors.New("smtp.password is set but smtp.user is empty, so it would never be sent: set smtp.user (VIGIL_SMTP_USER) too, or leave both empty")
@@ -170,6 +188,17 @@ func deliveryKeys() []key {
 				return nil
 			},
 			show: func(c Config) string { return strconv.FormatBool(!c.Delivery.SMTP.NoStartTLS) }},
+		{name: "smtp.tls", flagName: "smtp-tls", envName: "VIGIL_SMTP_TLS", bool: true,
+			usage: "speak TLS from the first byte (implicit TLS, \"SMTPS\"; default true on port 465 alone) instead of STARTTLS",
+			set: func(c *Config, s string) error {
+				b, err := strconv.ParseBool(s)
+				if err != nil {
+					return fmt.Errorf("%q is not true or false", s)
+				}
+				c.Delivery.SMTP.TLS = &b
+				return nil
+			},
+			show: func(c Config) string { return strconv.FormatBool(c.Delivery.SMTP.implicitTLS()) }},
 		{name: "public_url", flagName: "public-url", envName: "VIGIL_PUBLIC_URL", typ: "url",
 			usage: "base URL people and mail providers reach this daemon at, for the unsubscribe links of delivery emails (default http://LISTEN)",
 			set:   func(c *Config, s string) error { c.Delivery.PublicURL = strings.TrimSpace(s); return nil },
@@ -373,7 +402,7 @@ func newDispatcher(cfg Config, store vigil.Store, secrets []string, log *slog.Lo
 	}
 	if s := cfg.Delivery.SMTP; policy.SMTP {
 		chans[deliver.ChannelEmail] = email.New(email.Config{Host: s.Host, Port: s.port(), Username: s.User, Password: s.Password,
-			From: s.From, StartTLS: !s.NoStartTLS, Links: links})
+			From: s.From, StartTLS: !s.NoStartTLS, TLS: s.implicitTLS(), Links: links})
 	}
 	defaults := make(map[string]deliver.WebhookOptions, len(cfg.Delivery.Webhooks))
 	for r, u := range cfg.Delivery.Webhooks {

@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -115,6 +116,52 @@ func TestSMTPAuthSettings(t *testing.T) {
 			t.Errorf("%v: Validate() = %v, want an error naming %s", tc.env, err, tc.want)
 		case err != nil && strings.Contains(err.Error(), "pw-s3cret"):
 			t.Errorf("%v: Validate() = %v: shows the password", tc.env, err)
+		}
+	}
+}
+
+// TestSMTPImplicitTLSSettings: smtp.tls is on for port 465 unless given;
+// smtp.tls false on port 465 (a port that speaks TLS from the first byte)
+// is refused at start naming smtp.tls; and a password may go to another
+// host with smtp.starttls off when smtp.tls is on, the connection being
+// encrypted from its first byte.
+func TestSMTPImplicitTLSSettings(t *testing.T) {
+	t.Parallel()
+	show := func(c daemon.Config) string { return strconv.FormatBool(daemon.SMTPImplicitTLS(c)) }
+	for _, tc := range []struct {
+		env      map[string]string
+		want     string // "" means valid
+		shownTLS string
+	}{
+		{map[string]string{"VIGIL_SMTP_HOST": "mail.example.com"}, "", "false"},
+		{map[string]string{"VIGIL_SMTP_HOST": "mail.example.com", "VIGIL_SMTP_PORT": "465"}, "", "true"},
+		{map[string]string{"VIGIL_SMTP_HOST": "mail.example.com", "VIGIL_SMTP_PORT": "465", "VIGIL_SMTP_TLS": "true"}, "", "true"},
+		{map[string]string{"VIGIL_SMTP_HOST": "mail.example.com", "VIGIL_SMTP_PORT": "2465", "VIGIL_SMTP_TLS": "true"}, "", "true"},
+		{map[string]string{"VIGIL_SMTP_HOST": "mail.example.com", "VIGIL_SMTP_PORT": "465", "VIGIL_SMTP_TLS": "false"}, "smtp.tls", ""},
+		{map[string]string{"VIGIL_SMTP_HOST": "mail.example.com", "VIGIL_SMTP_PORT": "465", "VIGIL_SMTP_USER": "vigil",
+			"VIGIL_SMTP_PASSWORD": "pw-s3cret", "VIGIL_SMTP_STARTTLS": "false"}, "", "true"},
+		{map[string]string{"VIGIL_SMTP_HOST": "mail.example.com", "VIGIL_SMTP_PORT": "587", "VIGIL_SMTP_USER": "vigil",
+			"VIGIL_SMTP_PASSWORD": "pw-s3cret", "VIGIL_SMTP_STARTTLS": "false"}, "smtp.user", ""},
+	} {
+		env := map[string]string{"HOME": "/home/ada"}
+		for k, v := range tc.env {
+			env[k] = v
+		}
+		c, err := daemon.Load(nil, fakeEnv(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: Validate() = %v, want nil", tc.env, err)
+		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+			t.Errorf("%v: Validate() = %v, want an error naming %s", tc.env, err, tc.want)
+		case err != nil && strings.Contains(err.Error(), "pw-s3cret"):
+			t.Errorf("%v: Validate() = %v: shows the password", tc.env, err)
+		}
+		if got := show(c); tc.want == "" && got != tc.shownTLS {
+			t.Errorf("%v: smtp.tls taken as %s, want %s", tc.env, got, tc.shownTLS)
 		}
 	}
 }

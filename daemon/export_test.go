@@ -77,6 +77,10 @@ func (d *Daemon) SetDrainWait(wait func(time.Duration) <-chan time.Time) { d.dra
 // Stopping is closed once Run's context has ended.
 func (d *Daemon) Stopping() <-chan struct{} { return d.stopped }
 
+// SMTPImplicitTLS reports whether email delivery speaks TLS from the
+// connection's first byte under c (smtp.tls, or port 465).
+func SMTPImplicitTLS(c Config) bool { return c.Delivery.SMTP.implicitTLS() }
+
 // RenewLeasesAsRows has the daemons started on the store cfg names renew
 // their leases as rows, as on a server before PostgreSQL 14, not hold
 // them as their sessions.

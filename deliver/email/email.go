@@ -3,8 +3,9 @@
 // names, through the SMTP server in the daemon's configuration, with the
 // outcome's sentence as the subject and its observation as the body.
 //
-// An attempt dials the server, upgrades with STARTTLS (required when
-// configured), authenticates when a user is set, and sends one message.
+// An attempt dials the server, speaks TLS from the first byte when
+// configured (implicit TLS, RFC 8314, the port 465 of "SMTPS") or else
+// upgrades with STARTTLS (required when configured), authenticates when a user is set, and sends one message.
 // A connection that fails and an SMTP 4xx answer are retried; a 5xx
 // answer is a rejection; a failure after the message text was handed
 // over is unknown. Errors never hold the password.
@@ -47,7 +48,11 @@ type Config struct {
 	From string
 	// StartTLS requires upgrading the connection with STARTTLS.
 	StartTLS bool
-	// TLSConfig is used for STARTTLS; nil verifies against Host.
+	// TLS speaks TLS from the connection's first byte (implicit TLS, RFC
+	// 8314: "SMTPS", port 465); STARTTLS is then not asked for, the
+	// connection being encrypted already.
+	TLS bool
+	// TLSConfig is used for TLS and STARTTLS; nil verifies against Host.
 	TLSConfig *tls.Config
 	// Timeout bounds one attempt (default DefaultTimeout).
 	Timeout time.Duration
@@ -113,6 +118,16 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 	// cutting the attempts in flight) ends it too, at once.
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
+	if c.cfg.TLS {
+		// Implicit TLS: the certificate is verified as for STARTTLS, and a
+		// handshake that fails is tried again as a STARTTLS that fails is.
+		// net/smtp sees a *tls.Conn, and sends a password over it.
+		tc := tls.Client(conn, c.tlsConfig())
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return true, smtpError("TLS handshake", err)
+		}
+		conn = tc
+	}
 	cl, err := smtp.NewClient(conn, c.cfg.Host)
 	if err != nil {
 		return retryable(err), smtpError("greeting", err)
@@ -121,15 +136,11 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 	if err := cl.Hello("localhost"); err != nil {
 		return retryable(err), smtpError("HELO", err)
 	}
-	if c.cfg.StartTLS {
+	if c.cfg.StartTLS && !c.cfg.TLS {
 		if ok, _ := cl.Extension("STARTTLS"); !ok {
 			return false, errors.New("the SMTP server does not offer STARTTLS, which smtp.starttls requires")
 		}
-		tc := c.cfg.TLSConfig
-		if tc == nil {
-			tc = &tls.Config{ServerName: c.cfg.Host, MinVersion: tls.VersionTLS12}
-		}
-		if err := cl.StartTLS(tc); err != nil {
+		if err := cl.StartTLS(c.tlsConfig()); err != nil {
 			return retryable(err), smtpError("STARTTLS", err)
 		}
 	}
@@ -171,6 +182,15 @@ func (c *Channel) Send(ctx context.Context, d *deliver.Delivery) (bool, error) {
 	}
 	_ = cl.Quit()
 	return false, nil
+}
+
+// tlsConfig is the TLS configuration for TLS and STARTTLS: the one
+// configured, or one that verifies the server's certificate against Host.
+func (c *Channel) tlsConfig() *tls.Config {
+	if c.cfg.TLSConfig != nil {
+		return c.cfg.TLSConfig
+	}
+	return &tls.Config{ServerName: c.cfg.Host, MinVersion: tls.VersionTLS12}
 }
 
 // retryable: an SMTP 4xx is temporary; 5xx is permanent.

@@ -233,3 +233,57 @@ func TestStartTLS(t *testing.T) {
 		t.Errorf("Send to a closed port = %v, %v; want a retry naming no password or address", retry, err)
 	}
 }
+
+// TestImplicitTLS: with TLS (smtp.tls, port 465's "SMTPS") the connection
+// speaks TLS from its first byte and the mail goes over it; a certificate
+// the roots do not vouch for is refused, and tried again, as STARTTLS's is.
+func TestImplicitTLS(t *testing.T) {
+	t.Parallel()
+	ts := httptest.NewUnstartedServer(http.NotFoundHandler())
+	ts.StartTLS()
+	defer ts.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(ts.Certificate())
+	mb := &mailbox{got: make(chan struct{}, 16)}
+	srv := smtp.NewServer(mb)
+	srv.Domain = "localhost"
+	srv.ReadTimeout, srv.WriteTimeout = 10*time.Second, 10*time.Second
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: ts.TLS.Certificates})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	port := ln.Addr().(*net.TCPAddr).Port
+
+	st := memstore.New()
+	w, m := settled(t, st, "w1", vigil.StateFailed, "The check failed.")
+	p, _ := json.Marshal(deliver.NewPayload(w, m.ID))
+	o, _ := deliver.ParseOptions(w.Deliver)
+	send := func(cfg email.Config) (bool, error) {
+		cfg.Host, cfg.Port, cfg.Timeout = "127.0.0.1", port, 5*time.Second
+		return email.New(cfg).Send(t.Context(), &deliver.Delivery{Watch: w, MessageID: m.ID, Options: o, Payload: p, Attempt: 1, Now: time.Now()})
+	}
+	// StartTLS stays on, as smtp.starttls's default: TLS makes it moot.
+	retry, err := send(email.Config{TLS: true, StartTLS: true,
+		TLSConfig: &tls.Config{RootCAs: pool, ServerName: "example.com"}})
+	if err != nil || retry {
+		t.Fatalf("Send over implicit TLS = %v, %v", retry, err)
+	}
+	<-mb.got
+	if got := mb.sent(); len(got) != 1 || !mb.tls[0] || got[0].to[0] != "ops@example.com" {
+		t.Fatalf("sent %d mails, over TLS %v; want one, over TLS", len(got), mb.tls)
+	}
+	// Verified as STARTTLS verifies: a certificate for another name, or
+	// from roots not trusted, is refused before anything is said, and
+	// tried again.
+	for _, tc := range []*tls.Config{nil, {RootCAs: pool, ServerName: "other.example.org"}} {
+		retry, err := send(email.Config{TLS: true, Password: "pw-s3cret", TLSConfig: tc})
+		if !retry || err == nil || !strings.Contains(err.Error(), "TLS handshake") || strings.Contains(err.Error(), "pw-s3cret") {
+			t.Errorf("Send to an unverified certificate (%v) = %v, %v; want a retry naming the TLS handshake", tc, retry, err)
+		}
+	}
+	if n := len(mb.sent()); n != 1 {
+		t.Errorf("the server holds %d mails, want the first alone", n)
+	}
+}

@@ -135,7 +135,7 @@ func sharedFingerprints(cfg Config) SharedFingerprints {
 	}
 	var smtp any
 	if s := cfg.Delivery.SMTP; s.Host != "" {
-		smtp = []any{strings.ToLower(s.Host), s.port(), s.User, s.Password != "", s.From, !s.NoStartTLS}
+		smtp = []any{strings.ToLower(s.Host), s.port(), s.User, s.Password != "", s.From, !s.NoStartTLS, s.implicitTLS()}
 	}
 	values := [len(sharedNames)]any{
 		int64(l.MinEvery), int64(l.MaxDeadline), l.MaxActive, l.MaxActivePerRecipient,

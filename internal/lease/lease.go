@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vigil-run/vigil/store/postgres"
@@ -83,10 +84,15 @@ type Config struct {
 	// Lease: a third of it by default.
 	Lease, Renew time.Duration
 	// Gain is called with the shards taken, after the fence holds them:
-	// it arms their pending watches and resumes their deliveries. An
-	// error releases them (they are taken again at a later step): the
-	// step fails, unless the error is ErrDecline (a replica on its way
-	// out, which takes nothing more).
+	// it arms their pending watches and resumes their deliveries (or
+	// hands them to what does). An error releases them (they are taken
+	// again at a later step): the step fails, unless the error is
+	// ErrDecline (a replica on its way out, which takes nothing more).
+	// Its ctx ends after gainFor (on the step timer, NewTimer), and Gain
+	// must return then: a Gain that ran out of time fails as any other,
+	// releasing the shards, so that a Gain waiting on a database that
+	// stopped answering does not hold the step, and with it the renewal
+	// of every lease held.
 	Gain func(ctx context.Context, shards []int) error
 	// Lose is called with the shards lost or released, after the fence
 	// let go of them and, for a release, before the database hears of it:
@@ -120,7 +126,8 @@ type Config struct {
 	// calls it again; an error wrapped by Stop ends Run with it.
 	Rejoin func(ctx context.Context) error
 	Logger *slog.Logger
-	// NewTimer makes the step timer and the bound of a release's Drain;
+	// NewTimer makes the step timer and the bounds of a release's Drain
+	// and of a Gain;
 	// nil uses time.NewTimer. Tests drive Step directly.
 	NewTimer func(d time.Duration) *time.Timer
 }
@@ -313,7 +320,7 @@ func (m *Manager) Step(ctx context.Context) error {
 	all = append(all, got...)
 	slices.SortFunc(all, func(a, b postgres.Lease) int { return a.Shard - b.Shard })
 	m.set(all)
-	if err := m.cfg.Gain(ctx, shardsOf(got)); err != nil {
+	if err := m.gain(ctx, shardsOf(got)); err != nil {
 		m.set(held)
 		m.cfg.Lose(shardsOf(got))
 		cctx, cancel := m.bound(context.WithoutCancel(ctx))
@@ -370,6 +377,42 @@ func (m *Manager) drain(ctx context.Context, shards []int) {
 		m.log.Warn("releasing shards with delivery attempts still in flight: the next holder reads their receipts back as unknown",
 			"shards", shards, "attempts", left, "bound", m.drainFor())
 	}
+}
+
+// gainFor bounds a Gain: a renewal interval and half what the lease lasts
+// beyond one, whichever is shorter (5 s with the default lease and
+// renewal). The leases taken and those renewed at the step's start hold
+// throughout, and the next step still renews them in time after a release
+// drained for as long (drainFor) in the same step.
+func (m *Manager) gainFor() time.Duration {
+	return min(m.cfg.Renew, (m.cfg.Lease-m.cfg.Renew)/2)
+}
+
+// gain calls Gain with the shards taken, its context ended after gainFor
+// (on the step timer, NewTimer). A Gain that returns an error once that
+// bound has passed ran out of time, which the error says.
+func (m *Manager) gain(ctx context.Context, shards []int) error {
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	bound := m.cfg.NewTimer(m.gainFor())
+	defer bound.Stop()
+	var late atomic.Bool
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-bound.C:
+			late.Store(true)
+			cancel()
+		case <-done:
+		}
+	}()
+	err := m.cfg.Gain(gctx, shards)
+	if err != nil && late.Load() {
+		m.log.Warn("arming the shards taken ran out of time; releasing them", "shards", shards, "bound", m.gainFor())
+		return fmt.Errorf("ran out of time (%s): %w", m.gainFor(), err)
+	}
+	return err
 }
 
 // set makes held what the manager holds and what the store fences on.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -684,4 +685,69 @@ func TestHungStepGivenUp(t *testing.T) {
 			t.Fatalf("21 s in, a holds %d shards, want 64: the hung step was not given up and tried again", got["a"])
 		}
 	})
+}
+
+// TestHungGainGivenUp: a Gain that does not return (priming a shard's
+// watches on a database that stopped answering without a reset) is given
+// up once gainFor has passed on the step timer: the step fails and the
+// shards taken are released, as after a Gain that failed, so the replica
+// goes on stepping (renewing what it holds) and another replica can take
+// them. The bound is a renewal interval with the default lease.
+func TestHungGainGivenUp(t *testing.T) {
+	r := newRig(t)
+	m := r.add("a")
+	type bound struct {
+		d    time.Duration
+		fire chan time.Time
+	}
+	bounds := make(chan bound, 4)
+	m.cfg.NewTimer = func(d time.Duration) *time.Timer {
+		// A timer that never fires by itself: the test fires it.
+		tm := time.NewTimer(time.Hour)
+		tm.Stop()
+		c := make(chan time.Time, 1)
+		tm.C = c
+		bounds <- bound{d, c}
+		return tm
+	}
+	entered := make(chan struct{})
+	m.cfg.Gain = func(ctx context.Context, shards []int) error {
+		close(entered)
+		<-ctx.Done() // hung: only its context ends the wait
+		return ctx.Err()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- m.Step(ctx) }()
+	<-entered
+	select {
+	case b := <-bounds:
+		if b.d != 5*time.Second {
+			t.Errorf("Gain's bound %s, want 5s (a renewal interval)", b.d)
+		}
+		b.fire <- time.Now()
+	default:
+		cancel() // unhang the step to report
+		<-done
+		t.Fatal("Gain runs without a bound: a Gain that hangs holds the step, and the replica stops renewing its leases")
+	}
+	err := <-done
+	if err == nil || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "ran out of time") {
+		t.Fatalf("Step = %v, want a failure saying Gain ran out of time", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the step's own context ended")
+	}
+	if len(m.Held()) != 0 {
+		t.Fatalf("a holds %d shards after its Gain ran out of time, want none (released)", len(m.Held()))
+	}
+	if owners := r.store.owners(); slices.Contains(owners, "a") {
+		t.Fatalf("the database still gives shards to a after its Gain ran out of time")
+	}
+	r.add("b")
+	r.step("b")
+	if got := r.check(); got["b"] != 32 || got["a"] != 0 {
+		t.Fatalf("b took %d shards and a holds %d, want 32 and none", got["b"], got["a"])
+	}
 }

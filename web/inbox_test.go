@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/web"
@@ -148,5 +152,100 @@ func TestInboxPagesThrough(t *testing.T) {
 	resp, body = get(t, hc, base+"/ui/inbox?recipient=agent-a&reader=r1&after=x")
 	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "after must be") {
 		t.Errorf("after=x: %d, want 422 naming after\n%s", resp.StatusCode, body)
+	}
+}
+
+// shownSeqs returns the seqs of the messages the page in the browser
+// shows, in the order shown.
+func shownSeqs(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	return eval[[]string](t, ctx, `Array.from(document.querySelectorAll("#messages li")).map(li => li.dataset.seq)`)
+}
+
+// TestInboxPagesBothWays: in a browser, a mailbox of 450 messages (pages
+// of 200) is walked forward two pages with Newer messages, then back two
+// with Older messages: each page shows the same messages as when it was
+// first shown, the first page has no Older link and the last no Newer.
+// The API reads a mailbox forward only: the pages before are carried in
+// the links (back).
+func TestInboxPagesBothWays(t *testing.T) {
+	const admin = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	svc := &bigMailbox{n: 450, cursors: map[string]int64{}}
+	srv := httptest.NewServer(web.New(web.Options{Service: svc, AdminToken: admin}).Handler())
+	t.Cleanup(srv.Close)
+	ctx := browser(t)
+	step(t, ctx, "open the sign-in page", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.ID("token")))
+	step(t, ctx, "type the token", chromedp.SendKeys(chromedp.ID("token"), admin))
+	follow(t, ctx, "sign in", chromedp.Click(chromedp.ID("signin")))
+	follow(t, ctx, "open the inbox", chromedp.Navigate(srv.URL+"/ui/inbox?recipient=agent-a&reader=r1"))
+
+	// want checks the page shows seqs from..to (newest first) and which
+	// of the Older and Newer links it has.
+	want := func(what string, from, to int, older, newer bool) {
+		t.Helper()
+		got := shownSeqs(t, ctx)
+		var exp []string
+		for s := to; s >= from; s -= 2 {
+			exp = append(exp, fmt.Sprint(s))
+		}
+		if !slices.Equal(got, exp) {
+			t.Fatalf("%s: the page shows %d messages %v…, want seqs %d down to %d", what, len(got), got[:min(3, len(got))], to, from)
+		}
+		if has := eval[bool](t, ctx, `!!document.getElementById("inbox-older")`); has != older {
+			t.Errorf("%s: an Older messages link: %v, want %v", what, has, older)
+		}
+		if has := eval[bool](t, ctx, `!!document.getElementById("inbox-newer")`); has != newer {
+			t.Errorf("%s: a Newer messages link: %v, want %v", what, has, newer)
+		}
+	}
+	want("the first page", 2, 400, false, true)
+	follow(t, ctx, "go to newer messages", chromedp.Click(chromedp.ID("inbox-newer")))
+	want("the second page", 402, 800, true, true)
+	follow(t, ctx, "go to newer messages again", chromedp.Click(chromedp.ID("inbox-newer")))
+	want("the third page", 802, 900, true, false)
+	follow(t, ctx, "go back to older messages", chromedp.Click(chromedp.ID("inbox-older")))
+	want("back on the second page", 402, 800, true, true)
+	follow(t, ctx, "go back to older messages again", chromedp.Click(chromedp.ID("inbox-older")))
+	want("back on the first page", 2, 400, false, true)
+}
+
+// TestInboxBackRefused: the pages to go back to (?back=) are validated:
+// seqs, increasing, below after, at most 32, and only with after; a page
+// 32 pages deep remembers the 32 before the next.
+func TestInboxBackRefused(t *testing.T) {
+	_, base, hc, _ := bigMailboxPanel(t, 100_000)
+	u := base + "/ui/inbox?recipient=agent-a&reader=r1"
+	var deep []string
+	for i := range 32 {
+		deep = append(deep, fmt.Sprint(i*400))
+	}
+	for _, bad := range []string{
+		"&back=400",              // without after
+		"&after=800&back=x",      // not a seq
+		"&after=800&back=400,-2", // negative
+		"&after=800&back=400,0",  // not increasing
+		"&after=800&back=0,800",  // not below after
+		"&after=99999&back=" + strings.Repeat("1,", 32) + "2", // too many
+	} {
+		resp, body := get(t, hc, u+bad)
+		if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "back") {
+			t.Errorf("%s: %d, want 422 naming back\n%s", bad, resp.StatusCode, body)
+		}
+	}
+	_, body := get(t, hc, u+"&after=12800&back="+strings.Join(deep, ","))
+	newer := regexp.MustCompile(`href="/ui/inbox\?([^"]*)" id="inbox-newer"`).FindStringSubmatch(body)
+	if newer == nil {
+		t.Fatal("no Newer messages link on a full page")
+	}
+	q, err := url.ParseQuery(strings.ReplaceAll(newer[1], "&amp;", "&"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Join(append(deep[1:], "12800"), ","); q.Get("back") != want {
+		t.Errorf("the Newer link's back = %q, want the last 32 pages %q", q.Get("back"), want)
+	}
+	older := regexp.MustCompile(`href="/ui/inbox\?([^"]*)" id="inbox-older"`).FindStringSubmatch(body)
+	if older == nil || !strings.Contains(older[1], "after=12400") {
+		t.Errorf("the Older link %v, want after=12400", older)
 	}
 }

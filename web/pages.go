@@ -445,10 +445,50 @@ type inboxData struct {
 	Last   int64
 	Unread int
 	// More: the page is full, and Newer is the query of the next one
-	// (url.Values encoded); First, when the page does not start at the
-	// mailbox's first message, is the query of the page that does.
-	More         bool
-	Newer, First template.URL
+	// (url.Values encoded); Older, when the page was reached from
+	// another, is the query of the page before it; First, when the page
+	// does not start at the mailbox's first message, is the query of the
+	// page that does.
+	More                bool
+	Newer, Older, First template.URL
+}
+
+// inboxBack bounds the pages an inbox page remembers to go back to
+// (?back=): past it, the oldest are forgotten (From the first message
+// still reaches the start).
+const inboxBack = 32
+
+// parseBack reads ?back=, the after of each page before this one, oldest
+// first (comma-separated): at most inboxBack seqs, each a whole number,
+// increasing, all below after.
+func parseBack(v string, after int64) ([]int64, error) {
+	if v == "" {
+		return nil, nil
+	}
+	parts := strings.Split(v, ",")
+	if len(parts) > inboxBack {
+		return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "back", "back holds at most %d pages, not %d", inboxBack, len(parts))
+	}
+	out := make([]int64, 0, len(parts))
+	for _, p := range parts {
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || n < 0 {
+			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "back", "back must be message seqs (whole numbers, 0 or more) separated by commas, not %q", clipText(v))
+		}
+		if (len(out) > 0 && n <= out[len(out)-1]) || n >= after {
+			return nil, vigil.FieldErrorf(vigil.CodeInvalidRequest, "back", "back's seqs must increase and stay below after (%d), not %q", after, clipText(v))
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func joinSeqs(seqs []int64) string {
+	parts := make([]string, len(seqs))
+	for i, n := range seqs {
+		parts[i] = strconv.FormatInt(n, 10)
+	}
+	return strings.Join(parts, ",")
 }
 
 type inboxMessage struct {
@@ -487,6 +527,16 @@ func (p *Panel) inbox(w http.ResponseWriter, r *http.Request, s *session) error 
 		}
 		after = &n
 	}
+	var back []int64
+	if v := q.Get("back"); v != "" {
+		if after == nil {
+			return vigil.FieldErrorf(vigil.CodeInvalidRequest, "back", "back needs after: the page it goes back from")
+		}
+		var err error
+		if back, err = parseBack(v, *after); err != nil {
+			return err
+		}
+	}
 	ctx := s.ctx(r.Context())
 	if after == nil {
 		head, err := p.opts.Service.Messages(ctx, vigil.MessagesRequest{Recipient: d.Recipient, Reader: d.Reader, Limit: 1})
@@ -512,14 +562,25 @@ func (p *Panel) inbox(w http.ResponseWriter, r *http.Request, s *session) error 
 		d.Last = max(d.Last, m.Seq)
 		d.Messages = append(d.Messages, inboxMessage{Message: m, Unread: unread})
 	}
-	query := func(after int64) template.URL {
-		return template.URL(url.Values{"recipient": {d.Recipient}, "reader": {d.Reader}, "after": {strconv.FormatInt(after, 10)}}.Encode()) // #nosec: url.Values.Encode escapes every value
+	// The API reads a mailbox forward only (after a seq): the pages
+	// before this one are those its links came through, each page's
+	// after carried along in back (at most inboxBack of them).
+	query := func(after int64, back []int64) template.URL {
+		v := url.Values{"recipient": {d.Recipient}, "reader": {d.Reader}, "after": {strconv.FormatInt(after, 10)}}
+		if len(back) > 0 {
+			v.Set("back", joinSeqs(back))
+		}
+		return template.URL(v.Encode()) // #nosec: url.Values.Encode escapes every value
 	}
 	if d.More = len(page.Messages) == inboxPage; d.More {
-		d.Newer = query(d.Last)
+		next := append(slices.Clone(back), *after)
+		d.Newer = query(d.Last, next[max(0, len(next)-inboxBack):])
 	}
-	if *after > 0 {
-		d.First = query(0)
+	if k := len(back); k > 0 {
+		d.Older = query(back[k-1], back[:k-1])
+	}
+	if *after > 0 && (len(back) != 1 || back[0] != 0) {
+		d.First = query(0, nil) // unless Older is that page
 	}
 	s.reader = d.Reader
 	if s.admin && !slices.Contains(s.follow, d.Recipient) && len(s.follow) < 16 {

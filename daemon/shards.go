@@ -103,6 +103,12 @@ type shards struct {
 	owedKick  chan struct{}
 	// deaf drops every event heard (a test's lost notifications).
 	deaf atomic.Bool
+	// primeFor bounds arm's first attempt at priming shards taken (the
+	// lease: see arm); primeFn and holds are prime and the store's
+	// HoldsShard (a test sets its own).
+	primeFor time.Duration
+	primeFn  func(ctx context.Context, shards []int) error
+	holds    func(shard int) bool
 }
 
 func newShards(cfg Config, pg *postgres.Store, replica string, eng *engine.Engine, sched *scheduler.Scheduler,
@@ -110,6 +116,7 @@ func newShards(cfg Config, pg *postgres.Store, replica string, eng *engine.Engin
 	s := &shards{pg: pg, eng: eng, sched: sched, disp: disp, fs: fs, log: log.With("component", "shards"), ids: make(chan heardWatch, wakeQueue),
 		owedKick: make(chan struct{}, 1), gained: make(chan []int, postgres.Shards), needsRow: needsRow, refused: pg.Refused, keys: keys}
 	l, r := cfg.leases()
+	s.primeFor, s.primeFn, s.holds = l, s.prime, pg.HoldsShard
 	lc := lease.Config{Store: pg, Replica: replica, Shards: postgres.Shards, Lease: l, Renew: r,
 		Gain: s.gain, Lose: s.lose, Drain: s.drain, Since: s.repairSince, Renewed: s.repair, Logger: log}
 	if keys != nil {
@@ -208,7 +215,12 @@ func (s *shards) gain(_ context.Context, shards []int) error {
 
 // arm arms the shards taken, in turn; a shard lost meanwhile is skipped,
 // and one that fails (the database) is tried again a second later while
-// this replica holds it.
+// this replica holds it. Gain only hands the shards here, so it is this
+// priming, not the lease step, that a database which stopped answering
+// without a reset would hold: each attempt is given up after primeFor (a
+// lease) and tried again on a new connection, the bound doubling at each
+// attempt that ran out of time (up to 16 leases), so that a large shard
+// whose priming takes longer than a lease is still armed.
 func (s *shards) arm(ctx context.Context) {
 	for {
 		var shards []int
@@ -217,14 +229,22 @@ func (s *shards) arm(ctx context.Context) {
 			return
 		case shards = <-s.gained:
 		}
+		bound := s.primeFor
 		for {
-			shards = slices.DeleteFunc(shards, func(sh int) bool { return !s.pg.HoldsShard(sh) })
+			shards = slices.DeleteFunc(shards, func(sh int) bool { return !s.holds(sh) })
 			if len(shards) == 0 {
 				break
 			}
-			err := s.prime(ctx, shards)
+			pctx, cancel := context.WithTimeout(ctx, bound)
+			err := s.primeFn(pctx, shards)
+			late := pctx.Err() == context.DeadlineExceeded
+			cancel()
 			if err == nil || ctx.Err() != nil {
 				break
+			}
+			if late {
+				err = fmt.Errorf("ran out of time (%s): %w", bound, err)
+				bound = min(2*bound, 16*s.primeFor)
 			}
 			s.log.Warn("arming shards taken failed; trying again", "shards", shards, "err", err)
 			select {

@@ -15,3 +15,6 @@ func lock(*os.File) error            { return errNoUnix }
 func tryLock(*os.File) (bool, error) { return false, errNoUnix }
 func locked(string) (bool, error)    { return false, errNoUnix }
 func terminate(int) error            { return errNoUnix }
+
+// childEnded is none: no signal says a child ended here.
+var childEnded []os.Signal

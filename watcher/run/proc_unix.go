@@ -53,3 +53,6 @@ func locked(path string) (bool, error) {
 
 // terminate asks a supervisor to end its program.
 func terminate(pid int) error { return syscall.Kill(pid, syscall.SIGTERM) }
+
+// childEnded is the signal a process gets when a child of its ends.
+var childEnded = []os.Signal{syscall.SIGCHLD}

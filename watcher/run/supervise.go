@@ -34,7 +34,10 @@ const maxJob = 8 << 20
 // daemon never keeps a child of its own. The second starts the program in its
 // own process group, keeps the end of its output, ends the group on
 // SIGTERM (SIGTERM, then SIGKILL after the job's grace), and when the
-// program has exited writes the status file atomically and exits.
+// program has exited kills what is left of the group and, on Linux, where
+// it is a child subreaper (proc.BecomeSubreaper), every process the
+// program started that left the group (setsid, a daemon), then writes the
+// status file atomically and exits.
 //
 // Each stage hands on only the files it means to: the second stage gets
 // its stdin (the job), the report pipe and the pid file, the program its
@@ -222,6 +225,16 @@ func supervise(j job) int {
 		return 0
 	default:
 	}
+	// A child subreaper (Linux): what the program starts and leaves its
+	// process group (setsid, a daemonizing double fork) comes to this
+	// supervisor when its parent ends, and is ended with the program. It
+	// starts nothing else, and reaps what comes to it (reaped, below).
+	// Elsewhere the process group alone is ended.
+	_ = proc.BecomeSubreaper()
+	reaped := make(chan os.Signal, 1)
+	if len(childEnded) > 0 { // Notify with none would take every signal
+		signal.Notify(reaped, childEnded...)
+	}
 	if err := proc.OwnGroup(cmd); err != nil {
 		st.Error = err.Error()
 	} else if err := cmd.Start(); err != nil {
@@ -252,6 +265,9 @@ loop:
 		select {
 		case werr = <-waited:
 			break loop
+		case <-reaped:
+			// An orphan that came to this supervisor and ended.
+			proc.ReapZombies(pid)
 		case <-sigs:
 			if !terminated {
 				terminated = true
@@ -260,8 +276,10 @@ loop:
 			}
 		}
 	}
-	// Whatever the program left running in its group goes with it.
+	// Whatever the program left running in its group goes with it, and
+	// so does what left the group (KillOrphans).
 	proc.KillGroup(pid)
+	proc.KillOrphans()
 	st.EndedAt = time.Now().UTC()
 	st.Tail, st.OutputBytes = tail.String(), tail.Total()
 	var exitErr *exec.ExitError

@@ -131,6 +131,7 @@ talks to it.`,
 		newMCPCmd(e),
 		newTokenCmd(e),
 		newSuperviseCmd(e),
+		newReapCmd(),
 	)
 	return root
 }

@@ -51,6 +51,9 @@ differ.`,
 			if err := cfg.Validate(); err != nil {
 				return usageErr(err)
 			}
+			// The vigil binary (ServeReap) runs each command and resume
+			// delivery's program under its own `reap`; nil elsewhere.
+			cfg.Reaper = proc.SelfReaper()
 			log := slog.New(slog.NewTextHandler(e.stderr, nil))
 			if err := daemon.Run(cmd.Context(), cfg, log); err != nil {
 				if errors.Is(err, daemon.ErrRefused) {

@@ -106,6 +106,16 @@ type Config struct {
 	// listener closes; 0 closes the listener at once. At most
 	// maxShutdownDrain.
 	ShutdownDrain time.Duration
+	// Reaper, when set, is the argv of a program that serves vigil's
+	// hidden `reap` command (the vigil binary's own [exe, "reap"], which
+	// `vigil serve` sets; or a vigil binary of this version): each
+	// command and resume delivery's program
+	// runs under it, a child subreaper on Linux, so that what the program
+	// started and left outside its process group (setsid, a daemon) is
+	// killed with it. Nil, as a program that embeds the daemon has it
+	// unless it sets it, starts each program directly: only its process
+	// group is ended. It is not a setting of the configuration file.
+	Reaper []string
 }
 
 // maxShutdownDrain bounds shutdown_drain: it adds to the time a shutdown

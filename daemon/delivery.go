@@ -22,6 +22,7 @@ import (
 	"github.com/vigil-run/vigil/deliver/email"
 	"github.com/vigil-run/vigil/deliver/webhook"
 	"github.com/vigil-run/vigil/internal/netguard"
+	"github.com/vigil-run/vigil/internal/proc"
 	"github.com/vigil-run/vigil/store/postgres"
 )
 
@@ -391,8 +392,12 @@ func newDispatcher(cfg Config, store vigil.Store, secrets []string, log *slog.Lo
 	chans := map[string]deliver.Channel{deliver.ChannelWebhook: wh}
 	policy := deliver.Policy{AllowExec: cfg.AllowExec, SMTP: cfg.Delivery.SMTP.Host != "", Guard: netguard.Guard{DenyPrivate: cfg.DenyPrivate}}
 	if policy.AllowExec {
-		chans[deliver.ChannelCommand] = command.New(command.Config{})
-		var rc command.Config
+		// Each program runs under the reaper the configuration names
+		// (`vigil reap`, a child subreaper on Linux), if it names one, so
+		// what the program leaves outside its process group is ended too.
+		cc := command.Config{Runner: proc.Runner{Reaper: cfg.Reaper}}
+		chans[deliver.ChannelCommand] = command.New(cc)
+		rc := cc
 		if pg, ok := store.(*postgres.Store); ok {
 			// The resumes of one agent session wait for each other
 			// across the replicas, not only here.

@@ -12,6 +12,9 @@ import (
 )
 
 func main() {
+	// This binary runs `vigil reap` (its deliveries' programs run under
+	// it); a program that embeds the daemon does not say so.
+	cli.ServeReap()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// The first signal asks for a graceful shutdown; a second one ends the
 	// process at once (the signals' default), whatever is still running.

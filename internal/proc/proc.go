@@ -17,14 +17,17 @@ package proc
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -242,6 +245,14 @@ type Runner struct {
 	// KillGrace is how long a program has between SIGTERM and SIGKILL,
 	// and how long output pipes left open after it exits are waited for.
 	KillGrace time.Duration
+	// Reaper, when set, is the argv that starts `vigil reap` (Reap) to run
+	// each program on Linux: a child subreaper, so that what the program
+	// starts and leaves its process group (setsid, a daemon) is killed
+	// with it too. Only an executable that runs Reap for that argument
+	// may be named (the vigil binary's, SelfReaper). Elsewhere, or unset,
+	// the program is started directly and only its process group is
+	// ended.
+	Reaper []string
 }
 
 // Output is what one run of a program left.
@@ -300,6 +311,17 @@ func (r Runner) run(ctx context.Context, p Program, stdin []byte, timeout time.D
 	res := &result{stdout: newTail(OutputTail), stderr: newTail(OutputTail)}
 	cmd := exec.CommandContext(runCtx, path)
 	cmd.Args = argv
+	var status, statusW *os.File
+	if len(r.Reaper) > 0 && canReap {
+		cmd = exec.CommandContext(runCtx, r.Reaper[0])
+		cmd.Args = append(slices.Clone(r.Reaper), strconv.FormatInt(grace.Milliseconds(), 10), path)
+		cmd.Args = append(cmd.Args, argv...)
+		if status, statusW, err = os.Pipe(); err != nil {
+			return nil, err
+		}
+		defer status.Close()
+		cmd.ExtraFiles = []*os.File{statusW}
+	}
 	cmd.Dir = p.Cwd
 	cmd.Env = env
 	if stdin != nil {
@@ -308,6 +330,11 @@ func (r Runner) run(ctx context.Context, p Program, stdin []byte, timeout time.D
 	cmd.Stdout = res.stdout
 	cmd.Stderr = res.stderr
 	cmd.WaitDelay = grace
+	if status != nil {
+		// The reaper passes the SIGTERM on and kills after the grace
+		// itself: it is given the time to, and to end what is left.
+		cmd.WaitDelay = 2*grace + time.Second
+	}
 	var cancelled atomic.Bool
 	if err := ownGroup(cmd); err != nil {
 		return nil, watcher.Permanent(err)
@@ -319,13 +346,20 @@ func (r Runner) run(ctx context.Context, p Program, stdin []byte, timeout time.D
 		}
 		return err
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	if statusW != nil {
+		statusW.Close()
+	}
+	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", argv[0], unwrapPath(err))
 	}
 	pid := cmd.Process.Pid
 	err = cmd.Wait()
 	// Whatever the program left running in its group goes with it.
 	killGroup(pid)
+	if status != nil {
+		return reaped(res, status, cmd, err, argv[0], cancelled.Load(), ctx.Err() != nil, timeout)
+	}
 
 	var exitErr *exec.ExitError
 	switch {
@@ -343,6 +377,32 @@ func (r Runner) run(ctx context.Context, p Program, stdin []byte, timeout time.D
 		}
 	default:
 		return nil, fmt.Errorf("running %s: %w", argv[0], err)
+	}
+	return res, nil
+}
+
+// reaped reads how the program a reaper (Reap) ran ended from its status
+// pipe, as run judges a program it started itself.
+func reaped(res *result, status *os.File, cmd *exec.Cmd, err error, name string, cancelled, ctxDone bool, timeout time.Duration) (*result, error) {
+	b, _ := io.ReadAll(io.LimitReader(status, 4096))
+	word, rest, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	switch {
+	case word == "error":
+		return nil, fmt.Errorf("starting %s: %s", name, rest)
+	case cancelled && ctxDone:
+		res.ended = "the run was cancelled; its process group was terminated"
+	case cancelled:
+		res.ended = fmt.Sprintf("timed out after %s; its process group was terminated", vigil.FormatDuration(timeout))
+	case word == "signal":
+		res.ended = "killed by signal " + rest
+	case word == "exit":
+		code, cerr := strconv.Atoi(rest)
+		if cerr != nil {
+			return nil, fmt.Errorf("running %s: the reaper said %q", name, b)
+		}
+		res.code = code
+	default:
+		return nil, fmt.Errorf("running %s: the reaper ended without saying how it did: %v", name, cmp.Or(err, errors.New(cmd.ProcessState.String())))
 	}
 	return res, nil
 }

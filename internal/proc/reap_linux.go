@@ -104,3 +104,6 @@ func children(pid int) []child {
 	}
 	return out
 }
+
+// childEnded is the signal a process gets when a child of its ends.
+var childEnded = []os.Signal{unix.SIGCHLD}

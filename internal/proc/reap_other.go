@@ -2,7 +2,11 @@
 
 package proc
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"os"
+)
 
 // canReap says this system has no child subreapers that package unix
 // offers: a program's descendants that leave its process group are not
@@ -17,3 +21,10 @@ func KillOrphans() {}
 
 // ReapZombies has nothing to reap where nothing is a subreaper.
 func ReapZombies(int) {}
+
+// Reap refuses: only Linux has child subreapers here, and a Runner
+// starts no reaper elsewhere.
+func Reap([]string) int {
+	fmt.Fprintln(os.Stderr, "vigil reap: needs Linux (child subreapers)")
+	return 2
+}

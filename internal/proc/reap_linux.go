@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,24 +34,46 @@ const maxOrphanRounds = 1000
 // that escaped its process group, and what those started in turn (they
 // come to this process as their parents die). A child cannot be reaped
 // by anyone else, so its pid is not reused meanwhile.
-func KillOrphans() {
+//
+// It never blocks in a wait: each child is reaped without waiting
+// (WNOHANG) and looked at again until it has died, and KillOrphans gives
+// up after within, since SIGKILL ends a process in an uninterruptible
+// sleep (a hung NFS read) only once it wakes, and a fork loop could
+// outrun it: what is left, its SIGKILL pending, goes to init when this
+// process exits.
+func KillOrphans(within time.Duration) {
+	deadline := time.Now().Add(within)
 	for range maxOrphanRounds {
 		kids := children(os.Getpid())
-		if len(kids) == 0 {
+		if len(kids) == 0 || time.Now().After(deadline) {
 			return
 		}
 		for _, k := range kids {
+			// A zombie too: a thread group whose leader has exited
+			// shows as one while its other threads run on.
 			_ = unix.Kill(k.pid, unix.SIGKILL)
 		}
 		for _, k := range kids {
-			var ws unix.WaitStatus
-			for {
-				_, err := unix.Wait4(k.pid, &ws, 0, nil)
-				if err != unix.EINTR {
-					break
+			for !reap(k.pid) {
+				if time.Now().After(deadline) {
+					return
 				}
+				time.Sleep(time.Millisecond)
 			}
 		}
+	}
+}
+
+// reap reaps the child pid if it has ended, without waiting, and reports
+// whether it is gone: reaped now, or no child of this process (any more).
+func reap(pid int) bool {
+	for {
+		var ws unix.WaitStatus
+		n, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		return n == pid || err != nil
 	}
 }
 
@@ -60,8 +83,7 @@ func KillOrphans() {
 func ReapZombies(except int) {
 	for _, k := range children(os.Getpid()) {
 		if k.pid != except && k.state == 'Z' {
-			var ws unix.WaitStatus
-			_, _ = unix.Wait4(k.pid, &ws, unix.WNOHANG, nil)
+			reap(k.pid)
 		}
 	}
 }

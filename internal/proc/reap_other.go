@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 )
 
 // canReap says this system has no child subreapers that package unix
@@ -17,7 +18,7 @@ const canReap = false
 func BecomeSubreaper() error { return errors.ErrUnsupported }
 
 // KillOrphans has no orphans to find where nothing is a subreaper.
-func KillOrphans() {}
+func KillOrphans(time.Duration) {}
 
 // ReapZombies has nothing to reap where nothing is a subreaper.
 func ReapZombies(int) {}

@@ -69,7 +69,7 @@ loop:
 		}
 	}
 	killGroup(pid)
-	KillOrphans()
+	KillOrphans(grace)
 	if sig, ok := signaled(cmd.ProcessState); ok {
 		fmt.Fprintln(status, "signal", sig)
 	} else {

@@ -279,7 +279,7 @@ loop:
 	// Whatever the program left running in its group goes with it, and
 	// so does what left the group (KillOrphans).
 	proc.KillGroup(pid)
-	proc.KillOrphans()
+	proc.KillOrphans(grace)
 	st.EndedAt = time.Now().UTC()
 	st.Tail, st.OutputBytes = tail.String(), tail.Total()
 	var exitErr *exec.ExitError

@@ -44,7 +44,8 @@ func TestMain(m *testing.M) {
 		// own channel has it, signal.Stop returns only when the signal
 		// has been handed to every channel, the supervisor's included,
 		// so that the supervisor surely sees it before it would start
-		// the program (or by the hold file, if none comes).
+		// the program (or by the hold file, the test's cleanup's, if none
+		// comes).
 		if hold := os.Getenv("VIGIL_TEST_SUPERVISE_HOLD3"); hold != "" && os.Getenv(run.EnvStage) == "2" {
 			term := make(chan os.Signal, 1)
 			signal.Notify(term, syscall.SIGTERM)

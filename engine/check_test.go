@@ -185,3 +185,30 @@ func gatedWatch(t *testing.T) (v *env, w *vigil.Watch, gated *watchertest.Fake, 
 	}
 	return v, w, gated, start, let
 }
+
+// TestCheckOfAWatchSettledAsItWasRead: a Check that found its watch
+// pending and live, whose watch then settled (here a cancel; a probe
+// already looking, as a daemon's first one at its start) before the
+// Check listened for its settlement, returns the settled watch at once.
+// It waited out MaxWait before ("did not finish within"): the settlement
+// was announced to nobody it heard, and a settled watch is never probed.
+func TestCheckOfAWatchSettledAsItWasRead(t *testing.T) {
+	l := vigil.DefaultLimits()
+	l.MaxWait = 2 * time.Second // what the Check waited out before: a failure, not a timing claim
+	v := newEnv(t, envOpts{watchers: []watcher.Watcher{watchertest.SettlesAfter(vigil.KindHTTP, 100)}, limits: &l})
+	ctx, cancel := context.WithCancel(v.ctx)
+	done := make(chan error, 1)
+	go func() { done <- v.eng.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	w := v.register(vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: []byte(`{"url":"http://example.test/"}`),
+		Every: "1h", Deadline: "24h", Observe: true})
+	v.eng.BeforeCheckWait(func(id string) {
+		if _, err := v.eng.Cancel(v.ctx, id); err != nil {
+			t.Errorf("Cancel: %v", err)
+		}
+	})
+	got, err := v.eng.Check(v.ctx, w.ID)
+	if err != nil || got.State != vigil.StateCancelled {
+		t.Fatalf("Check = %+v, %v; want the cancelled watch", got, err)
+	}
+}

@@ -118,6 +118,9 @@ type Engine struct {
 	checkElsewhere func(ctx context.Context, id string) error
 	// recent remembers each watch's last probes (the panel's).
 	recent *probeLog
+	// beforeCheckWait, set by tests, runs in Check once it found the
+	// watch pending and live, before it listens for its settlement.
+	beforeCheckWait func(id string)
 }
 
 var _ vigil.Service = (*Engine)(nil)
@@ -575,10 +578,20 @@ func (e *Engine) Check(ctx context.Context, id string) (*vigil.Watch, error) {
 	// (A poke per probe heard would ask for one more than was wanted.)
 	// A watch settled meanwhile some other way (cancelled, completed, a
 	// recipient closed) is never probed again: its settlement answers.
+	if e.beforeCheckWait != nil {
+		e.beforeCheckWait(id)
+	}
 	settled, unsub := e.hub.subscribe(vigil.EventFilter{WatchID: id}, 1, vigil.EventWatchSettled)
 	defer unsub()
 	done, stop := e.recent.wait(id)
 	defer stop()
+	// Settled since it was read above (a probe already looking, a
+	// cancel) and announced before the subscription: nobody would tell
+	// this Check, and it would wait out MaxWait. Read it again now that
+	// a later settlement is heard.
+	if w, err := e.get(ctx, id); err != nil || w.State != vigil.StatePending {
+		return w, err
+	}
 	e.sched.Poke(id)
 	t := time.NewTimer(e.limits.MaxWait)
 	defer t.Stop()

@@ -38,3 +38,7 @@ func (e *Engine) WaitedWatches() int {
 	defer e.recent.mu.Unlock()
 	return len(e.recent.waiters)
 }
+
+// BeforeCheckWait makes f run in each Check once it found its watch
+// pending and live, before it listens for the watch's settlement.
+func (e *Engine) BeforeCheckWait(f func(id string)) { e.beforeCheckWait = f }

@@ -510,7 +510,7 @@ func configKeys() []key {
 		},
 		intKey("probe_workers", "size of the probe worker pool", func(c *Config) *int { return &c.ProbeWorkers }),
 		stringKey("replica", "on PostgreSQL, this daemon's id among the replicas of one database (default host:pid)", false, func(c *Config) *string { return &c.Replica }),
-		durationKey("lease", "on PostgreSQL, how long a replica holds a shard without renewing (0: 15s)", func(c *Config) *time.Duration { return &c.Lease }),
+		durationKey("lease", "on PostgreSQL, how long a replica keeps its shards without a sign of life: its lease session's idle timeout, or a renewed lease's length (0: 15s)", func(c *Config) *time.Duration { return &c.Lease }),
 		durationKey("lease_renew", "on PostgreSQL, how often a replica renews its shards and rebalances (0: a third of the lease, at most 5s)", func(c *Config) *time.Duration { return &c.LeaseRenew }),
 		durationKey("shutdown_drain", "how long, once a shutdown begins, the daemon still accepts and serves requests while /readyz answers 503, for a load balancer to stop routing to it (0: none)", func(c *Config) *time.Duration { return &c.ShutdownDrain }),
 		durationKey("min_every", "shortest re-check interval a watch may ask for", func(c *Config) *time.Duration { return &c.Limits.MinEvery }),

@@ -428,8 +428,11 @@ func startReplica(dir, bin, storeURL string) (*replica, error) {
 			return nil, err
 		}
 	}
+	// The replicas share their settings, roots included (each one's HOME
+	// is its own directory, the default root): a replica whose settings
+	// differ from a live one's is refused at start.
 	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", data, "--store", storeURL,
-		"--max-active", "10000000", "--max-active-per-recipient", "10000000")
+		"--max-active", "10000000", "--max-active-per-recipient", "10000000", "--roots", filepath.Dir(dir))
 	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
 	// A replica dies with the harness (interrupted, or failed before
 	// Close), never left serving on the database.

@@ -268,9 +268,12 @@ type HeartbeatParams struct {
 // in time.
 const DefaultPendingLimit = 2000
 
-// Heartbeat records that the replica is alive and renews its lease (now
-// plus Lease, by the database's clock), if it had not lapsed, in one
-// statement that writes one row, the replica's: a replica holds all its
+// Heartbeat records that the replica is alive and renews its lease, if it
+// had not lapsed, in one statement: with SessionLeases it runs on the
+// replica's lease session (opened first when it has none: see
+// onSession), whose life is the lease, and writes nothing in the steady
+// state; otherwise it renews the replica's row (now plus Lease, by the
+// database's clock), the one row it writes. A replica holds all its
 // shards on that one lease, and a shard's row (holder and epoch) changes
 // only when the shard changes hands. Held that the replica still holds at
 // their epoch are renewed (Peers.Renewed); a lease that had lapsed renews
@@ -449,7 +452,9 @@ type Peers struct {
 // heartbeatSQL is the heartbeat: $1 the replica, $2 and $3 the shards and
 // epochs it holds, $4 the lease, $5 the live window, $6 and $7 the
 // channel and payload of the rebalance event, $8 the repair scan's instant
-// (NULL: no scan), $9 how many rows it reads of each shard at most.
+// (NULL: no scan), $9 how many rows it reads of each shard at most, $10
+// the key of the replica's lease lock (NULL: its lease is its row) and
+// $11 whether this is the first heartbeat on its lease session.
 //
 // A replica's first beat tells the others (a rebalance event), and so
 // does a beat that frees shards (its lease had lapsed, or the replica
@@ -460,23 +465,33 @@ type Peers struct {
 // writes: prev is the replica's lease before this renewal, and checked
 // whether it counted as live for the signing keys' check before it
 // (Peers.Unchecked; one primary key lookup in each of replica_keys and
-// replicas). In the steady
-// state the statement writes one row (me); freed, lapsed and compat write
-// only when a shard changes hands or a replica of an older build (its
-// lease_until NULL) is live, whose fence and acquisitions read
-// lease_expiry, so the shards of this one must be renewed there too.
+// replicas); with a lease session, the lease held before is the session's
+// (not its first heartbeat) or the row's. In the steady state the
+// statement writes one row (me) with a lease renewed as a row, and none
+// with a lease session: me writes then only on the session's first
+// heartbeat, after the replica recorded its signing keys (so that its
+// row's seen_at follows the recording, see keysWindow), when its row is
+// missing, and while a row of a replica of an older build (lock_key NULL,
+// which reads lease_until) is there, when it renews lease_until as before
+// (otherwise it sets it to now: the session is the lease). freed, lapsed
+// and compat write only when a shard changes hands or a replica of an
+// older build still (its lease_until NULL) is live, whose fence and
+// acquisitions read lease_expiry, so the shards of this one must be
+// renewed there too; lost stamps once the instant a session was seen
+// gone.
 //
-// A shard's lease lapses at its holder's lease_until, or at its
-// lease_expiry row when its holder has none (an older build, or gone) or
-// nobody holds it. The repair scan reads each renewed shard's pending
+// A shard's lease lapses as untilSQL says: never while its holder's
+// session holds its lock, else at its holder's lease_until (or lost_at),
+// or at its lease_expiry row when its holder has none (an older build, or
+// gone) or nobody holds it. The repair scan reads each renewed shard's pending
 // rows inserted after $8 through watches_shard_pending (shard,
 // inserted_at), one index range per shard, whatever the plan's
 // parameters, the oldest $9 of each (and says where it cut). The last column is this heartbeat's horizon reading
 // (horizonSQL, and Peers.Horizon).
 //
-// It commits without waiting for the WAL flush (synchronous_commit off,
-// for this transaction only): a crash of the server may forget the last
-// renewals, which only shortens leases (a replica whose renewal was
+// When it writes, it commits without waiting for the WAL flush
+// (synchronous_commit off, for this transaction only): a crash of the
+// server may forget the last renewals, which only shortens leases (a replica whose renewal was
 // forgotten finds its writes fenced, and its shards lost, as after any
 // lapse), and whatever commits durably afterwards (a settlement that read
 // a renewal through the fence) flushes the WAL that holds it first.

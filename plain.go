@@ -17,12 +17,32 @@ import (
 // wording), and a resume's prompt passes its sentence and note through it,
 // so none carries a terminal escape sequence or a bidi override into an
 // agent's prompt, a terminal or a mail. Everything else is left as it is.
-func PlainText(s string) string {
+func PlainText(s string) string { return Spell(s, SpellSpace) }
+
+// Spacing says what Spell does with tab, line feed and carriage return.
+type Spacing int
+
+const (
+	// SpellSpace spells them as every other control character: \x09,
+	// \x0a, \x0d (PlainText).
+	SpellSpace Spacing = iota
+	// NameSpace spells them by name, \t, \n and \r: one line of a
+	// terminal's output (the CLI).
+	NameSpace
+	// KeepSpace leaves them as they are: white space where text is
+	// laid out again (the web panel's pages, whose notes keep their line
+	// breaks).
+	KeepSpace
+)
+
+// Spell is PlainText with tab, line feed and carriage return spelled as
+// space says. It allocates only when it spells something.
+func Spell(s string, space Spacing) string {
 	i := 0
 	for i < len(s) {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c < 0x20 || c == 0x7f {
+			if (c < 0x20 || c == 0x7f) && !(space == KeepSpace && whiteSpace(c)) {
 				break
 			}
 			i++
@@ -43,10 +63,13 @@ func PlainText(s string) string {
 	for i < len(s) {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c < 0x20 || c == 0x7f {
-				fmt.Fprintf(&b, `\x%02x`, c)
-			} else {
+			switch {
+			case c >= 0x20 && c != 0x7f, space == KeepSpace && whiteSpace(c):
 				b.WriteByte(c)
+			case space == NameSpace && whiteSpace(c):
+				b.WriteString(spaceNames[c])
+			default:
+				fmt.Fprintf(&b, `\x%02x`, c)
 			}
 			i++
 			continue
@@ -64,6 +87,12 @@ func PlainText(s string) string {
 	}
 	return b.String()
 }
+
+// whiteSpace reports whether c is tab, line feed or carriage return.
+func whiteSpace(c byte) bool { return c == '\t' || c == '\n' || c == '\r' }
+
+// spaceNames are the names NameSpace spells white space by.
+var spaceNames = [...]string{'\t': `\t`, '\n': `\n`, '\r': `\r`}
 
 // unsafeRune reports whether r, past ASCII, is a C1 control character or
 // a bidi control.

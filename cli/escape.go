@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"fmt"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/vigil-run/vigil"
@@ -20,60 +19,7 @@ import (
 // is the one escaping helper of the CLI: every string that comes from the
 // daemon or from a caller passes through it (or through oneLine, which
 // uses it) before it is printed. The API keeps the text as given.
-func term(s string) string {
-	i := 0
-	for i < len(s) {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c < 0x20 || c == 0x7f {
-				break
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 || r >= 0x80 && r <= 0x9f || vigil.BidiControl(r) {
-			break
-		}
-		i += size
-	}
-	if i == len(s) {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 8)
-	b.WriteString(s[:i])
-	for i < len(s) {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '\t':
-				b.WriteString(`\t`)
-			case c == '\n':
-				b.WriteString(`\n`)
-			case c == '\r':
-				b.WriteString(`\r`)
-			case c < 0x20 || c == 0x7f:
-				fmt.Fprintf(&b, `\x%02x`, c)
-			default:
-				b.WriteByte(c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, c)
-		case r >= 0x80 && r <= 0x9f || vigil.BidiControl(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
-}
+func term(s string) string { return vigil.Spell(s, vigil.NameSpace) }
 
 // termJSON spells the C1 control characters and DEL that encoding/json
 // leaves raw as \u escapes: the same JSON value, safe on a terminal (C0

@@ -373,8 +373,10 @@ func (s *shards) heard(ev postgres.Event) {
 		select {
 		case s.ids <- h:
 		default:
-			// Full: the repair scan at the next step finds it; an
-			// outcome settled on another replica, the look for them.
+			// Full: the repair scan at the next step finds it (that
+			// step's heartbeat is a full one); an outcome settled on
+			// another replica, the look for them.
+			s.mgr.Rescan()
 			if h.message != "" {
 				s.owe(now)
 			}
@@ -482,6 +484,7 @@ func (s *shards) wake(ctx context.Context) {
 			}
 		}
 		if err := s.take(ctx, batch); err != nil && ctx.Err() == nil {
+			s.mgr.Rescan()
 			s.log.Warn("reading watches heard of; the repair scan (or, for outcomes settled elsewhere, the look for them) will find them", "err", err)
 		}
 	}
@@ -622,7 +625,13 @@ func (s *shards) repairSince() time.Time {
 // (repairSince) that are not scheduled: registrations whose notification
 // was lost. The heartbeat read only those rows, through the index of each
 // shard's pending rows by insertion time, never every watch, in the same
-// statement as the renewal.
+// statement as the renewal. A quick heartbeat (postgres.Peers.Quick)
+// scans nothing, and the next scan starts where this one would have: it
+// comes at the next step when a wake-up was dropped here (Rescan), the
+// listener reconnected or another replica joined (Kick), or the database
+// changed (a replica's session ended, one that could not send a
+// registration's events rewrote its row); otherwise within QuickRun+1
+// steps (a minute at the default renewal).
 //
 // It also arms again the watches a fenced write refused since the last
 // step (postgres.Store.Refused) whose shards this step kept: the engine
@@ -637,9 +646,13 @@ func (s *shards) repair(ctx context.Context, _ []int, found postgres.Peers) {
 	if s.stopping.Load() {
 		return // the engine has stopped: nothing to arm
 	}
-	if found.Horizon.IsZero() {
+	switch {
+	case found.Quick:
+		// No scan (nothing was read): the next goes on from where this
+		// one would have.
+	case found.Horizon.IsZero():
 		s.since = found.Now.Add(-repairMargin)
-	} else {
+	default:
 		s.since = found.Horizon.Add(-repairSlack)
 	}
 	if m := found.PendingMore; !m.IsZero() && m.Before(s.since) {

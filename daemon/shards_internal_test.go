@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"log/slog"
 	"slices"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/vigil-run/vigil/watcher"
 	"github.com/vigil-run/vigil/watcher/timer"
 
+	"github.com/vigil-run/vigil/internal/lease"
 	"github.com/vigil-run/vigil/internal/pgtest"
 	"github.com/vigil-run/vigil/store/postgres"
 )
@@ -41,6 +43,62 @@ func TestRepairStartsAtTheHorizon(t *testing.T) {
 	s.repair(t.Context(), nil, postgres.Peers{Now: now})
 	if got, want := s.repairSince(), now.Add(-repairMargin); !got.Equal(want) {
 		t.Errorf("after a step with no horizon, the scan reads from %v, want %v", got, want)
+	}
+	s.repair(t.Context(), nil, postgres.Peers{Now: now.Add(time.Minute), Quick: true})
+	if got, want := s.repairSince(), now.Add(-repairMargin); !got.Equal(want) {
+		t.Errorf("after a quick step (no scan), the next scan reads from %v, want %v (where this one would have)", got, want)
+	}
+}
+
+// askedStore records whether each heartbeat asked could be a quick one.
+type askedStore struct {
+	*postgres.Store
+	quick []bool
+}
+
+func (a *askedStore) Heartbeat(ctx context.Context, hp postgres.HeartbeatParams) (postgres.Peers, error) {
+	a.quick = append(a.quick, hp.Quick)
+	return a.Store.Heartbeat(ctx, hp)
+}
+
+// TestDroppedWakeUpRescans: a registration heard of when the queue of
+// wake-ups is full is dropped, and the next lease step's heartbeat is a
+// full one, whose repair scan finds it; one queued leaves the next quick.
+func TestDroppedWakeUpRescans(t *testing.T) {
+	st, err := postgres.Open(t.Context(), pgtest.Schema(t, "vigil_rescan"), &postgres.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	as := &askedStore{Store: st}
+	mgr, err := lease.New(lease.Config{Store: as, Replica: "r", Shards: postgres.Shards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &shards{pg: st, mgr: mgr, refused: st.Refused, ids: make(chan heardWatch, 1), owedKick: make(chan struct{}, 1), log: slog.New(slog.DiscardHandler)}
+	step := func() bool {
+		t.Helper()
+		as.quick = nil
+		if err := mgr.Step(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return as.quick[0]
+	}
+	step() // r takes every shard
+	if len(mgr.Held()) != postgres.Shards {
+		t.Fatalf("r holds %d shards, want all", len(mgr.Held()))
+	}
+	ev := postgres.Event{Kind: postgres.EventWatch, WatchID: "w-one"}
+	s.heard(ev) // queued
+	if !step() {
+		t.Fatal("the step after a wake-up queued asked for a full heartbeat")
+	}
+	s.heard(ev) // the queue is full: dropped
+	if step() {
+		t.Fatal("the step after a wake-up dropped asked for a quick heartbeat, whose repair scan would not have found it")
+	}
+	if !step() {
+		t.Fatal("the step after the rescan asked for a full heartbeat")
 	}
 }
 

@@ -4,7 +4,12 @@
 // needs them, and takes free or lapsed ones up to its share, all at a fixed
 // interval (and at once when another replica joins, leaves or releases).
 // A step costs one round trip whatever the number of watches (a heartbeat
-// that renews; acquisitions only when a shard is free).
+// that renews; acquisitions only when a shard is free). Most steps of an
+// idle replica whose lease is its database session are quick ones
+// (postgres.HeartbeatParams.Quick): the store answers from the last full
+// heartbeat when nothing it reads has changed. A full one runs at least
+// every QuickRun+1 steps, at once after Kick, and at the next step after
+// Rescan.
 //
 // The manager decides; the Store (store/postgres) holds the leases; the
 // daemon's Gain and Lose do the work of a shard changing hands (priming its
@@ -149,7 +154,17 @@ type Manager struct {
 	// rejoin is set while Config.Rejoin has yet to pass (only Step
 	// touches it).
 	rejoin bool
+	// full makes the next step's heartbeat a full one (Kick, Rescan).
+	full bool
+	// quick counts the quick heartbeats since the last full one.
+	quick int
 }
+
+// QuickRun bounds the quick heartbeats in a row
+// (postgres.HeartbeatParams.Quick): at least every QuickRun+1 steps (a
+// minute at the default renewal) the heartbeat is a full one, with its
+// repair scan, whatever else asked for one.
+const QuickRun = 11
 
 // New returns a manager holding no shard.
 func New(cfg Config) (*Manager, error) {
@@ -187,12 +202,25 @@ func (m *Manager) Held() []int {
 	return shardsOf(m.held)
 }
 
-// Kick makes Run step now (another replica joined, released or left).
+// Kick makes Run step now (another replica joined, released or left),
+// with a full heartbeat.
 func (m *Manager) Kick() {
+	m.mu.Lock()
+	m.full = true
+	m.mu.Unlock()
 	select {
 	case m.kick <- struct{}{}:
 	default:
 	}
+}
+
+// Rescan makes the next step's heartbeat a full one, with the repair
+// scan (Config.Since), at its usual time: a registration's wake-up was
+// dropped, or could not be read.
+func (m *Manager) Rescan() {
+	m.mu.Lock()
+	m.full = true
+	m.mu.Unlock()
 }
 
 // live is how long a replica's heartbeat counts it among the live: two
@@ -206,11 +234,16 @@ func (m *Manager) Step(ctx context.Context) error {
 	st := m.cfg.Store
 	m.mu.Lock()
 	held := slices.Clone(m.held)
+	// Quick unless something asked for a full heartbeat, or QuickRun
+	// quick ones ran since the last: the store makes it a full one anyway
+	// when anything it reads changed.
+	quick := !m.full && m.quick < QuickRun
+	m.full = false
 	m.mu.Unlock()
 	// Heartbeat and renew, in one round trip; what was not renewed is
 	// lost (taken over after a lapse, or lapsed itself while this
 	// replica was frozen).
-	hp := postgres.HeartbeatParams{Replica: m.cfg.Replica, Live: m.live(), Held: held, Lease: m.cfg.Lease}
+	hp := postgres.HeartbeatParams{Replica: m.cfg.Replica, Live: m.live(), Held: held, Lease: m.cfg.Lease, Quick: quick}
 	if m.cfg.Since != nil {
 		hp.PendingSince = m.cfg.Since()
 	}
@@ -218,10 +251,18 @@ func (m *Manager) Step(ctx context.Context) error {
 	peers, err := st.Heartbeat(cctx, hp)
 	cancel()
 	if err != nil {
+		m.mu.Lock()
+		m.full = m.full || quick
+		m.mu.Unlock()
 		return err
 	}
 	m.mu.Lock()
 	m.found = peers
+	if peers.Quick {
+		m.quick++
+	} else {
+		m.quick = 0
+	}
 	m.mu.Unlock()
 	renewed := peers.Renewed
 	if lost := minus(held, renewed); len(lost) > 0 {

@@ -32,6 +32,9 @@ type fakeStore struct {
 	// hangBeats makes that many heartbeats to come wait until their
 	// context ends (a connection to a database cut off without a reset).
 	hangBeats int
+	// quick records, for each heartbeat asked, whether it could be a
+	// quick one (HeartbeatParams.Quick); the fake answers it as asked.
+	quick []bool
 }
 
 type fakeLease struct {
@@ -52,6 +55,7 @@ func (f *fakeStore) advance(d time.Duration) {
 
 func (f *fakeStore) Heartbeat(ctx context.Context, hp postgres.HeartbeatParams) (postgres.Peers, error) {
 	f.mu.Lock()
+	f.quick = append(f.quick, hp.Quick)
 	if f.failBeats > 0 {
 		f.failBeats--
 		f.mu.Unlock()
@@ -74,7 +78,7 @@ func (f *fakeStore) Heartbeat(ctx context.Context, hp postgres.HeartbeatParams) 
 	// compared with nobody's meanwhile); the fake records no keys.
 	unchecked := known && !f.until[replica].After(f.now)
 	f.until[replica] = f.now.Add(hp.Lease)
-	p := postgres.Peers{Held: map[string]int{}, Joined: !known, Renewed: renewed, Unchecked: unchecked}
+	p := postgres.Peers{Held: map[string]int{}, Joined: !known, Renewed: renewed, Unchecked: unchecked, Quick: hp.Quick}
 	for id, at := range f.seen {
 		if at.After(f.now.Add(-live)) {
 			p.Live = append(p.Live, id)
@@ -749,5 +753,63 @@ func TestHungGainGivenUp(t *testing.T) {
 	r.step("b")
 	if got := r.check(); got["b"] != 32 || got["a"] != 0 {
 		t.Fatalf("b took %d shards and a holds %d, want 32 and none", got["b"], got["a"])
+	}
+}
+
+// TestQuickSteps: the manager lets its heartbeats be quick ones
+// (HeartbeatParams.Quick) but for one full one at least every QuickRun+1
+// steps, and makes the next one full when asked (Kick: a replica joined,
+// or the listener reconnected; Rescan: a wake-up dropped) and after one
+// that failed.
+func TestQuickSteps(t *testing.T) {
+	r := newRig(t)
+	m := r.add("a")
+	asked := func() []bool {
+		r.store.mu.Lock()
+		defer r.store.mu.Unlock()
+		q := r.store.quick
+		r.store.quick = nil
+		return q
+	}
+	steps := func(n int) []bool {
+		for range n {
+			r.store.advance(5 * time.Second)
+			r.step("a")
+		}
+		return asked()
+	}
+	want := func(quick ...bool) []bool { return quick }
+	run := func(n int) []bool { // QuickRun quick, then one full, n times
+		var out []bool
+		for range n {
+			for range QuickRun {
+				out = append(out, true)
+			}
+			out = append(out, false)
+		}
+		return out
+	}
+	if got := steps(2 * (QuickRun + 1)); !slices.Equal(got, run(2)) {
+		t.Fatalf("quick heartbeats asked for %v, want %v", got, run(2))
+	}
+	m.Kick()
+	if got := steps(2); !slices.Equal(got, want(false, true)) {
+		t.Fatalf("after a Kick: %v, want a full one, then quick", got)
+	}
+	m.Rescan()
+	if got := steps(2); !slices.Equal(got, want(false, true)) {
+		t.Fatalf("after a Rescan: %v, want a full one, then quick", got)
+	}
+	r.store.mu.Lock()
+	r.store.failBeats = 1
+	r.store.mu.Unlock()
+	if err := m.Step(context.Background()); err == nil {
+		t.Fatal("a step whose heartbeat failed succeeded")
+	}
+	if got := steps(2); !slices.Equal(got, want(true, false, true)) {
+		t.Fatalf("after a failed quick heartbeat: %v, want a full one, then quick", got)
+	}
+	if got := r.check(); got["a"] != 64 {
+		t.Fatalf("a holds %d shards, want 64", got["a"])
 	}
 }

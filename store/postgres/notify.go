@@ -322,5 +322,26 @@ func (s *Store) eventsSent(br pgx.BatchResults, n int) {
 	}
 	if err != nil {
 		s.log.Warn("events of a committed registration not sent: the holders of its shards will find it at their next lease step", "err", err)
+		s.touchReplica()
 	}
 }
+
+// touchReplica rewrites this replica's row as it is (a new version of it),
+// which every replica's next lease step reads as a change: its heartbeat is then a
+// full one, whose repair scan finds what a lost notification did not say,
+// rather than a quick one (HeartbeatParams.Quick), which would leave it to
+// the next full heartbeat (a minute at the default renewal). A failure is
+// logged; that full heartbeat still finds it.
+func (s *Store) touchReplica() {
+	if s.replica == "" || !s.sessionLeases {
+		return // no heartbeat is quick
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), touchTimeout)
+	defer cancel()
+	if _, err := s.leasePool.Exec(ctx, `UPDATE replicas SET lock_key = lock_key WHERE id = $1`, s.replica); err != nil {
+		s.log.Warn("telling the other replicas to look for a registration whose events were not sent: they find it within a minute", "err", err)
+	}
+}
+
+// touchTimeout bounds touchReplica's write.
+const touchTimeout = 2 * time.Second

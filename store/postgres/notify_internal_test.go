@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/pgtest"
 )
 
 // TestCreatedEventFits: a registration's event whose schedule would not
@@ -97,5 +99,56 @@ func TestQuickEventReadsWhatIsSent(t *testing.T) {
 		if quickEvent([]byte(b), new(Event)) {
 			t.Errorf("quickEvent read %s; it should leave it to encoding/json", b)
 		}
+	}
+}
+
+// TestUnsentEventsEndQuickHeartbeats: when the events of a committed
+// registration could not be sent, the registering replica rewrites its
+// row, so that every replica's next heartbeat is a full one, whose repair
+// scan finds the registration, not a quick one.
+func TestUnsentEventsEndQuickHeartbeats(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, pgtest.Schema(t, "vigil_unsent"), &Options{MaxConns: 2, Replica: "r", Notify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.sessionLeases {
+		t.Skip("the server has no idle_session_timeout: no heartbeat is quick")
+	}
+	if err := s.RecordKeys(ctx, "r", KeyPrints{Webhook: []string{"0123456789abcdef"}, Link: "fedcba9876543210"}, time.Minute,
+		func([]PeerKeys) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	hp := HeartbeatParams{Replica: "r", Live: time.Minute, Lease: time.Minute, Quick: true}
+	if _, err := s.Heartbeat(ctx, hp); err != nil {
+		t.Fatal(err)
+	}
+	if hp.Held, err = s.Acquire(ctx, "r", Shards, time.Minute, 0); err != nil || len(hp.Held) != Shards {
+		t.Fatalf("acquire: %d, %v", len(hp.Held), err)
+	}
+	quick := func() bool {
+		t.Helper()
+		p, err := s.Heartbeat(ctx, hp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Quick
+	}
+	quick()
+	quick()
+	if !quick() {
+		t.Fatal("the heartbeat of a steady database was not quick")
+	}
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT 1 / 0`)
+	s.eventsSent(c.Conn().SendBatch(ctx, b), 1)
+	c.Release()
+	if quick() {
+		t.Fatal("the heartbeat after a registration's events were not sent was quick: its repair scan did not run")
 	}
 }

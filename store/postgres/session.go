@@ -61,6 +61,9 @@ type session struct {
 	conn *pgx.Conn
 	// fresh is set while no heartbeat has succeeded on conn.
 	fresh bool
+	// last is what a quick heartbeat on conn answers from (nil: the next
+	// heartbeat is a full one).
+	last *quickState
 }
 
 // get returns replica's session, made (without a connection) if needed.
@@ -112,6 +115,7 @@ func (se *session) close() {
 		cancel()
 		se.conn = nil
 	}
+	se.last = nil
 }
 
 // sessionKey is the key of replica's lease lock in this store's schema.
@@ -127,14 +131,15 @@ func (s *Store) sessionKey(replica string) int64 {
 // replica's row, as before.
 func (s *Store) SessionLeases() bool { return s.sessionLeases }
 
-// onSession runs fn on replica's lease session, opened first when it has
+// onSession runs fn on replica's lease session (se.conn, its lock held),
+// opened first when it has
 // none (a new connection whose idle_session_timeout is lease, which takes
 // the replica's lock; ErrReplicaTaken when another session holds it),
 // with whether no heartbeat has succeeded on it yet. A failure that may
 // have left the connection unusable (anything but an error the server
 // answered) closes it: the lock goes with it, and the next call opens a
 // new one.
-func (s *Store) onSession(ctx context.Context, replica string, lease time.Duration, fn func(conn *pgx.Conn, fresh bool) error) error {
+func (s *Store) onSession(ctx context.Context, replica string, lease time.Duration, fn func(se *session) error) error {
 	se := s.sessions.get(replica, s.sessionKey(replica))
 	se.mu.Lock()
 	defer se.mu.Unlock()
@@ -147,7 +152,7 @@ func (s *Store) onSession(ctx context.Context, replica string, lease time.Durati
 				return err
 			}
 		}
-		err := fn(se.conn, se.fresh)
+		err := fn(se)
 		if err == nil {
 			se.fresh = false
 			return nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -259,6 +260,19 @@ type HeartbeatParams struct {
 	// the oldest first (Peers.PendingMore); zero means
 	// DefaultPendingLimit.
 	PendingLimit int
+	// Quick lets a heartbeat on the replica's lease session answer with a
+	// read-only statement a fraction of the full one's cost when nothing
+	// it reads has changed since the last full heartbeat on that session
+	// (the replicas and which of their sessions live, the leases, the
+	// signing keys' records) and that one found the database steady: every
+	// shard held by a replica whose session lives, no replica of an older
+	// build, nothing left to do (Peers.steady). Its answer is that
+	// heartbeat's again (the leases it renewed, the replicas it saw, at
+	// the database's clock now) without a repair scan: Peers.Quick says
+	// so, and PendingSince is not read. The session living is the renewal,
+	// so a quick heartbeat renews as a full one does. Otherwise, and with
+	// leases renewed as rows, the heartbeat is a full one.
+	Quick bool
 }
 
 // DefaultPendingLimit is how many ids a heartbeat's repair scan reads of
@@ -290,9 +304,62 @@ const DefaultPendingLimit = 2000
 // replica had stopped counting as live for the signing keys' check
 // (Peers.Unchecked: a lapse). It runs every
 // few seconds on every replica, and is most of what an idle replica costs
-// the database: it commits without waiting for the WAL flush (see
-// heartbeatSQL for why that is safe).
+// the database: when it writes, it commits without waiting for the WAL
+// flush (see heartbeatSQL for why that is safe), and on a lease session
+// most are quick ones (HeartbeatParams.Quick), a read of a fingerprint
+// (quickSQL) about a seventh of the full statement's cost.
 func (s *Store) Heartbeat(ctx context.Context, hp HeartbeatParams) (Peers, error) {
+	var (
+		p   Peers
+		err error
+	)
+	if s.sessionLeases {
+		err = s.onSession(ctx, hp.Replica, hp.Lease, func(se *session) error {
+			if hp.Quick && !se.fresh && se.last.answers(hp) {
+				var same bool
+				var now time.Time
+				if err := se.conn.QueryRow(ctx, quickSQL, se.last.fp).Scan(&same, &now); err != nil {
+					return err
+				}
+				if same {
+					p = se.last.peers(now)
+					return nil
+				}
+			}
+			se.last = nil
+			key := se.key
+			var st steadiness
+			p, st, err = s.heartbeat(ctx, se.conn, hp, &key, se.fresh)
+			if err == nil && st.steady && p.steady() {
+				se.last = &quickState{fp: st.fp, found: p, lease: hp.Lease, live: hp.Live}
+			}
+			return err
+		})
+	} else {
+		p, _, err = s.heartbeat(ctx, s.leasePool, hp, nil, false)
+	}
+	if errors.Is(err, ErrReplicaTaken) {
+		return Peers{}, err
+	}
+	if err != nil {
+		return Peers{}, wrap("heartbeat", err)
+	}
+	return p, nil
+}
+
+// steadiness is what a heartbeat says of the next: whether the database
+// was steady (steadySQL) and its fingerprint then (fingerprintSQL).
+type steadiness struct {
+	steady bool
+	fp     string
+}
+
+// heartbeat runs heartbeatSQL on db, with the key of the replica's lease
+// lock (nil: its lease is its row) and whether this is the first
+// heartbeat on its session.
+func (s *Store) heartbeat(ctx context.Context, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, hp HeartbeatParams, key *int64, fresh bool) (Peers, steadiness, error) {
 	p := Peers{Held: map[string]int{}}
 	shards, epochs := leaseArrays(hp.Held)
 	var since *time.Time
@@ -313,27 +380,12 @@ func (s *Store) Heartbeat(ctx context.Context, hp HeartbeatParams) (Peers, error
 		told      int64
 		horizon   *time.Time
 		more      *time.Time
+		st        steadiness
 	)
-	beat := func(db interface {
-		QueryRow(context.Context, string, ...any) pgx.Row
-	}, key *int64, fresh bool) error {
-		return db.QueryRow(ctx, heartbeatSQL, hp.Replica, shards, epochs, hp.Lease, hp.Live,
-			s.Channel(), rebalancePayload, since, limit, key, fresh).Scan(&p.Joined, &p.Live, &owners, &counts, &p.Free, &next, &rs, &re, &p.Now, &p.Pending, &more, &recovered, &told, &p.Unchecked, &horizon)
-	}
-	var err error
-	if s.sessionLeases {
-		err = s.onSession(ctx, hp.Replica, hp.Lease, func(conn *pgx.Conn, fresh bool) error {
-			key := s.sessionKey(hp.Replica)
-			return beat(conn, &key, fresh)
-		})
-	} else {
-		err = beat(s.leasePool, nil, false)
-	}
-	if errors.Is(err, ErrReplicaTaken) {
-		return Peers{}, err
-	}
+	err := db.QueryRow(ctx, heartbeatSQL, hp.Replica, shards, epochs, hp.Lease, hp.Live,
+		s.Channel(), rebalancePayload, since, limit, key, fresh).Scan(&p.Joined, &p.Live, &owners, &counts, &p.Free, &next, &rs, &re, &p.Now, &p.Pending, &more, &recovered, &told, &p.Unchecked, &horizon, &st.steady, &st.fp)
 	if err != nil {
-		return Peers{}, wrap("heartbeat", err)
+		return Peers{}, steadiness{}, err
 	}
 	for i, o := range owners {
 		p.Held[o] = int(counts[i])
@@ -360,7 +412,40 @@ func (s *Store) Heartbeat(ctx context.Context, hp HeartbeatParams) (Peers, error
 		h = *horizon
 	}
 	p.Horizon = s.horizons.next(hp.Replica, h)
-	return p, nil
+	return p, st, nil
+}
+
+// steady reports whether p, a heartbeat's finding, leaves nothing for the
+// next step to do or to look at again: nothing free, freed or lapsing,
+// the replica not new nor unchecked, the repair scan not cut short.
+func (p Peers) steady() bool {
+	return p.Free == 0 && p.Freed == 0 && p.NextLapse == 0 && !p.Joined && !p.Unchecked && p.PendingMore.IsZero()
+}
+
+// quickState is what a quick heartbeat answers from (HeartbeatParams.Quick):
+// the last full heartbeat on the session, when it found the database
+// steady, and the fingerprint of what it read.
+type quickState struct {
+	fp          string
+	found       Peers
+	lease, live time.Duration
+}
+
+// answers reports whether q, when the database has not changed since,
+// answers hp: the same lease, live window and leases held (those q renewed).
+func (q *quickState) answers(hp HeartbeatParams) bool {
+	return q != nil && hp.Lease == q.lease && hp.Live == q.live && slices.Equal(hp.Held, q.found.Renewed)
+}
+
+// peers is q's finding again, at the database's clock now, as a quick
+// heartbeat's: no repair scan, no horizon reading.
+func (q *quickState) peers(now time.Time) Peers {
+	p := q.found
+	p.Live = slices.Clone(p.Live)
+	p.Held = maps.Clone(p.Held)
+	p.Renewed = slices.Clone(p.Renewed)
+	p.Pending, p.Horizon, p.Now, p.Quick = nil, time.Time{}, now, true
+	return p
 }
 
 // horizons holds each replica's last horizon reading (Peers.Horizon).
@@ -447,6 +532,11 @@ type Peers struct {
 	// the rest (it is just before the newest row read of the shard cut
 	// first).
 	PendingMore time.Time
+	// Quick is set on a quick heartbeat's answer (HeartbeatParams.Quick):
+	// it read nothing new, made no repair scan (Pending is empty and
+	// PendingSince was not read, so the next scan starts where the last
+	// one would have gone on) and no horizon reading (Horizon is zero).
+	Quick bool
 }
 
 // heartbeatSQL is the heartbeat: $1 the replica, $2 and $3 the shards and
@@ -563,7 +653,42 @@ var heartbeatSQL = `WITH ` + locksSQL + `,
 		(SELECT count(*) FROM freed),
 		(SELECT count(*) FROM told),
 		(SELECT NOT live FROM checked),
-		` + horizonSQL
+		` + horizonSQL + `,
+		` + steadySQL + `,
+		` + fingerprintSQL
+
+// steadySQL, in heartbeatSQL, is whether the database is steady for the
+// next heartbeat on the same lease session to be a quick one
+// (HeartbeatParams.Quick): its answer is then a function of what
+// fingerprintSQL reads and of nothing else, the clock included. The
+// replica's lease is its session, which it held before this heartbeat
+// (not its first on it), it counts as live for the signing keys' check,
+// no replica of an older build has a row (its lease would lapse with
+// time, and its row is renewed at every heartbeat), and every shard is
+// held by a replica whose session holds its lock (so no lease lapses with
+// time: a shard whose holder's session ends changes what fingerprintSQL
+// reads).
+const steadySQL = `($10::bigint IS NOT NULL AND NOT $11 AND (SELECT valid FROM prev) AND (SELECT live FROM checked)
+			AND NOT EXISTS (SELECT FROM replicas WHERE lock_key IS NULL)
+			AND NOT EXISTS (SELECT FROM leases AS l LEFT JOIN replicas AS r ON r.id = l.owner
+				WHERE NOT coalesce(r.lock_key IN (SELECT key FROM locks), false)))`
+
+// fingerprintSQL is a digest of what a heartbeat reads besides the clock,
+// its parameters and the repair scan's rows (for statements with
+// locksSQL): each replica's row version and whether its session holds its
+// lock, each lease's row version and each signing keys' record's. Any
+// write to one of those rows gives it a new version (its xmin), and a
+// shard's lease_expiry row matters only for a holder of an older build
+// or none, which steadySQL excludes.
+const fingerprintSQL = `(SELECT md5(concat_ws(';',
+		(SELECT string_agg(r.id || ':' || r.xmin::text || ':' || coalesce((r.lock_key IN (SELECT key FROM locks))::text, '-'), ',' ORDER BY r.id) FROM replicas AS r),
+		(SELECT string_agg(l.xmin::text, ',' ORDER BY l.shard) FROM leases AS l),
+		(SELECT string_agg(k.replica || ':' || k.xmin::text, ',' ORDER BY k.replica) FROM replica_keys AS k))))`
+
+// quickSQL is a quick heartbeat (HeartbeatParams.Quick): $1 the
+// fingerprint of the last full heartbeat; whether it is unchanged, and
+// the database's clock. It writes nothing and takes no lock.
+var quickSQL = `WITH ` + locksSQL + ` SELECT ` + fingerprintSQL + ` = $1, now()`
 
 // horizonSQL is a heartbeat's horizon reading (see Peers.Horizon): the
 // start of the oldest transaction of this database that has written (it

@@ -1084,3 +1084,122 @@ func TestSessionLeaseIdleTimeout(t *testing.T) {
 		t.Fatalf("the heartbeat after the lapse = %+v; want Unchecked", p)
 	}
 }
+
+// TestQuickHeartbeat: with the database steady (every shard held by a
+// replica whose session lives), a heartbeat that may be quick answers
+// from the last full one on its session, reading only a fingerprint, and
+// renews as a full one does; every change of what a full one reads makes
+// the next one full, with the answer a full one gives: a replica joining,
+// a shard released (and the heartbeats while it is free), another
+// replica's session ending, the replica's signing keys recorded again, a
+// lapse of its own session. One asked with other leases held is full,
+// and so is every one with leases renewed as rows.
+func TestQuickHeartbeat(t *testing.T) {
+	u, a, la := holding(t, 32)
+	sessionStore(t, a)
+	ctx := t.Context()
+	record(t, a, "a", postgres.KeyPrints{Webhook: []string{"aaaa000000000001"}, Link: "1111000000000000"}, nil)
+	b := openWith(t, u, &postgres.Options{MaxConns: 2, Replica: "b"})
+	defer b.Close()
+	beat(t, b, "b", nil)
+	lb, err := b.Acquire(ctx, "b", 32, time.Minute, 0)
+	if err != nil || len(lb) != 32 {
+		t.Fatalf("b acquires %d, %v; want 32", len(lb), err)
+	}
+	quick := func(held []postgres.Lease) postgres.Peers {
+		t.Helper()
+		p, err := a.Heartbeat(ctx, postgres.HeartbeatParams{Replica: "a", Live: time.Minute, Held: held, Lease: time.Minute, Quick: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	steady := func(step string, p postgres.Peers, wantQuick bool, live ...string) {
+		t.Helper()
+		if p.Quick != wantQuick || !slices.Equal(p.Live, live) || !slices.Equal(p.Renewed, la) || p.Free != 0 || p.NextLapse != 0 || p.Now.IsZero() {
+			t.Fatalf("%s: a's heartbeat = %+v; want quick %t, live %v, its 32 renewed, none free", step, p, wantQuick, live)
+		}
+	}
+	// A heartbeat that wrote (a's row, after it recorded its keys) read
+	// the database before its write: the next is full too.
+	steady("the first asked quick (the last one was not steady)", quick(la), false, "a", "b")
+	steady("the one after a heartbeat that wrote", quick(la), false, "a", "b")
+	p := quick(la)
+	steady("nothing changed", p, true, "a", "b")
+	if p.Held["a"] != 32 || p.Held["b"] != 32 || len(p.Pending) != 0 || !p.Horizon.IsZero() {
+		t.Fatalf("a's quick heartbeat = %+v; want a and b holding 32 each, no scan, no horizon", p)
+	}
+	steady("nothing changed, again", quick(la), true, "a", "b")
+
+	// A replica joins: the next is full and sees it; then quick again.
+	c := openWith(t, u, &postgres.Options{MaxConns: 2, Replica: "c"})
+	defer c.Close()
+	beat(t, c, "c", nil)
+	steady("after c joined", quick(la), false, "a", "b", "c")
+	steady("c holding nothing", quick(la), true, "a", "b", "c")
+
+	// b releases a shard: full while it is free, then c takes it.
+	if err := b.Release(ctx, "b", lb[:1]); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if p := quick(la); p.Quick || p.Free != 1 {
+			t.Fatalf("heartbeat %d with a shard free = %+v; want a full one, 1 free", i, p)
+		}
+	}
+	lc, err := c.Acquire(ctx, "c", 1, time.Minute, 0)
+	if err != nil || len(lc) != 1 {
+		t.Fatalf("c acquires %v, %v; want the shard b released", lc, err)
+	}
+	steady("after c took it", quick(la), false, "a", "b", "c")
+	steady("all held again", quick(la), true, "a", "b", "c")
+
+	// c's session ends (its process died): the next is full, c is no
+	// longer live and its shard is free.
+	admin(t, u, `SELECT pg_terminate_backend(l.pid, 5000) FROM pg_locks AS l JOIN replicas AS r ON (l.classid::bigint << 32 | l.objid::bigint) = r.lock_key
+		WHERE r.id = 'c' AND l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted`)
+	if p := quick(la); p.Quick || slices.Contains(p.Live, "c") || p.Free != 1 {
+		t.Fatalf("a's heartbeat after c's session ended = %+v; want a full one, c not live, its shard free", p)
+	}
+	if _, err := b.Acquire(ctx, "b", 1, time.Minute, 0); err != nil {
+		t.Fatal(err)
+	}
+	quick(la)
+	steady("b took c's shard", quick(la), true, "a", "b")
+
+	// Asked with other leases held: full (it frees the one left out).
+	if p := quick(la[1:]); p.Quick || len(p.Renewed) != 31 || p.Freed != 1 {
+		t.Fatalf("a's heartbeat holding 31 of its 32 = %+v; want a full one, 31 renewed, 1 freed", p)
+	}
+	if _, err := b.Acquire(ctx, "b", 1, time.Minute, 0); err != nil {
+		t.Fatal(err)
+	}
+	la = la[1:]
+	quick(la)
+	steady("b took a's shard", quick(la), true, "a", "b")
+
+	// a records its signing keys again: full.
+	record(t, a, "a", postgres.KeyPrints{Webhook: []string{"aaaa000000000001"}, Link: "1111000000000000"}, nil)
+	if p := quick(la); p.Quick {
+		t.Fatalf("a's heartbeat after it recorded its keys = %+v; want a full one", p)
+	}
+	quick(la)
+	steady("keys recorded", quick(la), true, "a", "b")
+
+	// a's own session ends: the next is full, a lapse.
+	admin(t, u, `SELECT pg_terminate_backend(l.pid, 5000) FROM pg_locks AS l JOIN replicas AS r ON (l.classid::bigint << 32 | l.objid::bigint) = r.lock_key
+		WHERE r.id = 'a' AND l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted`)
+	if p := quick(la); p.Quick || len(p.Renewed) != 0 || !p.Unchecked {
+		t.Fatalf("a's heartbeat after its session ended = %+v; want a full one, nothing renewed, Unchecked", p)
+	}
+
+	// Leases renewed as rows: every heartbeat is full.
+	r := openWith(t, u, &postgres.Options{MaxConns: 2, Replica: "r", RenewedLeases: true})
+	defer r.Close()
+	for i := range 3 {
+		p, err := r.Heartbeat(ctx, postgres.HeartbeatParams{Replica: "r", Live: time.Minute, Lease: time.Minute, Quick: true})
+		if err != nil || p.Quick {
+			t.Fatalf("heartbeat %d of a replica whose lease is its row = %+v, %v; want a full one", i, p, err)
+		}
+	}
+}

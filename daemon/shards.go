@@ -361,6 +361,13 @@ func (s *shards) heard(ev postgres.Event) {
 		if ev.Gone {
 			h.message = ev.Message
 		}
+		if !ev.Gone {
+			// While registrations come, every step's repair scan covers
+			// them (a quick one reads none): one whose word is lost is
+			// found at the next step, as one missed while idle is within
+			// QuickRun steps.
+			s.mgr.Rescan()
+		}
 		if !ev.Gone && ev.Origin != "" && ev.Origin == s.pg.Origin() {
 			// Registered here: arming it from here could race the
 			// engine's own (and take its first observation's
@@ -373,10 +380,9 @@ func (s *shards) heard(ev postgres.Event) {
 		select {
 		case s.ids <- h:
 		default:
-			// Full: the repair scan at the next step finds it (that
-			// step's heartbeat is a full one); an outcome settled on
-			// another replica, the look for them.
-			s.mgr.Rescan()
+			// Full: the repair scan at the next step finds it (a full
+			// one: see above); an outcome settled on another replica,
+			// the look for them.
 			if h.message != "" {
 				s.owe(now)
 			}
@@ -484,7 +490,6 @@ func (s *shards) wake(ctx context.Context) {
 			}
 		}
 		if err := s.take(ctx, batch); err != nil && ctx.Err() == nil {
-			s.mgr.Rescan()
 			s.log.Warn("reading watches heard of; the repair scan (or, for outcomes settled elsewhere, the look for them) will find them", "err", err)
 		}
 	}
@@ -627,7 +632,8 @@ func (s *shards) repairSince() time.Time {
 // shard's pending rows by insertion time, never every watch, in the same
 // statement as the renewal. A quick heartbeat (postgres.Peers.Quick)
 // scans nothing, and the next scan starts where this one would have: it
-// comes at the next step when a wake-up was dropped here (Rescan), the
+// comes at the next step when a registration in a held shard was heard
+// of since the last (Rescan, in heard: a wake-up dropped among them), the
 // listener reconnected or another replica joined (Kick), or the database
 // changed (a replica's session ended, one that could not send a
 // registration's events rewrote its row); otherwise within QuickRun+1

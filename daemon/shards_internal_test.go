@@ -61,10 +61,11 @@ func (a *askedStore) Heartbeat(ctx context.Context, hp postgres.HeartbeatParams)
 	return a.Store.Heartbeat(ctx, hp)
 }
 
-// TestDroppedWakeUpRescans: a registration heard of when the queue of
-// wake-ups is full is dropped, and the next lease step's heartbeat is a
-// full one, whose repair scan finds it; one queued leaves the next quick.
-func TestDroppedWakeUpRescans(t *testing.T) {
+// TestHeardRegistrationRescans: a lease step after a registration in a
+// held shard was heard of, queued or dropped (the queue of wake-ups
+// full), asks for a full heartbeat, whose repair scan covers it; one
+// after nothing, or only a cancel, was heard asks for a quick one.
+func TestHeardRegistrationRescans(t *testing.T) {
 	st, err := postgres.Open(t.Context(), pgtest.Schema(t, "vigil_rescan"), &postgres.Options{MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -88,17 +89,24 @@ func TestDroppedWakeUpRescans(t *testing.T) {
 	if len(mgr.Held()) != postgres.Shards {
 		t.Fatalf("r holds %d shards, want all", len(mgr.Held()))
 	}
-	ev := postgres.Event{Kind: postgres.EventWatch, WatchID: "w-one"}
-	s.heard(ev) // queued
 	if !step() {
-		t.Fatal("the step after a wake-up queued asked for a full heartbeat")
+		t.Fatal("a step after nothing was heard asked for a full heartbeat")
 	}
-	s.heard(ev) // the queue is full: dropped
+	reg := postgres.Event{Kind: postgres.EventWatch, WatchID: "w-one"}
+	s.heard(reg) // queued
 	if step() {
-		t.Fatal("the step after a wake-up dropped asked for a quick heartbeat, whose repair scan would not have found it")
+		t.Fatal("the step after a registration was heard of asked for a quick heartbeat, whose repair scan would not cover it")
 	}
 	if !step() {
-		t.Fatal("the step after the rescan asked for a full heartbeat")
+		t.Fatal("the step after that asked for a full heartbeat")
+	}
+	s.heard(postgres.Event{Kind: postgres.EventWatch, WatchID: "w-two", Gone: true}) // a cancel: dropped, the queue is full
+	if !step() {
+		t.Fatal("the step after a cancel was heard of asked for a full heartbeat")
+	}
+	s.heard(reg) // dropped: the queue is full
+	if step() {
+		t.Fatal("the step after a registration's wake-up was dropped asked for a quick heartbeat")
 	}
 }
 

@@ -9,7 +9,7 @@
 // (postgres.HeartbeatParams.Quick): the store answers from the last full
 // heartbeat when nothing it reads has changed. A full one runs at least
 // every QuickRun+1 steps, at once after Kick, and at the next step after
-// Rescan.
+// Rescan (registrations heard of, a wake-up dropped).
 //
 // The manager decides; the Store (store/postgres) holds the leases; the
 // daemon's Gain and Lose do the work of a shard changing hands (priming its
@@ -154,10 +154,10 @@ type Manager struct {
 	// rejoin is set while Config.Rejoin has yet to pass (only Step
 	// touches it).
 	rejoin bool
-	// full makes the next step's heartbeat a full one (Kick, Rescan).
-	full bool
 	// quick counts the quick heartbeats since the last full one.
 	quick int
+	// full makes the next step's heartbeat a full one (Kick, Rescan).
+	full atomic.Bool
 }
 
 // QuickRun bounds the quick heartbeats in a row
@@ -205,9 +205,7 @@ func (m *Manager) Held() []int {
 // Kick makes Run step now (another replica joined, released or left),
 // with a full heartbeat.
 func (m *Manager) Kick() {
-	m.mu.Lock()
-	m.full = true
-	m.mu.Unlock()
+	m.full.Store(true)
 	select {
 	case m.kick <- struct{}{}:
 	default:
@@ -215,13 +213,10 @@ func (m *Manager) Kick() {
 }
 
 // Rescan makes the next step's heartbeat a full one, with the repair
-// scan (Config.Since), at its usual time: a registration's wake-up was
-// dropped, or could not be read.
-func (m *Manager) Rescan() {
-	m.mu.Lock()
-	m.full = true
-	m.mu.Unlock()
-}
+// scan (Config.Since), at its usual time: registrations were heard of
+// (the scan goes on covering them while they come), or a wake-up was
+// dropped or could not be read.
+func (m *Manager) Rescan() { m.full.Store(true) }
 
 // live is how long a replica's heartbeat counts it among the live: two
 // renewals and a half, so one that stops is no longer counted (and its
@@ -237,8 +232,7 @@ func (m *Manager) Step(ctx context.Context) error {
 	// Quick unless something asked for a full heartbeat, or QuickRun
 	// quick ones ran since the last: the store makes it a full one anyway
 	// when anything it reads changed.
-	quick := !m.full && m.quick < QuickRun
-	m.full = false
+	quick := !m.full.Swap(false) && m.quick < QuickRun
 	m.mu.Unlock()
 	// Heartbeat and renew, in one round trip; what was not renewed is
 	// lost (taken over after a lapse, or lapsed itself while this
@@ -251,9 +245,9 @@ func (m *Manager) Step(ctx context.Context) error {
 	peers, err := st.Heartbeat(cctx, hp)
 	cancel()
 	if err != nil {
-		m.mu.Lock()
-		m.full = m.full || quick
-		m.mu.Unlock()
+		if quick {
+			m.full.Store(true)
+		}
 		return err
 	}
 	m.mu.Lock()

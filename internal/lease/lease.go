@@ -246,6 +246,7 @@ func (m *Manager) Step(ctx context.Context) error {
 	cancel()
 	if err != nil {
 		if quick {
+			// Whatever failed, the retry reads everything again.
 			m.full.Store(true)
 		}
 		return err

@@ -131,11 +131,11 @@ func (s *Store) sessionKey(replica string) int64 {
 // replica's row, as before.
 func (s *Store) SessionLeases() bool { return s.sessionLeases }
 
-// onSession runs fn on replica's lease session (se.conn, its lock held),
-// opened first when it has
-// none (a new connection whose idle_session_timeout is lease, which takes
-// the replica's lock; ErrReplicaTaken when another session holds it),
-// with whether no heartbeat has succeeded on it yet. A failure that may
+// onSession runs fn on replica's lease session (se.conn, its lock held;
+// se.fresh while no heartbeat has succeeded on it), opened first when it
+// has none (a new connection whose idle_session_timeout is lease, which
+// takes the replica's lock; ErrReplicaTaken when another session holds
+// it). A failure that may
 // have left the connection unusable (anything but an error the server
 // answered) closes it: the lock goes with it, and the next call opens a
 // new one.

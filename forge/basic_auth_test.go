@@ -186,3 +186,26 @@ func TestBasicAuthCarriedOnSameOriginRedirect(t *testing.T) {
 		t.Fatalf("renamed repository behind basic auth: %v, %d checks, %d requests without the credentials", err, len(rep.Checks), refused.Load())
 	}
 }
+
+// TestBasicAuthRefusedSaysSo: a 401 from a forge whose URL carries
+// user:pass@ names the URL's setting (the proxy refused its credentials)
+// beside the token's, with or without a token, and never the password.
+func TestBasicAuthRefusedSaysSo(t *testing.T) {
+	t.Parallel()
+	srv, _ := basicAuthForge(t, "ci-reader", "pa55", func(w http.ResponseWriter, r *http.Request, base string) {
+		http.NotFound(w, r)
+	})
+	for _, token := range []string{"", "a-token"} {
+		set, err := forge.New(forge.Settings{GitHub: forge.Endpoint{URL: withUser(srv.URL, "ci-reader", "wrong-pass"), Token: token}}, forge.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := set.Client(forge.GitHub)
+		_, err = c.Checks(context.Background(), "acme/api", sha, t0, fresh)
+		set.Close()
+		if err == nil || !forge.IsPermanent(err) || !strings.Contains(err.Error(), "forges.github.url (VIGIL_GITHUB_URL)") ||
+			!strings.Contains(err.Error(), "credentials in its URL") || strings.Contains(err.Error(), "wrong-pass") {
+			t.Errorf("token %q: a 401 behind basic auth: %v, want a permanent error naming the URL's credentials and setting, not the password", token, err)
+		}
+	}
+}

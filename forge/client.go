@@ -369,9 +369,19 @@ func (c *Client) describe(err error, what, repo string) error {
 		out.msg = fmt.Sprintf("%s: %s not found (HTTP %d%s): check the repository, or, if it is private, set %s to a token that can read it",
 			p, what, fe.Status, detail, TokenSetting(p))
 	case KindUnauthorized:
-		if c.token == "" {
+		switch {
+		case c.token == "" && c.base.User != nil:
+			// A proxy in front of the forge that wants basic auth refuses
+			// the URL's credentials with 401 as the forge refuses a
+			// request without a token: either may be what is wrong.
+			out.msg = fmt.Sprintf("%s refused the credentials in its URL reading %s (HTTP 401%s): check the user and password in %s, or, if the forge itself wants a token, set %s",
+				p, what, detail, URLSetting(p), TokenSetting(p))
+		case c.base.User != nil:
+			out.msg = fmt.Sprintf("%s refused the configured token or the credentials in its URL reading %s (HTTP 401%s): check the token in %s and the user and password in %s",
+				p, what, detail, TokenSetting(p), URLSetting(p))
+		case c.token == "":
 			out.msg = fmt.Sprintf("%s wants a token to read %s (HTTP 401%s): set %s", p, what, detail, TokenSetting(p))
-		} else {
+		default:
 			out.msg = fmt.Sprintf("%s rejected the configured token reading %s (HTTP 401%s): set a valid token in %s", p, what, detail, TokenSetting(p))
 		}
 	case KindForbidden:

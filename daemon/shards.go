@@ -632,8 +632,8 @@ func (s *shards) repairSince() time.Time {
 // shard's pending rows by insertion time, never every watch, in the same
 // statement as the renewal. A quick heartbeat (postgres.Peers.Quick)
 // scans nothing, and the next scan starts where this one would have: it
-// comes at the next step when a registration in a held shard was heard
-// of since the last (Rescan, in heard: a wake-up dropped among them), the
+// comes at the next two steps when a registration in a held shard was
+// heard of since the last (Rescan, in heard: a wake-up dropped among them), the
 // listener reconnected or another replica joined (Kick), or the database
 // changed (a replica's session ended, one that could not send a
 // registration's events rewrote its row); otherwise within QuickRun+1

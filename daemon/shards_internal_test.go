@@ -61,10 +61,10 @@ func (a *askedStore) Heartbeat(ctx context.Context, hp postgres.HeartbeatParams)
 	return a.Store.Heartbeat(ctx, hp)
 }
 
-// TestHeardRegistrationRescans: a lease step after a registration in a
-// held shard was heard of, queued or dropped (the queue of wake-ups
-// full), asks for a full heartbeat, whose repair scan covers it; one
-// after nothing, or only a cancel, was heard asks for a quick one.
+// TestHeardRegistrationRescans: the two lease steps after a registration
+// in a held shard was heard of, queued or dropped (the queue of wake-ups
+// full), ask for full heartbeats, whose repair scans cover it; one after
+// nothing, or only a cancel, was heard asks for a quick one.
 func TestHeardRegistrationRescans(t *testing.T) {
 	st, err := postgres.Open(t.Context(), pgtest.Schema(t, "vigil_rescan"), &postgres.Options{MaxConns: 2})
 	if err != nil {
@@ -97,8 +97,11 @@ func TestHeardRegistrationRescans(t *testing.T) {
 	if step() {
 		t.Fatal("the step after a registration was heard of asked for a quick heartbeat, whose repair scan would not cover it")
 	}
+	if step() {
+		t.Fatal("the second step after a registration was heard of asked for a quick heartbeat (its scan reads again the last rows the first read)")
+	}
 	if !step() {
-		t.Fatal("the step after that asked for a full heartbeat")
+		t.Fatal("the third step after a registration was heard of asked for a full heartbeat")
 	}
 	s.heard(postgres.Event{Kind: postgres.EventWatch, WatchID: "w-two", Gone: true}) // a cancel: dropped, the queue is full
 	if !step() {

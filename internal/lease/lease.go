@@ -8,8 +8,8 @@
 // idle replica whose lease is its database session are quick ones
 // (postgres.HeartbeatParams.Quick): the store answers from the last full
 // heartbeat when nothing it reads has changed. A full one runs at least
-// every QuickRun+1 steps, at once after Kick, and at the next step after
-// Rescan (registrations heard of, a wake-up dropped).
+// every QuickRun+1 steps, at once after Kick, and at the next two steps
+// after Rescan (registrations heard of, a wake-up dropped).
 //
 // The manager decides; the Store (store/postgres) holds the leases; the
 // daemon's Gain and Lose do the work of a shard changing hands (priming its
@@ -156,8 +156,9 @@ type Manager struct {
 	rejoin bool
 	// quick counts the quick heartbeats since the last full one.
 	quick int
-	// full makes the next step's heartbeat a full one (Kick, Rescan).
-	full atomic.Bool
+	// full is how many of the next steps' heartbeats must be full ones
+	// (Kick, Rescan).
+	full atomic.Int32
 }
 
 // QuickRun bounds the quick heartbeats in a row
@@ -205,18 +206,45 @@ func (m *Manager) Held() []int {
 // Kick makes Run step now (another replica joined, released or left),
 // with a full heartbeat.
 func (m *Manager) Kick() {
-	m.full.Store(true)
+	m.askFull(1)
 	select {
 	case m.kick <- struct{}{}:
 	default:
 	}
 }
 
-// Rescan makes the next step's heartbeat a full one, with the repair
-// scan (Config.Since), at its usual time: registrations were heard of
-// (the scan goes on covering them while they come), or a wake-up was
-// dropped or could not be read.
-func (m *Manager) Rescan() { m.full.Store(true) }
+// Rescan makes the next two steps' heartbeats full ones, with the repair
+// scan (Config.Since), at their usual time: registrations were heard of
+// (the scan goes on covering them while they come), a wake-up dropped
+// among them. A scan starts a little before the one before it (where the
+// oldest transaction then writing began: Config.Since), so the second
+// reads again the last rows of a burst the first read; after it, the
+// scans of a quiet replica read nothing.
+func (m *Manager) Rescan() { m.askFull(2) }
+
+// askFull makes at least the next n steps' heartbeats full ones.
+func (m *Manager) askFull(n int32) {
+	for {
+		old := m.full.Load()
+		if old >= n || m.full.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// takeFull reports whether this step's heartbeat must be a full one,
+// counting it.
+func (m *Manager) takeFull() bool {
+	for {
+		old := m.full.Load()
+		if old <= 0 {
+			return false
+		}
+		if m.full.CompareAndSwap(old, old-1) {
+			return true
+		}
+	}
+}
 
 // live is how long a replica's heartbeat counts it among the live: two
 // renewals and a half, so one that stops is no longer counted (and its
@@ -232,7 +260,7 @@ func (m *Manager) Step(ctx context.Context) error {
 	// Quick unless something asked for a full heartbeat, or QuickRun
 	// quick ones ran since the last: the store makes it a full one anyway
 	// when anything it reads changed.
-	quick := !m.full.Swap(false) && m.quick < QuickRun
+	quick := !m.takeFull() && m.quick < QuickRun
 	m.mu.Unlock()
 	// Heartbeat and renew, in one round trip; what was not renewed is
 	// lost (taken over after a lapse, or lapsed itself while this
@@ -247,7 +275,7 @@ func (m *Manager) Step(ctx context.Context) error {
 	if err != nil {
 		if quick {
 			// Whatever failed, the retry reads everything again.
-			m.full.Store(true)
+			m.askFull(1)
 		}
 		return err
 	}

@@ -759,8 +759,8 @@ func TestHungGainGivenUp(t *testing.T) {
 // TestQuickSteps: the manager lets its heartbeats be quick ones
 // (HeartbeatParams.Quick) but for one full one at least every QuickRun+1
 // steps, and makes the next one full when asked (Kick: a replica joined,
-// or the listener reconnected; Rescan: a wake-up dropped) and after one
-// that failed.
+// or the listener reconnected), the next two (Rescan: registrations heard
+// of), and the next after one that failed.
 func TestQuickSteps(t *testing.T) {
 	r := newRig(t)
 	m := r.add("a")
@@ -797,8 +797,13 @@ func TestQuickSteps(t *testing.T) {
 		t.Fatalf("after a Kick: %v, want a full one, then quick", got)
 	}
 	m.Rescan()
-	if got := steps(2); !slices.Equal(got, want(false, true)) {
-		t.Fatalf("after a Rescan: %v, want a full one, then quick", got)
+	if got := steps(3); !slices.Equal(got, want(false, false, true)) {
+		t.Fatalf("after a Rescan: %v, want two full ones, then quick", got)
+	}
+	m.Rescan()
+	m.Kick()
+	if got := steps(3); !slices.Equal(got, want(false, false, true)) {
+		t.Fatalf("after a Rescan and a Kick: %v, want two full ones, then quick", got)
 	}
 	r.store.mu.Lock()
 	r.store.failBeats = 1

@@ -307,7 +307,8 @@ const DefaultPendingLimit = 2000
 // the database: when it writes, it commits without waiting for the WAL
 // flush (see heartbeatSQL for why that is safe), and on a lease session
 // most are quick ones (HeartbeatParams.Quick), a read of a fingerprint
-// (quickSQL) about a seventh of the full statement's cost.
+// (quickSQL) about a seventh of the full statement's CPU (on an idle
+// server, waking the backend for it costs about as much again).
 func (s *Store) Heartbeat(ctx context.Context, hp HeartbeatParams) (Peers, error) {
 	var (
 		p   Peers
@@ -331,7 +332,11 @@ func (s *Store) Heartbeat(ctx context.Context, hp HeartbeatParams) (Peers, error
 			var st steadiness
 			p, st, err = s.heartbeat(ctx, se.conn, hp, &key, se.fresh)
 			if err == nil && st.steady && p.steady() {
-				se.last = &quickState{fp: st.fp, found: p, lease: hp.Lease, live: hp.Live}
+				// A copy of its own, without the scan's ids: the caller
+				// keeps p.
+				kept := p
+				kept.Live, kept.Held, kept.Renewed, kept.Pending = slices.Clone(p.Live), maps.Clone(p.Held), slices.Clone(p.Renewed), nil
+				se.last = &quickState{fp: st.fp, found: kept, lease: hp.Lease, live: hp.Live}
 			}
 			return err
 		})

@@ -172,7 +172,7 @@ func archRules(pkgs map[string]pkg) []string {
 		if slices.Contains(mineImports, "daemon") && !under(name, "cli", "cmd", "internal/daemontest") {
 			bad = append(bad, name+" imports daemon: only cli and cmd may")
 		}
-		for _, helper := range []string{"internal/daemontest", "internal/pgtest"} {
+		for _, helper := range []string{"internal/daemontest", "internal/pgtest", "internal/proc/proctest"} {
 			if slices.Contains(mineImports, helper) {
 				bad = append(bad, name+" imports "+helper+": only tests may")
 			}
@@ -238,6 +238,7 @@ func TestImportRulesCatchBrokenArrows(t *testing.T) {
 		{"mcpserver", "daemon"},
 		{"httpapi", "internal/daemontest"},
 		{"store/postgres", "internal/pgtest"},
+		{"deliver/command", "internal/proc/proctest"},
 	} {
 		if _, ok := real[c.name]; !ok {
 			t.Fatalf("no package %q in the graph", c.name)

@@ -7,14 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/internal/daemontest"
+	"github.com/vigil-run/vigil/internal/proc/proctest"
 )
 
 // TestCommandDeliveryEndsWhatLeftTheGroup: the vigil binary runs a
@@ -85,16 +84,5 @@ func TestCommandDeliveryEndsWhatLeftTheGroup(t *testing.T) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	raw, err := os.ReadFile(bg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
-	if pid <= 0 {
-		t.Fatalf("no pid in %s", bg)
-	}
-	if syscall.Kill(pid, 0) == nil {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		t.Fatalf("the process %d that left the group outlived the delivery", pid)
-	}
+	proctest.RequireGone(t, bg)
 }

@@ -4,15 +4,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/deliver/command"
 	runner "github.com/vigil-run/vigil/internal/proc"
+	"github.com/vigil-run/vigil/internal/proc/proctest"
 )
 
 // TestMain lets this test binary be `vigil reap`: a Runner's Reaper.
@@ -48,18 +47,7 @@ func TestTimeoutKillsWhatLeftTheGroup(t *testing.T) {
 			if retry || (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 				t.Fatalf("Send = %v, %v; want %q", retry, err, tc.want)
 			}
-			raw, err := os.ReadFile(bg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pid, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
-			if pid <= 0 {
-				t.Fatalf("no pid in %s", bg)
-			}
-			if syscall.Kill(pid, 0) == nil {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				t.Fatalf("the process %d that left the group outlived the delivery", pid)
-			}
+			proctest.RequireGone(t, bg)
 		})
 	}
 }

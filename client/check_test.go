@@ -70,3 +70,70 @@ func TestCheckWaitsAsLongAsTheDaemon(t *testing.T) {
 		t.Errorf("the check's deadline is %v after the call began, want past the daemon's max_wait %v", dl.Sub(start), cfg.Limits.MaxWait)
 	}
 }
+
+// countingTransport counts the GET /v1/daemon requests it carries.
+type countingTransport struct {
+	mu   sync.Mutex
+	asks int
+}
+
+func (ct *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/v1/daemon") {
+		ct.mu.Lock()
+		ct.asks++
+		ct.mu.Unlock()
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (ct *countingTransport) count() int {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	return ct.asks
+}
+
+// TestCheckAsksTheDaemonOnce holds that repeated checks ask GET
+// /v1/daemon for the daemon's max_wait once, not before every check, and
+// again once that answer is a minute old or after a check that failed.
+func TestCheckAsksTheDaemonOnce(t *testing.T) {
+	t.Parallel()
+	cfg := daemontest.Config(t)
+	d := daemontest.Start(t, cfg, nil)
+	ct := &countingTransport{}
+	c, err := client.New(d.Addr(), d.Token(), &client.Options{HTTPClient: &http.Client{Transport: ct}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	client.SetClock(c, func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	ctx := t.Context()
+	pred, _ := json.Marshal(map[string]string{"path": filepath.Join(cfg.Roots[0], "READY")})
+	w, err := c.Register(ctx, vigil.RegisterRequest{Kind: vigil.KindFile, Recipient: "r", Predicate: pred, Every: "1h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(id string, asks int) {
+		t.Helper()
+		got, err := c.Check(ctx, id)
+		if id == w.ID && (err != nil || got.State != vigil.StatePending) {
+			t.Fatalf("Check = %+v, %v; want the watch, pending", got, err)
+		}
+		if id != w.ID && err == nil {
+			t.Fatalf("Check(%s) = %+v; want an error", id, got)
+		}
+		if n := ct.count(); n != asks {
+			t.Fatalf("%d asks of GET /v1/daemon, want %d", n, asks)
+		}
+	}
+	check(w.ID, 1)
+	check(w.ID, 1)
+	advance(59 * time.Second)
+	check(w.ID, 1)
+	advance(time.Second)
+	check(w.ID, 2)
+	check("w_00000000000000000000000000", 2)
+	check(w.ID, 3)
+	check(w.ID, 3)
+}

@@ -24,6 +24,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vigil-run/vigil"
@@ -48,6 +49,10 @@ const (
 	maxRetryAfter = 24 * time.Hour
 	// maxCheckWait bounds the daemon's max_wait a Check believes.
 	maxCheckWait = 24 * time.Hour
+	// checkWaitFor is how long a Check believes the daemon's max_wait
+	// without asking again (a daemon restarted with another max_wait is
+	// heard of within it, or at once after a check that failed).
+	checkWaitFor = time.Minute
 )
 
 // Options configure a Client. A nil *Options means the defaults.
@@ -65,6 +70,14 @@ type Client struct {
 	addr  string // the daemon's address as error messages show it
 	token string
 	hc    *http.Client
+	// now is the clock checkWait's age is read on (time.Now).
+	now func() time.Time
+
+	// mu guards the daemon's max_wait as last asked (checkWait, zero:
+	// not known) and when it was asked.
+	mu          sync.Mutex
+	checkWait   time.Duration
+	checkWaitAt time.Time
 }
 
 var _ vigil.Service = (*Client)(nil)
@@ -80,7 +93,7 @@ func New(addr, token string, opts *Options) (*Client, error) {
 	if !validHeaderValue(token) || strings.ContainsAny(token, " \t") {
 		return nil, errors.New("vigil client: the token holds spaces or control characters")
 	}
-	c := &Client{base: base, addr: display, token: token}
+	c := &Client{base: base, addr: display, token: token, now: time.Now}
 	if opts != nil && opts.HTTPClient != nil {
 		c.hc = opts.HTTPClient
 	} else {

@@ -92,29 +92,49 @@ func (c *Client) Cancel(ctx context.Context, id string) (*vigil.Watch, error) {
 
 // Check implements vigil.Service: POST /v1/watches/{id}/check. The
 // daemon waits for the probe up to its own maximum wait, which it says in
-// GET /v1/daemon (max_wait), asked first: the call's deadline is that
-// plus a margin (the default maximum, 60 s, for a daemon that does not
-// say).
+// GET /v1/daemon (max_wait), asked at the first check and again once that
+// answer is a minute old: the call's deadline is that plus a margin (the
+// default maximum, 60 s, for a daemon that does not say).
 func (c *Client) Check(ctx context.Context, id string) (*vigil.Watch, error) {
 	if id == "" {
 		return nil, errNoID
 	}
-	return c.watchCall(ctx, http.MethodPost, id, "/check", nil, longPoll(c.maxWait(ctx)))
+	w, err := c.watchCall(ctx, http.MethodPost, id, "/check", nil, longPoll(c.maxWait(ctx)))
+	if err != nil {
+		// A daemon restarted with a longer max_wait may have held the
+		// check past the deadline believed: ask again next time.
+		c.mu.Lock()
+		c.checkWait = 0
+		c.mu.Unlock()
+	}
+	return w, err
 }
 
 // maxWait returns how long the daemon holds a check for its probe, as
-// GET /v1/daemon says, or the default maximum when it does not say (or
-// cannot be asked: the check itself then says what is wrong).
+// GET /v1/daemon says (asked again once the last answer is checkWaitFor
+// old, or after a check that failed), or the default maximum when it does
+// not say (or cannot be asked: the check itself then says what is wrong).
 func (c *Client) maxWait(ctx context.Context) time.Duration {
+	c.mu.Lock()
+	d, at := c.checkWait, c.checkWaitAt
+	c.mu.Unlock()
+	if now := c.now(); d > 0 && now.Sub(at) < checkWaitFor && !now.Before(at) {
+		return d
+	}
+	asked := c.now()
 	info, err := c.Daemon(ctx)
 	if err != nil || info.MaxWait == "" {
 		return vigil.DefaultLimits().MaxWait
 	}
-	d, err := vigil.ParseDuration(info.MaxWait)
+	d, err = vigil.ParseDuration(info.MaxWait)
 	if err != nil || d <= 0 {
 		return vigil.DefaultLimits().MaxWait
 	}
-	return min(d, maxCheckWait)
+	d = min(d, maxCheckWait)
+	c.mu.Lock()
+	c.checkWait, c.checkWaitAt = d, asked
+	c.mu.Unlock()
+	return d
 }
 
 // Delete implements vigil.Service: DELETE /v1/watches/{id}.

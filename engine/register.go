@@ -479,15 +479,30 @@ func (e *Engine) joinLive(ctx context.Context, p vigil.WatchCreateParams, got *v
 	if err != nil && !errors.Is(err, vigil.ErrNotFound) {
 		return nil, err
 	}
-	if !won {
-		// Settled otherwise meanwhile (its turn came): the join stands.
-		return got, nil
+	if won {
+		e.sched.Remove(got.ID)
+		e.stop(got.Kind, got.ID)
+		e.sched.ArmPrune(now.Add(e.limits.RetentionWatches))
+		e.hub.publish(vigil.Event{Type: vigil.EventWatchSettled, WatchID: got.ID, Recipient: got.Recipient, State: vigil.StateCancelled,
+			Text: se.Sentence, Done: true, At: now})
+	} else {
+		// Settled otherwise meanwhile. Cancelled for the same reason
+		// (another registration that joined it, or its own turn, found
+		// the token dead first), or deleted by a keyed one that did: the
+		// caller must not be left joined to it either, so it registers
+		// again as below (joining the watch the other one made, if it
+		// did). Settled for another reason (it fired before the token
+		// died): the join stands, as a join of any pending watch that
+		// then settles does.
+		cur, err := e.store.WatchGet(ctx, got.ID)
+		switch {
+		case errors.Is(err, vigil.ErrNotFound):
+		case err != nil:
+			return nil, err
+		case cur.State != vigil.StateCancelled || cur.Outcome == nil || cur.Outcome.Reason != se.Reason:
+			return got, nil
+		}
 	}
-	e.sched.Remove(got.ID)
-	e.stop(got.Kind, got.ID)
-	e.sched.ArmPrune(now.Add(e.limits.RetentionWatches))
-	e.hub.publish(vigil.Event{Type: vigil.EventWatchSettled, WatchID: got.ID, Recipient: got.Recipient, State: vigil.StateCancelled,
-		Text: se.Sentence, Done: true, At: now})
 	if p.IdempotencyKey != "" {
 		if err := e.store.WatchDelete(ctx, got.ID); err != nil && !errors.Is(err, vigil.ErrNotFound) {
 			return nil, err

@@ -338,3 +338,124 @@ func testJoinOfARevokedTokensWatch(t *testing.T, st vigil.Store) {
 		t.Errorf("mailbox = %d messages, %v; want the three outcomes", len(p.Messages), err)
 	}
 }
+
+// TestJoinOfARevokedTokensWatchSettledMeanwhile: a registration that
+// finds the pending watch it matched belongs to a dead token, but loses
+// the cancel of it (another registration that matched it, or its turn,
+// settled it first), is not left joined to the dead watch either: it
+// registers again and gets a live watch, which fires. One that lost to
+// the watch firing (before its token died) stays joined to it, as a join
+// of any pending watch that then settles does. Before, every lost cancel
+// answered the dead watch as a pending join, and the caller never heard.
+func TestJoinOfARevokedTokensWatchSettledMeanwhile(t *testing.T) {
+	for name, mk := range batchStores(t) {
+		t.Run(name, func(t *testing.T) { testJoinOfARevokedTokensWatchSettledMeanwhile(t, mk(t)) })
+	}
+}
+
+func testJoinOfARevokedTokensWatchSettledMeanwhile(t *testing.T, st vigil.Store) {
+	ctx := context.Background()
+	c := &clock{t: t0}
+	tokens := auth.New(auth.Config{Store: st, NowFunc: c.Now})
+	// meanwhile settles the watch a check is about to find dead, as a
+	// racing registration or turn would, once per watch.
+	meanwhile := map[string]func(id string){}
+	check := func(ctx context.Context, w *vigil.Watch) error {
+		err := tokens.CheckWatch(ctx, w)
+		if f := meanwhile[w.ID]; f != nil && err != nil {
+			delete(meanwhile, w.ID)
+			f(w.ID)
+		}
+		return err
+	}
+	e := engine.New(engine.Config{Store: st, Watchers: watcher.NewRegistry(timer.New(timer.Config{})), NowFunc: c.Now, CheckFunc: check})
+	if err := e.Prime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	scoped := func() (context.Context, *vigil.Token) {
+		t.Helper()
+		tok, err := tokens.CreateToken(ctx, vigil.TokenCreateRequest{Recipients: []string{"r"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		scope, ok, err := tokens.Authenticate(ctx, tok.Secret)
+		if err != nil || !ok {
+			t.Fatalf("Authenticate = %v, %v", ok, err)
+		}
+		return vigil.WithScope(ctx, scope), tok
+	}
+	at := func(n int) json.RawMessage {
+		return obj(`{"at":"` + t0.Add(time.Duration(n)*time.Minute).UTC().Format(time.RFC3339) + `"}`)
+	}
+	old, oldTok := scoped()
+	var dead []string
+	for n := 1; n <= 3; n++ {
+		w, err := e.Register(old, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: at(n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead = append(dead, w.ID)
+	}
+	if _, err := tokens.RevokeToken(ctx, oldTok.ID); err != nil {
+		t.Fatal(err)
+	}
+	settle := func(id string, state vigil.State, reason string) {
+		out := &vigil.Outcome{State: state, Reason: reason, Sentence: "settled meanwhile"}
+		var err error
+		if state == vigil.StateCancelled {
+			_, _, err = st.WatchCancel(ctx, vigil.WatchCancelParams{ID: id, Outcome: out, SettledAt: c.Now()})
+		} else {
+			_, err = st.WatchSettle(ctx, []vigil.WatchSettleParams{{ID: id, State: state, Outcome: out, SettledAt: c.Now()}})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first: cancelled for the same reason meanwhile. The second
+	// (keyed): cancelled and deleted, as a keyed registration that won
+	// does. The third: fired meanwhile.
+	meanwhile[dead[0]] = func(id string) { settle(id, vigil.StateCancelled, auth.ReasonRevoked) }
+	meanwhile[dead[1]] = func(id string) {
+		settle(id, vigil.StateCancelled, auth.ReasonRevoked)
+		if err := st.WatchDelete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	meanwhile[dead[2]] = func(id string) { settle(id, vigil.StateFired, "satisfied") }
+	live, _ := scoped()
+	single, err := e.Register(live, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: at(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed, err := e.Register(live, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: at(2), IdempotencyKey: "k2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fired, err := e.Register(live, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: at(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(meanwhile) != 0 {
+		t.Fatalf("%d registrations did not check the dead watch they matched", len(meanwhile))
+	}
+	for i, w := range []*vigil.Watch{single, keyed} {
+		if w.ID == dead[i] || w.Existing {
+			t.Errorf("registration %d joined %s, the revoked token's watch settled meanwhile (existing %v); want a watch of its own", i+1, dead[i], w.Existing)
+		}
+	}
+	if fired.ID != dead[2] {
+		t.Errorf("the registration that matched a watch which fired meanwhile got %s, want joined to %s", fired.ID, dead[2])
+	}
+	again, err := e.Register(live, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: at(2), IdempotencyKey: "k2"})
+	if err != nil || again.ID != keyed.ID || !again.Replayed {
+		t.Errorf("the keyed registration's retry = %+v, %v; want a replay of %s", again, err, keyed.ID)
+	}
+	c.t = t0.Add(5 * time.Minute)
+	e.Tick(ctx, c.t)
+	for _, w := range []*vigil.Watch{single, keyed} {
+		got, err := e.Watch(live, w.ID)
+		if err != nil || got.State != vigil.StateFired {
+			t.Errorf("watch %s = %+v, %v; want fired", w.ID, got, err)
+		}
+	}
+}

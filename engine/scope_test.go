@@ -263,49 +263,10 @@ func TestJoinOfARevokedTokensWatch(t *testing.T) {
 }
 
 func testJoinOfARevokedTokensWatch(t *testing.T, st vigil.Store) {
-	ctx := context.Background()
-	c := &clock{t: t0}
-	tokens := auth.New(auth.Config{Store: st, NowFunc: c.Now})
-	e := engine.New(engine.Config{Store: st, Watchers: watcher.NewRegistry(timer.New(timer.Config{})), NowFunc: c.Now, CheckFunc: tokens.CheckWatch})
-	if err := e.Prime(ctx); err != nil {
-		t.Fatal(err)
-	}
-	scoped := func() (context.Context, *vigil.Token) {
-		t.Helper()
-		tok, err := tokens.CreateToken(ctx, vigil.TokenCreateRequest{Recipients: []string{"r"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		scope, ok, err := tokens.Authenticate(ctx, tok.Secret)
-		if err != nil || !ok {
-			t.Fatalf("Authenticate = %v, %v", ok, err)
-		}
-		return vigil.WithScope(ctx, scope), tok
-	}
-	at := func(n int) json.RawMessage {
-		return obj(`{"at":"` + t0.Add(time.Duration(n)*time.Minute).UTC().Format(time.RFC3339) + `"}`)
-	}
-	old, oldTok := scoped()
-	var dead []string
-	for n := 1; n <= 3; n++ {
-		w, err := e.Register(old, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: at(n)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		dead = append(dead, w.ID)
-	}
-	if _, err := tokens.RevokeToken(ctx, oldTok.ID); err != nil {
-		t.Fatal(err)
-	}
-	live, _ := scoped()
-	single, err := e.Register(live, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: at(1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyed, err := e.Register(live, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: at(2), IdempotencyKey: "k2"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, rj := context.Background(), newRevokedJoin(t, st, nil)
+	e, c, at, dead, live := rj.e, rj.c, rj.at, rj.dead, rj.live
+	single := rj.register(t, 1, "")
+	keyed := rj.register(t, 2, "k2")
 	batch, err := e.RegisterBatch(live, []vigil.RegisterRequest{{Kind: vigil.KindTimer, Recipient: "r", Predicate: at(3)}})
 	if err != nil || batch[0].Err != nil {
 		t.Fatalf("batch = %+v, %v", batch, err)
@@ -354,51 +315,20 @@ func TestJoinOfARevokedTokensWatchSettledMeanwhile(t *testing.T) {
 }
 
 func testJoinOfARevokedTokensWatchSettledMeanwhile(t *testing.T, st vigil.Store) {
-	ctx := context.Background()
-	c := &clock{t: t0}
-	tokens := auth.New(auth.Config{Store: st, NowFunc: c.Now})
 	// meanwhile settles the watch a check is about to find dead, as a
 	// racing registration or turn would, once per watch.
 	meanwhile := map[string]func(id string){}
-	check := func(ctx context.Context, w *vigil.Watch) error {
-		err := tokens.CheckWatch(ctx, w)
-		if f := meanwhile[w.ID]; f != nil && err != nil {
-			delete(meanwhile, w.ID)
-			f(w.ID)
+	rj := newRevokedJoin(t, st, func(tokens *auth.Service) func(context.Context, *vigil.Watch) error {
+		return func(ctx context.Context, w *vigil.Watch) error {
+			err := tokens.CheckWatch(ctx, w)
+			if f := meanwhile[w.ID]; f != nil && err != nil {
+				delete(meanwhile, w.ID)
+				f(w.ID)
+			}
+			return err
 		}
-		return err
-	}
-	e := engine.New(engine.Config{Store: st, Watchers: watcher.NewRegistry(timer.New(timer.Config{})), NowFunc: c.Now, CheckFunc: check})
-	if err := e.Prime(ctx); err != nil {
-		t.Fatal(err)
-	}
-	scoped := func() (context.Context, *vigil.Token) {
-		t.Helper()
-		tok, err := tokens.CreateToken(ctx, vigil.TokenCreateRequest{Recipients: []string{"r"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		scope, ok, err := tokens.Authenticate(ctx, tok.Secret)
-		if err != nil || !ok {
-			t.Fatalf("Authenticate = %v, %v", ok, err)
-		}
-		return vigil.WithScope(ctx, scope), tok
-	}
-	at := func(n int) json.RawMessage {
-		return obj(`{"at":"` + t0.Add(time.Duration(n)*time.Minute).UTC().Format(time.RFC3339) + `"}`)
-	}
-	old, oldTok := scoped()
-	var dead []string
-	for n := 1; n <= 3; n++ {
-		w, err := e.Register(old, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: at(n)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		dead = append(dead, w.ID)
-	}
-	if _, err := tokens.RevokeToken(ctx, oldTok.ID); err != nil {
-		t.Fatal(err)
-	}
+	})
+	ctx, e, c, at, dead := context.Background(), rj.e, rj.c, rj.at, rj.dead
 	settle := func(id string, state vigil.State, reason string) {
 		out := &vigil.Outcome{State: state, Reason: reason, Sentence: "settled meanwhile"}
 		var err error
@@ -422,19 +352,10 @@ func testJoinOfARevokedTokensWatchSettledMeanwhile(t *testing.T, st vigil.Store)
 		}
 	}
 	meanwhile[dead[2]] = func(id string) { settle(id, vigil.StateFired, "satisfied") }
-	live, _ := scoped()
-	single, err := e.Register(live, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: at(1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyed, err := e.Register(live, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: at(2), IdempotencyKey: "k2"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fired, err := e.Register(live, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: at(3)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	live := rj.live
+	single := rj.register(t, 1, "")
+	keyed := rj.register(t, 2, "k2")
+	fired := rj.register(t, 3, "")
 	if len(meanwhile) != 0 {
 		t.Fatalf("%d registrations did not check the dead watch they matched", len(meanwhile))
 	}
@@ -458,4 +379,70 @@ func testJoinOfARevokedTokensWatchSettledMeanwhile(t *testing.T, st vigil.Store)
 			t.Errorf("watch %s = %+v, %v; want fired", w.ID, got, err)
 		}
 	}
+}
+
+// revokedJoin is a revoked token's three pending timers (due in 1, 2 and
+// 3 minutes), and a live token of the same recipient to register again.
+type revokedJoin struct {
+	e    *engine.Engine
+	c    *clock
+	at   func(n int) json.RawMessage
+	dead []string
+	live context.Context
+}
+
+// register registers, as the live token, the timer due in n minutes
+// (with idempotency key key, if not empty).
+func (rj *revokedJoin) register(t *testing.T, n int, key string) *vigil.Watch {
+	t.Helper()
+	w, err := rj.e.Register(rj.live, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: rj.at(n), IdempotencyKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// newRevokedJoin makes a revokedJoin on st, whose engine's CheckFunc is
+// check(tokens) (the tokens' own CheckWatch when check is nil).
+func newRevokedJoin(t *testing.T, st vigil.Store, check func(tokens *auth.Service) func(context.Context, *vigil.Watch) error) *revokedJoin {
+	t.Helper()
+	ctx := context.Background()
+	rj := &revokedJoin{c: &clock{t: t0}}
+	tokens := auth.New(auth.Config{Store: st, NowFunc: rj.c.Now})
+	cf := tokens.CheckWatch
+	if check != nil {
+		cf = check(tokens)
+	}
+	rj.e = engine.New(engine.Config{Store: st, Watchers: watcher.NewRegistry(timer.New(timer.Config{})), NowFunc: rj.c.Now, CheckFunc: cf})
+	if err := rj.e.Prime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	scoped := func() (context.Context, *vigil.Token) {
+		t.Helper()
+		tok, err := tokens.CreateToken(ctx, vigil.TokenCreateRequest{Recipients: []string{"r"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		scope, ok, err := tokens.Authenticate(ctx, tok.Secret)
+		if err != nil || !ok {
+			t.Fatalf("Authenticate = %v, %v", ok, err)
+		}
+		return vigil.WithScope(ctx, scope), tok
+	}
+	rj.at = func(n int) json.RawMessage {
+		return obj(`{"at":"` + t0.Add(time.Duration(n)*time.Minute).UTC().Format(time.RFC3339) + `"}`)
+	}
+	old, oldTok := scoped()
+	for n := 1; n <= 3; n++ {
+		w, err := rj.e.Register(old, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: rj.at(n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rj.dead = append(rj.dead, w.ID)
+	}
+	if _, err := tokens.RevokeToken(ctx, oldTok.ID); err != nil {
+		t.Fatal(err)
+	}
+	rj.live, _ = scoped()
+	return rj
 }

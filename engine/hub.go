@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"crypto/sha256"
 	"sync"
 
 	"github.com/vigil-run/vigil"
@@ -220,10 +221,39 @@ type seen struct {
 	announced *fifo.Map[eventKey, bool]
 }
 
+// eventKey names an event seen remembers. It holds no pointer, so the
+// garbage collector, which an idle daemon's runtime runs every two
+// minutes, neither scans seen nor keeps its watch ids alive: with an id
+// as a string, a full seen was 32 768 strings and as many pointers to
+// mark at every collection.
 type eventKey struct {
-	typ string
-	id  string
+	typ uint8 // keyMessage, keyCreated, keySettled
+	// n is the length of the watch id in id; a longer id (vigil makes
+	// 26-byte ULIDs; an embedder's NewIDFunc may make others, up to
+	// validID's 64 bytes) is its SHA-256 in id, with n idHashed.
+	n   uint8
+	id  [32]byte
 	seq int64
+}
+
+const (
+	keyMessage uint8 = iota + 1
+	keyCreated
+	keySettled
+)
+
+// idHashed marks an eventKey whose id is the SHA-256 of a longer one.
+const idHashed = 0xff
+
+// watchKey is the eventKey of the event typ of watch id.
+func watchKey(typ uint8, id string) eventKey {
+	k := eventKey{typ: typ}
+	if len(id) <= len(k.id) {
+		k.n = uint8(copy(k.id[:], id))
+	} else {
+		k.id, k.n = sha256.Sum256([]byte(id)), idHashed
+	}
+	return k
 }
 
 func newSeen() *seen {
@@ -241,9 +271,11 @@ func (s *seen) first(ev vigil.Event, announced bool) bool {
 		if ev.Seq <= 0 {
 			return true
 		}
-		k = eventKey{typ: ev.Type, seq: ev.Seq}
-	case vigil.EventWatchSettled, vigil.EventWatchCreated:
-		k = eventKey{typ: ev.Type, id: ev.WatchID}
+		k = eventKey{typ: keyMessage, seq: ev.Seq}
+	case vigil.EventWatchCreated:
+		k = watchKey(keyCreated, ev.WatchID)
+	case vigil.EventWatchSettled:
+		k = watchKey(keySettled, ev.WatchID)
 	default:
 		return true
 	}
@@ -258,7 +290,7 @@ func (s *seen) first(ev vigil.Event, announced bool) bool {
 		// and a cancel made on another daemon in between may be heard
 		// first). The stream has said the watch ended; it does not say
 		// it began after that.
-		if _, ended := s.announced.Get(eventKey{typ: vigil.EventWatchSettled, id: ev.WatchID}); ended {
+		if _, ended := s.announced.Get(watchKey(keySettled, ev.WatchID)); ended {
 			return false
 		}
 	}

@@ -54,15 +54,8 @@ func TestTokenReposScope(t *testing.T) {
 	}
 	scoped := func(repos ...string) context.Context {
 		t.Helper()
-		tok, err := tokens.CreateToken(ctx, vigil.TokenCreateRequest{Recipients: []string{"r"}, Repos: repos})
-		if err != nil {
-			t.Fatal(err)
-		}
-		scope, ok, err := tokens.Authenticate(ctx, tok.Secret)
-		if err != nil || !ok {
-			t.Fatalf("Authenticate = %v, %v", ok, err)
-		}
-		return vigil.WithScope(ctx, scope)
+		sctx, _ := scopedToken(t, tokens, repos...)
+		return sctx
 	}
 	sctx := scoped("GitHub/Acme/*")
 	ciOn := func(repo, ref string) vigil.RegisterRequest {

@@ -35,15 +35,7 @@ func TestRevokeWhilePending(t *testing.T) {
 	if err := e.Prime(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := tokens.CreateToken(ctx, vigil.TokenCreateRequest{Recipients: []string{"r"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	scope, ok, err := tokens.Authenticate(ctx, tok.Secret)
-	if err != nil || !ok {
-		t.Fatalf("Authenticate = %v, %v", ok, err)
-	}
-	sctx := vigil.WithScope(ctx, scope)
+	sctx, tok := scopedToken(t, tokens)
 	hw, err := e.Register(sctx, vigil.RegisterRequest{Kind: vigil.KindHTTP, Recipient: "r", Predicate: obj(`{}`), Every: "10s"})
 	if err != nil {
 		t.Fatal(err)
@@ -194,15 +186,7 @@ func TestRevokedWatchPastDeadlineAtStart(t *testing.T) {
 	if err := e.Prime(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := tokens.CreateToken(ctx, vigil.TokenCreateRequest{Recipients: []string{"r"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	scope, ok, err := tokens.Authenticate(ctx, tok.Secret)
-	if err != nil || !ok {
-		t.Fatalf("Authenticate = %v, %v", ok, err)
-	}
-	sctx := vigil.WithScope(ctx, scope)
+	sctx, tok := scopedToken(t, tokens)
 	revoked, err := e.Register(sctx, vigil.RegisterRequest{Kind: vigil.KindHTTP, Recipient: "r", Predicate: obj(`{}`), Every: "10s", Deadline: "1m"})
 	if err != nil {
 		t.Fatal(err)
@@ -417,22 +401,10 @@ func newRevokedJoin(t *testing.T, st vigil.Store, check func(tokens *auth.Servic
 	if err := rj.e.Prime(ctx); err != nil {
 		t.Fatal(err)
 	}
-	scoped := func() (context.Context, *vigil.Token) {
-		t.Helper()
-		tok, err := tokens.CreateToken(ctx, vigil.TokenCreateRequest{Recipients: []string{"r"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		scope, ok, err := tokens.Authenticate(ctx, tok.Secret)
-		if err != nil || !ok {
-			t.Fatalf("Authenticate = %v, %v", ok, err)
-		}
-		return vigil.WithScope(ctx, scope), tok
-	}
 	rj.at = func(n int) json.RawMessage {
 		return obj(`{"at":"` + t0.Add(time.Duration(n)*time.Minute).UTC().Format(time.RFC3339) + `"}`)
 	}
-	old, oldTok := scoped()
+	old, oldTok := scopedToken(t, tokens)
 	for n := 1; n <= 3; n++ {
 		w, err := rj.e.Register(old, vigil.RegisterRequest{Kind: vigil.KindTimer, Recipient: "r", Predicate: rj.at(n)})
 		if err != nil {
@@ -443,6 +415,22 @@ func newRevokedJoin(t *testing.T, st vigil.Store, check func(tokens *auth.Servic
 	if _, err := tokens.RevokeToken(ctx, oldTok.ID); err != nil {
 		t.Fatal(err)
 	}
-	rj.live, _ = scoped()
+	rj.live, _ = scopedToken(t, tokens)
 	return rj
+}
+
+// scopedToken makes a token for recipient "r" (and the repositories
+// repos, if any): a context with its scope, and the token.
+func scopedToken(t *testing.T, tokens *auth.Service, repos ...string) (context.Context, *vigil.Token) {
+	t.Helper()
+	ctx := context.Background()
+	tok, err := tokens.CreateToken(ctx, vigil.TokenCreateRequest{Recipients: []string{"r"}, Repos: repos})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope, ok, err := tokens.Authenticate(ctx, tok.Secret)
+	if err != nil || !ok {
+		t.Fatalf("Authenticate = %v, %v", ok, err)
+	}
+	return vigil.WithScope(ctx, scope), tok
 }

@@ -158,7 +158,7 @@ type Manager struct {
 	quick int
 	// full is how many of the next steps' heartbeats must be full ones
 	// (Kick, Rescan).
-	full atomic.Int32
+	full int
 }
 
 // QuickRun bounds the quick heartbeats in a row
@@ -223,27 +223,10 @@ func (m *Manager) Kick() {
 func (m *Manager) Rescan() { m.askFull(2) }
 
 // askFull makes at least the next n steps' heartbeats full ones.
-func (m *Manager) askFull(n int32) {
-	for {
-		old := m.full.Load()
-		if old >= n || m.full.CompareAndSwap(old, n) {
-			return
-		}
-	}
-}
-
-// takeFull reports whether this step's heartbeat must be a full one,
-// counting it.
-func (m *Manager) takeFull() bool {
-	for {
-		old := m.full.Load()
-		if old <= 0 {
-			return false
-		}
-		if m.full.CompareAndSwap(old, old-1) {
-			return true
-		}
-	}
+func (m *Manager) askFull(n int) {
+	m.mu.Lock()
+	m.full = max(m.full, n)
+	m.mu.Unlock()
 }
 
 // live is how long a replica's heartbeat counts it among the live: two
@@ -260,7 +243,11 @@ func (m *Manager) Step(ctx context.Context) error {
 	// Quick unless something asked for a full heartbeat, or QuickRun
 	// quick ones ran since the last: the store makes it a full one anyway
 	// when anything it reads changed.
-	quick := !m.takeFull() && m.quick < QuickRun
+	full := m.full > 0
+	if full {
+		m.full--
+	}
+	quick := !full && m.quick < QuickRun
 	m.mu.Unlock()
 	// Heartbeat and renew, in one round trip; what was not renewed is
 	// lost (taken over after a lapse, or lapsed itself while this

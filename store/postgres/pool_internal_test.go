@@ -1,10 +1,15 @@
 package postgres
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/internal/pgtest"
 )
 
@@ -40,5 +45,71 @@ func TestPoolStaysOpen(t *testing.T) {
 	defer s2.Close()
 	if got := s2.pool.Config().MinConns; got != 1 {
 		t.Errorf("with pool_min_conns=1 in the URL, MinConns = %d, want 1", got)
+	}
+}
+
+// TestPoolResetWhenTheServerEndsItsConnections: when the database ends
+// the pool's sessions (a restart, a failover, pg_terminate_backend), the
+// first statement to meet that resets the pool, so that the connections
+// it ended are not handed out again one failed statement at a time; the
+// others' failures that follow ask for no second reset.
+func TestPoolResetWhenTheServerEndsItsConnections(t *testing.T) {
+	u := pgtest.Schema(t, "vigil_reset")
+	ctx := t.Context()
+	s, err := Open(ctx, u, &Options{MaxConns: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// All three in use, as on a busy replica: none idle long enough for
+	// pgxpool to ping it before handing it out.
+	var conns []*pgxpool.Conn
+	for range 3 {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	defer func() {
+		// Before s.Close, which waits for every connection in use to
+		// come back (Release is safe to call again).
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for _, c := range conns {
+		pgtest.Exec(t, u, `SELECT pg_terminate_backend($1, 5000)`, c.Conn().PgConn().PID())
+	}
+	_, err = conns[0].Exec(ctx, `SELECT 1`)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "57P01" {
+		t.Fatalf("a statement on a connection the server ended: %v, want admin_shutdown (57P01)", err)
+	}
+	if _, err := conns[1].Exec(ctx, `SELECT 1`); err == nil {
+		t.Fatal("a second connection the server ended answered")
+	}
+	s.resets.mu.Lock()
+	resets := s.resets.gen
+	s.resets.mu.Unlock()
+	if resets != 1 {
+		t.Errorf("%d resets after two statements met connections the server ended, want 1", resets)
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+
+	// No connection the server ended is handed out again: every idle
+	// connection (AcquireAllIdle pings none) answers.
+	for _, c := range s.pool.AcquireAllIdle(ctx) {
+		if _, err := c.Exec(ctx, `SELECT 1`); err != nil {
+			t.Errorf("an idle connection of the pool after the reset: %v", err)
+		}
+		c.Release()
+	}
+	for i := range 3 {
+		if _, err := s.WatchGet(ctx, "01KNOSUCHWATCH0000000000000"); vigil.ErrorCode(err) != vigil.CodeNotFound {
+			t.Fatalf("read %d after the reset: %v, want not found", i+1, err)
+		}
 	}
 }

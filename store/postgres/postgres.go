@@ -115,6 +115,8 @@ type Store struct {
 	// writes (a burst of settlements can hold every connection for
 	// longer than a lease).
 	leasePool *pgxpool.Pool
+	// resets resets pool when the server ends its connections (reset.go).
+	resets *resetter
 	log       *slog.Logger
 	schema    string
 	// channel is the NOTIFY channel of schema (Channel).
@@ -194,10 +196,6 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	if o.IdleTxTimeout > 0 {
 		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(max(1, o.IdleTxTimeout.Milliseconds()), 10)
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, wrap("connect", err)
-	}
 	lcfg := cfg.Copy()
 	lcfg.MaxConns, lcfg.MinConns = 2, 0
 	// pgxpool pings a connection idle for over a second before handing
@@ -205,12 +203,24 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	// each of its statements. A step that finds its connection dead
 	// fails and runs again at the next one, well inside a lease.
 	lcfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration > leasePingIdle }
+	// Each pool is reset when the server ends one of its connections
+	// for a reason that ends them all (reset.go).
+	resets := o.Logger.With("component", "store", "store", "postgres")
+	r, lr := &resetter{name: "main", log: resets}, &resetter{name: "lease", log: resets}
+	r.hook(cfg)
+	lr.hook(lcfg)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, wrap("connect", err)
+	}
+	r.set(pool)
 	leasePool, err := pgxpool.NewWithConfig(ctx, lcfg)
 	if err != nil {
 		pool.Close()
 		return nil, wrap("connect", err)
 	}
-	s := &Store{pool: pool, leasePool: leasePool, sendEvents: o.Notify, replica: o.Replica, origin: rand.Text()[:10]}
+	lr.set(leasePool)
+	s := &Store{pool: pool, leasePool: leasePool, resets: r, sendEvents: o.Notify, replica: o.Replica, origin: rand.Text()[:10]}
 	// One registration transaction at a time: the registrations made
 	// meanwhile go together in the next (creates). Settlements,
 	// deliveries and reads keep the rest of the pool during a burst.

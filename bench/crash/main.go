@@ -77,9 +77,14 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the temporary directory (data dir, daemon log) even when all is well")
 	replicas := flag.Int("replicas", 1, "daemons on one PostgreSQL database (-store); each kill SIGKILLs one of them at random and restarts it")
 	store := flag.String("store", "", "postgres://… URL: run the daemons on a fresh schema of this database (dropped afterwards unless -keep); empty: SQLite")
+	cuts := flag.Int("cuts", 0, "with -store: times the database ends every connection of the daemons (pg_terminate_backend: a database restarting "+
+		"or failing over), at random instants while the watches fire, between the kills")
 	flag.Parse()
 	if *replicas < 1 || *replicas > 16 || (*replicas > 1 && *store == "") {
 		log.Fatalf("-replicas %d: from 1 to 16, and more than 1 needs -store postgres://…", *replicas)
+	}
+	if *cuts < 0 || (*cuts > 0 && *store == "") {
+		log.Fatalf("-cuts %d: at least 0, and more than 0 needs -store postgres://…", *cuts)
 	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
@@ -89,7 +94,7 @@ func main() {
 	}
 	log.SetFlags(0)
 	log.SetPrefix("crash: ")
-	h := &harness{n: *n, kills: *kills, spread: *spread, hookShare: *hooks, seed: *seed, command: *channels == 2,
+	h := &harness{n: *n, kills: *kills, cuts: *cuts, spread: *spread, hookShare: *hooks, seed: *seed, command: *channels == 2,
 		rnd: rand.New(rand.NewPCG(*seed, 0x5eed)), replicas: *replicas, baseStore: *store, keep: *keep}
 	violations, err := h.run()
 	if h.dir != "" {
@@ -109,7 +114,11 @@ func main() {
 
 // harness holds one run.
 type harness struct {
-	n, kills  int
+	n, kills int
+	// cuts is how many times the database ends the daemons' connections
+	// (-cuts); cutLog says what each ended.
+	cuts      int
+	cutLog    []cutRecord
 	spread    time.Duration
 	hookShare float64
 	seed      uint64
@@ -126,6 +135,7 @@ type harness struct {
 	// on PostgreSQL (baseStore) they share store, a fresh schema.
 	replicas         int
 	baseStore, store string
+	daemonStore      string // store with application_name set (cut)
 	keep             bool
 	addrs, dataDirs  []string
 	procs            []*exec.Cmd
@@ -158,6 +168,13 @@ type killRecord struct {
 	// held request, so its send is cut (on PostgreSQL, where replicas
 	// share the work; with one daemon it always is).
 	sender bool
+}
+
+// cutRecord is one cut: when, and how many of the daemons' connections
+// the database ended.
+type cutRecord struct {
+	at    time.Time
+	ended int
 }
 
 // plan is what the harness registered for one watch.
@@ -314,6 +331,7 @@ func (h *harness) run() (int, error) {
 		at[k] = t0.Add(time.Duration(h.rnd.Int64N(int64(window))))
 	}
 	slices.SortFunc(at, time.Time.Compare)
+	cutsDone := h.cutAtRandom(t0, window)
 	for k := range h.kills {
 		sleepUntil(at[k])
 		h.hookMu.Lock()
@@ -352,6 +370,9 @@ func (h *harness) run() (int, error) {
 			return 0, fmt.Errorf("after kill %d: %w", k+1, err)
 		}
 	}
+	if err := <-cutsDone; err != nil {
+		return 0, err
+	}
 	lastKill := time.Now()
 	if h.replicas > 1 {
 		fmt.Printf("%d replicas on PostgreSQL; SIGKILLs per replica: %v\n", h.replicas, h.killed)
@@ -388,6 +409,57 @@ func (h *harness) run() (int, error) {
 	h.alive()
 	return h.check(ctx, c, plans, watches)
 }
+
+// cutAtRandom ends every database connection of the daemons h.cuts
+// times, at random instants drawn across window from t0 (as the kills
+// are), in a goroutine of its own; the channel it returns yields nil
+// after the last cut, or the error that stopped the cuts.
+func (h *harness) cutAtRandom(t0 time.Time, window time.Duration) <-chan error {
+	at := make([]time.Time, h.cuts)
+	for k := range at {
+		at[k] = t0.Add(time.Duration(h.rnd.Int64N(int64(window))))
+	}
+	slices.SortFunc(at, time.Time.Compare)
+	done := make(chan error, 1)
+	go func() {
+		for _, t := range at {
+			sleepUntil(t)
+			n, err := h.cut()
+			if err != nil {
+				done <- fmt.Errorf("cutting the daemons' connections: %w", err)
+				return
+			}
+			fmt.Fprintf(h.logf, "--- the database ended %d connections of the daemons at %s\n", n, vigil.FormatTime(time.Now()))
+			h.hookMu.Lock()
+			h.cutLog = append(h.cutLog, cutRecord{at: time.Now(), ended: n})
+			h.hookMu.Unlock()
+		}
+		done <- nil
+	}()
+	return done
+}
+
+// cut has the database end every connection of the daemons (those whose
+// application_name starts with the one daemonStore sets: their pools,
+// lease sessions, listeners) at once, as a database restarting or failing
+// over does, and returns how many it ended.
+func (h *harness) cut() (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, h.store)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close(ctx)
+	var n int
+	err = c.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE pid <> pg_backend_pid() AND starts_with(application_name, $1)`, h.appName()).Scan(&n)
+	return n, err
+}
+
+// appName is the application_name of the daemons' connections (before
+// what the store appends to it for its own sessions).
+func (h *harness) appName() string { return fmt.Sprintf("vigil-crash-%d", h.seed%1_000_000_007) }
 
 // linger is how long the harness goes on receiving once everything has
 // settled, before it counts.
@@ -457,7 +529,11 @@ func (h *harness) check(ctx context.Context, c *client.Client, plans []plan, wat
 	for r := range recipients(h.n) {
 		var after int64
 		for {
-			page, err := c.Messages(ctx, vigil.MessagesRequest{Recipient: r, Reader: reader, After: &after, Limit: 500})
+			var page vigil.MessagesPage
+			err := unavailableAgain(ctx, func() (err error) {
+				page, err = c.Messages(ctx, vigil.MessagesRequest{Recipient: r, Reader: reader, After: &after, Limit: 500})
+				return err
+			})
 			if err != nil {
 				return 0, fmt.Errorf("messages of %s: %w", r, err)
 			}
@@ -611,6 +687,7 @@ func (h *harness) check(ctx context.Context, c *client.Client, plans []plan, wat
 	if err := h.killsLanded(watches, bad); err != nil {
 		return 0, err
 	}
+	h.cutsLanded(watches, bad)
 	if len(h.killLog) > 0 && h.hookShare > 0 {
 		// Each kill held the requests the receiver had taken: one at
 		// least was cut short, so its receipt ended unknown or it was
@@ -632,6 +709,9 @@ func (h *harness) check(ctx context.Context, c *client.Client, plans []plan, wat
 		maxLate.Round(time.Millisecond), h.seed)
 	fmt.Printf("push channels: %d of settled watches, %d lost (no receipt); delivery commands: %d delivered, %d unknown\n",
 		channels, channelsLost, cmdDelivered, cmdUnknown)
+	if len(h.cutLog) > 0 {
+		fmt.Printf("requests of the harness answered unavailable (asked again): %d\n", unavailableAnswers.Load())
+	}
 	if violations > 20 {
 		fmt.Printf("… and %d more violations\n", violations-20)
 	}
@@ -712,7 +792,11 @@ func listAll(ctx context.Context, c *client.Client) (map[string]*vigil.Watch, er
 	out := map[string]*vigil.Watch{}
 	after := ""
 	for {
-		page, err := c.Watches(ctx, vigil.ListRequest{After: after, Limit: 1000})
+		var page vigil.WatchPage
+		err := unavailableAgain(ctx, func() (err error) {
+			page, err = c.Watches(ctx, vigil.ListRequest{After: after, Limit: 1000})
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("list: %w", err)
 		}
@@ -726,6 +810,29 @@ func listAll(ctx context.Context, c *client.Client) (map[string]*vigil.Watch, er
 			return out, nil
 		}
 		after = page.Next
+	}
+}
+
+// unavailableAnswers counts the requests of the harness a daemon answered
+// unavailable (its database cut off: -cuts), each asked again.
+var unavailableAnswers atomic.Int64
+
+// unavailableAgain calls fn until it returns anything but a daemon's
+// unavailable answer (a request that met a connection the database had
+// ended), as a client would, at most 20 times, 100 ms apart.
+func unavailableAgain(ctx context.Context, fn func() error) error {
+	for try := 1; ; try++ {
+		err := fn()
+		var ve *vigil.Error
+		if err == nil || !errors.As(err, &ve) || ve.Code != vigil.CodeUnavailable || try == 20 {
+			return err
+		}
+		unavailableAnswers.Add(1)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 
@@ -789,7 +896,7 @@ func (h *harness) start(i int) error {
 		args = append(args, "--allow-exec") // delivery commands
 	}
 	if h.store != "" {
-		args = append(args, "--store", h.store, "--replica", fmt.Sprintf("crash-%d", i))
+		args = append(args, "--store", h.daemonStore, "--replica", fmt.Sprintf("crash-%d", i))
 	}
 	cmd := exec.Command(h.bin, args...)
 	home := filepath.Join(h.dir, "home")
@@ -909,6 +1016,10 @@ func (h *harness) schema() (string, error) {
 	q := u.Query()
 	q.Set("search_path", name)
 	u.RawQuery = q.Encode()
+	d := *u
+	q.Set("application_name", h.appName())
+	d.RawQuery = q.Encode()
+	h.daemonStore = d.String()
 	return u.String(), nil
 }
 
@@ -1001,6 +1112,37 @@ func (h *harness) killsLanded(watches map[string]*vigil.Watch, bad func(string, 
 		bad("none of the %d kills landed while watches were settling", len(h.killLog))
 	}
 	return nil
+}
+
+// cutsLanded prints what each cut ended and how many watches settled
+// around it, and counts as a violation a cut that ended no connection of
+// the daemons (it proved nothing) or a run whose cuts all missed the
+// settling.
+func (h *harness) cutsLanded(watches map[string]*vigil.Watch, bad func(string, ...any)) {
+	mid := 0
+	for k, rec := range h.cutLog {
+		var before, after int
+		for _, w := range watches {
+			switch {
+			case w.SettledAt.IsZero():
+			case w.SettledAt.After(rec.at):
+				after++
+			case w.SettledAt.After(rec.at.Add(-time.Second)) && !w.SettledAt.After(rec.at):
+				before++
+			}
+		}
+		if before > 0 && after > 0 {
+			mid++
+		}
+		fmt.Printf("cut %d: the database ended %d connections of the daemons; %d watches settled in the second before it, %d after it\n",
+			k+1, rec.ended, before, after)
+		if rec.ended == 0 {
+			bad("cut %d ended no connection of the daemons", k+1)
+		}
+	}
+	if len(h.cutLog) > 0 && mid == 0 {
+		bad("none of the %d cuts landed while watches were settling", len(h.cutLog))
+	}
 }
 
 // settledBy counts the watches the killed replica settled in the second

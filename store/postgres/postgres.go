@@ -117,8 +117,8 @@ type Store struct {
 	leasePool *pgxpool.Pool
 	// resets resets pool when the server ends its connections (reset.go).
 	resets *resetter
-	log       *slog.Logger
-	schema    string
+	log    *slog.Logger
+	schema string
 	// channel is the NOTIFY channel of schema (Channel).
 	channel string
 	// lockKey is the key of the mailbox's advisory lock, per schema.

@@ -331,7 +331,7 @@ func (h *harness) run() (int, error) {
 		at[k] = t0.Add(time.Duration(h.rnd.Int64N(int64(window))))
 	}
 	slices.SortFunc(at, time.Time.Compare)
-	cutsDone := h.cutAtRandom(t0, window)
+	cutsDone := h.cutAtRandom(t0)
 	for k := range h.kills {
 		sleepUntil(at[k])
 		h.hookMu.Lock()
@@ -411,13 +411,14 @@ func (h *harness) run() (int, error) {
 }
 
 // cutAtRandom ends every database connection of the daemons h.cuts
-// times, at random instants drawn across window from t0 (as the kills
-// are), in a goroutine of its own; the channel it returns yields nil
-// after the last cut, or the error that stopped the cuts.
-func (h *harness) cutAtRandom(t0 time.Time, window time.Duration) <-chan error {
+// times, at random instants drawn across the middle eight tenths of the
+// spread from t0 (while watches settle before and after each), in a
+// goroutine of its own; the channel it returns yields nil after the last
+// cut, or the error that stopped the cuts.
+func (h *harness) cutAtRandom(t0 time.Time) <-chan error {
 	at := make([]time.Time, h.cuts)
 	for k := range at {
-		at[k] = t0.Add(time.Duration(h.rnd.Int64N(int64(window))))
+		at[k] = t0.Add(h.spread/10 + time.Duration(h.rnd.Int64N(int64(h.spread*8/10))))
 	}
 	slices.SortFunc(at, time.Time.Compare)
 	done := make(chan error, 1)
@@ -1115,11 +1116,12 @@ func (h *harness) killsLanded(watches map[string]*vigil.Watch, bad func(string, 
 }
 
 // cutsLanded prints what each cut ended and how many watches settled
-// around it, and counts as a violation a cut that ended no connection of
-// the daemons (it proved nothing) or a run whose cuts all missed the
-// settling.
+// around it, and counts as a violation a run whose cuts ended no
+// connection of the daemons (the harness did not find them: they proved
+// nothing; one cut alone may find none, landing as the daemons reconnect
+// after another) or all missed the settling.
 func (h *harness) cutsLanded(watches map[string]*vigil.Watch, bad func(string, ...any)) {
-	mid := 0
+	mid, ended := 0, 0
 	for k, rec := range h.cutLog {
 		var before, after int
 		for _, w := range watches {
@@ -1136,9 +1138,10 @@ func (h *harness) cutsLanded(watches map[string]*vigil.Watch, bad func(string, .
 		}
 		fmt.Printf("cut %d: the database ended %d connections of the daemons; %d watches settled in the second before it, %d after it\n",
 			k+1, rec.ended, before, after)
-		if rec.ended == 0 {
-			bad("cut %d ended no connection of the daemons", k+1)
-		}
+		ended += rec.ended
+	}
+	if len(h.cutLog) > 0 && ended == 0 {
+		bad("the %d cuts ended no connection of the daemons", len(h.cutLog))
 	}
 	if len(h.cutLog) > 0 && mid == 0 {
 		bad("none of the %d cuts landed while watches were settling", len(h.cutLog))

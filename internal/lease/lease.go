@@ -159,6 +159,11 @@ type Manager struct {
 	// full is how many of the next steps' heartbeats must be full ones
 	// (Kick, Rescan).
 	full int
+	// needySince is when a step of this replica, holding at least the
+	// floor of its share, first found free shards while another live
+	// replica held fewer than that floor; zero when the last step did
+	// not (only Step touches it).
+	needySince time.Time
 }
 
 // QuickRun bounds the quick heartbeats in a row
@@ -331,10 +336,31 @@ func (m *Manager) Step(ctx context.Context) error {
 	// With no shard free (the steady state) there is nothing to acquire,
 	// and no statement is sent for it: a shard that lapses after the
 	// heartbeat is taken at the next step, which NextLapse brings forward.
+	want := target - len(held)
+	if needy && len(held) >= floor && peers.Free > 0 {
+		// The free shards are the needy replica's to take (those this
+		// replica or another released for it): taking one back up to
+		// the share here, as the releasers did at their next step
+		// while the joiner was still arming what it took first, made
+		// it release again at the step after, the same shard going back
+		// and forth between them, at a new epoch and a priming each
+		// time, until the joiner won a race for it. They are left to it
+		// for a renewal interval; one that takes none meanwhile (it is
+		// declining them, on its way out) gets them taken here then.
+		now := time.Now()
+		if m.needySince.IsZero() {
+			m.needySince = now
+		}
+		if now.Sub(m.needySince) < m.cfg.Renew {
+			want = 0
+		}
+	} else {
+		m.needySince = time.Time{}
+	}
 	var got []postgres.Lease
-	if len(held) < target && !released && peers.Free > 0 {
+	if want > 0 && !released && peers.Free > 0 {
 		cctx, cancel := m.bound(ctx)
-		got, err = st.Acquire(cctx, m.cfg.Replica, target-len(held), m.cfg.Lease, 0)
+		got, err = st.Acquire(cctx, m.cfg.Replica, want, m.cfg.Lease, 0)
 		cancel()
 		if err != nil {
 			return err

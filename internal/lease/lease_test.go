@@ -304,6 +304,66 @@ func TestFairShareAndJoin(t *testing.T) {
 	}
 }
 
+// TestJoinerTakesWhatWasReleasedForIt: the shards released for a
+// replica that joined are left to it, not taken back by the releasers at
+// their next steps while it is still busy arming what it took first (each
+// shard would go back and forth between them, at a new epoch each time,
+// until it won a race for one); they are taken back only if it takes none
+// for a renewal interval.
+func TestJoinerTakesWhatWasReleasedForIt(t *testing.T) {
+	// Two replicas balanced, then c joins; gains counts the shards a and
+	// b take from then on.
+	setup := func(t *testing.T) (*rig, map[string]int) {
+		r := newRig(t)
+		r.add("a")
+		r.add("b")
+		r.step("a", "b", "a", "b")
+		if got := r.check(); got["a"] != 32 || got["b"] != 32 {
+			t.Fatalf("two replicas hold %v, want 32 each", got)
+		}
+		gains := map[string]int{}
+		for _, id := range []string{"a", "b"} {
+			gain := r.m[id].cfg.Gain
+			r.m[id].cfg.Gain = func(ctx context.Context, ss []int) error {
+				gains[id] += len(ss)
+				return gain(ctx, ss)
+			}
+		}
+		r.add("c")
+		r.step("c")      // joins: nothing free yet
+		r.step("a", "b") // each releases its surplus for c
+		r.step("a", "b") // c still arming elsewhere: they step again first
+		if gains["a"]+gains["b"] != 0 {
+			t.Fatalf("a and b took back %v of the shards they released for c", gains)
+		}
+		return r, gains
+	}
+	t.Run("taken by the joiner", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r, gains := setup(t)
+			r.step("c", "a", "b", "c", "a", "b")
+			if got := r.check(); got["a"] < 21 || got["b"] < 21 || got["c"] < 21 || got["a"]+got["b"]+got["c"] != 64 {
+				t.Fatalf("three replicas hold %v, want 21 or 22 each", got)
+			}
+			if gains["a"]+gains["b"] != 0 {
+				t.Fatalf("a and b took %v shards after c joined, want none: every shard moved once, to c", gains)
+			}
+		})
+	})
+	t.Run("taken back when the joiner takes none", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r, gains := setup(t)
+			// c never steps again: a renewal interval on, a and b take
+			// up to their share again.
+			time.Sleep(5 * time.Second)
+			r.step("a", "b")
+			if got := r.check(); got["a"] != 22 || got["b"] != 22 || gains["a"] != 1 || gains["b"] != 1 {
+				t.Fatalf("a renewal interval after c joined and took nothing, a and b hold %v (took back %v), want 22 each", got, gains)
+			}
+		})
+	})
+}
+
 // TestTakeoverAfterLapse: a replica that stops stepping (killed, or
 // frozen) keeps its shards until its leases lapse by the store's clock,
 // then the others take them over at the next epoch; when the frozen one

@@ -25,6 +25,9 @@
 //     PostgreSQL: by the replica killed), and a send cut short must show
 //     as an unknown receipt or a resend under retry_unknown, never as
 //     delivered;
+//   - with -cuts (PostgreSQL), the same whatever the database ending every
+//     connection of the replicas does (a restart, a failover), and the
+//     cuts landed while watches settled;
 //   - no daemon exits unless the harness killed it (one that dies on its
 //     own leaves its work to the other replicas, and the counts alone
 //     would not show it), and each restarted one is ready within 30 s.

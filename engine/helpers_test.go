@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -101,6 +102,8 @@ type envOpts struct {
 	completionKey []byte
 	// holds is the engine's HoldsFunc, and makes it Shared: a replica.
 	holds func(id string) bool
+	// logger is the engine's Logger.
+	logger *slog.Logger
 }
 
 // newEnv builds an engine on a fake clock at t0 with the real timer watcher
@@ -130,7 +133,7 @@ func newEnvAt(t *testing.T, o envOpts, start time.Time) *env {
 	}
 	sched := scheduler.New(scheduler.Config{NowFunc: c.Now})
 	cfg := engine.Config{Store: engineStore, Watchers: reg, Scheduler: sched, NowFunc: c.Now, JitterFunc: o.jitter, DeliverFunc: o.deliver,
-		CompletionKey: o.completionKey, HoldsFunc: o.holds, Shared: o.holds != nil}
+		CompletionKey: o.completionKey, HoldsFunc: o.holds, Shared: o.holds != nil, Logger: o.logger}
 	if o.limits != nil {
 		cfg.Limits = *o.limits
 	}

@@ -83,6 +83,9 @@ type prober struct {
 	sched *scheduler.Scheduler
 	// doubts are the settlements whose commit failed (see doubt.go).
 	doubts doubts
+	// outage quiets the log of store errors while the store cannot be
+	// reached (outage.go).
+	outage outageLog
 }
 
 var _ scheduler.Prober = (*prober)(nil)
@@ -108,11 +111,12 @@ func (s *prober) Probe(ctx context.Context, e *scheduler.Entry, now time.Time, t
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			log.Error("reading watch before probe", "err", err)
+			s.outage.error(log, s.now(), "reading watch before probe", err)
 		}
 		s.sched.Retry(e, retryAt(e, now))
 		return
 	}
+	s.outage.fine(s.log, "reading watch before probe")
 	if w.State != vigil.StatePending {
 		// Settled by another: on another replica, a cancel or its
 		// recipient's close, whose word did not reach this one (none is
@@ -380,6 +384,9 @@ func (s *prober) record(ctx context.Context, wt watcher.Watcher, e *scheduler.En
 		}
 	}
 	ok, err := s.cfg.Store.WatchObserve(ctx, p)
+	if err == nil {
+		s.outage.fine(s.log, "recording observation")
+	}
 	switch {
 	case errors.Is(err, vigil.ErrBaselineMoved):
 		// Another probe wrote the baseline first (a replica that held
@@ -390,7 +397,7 @@ func (s *prober) record(ctx context.Context, wt watcher.Watcher, e *scheduler.En
 		return false
 	case err != nil:
 		if ctx.Err() == nil {
-			s.log.Error("recording observation", "watch_id", w.ID, "err", err)
+			s.outage.error(s.log, s.now(), "recording observation", err, "watch_id", w.ID)
 		}
 		return false
 	case !ok:
@@ -434,7 +441,7 @@ func (s *prober) stop(ctx context.Context, e *scheduler.Entry, w *vigil.Watch, e
 	var se *vigil.StopError
 	if !errors.As(err, &se) {
 		if ctx.Err() == nil {
-			s.log.Error("checking watch before probe", "watch_id", w.ID, "err", err)
+			s.outage.error(s.log, now, "checking watch before probe", err, "watch_id", w.ID)
 		}
 		s.sched.Retry(e, retryAt(e, now))
 		return
@@ -476,13 +483,14 @@ func (s *prober) Instant(ctx context.Context, es []*scheduler.Entry, now time.Ti
 	ws, err := s.cfg.Store.WatchGetMany(ctx, ids)
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Error("reading instant watches", "err", err, "count", len(ids))
+			s.outage.error(s.log, now, "reading instant watches", err, "count", len(ids))
 		}
 		for _, e := range es {
 			s.sched.Retry(e, now.Add(time.Second))
 		}
 		return
 	}
+	s.outage.fine(s.log, "reading instant watches")
 	byID := make(map[string]*vigil.Watch, len(ws))
 	for _, w := range ws {
 		byID[w.ID] = w

@@ -110,7 +110,7 @@ func (s *prober) commit(ctx context.Context, ss []settlement, now time.Time) ([]
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Error("settling watches", "err", err, "count", len(ss))
+			s.outage.error(s.log, now, "settling watches", err, "count", len(ss))
 		}
 		for i, st := range ss {
 			// It may have been written all the same: the next look at
@@ -125,6 +125,7 @@ func (s *prober) commit(ctx context.Context, ss []settlement, now time.Time) ([]
 		}
 		return nil, err
 	}
+	s.outage.fine(s.log, "settling watches")
 	var anyWon bool
 	committed := s.now()
 	for i, st := range ss {

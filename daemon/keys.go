@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/deliver"
 	"github.com/vigil-run/vigil/forge"
 	"github.com/vigil-run/vigil/internal/wire"
@@ -243,7 +244,9 @@ func keyFingerprints(secrets []string, linkKey []byte, d DeliveryConfig) (KeyFin
 // once their leases lapsed, for a lease (and a second) at most; a peer that beats
 // meanwhile is alive, and the start is refused. A replica that compares
 // again after its lease lapsed (shards.rejoin) does not wait: its
-// manager's steps go on, and it is refused at once.
+// manager's steps go on, and it is refused at once. A start also waits,
+// trying again every second for startUnavailable at most, while the
+// database answers unavailable (restarting, failing over).
 func checkKeys(ctx context.Context, pg *postgres.Store, cfg Config, replica string, mine replicaPrints, log *slog.Logger, wait bool) error {
 	lease, renew := cfg.leases()
 	return keyCheck{pg: pg, replica: replica, dataDir: cfg.DataDir, mine: mine, lease: lease, renew: renew, log: log}.run(ctx, wait)
@@ -262,6 +265,11 @@ type keyCheck struct {
 	sleepFunc func(ctx context.Context, d time.Duration) error
 }
 
+// startUnavailable bounds how long a start waits for a database that
+// cannot be reached before the comparison (a restart, a failover): past
+// it the start fails, saying so.
+const startUnavailable = 30 * time.Second
+
 // keysSlack is how long past a peer's lease the check waits before it
 // looks again: the database's clock and this one's run apart a little,
 // and a statement takes time.
@@ -272,6 +280,9 @@ func (c keyCheck) run(ctx context.Context, wait bool) error {
 		compared int
 		first    = map[string]time.Time{} // the Seen of the peers waited for, when first seen
 		waited   time.Duration
+		// unavailable is how long the start has waited for a database
+		// that could not be reached.
+		unavailable time.Duration
 	)
 	for {
 		var peers []postgres.PeerKeys
@@ -282,6 +293,20 @@ func (c keyCheck) run(ctx context.Context, wait bool) error {
 			})
 		if err == nil {
 			break
+		}
+		if wait && vigil.ErrorCode(err) == vigil.CodeUnavailable && unavailable < startUnavailable {
+			// The database restarting or failing over as this replica
+			// starts: it is tried again rather than the start failing
+			// (a supervisor would start it again into the same outage).
+			if unavailable == 0 {
+				c.log.Warn("comparing signing keys with the live replicas: the database is unavailable; trying again every second",
+					"for_at_most", startUnavailable, "err", err)
+			}
+			if err := c.sleep(ctx, time.Second); err != nil {
+				return err
+			}
+			unavailable += time.Second
+			continue
 		}
 		if !wait || !errors.Is(err, ErrRefused) {
 			return err

@@ -1,0 +1,138 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vigil-run/vigil"
+	"github.com/vigil-run/vigil/internal/pgtest"
+	"github.com/vigil-run/vigil/store/postgres"
+)
+
+// cutProxy forwards TCP connections to target; while cut it closes those
+// it forwarded and refuses new ones (closing them at once): a database
+// restarting, or a network cut, that the test ends with open.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	cut    bool
+	conns  []net.Conn
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target}
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			if p.cut {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			p.wg.Go(func() { _, _ = io.Copy(up, c); up.Close() })
+			p.wg.Go(func() { _, _ = io.Copy(c, up); c.Close() })
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		p.cutOff()
+		p.wg.Wait()
+	})
+	return p
+}
+
+// cutOff closes every connection forwarded and refuses new ones.
+func (p *cutProxy) cutOff() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// open forwards new connections again.
+func (p *cutProxy) open() {
+	p.mu.Lock()
+	p.cut = false
+	p.mu.Unlock()
+}
+
+// TestKeyCheckWaitsForAnUnavailableDatabase: a replica starting while its
+// database cannot be reached (restarting, failing over) compares its
+// keys again every second, for startUnavailable at most, and starts once
+// the database answers; it failed its start at the first statement. A
+// comparison after a lapse (no wait) fails at once, its manager's steps
+// going on; one whose database stays away past the bound fails, saying
+// it is unavailable.
+func TestKeyCheckWaitsForAnUnavailableDatabase(t *testing.T) {
+	u, err := url.Parse(pgtest.Schema(t, "vigil_keys_down"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newCutProxy(t, u.Host)
+	u.Host = px.ln.Addr().String()
+	pg, err := postgres.Open(t.Context(), u.String(), &postgres.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	mine := KeyFingerprints{WebhookSecret: []string{"aaaa000000000001"}, LinkKey: "1111000000000000"}
+	check := func(wait bool, openAfter int) (int, error) {
+		sleeps := 0
+		kc := keyCheck{pg: pg, replica: "new", dataDir: "/data/new", mine: replicaPrints{KeyFingerprints: mine}, lease: 15 * time.Second, renew: 5 * time.Second,
+			log: slog.New(slog.DiscardHandler),
+			sleepFunc: func(_ context.Context, d time.Duration) error {
+				if d != time.Second {
+					t.Errorf("waited %s for the database, want a second", d)
+				}
+				if sleeps++; sleeps == openAfter {
+					px.open()
+				}
+				return nil
+			}}
+		return sleeps, kc.run(t.Context(), wait)
+	}
+
+	px.cutOff()
+	if sleeps, err := check(true, 3); err != nil || sleeps != 3 {
+		t.Fatalf("a start while the database is away for 3 s: %v after %d waits, want it to start after 3", err, sleeps)
+	}
+	px.cutOff()
+	if sleeps, err := check(false, 1); vigil.ErrorCode(err) != vigil.CodeUnavailable || sleeps != 0 {
+		t.Fatalf("comparing again after a lapse while the database is away: %v after %d waits, want unavailable at once", err, sleeps)
+	}
+	if sleeps, err := check(true, -1); vigil.ErrorCode(err) != vigil.CodeUnavailable || sleeps != int(startUnavailable/time.Second) {
+		t.Fatalf("a start while the database stays away: %v after %d waits, want unavailable after %d", err, sleeps, int(startUnavailable/time.Second))
+	}
+	px.open()
+	if _, err := check(true, -1); err != nil {
+		t.Fatalf("once the database is back: %v", err)
+	}
+}

@@ -448,17 +448,23 @@ func (h *harness) cutAtRandom(t0 time.Time) <-chan error {
 // lease sessions, listeners) at once, as a database restarting or failing
 // over does, and returns how many it ended.
 func (h *harness) cut() (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	var n int
+	err := h.queryRow(10*time.Second, &n, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE pid <> pg_backend_pid() AND starts_with(application_name, $1)`, h.appName())
+	return n, err
+}
+
+// queryRow runs query on a connection of its own to the harness's
+// schema, within timeout, and scans its one row into dest.
+func (h *harness) queryRow(timeout time.Duration, dest any, query string, args ...any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	c, err := pgx.Connect(ctx, h.store)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer c.Close(ctx)
-	var n int
-	err = c.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE pid <> pg_backend_pid() AND starts_with(application_name, $1)`, h.appName()).Scan(&n)
-	return n, err
+	return c.QueryRow(ctx, query, args...).Scan(dest)
 }
 
 // appName is the application_name of the daemons' connections (before
@@ -1154,31 +1160,17 @@ func (h *harness) cutsLanded(watches map[string]*vigil.Watch, bad func(string, .
 // settledBy counts the watches the killed replica settled in the second
 // before the kill, from the database.
 func (h *harness) settledBy(rec killRecord) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, h.store)
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close(ctx)
 	var n int
-	err = c.QueryRow(ctx, `SELECT count(*) FROM watches WHERE settled_by = $1 AND settled_at > $2 AND settled_at <= $3`,
-		fmt.Sprintf("crash-%d", rec.replica), rec.at.Add(-time.Second).UnixMilli(), rec.at.UnixMilli()).Scan(&n)
+	err := h.queryRow(30*time.Second, &n, `SELECT count(*) FROM watches WHERE settled_by = $1 AND settled_at > $2 AND settled_at <= $3`,
+		fmt.Sprintf("crash-%d", rec.replica), rec.at.Add(-time.Second).UnixMilli(), rec.at.UnixMilli())
 	return n, err
 }
 
 // settler returns the replica that settled the watch of message id (and
 // sends its first attempt), or -1.
 func (h *harness) settler(messageID string) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, h.store)
-	if err != nil {
-		return -1, err
-	}
-	defer c.Close(ctx)
 	var by *string
-	err = c.QueryRow(ctx, `SELECT w.settled_by FROM messages m JOIN watches w ON w.id = m.watch_id WHERE m.id = $1`, messageID).Scan(&by)
+	err := h.queryRow(5*time.Second, &by, `SELECT w.settled_by FROM messages m JOIN watches w ON w.id = m.watch_id WHERE m.id = $1`, messageID)
 	if err != nil || by == nil {
 		return -1, err
 	}

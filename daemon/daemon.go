@@ -199,7 +199,18 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Daemon, err e
 		undo = append(undo, func() { dbLock.release() })
 	}
 	replica := cmp.Or(cfg.Replica, ReplicaID())
-	st, err := openStore(ctx, cfg, replica, logger)
+	var st vigil.Store
+	open := func() (err error) {
+		st, err = openStore(ctx, cfg, replica, logger)
+		return err
+	}
+	if cfg.Postgres() {
+		// The database restarting or failing over as this replica
+		// starts: tried again rather than the start failing.
+		err = untilAvailable(ctx, logger, "opening the store", nil, open)
+	} else {
+		err = open()
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vigil-run/vigil"
 	"github.com/vigil-run/vigil/deliver"
 	"github.com/vigil-run/vigil/forge"
 	"github.com/vigil-run/vigil/internal/wire"
@@ -265,11 +264,6 @@ type keyCheck struct {
 	sleepFunc func(ctx context.Context, d time.Duration) error
 }
 
-// startUnavailable bounds how long a start waits for a database that
-// cannot be reached before the comparison (a restart, a failover): past
-// it the start fails, saying so.
-const startUnavailable = 30 * time.Second
-
 // keysSlack is how long past a peer's lease the check waits before it
 // looks again: the database's clock and this one's run apart a little,
 // and a statement takes time.
@@ -280,33 +274,26 @@ func (c keyCheck) run(ctx context.Context, wait bool) error {
 		compared int
 		first    = map[string]time.Time{} // the Seen of the peers waited for, when first seen
 		waited   time.Duration
-		// unavailable is how long the start has waited for a database
-		// that could not be reached.
-		unavailable time.Duration
 	)
 	for {
 		var peers []postgres.PeerKeys
-		err := c.pg.RecordKeys(ctx, c.replica, postgres.KeyPrints{Webhook: c.mine.WebhookSecret, Link: c.mine.LinkKey, Settings: settingsRecord(c.mine)}, c.lease,
-			func(ps []postgres.PeerKeys) error {
-				peers, compared = ps, len(ps)
-				return keysAgree(c.replica, c.dataDir, c.mine, ps)
-			})
+		record := func() error {
+			return c.pg.RecordKeys(ctx, c.replica, postgres.KeyPrints{Webhook: c.mine.WebhookSecret, Link: c.mine.LinkKey, Settings: settingsRecord(c.mine)}, c.lease,
+				func(ps []postgres.PeerKeys) error {
+					peers, compared = ps, len(ps)
+					return keysAgree(c.replica, c.dataDir, c.mine, ps)
+				})
+		}
+		var err error
+		if wait {
+			// The database restarting as this replica starts: tried
+			// again rather than the start failing.
+			err = untilAvailable(ctx, c.log, "comparing signing keys with the live replicas", c.sleepFunc, record)
+		} else {
+			err = record()
+		}
 		if err == nil {
 			break
-		}
-		if wait && vigil.ErrorCode(err) == vigil.CodeUnavailable && unavailable < startUnavailable {
-			// The database restarting or failing over as this replica
-			// starts: it is tried again rather than the start failing
-			// (a supervisor would start it again into the same outage).
-			if unavailable == 0 {
-				c.log.Warn("comparing signing keys with the live replicas: the database is unavailable; trying again every second",
-					"for_at_most", startUnavailable, "err", err)
-			}
-			if err := c.sleep(ctx, time.Second); err != nil {
-				return err
-			}
-			unavailable += time.Second
-			continue
 		}
 		if !wait || !errors.Is(err, ErrRefused) {
 			return err
@@ -343,14 +330,7 @@ func (c keyCheck) sleep(ctx context.Context, d time.Duration) error {
 	if c.sleepFunc != nil {
 		return c.sleepFunc(ctx, d)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return sleepErr(ctx, d)
 }
 
 // keysWait decides, for a refusal by keysAgree over peers, whether the

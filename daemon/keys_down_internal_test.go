@@ -136,3 +136,51 @@ func TestKeyCheckWaitsForAnUnavailableDatabase(t *testing.T) {
 		t.Fatalf("once the database is back: %v", err)
 	}
 }
+
+// onRecord is a log handler that calls fn with each record's message.
+type onRecord func(msg string)
+
+func (h onRecord) Enabled(context.Context, slog.Level) bool { return true }
+func (h onRecord) Handle(_ context.Context, r slog.Record) error {
+	h(r.Message)
+	return nil
+}
+func (h onRecord) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h onRecord) WithGroup(string) slog.Handler      { return h }
+
+// TestStartWaitsForAnUnavailableDatabase: a replica started while its
+// database cannot be reached (restarting, failing over) says so once and
+// opens its store when the database answers, rather than exiting at the
+// first refused connection.
+func TestStartWaitsForAnUnavailableDatabase(t *testing.T) {
+	u, err := url.Parse(pgtest.Schema(t, "vigil_start_down"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newCutProxy(t, u.Host)
+	u.Host = px.ln.Addr().String()
+	px.cutOff()
+	cfg := DefaultConfig()
+	cfg.Listen, cfg.DataDir, cfg.Store, cfg.Replica = "127.0.0.1:0", t.TempDir(), u.String(), "down-0"
+	var mu sync.Mutex
+	said := 0
+	log := slog.New(onRecord(func(msg string) {
+		if msg == "opening the store: the database is unavailable; trying again every second" {
+			// The database comes back once the start has said it waits.
+			mu.Lock()
+			said++
+			mu.Unlock()
+			px.open()
+		}
+	}))
+	d, err := New(t.Context(), cfg, log)
+	if err != nil {
+		t.Fatalf("New while the database is away, then back: %v", err)
+	}
+	defer d.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if said != 1 {
+		t.Fatalf("the start said %d times that it waits for the database, want once", said)
+	}
+}

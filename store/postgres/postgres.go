@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -483,7 +484,9 @@ func interpretError(err error) error {
 	}
 	var ce *pgconn.ConnectError
 	var ne net.Error
-	if errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err) {
+	// A connection closed under a statement (the server gone without a
+	// word, a proxy or the network cutting it) reads as an EOF.
+	if errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return &vigil.Error{Code: vigil.CodeUnavailable, Err: err,
 			Message: "vigil's PostgreSQL database cannot be reached: try again"}
 	}

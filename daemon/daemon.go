@@ -501,7 +501,16 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 				return resumeErr
 			}
 		}
-		err := d.eng.PrimeWith(engCtx, resume)
+		prime := func() error { return d.eng.PrimeWith(engCtx, resume) }
+		var err error
+		if d.shards != nil {
+			// A replica holds no shard yet: priming reads none, and is
+			// tried again while the database restarts or fails over
+			// rather than the start failing.
+			err = untilAvailable(engCtx, d.log, "loading pending watches", nil, prime)
+		} else {
+			err = prime()
+		}
 		// A damaged file is what stops the start, whatever else failed
 		// on it first; and the daemon is not ready before its check
 		// passed.

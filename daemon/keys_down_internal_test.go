@@ -4,8 +4,10 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -151,7 +153,9 @@ func (h onRecord) WithGroup(string) slog.Handler      { return h }
 // TestStartWaitsForAnUnavailableDatabase: a replica started while its
 // database cannot be reached (restarting, failing over) says so once and
 // opens its store when the database answers, rather than exiting at the
-// first refused connection.
+// first refused connection; and one whose database goes away between
+// New and Run waits the same way to load its pending watches, where the
+// start failed.
 func TestStartWaitsForAnUnavailableDatabase(t *testing.T) {
 	u, err := url.Parse(pgtest.Schema(t, "vigil_start_down"))
 	if err != nil {
@@ -163,12 +167,12 @@ func TestStartWaitsForAnUnavailableDatabase(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Listen, cfg.DataDir, cfg.Store, cfg.Replica = "127.0.0.1:0", t.TempDir(), u.String(), "down-0"
 	var mu sync.Mutex
-	said := 0
+	said := map[string]int{}
 	log := slog.New(onRecord(func(msg string) {
-		if msg == "opening the store: the database is unavailable; trying again every second" {
+		if what, ok := strings.CutSuffix(msg, ": the database is unavailable; trying again every second"); ok {
 			// The database comes back once the start has said it waits.
 			mu.Lock()
-			said++
+			said[what]++
 			mu.Unlock()
 			px.open()
 		}
@@ -177,10 +181,22 @@ func TestStartWaitsForAnUnavailableDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New while the database is away, then back: %v", err)
 	}
-	defer d.Close()
+	px.cutOff()
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- d.Run(ctx) }()
+	select {
+	case <-d.primed:
+	case err := <-ran:
+		t.Fatalf("Run while the database is away, then back: %v", err)
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatalf("Run = %v after its context ended", err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if said != 1 {
-		t.Fatalf("the start said %d times that it waits for the database, want once", said)
+	if want := map[string]int{"opening the store": 1, "loading pending watches": 1}; !maps.Equal(said, want) {
+		t.Fatalf("the start said it waits for the database %v, want %v", said, want)
 	}
 }

@@ -68,6 +68,19 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 	return p
 }
 
+// proxiedSchema creates a schema as pgtest.Schema does and returns a
+// cutProxy to the test database and the schema's URL through it.
+func proxiedSchema(t *testing.T, prefix string) (*cutProxy, string) {
+	t.Helper()
+	u, err := url.Parse(pgtest.Schema(t, prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newCutProxy(t, u.Host)
+	u.Host = px.ln.Addr().String()
+	return px, u.String()
+}
+
 // cutOff closes every connection forwarded and refuses new ones.
 func (p *cutProxy) cutOff() {
 	p.mu.Lock()
@@ -94,13 +107,8 @@ func (p *cutProxy) open() {
 // going on; one whose database stays away past the bound fails, saying
 // it is unavailable.
 func TestKeyCheckWaitsForAnUnavailableDatabase(t *testing.T) {
-	u, err := url.Parse(pgtest.Schema(t, "vigil_keys_down"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := newCutProxy(t, u.Host)
-	u.Host = px.ln.Addr().String()
-	pg, err := postgres.Open(t.Context(), u.String(), &postgres.Options{MaxConns: 2})
+	px, u := proxiedSchema(t, "vigil_keys_down")
+	pg, err := postgres.Open(t.Context(), u, &postgres.Options{MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,15 +165,10 @@ func (h onRecord) WithGroup(string) slog.Handler      { return h }
 // New and Run waits the same way to load its pending watches, where the
 // start failed.
 func TestStartWaitsForAnUnavailableDatabase(t *testing.T) {
-	u, err := url.Parse(pgtest.Schema(t, "vigil_start_down"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := newCutProxy(t, u.Host)
-	u.Host = px.ln.Addr().String()
+	px, u := proxiedSchema(t, "vigil_start_down")
 	px.cutOff()
 	cfg := DefaultConfig()
-	cfg.Listen, cfg.DataDir, cfg.Store, cfg.Replica = "127.0.0.1:0", t.TempDir(), u.String(), "down-0"
+	cfg.Listen, cfg.DataDir, cfg.Store, cfg.Replica = "127.0.0.1:0", t.TempDir(), u, "down-0"
 	var mu sync.Mutex
 	said := map[string]int{}
 	log := slog.New(onRecord(func(msg string) {

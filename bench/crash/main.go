@@ -1087,16 +1087,7 @@ func (h *harness) killsLanded(watches map[string]*vigil.Watch, bad func(string, 
 	}
 	mid := 0
 	for k, rec := range h.killLog {
-		var before, after int
-		for _, w := range watches {
-			switch {
-			case w.SettledAt.IsZero():
-			case w.SettledAt.After(rec.at):
-				after++
-			case w.SettledAt.After(rec.at.Add(-time.Second)):
-				before++
-			}
-		}
+		before, after := settledAround(watches, rec.at)
 		by := ""
 		if h.store != "" {
 			n, err := h.settledBy(rec)
@@ -1124,6 +1115,21 @@ func (h *harness) killsLanded(watches map[string]*vigil.Watch, bad func(string, 
 	return nil
 }
 
+// settledAround counts the watches settled in the second before at and
+// those settled after it.
+func settledAround(watches map[string]*vigil.Watch, at time.Time) (before, after int) {
+	for _, w := range watches {
+		switch {
+		case w.SettledAt.IsZero():
+		case w.SettledAt.After(at):
+			after++
+		case w.SettledAt.After(at.Add(-time.Second)):
+			before++
+		}
+	}
+	return before, after
+}
+
 // cutsLanded prints what each cut ended and how many watches settled
 // around it, and counts as a violation a run whose cuts ended no
 // connection of the daemons (the harness did not find them: they proved
@@ -1132,16 +1138,7 @@ func (h *harness) killsLanded(watches map[string]*vigil.Watch, bad func(string, 
 func (h *harness) cutsLanded(watches map[string]*vigil.Watch, bad func(string, ...any)) {
 	mid, ended := 0, 0
 	for k, rec := range h.cutLog {
-		var before, after int
-		for _, w := range watches {
-			switch {
-			case w.SettledAt.IsZero():
-			case w.SettledAt.After(rec.at):
-				after++
-			case w.SettledAt.After(rec.at.Add(-time.Second)) && !w.SettledAt.After(rec.at):
-				before++
-			}
-		}
+		before, after := settledAround(watches, rec.at)
 		if before > 0 && after > 0 {
 			mid++
 		}

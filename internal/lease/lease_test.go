@@ -304,6 +304,19 @@ func TestFairShareAndJoin(t *testing.T) {
 	}
 }
 
+// pair returns a rig of two replicas, a and b, holding 32 shards each.
+func pair(t *testing.T) *rig {
+	t.Helper()
+	r := newRig(t)
+	r.add("a")
+	r.add("b")
+	r.step("a", "b", "a", "b")
+	if got := r.check(); got["a"] != 32 || got["b"] != 32 {
+		t.Fatalf("two replicas hold %v, want 32 each", got)
+	}
+	return r
+}
+
 // TestJoinerTakesWhatWasReleasedForIt: the shards released for a
 // replica that joined are left to it, not taken back by the releasers at
 // their next steps while it is still busy arming what it took first (each
@@ -314,13 +327,7 @@ func TestJoinerTakesWhatWasReleasedForIt(t *testing.T) {
 	// Two replicas balanced, then c joins; gains counts the shards a and
 	// b take from then on.
 	setup := func(t *testing.T) (*rig, map[string]int) {
-		r := newRig(t)
-		r.add("a")
-		r.add("b")
-		r.step("a", "b", "a", "b")
-		if got := r.check(); got["a"] != 32 || got["b"] != 32 {
-			t.Fatalf("two replicas hold %v, want 32 each", got)
-		}
+		r := pair(t)
 		gains := map[string]int{}
 		for _, id := range []string{"a", "b"} {
 			gain := r.m[id].cfg.Gain
@@ -370,13 +377,7 @@ func TestJoinerTakesWhatWasReleasedForIt(t *testing.T) {
 // steps again it finds it lost them (Lose before anything else), holds
 // none of them, and gets a fair share back by the usual moves.
 func TestTakeoverAfterLapse(t *testing.T) {
-	r := newRig(t)
-	r.add("a")
-	r.add("b")
-	r.step("a", "b", "a", "b")
-	if got := r.check(); got["a"] != 32 || got["b"] != 32 {
-		t.Fatalf("hold %v, want 32 each", got)
-	}
+	r := pair(t)
 	epochs := map[int]int64{}
 	for _, l := range r.m["a"].held {
 		epochs[l.Shard] = l.Epoch

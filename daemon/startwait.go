@@ -9,7 +9,8 @@ import (
 )
 
 // startUnavailable bounds how long each step of a start on PostgreSQL
-// (opening the store, comparing the signing keys) waits for a database
+// (opening the store, comparing the signing keys, loading the pending
+// watches) waits for a database
 // that answers unavailable (restarting, failing over): past it the start
 // fails, saying so.
 const startUnavailable = 30 * time.Second

@@ -52,7 +52,10 @@ func TestObservedAnswerReachesARegistrationOnAnotherReplica(t *testing.T) {
 			}
 		}})
 	b := newEnv(t, envOpts{store: openStore(), watchers: []watcher.Watcher{probe}, holds: func(string) bool { return false }})
-	defer runEngine(a)()
+	var stopOnce sync.Once
+	stop := runEngine(a)
+	stopA := func() { stopOnce.Do(stop) }
+	defer stopA()
 
 	req := vigil.RegisterRequest{Kind: vigil.KindHTTP, Predicate: obj(`{"u":1}`), Recipient: "agent-1"}
 	first := registerObserving(t, a, req)
@@ -78,6 +81,9 @@ func TestObservedAnswerReachesARegistrationOnAnotherReplica(t *testing.T) {
 	if w1.AnsweredAtCreation {
 		t.Error("the first registration's watch says answered at creation (nothing mailed), and its outcome was mailed")
 	}
+	// The settlement answers the observer before it pushes: once a's
+	// engine has stopped, the settling probe has returned, push and all.
+	stopA()
 	mu.Lock()
 	defer mu.Unlock()
 	if len(pushed) != 1 || pushed[0].Seq != msgs[0].Seq {

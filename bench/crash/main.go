@@ -80,8 +80,8 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the temporary directory (data dir, daemon log) even when all is well")
 	replicas := flag.Int("replicas", 1, "daemons on one PostgreSQL database (-store); each kill SIGKILLs one of them at random and restarts it")
 	store := flag.String("store", "", "postgres://… URL: run the daemons on a fresh schema of this database (dropped afterwards unless -keep); empty: SQLite")
-	cuts := flag.Int("cuts", 0, "with -store: times the database ends every connection of the daemons (pg_terminate_backend: a database restarting "+
-		"or failing over), at random instants while the watches fire, between the kills")
+	cuts := flag.Int("cuts", 0, "with -store: times the database ends the connections of the daemons (pg_terminate_backend), at random instants while "+
+		"the watches fire, between the kills: every daemon's at the first, third… (a database restarting or failing over), one daemon's at the second, fourth… (one replica cut off)")
 	flag.Parse()
 	if *replicas < 1 || *replicas > 16 || (*replicas > 1 && *store == "") {
 		log.Fatalf("-replicas %d: from 1 to 16, and more than 1 needs -store postgres://…", *replicas)
@@ -138,7 +138,6 @@ type harness struct {
 	// on PostgreSQL (baseStore) they share store, a fresh schema.
 	replicas         int
 	baseStore, store string
-	daemonStore      string // store with application_name set (cut)
 	keep             bool
 	addrs, dataDirs  []string
 	procs            []*exec.Cmd
@@ -173,11 +172,12 @@ type killRecord struct {
 	sender bool
 }
 
-// cutRecord is one cut: when, and how many of the daemons' connections
-// the database ended.
+// cutRecord is one cut: when, of which daemon (-1: all), and how many of
+// its connections the database ended.
 type cutRecord struct {
-	at    time.Time
-	ended int
+	at      time.Time
+	replica int
+	ended   int
 }
 
 // plan is what the harness registered for one watch.
@@ -413,29 +413,40 @@ func (h *harness) run() (int, error) {
 	return h.check(ctx, c, plans, watches)
 }
 
-// cutAtRandom ends every database connection of the daemons h.cuts
+// cutAtRandom has the database end the connections of the daemons h.cuts
 // times, at random instants drawn across the middle eight tenths of the
 // spread from t0 (while watches settle before and after each), in a
-// goroutine of its own; the channel it returns yields nil after the last
-// cut, or the error that stopped the cuts.
+// goroutine of its own: every daemon's at the odd cuts (the first, the
+// third…), one daemon's drawn at random at the even ones (that replica
+// cut off alone, while the others keep their leases and take its shards).
+// The channel it returns yields nil after the last cut, or the error that
+// stopped the cuts.
 func (h *harness) cutAtRandom(t0 time.Time) <-chan error {
 	at := make([]time.Time, h.cuts)
 	for k := range at {
 		at[k] = t0.Add(h.spread/10 + time.Duration(h.rnd.Int64N(int64(h.spread*8/10))))
 	}
 	slices.SortFunc(at, time.Time.Compare)
+	// Drawn here: the kills draw from h.rnd meanwhile.
+	target := make([]int, h.cuts)
+	for k := range target {
+		target[k] = -1
+		if k%2 == 1 {
+			target[k] = h.rnd.IntN(h.replicas)
+		}
+	}
 	done := make(chan error, 1)
 	go func() {
-		for _, t := range at {
+		for k, t := range at {
 			sleepUntil(t)
-			n, err := h.cut()
+			n, err := h.cut(target[k])
 			if err != nil {
 				done <- fmt.Errorf("cutting the daemons' connections: %w", err)
 				return
 			}
-			fmt.Fprintf(h.logf, "--- the database ended %d connections of the daemons at %s\n", n, vigil.FormatTime(time.Now()))
+			fmt.Fprintf(h.logf, "--- the database ended %d connections of %s at %s\n", n, daemonsName(target[k]), vigil.FormatTime(time.Now()))
 			h.hookMu.Lock()
-			h.cutLog = append(h.cutLog, cutRecord{at: time.Now(), ended: n})
+			h.cutLog = append(h.cutLog, cutRecord{at: time.Now(), ended: n, replica: target[k]})
 			h.hookMu.Unlock()
 		}
 		done <- nil
@@ -443,14 +454,28 @@ func (h *harness) cutAtRandom(t0 time.Time) <-chan error {
 	return done
 }
 
-// cut has the database end every connection of the daemons (those whose
-// application_name starts with the one daemonStore sets: their pools,
-// lease sessions, listeners) at once, as a database restarting or failing
-// over does, and returns how many it ended.
-func (h *harness) cut() (int, error) {
+// daemonsName names the daemons a cut of replica (-1: all) ends the
+// connections of.
+func daemonsName(replica int) string {
+	if replica < 0 {
+		return "the daemons"
+	}
+	return fmt.Sprintf("daemon %d alone", replica)
+}
+
+// cut has the database end every connection of daemon replica, or of
+// every daemon (-1): those whose application_name starts with the one
+// start gives it (its pools, lease session, listeners), at once, as a
+// database restarting or failing over (or a network cutting one replica
+// off) does, and returns how many it ended.
+func (h *harness) cut(replica int) (int, error) {
+	prefix := h.appName() + "-"
+	if replica >= 0 {
+		prefix = h.appName(replica)
+	}
 	var n int
 	err := h.queryRow(10*time.Second, &n, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE pid <> pg_backend_pid() AND starts_with(application_name, $1)`, h.appName())
+		WHERE pid <> pg_backend_pid() AND starts_with(application_name, $1)`, prefix)
 	return n, err
 }
 
@@ -467,9 +492,16 @@ func (h *harness) queryRow(timeout time.Duration, dest any, query string, args .
 	return c.QueryRow(ctx, query, args...).Scan(dest)
 }
 
-// appName is the application_name of the daemons' connections (before
-// what the store appends to it for its own sessions).
-func (h *harness) appName() string { return fmt.Sprintf("vigil-crash-%d", h.seed%1_000_000_007) }
+// appName is the start of the application_name of the daemons'
+// connections; appName(i), daemon i's (before what the store appends to
+// it for its own sessions), which no other daemon's starts with.
+func (h *harness) appName(replica ...int) string {
+	name := fmt.Sprintf("vigil-crash-%d", h.seed%1_000_000_007)
+	if len(replica) > 0 {
+		name += fmt.Sprintf("-r%d.", replica[0])
+	}
+	return name
+}
 
 // linger is how long the harness goes on receiving once everything has
 // settled, before it counts.
@@ -906,7 +938,15 @@ func (h *harness) start(i int) error {
 		args = append(args, "--allow-exec") // delivery commands
 	}
 	if h.store != "" {
-		args = append(args, "--store", h.daemonStore, "--replica", fmt.Sprintf("crash-%d", i))
+		// Each daemon's connections named after it, for the cuts.
+		u, err := url.Parse(h.store)
+		if err != nil {
+			return err
+		}
+		q := u.Query()
+		q.Set("application_name", h.appName(i))
+		u.RawQuery = q.Encode()
+		args = append(args, "--store", u.String(), "--replica", fmt.Sprintf("crash-%d", i))
 	}
 	cmd := exec.Command(h.bin, args...)
 	home := filepath.Join(h.dir, "home")
@@ -1026,10 +1066,6 @@ func (h *harness) schema() (string, error) {
 	q := u.Query()
 	q.Set("search_path", name)
 	u.RawQuery = q.Encode()
-	d := *u
-	q.Set("application_name", h.appName())
-	d.RawQuery = q.Encode()
-	h.daemonStore = d.String()
 	return u.String(), nil
 }
 
@@ -1142,8 +1178,8 @@ func (h *harness) cutsLanded(watches map[string]*vigil.Watch, bad func(string, .
 		if before > 0 && after > 0 {
 			mid++
 		}
-		fmt.Printf("cut %d: the database ended %d connections of the daemons; %d watches settled in the second before it, %d after it\n",
-			k+1, rec.ended, before, after)
+		fmt.Printf("cut %d: the database ended %d connections of %s; %d watches settled in the second before it, %d after it\n",
+			k+1, rec.ended, daemonsName(rec.replica), before, after)
 		ended += rec.ended
 	}
 	if len(h.cutLog) > 0 && ended == 0 {

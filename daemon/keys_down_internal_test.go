@@ -147,7 +147,8 @@ func TestKeyCheckWaitsForAnUnavailableDatabase(t *testing.T) {
 	}
 }
 
-// onRecord is a log handler that calls fn with each record's message.
+// onRecord is a log handler that calls fn with each record's message
+// (the tests of this package that wait for a log line use it).
 type onRecord func(msg string)
 
 func (h onRecord) Enabled(context.Context, slog.Level) bool { return true }

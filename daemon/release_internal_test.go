@@ -19,24 +19,6 @@ import (
 	"github.com/vigil-run/vigil/store/postgres"
 )
 
-// heardLog is a slog handler that closes its channel at the first record
-// with its message.
-type heardLog struct {
-	msg  string
-	once sync.Once
-	ch   chan struct{}
-}
-
-func (h *heardLog) Enabled(context.Context, slog.Level) bool { return true }
-func (h *heardLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *heardLog) WithGroup(string) slog.Handler            { return h }
-func (h *heardLog) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == h.msg {
-		h.once.Do(func() { close(h.ch) })
-	}
-	return nil
-}
-
 // TestReleaseWaitsForDeliveryInFlight: replica a holds every shard and a
 // webhook attempt of a watch of one of them is in flight when replica b
 // joins and a's lease step releases half the shards to it. The release
@@ -89,7 +71,14 @@ func TestReleaseWaitsForDeliveryInFlight(t *testing.T) {
 	}
 
 	t0 := time.Now().UTC().Truncate(time.Millisecond)
-	draining := &heardLog{msg: "waiting for the delivery attempts in flight on watches changing hands", ch: make(chan struct{})}
+	// Closed at a's log line that its release waits for the attempt.
+	draining := make(chan struct{})
+	var drainingOnce sync.Once
+	drainLog := onRecord(func(msg string) {
+		if msg == "waiting for the delivery attempts in flight on watches changing hands" {
+			drainingOnce.Do(func() { close(draining) })
+		}
+	})
 	recorded := func(into chan string) func(string, string) {
 		return func(_, status string) { into <- status }
 	}
@@ -109,7 +98,7 @@ func TestReleaseWaitsForDeliveryInFlight(t *testing.T) {
 		}
 		return s, disp
 	}
-	sa, _ := replica(pa, "a", t0, draining, aReceipts)
+	sa, _ := replica(pa, "a", t0, drainLog, aReceipts)
 	sb, db := replica(pb, "b", t0.Add(time.Hour), slog.DiscardHandler, bReceipts)
 
 	// a alone takes every shard.
@@ -156,7 +145,7 @@ func TestReleaseWaitsForDeliveryInFlight(t *testing.T) {
 	stepped := make(chan error, 1)
 	go func() { stepped <- sa.mgr.Step(ctx) }()
 	select {
-	case <-draining.ch:
+	case <-draining:
 	case err := <-stepped:
 		t.Errorf("a's step released its shards (%v) without waiting for the attempt in flight", err)
 		stepped <- err

@@ -28,6 +28,14 @@
 //   - with -cuts (PostgreSQL), the same whatever the database ending every
 //     connection of the replicas does (a restart, a failover), and the
 //     cuts landed while watches settled;
+//   - with -partitions (PostgreSQL), the same whatever one daemon, or
+//     every daemon, being cut off from the database for a while
+//     (-partition-for, longer than the lease by default) does: none of
+//     its connections carries anything, none is closed, and it goes on
+//     running; its lease lapses, the others take its shards, and it loses
+//     them when the partition heals; meanwhile its /readyz answers 503
+//     and the others' 200, and 200 again once healed (each a violation
+//     otherwise);
 //   - no daemon exits unless the harness killed it (one that dies on its
 //     own leaves its work to the other replicas, and the counts alone
 //     would not show it), and each restarted one is ready within 30 s.
@@ -82,7 +90,13 @@ func main() {
 	store := flag.String("store", "", "postgres://… URL: run the daemons on a fresh schema of this database (dropped afterwards unless -keep); empty: SQLite")
 	cuts := flag.Int("cuts", 0, "with -store: times the database ends the connections of the daemons (pg_terminate_backend), at random instants while "+
 		"the watches fire, between the kills: every daemon's at the first, third… (a database restarting or failing over), one daemon's at the second, fourth… (one replica cut off)")
+	partitions := flag.Int("partitions", 0, "with -store: times daemons are cut off from the database (every connection stalls, none is closed), "+
+		"at random instants while the watches fire, for -partition-for each: one daemon drawn at random at the first, third…, every daemon at the second, fourth…")
+	partitionFor := flag.Duration("partition-for", 20*time.Second, "how long each partition lasts (longer than the lease, 15 s by default, so the partitioned daemon's shards are taken over)")
 	flag.Parse()
+	if *partitions < 0 || (*partitions > 0 && *store == "") || *partitionFor <= 0 {
+		log.Fatalf("-partitions %d -partition-for %v: at least 0 partitions, more than 0 needs -store postgres://…, and each lasts more than 0", *partitions, *partitionFor)
+	}
 	if *replicas < 1 || *replicas > 16 || (*replicas > 1 && *store == "") {
 		log.Fatalf("-replicas %d: from 1 to 16, and more than 1 needs -store postgres://…", *replicas)
 	}
@@ -98,7 +112,8 @@ func main() {
 	log.SetFlags(0)
 	log.SetPrefix("crash: ")
 	h := &harness{n: *n, kills: *kills, cuts: *cuts, spread: *spread, hookShare: *hooks, seed: *seed, command: *channels == 2,
-		rnd: rand.New(rand.NewPCG(*seed, 0x5eed)), replicas: *replicas, baseStore: *store, keep: *keep}
+		rnd: rand.New(rand.NewPCG(*seed, 0x5eed)), replicas: *replicas, baseStore: *store, keep: *keep,
+		partitions: *partitions, partitionFor: *partitionFor}
 	violations, err := h.run()
 	if h.dir != "" {
 		if err != nil || violations > 0 || *keep {
@@ -120,12 +135,19 @@ type harness struct {
 	n, kills int
 	// cuts is how many times the database ends the daemons' connections
 	// (-cuts); cutLog says what each ended.
-	cuts      int
-	cutLog    []cutRecord
-	spread    time.Duration
-	hookShare float64
-	seed      uint64
-	rnd       *rand.Rand
+	cuts   int
+	cutLog []cutRecord
+	// partitions is how many times one daemon is cut off from the
+	// database (-partitions), each for partitionFor, through its link;
+	// partitionLog is what each partition did.
+	partitions   int
+	partitionFor time.Duration
+	links        []*link
+	partitionLog []partitionRecord
+	spread       time.Duration
+	hookShare    float64
+	seed         uint64
+	rnd          *rand.Rand
 	// command gives every watch with a webhook a delivery command too,
 	// and makes both slow (-channels 2).
 	command bool
@@ -212,6 +234,16 @@ func (h *harness) run() (int, error) {
 			return 0, err
 		}
 		defer h.dropSchema()
+	}
+	if h.partitions > 0 {
+		if err := h.makeLinks(); err != nil {
+			return 0, err
+		}
+		defer func() {
+			for _, l := range h.links {
+				l.close()
+			}
+		}()
 	}
 	if h.logf, err = os.Create(filepath.Join(h.dir, "daemon.log")); err != nil {
 		return 0, err
@@ -335,6 +367,7 @@ func (h *harness) run() (int, error) {
 	}
 	slices.SortFunc(at, time.Time.Compare)
 	cutsDone := h.cutAtRandom(t0)
+	partitionsDone := h.partitionAtRandom(t0)
 	for k := range h.kills {
 		sleepUntil(at[k])
 		h.hookMu.Lock()
@@ -346,13 +379,21 @@ func (h *harness) run() (int, error) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		i := h.rnd.IntN(h.replicas)
+		// Not a daemon cut off from the database, while one is not:
+		// the partition's check reads its losses once it heals.
+		for j := range h.replicas {
+			if !h.cutOff((i + j) % h.replicas) {
+				i = (i + j) % h.replicas
+				break
+			}
+		}
 		sender := h.replicas == 1
 		h.hookMu.Lock()
 		parkedID := h.parkedID
 		h.hookMu.Unlock()
 		if h.store != "" && parkedID != "" && k%2 == 0 {
 			// Every other kill: the replica sending the held request.
-			if j, err := h.settler(parkedID); err == nil && j >= 0 {
+			if j, err := h.settler(parkedID); err == nil && j >= 0 && !h.cutOff(j) {
 				i, sender = j, true
 			}
 		}
@@ -374,6 +415,9 @@ func (h *harness) run() (int, error) {
 		}
 	}
 	if err := <-cutsDone; err != nil {
+		return 0, err
+	}
+	if err := <-partitionsDone; err != nil {
 		return 0, err
 	}
 	lastKill := time.Now()
@@ -501,6 +545,35 @@ func (h *harness) appName(replica ...int) string {
 		name += fmt.Sprintf("-r%d.", replica[0])
 	}
 	return name
+}
+
+// defaultLease is vigil's lease on PostgreSQL, which the harness leaves
+// at its default (docs/operations.md).
+const defaultLease = 15 * time.Second
+
+// cutOff reports whether daemon i is cut off from the database now.
+func (h *harness) cutOff(i int) bool { return h.links != nil && h.links[i].partitioned() }
+
+// makeLinks makes each daemon's link to the database (-partitions).
+func (h *harness) makeLinks() error {
+	u, err := url.Parse(h.store)
+	if err != nil {
+		return err
+	}
+	target := u.Host
+	if u.Port() == "" {
+		target = net.JoinHostPort(u.Hostname(), "5432")
+	}
+	if u.Hostname() == "" || strings.Contains(u.Host, ",") {
+		return fmt.Errorf("-partitions: the store URL must name one host (%q)", u.Host)
+	}
+	h.links = make([]*link, h.replicas)
+	for i := range h.links {
+		if h.links[i], err = newLink(target); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // linger is how long the harness goes on receiving once everything has
@@ -730,6 +803,9 @@ func (h *harness) check(ctx context.Context, c *client.Client, plans []plan, wat
 		return 0, err
 	}
 	h.cutsLanded(watches, bad)
+	if err := h.partitionsLanded(watches, defaultLease, bad); err != nil {
+		return 0, err
+	}
 	if len(h.killLog) > 0 && h.hookShare > 0 {
 		// Each kill held the requests the receiver had taken: one at
 		// least was cut short, so its receipt ended unknown or it was
@@ -751,7 +827,7 @@ func (h *harness) check(ctx context.Context, c *client.Client, plans []plan, wat
 		maxLate.Round(time.Millisecond), h.seed)
 	fmt.Printf("push channels: %d of settled watches, %d lost (no receipt); delivery commands: %d delivered, %d unknown\n",
 		channels, channelsLost, cmdDelivered, cmdUnknown)
-	if len(h.cutLog) > 0 {
+	if len(h.cutLog)+len(h.partitionLog) > 0 {
 		fmt.Printf("requests of the harness answered unavailable (asked again): %d\n", unavailableAnswers.Load())
 	}
 	if violations > 20 {
@@ -946,6 +1022,10 @@ func (h *harness) start(i int) error {
 		q := u.Query()
 		q.Set("application_name", h.appName(i))
 		u.RawQuery = q.Encode()
+		if h.links != nil {
+			// Through its link, which a partition stalls.
+			u.Host = h.links[i].addr()
+		}
 		args = append(args, "--store", u.String(), "--replica", fmt.Sprintf("crash-%d", i))
 	}
 	cmd := exec.Command(h.bin, args...)
@@ -1029,6 +1109,10 @@ func (h *harness) stop() {
 func (h *harness) ready(ctx context.Context, i int) (*client.Client, error) {
 	hc := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(30 * time.Second)
+	if h.partitions > 0 {
+		// A daemon started while cut off waits for the partition.
+		deadline = deadline.Add(h.partitionFor)
+	}
 	for {
 		if resp, err := hc.Get("http://" + h.addrs[i] + "/readyz"); err == nil {
 			resp.Body.Close()

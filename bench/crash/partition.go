@@ -1,0 +1,451 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vigil-run/vigil"
+)
+
+// link is the network between one daemon and its database (-partitions):
+// a TCP proxy the daemon's store URL points at, which the harness can
+// partition. While partitioned it carries nothing, either way, on any of
+// the daemon's connections, old or new, and closes none: what either side
+// sends, a close included, waits in the link (and, past one buffer, in the
+// sockets' buffers, stalling the sender as TCP does) until the partition
+// heals, as across a network that stopped carrying packets for a while.
+// The database then ends the daemon's lease session when it has been idle
+// for the lease, and the other replicas take its shards; the daemon, alive
+// all along, goes on scheduling and probing, and none of what it writes
+// reaches the database until the partition heals.
+type link struct {
+	ln     net.Listener
+	target string
+
+	mu sync.Mutex
+	// open is closed while the link carries bytes; a partition replaces
+	// it with one that heal closes.
+	open  chan struct{}
+	conns map[net.Conn]struct{}
+	done  bool
+}
+
+// newLink listens on a loopback port for connections to target.
+func newLink(target string) (*link, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	l := &link{ln: ln, target: target, open: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	close(l.open)
+	go l.serve()
+	return l, nil
+}
+
+func (l *link) addr() string { return l.ln.Addr().String() }
+
+// pass returns once the link carries bytes.
+func (l *link) pass() {
+	l.mu.Lock()
+	open := l.open
+	l.mu.Unlock()
+	<-open
+}
+
+// partitioned reports whether the link carries nothing now.
+func (l *link) partitioned() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.open:
+		return false
+	default:
+		return true
+	}
+}
+
+// partition stops the link carrying bytes until heal.
+func (l *link) partition() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.open:
+		l.open = make(chan struct{})
+	default:
+	}
+}
+
+// heal lets what waited in the link through, and what follows.
+func (l *link) heal() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.open:
+	default:
+		close(l.open)
+	}
+}
+
+// close heals the link, stops it accepting and closes every connection it
+// carries.
+func (l *link) close() {
+	l.heal()
+	l.ln.Close()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.done = true
+	for c := range l.conns {
+		c.Close()
+	}
+}
+
+// track adds c to the connections close closes, or closes it when the
+// link is closed.
+func (l *link) track(c net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done {
+		c.Close()
+		return false
+	}
+	l.conns[c] = struct{}{}
+	return true
+}
+
+func (l *link) untrack(c net.Conn) {
+	l.mu.Lock()
+	delete(l.conns, c)
+	l.mu.Unlock()
+	c.Close()
+}
+
+func (l *link) serve() {
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			return
+		}
+		if l.track(c) {
+			go l.carry(c)
+		}
+	}
+}
+
+// carry joins the daemon's connection c to the database, once the link
+// carries bytes. A connection the daemon gave up on while the link was
+// partitioned (a connect that timed out: its first bytes, then its
+// close, wait in c) is dropped rather than opened on the database, as a
+// connect lost in a real partition never reaches the server.
+func (l *link) carry(c net.Conn) {
+	defer l.untrack(c)
+	waited := l.partitioned()
+	l.pass()
+	var first []byte
+	buf := make([]byte, 32<<10)
+	for waited {
+		// What the daemon sent while the link was partitioned, up to
+		// a pause: its close, if it gave up.
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		n, err := c.Read(buf)
+		first = append(first, buf[:n]...)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			return
+		}
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	db, err := net.Dial("tcp", l.target)
+	if err != nil {
+		return
+	}
+	if !l.track(db) {
+		return
+	}
+	defer l.untrack(db)
+	if _, err := db.Write(first); err != nil {
+		return
+	}
+	done := make(chan struct{}, 2)
+	go func() { l.pipe(db, c); done <- struct{}{} }()
+	go func() { l.pipe(c, db); done <- struct{}{} }()
+	<-done
+}
+
+// pipe copies src to dst while the link carries bytes; what it read while
+// partitioned, a close included, waits for the link to heal.
+func (l *link) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		l.pass()
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// partitionRecord is one partition: of which daemon (-1: all), from when
+// until it healed.
+type partitionRecord struct {
+	replica        int
+	at, healed     time.Time
+	lost, takenFor int // the daemon's "shards lost" lines after it; the others' "shards taken" lines during it
+	// unready is how long after the partition began its daemon's
+	// /readyz first answered 503 (a load balancer then stops sending to
+	// it), ready how long after it healed 200 again; -1 when it did not
+	// within the partition, or within 30 s of the heal.
+	unready, ready time.Duration
+	// unreadyAnswer is what /readyz answered when it was not ready.
+	unreadyAnswer string
+	// othersUnready names the other daemons whose /readyz did not answer
+	// 200 in three probes a few seconds before the heal, with what it
+	// answered.
+	othersUnready []string
+}
+
+// partitionAtRandom cuts daemons off from the database h.partitions
+// times, each for h.partitionFor, at instants drawn across the middle
+// eight tenths of the spread from t0 (one after another, the next at
+// least 5 s after the last healed, when they overlap), in a goroutine of
+// its own: one daemon drawn at random at the odd partitions (the first,
+// the third…: one replica cut off while the others take its shards),
+// every daemon at the even ones (the database unreachable for all: every
+// lease lapses at once). The channel it returns yields nil once the last
+// has healed.
+func (h *harness) partitionAtRandom(t0 time.Time) <-chan error {
+	at := make([]time.Time, h.partitions)
+	target := make([]int, h.partitions)
+	for k := range at {
+		at[k] = t0.Add(h.spread/10 + time.Duration(h.rnd.Int64N(int64(h.spread*8/10))))
+		target[k] = -1
+		if k%2 == 0 {
+			target[k] = h.rnd.IntN(h.replicas)
+		}
+	}
+	slices.SortFunc(at, time.Time.Compare)
+	done := make(chan error, 1)
+	go func() {
+		var healed time.Time
+		for k, t := range at {
+			// At least a renewal after the last healed, so that what
+			// each partition did shows before the next.
+			sleepUntil(t)
+			sleepUntil(healed.Add(5 * time.Second))
+			rec := partitionRecord{replica: target[k], at: time.Now()}
+			off := []int{rec.replica}
+			if rec.replica < 0 {
+				off = make([]int, h.replicas)
+				for i := range off {
+					off[i] = i
+				}
+			}
+			fmt.Fprintf(h.logf, "--- partition of %s from the database at %s\n", daemonsName(rec.replica), vigil.FormatTime(rec.at))
+			for _, i := range off {
+				h.links[i].partition()
+			}
+			healAt := rec.at.Add(h.partitionFor)
+			for _, i := range off {
+				d, answer := h.readyWithin(i, false, healAt, rec.at)
+				rec.unready = later(rec.unready, d)
+				rec.unreadyAnswer = answer
+			}
+			// The others, as a load balancer sees them: ready, or
+			// back within three probes (one slow answer under load is
+			// not a replica out of rotation).
+			sleepUntil(healAt.Add(-5 * time.Second))
+			for j := range h.replicas {
+				if slices.Contains(off, j) {
+					continue
+				}
+				ok, answer := h.isReady(j)
+				for try := 1; !ok && try < 3; try++ {
+					time.Sleep(500 * time.Millisecond)
+					ok, answer = h.isReady(j)
+				}
+				if !ok {
+					rec.othersUnready = append(rec.othersUnready, fmt.Sprintf("daemon %d (%s)", j, answer))
+				}
+			}
+			sleepUntil(healAt)
+			for _, i := range off {
+				h.links[i].heal()
+			}
+			rec.healed = time.Now()
+			healed = rec.healed
+			for _, i := range off {
+				d, _ := h.readyWithin(i, true, rec.healed.Add(30*time.Second), rec.healed)
+				rec.ready = later(rec.ready, d)
+			}
+			fmt.Fprintf(h.logf, "--- partition of %s healed at %s\n", daemonsName(rec.replica), vigil.FormatTime(rec.healed))
+			h.hookMu.Lock()
+			h.partitionLog = append(h.partitionLog, rec)
+			h.hookMu.Unlock()
+		}
+		done <- nil
+	}()
+	return done
+}
+
+// later is the later of two delays, where -1 (never) is the latest.
+func later(a, b time.Duration) time.Duration {
+	if a < 0 || b < 0 {
+		return -1
+	}
+	return max(a, b)
+}
+
+// isReady reports whether daemon i's /readyz answers 200 within 2 s (its
+// store check alone may take 1 s), and what it answered.
+func (h *harness) isReady(i int) (bool, string) {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	resp, err := hc.Get("http://" + h.addrs[i] + "/readyz")
+	if err != nil {
+		return false, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	return resp.StatusCode == http.StatusOK, fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+}
+
+// readyWithin polls daemon i's /readyz until it is ready (or not, with
+// ready false), before until, and returns how long after since that
+// was, or -1, and what it answered then.
+func (h *harness) readyWithin(i int, ready bool, until, since time.Time) (time.Duration, string) {
+	for time.Now().Before(until) {
+		if ok, answer := h.isReady(i); ok == ready {
+			return time.Since(since), answer
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return -1, ""
+}
+
+// partitionsLanded prints what each partition did, from the daemons' log:
+// the partitioned daemon's lease lapsed, so it logged the shards it lost
+// once it could reach the database again, and the others took shards
+// meanwhile. A run whose partitions were all shorter than the lease
+// proves the same of nothing; one that was long enough and in which no
+// partitioned daemon lost its shards is a violation (the partitions did
+// not cut it off).
+func (h *harness) partitionsLanded(watches map[string]*vigil.Watch, lease time.Duration, bad func(string, ...any)) error {
+	if len(h.partitionLog) == 0 {
+		return nil
+	}
+	lines, err := logLines(filepath.Join(h.dir, "daemon.log"))
+	if err != nil {
+		return err
+	}
+	lapsed := 0
+	for k := range h.partitionLog {
+		rec := &h.partitionLog[k]
+		// Its daemon's lines (every daemon's, for a partition of all).
+		me := func(text string) bool {
+			return rec.replica < 0 || strings.Contains(text, fmt.Sprintf("replica=crash-%d ", rec.replica))
+		}
+		// Its losses are logged at the first step after it heals: within
+		// 30 s, and before the next partition.
+		end := rec.healed.Add(30 * time.Second)
+		if k+1 < len(h.partitionLog) && h.partitionLog[k+1].at.Before(end) {
+			end = h.partitionLog[k+1].at
+		}
+		for _, ln := range lines {
+			switch {
+			case ln.at.Before(rec.at):
+			case strings.Contains(ln.text, `msg="shards lost`) && me(ln.text) && ln.at.Before(end):
+				rec.lost++
+			case strings.Contains(ln.text, `msg="shards taken"`) && !me(ln.text) && ln.at.Before(rec.healed):
+				rec.takenFor++
+			}
+		}
+		if rec.lost > 0 {
+			lapsed++
+		}
+		during := 0
+		for _, w := range watches {
+			if !w.SettledAt.IsZero() && w.SettledAt.After(rec.at) && w.SettledAt.Before(rec.healed) {
+				during++
+			}
+		}
+		unready := delay(rec.unready)
+		if rec.unreadyAnswer != "" {
+			unready += " (" + rec.unreadyAnswer + ")"
+		}
+		fmt.Printf("partition %d: %s cut off from the database for %v; not ready after %s, ready again %s after it healed; then %d losses of shards logged, %d takings by the others meanwhile; %d watches settled during it\n",
+			k+1, daemonsName(rec.replica), rec.healed.Sub(rec.at).Round(100*time.Millisecond), unready, delay(rec.ready),
+			rec.lost, rec.takenFor, during)
+		if rec.unready < 0 {
+			bad("partition %d: the /readyz of %s answered 200 throughout, though it could not reach its database", k+1, daemonsName(rec.replica))
+		}
+		if rec.ready < 0 {
+			bad("partition %d: the /readyz of %s did not answer 200 within 30 s of the partition healing", k+1, daemonsName(rec.replica))
+		}
+		if len(rec.othersUnready) > 0 {
+			bad("partition %d: %s, not cut off, not ready during it", k+1, strings.Join(rec.othersUnready, ", "))
+		}
+	}
+	if h.partitionFor > lease && lapsed == 0 {
+		bad("none of the %d partitions, each longer than the lease (%v), made its daemon lose its shards", len(h.partitionLog), lease)
+	}
+	return nil
+}
+
+// delay formats a delay of readyWithin: -1 is never.
+func delay(d time.Duration) string {
+	if d < 0 {
+		return "never"
+	}
+	return d.Round(100 * time.Millisecond).String()
+}
+
+// logLine is a line of the daemons' log with the time it gives.
+type logLine struct {
+	at   time.Time
+	text string
+}
+
+// logLines reads the daemons' log lines that carry a time (slog's
+// "time=…" first).
+func logLines(path string) ([]logLine, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []logLine
+	r := bufio.NewReader(f)
+	for {
+		s, err := r.ReadString('\n')
+		if rest, ok := strings.CutPrefix(s, "time="); ok {
+			if ts, _, ok := strings.Cut(rest, " "); ok {
+				if t, perr := time.Parse(time.RFC3339Nano, ts); perr == nil {
+					out = append(out, logLine{at: t, text: s})
+				}
+			}
+		}
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}

@@ -36,6 +36,12 @@
 //     them when the partition heals; meanwhile its /readyz answers 503
 //     and the others' 200, and 200 again once healed (each a violation
 //     otherwise);
+//   - with -freezes (PostgreSQL), the same whatever one daemon being
+//     frozen for a while (SIGSTOP, then SIGCONT -freeze-for later, longer
+//     than the lease by default: a long pause, a VM stopped) does: its
+//     lease lapses, the others take its shards, and once thawed it finds
+//     them lost and is ready again; the others stay ready (each a
+//     violation otherwise);
 //   - no daemon exits unless the harness killed it (one that dies on its
 //     own leaves its work to the other replicas, and the counts alone
 //     would not show it), and each restarted one is ready within 30 s.
@@ -93,7 +99,12 @@ func main() {
 	partitions := flag.Int("partitions", 0, "with -store: times daemons are cut off from the database (every connection stalls, none is closed), "+
 		"at random instants while the watches fire, for -partition-for each: one daemon drawn at random at the first, third…, every daemon at the second, fourth…")
 	partitionFor := flag.Duration("partition-for", 20*time.Second, "how long each partition lasts (longer than the lease, 15 s by default, so the partitioned daemon's shards are taken over)")
+	freezes := flag.Int("freezes", 0, "with -store: times one daemon drawn at random is frozen (SIGSTOP, then SIGCONT), at random instants while the watches fire, for -freeze-for each")
+	freezeFor := flag.Duration("freeze-for", 20*time.Second, "how long each freeze lasts (longer than the lease, 15 s by default, so the frozen daemon's shards are taken over)")
 	flag.Parse()
+	if *freezes < 0 || (*freezes > 0 && *store == "") || *freezeFor <= 0 {
+		log.Fatalf("-freezes %d -freeze-for %v: at least 0 freezes, more than 0 needs -store postgres://…, and each lasts more than 0", *freezes, *freezeFor)
+	}
 	if *partitions < 0 || (*partitions > 0 && *store == "") || *partitionFor <= 0 {
 		log.Fatalf("-partitions %d -partition-for %v: at least 0 partitions, more than 0 needs -store postgres://…, and each lasts more than 0", *partitions, *partitionFor)
 	}
@@ -113,7 +124,8 @@ func main() {
 	log.SetPrefix("crash: ")
 	h := &harness{n: *n, kills: *kills, cuts: *cuts, spread: *spread, hookShare: *hooks, seed: *seed, command: *channels == 2,
 		rnd: rand.New(rand.NewPCG(*seed, 0x5eed)), replicas: *replicas, baseStore: *store, keep: *keep,
-		partitions: *partitions, partitionFor: *partitionFor}
+		partitions: *partitions, partitionFor: *partitionFor, freezes: *freezes, freezeFor: *freezeFor}
+	h.frozen.Store(-1)
 	violations, err := h.run()
 	if h.dir != "" {
 		if err != nil || violations > 0 || *keep {
@@ -144,10 +156,17 @@ type harness struct {
 	partitionFor time.Duration
 	links        []*link
 	partitionLog []partitionRecord
-	spread       time.Duration
-	hookShare    float64
-	seed         uint64
-	rnd          *rand.Rand
+	// freezes is how many times one daemon is frozen (-freezes), each
+	// for freezeFor; frozen is the daemon frozen now (-1: none),
+	// freezeLog what each freeze did.
+	freezes   int
+	freezeFor time.Duration
+	frozen    atomic.Int64
+	freezeLog []freezeRecord
+	spread    time.Duration
+	hookShare float64
+	seed      uint64
+	rnd       *rand.Rand
 	// command gives every watch with a webhook a delivery command too,
 	// and makes both slow (-channels 2).
 	command bool
@@ -162,7 +181,8 @@ type harness struct {
 	baseStore, store string
 	keep             bool
 	addrs, dataDirs  []string
-	procs            []*exec.Cmd
+	procs            []*exec.Cmd // written under procMu (signal reads them from another goroutine)
+	procMu           sync.Mutex
 	exited           []chan struct{} // closed when procs[i] has exited
 	exitErr          []error         // how procs[i] exited, once exited[i] is closed
 	killed           []int           // kills per replica
@@ -368,6 +388,7 @@ func (h *harness) run() (int, error) {
 	slices.SortFunc(at, time.Time.Compare)
 	cutsDone := h.cutAtRandom(t0)
 	partitionsDone := h.partitionAtRandom(t0)
+	freezesDone := h.freezeAtRandom(t0)
 	for k := range h.kills {
 		sleepUntil(at[k])
 		h.hookMu.Lock()
@@ -379,11 +400,11 @@ func (h *harness) run() (int, error) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		i := h.rnd.IntN(h.replicas)
-		// Not a daemon cut off from the database, while one is not:
-		// the partition's check reads its losses once it heals.
+		// Not a daemon cut off from the database or frozen, while one
+		// is not: their checks read its losses once it is back.
 		for j := range h.replicas {
-			if !h.cutOff((i + j) % h.replicas) {
-				i = (i + j) % h.replicas
+			if c := (i + j) % h.replicas; !h.cutOff(c) && !h.isFrozen(c) {
+				i = c
 				break
 			}
 		}
@@ -393,7 +414,7 @@ func (h *harness) run() (int, error) {
 		h.hookMu.Unlock()
 		if h.store != "" && parkedID != "" && k%2 == 0 {
 			// Every other kill: the replica sending the held request.
-			if j, err := h.settler(parkedID); err == nil && j >= 0 && !h.cutOff(j) {
+			if j, err := h.settler(parkedID); err == nil && j >= 0 && !h.cutOff(j) && !h.isFrozen(j) {
 				i, sender = j, true
 			}
 		}
@@ -418,6 +439,9 @@ func (h *harness) run() (int, error) {
 		return 0, err
 	}
 	if err := <-partitionsDone; err != nil {
+		return 0, err
+	}
+	if err := <-freezesDone; err != nil {
 		return 0, err
 	}
 	lastKill := time.Now()
@@ -466,19 +490,8 @@ func (h *harness) run() (int, error) {
 // The channel it returns yields nil after the last cut, or the error that
 // stopped the cuts.
 func (h *harness) cutAtRandom(t0 time.Time) <-chan error {
-	at := make([]time.Time, h.cuts)
-	for k := range at {
-		at[k] = t0.Add(h.spread/10 + time.Duration(h.rnd.Int64N(int64(h.spread*8/10))))
-	}
-	slices.SortFunc(at, time.Time.Compare)
 	// Drawn here: the kills draw from h.rnd meanwhile.
-	target := make([]int, h.cuts)
-	for k := range target {
-		target[k] = -1
-		if k%2 == 1 {
-			target[k] = h.rnd.IntN(h.replicas)
-		}
-	}
+	at, target := h.instants(t0, h.cuts), h.alternate(h.cuts, false)
 	done := make(chan error, 1)
 	go func() {
 		for k, t := range at {
@@ -806,6 +819,9 @@ func (h *harness) check(ctx context.Context, c *client.Client, plans []plan, wat
 	if err := h.partitionsLanded(watches, defaultLease, bad); err != nil {
 		return 0, err
 	}
+	if err := h.freezesLanded(defaultLease, bad); err != nil {
+		return 0, err
+	}
 	if len(h.killLog) > 0 && h.hookShare > 0 {
 		// Each kill held the requests the receiver had taken: one at
 		// least was cut short, so its receipt ended unknown or it was
@@ -827,7 +843,7 @@ func (h *harness) check(ctx context.Context, c *client.Client, plans []plan, wat
 		maxLate.Round(time.Millisecond), h.seed)
 	fmt.Printf("push channels: %d of settled watches, %d lost (no receipt); delivery commands: %d delivered, %d unknown\n",
 		channels, channelsLost, cmdDelivered, cmdUnknown)
-	if len(h.cutLog)+len(h.partitionLog) > 0 {
+	if len(h.cutLog)+len(h.partitionLog)+len(h.freezeLog) > 0 {
 		fmt.Printf("requests of the harness answered unavailable (asked again): %d\n", unavailableAnswers.Load())
 	}
 	if violations > 20 {
@@ -1040,7 +1056,7 @@ func (h *harness) start(i int) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	h.procs[i] = cmd
+	h.setProc(i, cmd)
 	exited := make(chan struct{})
 	h.exited[i] = exited
 	go func() {
@@ -1067,7 +1083,7 @@ func (h *harness) alive() {
 			err := h.exitErr[i]
 			h.hookMu.Unlock()
 			h.died = append(h.died, fmt.Sprintf("daemon %d exited on its own: %v", i, err))
-			h.procs[i] = nil
+			h.setProc(i, nil)
 		default:
 		}
 	}
@@ -1083,7 +1099,7 @@ func (h *harness) kill(i int) error {
 		return err
 	}
 	<-h.exited[i]
-	h.procs[i] = nil
+	h.setProc(i, nil)
 	h.killed[i]++
 	return nil
 }
@@ -1093,6 +1109,7 @@ func (h *harness) stop() {
 		if p == nil {
 			continue
 		}
+		_ = p.Process.Signal(syscall.SIGCONT) // if a freeze was cut short
 		_ = p.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-h.exited[i]:
@@ -1100,8 +1117,15 @@ func (h *harness) stop() {
 			_ = p.Process.Kill()
 			<-h.exited[i]
 		}
-		h.procs[i] = nil
+		h.setProc(i, nil)
 	}
+}
+
+// setProc sets daemon i's process (nil: none runs), under procMu.
+func (h *harness) setProc(i int, p *exec.Cmd) {
+	h.procMu.Lock()
+	h.procs[i] = p
+	h.procMu.Unlock()
 }
 
 // ready waits (at most 30 s) for daemon i's /readyz and returns a client

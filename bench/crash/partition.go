@@ -232,16 +232,7 @@ type partitionRecord struct {
 // lease lapses at once). The channel it returns yields nil once the last
 // has healed.
 func (h *harness) partitionAtRandom(t0 time.Time) <-chan error {
-	at := make([]time.Time, h.partitions)
-	target := make([]int, h.partitions)
-	for k := range at {
-		at[k] = t0.Add(h.spread/10 + time.Duration(h.rnd.Int64N(int64(h.spread*8/10))))
-		target[k] = -1
-		if k%2 == 0 {
-			target[k] = h.rnd.IntN(h.replicas)
-		}
-	}
-	slices.SortFunc(at, time.Time.Compare)
+	at, target := h.instants(t0, h.partitions), h.alternate(h.partitions, true)
 	done := make(chan error, 1)
 	go func() {
 		var healed time.Time
@@ -268,23 +259,8 @@ func (h *harness) partitionAtRandom(t0 time.Time) <-chan error {
 				rec.unready = later(rec.unready, d)
 				rec.unreadyAnswer = answer
 			}
-			// The others, as a load balancer sees them: ready, or
-			// back within three probes (one slow answer under load is
-			// not a replica out of rotation).
 			sleepUntil(healAt.Add(-5 * time.Second))
-			for j := range h.replicas {
-				if slices.Contains(off, j) {
-					continue
-				}
-				ok, answer := h.isReady(j)
-				for try := 1; !ok && try < 3; try++ {
-					time.Sleep(500 * time.Millisecond)
-					ok, answer = h.isReady(j)
-				}
-				if !ok {
-					rec.othersUnready = append(rec.othersUnready, fmt.Sprintf("daemon %d (%s)", j, answer))
-				}
-			}
+			rec.othersUnready = h.unreadyOthers(func(j int) bool { return slices.Contains(off, j) || h.isFrozen(j) })
 			sleepUntil(healAt)
 			for _, i := range off {
 				h.links[i].heal()
@@ -311,6 +287,75 @@ func later(a, b time.Duration) time.Duration {
 		return -1
 	}
 	return max(a, b)
+}
+
+// instants draws n instants across the middle eight tenths of the spread
+// from t0, in order.
+func (h *harness) instants(t0 time.Time, n int) []time.Time {
+	at := make([]time.Time, n)
+	for k := range at {
+		at[k] = t0.Add(h.spread/10 + time.Duration(h.rnd.Int64N(int64(h.spread*8/10))))
+	}
+	slices.SortFunc(at, time.Time.Compare)
+	return at
+}
+
+// alternate draws the targets of n faults, one daemon drawn at random
+// (its index) or every daemon (-1) in turn, the first one daemon when
+// oneFirst.
+func (h *harness) alternate(n int, oneFirst bool) []int {
+	target := make([]int, n)
+	for k := range target {
+		target[k] = -1
+		if (k%2 == 0) == oneFirst {
+			target[k] = h.rnd.IntN(h.replicas)
+		}
+	}
+	return target
+}
+
+// unreadyOthers probes the /readyz of every daemon but those skip names,
+// as a load balancer sees them: ready, or back within three probes (one
+// slow answer under load is not a replica out of rotation). It names
+// those that were not, with what they answered.
+func (h *harness) unreadyOthers(skip func(int) bool) []string {
+	var out []string
+	for j := range h.replicas {
+		if skip(j) {
+			continue
+		}
+		ok, answer := h.isReady(j)
+		for try := 1; !ok && try < 3; try++ {
+			time.Sleep(500 * time.Millisecond)
+			ok, answer = h.isReady(j)
+		}
+		if !ok {
+			out = append(out, fmt.Sprintf("daemon %d (%s)", j, answer))
+		}
+	}
+	return out
+}
+
+// shardMoves counts, among the daemons' log lines, the losses of shards
+// that lines of the daemon cut off or frozen (mine) logged from its start
+// until 30 s after it ended (they are logged at its first step back),
+// and before next (the start of the next; zero: none), and the takings
+// that the others logged from start to end.
+func shardMoves(lines []logLine, mine func(string) bool, start, end, next time.Time) (lost, taken int) {
+	until := end.Add(30 * time.Second)
+	if !next.IsZero() && next.Before(until) {
+		until = next
+	}
+	for _, ln := range lines {
+		switch {
+		case ln.at.Before(start):
+		case strings.Contains(ln.text, `msg="shards lost`) && mine(ln.text) && ln.at.Before(until):
+			lost++
+		case strings.Contains(ln.text, `msg="shards taken"`) && !mine(ln.text) && ln.at.Before(end):
+			taken++
+		}
+	}
+	return lost, taken
 }
 
 // isReady reports whether daemon i's /readyz answers 200 within 2 s (its
@@ -361,21 +406,11 @@ func (h *harness) partitionsLanded(watches map[string]*vigil.Watch, lease time.D
 		me := func(text string) bool {
 			return rec.replica < 0 || strings.Contains(text, fmt.Sprintf("replica=crash-%d ", rec.replica))
 		}
-		// Its losses are logged at the first step after it heals: within
-		// 30 s, and before the next partition.
-		end := rec.healed.Add(30 * time.Second)
-		if k+1 < len(h.partitionLog) && h.partitionLog[k+1].at.Before(end) {
-			end = h.partitionLog[k+1].at
+		var next time.Time
+		if k+1 < len(h.partitionLog) {
+			next = h.partitionLog[k+1].at
 		}
-		for _, ln := range lines {
-			switch {
-			case ln.at.Before(rec.at):
-			case strings.Contains(ln.text, `msg="shards lost`) && me(ln.text) && ln.at.Before(end):
-				rec.lost++
-			case strings.Contains(ln.text, `msg="shards taken"`) && !me(ln.text) && ln.at.Before(rec.healed):
-				rec.takenFor++
-			}
-		}
+		rec.lost, rec.takenFor = shardMoves(lines, me, rec.at, rec.healed, next)
 		if rec.lost > 0 {
 			lapsed++
 		}

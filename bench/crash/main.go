@@ -102,12 +102,8 @@ func main() {
 	freezes := flag.Int("freezes", 0, "with -store: times one daemon drawn at random is frozen (SIGSTOP, then SIGCONT), at random instants while the watches fire, for -freeze-for each")
 	freezeFor := flag.Duration("freeze-for", 20*time.Second, "how long each freeze lasts (longer than the lease, 15 s by default, so the frozen daemon's shards are taken over)")
 	flag.Parse()
-	if *freezes < 0 || (*freezes > 0 && *store == "") || *freezeFor <= 0 {
-		log.Fatalf("-freezes %d -freeze-for %v: at least 0 freezes, more than 0 needs -store postgres://…, and each lasts more than 0", *freezes, *freezeFor)
-	}
-	if *partitions < 0 || (*partitions > 0 && *store == "") || *partitionFor <= 0 {
-		log.Fatalf("-partitions %d -partition-for %v: at least 0 partitions, more than 0 needs -store postgres://…, and each lasts more than 0", *partitions, *partitionFor)
-	}
+	checkFault("partitions", *partitions, *partitionFor, *store)
+	checkFault("freezes", *freezes, *freezeFor, *store)
 	if *replicas < 1 || *replicas > 16 || (*replicas > 1 && *store == "") {
 		log.Fatalf("-replicas %d: from 1 to 16, and more than 1 needs -store postgres://…", *replicas)
 	}
@@ -403,7 +399,7 @@ func (h *harness) run() (int, error) {
 		// Not a daemon cut off from the database or frozen, while one
 		// is not: their checks read its losses once it is back.
 		for j := range h.replicas {
-			if c := (i + j) % h.replicas; !h.cutOff(c) && !h.isFrozen(c) {
+			if c := (i + j) % h.replicas; !h.away(c) {
 				i = c
 				break
 			}
@@ -414,7 +410,7 @@ func (h *harness) run() (int, error) {
 		h.hookMu.Unlock()
 		if h.store != "" && parkedID != "" && k%2 == 0 {
 			// Every other kill: the replica sending the held request.
-			if j, err := h.settler(parkedID); err == nil && j >= 0 && !h.cutOff(j) && !h.isFrozen(j) {
+			if j, err := h.settler(parkedID); err == nil && j >= 0 && !h.away(j) {
 				i, sender = j, true
 			}
 		}
@@ -567,18 +563,30 @@ const defaultLease = 15 * time.Second
 // cutOff reports whether daemon i is cut off from the database now.
 func (h *harness) cutOff(i int) bool { return h.links != nil && h.links[i].partitioned() }
 
+// away reports whether daemon i is cut off from the database or frozen
+// now: the kills spare it.
+func (h *harness) away(i int) bool { return h.cutOff(i) || h.isFrozen(i) }
+
+// checkFault ends the run on a bad -NAME N -NAME-for D: N at least 0,
+// more than 0 only on PostgreSQL (store), D more than 0.
+func checkFault(name string, n int, d time.Duration, store string) {
+	if n < 0 || (n > 0 && store == "") || d <= 0 {
+		log.Fatalf("-%s %d -%s-for %v: at least 0 %s, more than 0 needs -store postgres://…, and each lasts more than 0", name, n, strings.TrimSuffix(name, "s"), d, name)
+	}
+}
+
 // makeLinks makes each daemon's link to the database (-partitions).
 func (h *harness) makeLinks() error {
 	u, err := url.Parse(h.store)
 	if err != nil {
 		return err
 	}
+	if u.Hostname() == "" || strings.Contains(u.Host, ",") {
+		return fmt.Errorf("-partitions: the store URL must name one host (%q)", u.Host)
+	}
 	target := u.Host
 	if u.Port() == "" {
 		target = net.JoinHostPort(u.Hostname(), "5432")
-	}
-	if u.Hostname() == "" || strings.Contains(u.Host, ",") {
-		return fmt.Errorf("-partitions: the store URL must name one host (%q)", u.Host)
 	}
 	h.links = make([]*link, h.replicas)
 	for i := range h.links {

@@ -716,13 +716,22 @@ const horizonSQL = `(SELECT CASE
 // must not have lapsed (Heartbeat renews it): a replica whose lease lapsed
 // takes nothing. Their lease_expiry rows are set to lapse a lease from now,
 // for replicas of an older build, which read them.
+//
+// A shard is taken only at the epoch whose lease was judged lapsed
+// (judged, the lease row as the statement's snapshot read it). When
+// another replica's Acquire commits the takeover of a row after this
+// statement read it and before it locks it, PostgreSQL rechecks the
+// locked row at its new version but reuses the other tables' rows as read
+// before (the old holder's, the old expiry), so without the epoch the new
+// holder's fresh lease would be judged by the old one's and taken again.
 func (s *Store) Acquire(ctx context.Context, replica string, n int, lease, lapsedFor time.Duration) ([]Lease, error) {
 	if n <= 0 {
 		return nil, nil
 	}
 	rows, err := s.leasePool.Query(ctx, `WITH `+locksSQL+`,
 		pick AS (
-			SELECT l.shard FROM leases AS l JOIN lease_expiry AS x ON x.shard = l.shard LEFT JOIN replicas AS r ON r.id = l.owner
+			SELECT l.shard FROM leases AS l JOIN leases AS judged ON judged.shard = l.shard AND judged.epoch = l.epoch
+				JOIN lease_expiry AS x ON x.shard = l.shard LEFT JOIN replicas AS r ON r.id = l.owner
 			WHERE `+untilSQL(`$2::interval`)+` <= now() - $3::interval
 				AND EXISTS (SELECT FROM replicas WHERE id = $1 AND (lease_until > now() OR lock_key IN (SELECT key FROM locks)))
 			ORDER BY l.shard LIMIT $4 FOR UPDATE OF l SKIP LOCKED),

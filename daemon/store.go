@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -32,14 +33,25 @@ func renewedLeases(store string) bool {
 	return ok
 }
 
+// idleTxTimeout is how long the server lets one of a replica's sessions
+// sit idle inside a transaction (idle_in_transaction_session_timeout):
+// the renewal interval, at least a second, at most the lease. vigil never
+// leaves a transaction open while it waits on anything but the database,
+// so only a replica frozen or cut off mid-transaction reaches it; until
+// then the row locks of its transaction hold back the other replicas'
+// writes to those rows (a settlement of a watch it had locked, the
+// takeover of its shards), and their connections wait with them.
+func idleTxTimeout(lease, renew time.Duration) time.Duration {
+	return min(lease, max(renew, time.Second))
+}
+
 // openStore opens the store cfg names: the SQLite file (checked first: see
 // checkDatabase) or the PostgreSQL database.
 func openStore(ctx context.Context, cfg Config, replica string, logger *slog.Logger) (vigil.Store, error) {
 	if cfg.Postgres() {
-		lease, _ := cfg.leases()
 		// Every write is heard by the other daemons on the database (see
 		// pgEvents and shards, each with its Listen).
-		st, err := postgres.Open(ctx, cfg.Store, &postgres.Options{Logger: logger, Notify: true, Replica: replica, IdleTxTimeout: lease,
+		st, err := postgres.Open(ctx, cfg.Store, &postgres.Options{Logger: logger, Notify: true, Replica: replica, IdleTxTimeout: idleTxTimeout(cfg.leases()),
 			RenewedLeases: renewedLeases(cfg.Store)})
 		if err != nil {
 			return nil, fmt.Errorf("store: %w", err)

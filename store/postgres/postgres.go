@@ -90,10 +90,12 @@ type Options struct {
 	Replica string
 	// IdleTxTimeout, when positive, ends a session left idle inside a
 	// transaction that long (PostgreSQL's
-	// idle_in_transaction_session_timeout): a replica frozen in the
-	// middle of a fenced write holds a share lock on its lease rows,
-	// which would keep the takeover of its shards waiting. Set it to the
-	// lease duration.
+	// idle_in_transaction_session_timeout): a replica frozen or cut off
+	// in the middle of a write holds its row locks (a share lock on its
+	// lease rows in a fenced write, which keeps the takeover of its
+	// shards waiting; the rows it writes, which keep the other replicas'
+	// writes to them waiting, their connections with them). Set it to at
+	// most the lease duration.
 	IdleTxTimeout time.Duration
 	// RenewedLeases makes the replicas' leases renewed rows, as before
 	// schema 13, even on a server that could hold them as sessions

@@ -154,11 +154,13 @@ type harness struct {
 	partitionLog []partitionRecord
 	// freezes is how many times one daemon is frozen (-freezes), each
 	// for freezeFor; frozen is the daemon frozen now (-1: none),
-	// freezeLog what each freeze did.
+	// freezeLog what each freeze did. faultMu orders the starts of a
+	// freeze and a partition of every daemon (exclusive).
 	freezes   int
 	freezeFor time.Duration
 	frozen    atomic.Int64
 	freezeLog []freezeRecord
+	faultMu   sync.Mutex
 	spread    time.Duration
 	hookShare float64
 	seed      uint64

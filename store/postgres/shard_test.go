@@ -79,10 +79,7 @@ func inShard(t *testing.T, sh int, tag string) *vigil.Watch {
 // themselves: taken once, renewed only by their holder at their epoch
 // before they lapse, released to the next taker.
 func TestFencing(t *testing.T) {
-	u := newSchema(t)
-	a := openWith(t, u, &postgres.Options{MaxConns: 4, Replica: "a"})
-	b := openWith(t, u, &postgres.Options{MaxConns: 4, Replica: "b"})
-	t.Cleanup(func() { a.Close(); b.Close() })
+	u, a, b := twoReplicas(t)
 	ctx := t.Context()
 
 	if lb, err := b.Acquire(ctx, "b", 64, time.Minute, 0); err != nil || len(lb) != 0 {
@@ -187,10 +184,7 @@ func TestFencing(t *testing.T) {
 // commits before anyone else can hold the shard; the holder's renewal does
 // not wait for it.
 func TestFenceHoldsTakeover(t *testing.T) {
-	u := newSchema(t)
-	a := openWith(t, u, &postgres.Options{MaxConns: 4, Replica: "a"})
-	b := openWith(t, u, &postgres.Options{MaxConns: 4, Replica: "b"})
-	t.Cleanup(func() { a.Close(); b.Close() })
+	_, a, b := twoReplicas(t)
 	ctx := t.Context()
 	beat(t, a, "a", nil)
 	beat(t, b, "b", nil)
@@ -785,6 +779,17 @@ func nextEvent(t *testing.T, heard <-chan postgres.Event) postgres.Event {
 		t.Fatal("no event heard")
 		return postgres.Event{}
 	}
+}
+
+// twoReplicas opens replicas a and b on a fresh schema, closed at the
+// test's end.
+func twoReplicas(t *testing.T) (string, *postgres.Store, *postgres.Store) {
+	t.Helper()
+	u := newSchema(t)
+	a := openWith(t, u, &postgres.Options{MaxConns: 4, Replica: "a"})
+	b := openWith(t, u, &postgres.Options{MaxConns: 4, Replica: "b"})
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return u, a, b
 }
 
 // beat is replica's heartbeat on s renewing held, on a lease of a minute

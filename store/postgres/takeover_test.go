@@ -16,10 +16,7 @@ import (
 // before). Each round starts the second replica's statement a little
 // later than the last, so that one of them lands while the first commits.
 func TestAcquireRaceTakesEachShardOnce(t *testing.T) {
-	u := newSchema(t)
-	a := openWith(t, u, &postgres.Options{MaxConns: 4, Replica: "a"})
-	b := openWith(t, u, &postgres.Options{MaxConns: 4, Replica: "b"})
-	t.Cleanup(func() { a.Close(); b.Close() })
+	_, a, b := twoReplicas(t)
 	ctx := t.Context()
 	beat(t, a, "a", nil)
 	beat(t, b, "b", nil)

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/vigil-run/vigil/store/postgres"
 )
 
@@ -38,5 +40,38 @@ func TestIdleTxTimeoutFreesLocks(t *testing.T) {
 	var owner string
 	if err := b.Pool().QueryRow(ctx, `SELECT owner FROM leases WHERE shard = 5`).Scan(&owner); err != nil || owner != "b" {
 		t.Fatalf("shard 5's owner = %q, %v; want b", owner, err)
+	}
+}
+
+// TestPingWithThePoolBusy: a replica whose every pooled connection is
+// busy (under load, or held by writes waiting on locks) still answers its
+// readiness ping, on the lease pool, within the ping's bound; a closed
+// store does not.
+func TestPingWithThePoolBusy(t *testing.T) {
+	u := newSchema(t)
+	s := openWith(t, u, &postgres.Options{MaxConns: 2, Replica: "a"})
+	ctx := t.Context()
+	var held []*pgxpool.Conn
+	for range 2 {
+		c, err := s.Pool().Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := s.Ping(pctx); err != nil {
+		t.Fatalf("Ping with every pooled connection busy = %v, want nil", err)
+	}
+	for _, c := range held {
+		c.Release()
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping = %v, want nil", err)
+	}
+	s.Close()
+	if err := s.Ping(ctx); err == nil {
+		t.Fatal("Ping of a closed store = nil, want an error")
 	}
 }

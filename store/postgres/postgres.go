@@ -527,9 +527,17 @@ func notFound(id string) error {
 // Ping answers nil when a pooled connection reads the schema's replicas
 // table (no row: the plan alone needs the table), for a readiness check:
 // an error when the server does not answer within ctx, the pool is closed
-// or the schema is gone.
+// or the schema is gone. When every connection of the main pool is busy
+// (a replica under load, or taking over the shards of others) it asks on
+// the lease pool's: a replica whose pool is saturated still reaches its
+// database, and the only one left serving must not look unready for
+// its load.
 func (s *Store) Ping(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, `SELECT 1 FROM replicas LIMIT 0`); err != nil {
+	db := s.pool
+	if st := s.pool.Stat(); st.IdleConns() == 0 && st.TotalConns() >= st.MaxConns() {
+		db = s.leasePool
+	}
+	if _, err := db.Exec(ctx, `SELECT 1 FROM replicas LIMIT 0`); err != nil {
 		return wrap("ping", err)
 	}
 	return nil

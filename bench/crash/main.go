@@ -693,6 +693,7 @@ func (h *harness) check(ctx context.Context, c *client.Client, plans []plan, wat
 		channels, channelsLost                     int
 		cmdDelivered, cmdUnknown                   int
 		maxLate                                    time.Duration
+		latest                                     string // the watch settled latest after its instant
 	)
 	now := time.Now()
 	h.hookMu.Lock()
@@ -729,6 +730,7 @@ func (h *harness) check(ctx context.Context, c *client.Client, plans []plan, wat
 		}
 		if late := w.SettledAt.Sub(p.due); late > maxLate {
 			maxLate = late
+			latest = fmt.Sprintf("%s, %s, due %s", p.id, p.kind, vigil.FormatTime(p.due))
 		}
 		if p.kind == vigil.KindTimer && w.SettledAt.Before(p.due) {
 			bad("timer %s fired at %s, before its instant %s", p.id, vigil.FormatTime(w.SettledAt), vigil.FormatTime(p.due))
@@ -848,9 +850,9 @@ func (h *harness) check(ctx context.Context, c *client.Client, plans []plan, wat
 		}
 	}
 
-	fmt.Printf("%d watches, %d kills, lost %d, duplicated %d, stuck %d, not fired %d, phantom webhooks %d; states %v; webhooks: %d delivered, %d unknown, %d undeliverable, %d resent under retry_unknown; latest fire %v after its instant (seed %d)\n",
+	fmt.Printf("%d watches, %d kills, lost %d, duplicated %d, stuck %d, not fired %d, phantom webhooks %d; states %v; webhooks: %d delivered, %d unknown, %d undeliverable, %d resent under retry_unknown; latest fire %v after its instant (%s; seed %d)\n",
 		h.n, h.kills, lost, duplicated, stuck, notFired, phantom, states, delivered, unknown, undeliverable, resent,
-		maxLate.Round(time.Millisecond), h.seed)
+		maxLate.Round(time.Millisecond), latest, h.seed)
 	fmt.Printf("push channels: %d of settled watches, %d lost (no receipt); delivery commands: %d delivered, %d unknown\n",
 		channels, channelsLost, cmdDelivered, cmdUnknown)
 	if len(h.cutLog)+len(h.partitionLog)+len(h.freezeLog) > 0 {

@@ -449,20 +449,36 @@ func (h *harness) run() (int, error) {
 
 	// Wait until every watch has settled and every receipt has an end,
 	// bounded: a watch still pending a minute after it fell due (and after
-	// the last restart) is a violation, not a reason to wait on.
+	// the last restart) is a violation, not a reason to wait on. While
+	// the deliveries still move (fewer unfinished at each look: a backlog
+	// of slow delivery commands on the replicas left serving), a minute
+	// more from the last move, up to ten after that bound; a delivery that
+	// stopped moving is a violation still.
 	last := slices.MaxFunc(plans, func(a, b plan) int { return a.due.Compare(b.due) }).due
 	limit := last
 	if lastKill.After(limit) {
 		limit = lastKill
 	}
 	limit = limit.Add(60 * time.Second)
+	longest := limit.Add(10 * time.Minute)
+	least := -1
 	var watches map[string]*vigil.Watch
 	for {
 		if watches, err = listAll(ctx, c); err != nil {
 			return 0, err
 		}
-		if quiet(watches, plans) || time.Now().After(limit) {
+		n := unfinished(watches, plans)
+		if n == 0 || time.Now().After(limit) {
 			break
+		}
+		if more := time.Now().Add(60 * time.Second); least >= 0 && n < least && more.After(limit) {
+			limit = more
+			if limit.After(longest) {
+				limit = longest
+			}
+		}
+		if least < 0 || n < least {
+			least = n
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -605,29 +621,34 @@ const linger = 2 * time.Second
 
 // quiet reports whether every watch has settled, every channel it pushes
 // to has a receipt, and no receipt is still sending or retrying.
-func quiet(ws map[string]*vigil.Watch, plans []plan) bool {
+func quiet(ws map[string]*vigil.Watch, plans []plan) bool { return unfinished(ws, plans) == 0 }
+
+// unfinished counts the watches still pending, the channels of settled
+// ones without a receipt, and the receipts still sending or retrying.
+func unfinished(ws map[string]*vigil.Watch, plans []plan) int {
+	n := 0
 	for _, w := range ws {
 		if w.State == vigil.StatePending {
-			return false
+			n++
 		}
 		for _, r := range w.Receipts {
 			if r.Status == "sending" || r.Status == "retrying" {
-				return false
+				n++
 			}
 		}
 	}
 	for _, p := range plans {
 		w := ws[p.id]
-		if w == nil {
+		if w == nil || w.State == vigil.StatePending {
 			continue
 		}
 		for _, ch := range p.channels() {
 			if receipt(w, ch) == nil {
-				return false
+				n++
 			}
 		}
 	}
-	return true
+	return n
 }
 
 // channels are the push channels p's watch delivers to.

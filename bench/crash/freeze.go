@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -136,21 +135,12 @@ func (h *harness) isFrozen(i int) bool { return h.frozen.Load() == int64(i) }
 // ready during it, and freezes longer than the lease none of whose daemons
 // then logged the loss of its shards, among those that held shards when
 // stopped and had another daemon there to take them.
-func (h *harness) freezesLanded(lease time.Duration, bad func(string, ...any)) error {
-	if len(h.freezeLog) == 0 {
-		return nil
-	}
-	lines, err := logLines(filepath.Join(h.dir, "daemon.log"))
-	if err != nil {
-		return err
-	}
+func (h *harness) freezesLanded(lines []logLine, lease time.Duration, bad func(string, ...any)) {
 	lapsed, checked := 0, 0
 	for k := range h.freezeLog {
 		rec := &h.freezeLog[k]
 		check := rec.held > 0 && !h.othersAway(rec.replica, rec.at, rec.thawed)
-		me := fmt.Sprintf("replica=crash-%d ", rec.replica)
-		next := h.nextFault(rec.replica, rec.at)
-		rec.lost, rec.taken = shardMoves(lines, func(text string) bool { return strings.Contains(text, me) }, rec.at, rec.thawed, next)
+		rec.lost, rec.taken = h.shardMoves(lines, rec.replica, rec.at, rec.thawed)
 		if check {
 			checked++
 			if rec.lost > 0 {
@@ -166,8 +156,9 @@ func (h *harness) freezesLanded(lease time.Duration, bad func(string, ...any)) e
 			bad("freeze %d: %s, not frozen, not ready during it", k+1, strings.Join(rec.othersUnready, ", "))
 		}
 	}
-	lapseChecked("freezes", len(h.freezeLog), checked, lapsed, h.freezeFor > lease, lease, bad)
-	return nil
+	if len(h.freezeLog) > 0 {
+		lapseChecked("freezes", len(h.freezeLog), checked, lapsed, h.freezeFor > lease, lease, bad)
+	}
 }
 
 // lapseChecked counts as a violation faults longer than the lease none of

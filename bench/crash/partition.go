@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -363,11 +362,14 @@ func (h *harness) unreadyOthers(skip func(int) bool) []string {
 }
 
 // shardMoves counts, among the daemons' log lines, the losses of shards
-// that lines of the daemon cut off or frozen (mine) logged from its start
-// until 30 s after it ended (they are logged at its first step back),
-// and before next (the start of the next; zero: none), and the takings
-// that the others logged from start to end.
-func shardMoves(lines []logLine, mine func(string) bool, start, end, next time.Time) (lost, taken int) {
+// that daemon replica (-1: every daemon), cut off or frozen from start to
+// end, logged from start until 30 s after end (they are logged at its
+// first step back) and before the next fault of it (nextFault), and the
+// takings that the others logged from start to end.
+func (h *harness) shardMoves(lines []logLine, replica int, start, end time.Time) (lost, taken int) {
+	me := fmt.Sprintf("replica=crash-%d ", replica)
+	mine := func(text string) bool { return replica < 0 || strings.Contains(text, me) }
+	next := h.nextFault(replica, start)
 	until := end.Add(30 * time.Second)
 	if !next.IsZero() && next.Before(until) {
 		until = next
@@ -468,23 +470,12 @@ func (h *harness) readyWithin(i int, ready bool, until, since time.Time) (time.D
 // daemon partitioned alone held shards with another there to take them,
 // and none such lost its shards, is a violation (the partitions did not
 // cut it off).
-func (h *harness) partitionsLanded(watches map[string]*vigil.Watch, lease time.Duration, bad func(string, ...any)) error {
-	if len(h.partitionLog) == 0 {
-		return nil
-	}
-	lines, err := logLines(filepath.Join(h.dir, "daemon.log"))
-	if err != nil {
-		return err
-	}
+func (h *harness) partitionsLanded(lines []logLine, watches map[string]*vigil.Watch, lease time.Duration, bad func(string, ...any)) {
 	lapsed, checked := 0, 0
 	for k := range h.partitionLog {
 		rec := &h.partitionLog[k]
 		check := rec.replica >= 0 && rec.held > 0 && !h.othersAway(rec.replica, rec.at, rec.healed)
-		// Its daemon's lines (every daemon's, for a partition of all).
-		me := func(text string) bool {
-			return rec.replica < 0 || strings.Contains(text, fmt.Sprintf("replica=crash-%d ", rec.replica))
-		}
-		rec.lost, rec.takenFor = shardMoves(lines, me, rec.at, rec.healed, h.nextFault(rec.replica, rec.at))
+		rec.lost, rec.takenFor = h.shardMoves(lines, rec.replica, rec.at, rec.healed)
 		if check {
 			checked++
 			if rec.lost > 0 {
@@ -518,8 +509,9 @@ func (h *harness) partitionsLanded(watches map[string]*vigil.Watch, lease time.D
 			bad("partition %d: %s, not cut off, not ready during it", k+1, strings.Join(rec.othersUnready, ", "))
 		}
 	}
-	lapseChecked("partitions", len(h.partitionLog), checked, lapsed, h.partitionFor > lease, lease, bad)
-	return nil
+	if len(h.partitionLog) > 0 {
+		lapseChecked("partitions", len(h.partitionLog), checked, lapsed, h.partitionFor > lease, lease, bad)
+	}
 }
 
 // delay formats a delay of readyWithin: -1 is never.
